@@ -1,0 +1,39 @@
+#pragma once
+// OpId: one enumerator per row of ops.def, with the row's name, kind and dtype rule.
+#include <cstdint>
+#include <string_view>
+
+namespace kiln {
+
+enum class OpId : uint16_t {
+#define KILN_UNARY(Id, name, rule, expr) Id,
+#define KILN_BINARY(Id, name, rule, expr) Id,
+#define KILN_REDUCE(Id, name) Id,
+#define KILN_OP(Id, name, kind) Id,
+#include "core/ops.def"
+};
+
+constexpr int kNumOps = 0
+#define KILN_UNARY(Id, name, rule, expr) +1
+#define KILN_BINARY(Id, name, rule, expr) +1
+#define KILN_REDUCE(Id, name) +1
+#define KILN_OP(Id, name, kind) +1
+#include "core/ops.def"
+    ;
+
+enum class OpKind : uint8_t { Unary, Binary, Reduce, View, Other };
+enum class DTypeRule : uint8_t { Keep, Float, Promote, Compare, Logical, None };
+
+struct OpInfo {
+  std::string_view name;     // "add"
+  OpKind kind;
+  DTypeRule rule;
+  std::string_view expr;     // the scalar expression, for code generators; empty for non-elementwise ops
+};
+
+const OpInfo& op_info(OpId op);
+inline std::string_view op_name(OpId op) { return op_info(op).name; }
+// Looks a name up in the table; returns false when no row has it.
+bool op_from_name(std::string_view name, OpId* out);
+
+}  // namespace kiln

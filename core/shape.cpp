@@ -1,0 +1,48 @@
+#include "core/shape.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/error.h"
+
+namespace kiln {
+
+std::string shape_str(const Shape& s) { return fmt::format("[{}]", fmt::join(s, ",")); }
+
+int64_t numel_of(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& sizes) {
+  Shape st(sizes.size());
+  int64_t acc = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= sizes[i] > 1 ? sizes[i] : 1;
+  }
+  return st;
+}
+
+Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1)
+      fail("{}: shapes {} and {} cannot be broadcast", op, shape_str(a), shape_str(b));
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+int64_t wrap_dim(std::string_view op, int64_t dim, int64_t ndim) {
+  int64_t n = ndim == 0 ? 1 : ndim;  // a 0-d tensor accepts dim 0 and -1, as in torch
+  if (dim < -n || dim >= n)
+    fail("{}: dim {} is out of range for a tensor of rank {} (expected in [{}, {}])", op, dim, ndim, -n, n - 1);
+  return dim < 0 ? dim + n : dim;
+}
+
+}  // namespace kiln

@@ -1,0 +1,20 @@
+#pragma once
+// Sizes and strides: formatting, element counts, contiguity, broadcasting and dim wrapping.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln {
+
+using Shape = std::vector<int64_t>;
+
+std::string shape_str(const Shape& s);  // "[2,3]"
+int64_t numel_of(const Shape& s);
+Shape contiguous_strides(const Shape& sizes);
+// NumPy broadcasting; raises "<op>: shapes [2,3] and [4] cannot be broadcast".
+Shape broadcast_shapes(std::string_view op, const Shape& a, const Shape& b);
+// Maps a possibly negative dim into [0, ndim); raises "<op>: dim 3 is out of range for a tensor of rank 2".
+int64_t wrap_dim(std::string_view op, int64_t dim, int64_t ndim);
+
+}  // namespace kiln

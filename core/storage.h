@@ -1,0 +1,26 @@
+#pragma once
+// Refcounted bytes on a device, shared by every view of them, with the version counter that in-place
+// ops bump (autograd checks it to catch a saved tensor modified after it was saved).
+#include <atomic>
+#include <cstddef>
+#include <memory>
+
+#include "core/device.h"
+
+namespace kiln {
+
+struct Storage {
+  void* data = nullptr;
+  size_t nbytes = 0;
+  Device device;
+  std::atomic<uint64_t> version{0};
+  bool owned = true;  // false: borrowed memory (from_blob), never freed by kiln
+
+  static std::shared_ptr<Storage> allocate(size_t nbytes, Device device = Device::cpu());
+  Storage() = default;
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  ~Storage();
+};
+
+}  // namespace kiln

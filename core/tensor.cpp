@@ -1,0 +1,65 @@
+#include "core/tensor.h"
+
+namespace kiln {
+
+Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device) {
+  for (int64_t d : sizes)
+    if (d < 0) fail("empty: negative dimension in shape {}", shape_str(sizes));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = Storage::allocate(size_t(numel_of(sizes)) * itemsize(dtype), device);
+  impl->sizes = sizes;
+  impl->strides = contiguous_strides(sizes);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::from_blob(void* data, const Shape& sizes, DType dtype, Shape strides) {
+  auto st = std::make_shared<Storage>();
+  st->data = data;
+  st->owned = false;
+  st->nbytes = size_t(numel_of(sizes)) * itemsize(dtype);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::move(st);
+  impl->sizes = sizes;
+  impl->strides = strides.empty() && !sizes.empty() ? contiguous_strides(sizes) : std::move(strides);
+  if (impl->strides.size() != sizes.size())
+    fail("from_blob: {} strides given for a shape of rank {}", impl->strides.size(), sizes.size());
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::wrap_scalar(Scalar s) {
+  Tensor t = empty({}, s.type);
+  switch (s.type) {
+    case DType::Bool: *static_cast<bool*>(t.raw_data()) = s.v != 0; break;
+    case DType::Int64: *static_cast<int64_t*>(t.raw_data()) = int64_t(s.v); break;
+    default: *static_cast<double*>(t.raw_data()) = s.v; break;
+  }
+  t.impl()->wrapped_number = true;
+  return t;
+}
+
+int64_t Tensor::size(int64_t dim) const { return sizes()[size_t(wrap_dim("size", dim, this->dim()))]; }
+int64_t Tensor::stride(int64_t dim) const { return strides()[size_t(wrap_dim("stride", dim, this->dim()))]; }
+
+bool Tensor::is_contiguous() const {
+  const Shape& sz = sizes();
+  const Shape& st = strides();
+  int64_t expected = 1;
+  for (size_t i = sz.size(); i-- > 0;) {
+    if (sz[i] == 1) continue;
+    if (st[i] != expected) return false;
+    expected *= sz[i];
+  }
+  return true;
+}
+
+double Tensor::item_double() const {
+  if (numel() != 1) fail("item: a tensor with {} elements cannot be converted to a scalar", numel());
+  return visit_dtype(dtype(), [&](auto v) -> double {
+    using T = decltype(v);
+    return static_cast<double>(*static_cast<const T*>(raw_data()));
+  });
+}
+
+}  // namespace kiln

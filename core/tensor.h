@@ -1,0 +1,177 @@
+#pragma once
+// Tensor: a refcounted handle to sizes, strides and an offset over shared Storage. Copying a Tensor
+// copies the handle (as in PyTorch's C++ API); ops and methods are defined in eager/.
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/shape.h"
+#include "core/storage.h"
+
+namespace kiln {
+
+struct AutogradMeta;  // eager/autograd: grad, grad_fn, requires_grad; null for plain tensors
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape sizes;
+  Shape strides;
+  int64_t offset = 0;  // in elements
+  DType dtype = DType::Float32;
+  bool wrapped_number = false;  // a C++ scalar turned into a 0-d tensor: it does not widen float types
+  std::shared_ptr<AutogradMeta> autograd;
+};
+
+class Tensor;
+using Tensors = std::vector<Tensor>;
+
+// A scalar operand: a C++ bool, integer or floating value, kept with its category for type promotion.
+struct Scalar {
+  double v;
+  DType type;  // Bool, Int64 or Float64
+  Scalar(double x) : v(x), type(DType::Float64) {}
+  Scalar(float x) : v(x), type(DType::Float64) {}
+  Scalar(int x) : v(x), type(DType::Int64) {}
+  Scalar(long x) : v(double(x)), type(DType::Int64) {}
+  Scalar(long long x) : v(double(x)), type(DType::Int64) {}
+  Scalar(bool x) : v(x), type(DType::Bool) {}
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // A fresh, uninitialised, contiguous tensor.
+  static Tensor empty(const Shape& sizes, DType dtype = DType::Float32, Device device = Device::cpu());
+  // A view of caller-owned memory (not freed by kiln); strides default to contiguous.
+  static Tensor from_blob(void* data, const Shape& sizes, DType dtype, Shape strides = {});
+  // A 0-d tensor holding a C++ scalar, marked as a wrapped number for type promotion.
+  static Tensor wrap_scalar(Scalar s);
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
+
+  const Shape& sizes() const { return checked()->sizes; }
+  const Shape& shape() const { return sizes(); }
+  const Shape& strides() const { return checked()->strides; }
+  int64_t size(int64_t dim) const;
+  int64_t stride(int64_t dim) const;
+  int64_t dim() const { return int64_t(sizes().size()); }
+  int64_t numel() const { return numel_of(sizes()); }
+  int64_t storage_offset() const { return checked()->offset; }
+  DType dtype() const { return checked()->dtype; }
+  Device device() const { return checked()->storage->device; }
+  size_t element_size() const { return itemsize(dtype()); }
+  bool is_contiguous() const;
+  bool is_floating_point() const { return is_floating(dtype()); }
+  const std::shared_ptr<Storage>& storage() const { return checked()->storage; }
+  uint64_t version() const { return storage()->version.load(std::memory_order_relaxed); }
+  void bump_version() const { storage()->version.fetch_add(1, std::memory_order_relaxed); }
+
+  void* raw_data() const {
+    auto* i = checked();
+    return static_cast<char*>(i->storage->data) + i->offset * int64_t(itemsize(i->dtype));
+  }
+  // Typed pointer to the first element; raises when T does not match the dtype.
+  template <class T>
+  T* data_ptr() const {
+    if (dtype_of<T>() != dtype())
+      fail("data_ptr: tensor has dtype {} but {} was requested", dtype_name(dtype()), dtype_name(dtype_of<T>()));
+    return static_cast<T*>(raw_data());
+  }
+  // The value of a one-element tensor converted to T; raises for more than one element.
+  template <class T>
+  T item() const {
+    return static_cast<T>(item_double());
+  }
+  double item_double() const;
+
+  // ---- views (share storage) ----
+  Tensor view(const Shape& shape) const;     // raises when strides cannot express it
+  Tensor reshape(const Shape& shape) const;  // copies only when needed
+  Tensor permute(const Shape& dims) const;
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor t() const;
+  Tensor expand(const Shape& shape) const;
+  Tensor expand_as(const Tensor& other) const { return expand(other.sizes()); }
+  Tensor slice(int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step = 1) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor operator[](int64_t index) const { return select(0, index); }
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+
+  // ---- copies and conversion ----
+  Tensor contiguous() const;
+  Tensor clone() const;
+  Tensor to(DType dtype) const;
+  Tensor detach() const;  // shares storage, no autograd history
+
+  // ---- in-place (bump the version counter) ----
+  Tensor& add_(const Tensor& other);
+  Tensor& sub_(const Tensor& other);
+  Tensor& mul_(const Tensor& other);
+  Tensor& div_(const Tensor& other);
+  Tensor& add_(Scalar s);
+  Tensor& sub_(Scalar s);
+  Tensor& mul_(Scalar s);
+  Tensor& div_(Scalar s);
+  Tensor& zero_();
+  Tensor& fill_(Scalar s);
+  Tensor& copy_(const Tensor& src);  // broadcasts src, converts dtype
+
+  // ---- math methods (the free functions of eager/ops.h) ----
+  Tensor neg() const;
+  Tensor abs() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
+  Tensor relu() const;
+  Tensor pow(const Tensor& e) const;
+  Tensor pow(Scalar e) const;
+  Tensor sum() const;
+  Tensor sum(const Shape& dims, bool keepdim = false) const;
+  Tensor sum(int64_t dim, bool keepdim = false) const { return sum(Shape{dim}, keepdim); }
+  Tensor mean() const;
+  Tensor mean(const Shape& dims, bool keepdim = false) const;
+  Tensor mean(int64_t dim, bool keepdim = false) const { return mean(Shape{dim}, keepdim); }
+  Tensor max() const;
+  std::pair<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
+  Tensor min() const;
+  std::pair<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
+  Tensor argmax() const;
+  Tensor argmax(int64_t dim, bool keepdim = false) const;
+  Tensor argmin() const;
+  Tensor argmin(int64_t dim, bool keepdim = false) const;
+  Tensor prod() const;
+  Tensor prod(int64_t dim, bool keepdim = false) const;
+  Tensor var(const Shape& dims = {}, int64_t correction = 1, bool keepdim = false) const;
+  Tensor std(const Shape& dims = {}, int64_t correction = 1, bool keepdim = false) const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+
+  std::string str() const;  // as torch prints it
+
+ private:
+  TensorImpl* checked() const {
+    if (!impl_) fail("tensor: use of an undefined tensor");
+    return impl_.get();
+  }
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+}  // namespace kiln

@@ -1,0 +1,182 @@
+// Elementwise kernels: type promotion and broadcasting around the per-ISA loops, plus the public
+// elementwise functions and operators.
+#include "core/op.h"
+#include "eager/cpu/isa_kernels.h"
+#include "eager/cpu/copy.h"
+#include "eager/dispatch.h"
+#include "eager/kernels.h"
+#include "eager/ops.h"
+
+namespace kiln {
+namespace {
+
+enum Category { kBool = 0, kInt = 1, kFloat = 2 };
+Category category(DType t) { return t == DType::Bool ? kBool : is_floating(t) ? kFloat : kInt; }
+
+// torch.result_type: dimensioned tensors, 0-d tensors and wrapped C++ scalars are promoted in three
+// groups; a lower group only matters when it is of a higher category (int tensor + 2.5 → float32).
+struct ResultTypeState {
+  std::optional<DType> dim, zero, wrapped;
+  void add(const Tensor& t) {
+    DType d = t.dtype();
+    std::optional<DType>* slot = &dim;
+    if (t.impl()->wrapped_number) {
+      slot = &wrapped;
+      if (is_floating(d)) d = default_dtype();
+    } else if (t.dim() == 0) {
+      slot = &zero;
+    }
+    *slot = slot->has_value() ? promote_types(**slot, d) : d;
+  }
+  static std::optional<DType> combine(std::optional<DType> higher, std::optional<DType> lower) {
+    if (!higher) return lower;
+    if (!lower) return higher;
+    if (category(*lower) > category(*higher)) return promote_types(*higher, *lower);
+    return higher;
+  }
+  DType result() const { return *combine(dim, combine(zero, wrapped)); }
+};
+
+bool is_half(DType t) { return t == DType::BFloat16 || t == DType::Float16; }
+
+Tensor cast_if(const Tensor& t, DType d) { return t.dtype() == d ? t : cpu::cast_to(t, d); }
+
+// Runs a binary row into `out` (already shaped as the broadcast result and of the right dtype).
+void binary_into(OpId op, DType compute, const Tensor& a, const Tensor& b, const Tensor& out) {
+  auto L = cpu::make_loop(op_name(op).data(), out, {&a, &b});
+  cpu::isa_kernels().binary(op, compute, L);
+}
+
+DType binary_compute_type(OpId op, const Tensor& a, const Tensor& b) {
+  const OpInfo& info = op_info(op);
+  ResultTypeState st;
+  st.add(a);
+  st.add(b);
+  DType t = st.result();
+  if (info.rule == DTypeRule::Float && !is_floating(t)) t = default_dtype();
+  if (t == DType::Bool && op == OpId::Sub)
+    fail("sub: subtraction with two bool tensors is not supported, use logical_xor or ne");
+  return t;
+}
+
+DType binary_out_type(OpId op, DType compute) {
+  DTypeRule r = op_info(op).rule;
+  return r == DTypeRule::Compare || r == DTypeRule::Logical ? DType::Bool : compute;
+}
+
+}  // namespace
+
+DType result_type(const Tensor& a, const Tensor& b) {
+  ResultTypeState st;
+  st.add(a);
+  st.add(b);
+  return st.result();
+}
+
+namespace cpu {
+
+Tensors kernel_unary(OpId op, const Tensors& in, const Attrs&) {
+  const Tensor& x = in.at(0);
+  const OpInfo& info = op_info(op);
+  DType t = x.dtype();
+  if (info.rule == DTypeRule::Float && !is_floating(t)) t = default_dtype();
+  if (t == DType::Bool && op == OpId::Neg) fail("neg: negation of a bool tensor is not supported, use logical_not");
+  DType out_t = info.rule == DTypeRule::Logical ? DType::Bool : t;
+  DType compute = is_half(t) ? DType::Float32 : t;
+  Tensor xc = cast_if(x, compute);
+  Tensor out = Tensor::empty(x.sizes(), out_t == t ? compute : out_t);
+  auto L = make_loop(info.name.data(), out, {&xc});
+  isa_kernels().unary(op, compute, L);
+  return {cast_if(out, out_t)};
+}
+
+Tensors kernel_binary(OpId op, const Tensors& in, const Attrs&) {
+  const Tensor& a = in.at(0);
+  const Tensor& b = in.at(1);
+  Shape shape = broadcast_shapes(op_name(op), a.sizes(), b.sizes());
+  DType t = binary_compute_type(op, a, b);
+  DType out_t = binary_out_type(op, t);
+  DType compute = is_half(t) ? DType::Float32 : t;
+  Tensor out = Tensor::empty(shape, out_t == t ? compute : out_t);
+  binary_into(op, compute, cast_if(a, compute), cast_if(b, compute), out);
+  return {cast_if(out, out_t)};
+}
+
+Tensors kernel_where(OpId, const Tensors& in, const Attrs&) {
+  const Tensor& c = in.at(0);
+  if (c.dtype() != DType::Bool) fail("where: condition must be a bool tensor, got {}", dtype_name(c.dtype()));
+  Shape shape = broadcast_shapes("where", broadcast_shapes("where", c.sizes(), in.at(1).sizes()), in.at(2).sizes());
+  DType t = result_type(in.at(1), in.at(2));
+  Tensor a = cast_if(in.at(1), t), b = cast_if(in.at(2), t);
+  Tensor out = Tensor::empty(shape, t);
+  auto L = make_loop("where", out, {&c, &a, &b});
+  isa_kernels().where(t, L);
+  return {out};
+}
+
+void binary_inplace(OpId op, const Tensor& self, const Tensor& other) {
+  std::string_view name = op_name(op);
+  Shape shape = broadcast_shapes(name, self.sizes(), other.sizes());
+  if (shape != self.sizes())
+    fail("{}_: output with shape {} doesn't match the broadcast shape {}", name, shape_str(self.sizes()),
+         shape_str(shape));
+  DType t = binary_compute_type(op, self, other);
+  if (promote_types(t, self.dtype()) != self.dtype() || binary_out_type(op, t) != t)
+    fail("{}_: result type {} can't be cast to the desired output type {}", name, dtype_name(t),
+         dtype_name(self.dtype()));
+  if (is_half(self.dtype())) {
+    Tensor r = dispatch1(op, {self, other});
+    copy_into(self, r);
+  } else {
+    binary_into(op, t, self, cast_if(other, t), self);
+  }
+  self.bump_version();
+}
+
+}  // namespace cpu
+
+// ---- public elementwise functions ----
+#define KILN_UNARY(Id, name, rule, expr) \
+  Tensor name(const Tensor& x) { return dispatch1(OpId::Id, {x}); }
+#define KILN_BINARY(Id, name, rule, expr)                                                          \
+  Tensor name(const Tensor& a, const Tensor& b) { return dispatch1(OpId::Id, {a, b}); }             \
+  Tensor name(const Tensor& a, Scalar b) { return dispatch1(OpId::Id, {a, Tensor::wrap_scalar(b)}); } \
+  Tensor name(Scalar a, const Tensor& b) { return dispatch1(OpId::Id, {Tensor::wrap_scalar(a), b}); }
+#include "core/ops.def"
+
+Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) { return dispatch1(OpId::Where, {c, a, b}); }
+Tensor where(const Tensor& c, const Tensor& a, Scalar b) { return where(c, a, Tensor::wrap_scalar(b)); }
+Tensor where(const Tensor& c, Scalar a, const Tensor& b) { return where(c, Tensor::wrap_scalar(a), b); }
+
+Tensor square(const Tensor& x) { return mul(x, x); }
+Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
+  Tensor r = x;
+  if (lo) r = maximum(r, *lo);
+  if (hi) r = minimum(r, *hi);
+  return r;
+}
+Tensor gelu(const Tensor& x, const std::string& approximate) {
+  if (approximate == "none") return gelu(x);
+  if (approximate == "tanh") return gelu_tanh(x);
+  fail("gelu: approximate must be 'none' or 'tanh', got '{}'", approximate);
+}
+
+Tensor operator-(const Tensor& x) { return neg(x); }
+Tensor operator!(const Tensor& x) { return logical_not(x); }
+#define KILN_DEFINE_OPERATOR(sym, fn)                                          \
+  Tensor operator sym(const Tensor& a, const Tensor& b) { return fn(a, b); } \
+  Tensor operator sym(const Tensor& a, Scalar b) { return fn(a, b); }        \
+  Tensor operator sym(Scalar a, const Tensor& b) { return fn(a, b); }
+KILN_DEFINE_OPERATOR(+, add)
+KILN_DEFINE_OPERATOR(-, sub)
+KILN_DEFINE_OPERATOR(*, mul)
+KILN_DEFINE_OPERATOR(/, div)
+KILN_DEFINE_OPERATOR(==, eq)
+KILN_DEFINE_OPERATOR(!=, ne)
+KILN_DEFINE_OPERATOR(<, lt)
+KILN_DEFINE_OPERATOR(<=, le)
+KILN_DEFINE_OPERATOR(>, gt)
+KILN_DEFINE_OPERATOR(>=, ge)
+#undef KILN_DEFINE_OPERATOR
+
+}  // namespace kiln

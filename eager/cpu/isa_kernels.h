@@ -1,0 +1,32 @@
+#pragma once
+// The elementwise kernels compiled once per instruction set (baseline, AVX2, AVX-512) from one source,
+// elementwise_isa.cpp; isa_kernels() picks the best the CPU supports, once.
+#include <string_view>
+
+#include "core/dtype.h"
+#include "core/op.h"
+#include "eager/cpu/strided_loop.h"
+
+namespace kiln::cpu {
+
+struct IsaKernels {
+  std::string_view name;
+  // operand 0: output; dtypes are the compute type (inputs already converted to it)
+  void (*unary)(OpId op, DType t, const StridedLoop& loop);
+  void (*binary)(OpId op, DType t, const StridedLoop& loop);
+  void (*where)(DType t, const StridedLoop& loop);  // operands: out, cond (bool), a, b
+  void (*cast)(DType to, DType from, const StridedLoop& loop);
+};
+
+const IsaKernels& isa_kernels();
+
+#define KILN_DECLARE_ISA(isa) \
+  namespace isa {             \
+  extern const IsaKernels kernels; \
+  }
+KILN_DECLARE_ISA(baseline)
+KILN_DECLARE_ISA(avx2)
+KILN_DECLARE_ISA(avx512)
+#undef KILN_DECLARE_ISA
+
+}  // namespace kiln::cpu

@@ -1,0 +1,126 @@
+// Factories: zeros, ones, full, arange, linspace, eye, the random ones and tensor(values).
+#include <cmath>
+#include <mutex>
+#include <random>
+
+#include "eager/cpu/copy.h"
+#include "eager/ops.h"
+
+namespace kiln {
+namespace {
+
+std::mutex g_rng_mu;
+std::mt19937_64& rng() {
+  static std::mt19937_64 gen(0x6b696c6eULL);
+  return gen;
+}
+
+// Fills a fresh float64 buffer from gen(rng) and converts it to the requested dtype.
+template <class Gen>
+Tensor random_tensor(const Shape& shape, TensorOptions opt, Gen gen) {
+  Tensor t = Tensor::empty(shape, DType::Float64);
+  double* p = t.data_ptr<double>();
+  {
+    std::lock_guard<std::mutex> lock(g_rng_mu);
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = gen(rng());
+  }
+  return opt.dtype == DType::Float64 ? t : cpu::cast_to(t, opt.dtype);
+}
+
+void check_float(const char* op, DType d) {
+  if (!is_floating(d)) fail("{}: expected a floating dtype, got {}", op, dtype_name(d));
+}
+
+}  // namespace
+
+Tensor empty(const Shape& shape, TensorOptions opt) { return Tensor::empty(shape, opt.dtype, opt.device); }
+Tensor full(const Shape& shape, Scalar value, TensorOptions opt) {
+  Tensor t = empty(shape, opt);
+  cpu::copy_into(t, Tensor::wrap_scalar(value));
+  return t;
+}
+Tensor zeros(const Shape& shape, TensorOptions opt) { return full(shape, 0, opt); }
+Tensor ones(const Shape& shape, TensorOptions opt) { return full(shape, 1, opt); }
+Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.dtype()); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), t.dtype()); }
+Tensor ones_like(const Tensor& t) { return ones(t.sizes(), t.dtype()); }
+Tensor full_like(const Tensor& t, Scalar value) { return full(t.sizes(), value, t.dtype()); }
+
+Tensor arange(Scalar end) { return arange(0, end, 1); }
+Tensor arange(Scalar start, Scalar end, Scalar step) {
+  bool ints = start.type != DType::Float64 && end.type != DType::Float64 && step.type != DType::Float64;
+  return arange(start, end, step, ints ? DType::Int64 : default_dtype());
+}
+Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions opt) {
+  if (step.v == 0) fail("arange: step must be nonzero");
+  if ((end.v - start.v) / step.v < 0)
+    fail("arange: upper bound {} and lower bound {} inconsistent with step sign {}", end.v, start.v, step.v);
+  int64_t n = int64_t(std::ceil((end.v - start.v) / step.v));
+  Tensor t = Tensor::empty({n}, DType::Float64);
+  double* p = t.data_ptr<double>();
+  for (int64_t i = 0; i < n; ++i) p[i] = start.v + double(i) * step.v;
+  return opt.dtype == DType::Float64 ? t : cpu::cast_to(t, opt.dtype);
+}
+
+Tensor linspace(double start, double end, int64_t steps, TensorOptions opt) {
+  if (steps < 0) fail("linspace: number of steps must be non-negative, got {}", steps);
+  Tensor t = Tensor::empty({steps}, DType::Float64);
+  double* p = t.data_ptr<double>();
+  double step = steps > 1 ? (end - start) / double(steps - 1) : 0.0;
+  // Fill from both ends, as torch does, so the last value is exactly `end`.
+  for (int64_t i = 0; i < steps; ++i) p[i] = i < steps / 2 ? start + step * double(i) : end - step * double(steps - 1 - i);
+  return opt.dtype == DType::Float64 ? t : cpu::cast_to(t, opt.dtype);
+}
+
+Tensor eye(int64_t n, std::optional<int64_t> m, TensorOptions opt) {
+  int64_t cols = m.value_or(n);
+  if (n < 0 || cols < 0) fail("eye: sizes must be non-negative, got {} and {}", n, cols);
+  Tensor t = zeros({n, cols}, DType::Float64);
+  double* p = t.data_ptr<double>();
+  for (int64_t i = 0; i < std::min(n, cols); ++i) p[i * cols + i] = 1.0;
+  return opt.dtype == DType::Float64 ? t : cpu::cast_to(t, opt.dtype);
+}
+
+void manual_seed(uint64_t seed) {
+  std::lock_guard<std::mutex> lock(g_rng_mu);
+  rng().seed(seed);
+}
+
+Tensor rand(const Shape& shape, TensorOptions opt) {
+  check_float("rand", opt.dtype);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  return random_tensor(shape, opt, [&](auto& g) { return u(g); });
+}
+Tensor randn(const Shape& shape, TensorOptions opt) {
+  check_float("randn", opt.dtype);
+  std::normal_distribution<double> nd(0.0, 1.0);
+  return random_tensor(shape, opt, [&](auto& g) { return nd(g); });
+}
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opt) {
+  if (high <= low) fail("randint: expected low < high, got low={} and high={}", low, high);
+  std::uniform_int_distribution<int64_t> u(low, high - 1);
+  return random_tensor(shape, opt, [&](auto& g) { return double(u(g)); });
+}
+Tensor rand_like(const Tensor& t) { return rand(t.sizes(), t.dtype()); }
+Tensor randn_like(const Tensor& t) { return randn(t.sizes(), t.dtype()); }
+
+namespace {
+template <class T>
+Tensor tensor_from(const std::vector<T>& values, const Shape& shape, TensorOptions opt) {
+  Shape s = shape.empty() ? Shape{int64_t(values.size())} : shape;
+  if (numel_of(s) != int64_t(values.size()))
+    fail("tensor: {} values cannot fill shape {}", values.size(), shape_str(s));
+  Tensor src = Tensor::from_blob(const_cast<T*>(values.data()), s, dtype_of<T>());
+  return cpu::cast_to(src, opt.dtype);
+}
+}  // namespace
+
+Tensor tensor(const std::vector<double>& v, const Shape& s, TensorOptions o) { return tensor_from(v, s, o); }
+Tensor tensor(const std::vector<float>& v, const Shape& s, TensorOptions o) { return tensor_from(v, s, o); }
+Tensor tensor(const std::vector<int64_t>& v, const Shape& s, TensorOptions o) { return tensor_from(v, s, o); }
+Tensor tensor(const std::vector<int>& v, const Shape& s, TensorOptions o) {
+  return tensor_from(std::vector<int64_t>(v.begin(), v.end()), s, o);
+}
+Tensor scalar_tensor(Scalar s, TensorOptions opt) { return full({}, s, opt); }
+
+}  // namespace kiln

@@ -1,0 +1,145 @@
+#pragma once
+// The eager API with PyTorch's names: free functions, operators, factories. Each primitive goes
+// through dispatch(); composite ops (softmax, cross_entropy, layer_norm, ...) are written with them.
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace kiln {
+
+// ---- factories ----
+struct TensorOptions {
+  DType dtype = DType::Float32;
+  Device device = Device::cpu();
+  TensorOptions() = default;
+  TensorOptions(DType d) : dtype(d) {}  // NOLINT: allows zeros({2}, DType::Int64)
+};
+Tensor empty(const Shape& shape, TensorOptions opt = {});
+Tensor zeros(const Shape& shape, TensorOptions opt = {});
+Tensor ones(const Shape& shape, TensorOptions opt = {});
+Tensor full(const Shape& shape, Scalar value, TensorOptions opt = {});
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor empty_like(const Tensor& t);
+Tensor full_like(const Tensor& t, Scalar value);
+// arange(end), arange(start, end, step): int64 when all are integers, else float32 (as torch)
+Tensor arange(Scalar end);
+Tensor arange(Scalar start, Scalar end, Scalar step = 1);
+Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions opt);
+Tensor linspace(double start, double end, int64_t steps, TensorOptions opt = {});
+Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, TensorOptions opt = {});
+void manual_seed(uint64_t seed);
+Tensor rand(const Shape& shape, TensorOptions opt = {});   // U[0, 1)
+Tensor randn(const Shape& shape, TensorOptions opt = {});  // N(0, 1)
+Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opt = DType::Int64);
+Tensor rand_like(const Tensor& t);
+Tensor randn_like(const Tensor& t);
+// Builds a tensor from values; the shape defaults to 1-D.
+Tensor tensor(const std::vector<double>& values, const Shape& shape = {}, TensorOptions opt = {});
+Tensor tensor(const std::vector<float>& values, const Shape& shape = {}, TensorOptions opt = {});
+Tensor tensor(const std::vector<int64_t>& values, const Shape& shape = {}, TensorOptions opt = DType::Int64);
+Tensor tensor(const std::vector<int>& values, const Shape& shape = {}, TensorOptions opt = DType::Int64);
+Tensor scalar_tensor(Scalar s, TensorOptions opt = {});
+
+// ---- type promotion (torch.result_type rules: 0-d tensors and C++ scalars do not widen) ----
+DType result_type(const Tensor& a, const Tensor& b);
+
+// ---- elementwise ----
+#define KILN_UNARY(Id, name, rule, expr) Tensor name(const Tensor& x);
+#define KILN_BINARY(Id, name, rule, expr)     \
+  Tensor name(const Tensor& a, const Tensor& b); \
+  Tensor name(const Tensor& a, Scalar b);        \
+  Tensor name(Scalar a, const Tensor& b);
+#include "core/ops.def"
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, Scalar b);
+Tensor where(const Tensor& cond, Scalar a, const Tensor& b);
+Tensor square(const Tensor& x);
+Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+Tensor gelu(const Tensor& x, const std::string& approximate);  // "none" or "tanh"
+
+Tensor operator-(const Tensor& x);
+Tensor operator!(const Tensor& x);
+#define KILN_DECLARE_OPERATOR(sym)                      \
+  Tensor operator sym(const Tensor& a, const Tensor& b); \
+  Tensor operator sym(const Tensor& a, Scalar b);        \
+  Tensor operator sym(Scalar a, const Tensor& b);
+KILN_DECLARE_OPERATOR(+)
+KILN_DECLARE_OPERATOR(-)
+KILN_DECLARE_OPERATOR(*)
+KILN_DECLARE_OPERATOR(/)
+KILN_DECLARE_OPERATOR(==)
+KILN_DECLARE_OPERATOR(!=)
+KILN_DECLARE_OPERATOR(<)
+KILN_DECLARE_OPERATOR(<=)
+KILN_DECLARE_OPERATOR(>)
+KILN_DECLARE_OPERATOR(>=)
+#undef KILN_DECLARE_OPERATOR
+
+// ---- reductions (dims empty = all dims) ----
+Tensor sum(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor prod(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor amax(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const Shape& dims = {}, bool keepdim = false);
+Tensor max(const Tensor& x);
+Tensor min(const Tensor& x);
+std::pair<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);  // values, indices
+std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor var(const Tensor& x, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
+Tensor std(const Tensor& x, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim = false);
+
+// ---- linear algebra ----
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor mm(const Tensor& a, const Tensor& b);
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});  // x @ weight.T + bias
+
+// ---- shape ----
+Tensor reshape(const Tensor& x, const Shape& shape);
+Tensor permute(const Tensor& x, const Shape& dims);
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1);
+Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+Tensor squeeze(const Tensor& x, std::optional<int64_t> dim = std::nullopt);
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+Tensor cat(const Tensors& xs, int64_t dim = 0);
+Tensor stack(const Tensors& xs, int64_t dim = 0);
+Tensors split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+Tensors split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
+Tensors chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+
+// ---- nn functional ----
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+// reduction: "mean" (default), "sum" or "none"; targets are int64 class indices
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const std::string& reduction = "mean");
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::string& reduction = "mean");
+Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1, 1},
+              Shape padding = {0, 0}, Shape dilation = {1, 1}, int64_t groups = 1);
+Tensor max_pool2d(const Tensor& x, Shape kernel_size, Shape stride = {}, Shape padding = {0, 0},
+                  Shape dilation = {1, 1});
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Shape kernel_size, Shape stride = {},
+                                                  Shape padding = {0, 0}, Shape dilation = {1, 1});
+Tensor avg_pool2d(const Tensor& x, Shape kernel_size, Shape stride = {}, Shape padding = {0, 0});
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5);
+// training=true uses batch statistics and updates running_mean/var in place (momentum as torch)
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight = {}, const Tensor& bias = {}, bool training = false,
+                  double momentum = 0.1, double eps = 1e-5);
+Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+
+// ---- threads ----
+void set_num_threads(int n);  // kernels and BLAS
+int get_num_threads();
+
+}  // namespace kiln

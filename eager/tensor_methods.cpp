@@ -1,0 +1,107 @@
+// Tensor's methods: thin forwards to the eager free functions, as in torch.
+#include "eager/cpu/copy.h"
+#include "eager/cpu/views.h"
+#include "eager/dispatch.h"
+#include "eager/ops.h"
+
+namespace kiln {
+
+Tensor Tensor::view(const Shape& shape) const {
+  Shape s = cpu::infer_shape("view", shape, numel());
+  if (!cpu::view_strides(*this, s))
+    fail("view: size {} is not compatible with the input's size {} and stride {} (at least one dimension "
+         "spans across two contiguous subspaces); use reshape instead",
+         shape_str(s), shape_str(sizes()), shape_str(strides()));
+  return kiln::reshape(*this, s);
+}
+Tensor Tensor::reshape(const Shape& shape) const { return kiln::reshape(*this, shape); }
+Tensor Tensor::permute(const Shape& dims) const { return kiln::permute(*this, dims); }
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const { return kiln::transpose(*this, d0, d1); }
+Tensor Tensor::t() const {
+  if (dim() > 2) fail("t: expects a tensor with <= 2 dimensions, but self is {}-D", dim());
+  return dim() < 2 ? *this : kiln::transpose(*this, 0, 1);
+}
+Tensor Tensor::expand(const Shape& shape) const { return dispatch1(OpId::Expand, {*this}, Attrs().set("shape", shape)); }
+Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step) const {
+  Attrs a;
+  a.set("dim", d).set("step", step);
+  if (start) a.set("start", *start);
+  if (end) a.set("end", *end);
+  return dispatch1(OpId::Slice, {*this}, a);
+}
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  int64_t w = wrap_dim("narrow", d, dim());
+  int64_t size = sizes()[size_t(w)];
+  if (start < 0) start += size;
+  if (start < 0 || length < 0 || start + length > size)
+    fail("narrow: start ({}) + length ({}) exceeds dimension size ({})", start, length, size);
+  return slice(w, start, start + length);
+}
+Tensor Tensor::select(int64_t d, int64_t index) const {
+  return dispatch1(OpId::Select, {*this}, Attrs().set("dim", d).set("index", index));
+}
+Tensor Tensor::squeeze() const { return kiln::squeeze(*this); }
+Tensor Tensor::squeeze(int64_t d) const { return kiln::squeeze(*this, d); }
+Tensor Tensor::unsqueeze(int64_t d) const { return kiln::unsqueeze(*this, d); }
+Tensor Tensor::flatten(int64_t s, int64_t e) const { return kiln::flatten(*this, s, e); }
+
+Tensor Tensor::contiguous() const { return is_contiguous() ? *this : dispatch1(OpId::Contiguous, {*this}); }
+Tensor Tensor::clone() const { return dispatch1(OpId::Clone, {*this}); }
+Tensor Tensor::to(DType d) const { return d == dtype() ? *this : dispatch1(OpId::Cast, {*this}, Attrs().set("dtype", d)); }
+Tensor Tensor::detach() const { return cpu::make_view(*this, sizes(), strides(), storage_offset()); }
+
+Tensor& Tensor::add_(const Tensor& o) { cpu::binary_inplace(OpId::Add, *this, o); return *this; }
+Tensor& Tensor::sub_(const Tensor& o) { cpu::binary_inplace(OpId::Sub, *this, o); return *this; }
+Tensor& Tensor::mul_(const Tensor& o) { cpu::binary_inplace(OpId::Mul, *this, o); return *this; }
+Tensor& Tensor::div_(const Tensor& o) { cpu::binary_inplace(OpId::Div, *this, o); return *this; }
+Tensor& Tensor::add_(Scalar s) { return add_(wrap_scalar(s)); }
+Tensor& Tensor::sub_(Scalar s) { return sub_(wrap_scalar(s)); }
+Tensor& Tensor::mul_(Scalar s) { return mul_(wrap_scalar(s)); }
+Tensor& Tensor::div_(Scalar s) { return div_(wrap_scalar(s)); }
+Tensor& Tensor::zero_() { return fill_(0); }
+Tensor& Tensor::fill_(Scalar s) {
+  cpu::copy_into(*this, wrap_scalar(s));
+  bump_version();
+  return *this;
+}
+Tensor& Tensor::copy_(const Tensor& src) {
+  cpu::copy_into(*this, src);
+  bump_version();
+  return *this;
+}
+
+Tensor Tensor::neg() const { return kiln::neg(*this); }
+Tensor Tensor::abs() const { return kiln::abs(*this); }
+Tensor Tensor::exp() const { return kiln::exp(*this); }
+Tensor Tensor::log() const { return kiln::log(*this); }
+Tensor Tensor::sqrt() const { return kiln::sqrt(*this); }
+Tensor Tensor::tanh() const { return kiln::tanh(*this); }
+Tensor Tensor::sigmoid() const { return kiln::sigmoid(*this); }
+Tensor Tensor::relu() const { return kiln::relu(*this); }
+Tensor Tensor::pow(const Tensor& e) const { return kiln::pow(*this, e); }
+Tensor Tensor::pow(Scalar e) const { return kiln::pow(*this, e); }
+Tensor Tensor::sum() const { return kiln::sum(*this); }
+Tensor Tensor::sum(const Shape& dims, bool keepdim) const { return kiln::sum(*this, dims, keepdim); }
+Tensor Tensor::mean() const { return kiln::mean(*this); }
+Tensor Tensor::mean(const Shape& dims, bool keepdim) const { return kiln::mean(*this, dims, keepdim); }
+Tensor Tensor::max() const { return kiln::max(*this); }
+std::pair<Tensor, Tensor> Tensor::max(int64_t d, bool keepdim) const { return kiln::max(*this, d, keepdim); }
+Tensor Tensor::min() const { return kiln::min(*this); }
+std::pair<Tensor, Tensor> Tensor::min(int64_t d, bool keepdim) const { return kiln::min(*this, d, keepdim); }
+Tensor Tensor::argmax() const { return kiln::argmax(*this); }
+Tensor Tensor::argmax(int64_t d, bool keepdim) const { return kiln::argmax(*this, d, keepdim); }
+Tensor Tensor::argmin() const { return kiln::argmin(*this); }
+Tensor Tensor::argmin(int64_t d, bool keepdim) const { return kiln::argmin(*this, d, keepdim); }
+Tensor Tensor::prod() const { return kiln::prod(*this); }
+Tensor Tensor::prod(int64_t d, bool keepdim) const { return kiln::prod(*this, {d}, keepdim); }
+Tensor Tensor::var(const Shape& dims, int64_t correction, bool keepdim) const {
+  return kiln::var(*this, dims, correction, keepdim);
+}
+Tensor Tensor::std(const Shape& dims, int64_t correction, bool keepdim) const {
+  return kiln::std(*this, dims, correction, keepdim);
+}
+Tensor Tensor::matmul(const Tensor& o) const { return kiln::matmul(*this, o); }
+Tensor Tensor::softmax(int64_t d) const { return kiln::softmax(*this, d); }
+Tensor Tensor::log_softmax(int64_t d) const { return kiln::log_softmax(*this, d); }
+
+}  // namespace kiln
