@@ -1,0 +1,54 @@
+#pragma once
+// Shared test helpers: values out of tensors, closeness against a float64 reference, error text checks.
+#include <doctest/doctest.h>
+#include <kiln/kiln.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kiln::test {
+
+// Every element, in logical (row-major) order, as double.
+inline std::vector<double> values(const Tensor& t) {
+  Tensor c = t.to(DType::Float64).contiguous();
+  const double* p = c.data_ptr<double>();
+  return std::vector<double>(p, p + c.numel());
+}
+
+// Checks shape and |a-b| <= atol + rtol*|b| elementwise (NaNs must match NaNs); reports the worst element.
+inline void check_close(const Tensor& actual, const Tensor& expected, double rtol = 1e-5, double atol = 1e-6) {
+  REQUIRE_MESSAGE(actual.sizes() == expected.sizes(),
+                  "shape " << shape_str(actual.sizes()) << " vs expected " << shape_str(expected.sizes()));
+  auto a = values(actual), b = values(expected);
+  double worst = 0;
+  int64_t worst_i = -1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::isnan(b[i]) || std::isnan(a[i])) {
+      if (std::isnan(a[i]) != std::isnan(b[i])) { worst_i = int64_t(i); worst = INFINITY; break; }
+      continue;
+    }
+    if (std::isinf(b[i]) || std::isinf(a[i])) {
+      if (a[i] != b[i]) { worst_i = int64_t(i); worst = INFINITY; break; }
+      continue;
+    }
+    double excess = std::fabs(a[i] - b[i]) - (atol + rtol * std::fabs(b[i]));
+    if (excess > worst) { worst = excess; worst_i = int64_t(i); }
+  }
+  CHECK_MESSAGE(worst_i < 0, "element " << worst_i << ": got " << (worst_i >= 0 ? a[size_t(worst_i)] : 0)
+                                        << ", expected " << (worst_i >= 0 ? b[size_t(worst_i)] : 0));
+}
+
+// Runs fn and checks it throws kiln::Error whose message contains `needle`.
+inline void check_error(const std::function<void()>& fn, const std::string& needle) {
+  try {
+    fn();
+    FAIL("expected kiln::Error containing '" << needle << "', nothing was thrown");
+  } catch (const Error& e) {
+    CHECK_MESSAGE(std::string(e.what()).find(needle) != std::string::npos,
+                  "message '" << e.what() << "' lacks '" << needle << "'");
+  }
+}
+
+}  // namespace kiln::test
