@@ -6,6 +6,17 @@
 
 #include "core/error.h"
 
+// Under ASan, cached blocks are poisoned so a use after free is still caught although the memory
+// stays with kiln; the slack beyond the requested size is poisoned too.
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define KILN_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define KILN_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define KILN_POISON(p, n) ((void)(p), (void)(n))
+#define KILN_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 namespace kiln {
 namespace {
 
@@ -27,13 +38,11 @@ struct Cache {
     const char* e = std::getenv("KILN_CACHING_ALLOCATOR");
     enabled = !(e && e[0] == '0');
   }
-  ~Cache() {
-    for (auto& [sz, p] : free_blocks) std::free(p);
-  }
+
 };
 
 Cache& cache() {
-  static Cache* c = new Cache();  // leaked on purpose: tensors in static storage may free after exit
+  static Cache* c = new Cache();  // never destroyed: tensors in static storage may be freed after exit
   return *c;
 }
 
@@ -42,8 +51,9 @@ Cache& cache() {
 namespace cpu_allocator {
 
 void* allocate(size_t nbytes) {
+  if (nbytes == 0) nbytes = 1;
   Cache& c = cache();
-  size_t sz = size_class(nbytes == 0 ? 1 : nbytes);
+  size_t sz = size_class(nbytes);
   {
     std::lock_guard<std::mutex> lock(c.mu);
     c.stats.alloc_count++;
@@ -55,10 +65,13 @@ void* allocate(size_t nbytes) {
       c.free_blocks.erase(it);
       c.stats.cached_bytes -= int64_t(sz);
       c.stats.cache_hits++;
+      KILN_UNPOISON(p, nbytes);
+      KILN_POISON(static_cast<char*>(p) + nbytes, sz - nbytes);
       return p;
     }
   }
   void* p = std::aligned_alloc(64, sz);
+  if (p) KILN_POISON(static_cast<char*>(p) + nbytes, sz - nbytes);
   if (!p) {
     empty_cache();
     p = std::aligned_alloc(64, sz);
@@ -73,12 +86,14 @@ void* allocate(size_t nbytes) {
 
 void release(void* p, size_t nbytes) {
   if (!p) return;
+  if (nbytes == 0) nbytes = 1;
   Cache& c = cache();
-  size_t sz = size_class(nbytes == 0 ? 1 : nbytes);
+  size_t sz = size_class(nbytes);
   {
     std::lock_guard<std::mutex> lock(c.mu);
     c.stats.current_bytes -= int64_t(sz);
     if (c.enabled) {
+      KILN_POISON(p, sz);
       c.free_blocks.emplace(sz, p);
       c.stats.cached_bytes += int64_t(sz);
       return;
@@ -109,7 +124,10 @@ void empty_cache() {
     blocks.swap(c.free_blocks);
     c.stats.cached_bytes = 0;
   }
-  for (auto& [sz, p] : blocks) std::free(p);
+  for (auto& [sz, p] : blocks) {
+    KILN_UNPOISON(p, sz);
+    std::free(p);
+  }
 }
 
 }  // namespace kiln

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what kiln needs on a fresh Debian 12 machine (skips what is already there) and makes the
+# sample data. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pkgs=(meson ninja-build pkg-config g++ cmake libfmt-dev libspdlog-dev doctest-dev libbenchmark-dev
+      libopenblas-dev libxbyak-dev libasmjit-dev llvm-14-tools python3-numpy python3-sklearn)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The 8x8 handwritten digits that python3-sklearn ships, as .npy for the samples.
+if [ ! -f samples/data/digits_x.npy ]; then
+  mkdir -p samples/data
+  /usr/bin/python3 samples/make_digits.py samples/data
+fi
