@@ -116,6 +116,9 @@ Tensor tensor_from(const std::vector<T>& values, const Shape& shape, TensorOptio
 }  // namespace
 
 Tensor tensor(const std::vector<double>& v, const Shape& s, TensorOptions o) { return tensor_from(v, s, o); }
+Tensor tensor(std::initializer_list<double> v, const Shape& s, TensorOptions o) {
+  return tensor_from(std::vector<double>(v), s, o);
+}
 Tensor tensor(const std::vector<float>& v, const Shape& s, TensorOptions o) { return tensor_from(v, s, o); }
 Tensor tensor(const std::vector<int64_t>& v, const Shape& s, TensorOptions o) { return tensor_from(v, s, o); }
 Tensor tensor(const std::vector<int>& v, const Shape& s, TensorOptions o) {

@@ -2,6 +2,7 @@
 // The eager API with PyTorch's names: free functions, operators, factories. Each primitive goes
 // through dispatch(); composite ops (softmax, cross_entropy, layer_norm, ...) are written with them.
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -39,6 +40,8 @@ Tensor rand_like(const Tensor& t);
 Tensor randn_like(const Tensor& t);
 // Builds a tensor from values; the shape defaults to 1-D.
 Tensor tensor(const std::vector<double>& values, const Shape& shape = {}, TensorOptions opt = {});
+// tensor({1.5, 2.0}): a braced list is float32 unless opt says otherwise (integers: std::vector<int64_t>)
+Tensor tensor(std::initializer_list<double> values, const Shape& shape = {}, TensorOptions opt = {});
 Tensor tensor(const std::vector<float>& values, const Shape& shape = {}, TensorOptions opt = {});
 Tensor tensor(const std::vector<int64_t>& values, const Shape& shape = {}, TensorOptions opt = DType::Int64);
 Tensor tensor(const std::vector<int>& values, const Shape& shape = {}, TensorOptions opt = DType::Int64);
