@@ -4,6 +4,7 @@
 // OpenBLAS threads). bench/compare runs this next to PyTorch and prints the ratios.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
+#include <immintrin.h>
 #include <omp.h>
 
 #include <cstdlib>
@@ -77,6 +78,30 @@ void BM_RawAdd16M(benchmark::State& state) {
   bandwidth(state, "GBps_12B", 12, kBig);
 }
 BENCHMARK(BM_RawAdd16M)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// The plain loop again with non-temporal (streaming) stores: the output bypasses the cache, so the
+// write-allocate read of c disappears (glibc's memcpy does the same for large copies). This is the
+// ceiling a kernel with streaming stores for large outputs would reach.
+__attribute__((target("avx512f"))) void BM_RawAddNT16M(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx512f")) {
+    state.SkipWithError("no avx512f");
+    return;
+  }
+  int threads = int(state.range(0));
+  kiln::Tensor a = kiln::rand({kBig}), b = kiln::rand({kBig}), c = kiln::zeros({kBig});
+  const float* pa = a.data_ptr<float>();
+  const float* pb = b.data_ptr<float>();
+  float* pc = c.data_ptr<float>();  // 64-byte aligned by the caching allocator
+  for (auto _ : state) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < kBig; i += 16)
+      _mm512_stream_ps(pc + i, _mm512_add_ps(_mm512_load_ps(pa + i), _mm512_load_ps(pb + i)));
+    _mm_sfence();
+    benchmark::ClobberMemory();
+  }
+  bandwidth(state, "GBps_12B", 12, kBig);
+}
+BENCHMARK(BM_RawAddNT16M)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // ---- the 8-op chain y = sigmoid(tanh(x*1.5+0.5)*x) + exp(x)*0.1 - x on 16M float32 ----
 kiln::Tensor chain(const kiln::Tensor& x) {

@@ -23,4 +23,24 @@ inline T kabs(T x) {
   else return x < T(0) ? T(-x) : x;
 }
 
+// pow; integers exactly (wrapping on overflow, as torch), where a negative exponent leaves 1 and -1 and
+// truncates every other base to 0.
+template <class T>
+inline T kpow(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return pow(a, b);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return a || !b;
+  } else {
+    using U = std::make_unsigned_t<T>;
+    if (b < 0) return a == T(1) ? T(1) : a == T(-1) ? ((b & 1) ? T(-1) : T(1)) : T(0);
+    U r = 1, base = U(a);
+    for (T e = b; e > 0; e >>= 1) {
+      if (e & 1) r *= base;
+      base *= base;
+    }
+    return T(r);
+  }
+}
+
 }  // namespace kiln::scalar_math

@@ -32,7 +32,7 @@ Tensor Tensor::wrap_scalar(Scalar s) {
   Tensor t = empty({}, s.type);
   switch (s.type) {
     case DType::Bool: *static_cast<bool*>(t.raw_data()) = s.v != 0; break;
-    case DType::Int64: *static_cast<int64_t*>(t.raw_data()) = int64_t(s.v); break;
+    case DType::Int64: *static_cast<int64_t*>(t.raw_data()) = s.i; break;
     default: *static_cast<double*>(t.raw_data()) = s.v; break;
   }
   t.impl()->wrapped_number = true;
@@ -45,6 +45,7 @@ int64_t Tensor::stride(int64_t dim) const { return strides()[size_t(wrap_dim("st
 bool Tensor::is_contiguous() const {
   const Shape& sz = sizes();
   const Shape& st = strides();
+  if (numel() == 0) return true;  // no element to place, as torch
   int64_t expected = 1;
   for (size_t i = sz.size(); i-- > 0;) {
     if (sz[i] == 1) continue;

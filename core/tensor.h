@@ -2,10 +2,12 @@
 // Tensor: a refcounted handle to sizes, strides and an offset over shared Storage. Copying a Tensor
 // copies the handle (as in PyTorch's C++ API); ops and methods are defined in eager/.
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/device.h"
@@ -17,6 +19,7 @@
 namespace kiln {
 
 struct AutogradMeta;  // eager/autograd: grad, grad_fn, requires_grad; null for plain tensors
+struct Node;          // eager/autograd: a recorded op's backward
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
@@ -34,13 +37,14 @@ using Tensors = std::vector<Tensor>;
 // A scalar operand: a C++ bool, integer or floating value, kept with its category for type promotion.
 struct Scalar {
   double v;
-  DType type;  // Bool, Int64 or Float64
+  DType type;      // Bool, Int64 or Float64
+  int64_t i = 0;   // the exact value of an integer scalar (v rounds past 2^53)
   Scalar(double x) : v(x), type(DType::Float64) {}
   Scalar(float x) : v(x), type(DType::Float64) {}
-  Scalar(int x) : v(x), type(DType::Int64) {}
-  Scalar(long x) : v(double(x)), type(DType::Int64) {}
-  Scalar(long long x) : v(double(x)), type(DType::Int64) {}
-  Scalar(bool x) : v(x), type(DType::Bool) {}
+  Scalar(int x) : v(x), type(DType::Int64), i(x) {}
+  Scalar(long x) : v(double(x)), type(DType::Int64), i(x) {}
+  Scalar(long long x) : v(double(x)), type(DType::Int64), i(x) {}
+  Scalar(bool x) : v(x), type(DType::Bool), i(x) {}
 };
 
 class Tensor {
@@ -91,7 +95,14 @@ class Tensor {
   // The value of a one-element tensor converted to T; raises for more than one element.
   template <class T>
   T item() const {
-    return static_cast<T>(item_double());
+    if (numel() != 1) return static_cast<T>(item_double());  // raises
+    // Converted from the stored type, so an int64 past 2^53 stays exact.
+    return visit_dtype(dtype(), [&](auto v) -> T {
+      using S = decltype(v);
+      S s = *static_cast<const S*>(raw_data());
+      if constexpr (std::is_same_v<S, BFloat16> || std::is_same_v<S, Float16>) return static_cast<T>(float(s));
+      else return static_cast<T>(s);
+    });
   }
   double item_double() const;
 
@@ -163,6 +174,18 @@ class Tensor {
   Tensor matmul(const Tensor& other) const;
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
+
+  // ---- autograd (eager/autograd) ----
+  bool requires_grad() const;
+  Tensor& requires_grad_(bool on = true);  // leaves of floating dtype only
+  Tensor grad() const;                     // accumulated by backward(); undefined before
+  void set_grad(const Tensor& g) const;    // e.g. an undefined tensor to zero it (optimizers)
+  std::shared_ptr<Node> grad_fn() const;   // null for leaves
+  bool is_leaf() const;
+  void retain_grad() const;                // keep .grad of a non-leaf
+  // Calls hook(grad) when this tensor's gradient is computed; a defined result replaces it.
+  void register_hook(std::function<Tensor(const Tensor&)> hook) const;
+  void backward(const Tensor& gradient = {}, bool retain_graph = false, bool create_graph = false) const;
 
   std::string str() const;  // as torch prints it
 

@@ -56,6 +56,16 @@ Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions opt) {
   if ((end.v - start.v) / step.v < 0)
     fail("arange: upper bound {} and lower bound {} inconsistent with step sign {}", end.v, start.v, step.v);
   int64_t n = int64_t(std::ceil((end.v - start.v) / step.v));
+  if (is_integral(opt.dtype) && start.type != DType::Float64 && end.type != DType::Float64 &&
+      step.type != DType::Float64) {
+    // Integer arguments stay exact past 2^53: length and values in int64.
+    int64_t span = end.i - start.i;
+    n = span / step.i + (span % step.i != 0 ? 1 : 0);
+    Tensor t = Tensor::empty({n}, DType::Int64);
+    int64_t* p = t.data_ptr<int64_t>();
+    for (int64_t i = 0; i < n; ++i) p[i] = start.i + i * step.i;
+    return cpu::cast_to(t, opt.dtype);
+  }
   Tensor t = Tensor::empty({n}, DType::Float64);
   double* p = t.data_ptr<double>();
   for (int64_t i = 0; i < n; ++i) p[i] = start.v + double(i) * step.v;
@@ -67,6 +77,7 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions opt) {
   Tensor t = Tensor::empty({steps}, DType::Float64);
   double* p = t.data_ptr<double>();
   double step = steps > 1 ? (end - start) / double(steps - 1) : 0.0;
+  if (steps == 1) end = start;  // a single step is the start, as torch
   // Fill from both ends, as torch does, so the last value is exactly `end`.
   for (int64_t i = 0; i < steps; ++i) p[i] = i < steps / 2 ? start + step * double(i) : end - step * double(steps - 1 - i);
   return opt.dtype == DType::Float64 ? t : cpu::cast_to(t, opt.dtype);
@@ -88,8 +99,10 @@ void manual_seed(uint64_t seed) {
 
 Tensor rand(const Shape& shape, TensorOptions opt) {
   check_float("rand", opt.dtype);
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  return random_tensor(shape, opt, [&](auto& g) { return u(g); });
+  // k * 2^-digits with the target type's mantissa width, as torch: exact in that type, so rounding the
+  // draw can never produce 1.0.
+  int digits = opt.dtype == DType::Float64 ? 53 : opt.dtype == DType::Float32 ? 24 : opt.dtype == DType::Float16 ? 11 : 8;
+  return random_tensor(shape, opt, [&](auto& g) { return std::ldexp(double(g() >> (64 - digits)), -digits); });
 }
 Tensor randn(const Shape& shape, TensorOptions opt) {
   check_float("randn", opt.dtype);

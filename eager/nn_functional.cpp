@@ -1,5 +1,228 @@
+// torch.nn.functional: the composites are written with kiln ops only, so autograd, the tracer and the
+// JIT see primitives they already know; conv and pooling forward to their kernels through dispatch.
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "eager/dispatch.h"
 #include "eager/ops.h"
+
 namespace kiln {
-Tensor softmax(const Tensor&, int64_t) { fail("pending"); }
-Tensor log_softmax(const Tensor&, int64_t) { fail("pending"); }
+namespace {
+
+void check_reduction(const char* op, const std::string& reduction) {
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    fail("{}: reduction must be 'mean', 'sum' or 'none', got '{}'", op, reduction);
 }
+
+Tensor reduce_loss(const Tensor& loss, const std::string& reduction) {
+  if (reduction == "none") return loss;
+  if (reduction == "sum") return sum(loss);
+  return mean(loss);
+}
+
+// torch's _pair: one value stands for both spatial dims.
+Shape pair(const char* op, const char* name, const Shape& v) {
+  if (v.size() == 1) return {v[0], v[0]};
+  if (v.size() != 2) fail("{}: {} must have 1 or 2 elements, got {}", op, name, shape_str(v));
+  return v;
+}
+
+Attrs pool_attrs(const char* op, const Shape& kernel_size, const Shape& stride, const Shape& padding) {
+  Shape k = pair(op, "kernel_size", kernel_size);
+  return Attrs()
+      .set("kernel_size", k)
+      .set("stride", stride.empty() ? k : pair(op, "stride", stride))
+      .set("padding", pair(op, "padding", padding));
+}
+
+// Shape [1, C, 1, ...] that lines a per-channel vector up with dim 1 of a rank-`rank` input.
+Shape channel_shape(int64_t C, int64_t rank) {
+  Shape s(size_t(rank), 1);
+  s[1] = C;
+  return s;
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) {
+  if (x.dim() == 0) return reshape(softmax(reshape(x, {1}), dim), {});
+  int64_t d = wrap_dim("softmax", dim, x.dim());
+  // Subtracting the max keeps exp from overflowing; the result is unchanged mathematically.
+  Tensor e = exp(sub(x, amax(x, {d}, true)));
+  return div(e, sum(e, {d}, true));
+}
+
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  if (x.dim() == 0) return reshape(log_softmax(reshape(x, {1}), dim), {});
+  int64_t d = wrap_dim("log_softmax", dim, x.dim());
+  Tensor s = sub(x, amax(x, {d}, true));
+  return sub(s, log(sum(exp(s), {d}, true)));
+}
+
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const std::string& reduction) {
+  check_reduction("nll_loss", reduction);
+  if (log_probs.dim() == 0) fail("nll_loss: expected input with at least 1 dimension, got a 0-d tensor");
+  if (target.dtype() != DType::Int64)
+    fail("nll_loss: expected target of dtype int64, got {}", dtype_name(target.dtype()));
+  // Classes live in dim 1, or dim 0 for a single unbatched sample; the target is the input without it.
+  int64_t cdim = log_probs.dim() == 1 ? 0 : 1;
+  int64_t C = log_probs.size(cdim);
+  Shape want = log_probs.sizes();
+  want.erase(want.begin() + cdim);
+  if (target.sizes() != want)
+    fail("nll_loss: expected target of shape {} for input of shape {}, got {}", shape_str(want),
+         shape_str(log_probs.sizes()), shape_str(target.sizes()));
+  // torch's default ignore_index: targets equal to -100 add nothing and are not counted by "mean".
+  constexpr int64_t kIgnore = -100;
+  {
+    Tensor t = target.contiguous();
+    const int64_t* p = t.data_ptr<int64_t>();
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (p[i] != kIgnore && (p[i] < 0 || p[i] >= C))
+        fail("nll_loss: target {} is out of bounds for {} classes", p[i], C);
+  }
+  Tensor keep = ne(target, kIgnore);
+  Tensor safe = where(keep, target, 0);
+  Tensor picked = squeeze(gather(log_probs, cdim, unsqueeze(safe, cdim)), cdim);
+  Tensor loss = where(keep, neg(picked), 0.0);
+  if (reduction == "none") return loss;
+  if (reduction == "sum") return sum(loss);
+  return div(sum(loss), sum(keep).to(log_probs.dtype()));
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::string& reduction) {
+  check_reduction("cross_entropy", reduction);
+  if (logits.dim() == 0) fail("cross_entropy: expected input with at least 1 dimension, got a 0-d tensor");
+  int64_t cdim = logits.dim() == 1 ? 0 : 1;
+  Tensor lp = log_softmax(logits, cdim);
+  if (!is_floating(target.dtype())) return nll_loss(lp, target, reduction);
+  // Floating targets are class probabilities of the input's shape (torch >= 1.10).
+  if (target.sizes() != logits.sizes())
+    fail("cross_entropy: class-probability target of shape {} must match input shape {}", shape_str(target.sizes()),
+         shape_str(logits.sizes()));
+  Tensor loss = neg(sum(mul(lp, target), {cdim}));
+  return reduce_loss(loss, reduction);
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
+  check_reduction("mse_loss", reduction);
+  return reduce_loss(square(sub(input, target)), reduction);
+}
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Shape stride, Shape padding, Shape dilation,
+              int64_t groups) {
+  Attrs a;
+  a.set("stride", pair("conv2d", "stride", stride))
+      .set("padding", pair("conv2d", "padding", padding))
+      .set("dilation", pair("conv2d", "dilation", dilation))
+      .set("groups", groups);
+  if (bias.defined()) return dispatch1(OpId::Conv2d, {x, weight, bias}, a);
+  return dispatch1(OpId::Conv2d, {x, weight}, a);
+}
+
+std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Shape kernel_size, Shape stride, Shape padding,
+                                                  Shape dilation) {
+  Attrs a = pool_attrs("max_pool2d", kernel_size, stride, padding);
+  a.set("dilation", pair("max_pool2d", "dilation", dilation));
+  Tensors r = dispatch(OpId::MaxPool2d, {x}, a);
+  return {r[0], r[1]};
+}
+
+Tensor max_pool2d(const Tensor& x, Shape kernel_size, Shape stride, Shape padding, Shape dilation) {
+  return max_pool2d_with_indices(x, std::move(kernel_size), std::move(stride), std::move(padding),
+                                 std::move(dilation))
+      .first;
+}
+
+Tensor avg_pool2d(const Tensor& x, Shape kernel_size, Shape stride, Shape padding) {
+  return dispatch1(OpId::AvgPool2d, {x}, pool_attrs("avg_pool2d", kernel_size, stride, padding));
+}
+
+Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  if (weight.dim() != 2) fail("embedding: weight must be 2-D, got shape {}", shape_str(weight.sizes()));
+  if (indices.dtype() != DType::Int64 && indices.dtype() != DType::Int32)
+    fail("embedding: expected indices of dtype int64 or int32, got {}", dtype_name(indices.dtype()));
+  Shape out = indices.sizes();
+  out.push_back(weight.size(1));
+  return reshape(index_select(weight, 0, reshape(indices, {-1})), out);
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  int64_t k = int64_t(normalized_shape.size());
+  bool fits = k >= 1 && k <= x.dim();
+  for (int64_t i = 0; fits && i < k; ++i)
+    fits = x.size(x.dim() - k + i) == normalized_shape[size_t(i)];
+  if (!fits)
+    fail("layer_norm: normalized_shape {} does not match the trailing dims of input shape {}",
+         shape_str(normalized_shape), shape_str(x.sizes()));
+  for (const Tensor* p : {&weight, &bias})
+    if (p->defined() && p->sizes() != normalized_shape)
+      fail("layer_norm: {} of shape {} must have normalized_shape {}", p == &weight ? "weight" : "bias",
+           shape_str(p->sizes()), shape_str(normalized_shape));
+  Shape dims;
+  for (int64_t i = x.dim() - k; i < x.dim(); ++i) dims.push_back(i);
+  Tensor xc = sub(x, mean(x, dims, true));
+  Tensor var = mean(square(xc), dims, true);  // biased, as torch normalises
+  Tensor y = mul(xc, rsqrt(add(var, eps)));
+  if (weight.defined()) y = mul(y, weight);
+  if (bias.defined()) y = add(y, bias);
+  return y;
+}
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  if (x.dim() < 2) fail("batch_norm: expected input with at least 2 dims [N,C,...], got shape {}", shape_str(x.sizes()));
+  int64_t C = x.size(1);
+  const char* names[] = {"running_mean", "running_var", "weight", "bias"};
+  const Tensor* params[] = {&running_mean, &running_var, &weight, &bias};
+  for (int i = 0; i < 4; ++i)
+    if (params[i]->defined() && params[i]->numel() != C)
+      fail("batch_norm: {} should contain {} elements, got {} (input shape {})", names[i], C, params[i]->numel(),
+           shape_str(x.sizes()));
+  Shape cs = channel_shape(C, x.dim());
+  Tensor m, v;
+  if (training) {
+    Shape dims;
+    for (int64_t d = 0; d < x.dim(); ++d)
+      if (d != 1) dims.push_back(d);
+    int64_t n = x.numel() / std::max<int64_t>(C, 1);
+    if (n <= 1)
+      fail("batch_norm: expected more than 1 value per channel when training, got input shape {}", shape_str(x.sizes()));
+    m = mean(x, dims, true);
+    v = mean(square(sub(x, m)), dims, true);  // biased: what normalises the batch
+    // The running estimates take the unbiased variance, outside autograd (they are buffers, not results).
+    if (running_mean.defined()) {
+      Tensor rm = running_mean;
+      rm.mul_(1.0 - momentum).add_(mul(reshape(m.detach(), running_mean.sizes()), momentum));
+    }
+    if (running_var.defined()) {
+      Tensor rv = running_var;
+      Tensor unbiased = mul(reshape(v.detach(), running_var.sizes()), double(n) / double(n - 1));
+      rv.mul_(1.0 - momentum).add_(mul(unbiased, momentum));
+    }
+  } else {
+    if (!running_mean.defined() || !running_var.defined())
+      fail("batch_norm: running_mean and running_var must be defined in evaluation mode");
+    m = reshape(running_mean, cs);
+    v = reshape(running_var, cs);
+  }
+  Tensor y = mul(sub(x, m), rsqrt(add(v, eps)));
+  if (weight.defined()) y = mul(y, reshape(weight, cs));
+  if (bias.defined()) y = add(y, reshape(bias, cs));
+  return y;
+}
+
+Tensor dropout(const Tensor& x, double p, bool training) {
+  if (!(p >= 0.0 && p <= 1.0)) fail("dropout: probability has to be between 0 and 1, but got {}", p);
+  if (!training || p == 0.0) return x;
+  // p == 1 drops everything; multiplying (rather than returning zeros) keeps NaN * 0 = NaN as torch does.
+  if (p == 1.0) return mul(x, zeros({}, x.dtype()));
+  DType rt = x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
+  Tensor keep = lt(rand(x.sizes(), rt), 1.0 - p);
+  Tensor noise = mul(keep.to(x.dtype()), 1.0 / (1.0 - p));
+  return mul(x, noise);
+}
+
+}  // namespace kiln

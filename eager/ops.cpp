@@ -92,6 +92,18 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   return dispatch1(OpId::Gather, {x, index}, Attrs().set("dim", dim));
 }
 
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source) {
+  return dispatch1(OpId::IndexAdd, {self, index, source}, Attrs().set("dim", dim));
+}
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  return dispatch1(OpId::ScatterAdd, {self, index, src}, Attrs().set("dim", dim));
+}
+Tensor slice_backward(const Tensor& grad, const Shape& shape, int64_t dim, int64_t start, int64_t end,
+                      int64_t step) {
+  return dispatch1(OpId::SliceBackward, {grad},
+                   Attrs().set("shape", shape).set("dim", dim).set("start", start).set("end", end).set("step", step));
+}
+
 Tensor matmul(const Tensor& a, const Tensor& b) { return dispatch1(OpId::Matmul, {a, b}); }
 Tensor mm(const Tensor& a, const Tensor& b) {
   if (a.dim() != 2 || b.dim() != 2)

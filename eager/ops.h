@@ -117,6 +117,11 @@ Tensors split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 
 Tensors chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor index_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& source);
+Tensor scatter_add(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src);
+// zeros of `shape` with grad placed at x.slice(dim, start, end, step): the gradient of slice
+Tensor slice_backward(const Tensor& grad, const Shape& shape, int64_t dim, int64_t start, int64_t end,
+                      int64_t step);
 
 // ---- nn functional ----
 Tensor softmax(const Tensor& x, int64_t dim);

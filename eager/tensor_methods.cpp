@@ -1,4 +1,5 @@
 // Tensor's methods: thin forwards to the eager free functions, as in torch.
+#include "eager/autograd/graph.h"
 #include "eager/cpu/copy.h"
 #include "eager/cpu/views.h"
 #include "eager/dispatch.h"
@@ -50,10 +51,32 @@ Tensor Tensor::clone() const { return dispatch1(OpId::Clone, {*this}); }
 Tensor Tensor::to(DType d) const { return d == dtype() ? *this : dispatch1(OpId::Cast, {*this}, Attrs().set("dtype", d)); }
 Tensor Tensor::detach() const { return cpu::make_view(*this, sizes(), strides(), storage_offset()); }
 
-Tensor& Tensor::add_(const Tensor& o) { cpu::binary_inplace(OpId::Add, *this, o); return *this; }
-Tensor& Tensor::sub_(const Tensor& o) { cpu::binary_inplace(OpId::Sub, *this, o); return *this; }
-Tensor& Tensor::mul_(const Tensor& o) { cpu::binary_inplace(OpId::Mul, *this, o); return *this; }
-Tensor& Tensor::div_(const Tensor& o) { cpu::binary_inplace(OpId::Div, *this, o); return *this; }
+namespace {
+// In-place under autograd: the op runs out of place on a copy of self (so what backward saves is
+// not overwritten), the result is written back, and self takes the result's history.
+void inplace(OpId op, Tensor& self, const Tensor& other) {
+  bool tracked = GradMode::enabled() && (self.requires_grad() || other.requires_grad());
+  if (!tracked) return cpu::binary_inplace(op, self, other);
+  if (self.requires_grad() && self.is_leaf())
+    fail("{}_: a leaf tensor that requires grad is being used in an in-place operation", op_name(op));
+  Tensor r = dispatch1(op, {self.clone(), other});
+  if (r.dtype() != self.dtype())
+    fail("{}_: result type {} can't be cast to the desired output type {}", op_name(op), dtype_name(r.dtype()),
+         dtype_name(self.dtype()));
+  cpu::copy_into(self, r);
+  self.bump_version();
+  AutogradMeta& m = ensure_autograd_meta(self);
+  AutogradMeta* rm = autograd_meta(r);
+  m.requires_grad = true;
+  m.grad_fn = rm->grad_fn;
+  m.output_nr = rm->output_nr;
+}
+}  // namespace
+
+Tensor& Tensor::add_(const Tensor& o) { inplace(OpId::Add, *this, o); return *this; }
+Tensor& Tensor::sub_(const Tensor& o) { inplace(OpId::Sub, *this, o); return *this; }
+Tensor& Tensor::mul_(const Tensor& o) { inplace(OpId::Mul, *this, o); return *this; }
+Tensor& Tensor::div_(const Tensor& o) { inplace(OpId::Div, *this, o); return *this; }
 Tensor& Tensor::add_(Scalar s) { return add_(wrap_scalar(s)); }
 Tensor& Tensor::sub_(Scalar s) { return sub_(wrap_scalar(s)); }
 Tensor& Tensor::mul_(Scalar s) { return mul_(wrap_scalar(s)); }

@@ -11,11 +11,36 @@ Tensor cast_to(const Tensor& x, DType dtype) {
   return out;
 }
 
-void copy_into(const Tensor& dst, const Tensor& src) {
-  Shape b = broadcast_shapes("copy_", dst.sizes(), src.sizes());
+namespace {
+// The byte range [first, last] an element of t can touch.
+std::pair<int64_t, int64_t> byte_span(const Tensor& t) {
+  int64_t lo = t.storage_offset(), hi = lo;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    int64_t reach = (t.sizes()[size_t(d)] - 1) * t.strides()[size_t(d)];
+    (reach < 0 ? lo : hi) += reach;
+  }
+  int64_t item = int64_t(t.element_size());
+  return {lo * item, hi * item + item - 1};
+}
+}  // namespace
+
+bool partially_overlaps(const Tensor& a, const Tensor& b) {
+  if (a.storage() != b.storage() || a.numel() == 0 || b.numel() == 0) return false;
+  if (a.storage_offset() == b.storage_offset() && a.sizes() == b.sizes() && a.strides() == b.strides() &&
+      a.dtype() == b.dtype())
+    return false;
+  auto [alo, ahi] = byte_span(a);
+  auto [blo, bhi] = byte_span(b);
+  return alo <= bhi && blo <= ahi;
+}
+
+void copy_into(const Tensor& dst, const Tensor& src_in) {
+  Shape b = broadcast_shapes("copy_", dst.sizes(), src_in.sizes());
   if (b != dst.sizes())
-    fail("copy_: source of shape {} cannot be broadcast to destination of shape {}", shape_str(src.sizes()),
+    fail("copy_: source of shape {} cannot be broadcast to destination of shape {}", shape_str(src_in.sizes()),
          shape_str(dst.sizes()));
+  // A source overlapping the destination is read as it was before the copy.
+  Tensor src = partially_overlaps(dst, src_in) ? cast_to(src_in, src_in.dtype()) : src_in;
   auto L = make_loop("copy_", dst, {&src});
   isa_kernels().cast(dst.dtype(), src.dtype(), L);
 }

@@ -54,8 +54,8 @@ DType binary_compute_type(OpId op, const Tensor& a, const Tensor& b) {
   st.add(b);
   DType t = st.result();
   if (info.rule == DTypeRule::Float && !is_floating(t)) t = default_dtype();
-  if (t == DType::Bool && op == OpId::Sub)
-    fail("sub: subtraction with two bool tensors is not supported, use logical_xor or ne");
+  if (op == OpId::Sub && (a.dtype() == DType::Bool || b.dtype() == DType::Bool))
+    fail("sub: subtraction with a bool tensor is not supported, use logical_not to invert a mask");
   return t;
 }
 
@@ -121,14 +121,18 @@ void binary_inplace(OpId op, const Tensor& self, const Tensor& other) {
     fail("{}_: output with shape {} doesn't match the broadcast shape {}", name, shape_str(self.sizes()),
          shape_str(shape));
   DType t = binary_compute_type(op, self, other);
-  if (promote_types(t, self.dtype()) != self.dtype() || binary_out_type(op, t) != t)
+  // torch's can_cast: the result may narrow within its category (float64 into float32) but not cross
+  // into a lower one (float into int, int into bool).
+  if (category(t) > category(self.dtype()) || binary_out_type(op, t) != t)
     fail("{}_: result type {} can't be cast to the desired output type {}", name, dtype_name(t),
          dtype_name(self.dtype()));
-  if (is_half(self.dtype())) {
-    Tensor r = dispatch1(op, {self, other});
+  // An operand sharing memory with self is read as it was before the op, as if cloned first.
+  Tensor o = partially_overlaps(self, other) ? cast_to(other, other.dtype()) : other;
+  if (t != self.dtype() || is_half(self.dtype())) {
+    Tensor r = dispatch1(op, {self, o});
     copy_into(self, r);
   } else {
-    binary_into(op, t, self, cast_if(other, t), self);
+    binary_into(op, t, self, cast_if(o, t), self);
   }
   self.bump_version();
 }

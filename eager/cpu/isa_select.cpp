@@ -9,6 +9,7 @@ namespace kiln::cpu {
 const IsaKernels& isa_kernels() {
   static const IsaKernels* chosen = [] {
     const char* cap = std::getenv("KILN_CPU_ISA");
+    if (cap && !*cap) cap = nullptr;  // set but empty: no cap
     auto allowed = [&](const char* name) { return !cap || std::strcmp(cap, name) == 0; };
     __builtin_cpu_init();
     if (allowed("avx512") && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&

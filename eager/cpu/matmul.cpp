@@ -94,6 +94,11 @@ Tensors kernel_matmul(OpId, const Tensors& in, const Attrs&) {
   int64_t K2 = b.sizes()[size_t(b.dim() - 2)], N = b.sizes()[size_t(b.dim() - 1)];
   if (K != K2) fail("matmul: shapes {} and {} cannot be multiplied", shape_str(as), shape_str(bs));
   Shape abatch(a.sizes().begin(), a.sizes().end() - 2), bbatch(b.sizes().begin(), b.sizes().end() - 2);
+  for (size_t i = 1; i <= std::min(abatch.size(), bbatch.size()); ++i) {
+    int64_t x = abatch[abatch.size() - i], y = bbatch[bbatch.size() - i];
+    if (x != y && x != 1 && y != 1)
+      fail("matmul: batch dims of shapes {} and {} cannot be broadcast", shape_str(as), shape_str(bs));
+  }
   Shape batch = broadcast_shapes("matmul", abatch, bbatch);
   int64_t nb = numel_of(batch);
   Shape out_shape = batch;

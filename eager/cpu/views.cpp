@@ -37,6 +37,7 @@ std::optional<Shape> view_strides(const Tensor& x, const Shape& shape) {
   const Shape& old_strides = x.strides();
   Shape new_strides(shape.size());
   if (x.numel() == 0) return contiguous_strides(shape);
+  if (old_sizes.empty()) return contiguous_strides(shape);  // one element: any all-ones shape views it
   // Walk chunks of old dims that are contiguous among themselves and match them to new dims.
   int64_t view_d = int64_t(shape.size()) - 1;
   int64_t chunk_base_stride = old_strides.empty() ? 1 : old_strides.back();
@@ -116,6 +117,7 @@ Tensors kernel_expand(OpId, const Tensors& in, const Attrs& attrs) {
     }
     int64_t have = x.sizes()[size_t(j)];
     if (want == -1) want = have;
+    if (want < 0) fail("expand: invalid size {} in shape {}", want, shape_str(shape));
     if (have == want) {
       sizes[size_t(i)] = have;
       strides[size_t(i)] = x.strides()[size_t(j)];

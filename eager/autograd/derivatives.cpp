@@ -1,0 +1,263 @@
+// Derivative formulas, micrograd-style: for each op, the gradient of every input from the output
+// gradient g, written with kiln ops. Broadcasting is undone by the engine (sum_to), not here.
+#include "eager/autograd/derivatives.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "eager/dispatch.h"
+#include "eager/ops.h"
+
+namespace kiln {
+namespace {
+
+// g of a reduction over `dims` (without keepdim) brought back to the input's rank, then broadcast.
+Tensor unreduce(const Tensor& g, const Shape& in_shape, const Attrs& attrs) {
+  const Shape& dims = attrs.ints("dims");
+  bool keepdim = attrs.b_or("keepdim", false);
+  int64_t nd = int64_t(in_shape.size());
+  if (keepdim || nd == 0) return g.expand(in_shape);
+  std::vector<int64_t> ds;
+  if (dims.empty()) {
+    for (int64_t i = 0; i < nd; ++i) ds.push_back(i);
+  } else {
+    for (int64_t d : dims) ds.push_back(wrap_dim("sum", d, nd));
+  }
+  std::sort(ds.begin(), ds.end());
+  Tensor r = g;
+  for (int64_t d : ds) r = r.unsqueeze(d);
+  return r.expand(in_shape);
+}
+
+// The conv2d family is bilinear, so each gradient is another member of the family.
+Tensor conv_family(OpId op, const Tensor& a, const Tensor& b, Attrs attrs, const Shape& shape) {
+  if (op != OpId::Conv2d) attrs.set("shape", shape);
+  return dispatch1(op, {a, b}, attrs);
+}
+
+// max_pool2d's gradient: g scattered to the argmax positions (indices recomputed, not saved).
+Tensor max_pool2d_grad(const Tensor& g, const Tensor& x, const Attrs& attrs) {
+  Tensor idx = dispatch(OpId::MaxPool2d, {x}, attrs)[1];
+  Shape lead(x.sizes().begin(), x.sizes().end() - 2);
+  Shape flat = lead, per = lead;
+  flat.push_back(x.size(-2) * x.size(-1));
+  per.push_back(-1);
+  Tensor z = zeros(flat, g.dtype());
+  return scatter_add(z, -1, idx.reshape(per), g.reshape(per)).reshape(x.sizes());
+}
+
+}  // namespace
+
+Tensor sum_to(const Tensor& g, const Shape& shape) {
+  if (g.sizes() == shape) return g;
+  int64_t lead = g.dim() - int64_t(shape.size());
+  if (lead < 0) fail("sum_to: gradient of shape {} cannot be summed to the larger shape {}", shape_str(g.sizes()), shape_str(shape));
+  Shape dims;
+  for (int64_t i = 0; i < lead; ++i) dims.push_back(i);
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] == 1 && g.sizes()[size_t(lead) + i] != 1) dims.push_back(lead + int64_t(i));
+  Tensor r = dims.empty() ? g : sum(g, dims, true);
+  if (lead > 0 || r.sizes() != shape) r = r.reshape(shape);
+  return r;
+}
+
+bool is_differentiable(OpId op) {
+  switch (op) {
+    case OpId::Sign:
+    case OpId::LogicalNot:
+    case OpId::Eq:
+    case OpId::Ne:
+    case OpId::Lt:
+    case OpId::Le:
+    case OpId::Gt:
+    case OpId::Ge:
+    case OpId::LogicalAnd:
+    case OpId::LogicalOr:
+    case OpId::Argmax:
+    case OpId::Argmin:
+      return false;
+    default:
+      return true;
+  }
+}
+
+Tensors derivative(OpId op, const Attrs& attrs, const Tensors& in, const Tensors& grads,
+                   const std::vector<bool>& needs) {
+  const Tensor& g = grads.at(0);
+  const Tensor& x = in.at(0);
+  Tensors r(in.size());
+  auto need = [&](size_t i) { return i < needs.size() && needs[i]; };
+  switch (op) {
+    // ---- unary ----
+    case OpId::Neg: r[0] = neg(g); break;
+    case OpId::Abs: r[0] = g * sign(x); break;
+    case OpId::Exp: r[0] = g * exp(x); break;
+    case OpId::Log: r[0] = g / x; break;
+    case OpId::Log1p: r[0] = g / (x + 1); break;
+    case OpId::Sqrt: r[0] = g / (sqrt(x) * 2); break;
+    case OpId::Rsqrt: r[0] = g * rsqrt(x) / x * -0.5; break;
+    case OpId::Sin: r[0] = g * cos(x); break;
+    case OpId::Cos: r[0] = -(g * sin(x)); break;
+    case OpId::Tanh: { Tensor t = tanh(x); r[0] = g * (1 - t * t); break; }
+    case OpId::Sigmoid: { Tensor s = sigmoid(x); r[0] = g * s * (1 - s); break; }
+    case OpId::Relu: r[0] = g * (x > 0); break;
+    case OpId::Gelu: {
+      Tensor cdf = (erf(x * M_SQRT1_2) + 1) * 0.5;
+      Tensor pdf = exp(x * x * -0.5) * (0.5 * M_2_SQRTPI * M_SQRT1_2);
+      r[0] = g * (cdf + x * pdf);
+      break;
+    }
+    case OpId::GeluTanh: {
+      const double k = 0.79788456080286535588, c = 0.044715;
+      Tensor t = tanh((x + x * x * x * c) * k);
+      r[0] = g * ((t + 1) * 0.5 + x * (1 - t * t) * (x * x * (3 * c) + 1) * (0.5 * k));
+      break;
+    }
+    case OpId::Silu: { Tensor s = sigmoid(x); r[0] = g * s * (x * (1 - s) + 1); break; }
+    case OpId::Erf: r[0] = g * exp(-(x * x)) * M_2_SQRTPI; break;
+    case OpId::Reciprocal: r[0] = -(g / (x * x)); break;
+    // ---- binary ----
+    case OpId::Add: r[0] = g; r[1] = g; break;
+    case OpId::Sub: r[0] = g; if (need(1)) r[1] = -g; break;
+    case OpId::Mul: if (need(0)) r[0] = g * in[1]; if (need(1)) r[1] = g * x; break;
+    case OpId::Div:
+      if (need(0)) r[0] = g / in[1];
+      if (need(1)) r[1] = -(g * x / (in[1] * in[1]));
+      break;
+    case OpId::Pow: {
+      const Tensor& e = in[1];
+      if (need(0)) r[0] = where(e == 0, zeros_like(g), g * e * pow(x, e - 1));
+      if (need(1)) r[1] = where(logical_and(x == 0, e >= 0), zeros_like(g), g * pow(x, e) * log(x));
+      break;
+    }
+    case OpId::Maximum:
+    case OpId::Minimum: {
+      const Tensor& b = in[1];
+      Tensor wins = op == OpId::Maximum ? x > b : x < b;
+      Tensor half = g * (x == b) * 0.5;
+      if (need(0)) r[0] = g * wins + half;
+      if (need(1)) r[1] = g * logical_not(logical_or(wins, x == b)) + half;
+      break;
+    }
+    // ---- reductions ----
+    case OpId::Sum: r[0] = unreduce(g, x.sizes(), attrs); break;
+    case OpId::Prod: {
+      Tensor p = prod(x, attrs.ints("dims"), true);
+      Tensor gk = unreduce(g, x.sizes(), attrs);
+      r[0] = gk * p.expand(x.sizes()) / x;
+      break;
+    }
+    case OpId::Amax:
+    case OpId::Amin: {
+      Tensor m = op == OpId::Amax ? amax(x, attrs.ints("dims"), true) : amin(x, attrs.ints("dims"), true);
+      Tensor mask = (x == m).to(g.dtype());
+      Tensor count = sum(mask, attrs.ints("dims"), true);
+      r[0] = unreduce(g, x.sizes(), attrs) * mask / count;
+      break;
+    }
+    case OpId::Where:
+      if (need(1)) r[1] = where(x, g, zeros_like(g));
+      if (need(2)) r[2] = where(x, zeros_like(g), g);
+      break;
+    // ---- views ----
+    case OpId::Reshape: case OpId::Squeeze: case OpId::Unsqueeze: r[0] = g.reshape(x.sizes()); break;
+    case OpId::Permute: {
+      const Shape& dims = attrs.ints("dims");
+      Shape inv(dims.size());
+      for (size_t i = 0; i < dims.size(); ++i) inv[size_t(wrap_dim("permute", dims[i], x.dim()))] = int64_t(i);
+      r[0] = g.permute(inv);
+      break;
+    }
+    case OpId::Expand: case OpId::Contiguous: case OpId::Clone: r[0] = g; break;
+    case OpId::Cast: r[0] = g.to(x.dtype()); break;
+    case OpId::Slice: {
+      int64_t size = x.size(attrs.i("dim"));
+      r[0] = slice_backward(g, x.sizes(), attrs.i("dim"), attrs.i_or("start", 0), attrs.i_or("end", size),
+                            attrs.i_or("step", 1));
+      break;
+    }
+    case OpId::Select: {
+      int64_t d = wrap_dim("select", attrs.i("dim"), x.dim());
+      int64_t i = attrs.i("index");
+      if (i < 0) i += x.size(d);
+      r[0] = slice_backward(g.unsqueeze(d), x.sizes(), d, i, i + 1, 1);
+      break;
+    }
+    // ---- linear algebra and nn ----
+    case OpId::Matmul: {
+      const Tensor& b = in[1];
+      if (x.dim() == 1 && b.dim() == 1) {
+        if (need(0)) r[0] = g * b;
+        if (need(1)) r[1] = g * x;
+        break;
+      }
+      Tensor A = x.dim() == 1 ? x.unsqueeze(0) : x;
+      Tensor B = b.dim() == 1 ? b.unsqueeze(-1) : b;
+      Tensor G = g;
+      if (x.dim() == 1) G = G.unsqueeze(-2);
+      if (b.dim() == 1) G = G.unsqueeze(-1);
+      if (need(0)) r[0] = sum_to(matmul(G, B.transpose(-1, -2)), A.sizes()).reshape(x.sizes());
+      if (need(1)) r[1] = sum_to(matmul(A.transpose(-1, -2), G), B.sizes()).reshape(b.sizes());
+      break;
+    }
+    case OpId::Conv2d:
+      if (need(0)) r[0] = conv_family(OpId::Conv2dBackwardInput, g, in[1], attrs, x.sizes());
+      if (need(1)) r[1] = conv_family(OpId::Conv2dBackwardWeight, g, x, attrs, in[1].sizes());
+      if (in.size() > 2 && need(2)) r[2] = sum(g, {0, 2, 3});
+      break;
+    case OpId::Conv2dBackwardInput:  // inputs (grad_out, w) → grad_x
+      if (need(0)) r[0] = conv_family(OpId::Conv2d, g, in[1], attrs, {});
+      if (need(1)) r[1] = conv_family(OpId::Conv2dBackwardWeight, x, g, attrs, in[1].sizes());
+      break;
+    case OpId::Conv2dBackwardWeight:  // inputs (grad_out, x) → grad_w
+      if (need(0)) r[0] = conv_family(OpId::Conv2d, in[1], g, attrs, {});
+      if (need(1)) r[1] = conv_family(OpId::Conv2dBackwardInput, x, g, attrs, in[1].sizes());
+      break;
+    case OpId::MaxPool2d: r[0] = max_pool2d_grad(g, x, attrs); break;
+    case OpId::AvgPool2d: {
+      Attrs a = attrs;
+      r[0] = dispatch1(OpId::AvgPool2dBackward, {g}, a.set("shape", x.sizes()));
+      break;
+    }
+    case OpId::Cat: {
+      int64_t d = attrs.i("dim");
+      int64_t start = 0;
+      for (size_t i = 0; i < in.size(); ++i) {
+        if (in[i].dim() == 1 && in[i].size(0) == 0 && g.dim() != 1) continue;  // legacy empty input
+        int64_t dd = wrap_dim("cat", d, g.dim());
+        int64_t len = in[i].size(dd);
+        if (need(i)) r[i] = g.slice(dd, start, start + len);
+        start += len;
+      }
+      break;
+    }
+    case OpId::IndexSelect:
+      r[0] = index_add(zeros_like(x).to(g.dtype()), attrs.i("dim"), in[1], g);
+      break;
+    case OpId::Gather:
+      r[0] = scatter_add(zeros_like(x).to(g.dtype()), attrs.i("dim"), in[1], g);
+      break;
+    case OpId::IndexAdd:
+      if (need(0)) r[0] = g;
+      if (need(2)) r[2] = index_select(g, attrs.i("dim"), in[1]);
+      break;
+    case OpId::ScatterAdd:
+      if (need(0)) r[0] = g;
+      if (need(2)) r[2] = gather(g, attrs.i("dim"), in[1]);
+      break;
+    case OpId::SliceBackward:
+      r[0] = g.slice(attrs.i("dim"), attrs.i("start"), attrs.i("end"), attrs.i("step"));
+      break;
+    case OpId::AvgPool2dBackward:
+      r[0] = dispatch1(OpId::AvgPool2d, {g}, attrs);
+      break;
+    // ---- not differentiable ----
+    case OpId::Sign: case OpId::LogicalNot: case OpId::Eq: case OpId::Ne: case OpId::Lt: case OpId::Le:
+    case OpId::Gt: case OpId::Ge: case OpId::LogicalAnd: case OpId::LogicalOr: case OpId::Argmax:
+    case OpId::Argmin:
+      break;
+  }
+  return r;
+}
+
+}  // namespace kiln

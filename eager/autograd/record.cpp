@@ -1,0 +1,135 @@
+// Recording: after an op ran with an input that requires grad (and grad mode on), an OpNode is
+// attached to its floating outputs.
+#include <cctype>
+
+#include "eager/autograd/derivatives.h"
+#include "eager/autograd/nodes.h"
+#include "eager/cpu/views.h"
+#include "eager/dispatch.h"
+#include "eager/ops.h"
+
+namespace kiln {
+
+AutogradMeta* autograd_meta(const Tensor& t) { return t.defined() ? t.impl()->autograd.get() : nullptr; }
+
+AutogradMeta& ensure_autograd_meta(const Tensor& t) {
+  auto& m = t.impl()->autograd;
+  if (!m) m = std::make_shared<AutogradMeta>();
+  return *m;
+}
+
+Edge gradient_edge(const Tensor& t) {
+  AutogradMeta* m = autograd_meta(t);
+  if (!m || !m->requires_grad) return {};
+  if (m->grad_fn) return {m->grad_fn, m->output_nr};
+  if (!m->grad_accumulator) {
+    auto acc = std::make_shared<AccumulateGrad>();
+    acc->leaf = t.impl_ptr();
+    acc->outputs.push_back(t.impl_ptr());
+    m->grad_accumulator = acc;
+  }
+  return {m->grad_accumulator, 0};
+}
+
+const Tensor& SavedTensor::unpack(const std::string& node_name) const {
+  if (t.defined() && t.version() != version)
+    fail("a tensor needed for gradient computation was modified by an in-place operation: an input saved "
+         "by {} is at version {}, expected version {}",
+         node_name, t.version(), version);
+  return t;
+}
+
+std::string OpNode::name() const {
+  std::string n;
+  bool up = true;
+  for (char c : op_name(op)) {
+    if (c == '_') { up = true; continue; }
+    n += up ? char(std::toupper(static_cast<unsigned char>(c))) : c;
+    up = false;
+  }
+  return n + "Backward";
+}
+
+void OpNode::release_saved() {
+  for (auto& s : inputs) s = SavedTensor();
+  released = true;
+}
+
+Tensors OpNode::apply(const Tensors& grad_outputs) {
+  if (released)
+    fail("{}: trying to backward through the graph a second time (or directly access saved tensors after "
+         "they have already been freed); saved values are freed by backward() or grad() unless "
+         "retain_graph=true",
+         name());
+  if (!grad_outputs[0].defined()) return Tensors(next.size());
+  Tensors in;
+  std::vector<bool> needs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    in.push_back(inputs[i].unpack(name()));
+    needs.push_back(next[i].node != nullptr);
+  }
+  Tensors grads = derivative(op, attrs, in, grad_outputs, needs);
+  for (size_t i = 0; i < grads.size() && i < next.size(); ++i) {
+    if (!next[i].node || !grads[i].defined()) { grads[i] = Tensor(); continue; }
+    if (grads[i].sizes() != input_shapes[i]) grads[i] = sum_to(grads[i], input_shapes[i]);
+    if (grads[i].dtype() != input_dtypes[i]) grads[i] = grads[i].to(input_dtypes[i]);
+  }
+  grads.resize(next.size());
+  return grads;
+}
+
+Tensors AccumulateGrad::apply(const Tensors& grad_outputs) {
+  auto impl = leaf.lock();
+  if (!impl || !grad_outputs[0].defined()) return {};
+  Tensor t(impl);
+  AutogradMeta& m = ensure_autograd_meta(t);
+  Tensor g = grad_outputs[0];
+  if (!GradMode::enabled()) g = g.detach();
+  m.grad = m.grad.defined() ? add(m.grad, g) : g;
+  return {};
+}
+
+namespace {
+
+void record(OpId op, const Tensors& in, const Attrs& attrs, Tensors& out) {
+  if (!GradMode::enabled() || !is_differentiable(op)) return;
+  bool any = false;
+  for (const Tensor& t : in)
+    if (AutogradMeta* m = autograd_meta(t); m && m->requires_grad) any = true;
+  if (!any) return;
+  auto node = std::make_shared<OpNode>();
+  node->op = op;
+  node->attrs = attrs;
+  node->n_outputs = int(out.size());
+  for (const Tensor& t : in) {
+    node->next.push_back(gradient_edge(t));
+    node->inputs.emplace_back(t);
+    node->input_shapes.push_back(t.sizes());
+    node->input_dtypes.push_back(t.dtype());
+  }
+  node->pre_hooks.resize(out.size());
+  node->outputs.resize(out.size());
+  for (size_t k = 0; k < out.size(); ++k) {
+    Tensor& o = out[k];
+    if (!is_floating(o.dtype())) continue;
+    for (const Tensor& t : in)  // a kernel may return its input (contiguous, to): give it its own handle
+      if (o.is_same(t)) o = cpu::make_view(o, o.sizes(), o.strides(), o.storage_offset());
+    AutogradMeta& m = ensure_autograd_meta(o);
+    m.requires_grad = true;
+    m.grad_fn = node;
+    m.output_nr = int(k);
+    node->outputs[k] = o.impl_ptr();
+  }
+}
+
+}  // namespace
+
+void install_autograd_recorder() {
+  static bool done = [] {
+    set_autograd_observer(&record);
+    return true;
+  }();
+  (void)done;
+}
+
+}  // namespace kiln

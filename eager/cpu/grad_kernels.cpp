@@ -1,0 +1,109 @@
+// Kernels that scatter gradients back: slice_backward, index_add, scatter_add.
+#include "eager/cpu/copy.h"
+#include "eager/cpu/views.h"
+#include "eager/kernels.h"
+
+namespace kiln::cpu {
+namespace {
+
+Tensor zeros_of(const Shape& shape, DType t) {
+  Tensor z = Tensor::empty(shape, t);
+  copy_into(z, Tensor::wrap_scalar(0));
+  return z;
+}
+
+int64_t index_at(const Tensor& index, int64_t i) {
+  const char* p = static_cast<const char*>(index.raw_data()) + i * index.strides()[0] * int64_t(index.element_size());
+  return index.dtype() == DType::Int64 ? *reinterpret_cast<const int64_t*>(p) : *reinterpret_cast<const int32_t*>(p);
+}
+
+}  // namespace
+
+Tensors kernel_slice_backward(OpId, const Tensors& in, const Attrs& attrs) {
+  const Tensor& g = in.at(0);
+  Tensor out = zeros_of(attrs.ints("shape"), g.dtype());
+  Tensor view = kernel_slice(OpId::Slice, {out}, attrs)[0];
+  if (view.sizes() != g.sizes())
+    fail("slice_backward: grad of shape {} does not match the slice's shape {}", shape_str(g.sizes()),
+         shape_str(view.sizes()));
+  copy_into(view, g);
+  return {out};
+}
+
+Tensors kernel_index_add(OpId, const Tensors& in, const Attrs& attrs) {
+  const Tensor &self = in.at(0), &index = in.at(1), &src = in.at(2);
+  int64_t d = wrap_dim("index_add", attrs.i("dim"), self.dim());
+  if (index.dtype() != DType::Int64 && index.dtype() != DType::Int32)
+    fail("index_add: index must be int32 or int64, got {}", dtype_name(index.dtype()));
+  if (index.dim() > 1) fail("index_add: index must be 1-D, got shape {}", shape_str(index.sizes()));
+  int64_t n = index.numel();
+  Tensor idx = index.dim() == 0 ? make_view(index, {1}, {1}, index.storage_offset()) : index;
+  Shape expect = self.sizes();
+  if (self.dim() > 0) expect[size_t(d)] = n;
+  if (src.sizes() != expect)
+    fail("index_add: source of shape {} does not match self {} with {} indices along dim {}",
+         shape_str(src.sizes()), shape_str(self.sizes()), n, d);
+  Tensor out = cast_to(self, self.dtype());
+  int64_t size = self.dim() > 0 ? self.sizes()[size_t(d)] : 1;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t k = index_at(idx, i);
+    if (k < -size || k >= size) fail("index_add: index {} is out of bounds for dimension {} with size {}", k, d, size);
+    if (k < 0) k += size;
+    Tensor dst = kernel_select(OpId::Select, {out}, Attrs().set("dim", d).set("index", k))[0];
+    Tensor s = kernel_select(OpId::Select, {src}, Attrs().set("dim", d).set("index", i))[0];
+    binary_inplace(OpId::Add, dst, s);
+  }
+  return {out};
+}
+
+Tensors kernel_scatter_add(OpId, const Tensors& in, const Attrs& attrs) {
+  const Tensor &self = in.at(0), &index = in.at(1), &src = in.at(2);
+  int64_t nd = self.dim();
+  int64_t d = wrap_dim("scatter_add", attrs.i("dim"), nd);
+  if (index.dtype() != DType::Int64) fail("scatter_add: index must be int64, got {}", dtype_name(index.dtype()));
+  if (index.dim() != nd || src.dim() != nd)
+    fail("scatter_add: index {} and src {} must have the rank of self {}", shape_str(index.sizes()),
+         shape_str(src.sizes()), shape_str(self.sizes()));
+  for (int64_t k = 0; k < nd; ++k)
+    if (index.sizes()[size_t(k)] > src.sizes()[size_t(k)] ||
+        (k != d && index.sizes()[size_t(k)] > self.sizes()[size_t(k)]))
+      fail("scatter_add: index {} is larger than src {} or self {} at dim {}", shape_str(index.sizes()),
+           shape_str(src.sizes()), shape_str(self.sizes()), k);
+  if (src.dtype() != self.dtype())
+    fail("scatter_add: src dtype {} differs from self dtype {}", dtype_name(src.dtype()), dtype_name(self.dtype()));
+  Tensor out = cast_to(self, self.dtype());
+  int64_t total = index.numel();
+  if (total == 0) return {out};
+  visit_dtype(self.dtype(), [&](auto v) {
+    using T = decltype(v);
+    if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>) {
+      fail("scatter_add: dtype {} is not supported", dtype_name(self.dtype()));
+    } else {
+      T* o = static_cast<T*>(out.raw_data());
+      const T* s = static_cast<const T*>(src.raw_data());
+      const int64_t* ix = static_cast<const int64_t*>(index.raw_data());
+      Shape pos(static_cast<size_t>(nd), 0);
+      int64_t dim_size = nd > 0 ? self.sizes()[size_t(d)] : 1;
+      for (int64_t e = 0; e < total; ++e) {
+        int64_t io = 0, so = 0, oo = 0;
+        for (int64_t k = 0; k < nd; ++k) {
+          io += pos[size_t(k)] * index.strides()[size_t(k)];
+          so += pos[size_t(k)] * src.strides()[size_t(k)];
+          if (k != d) oo += pos[size_t(k)] * out.strides()[size_t(k)];
+        }
+        int64_t t = ix[io];
+        if (t < 0 || t >= dim_size)
+          fail("scatter_add: index {} is out of bounds for dimension {} with size {}", t, d, dim_size);
+        if (nd > 0) oo += t * out.strides()[size_t(d)];
+        o[oo] += s[so];
+        for (int64_t k = nd - 1; k >= 0; --k) {
+          if (++pos[size_t(k)] < index.sizes()[size_t(k)]) break;
+          pos[size_t(k)] = 0;
+        }
+      }
+    }
+  });
+  return {out};
+}
+
+}  // namespace kiln::cpu

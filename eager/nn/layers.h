@@ -1,0 +1,123 @@
+#pragma once
+// The layers of torch.nn that kiln has, with torch's parameter names and default initialisation.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "eager/nn/module.h"
+
+namespace kiln::nn {
+
+class Linear : public Module {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Linear"; }
+  Tensor weight, bias;
+};
+
+class Conv2d : public Module {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, Shape kernel_size, Shape stride = {1, 1},
+         Shape padding = {0, 0}, Shape dilation = {1, 1}, int64_t groups = 1, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Conv2d"; }
+  Tensor weight, bias;
+  Shape stride, padding, dilation;
+  int64_t groups;
+};
+
+class MaxPool2d : public Module {
+ public:
+  explicit MaxPool2d(Shape kernel_size, Shape stride = {}, Shape padding = {0, 0});
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "MaxPool2d"; }
+  Shape kernel_size, stride, padding;
+};
+
+class AvgPool2d : public Module {
+ public:
+  explicit AvgPool2d(Shape kernel_size, Shape stride = {}, Shape padding = {0, 0});
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "AvgPool2d"; }
+  Shape kernel_size, stride, padding;
+};
+
+#define KILN_ACTIVATION(Cls)                                        \
+  class Cls : public Module {                                       \
+   public:                                                          \
+    Tensor forward(const Tensor& x) override;                       \
+    std::string name() const override { return #Cls; }              \
+  };
+KILN_ACTIVATION(ReLU)
+KILN_ACTIVATION(Tanh)
+KILN_ACTIVATION(Sigmoid)
+#undef KILN_ACTIVATION
+
+class GELU : public Module {
+ public:
+  explicit GELU(std::string approximate = "none") : approximate(std::move(approximate)) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "GELU"; }
+  std::string approximate;
+};
+
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Dropout"; }
+  double p;
+};
+
+class Flatten : public Module {
+ public:
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_dim(start_dim), end_dim(end_dim) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Flatten"; }
+  int64_t start_dim, end_dim;
+};
+
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "LayerNorm"; }
+  Shape normalized_shape;
+  double eps;
+  Tensor weight, bias;
+};
+
+class BatchNorm2d : public Module {
+ public:
+  explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "BatchNorm2d"; }
+  double eps, momentum;
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+};
+
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim);
+  Tensor forward(const Tensor& indices) override;
+  std::string name() const override { return "Embedding"; }
+  Tensor weight;
+};
+
+// Children named "0", "1", ... as torch.nn.Sequential.
+class Sequential : public Module {
+ public:
+  Sequential() = default;
+  explicit Sequential(std::vector<std::shared_ptr<Module>> layers);
+  Sequential& add(std::shared_ptr<Module> m);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Sequential"; }
+  size_t size() const { return layers_.size(); }
+  Module& operator[](size_t i) { return *layers_.at(i); }
+
+ private:
+  std::vector<std::shared_ptr<Module>> layers_;
+};
+
+}  // namespace kiln::nn

@@ -1,0 +1,88 @@
+#include "eager/nn/module.h"
+
+#include "eager/autograd/graph.h"
+#include "eager/io.h"
+
+namespace kiln::nn {
+
+Tensor Module::register_parameter(const std::string& name, Tensor t, bool requires_grad) {
+  if (requires_grad) t.requires_grad_(true);
+  params_.emplace_back(name, t);
+  return t;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor t) {
+  buffers_.emplace_back(name, t);
+  return t;
+}
+
+void Module::collect(const std::string& prefix, bool params, bool recurse,
+                     std::vector<std::pair<std::string, Tensor>>& out) const {
+  for (auto& [n, t] : params ? params_ : buffers_) out.emplace_back(prefix + n, t);
+  if (!recurse) return;
+  for (auto& [n, c] : children_) c->collect(prefix + n + ".", params, true, out);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect("", true, recurse, out);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect("", false, recurse, out);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_parameters(recurse)) out.push_back(t);
+  return out;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [n, c] : children_) c->train(on);
+}
+
+void Module::zero_grad() {
+  for (Tensor& p : parameters()) p.set_grad(Tensor());
+}
+
+std::map<std::string, Tensor> Module::state_dict() const {
+  std::map<std::string, Tensor> out;
+  for (auto& [n, t] : named_parameters()) out[n] = t.detach();
+  for (auto& [n, t] : named_buffers()) out[n] = t.detach();
+  return out;
+}
+
+void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
+  std::map<std::string, Tensor> mine = state_dict();
+  if (strict) {
+    for (auto& [n, t] : state)
+      if (!mine.count(n)) fail("load_state_dict: unexpected key '{}' for {}", n, name());
+    for (auto& [n, t] : mine)
+      if (!state.count(n)) fail("load_state_dict: missing key '{}' for {}", n, name());
+  }
+  NoGradGuard ng;
+  for (auto& [n, dst] : mine) {
+    auto it = state.find(n);
+    if (it == state.end()) continue;
+    if (it->second.sizes() != dst.sizes())
+      fail("load_state_dict: size mismatch for '{}': copying a param with shape {}, the shape in the current "
+           "model is {}",
+           n, shape_str(it->second.sizes()), shape_str(dst.sizes()));
+    dst.copy_(it->second);
+  }
+}
+
+void Module::save(const std::string& path) const {
+  std::map<std::string, Tensor> s;
+  for (auto& [n, t] : state_dict()) s[n] = t.contiguous();
+  save_safetensors(path, s);
+}
+
+void Module::load(const std::string& path, bool strict) { load_state_dict(load_safetensors(path), strict); }
+
+}  // namespace kiln::nn

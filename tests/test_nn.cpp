@@ -1,0 +1,137 @@
+// nn modules, state_dict and optimizers; the optimizer trajectories are PyTorch 1.13's on the same
+// deterministic weights (values pasted from tests/data/torch_optim.py's output).
+#include <cstdio>
+
+#include "support.h"
+
+using namespace kiln;
+using kiln::test::check_close;
+using kiln::test::check_error;
+
+namespace {
+
+Tensor det(const Shape& shape, double seed) {
+  Tensor t = Tensor::empty(shape, DType::Float64);
+  double* p = t.data_ptr<double>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = std::sin(double(i) * 0.37 + seed) * 0.5;
+  return t;
+}
+
+std::shared_ptr<nn::Sequential> small_mlp() {
+  auto l0 = std::make_shared<nn::Linear>(4, 5), l2 = std::make_shared<nn::Linear>(5, 3);
+  auto m = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{l0, std::make_shared<nn::Tanh>(), l2});
+  m->load_state_dict({{"0.weight", det({5, 4}, 1)}, {"0.bias", det({5}, 2)}, {"2.weight", det({3, 5}, 3)}, {"2.bias", det({3}, 4)}});
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("nn: state_dict names follow torch") {
+  auto m = small_mlp();
+  auto sd = m->state_dict();
+  std::vector<std::string> names;
+  for (auto& [n, t] : sd) names.push_back(n);
+  CHECK(names == std::vector<std::string>{"0.bias", "0.weight", "2.bias", "2.weight"});
+  nn::BatchNorm2d bn(3);
+  auto bsd = bn.state_dict();
+  CHECK(bsd.count("running_mean") == 1);
+  CHECK(bsd.count("running_var") == 1);
+  CHECK(bsd.count("num_batches_tracked") == 1);
+  check_error([&] { m->load_state_dict({{"0.weight", zeros({5, 4})}}); }, "load_state_dict: missing key");
+  check_error([&] { m->load_state_dict({{"0.weight", zeros({4, 4})}}, false); }, "size mismatch for '0.weight'");
+}
+
+TEST_CASE("nn: save and load as safetensors") {
+  auto m = small_mlp();
+  std::string path = "/tmp/kiln_test_nn_state.safetensors";
+  m->save(path);
+  nn::Sequential fresh({std::make_shared<nn::Linear>(4, 5), std::make_shared<nn::Tanh>(), std::make_shared<nn::Linear>(5, 3)});
+  for (auto& [n, t] : fresh.named_parameters()) t.requires_grad();  // keep the handles
+  fresh.load(path);
+  for (auto& [n, t] : m->state_dict()) check_close(fresh.state_dict().at(n), t.to(DType::Float32));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("nn: optimizers follow torch's trajectories") {
+  struct Expect {
+    const char* name;
+    std::vector<double> losses;
+    double bias;
+  };
+  std::vector<Expect> expects = {
+      {"sgd", {1.131704428998, 1.086306793815, 1.029585157842, 0.968632552605, 0.908818005814}, -0.326426862779},
+      {"adam", {1.131704428998, 1.105841648098, 1.081102943742, 1.057469278816, 1.034885964935}, -0.421327308954},
+      {"adamw", {1.131704428998, 1.105834418423, 1.081079817454, 1.057370874680, 1.034665166583}, -0.421110129747},
+  };
+  for (auto& e : expects) {
+    CAPTURE(e.name);
+    // float64 parameters, so the comparison with torch's float64 run is tight.
+    auto m = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+        std::make_shared<nn::Linear>(4, 5), std::make_shared<nn::Tanh>(), std::make_shared<nn::Linear>(5, 3)});
+    std::vector<Tensor> params;
+    std::map<std::string, Tensor> init = {{"0.weight", det({5, 4}, 1)}, {"0.bias", det({5}, 2)}, {"2.weight", det({3, 5}, 3)}, {"2.bias", det({3}, 4)}};
+    auto* l0 = static_cast<nn::Linear*>(&(*m)[0]);
+    auto* l2 = static_cast<nn::Linear*>(&(*m)[2]);
+    l0->weight = init["0.weight"].clone().requires_grad_();
+    l0->bias = init["0.bias"].clone().requires_grad_();
+    l2->weight = init["2.weight"].clone().requires_grad_();
+    l2->bias = init["2.bias"].clone().requires_grad_();
+    params = {l0->weight, l0->bias, l2->weight, l2->bias};
+    std::unique_ptr<optim::Optimizer> opt;
+    if (std::string(e.name) == "sgd") opt = std::make_unique<optim::SGD>(params, optim::SGDOptions{0.1, 0.9, 0, 0.01, true});
+    else if (std::string(e.name) == "adam") opt = std::make_unique<optim::Adam>(params, optim::AdamOptions{0.01, 0.9, 0.999, 1e-8, 0.01});
+    else opt = std::make_unique<optim::AdamW>(params);
+    Tensor x = det({6, 4}, 5);
+    Tensor y = tensor(std::vector<int64_t>{0, 2, 1, 1, 0, 2});
+    for (int i = 0; i < 5; ++i) {
+      Tensor loss = cross_entropy(m->forward(x), y);
+      opt->zero_grad();
+      loss.backward();
+      opt->step();
+      CHECK(loss.item<double>() == doctest::Approx(e.losses[size_t(i)]).epsilon(1e-9));
+    }
+    CHECK(l2->bias[1].item<double>() == doctest::Approx(e.bias).epsilon(1e-9));
+  }
+}
+
+TEST_CASE("nn: lr schedulers") {
+  Tensor p = zeros({1}).requires_grad_();
+  optim::SGD opt({p}, {0.1});
+  optim::StepLR step(opt, 2, 0.5);
+  std::vector<double> lrs;
+  for (int i = 0; i < 5; ++i) {
+    step.step();
+    lrs.push_back(opt.lr());
+  }
+  CHECK(lrs == std::vector<double>{0.1, 0.05, 0.05, 0.025, 0.025});
+  optim::SGD opt2({p}, {1.0});
+  optim::CosineAnnealingLR cos(opt2, 4, 0.0);
+  cos.step();
+  CHECK(opt2.lr() == doctest::Approx(0.5 * (1 + std::cos(M_PI / 4))));
+  for (int i = 0; i < 3; ++i) cos.step();
+  CHECK(opt2.lr() == doctest::Approx(0.0));
+}
+
+TEST_CASE("nn: layers run forward and backward with torch's shapes") {
+  manual_seed(1);
+  nn::Sequential net({std::make_shared<nn::Conv2d>(3, 8, Shape{3, 3}, Shape{1, 1}, Shape{1, 1}),
+                      std::make_shared<nn::BatchNorm2d>(8), std::make_shared<nn::GELU>(),
+                      std::make_shared<nn::MaxPool2d>(Shape{2, 2}), std::make_shared<nn::AvgPool2d>(Shape{2, 2}),
+                      std::make_shared<nn::Flatten>(), std::make_shared<nn::Dropout>(0.1),
+                      std::make_shared<nn::Linear>(8 * 2 * 2, 6), std::make_shared<nn::LayerNorm>(Shape{6}),
+                      std::make_shared<nn::Sigmoid>()});
+  Tensor x = randn({2, 3, 8, 8});
+  Tensor y = net(x);
+  CHECK(y.sizes() == Shape{2, 6});
+  y.sum().backward();
+  for (auto& [n, p] : net.named_parameters()) {
+    CAPTURE(n);
+    CHECK(p.grad().defined());
+    CHECK(p.grad().sizes() == p.sizes());
+  }
+  net.eval();
+  Tensor y1 = net(x), y2 = net(x);
+  check_close(y1, y2);  // eval: no dropout, running statistics
+  nn::Embedding emb(10, 4);
+  CHECK(emb(tensor(std::vector<int64_t>{1, 2, 3, 9}, {2, 2})).sizes() == Shape{2, 2, 4});
+}
