@@ -80,7 +80,7 @@ TEST_CASE("nn: optimizers follow torch's trajectories") {
     std::unique_ptr<optim::Optimizer> opt;
     if (std::string(e.name) == "sgd") opt = std::make_unique<optim::SGD>(params, optim::SGDOptions{0.1, 0.9, 0, 0.01, true});
     else if (std::string(e.name) == "adam") opt = std::make_unique<optim::Adam>(params, optim::AdamOptions{0.01, 0.9, 0.999, 1e-8, 0.01});
-    else opt = std::make_unique<optim::AdamW>(params);
+    else opt = std::make_unique<optim::AdamW>(params, optim::AdamOptions{0.01, 0.9, 0.999, 1e-8, 0.01});
     Tensor x = det({6, 4}, 5);
     Tensor y = tensor(std::vector<int64_t>{0, 2, 1, 1, 0, 2});
     for (int i = 0; i < 5; ++i) {

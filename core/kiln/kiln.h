@@ -6,6 +6,7 @@
 #include "core/format.h"
 #include "core/tensor.h"
 #include "eager/autograd/engine.h"
+#include "eager/dispatch.h"
 #include "eager/autograd/functional.h"
 #include "eager/autograd/gradcheck.h"
 #include "eager/autograd/graph.h"

@@ -12,6 +12,10 @@ namespace kiln {
 // Whether the op has a derivative at all (comparisons, argmax, ... do not).
 bool is_differentiable(OpId op);
 
+// Whether the formula reads input i's values (false: only its shape and dtype, so the recorder keeps
+// no reference to its storage and an in-place change to it is harmless).
+bool derivative_reads_input(OpId op, size_t i);
+
 // Gradients for each input given the gradients of the outputs (undefined = zero). `needs[i]` says
 // which inputs want one; the result may be broader than the input's shape (broadcast): the engine
 // sums it back with sum_to.

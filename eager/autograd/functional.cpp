@@ -65,17 +65,25 @@ struct CheckpointNode : Node {
       }
       xs.push_back(x);
     }
+    // Recompute with grad on, then backpropagate through the recomputed segment: parameters used
+    // inside accumulate into their .grad, and the detached inputs' .grad is what flows further.
     bool create = GradMode::enabled();
     Tensors ys;
     {
       EnableGradGuard eg;
       ys = fn(xs);
     }
-    Tensors gs = grad(ys, want, grad_outputs, false, create, true);
+    Tensors roots, seeds;
+    for (size_t k = 0; k < ys.size() && k < grad_outputs.size(); ++k)
+      if (grad_outputs[k].defined() && ys[k].requires_grad()) {
+        roots.push_back(ys[k]);
+        seeds.push_back(grad_outputs[k]);
+      }
+    if (!roots.empty()) kiln::backward(roots, seeds, false, create);
     Tensors out(inputs.size());
     size_t k = 0;
     for (size_t i = 0; i < inputs.size(); ++i)
-      if (input_requires_grad[i]) out[i] = gs[k++];
+      if (input_requires_grad[i]) out[i] = want[k++].grad();
     return out;
   }
 };
@@ -95,7 +103,7 @@ Tensors checkpoint(const TensorsFn& fn, const Tensors& inputs) {
   node->fn = fn;
   node->n_outputs = int(ys.size());
   for (const Tensor& x : inputs) {
-    node->inputs.emplace_back(x);
+    node->inputs.emplace_back(x, true);
     node->input_requires_grad.push_back(x.requires_grad());
     node->next.push_back(gradient_edge(x));
   }

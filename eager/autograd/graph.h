@@ -31,12 +31,14 @@ struct AutogradMeta {
   std::vector<Hook> hooks;  // leaves; non-leaf hooks live on grad_fn as pre-hooks
 };
 
-// A tensor saved for backward, with the version it had then (in-place changes are caught).
+// A tensor saved for backward, with the version it had then (in-place changes are caught). When the
+// derivative needs only its shape and dtype, just those are kept (no storage stays alive).
 struct SavedTensor {
   Tensor t;
   uint64_t version = 0;
+  bool meta_only = false;
   SavedTensor() = default;
-  explicit SavedTensor(const Tensor& x) : t(x), version(x.defined() ? x.version() : 0) {}
+  SavedTensor(const Tensor& x, bool values);
   const Tensor& unpack(const std::string& node_name) const;
 };
 

@@ -31,8 +31,23 @@ Edge gradient_edge(const Tensor& t) {
   return {m->grad_accumulator, 0};
 }
 
+SavedTensor::SavedTensor(const Tensor& x, bool values) : t(x), meta_only(!values) {
+  if (!x.defined()) return;
+  if (values) {
+    version = x.version();
+    return;
+  }
+  static const auto no_data = std::make_shared<Storage>();
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = no_data;
+  impl->sizes = x.sizes();
+  impl->strides = contiguous_strides(x.sizes());
+  impl->dtype = x.dtype();
+  t = Tensor(std::move(impl));
+}
+
 const Tensor& SavedTensor::unpack(const std::string& node_name) const {
-  if (t.defined() && t.version() != version)
+  if (!meta_only && t.defined() && t.version() != version)
     fail("a tensor needed for gradient computation was modified by an in-place operation: an input saved "
          "by {} is at version {}, expected version {}",
          node_name, t.version(), version);
@@ -101,9 +116,10 @@ void record(OpId op, const Tensors& in, const Attrs& attrs, Tensors& out) {
   node->op = op;
   node->attrs = attrs;
   node->n_outputs = int(out.size());
-  for (const Tensor& t : in) {
+  for (size_t i = 0; i < in.size(); ++i) {
+    const Tensor& t = in[i];
     node->next.push_back(gradient_edge(t));
-    node->inputs.emplace_back(t);
+    node->inputs.emplace_back(t, derivative_reads_input(op, i));
     node->input_shapes.push_back(t.sizes());
     node->input_dtypes.push_back(t.dtype());
   }

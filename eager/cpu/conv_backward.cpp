@@ -1,6 +1,192 @@
+// The gradients of conv2d and avg_pool2d, as kernels of their own ops (see core/ops.def):
+//   conv2d_backward_input:  per sample and group, col = W_g^T · grad_g, then col2im onto the input;
+//   conv2d_backward_weight: per sample and group, grad_w_g += grad_g · im2col(x)_g^T;
+//   avg_pool2d_backward:    each output gradient spread evenly over its window (count_include_pad).
+// Attrs are parsed by the same helpers as the forward kernels (eager/cpu/im2col.h).
+#include <algorithm>
+
+#include "eager/cpu/copy.h"
+#include "eager/cpu/im2col.h"
+#include "eager/cpu/strided_loop.h"
+#include "eager/cpu/views.h"
 #include "eager/kernels.h"
+
 namespace kiln::cpu {
-Tensors kernel_conv2d_backward_input(OpId op, const Tensors&, const Attrs&) { fail("{}: pending", op_name(op)); }
-Tensors kernel_conv2d_backward_weight(OpId op, const Tensors&, const Attrs&) { fail("{}: pending", op_name(op)); }
-Tensors kernel_avg_pool2d_backward(OpId op, const Tensors&, const Attrs&) { fail("{}: pending", op_name(op)); }
+namespace {
+
+using im2col::ConvGeom;
+using im2col::dense;
+
+// A 3-D [C,H,W] tensor seen as [1,C,H,W], made here rather than through dispatch.
+Tensor batched(const Tensor& t) {
+  if (t.dim() == 4) return t;
+  return make_view(t, {1, t.size(0), t.size(1), t.size(2)}, {0, t.stride(0), t.stride(1), t.stride(2)},
+                   t.storage_offset());
 }
+
+Shape batched(const Shape& s) {
+  if (s.size() == 4) return s;
+  return {1, s[0], s[1], s[2]};
+}
+
+void check_float(const char* op, const Tensor& a, const char* a_name, const Tensor& b, const char* b_name) {
+  if (a.dtype() != b.dtype())
+    fail("{}: {} dtype {} and {} dtype {} differ", op, a_name, dtype_name(a.dtype()), b_name, dtype_name(b.dtype()));
+  if (a.dtype() != DType::Float32 && a.dtype() != DType::Float64)
+    fail("{}: dtype {} is not supported", op, dtype_name(a.dtype()));
+}
+
+void check_grad_shape(const char* op, const Tensor& grad, const ConvGeom& g, bool unbatched) {
+  Shape want = unbatched ? Shape{g.O, g.OH, g.OW} : Shape{g.N, g.O, g.OH, g.OW};
+  if (grad.sizes() != want)
+    fail("{}: expected grad_output of shape {} (conv2d's output), got {}", op, shape_str(want),
+         shape_str(grad.sizes()));
+}
+
+template <class T>
+void conv_backward_input(const Tensor& grad, const Tensor& w, const Tensor& out, const ConvGeom& g) {
+  const T* G = static_cast<const T*>(grad.raw_data());
+  const T* Wt = static_cast<const T*>(w.raw_data());
+  T* X = static_cast<T*>(out.raw_data());
+  int64_t ohw = g.ohw(), K = g.K(), Og = g.O / g.groups, chw = g.C * g.H * g.W;
+  int64_t rows = g.C * g.kh * g.kw, khw = g.kh * g.kw;
+  std::fill(X, X + g.N * chw, T(0));
+  if (Og == 0 || K == 0) return;
+  std::vector<T> col(size_t(rows * ohw));
+  for (int64_t n = 0; n < g.N; ++n) {
+    for (int64_t grp = 0; grp < g.groups; ++grp)
+      im2col::gemm(true, false, Wt + grp * Og * K, G + (n * g.O + grp * Og) * ohw, col.data() + grp * K * ohw, K,
+                   ohw, Og, K, ohw, ohw);
+    // Rows of one channel only touch that channel's plane, so channels run in parallel.
+    T* xn = X + n * chw;
+#pragma omp parallel for if (rows * ohw > kParallelGrain && g.C > 1)
+    for (int64_t c = 0; c < g.C; ++c)
+      for (int64_t r = c * khw; r < (c + 1) * khw; ++r) im2col::col2im_row(col.data() + r * ohw, g, r, xn);
+  }
+}
+
+template <class T>
+void conv_backward_weight(const Tensor& grad, const Tensor& x, const Tensor& out, const ConvGeom& g) {
+  const T* G = static_cast<const T*>(grad.raw_data());
+  const T* X = static_cast<const T*>(x.raw_data());
+  T* DW = static_cast<T*>(out.raw_data());
+  int64_t ohw = g.ohw(), K = g.K(), Og = g.O / g.groups, chw = g.C * g.H * g.W;
+  int64_t rows = g.C * g.kh * g.kw;
+  std::fill(DW, DW + g.O * K, T(0));
+  if (Og == 0 || K == 0) return;
+  // A 1x1, stride-1, unpadded conv reads the input as its own column matrix.
+  bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
+  std::vector<T> col(pointwise ? 0 : size_t(rows * ohw));
+  for (int64_t n = 0; n < g.N; ++n) {
+    const T* xn = X + n * chw;
+    if (!pointwise) {
+#pragma omp parallel for if (rows * ohw > kParallelGrain)
+      for (int64_t r = 0; r < rows; ++r) im2col::im2col_row(xn, g, r, col.data() + r * ohw);
+    }
+    const T* C = pointwise ? xn : col.data();
+    for (int64_t grp = 0; grp < g.groups; ++grp)
+      im2col::gemm(false, true, G + (n * g.O + grp * Og) * ohw, C + grp * K * ohw, DW + grp * Og * K, Og, K, ohw,
+                   ohw, ohw, K, /*accumulate=*/true);
+  }
+}
+
+template <class T>
+void avg_pool_backward(const T* gy, T* gx, const im2col::PoolGeom& g) {
+  // The forward's divisor is kh*kw for every window (count_include_pad, no ceil_mode).
+  double inv = 1.0 / double(g.kh * g.kw);
+#pragma omp parallel for if (g.planes * g.OH * g.OW * g.kh * g.kw > kParallelGrain && g.planes > 1)
+  for (int64_t pl = 0; pl < g.planes; ++pl) {
+    T* in = gx + pl * g.H * g.W;
+    std::fill(in, in + g.H * g.W, T(0));
+    const T* out = gy + pl * g.OH * g.OW;
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      int64_t ih0 = std::max<int64_t>(oh * g.sh - g.ph, 0), ih1 = std::min(oh * g.sh - g.ph + g.kh, g.H);
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        int64_t iw0 = std::max<int64_t>(ow * g.sw - g.pw, 0), iw1 = std::min(ow * g.sw - g.pw + g.kw, g.W);
+        T v = T(double(out[oh * g.OW + ow]) * inv);
+        for (int64_t ih = ih0; ih < ih1; ++ih)
+          for (int64_t iw = iw0; iw < iw1; ++iw) in[ih * g.W + iw] += v;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Tensors kernel_conv2d_backward_input(OpId, const Tensors& in, const Attrs& attrs) {
+  const char* op = "conv2d_backward_input";
+  if (in.size() != 2) fail("{}: expected 2 inputs (grad_output, weight), got {}", op, in.size());
+  const Tensor &grad = in[0], &w = in[1];
+  const Shape& shape = attrs.ints("shape");
+  if (shape.size() != 3 && shape.size() != 4)
+    fail("{}: expected a 3-D [C,H,W] or 4-D [N,C,H,W] input shape, got {}", op, shape_str(shape));
+  if (grad.dim() != int64_t(shape.size()))
+    fail("{}: grad_output of shape {} does not match the {}-D input shape {}", op, shape_str(grad.sizes()),
+         shape.size(), shape_str(shape));
+  if (w.dim() != 4)
+    fail("{}: expected a 4-D weight [out_channels,in_channels/groups,kh,kw], got shape {}", op, shape_str(w.sizes()));
+  check_float(op, grad, "grad_output", w, "weight");
+  bool unbatched = shape.size() == 3;
+  ConvGeom g = im2col::conv_geometry(op, batched(shape), w.sizes(), attrs, shape);
+  check_grad_shape(op, grad, g, unbatched);
+  Tensor out = Tensor::empty(batched(shape), grad.dtype());
+  if (out.numel() > 0) {
+    Tensor gc = dense(batched(grad)), wc = dense(w);
+    if (grad.dtype() == DType::Float32) conv_backward_input<float>(gc, wc, out, g);
+    else conv_backward_input<double>(gc, wc, out, g);
+  }
+  if (unbatched) return {make_view(out, shape, {g.H * g.W, g.W, 1}, 0)};
+  return {out};
+}
+
+Tensors kernel_conv2d_backward_weight(OpId, const Tensors& in, const Attrs& attrs) {
+  const char* op = "conv2d_backward_weight";
+  if (in.size() != 2) fail("{}: expected 2 inputs (grad_output, input), got {}", op, in.size());
+  const Tensor &grad = in[0], &x = in[1];
+  const Shape& shape = attrs.ints("shape");
+  if (shape.size() != 4)
+    fail("{}: expected a 4-D weight shape [out_channels,in_channels/groups,kh,kw], got {}", op, shape_str(shape));
+  if (x.dim() != 3 && x.dim() != 4)
+    fail("{}: expected a 3-D [C,H,W] or 4-D [N,C,H,W] input, got shape {}", op, shape_str(x.sizes()));
+  if (grad.dim() != x.dim())
+    fail("{}: grad_output of shape {} does not match the input of shape {}", op, shape_str(grad.sizes()),
+         shape_str(x.sizes()));
+  check_float(op, grad, "grad_output", x, "input");
+  bool unbatched = x.dim() == 3;
+  ConvGeom g = im2col::conv_geometry(op, batched(x.sizes()), shape, attrs, x.sizes());
+  check_grad_shape(op, grad, g, unbatched);
+  Tensor out = Tensor::empty(shape, grad.dtype());
+  if (out.numel() > 0) {
+    Tensor gc = dense(batched(grad)), xc = dense(batched(x));
+    if (grad.dtype() == DType::Float32) conv_backward_weight<float>(gc, xc, out, g);
+    else conv_backward_weight<double>(gc, xc, out, g);
+  }
+  return {out};
+}
+
+Tensors kernel_avg_pool2d_backward(OpId, const Tensors& in, const Attrs& attrs) {
+  const char* op = "avg_pool2d_backward";
+  if (in.size() != 1) fail("{}: expected 1 input (grad_output), got {}", op, in.size());
+  const Tensor& grad = in[0];
+  const Shape& shape = attrs.ints("shape");
+  im2col::PoolGeom g = im2col::pool_geometry(op, shape, grad.dtype(), attrs, false);
+  Shape want = shape;
+  want[want.size() - 2] = g.OH;
+  want[want.size() - 1] = g.OW;
+  if (grad.sizes() != want)
+    fail("{}: expected grad_output of shape {} (avg_pool2d's output for input {}), got {}", op, shape_str(want),
+         shape_str(shape), shape_str(grad.sizes()));
+  // Half types are computed in float32 and converted back, as the forward does.
+  DType dt = grad.dtype(), ct = dt == DType::Float64 ? dt : DType::Float32;
+  Tensor gc = dt == ct ? dense(grad) : cast_to(grad, ct);
+  Tensor out = Tensor::empty(shape, ct);
+  if (out.numel() > 0) {
+    if (ct == DType::Float32)
+      avg_pool_backward(static_cast<const float*>(gc.raw_data()), static_cast<float*>(out.raw_data()), g);
+    else avg_pool_backward(static_cast<const double*>(gc.raw_data()), static_cast<double*>(out.raw_data()), g);
+  }
+  if (ct != dt) out = cast_to(out, dt);
+  return {out};
+}
+
+}  // namespace kiln::cpu

@@ -4,51 +4,17 @@
 #include <limits>
 
 #include "eager/cpu/copy.h"
+#include "eager/cpu/im2col.h"
 #include "eager/cpu/strided_loop.h"
 #include "eager/kernels.h"
 
 namespace kiln::cpu {
 namespace {
 
-struct PoolGeom {
-  int64_t planes, H, W;
-  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
-  int64_t OH, OW;
-};
+using im2col::PoolGeom;
 
-const Shape& pair_attr(const char* op, const Attrs& attrs, const char* name) {
-  const Shape& v = attrs.ints(name);
-  if (v.size() != 2) fail("{}: {} must have 2 elements, got {}", op, name, shape_str(v));
-  return v;
-}
-
-// Checks the input and attrs the way torch's pool2d_shape_check does and works out the output size.
 PoolGeom pool_geometry(const char* op, const Tensor& x, const Attrs& attrs, bool has_dilation) {
-  if (x.dim() != 3 && x.dim() != 4)
-    fail("{}: expected a 3-D [C,H,W] or 4-D [N,C,H,W] input, got shape {}", op, shape_str(x.sizes()));
-  for (int64_t d = x.dim() - 3; d < x.dim(); ++d)
-    if (x.size(d) == 0) fail("{}: expected non-zero sizes for the non-batch dims, got input shape {}", op, shape_str(x.sizes()));
-  if (!is_floating(x.dtype())) fail("{}: dtype {} is not supported", op, dtype_name(x.dtype()));
-  const Shape& k = pair_attr(op, attrs, "kernel_size");
-  const Shape& s = pair_attr(op, attrs, "stride");
-  const Shape& p = pair_attr(op, attrs, "padding");
-  Shape d = has_dilation ? pair_attr(op, attrs, "dilation") : Shape{1, 1};
-  if (k[0] <= 0 || k[1] <= 0) fail("{}: kernel_size must be positive, got {}", op, shape_str(k));
-  if (s[0] <= 0 || s[1] <= 0) fail("{}: stride must be positive, got {}", op, shape_str(s));
-  if (d[0] <= 0 || d[1] <= 0) fail("{}: dilation must be positive, got {}", op, shape_str(d));
-  if (p[0] < 0 || p[1] < 0) fail("{}: padding must be non-negative, got {}", op, shape_str(p));
-  if (p[0] > k[0] / 2 || p[1] > k[1] / 2)
-    fail("{}: padding {} must be at most half of kernel_size {}", op, shape_str(p), shape_str(k));
-  PoolGeom g{};
-  g.H = x.size(x.dim() - 2), g.W = x.size(x.dim() - 1);
-  g.planes = x.numel() / (g.H * g.W);
-  g.kh = k[0], g.kw = k[1], g.sh = s[0], g.sw = s[1], g.ph = p[0], g.pw = p[1], g.dh = d[0], g.dw = d[1];
-  g.OH = (g.H + 2 * g.ph - g.dh * (g.kh - 1) - 1) / g.sh + 1;
-  g.OW = (g.W + 2 * g.pw - g.dw * (g.kw - 1) - 1) / g.sw + 1;
-  if (g.H + 2 * g.ph - g.dh * (g.kh - 1) - 1 < 0 || g.W + 2 * g.pw - g.dw * (g.kw - 1) - 1 < 0 || g.OH < 1 || g.OW < 1)
-    fail("{}: output size is too small for input shape {} with kernel_size {}, stride {}, padding {}, dilation {}",
-         op, shape_str(x.sizes()), shape_str(k), shape_str(s), shape_str(p), shape_str(d));
-  return g;
+  return im2col::pool_geometry(op, x.sizes(), x.dtype(), attrs, has_dilation);
 }
 
 Shape out_shape(const Tensor& x, const PoolGeom& g) {

@@ -3,9 +3,9 @@
 // and reduced groups, each ordered by stride and coalesced. It then runs in one of two layouts:
 //   rows:    the reduced dims are innermost in memory; each output folds contiguous (or strided) rows;
 //   columns: a kept dim is innermost; a block of outputs accumulates whole input rows at a time.
-// Both are written so the compiler vectorises the inner loops. Large reductions run on OpenMP threads,
-// over independent outputs when there are enough, else by splitting the reduction and merging partials
-// in a fixed order (so results do not depend on scheduling).
+// Both inner loops run on vectors. Large reductions run on OpenMP threads, over independent outputs when
+// there are enough, else by splitting the reduction and merging partials in a fixed order (results depend
+// on the thread count, never on scheduling).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -32,8 +32,8 @@ namespace {
 // of max/min/argmax scalar.
 constexpr int kVecBytes = 16;
 constexpr int kUnroll = 4;
-// Vector rounds between flushes into the accumulator: float32 lanes never sum more than this many values,
-// which keeps a float32 sum's error near float64's whatever its length.
+// Vector rounds between flushes into the accumulator: a float32 lane holds at most kFlushRounds * kUnroll
+// values before it is widened, which keeps a float32 sum's error near float64's whatever its length.
 constexpr int64_t kFlushRounds = 64;
 // Outputs accumulated together in the columns layout.
 constexpr int64_t kBlockCols = 1024;
@@ -237,8 +237,8 @@ struct Fold {
               else x = __builtin_convertvector(raw, LV);
               lane[u] = F::template vapply<LaneT>(lane[u], x);
             }
-          for (auto& l : lane)
-            for (int k = 0; k < N; ++k) acc = F::apply(acc, Acc(l[k]));
+          for (int u = 1; u < kUnroll; ++u) lane[0] = F::template vapply<LaneT>(lane[0], lane[u]);
+          for (int k = 0; k < N; ++k) acc = F::apply(acc, Acc(lane[0][k]));
         }
       }
     }
@@ -381,13 +381,19 @@ template <class Op>
 void run_rows(const Plan& P, const typename Op::In* x, typename Op::Out* out) {
   using Acc = typename Op::Acc;
   const int64_t nout = P.nout, nred = P.nred;
+  // One reduced dim (the common case) is a single row per output: skip fold_range's index bookkeeping,
+  // which dominates short rows.
+  auto fold_all = [&](const typename Op::In* base) {
+    if (P.red.n == 1) return Op::row(Op::identity(), base, nred, P.red.in[0], 0);
+    return fold_range<Op>(P.red, base, 0, nred);
+  };
   int chunks = parallel_chunks(nout * nred, std::max<int64_t>(nout, nred / kParallelGrain));
   if (chunks > 1 && nout >= chunks) {
 #pragma omp parallel for num_threads(chunks) schedule(static)
     for (int c = 0; c < chunks; ++c) {
       int64_t ob = nout * c / chunks, oe = nout * (c + 1) / chunks;
       Walker w(P.kept, ob);
-      for (int64_t o = ob; o < oe; ++o, w.next()) out[w.out] = Op::finish(fold_range<Op>(P.red, x + w.in, 0, nred));
+      for (int64_t o = ob; o < oe; ++o, w.next()) out[w.out] = Op::finish(fold_all(x + w.in));
     }
     return;
   }
@@ -403,7 +409,7 @@ void run_rows(const Plan& P, const typename Op::In* x, typename Op::Out* out) {
       for (int c = 1; c < chunks; ++c) acc = Op::merge(acc, part[size_t(c)]);
       out[w.out] = Op::finish(acc);
     } else {
-      out[w.out] = Op::finish(fold_range<Op>(P.red, base, 0, nred));
+      out[w.out] = Op::finish(fold_all(base));
     }
   }
 }
@@ -431,6 +437,10 @@ void run_columns(const Plan& P, const typename Op::In* x, typename Op::Out* out)
   };
   auto accumulate = [&](const Item& item, Acc* acc, int64_t rb, int64_t re) {
     for (int64_t j = 0; j < item.nb; ++j) acc[j] = Op::identity();
+    if (P.red.n == 1) {
+      for (int64_t pos = rb; pos < re; ++pos) Op::cols(acc, item.base + pos * P.red.in[0], item.nb, kin, pos);
+      return;
+    }
     Walker r(P.red, rb);
     for (int64_t pos = rb; pos < re; ++pos, r.next()) Op::cols(acc, item.base + r.in, item.nb, kin, pos);
   };

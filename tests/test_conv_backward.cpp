@@ -1,0 +1,216 @@
+// The gradient kernels of conv2d and avg_pool2d (conv2d_backward_input, conv2d_backward_weight,
+// avg_pool2d_backward): each against a float64 reference computed here with direct loops, then
+// conv2d / avg_pool2d backward through autograd against finite differences.
+#include <cmath>
+
+#include "eager/autograd/gradcheck.h"
+#include "support.h"
+
+namespace kiln {
+namespace {
+
+using test::check_close;
+using test::check_error;
+using test::values;
+
+// x_i = sin(a*i + b) in row-major order.
+Tensor seq(const Shape& shape, double a = 0.3, double b = 0.1, DType dtype = DType::Float64) {
+  std::vector<double> v(size_t(numel_of(shape)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(a * double(i) + b);
+  return tensor(v, shape, DType::Float64).to(dtype);
+}
+
+struct ConvArgs {
+  Shape s, p, d;
+  int64_t groups;
+  Attrs attrs(const Shape& shape) const {
+    return Attrs().set("stride", s).set("padding", p).set("dilation", d).set("groups", groups).set("shape", shape);
+  }
+};
+
+// Visits every (n, o, oh, ow, c, ki, kj) tap of conv2d with input shape xs [N,C,H,W] and weight shape ws
+// that reads inside the input, calling f(x_index, w_index, y_index).
+template <class F>
+void for_each_tap(const Shape& xs, const Shape& ws, const ConvArgs& a, F&& f) {
+  int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3];
+  int64_t O = ws[0], Cg = ws[1], kh = ws[2], kw = ws[3], Og = O / a.groups;
+  int64_t OH = (H + 2 * a.p[0] - a.d[0] * (kh - 1) - 1) / a.s[0] + 1;
+  int64_t OW = (W + 2 * a.p[1] - a.d[1] * (kw - 1) - 1) / a.s[1] + 1;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow)
+          for (int64_t cg = 0; cg < Cg; ++cg)
+            for (int64_t ki = 0; ki < kh; ++ki)
+              for (int64_t kj = 0; kj < kw; ++kj) {
+                int64_t ih = oh * a.s[0] - a.p[0] + ki * a.d[0], iw = ow * a.s[1] - a.p[1] + kj * a.d[1];
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                int64_t c = (o / Og) * Cg + cg;
+                f(((n * C + c) * H + ih) * W + iw, ((o * Cg + cg) * kh + ki) * kw + kj,
+                  ((n * O + o) * OH + oh) * OW + ow);
+              }
+}
+
+Tensor ref_backward_input(const Tensor& g, const Tensor& w, const Shape& xs, const ConvArgs& a) {
+  auto G = values(g), Wv = values(w);
+  std::vector<double> out(size_t(numel_of(xs)), 0.0);
+  for_each_tap(xs, w.sizes(), a, [&](int64_t xi, int64_t wi, int64_t yi) { out[size_t(xi)] += Wv[size_t(wi)] * G[size_t(yi)]; });
+  return tensor(out, xs, DType::Float64);
+}
+
+Tensor ref_backward_weight(const Tensor& g, const Tensor& x, const Shape& ws, const ConvArgs& a) {
+  auto G = values(g), X = values(x);
+  std::vector<double> out(size_t(numel_of(ws)), 0.0);
+  for_each_tap(x.sizes(), ws, a, [&](int64_t xi, int64_t wi, int64_t yi) { out[size_t(wi)] += X[size_t(xi)] * G[size_t(yi)]; });
+  return tensor(out, ws, DType::Float64);
+}
+
+Tensor ref_avg_pool_backward(const Tensor& g, const Shape& xs, Shape k, Shape s, Shape p) {
+  auto G = values(g);
+  int64_t H = xs[xs.size() - 2], W = xs[xs.size() - 1], OH = g.size(-2), OW = g.size(-1);
+  int64_t planes = numel_of(xs) / (H * W);
+  std::vector<double> out(size_t(numel_of(xs)), 0.0);
+  for (int64_t pl = 0; pl < planes; ++pl)
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow)
+        for (int64_t ki = 0; ki < k[0]; ++ki)
+          for (int64_t kj = 0; kj < k[1]; ++kj) {
+            int64_t ih = oh * s[0] - p[0] + ki, iw = ow * s[1] - p[1] + kj;
+            if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+            out[size_t((pl * H + ih) * W + iw)] += G[size_t((pl * OH + oh) * OW + ow)] / double(k[0] * k[1]);
+          }
+  return tensor(out, xs, DType::Float64);
+}
+
+struct Case {
+  Shape x, w;
+  ConvArgs a;
+};
+const Case kCases[] = {
+    {{2, 3, 7, 6}, {4, 3, 3, 3}, {{1, 1}, {0, 0}, {1, 1}, 1}},
+    {{2, 4, 9, 8}, {6, 2, 3, 3}, {{2, 2}, {1, 1}, {2, 2}, 2}},   // stride 2, padding 1, dilation 2, groups 2
+    {{1, 3, 7, 6}, {4, 3, 3, 2}, {{2, 1}, {1, 2}, {1, 1}, 1}},
+    {{2, 6, 5, 5}, {6, 1, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 6}},   // depthwise
+    {{2, 4, 5, 4}, {6, 2, 1, 1}, {{1, 1}, {0, 0}, {1, 1}, 2}},   // 1x1 pointwise
+    {{2, 1, 3, 3}, {2, 1, 2, 2}, {{5, 5}, {2, 2}, {1, 1}, 1}},   // stride past padding
+    {{3, 2, 6, 7}, {4, 2, 2, 3}, {{3, 2}, {1, 0}, {2, 1}, 1}},
+};
+
+Shape conv_out_shape(const Case& c) {
+  int64_t OH = (c.x[2] + 2 * c.a.p[0] - c.a.d[0] * (c.w[2] - 1) - 1) / c.a.s[0] + 1;
+  int64_t OW = (c.x[3] + 2 * c.a.p[1] - c.a.d[1] * (c.w[3] - 1) - 1) / c.a.s[1] + 1;
+  return {c.x[0], c.w[0], OH, OW};
+}
+
+}  // namespace
+
+TEST_CASE("conv backward: backward_input and backward_weight match direct loops") {
+  for (DType dt : {DType::Float64, DType::Float32}) {
+    for (const Case& c : kCases) {
+      CAPTURE(shape_str(c.x));
+      CAPTURE(shape_str(c.w));
+      Tensor x = seq(c.x, 0.37, 0.2, dt), w = seq(c.w, 0.61, 0.5, dt), g = seq(conv_out_shape(c), 0.29, 0.7, dt);
+      double tol = dt == DType::Float64 ? 1e-12 : 1e-4;
+      Tensor gx = dispatch1(OpId::Conv2dBackwardInput, {g, w}, c.a.attrs(c.x));
+      Tensor gw = dispatch1(OpId::Conv2dBackwardWeight, {g, x}, c.a.attrs(c.w));
+      CHECK(gx.dtype() == dt);
+      CHECK(gw.dtype() == dt);
+      check_close(gx, ref_backward_input(g, w, c.x, c.a), tol, tol);
+      check_close(gw, ref_backward_weight(g, x, c.w, c.a), tol, tol);
+    }
+  }
+}
+
+TEST_CASE("conv backward: unbatched and non-contiguous inputs") {
+  ConvArgs a{{2, 2}, {1, 1}, {2, 2}, 2};
+  Shape xs{4, 9, 8}, ws{6, 2, 3, 3};
+  Tensor x = seq(xs, 0.37), w = seq(ws, 0.61), g = seq({6, 4, 3}, 0.29);
+  Tensor gx = dispatch1(OpId::Conv2dBackwardInput, {g, w}, a.attrs(xs));
+  CHECK(gx.sizes() == xs);
+  check_close(gx, ref_backward_input(g.unsqueeze(0), w, {1, 4, 9, 8}, a).squeeze(0), 1e-12, 1e-12);
+  Tensor gw = dispatch1(OpId::Conv2dBackwardWeight, {g, x}, a.attrs(ws));
+  check_close(gw, ref_backward_weight(g.unsqueeze(0), x.unsqueeze(0), ws, a), 1e-12, 1e-12);
+
+  // Transposed views of every operand.
+  Tensor xt = seq({2, 8, 9, 4}, 0.41).transpose(1, 3);  // [2,4,9,8]
+  Tensor wt = seq({6, 2, 3, 3}, 0.23).transpose(2, 3);
+  REQUIRE(!xt.is_contiguous());
+  REQUIRE(!wt.is_contiguous());
+  Shape g4{2, 6, 4, 3};
+  Tensor gt4 = seq(g4, 0.19).transpose(0, 1).contiguous().transpose(0, 1);
+  REQUIRE(!gt4.is_contiguous());
+  check_close(dispatch1(OpId::Conv2dBackwardInput, {gt4, wt}, a.attrs({2, 4, 9, 8})),
+              ref_backward_input(gt4, wt, {2, 4, 9, 8}, a), 1e-12, 1e-12);
+  check_close(dispatch1(OpId::Conv2dBackwardWeight, {gt4, xt}, a.attrs(ws)), ref_backward_weight(gt4, xt, ws, a),
+              1e-12, 1e-12);
+}
+
+TEST_CASE("conv backward: avg_pool2d_backward matches a direct loop") {
+  struct P {
+    Shape x, k, s, p;
+  };
+  const P cases[] = {
+      {{2, 3, 5, 5}, {3, 3}, {2, 2}, {1, 1}},
+      {{3, 6, 7}, {2, 3}, {1, 2}, {1, 0}},  // unbatched
+      {{1, 2, 6, 6}, {2, 2}, {}, {0, 0}},   // empty stride means kernel_size
+      {{2, 1, 7, 5}, {3, 2}, {3, 1}, {0, 1}},
+  };
+  for (DType dt : {DType::Float64, DType::Float32, DType::BFloat16}) {
+    for (const P& c : cases) {
+      CAPTURE(shape_str(c.x));
+      Tensor x = seq(c.x, 0.37, 0.2, dt);
+      Tensor y = avg_pool2d(x, c.k, c.s, c.p);
+      Tensor g = seq(y.sizes(), 0.29, 0.7, dt);
+      Shape s = c.s.empty() ? c.k : c.s;
+      Attrs attrs = Attrs().set("kernel_size", c.k).set("stride", c.s).set("padding", c.p).set("shape", c.x);
+      Tensor gx = dispatch1(OpId::AvgPool2dBackward, {g.transpose(-1, -2).contiguous().transpose(-1, -2)}, attrs);
+      CHECK(gx.dtype() == dt);
+      double tol = dt == DType::Float64 ? 1e-12 : dt == DType::Float32 ? 1e-5 : 2e-2;
+      check_close(gx, ref_avg_pool_backward(g, c.x, c.k, s, c.p), tol, tol);
+    }
+  }
+}
+
+TEST_CASE("conv backward: autograd against finite differences") {
+  auto leaf = [](const Shape& s, double a) { return seq(s, a, 0.3).requires_grad_(); };
+  // stride 2, padding 1, dilation 2, groups 2, with bias.
+  Tensors in{leaf({2, 4, 9, 8}, 0.37), leaf({6, 2, 3, 3}, 0.61), leaf({6}, 1.3)};
+  CHECK_NOTHROW(gradcheck([](const Tensors& t) { return conv2d(t[0], t[1], t[2], {2, 2}, {1, 1}, {2, 2}, 2).sum(); }, in));
+  CHECK_NOTHROW(gradcheck([](const Tensors& t) { return conv2d(t[0], t[1], t[2], {2, 2}, {1, 1}, {2, 2}, 2); }, in));
+  // Unbatched, and the second order through the backward ops themselves.
+  Tensors in3{leaf({3, 6, 5}, 0.41), leaf({4, 3, 2, 3}, 0.23)};
+  CHECK_NOTHROW(gradcheck([](const Tensors& t) { return conv2d(t[0], t[1], {}, {1, 2}, {1, 0}, {2, 1}, 1); }, in3));
+  CHECK_NOTHROW(gradgradcheck([](const Tensors& t) { return conv2d(t[0], t[1], {}, {2, 1}, {1, 1}, {1, 2}, 1); }, in3));
+  Tensors p{leaf({2, 3, 5, 5}, 0.37)};
+  CHECK_NOTHROW(gradcheck([](const Tensors& t) { return avg_pool2d(t[0], {3, 3}, {2, 2}, {1, 1}); }, p));
+  CHECK_NOTHROW(gradgradcheck([](const Tensors& t) { Tensor y = avg_pool2d(t[0], {3, 2}, {}, {1, 0}); return y * y; }, p));
+
+  // The same gradient by hand: d(sum conv2d)/dx, dw against the direct loops.
+  Tensor x = leaf({2, 4, 9, 8}, 0.37), w = leaf({6, 2, 3, 3}, 0.61);
+  ConvArgs a{{2, 2}, {1, 1}, {2, 2}, 2};
+  Tensor y = conv2d(x, w, {}, a.s, a.p, a.d, a.groups);
+  y.sum().backward();
+  Tensor ones = tensor(std::vector<double>(size_t(y.numel()), 1.0), y.sizes(), DType::Float64);
+  check_close(x.grad(), ref_backward_input(ones, w, x.sizes(), a), 1e-12, 1e-12);
+  check_close(w.grad(), ref_backward_weight(ones, x, w.sizes(), a), 1e-12, 1e-12);
+}
+
+TEST_CASE("conv backward: errors") {
+  Tensor w = seq({4, 3, 3, 3}), g = seq({2, 4, 5, 5}), x = seq({2, 3, 7, 7});
+  Attrs a = Attrs().set("stride", Shape{1, 1}).set("padding", Shape{0, 0}).set("dilation", Shape{1, 1}).set("groups", int64_t(1));
+  Attrs ax = a, aw = a;
+  ax.set("shape", Shape{2, 3, 7, 7});
+  aw.set("shape", Shape{4, 3, 3, 3});
+  check_error([&] { dispatch1(OpId::Conv2dBackwardInput, {seq({2, 4, 4, 5}), w}, ax); }, "conv2d_backward_input: expected grad_output of shape [2,4,5,5]");
+  check_error([&] { dispatch1(OpId::Conv2dBackwardInput, {g, w.to(DType::Float32)}, ax); }, "conv2d_backward_input: grad_output dtype float64 and weight dtype float32 differ");
+  check_error([&] { dispatch1(OpId::Conv2dBackwardInput, {g.to(DType::Int64), w.to(DType::Int64)}, ax); }, "conv2d_backward_input: dtype int64 is not supported");
+  check_error([&] { dispatch1(OpId::Conv2dBackwardWeight, {g, seq({2, 6, 7, 7})}, aw); }, "conv2d_backward_weight: expected input with 3 channels");
+  Attrs bad = aw;
+  bad.set("stride", Shape{1});
+  check_error([&] { dispatch1(OpId::Conv2dBackwardWeight, {g, x}, bad); }, "conv2d_backward_weight: stride must have 2 elements");
+  Attrs p = Attrs().set("kernel_size", Shape{2, 2}).set("stride", Shape{2, 2}).set("padding", Shape{0, 0}).set("shape", Shape{1, 4, 4});
+  check_error([&] { dispatch1(OpId::AvgPool2dBackward, {seq({1, 3, 2})}, p); }, "avg_pool2d_backward: expected grad_output of shape [1,2,2]");
+  check_error([&] { dispatch1(OpId::AvgPool2dBackward, {seq({1, 2, 2}).to(DType::Int32)}, p); }, "avg_pool2d_backward: dtype int32 is not supported");
+}
+
+}  // namespace kiln
