@@ -218,6 +218,24 @@ void BM_Copy16M(benchmark::State& state) {
 }
 BENCHMARK(BM_Copy16M)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// ---- eager training step: MLP 784-256-10, batch 64, cross_entropy, SGD (forward+backward+step) ----
+void BM_MLPStep(benchmark::State& state) {
+  set_threads(state);
+  kiln::manual_seed(0);
+  auto l1 = std::make_shared<kiln::nn::Linear>(784, 256), l2 = std::make_shared<kiln::nn::Linear>(256, 10);
+  kiln::nn::Sequential mlp({l1, std::make_shared<kiln::nn::ReLU>(), l2});
+  kiln::optim::SGD opt(mlp.parameters(), {0.01});
+  kiln::Tensor x = kiln::randn({64, 784}), y = kiln::randint(0, 10, {64});
+  for (auto _ : state) {
+    kiln::Tensor loss = kiln::cross_entropy(mlp(x), y);
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    benchmark::DoNotOptimize(loss.impl());
+  }
+}
+BENCHMARK(BM_MLPStep)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 }  // namespace
 
 int main(int argc, char** argv) {

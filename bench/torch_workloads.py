@@ -53,7 +53,7 @@ def cpu_capability():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, required=True)
-    ap.add_argument("--only", default="dispatch,add,chain,matmul,copy")
+    ap.add_argument("--only", default="dispatch,add,chain,matmul,copy,mlp")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--min-time", type=float, default=0.25)
     args = ap.parse_args()
@@ -113,6 +113,22 @@ def main():
         r = T(lambda: dst.copy_(src))
         r["GBps_8B"] = 8 * BIG / r["best_s"] / 1e9
         R["copy16M"] = r
+
+    if "mlp" in only:
+        torch.manual_seed(0)
+        mlp = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+        opt = torch.optim.SGD(mlp.parameters(), lr=0.01)
+        x, y = torch.randn(64, 784), torch.randint(0, 10, (64,))
+
+        def step():
+            loss = torch.nn.functional.cross_entropy(mlp(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+        r = T(step)
+        r["ms_per_step"] = r["best_s"] * 1e3
+        R["mlp_step"] = r
 
     print(json.dumps(out))
 

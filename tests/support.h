@@ -40,6 +40,13 @@ inline void check_close(const Tensor& actual, const Tensor& expected, double rto
                                         << ", expected " << (worst_i >= 0 ? b[size_t(worst_i)] : 0));
 }
 
+// x_i = sin(a*i + b) in row-major order: deterministic inputs that PyTorch scripts can reproduce.
+inline Tensor seq(const Shape& shape, double a = 0.3, double b = 0.1, DType dtype = DType::Float64) {
+  std::vector<double> v(size_t(numel_of(shape)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(a * double(i) + b);
+  return tensor(v, shape, DType::Float64).to(dtype);
+}
+
 // Runs fn and checks it throws kiln::Error whose message contains `needle`.
 inline void check_error(const std::function<void()>& fn, const std::string& needle) {
   try {

@@ -135,3 +135,23 @@ TEST_CASE("nn: layers run forward and backward with torch's shapes") {
   nn::Embedding emb(10, 4);
   CHECK(emb(tensor(std::vector<int64_t>{1, 2, 3, 9}, {2, 2})).sizes() == Shape{2, 2, 4});
 }
+
+TEST_CASE("nn: weights trained in PyTorch load into the same architecture") {
+  // tests/data/make_torch_state.py: Sequential(Linear(4,8), ReLU, Linear(8,3)) after 10 SGD steps.
+  nn::Sequential m({std::make_shared<nn::Linear>(4, 8), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(8, 3)});
+  m.load(std::string(KILN_TEST_DATA) + "/torch_state/mlp.safetensors");
+  Tensor x = Tensor::empty({5, 4}, DType::Float32);
+  float* p = x.data_ptr<float>();
+  for (int64_t i = 0; i < 20; ++i) p[i] = float(std::sin(double(i) * 0.37 + 5));
+  Tensor expected = tensor({0.5140187, -0.0962828, -0.1191713, -0.0123220, 0.0554508, 0.1214804, -0.1066157, 0.2536995,
+                            0.0833566, 0.3068069, 0.1756806, -0.1900962, 0.4900105, -0.0243711, -0.1648248},
+                           {5, 3});
+  check_close(m(x), expected, 1e-5, 1e-6);
+  // And back: what kiln saves loads again with the same names.
+  std::string path = "/tmp/kiln_test_roundtrip.safetensors";
+  m.save(path);
+  auto back = load_safetensors(path);
+  CHECK(back.size() == 4);
+  check_close(back.at("2.bias"), m.state_dict().at("2.bias"));
+  std::remove(path.c_str());
+}

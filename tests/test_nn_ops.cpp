@@ -13,12 +13,7 @@ using test::check_close;
 using test::check_error;
 using test::values;
 
-// x_i = sin(a*i + b) in row-major order: the same inputs as the PyTorch script that made the literals.
-Tensor seq(const Shape& shape, double a = 0.3, double b = 0.1, DType dtype = DType::Float64) {
-  std::vector<double> v(size_t(numel_of(shape)));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(a * double(i) + b);
-  return tensor(v, shape, DType::Float64).to(dtype);
-}
+using test::seq;
 
 Tensor f64(const std::vector<double>& v, const Shape& shape) { return tensor(v, shape, DType::Float64); }
 

@@ -30,9 +30,7 @@ void conv_depthwise(const T* X, const T* Wt, const T* B, T* Y, const ConvGeom& g
     T* y = Y + p * ohw;
     std::fill(y, y + ohw, B ? B[o] : T(0));
     for (int64_t kj = 0; kj < g.kw; ++kj) {
-      int64_t off = kj * g.dw - g.pw;
-      int64_t ow_lo = off >= 0 ? 0 : std::min(g.OW, (-off + g.sw - 1) / g.sw);
-      int64_t ow_hi = std::max(ow_lo, g.W - off <= 0 ? 0 : std::min(g.OW, (g.W - off + g.sw - 1) / g.sw));
+      auto [off, ow_lo, ow_hi] = im2col::col_range(g, kj);
       for (int64_t ki = 0; ki < g.kh; ++ki) {
         T wv = wk[ki * g.kw + kj];
         for (int64_t oh = 0; oh < g.OH; ++oh) {
