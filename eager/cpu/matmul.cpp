@@ -1,6 +1,11 @@
 // matmul through BLAS: 1-D, 2-D and batched with broadcasting of the batch dims (torch.matmul).
 #include <cblas.h>
 
+#include "kiln_config.h"
+#if KILN_HAVE_DNNL
+#include <dnnl.h>
+#endif
+
 #include "eager/cpu/copy.h"
 #include "eager/cpu/views.h"
 #include "eager/kernels.h"
@@ -59,6 +64,16 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
   }
   BlasMat A = as_blas(a), B = as_blas(b);
   int64_t ldc = out.strides()[0];
+#if KILN_HAVE_DNNL
+  if (t == DType::Float32) {
+    dnnl_status_t st = dnnl_sgemm(A.trans == CblasTrans ? 'T' : 'N', B.trans == CblasTrans ? 'T' : 'N', M, N, K, 1.0f,
+                                  static_cast<const float*>(A.t.raw_data()), A.ld,
+                                  static_cast<const float*>(B.t.raw_data()), B.ld, 0.0f,
+                                  static_cast<float*>(out.raw_data()), ldc);
+    if (st != dnnl_success) fail("matmul: dnnl_sgemm failed with status {} for [{},{}] @ [{},{}]", int(st), M, K, K, N);
+    return;
+  }
+#endif
   if (t == DType::Float32)
     cblas_sgemm(CblasRowMajor, A.trans, B.trans, int(M), int(N), int(K), 1.0f,
                 static_cast<const float*>(A.t.raw_data()), int(A.ld), static_cast<const float*>(B.t.raw_data()),
