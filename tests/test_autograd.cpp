@@ -159,3 +159,12 @@ TEST_CASE("autograd: checkpointing keeps gradients and cuts peak memory 3x") {
   MESSAGE("peak bytes plain " << plain << ", checkpointed " << ck);
   CHECK(plain >= 3 * ck);
 }
+
+TEST_CASE("autograd: prod's gradient with zeros in the slice") {
+  Tensor x = f64({2, 0, 3, 0, 0, 5, 4, 1, 0.5}, {3, 3}).requires_grad_();
+  prod(x, {1}).sum().backward();
+  // row 0: one zero → only it gets 2*3; row 1: two zeros → all 0; row 2: no zero → p / x
+  check_close(x.grad(), f64({0, 6, 0, 0, 0, 0, 0.5, 2, 4}, {3, 3}));
+  Tensor y = f64({2, 0, 3, 1.5}).requires_grad_();
+  CHECK_NOTHROW(gradcheck([](const Tensors& in) { return prod(in[0], {0}) * in[0].sum(); }, {y}));
+}

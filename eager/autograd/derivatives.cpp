@@ -159,9 +159,16 @@ Tensors derivative(OpId op, const Attrs& attrs, const Tensors& in, const Tensors
     // ---- reductions ----
     case OpId::Sum: r[0] = unreduce(g, x.sizes(), attrs); break;
     case OpId::Prod: {
-      Tensor p = prod(x, attrs.ints("dims"), true);
-      Tensor gk = unreduce(g, x.sizes(), attrs);
-      r[0] = gk * p.expand(x.sizes()) / x;
+      // d prod / d x_i = product of the others: p / x_i without zeros; with one zero in a slice only
+      // that element gets the product of the rest; with two or more, everything is 0.
+      const Shape& dims = attrs.ints("dims");
+      Tensor zero = x == 0;
+      Tensor zeros_in_slice = sum(zero, dims, true).expand(x.sizes());
+      Tensor p = prod(x, dims, true).expand(x.sizes());
+      Tensor p_others = prod(where(zero, ones_like(x), x), dims, true).expand(x.sizes());
+      Tensor d = where(zeros_in_slice == 0, p / where(zero, ones_like(x), x),
+                       where(logical_and(zeros_in_slice == 1, zero), p_others, zeros_like(x)));
+      r[0] = unreduce(g, x.sizes(), attrs) * d;
       break;
     }
     case OpId::Amax:
