@@ -36,9 +36,7 @@ Conv2d::Conv2d(int64_t in, int64_t out, Shape k, Shape s, Shape p, Shape d, int6
 }
 Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, stride, padding, dilation, groups); }
 
-MaxPool2d::MaxPool2d(Shape k, Shape s, Shape p) : kernel_size(std::move(k)), stride(std::move(s)), padding(std::move(p)) {}
 Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, kernel_size, stride, padding); }
-AvgPool2d::AvgPool2d(Shape k, Shape s, Shape p) : kernel_size(std::move(k)), stride(std::move(s)), padding(std::move(p)) {}
 Tensor AvgPool2d::forward(const Tensor& x) { return avg_pool2d(x, kernel_size, stride, padding); }
 
 Tensor ReLU::forward(const Tensor& x) { return relu(x); }

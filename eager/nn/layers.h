@@ -27,20 +27,26 @@ class Conv2d : public Module {
   int64_t groups;
 };
 
-class MaxPool2d : public Module {
+// The pooling layers share their window arguments; stride empty means kernel_size (torch).
+class Pool2d : public Module {
  public:
-  explicit MaxPool2d(Shape kernel_size, Shape stride = {}, Shape padding = {0, 0});
-  Tensor forward(const Tensor& x) override;
-  std::string name() const override { return "MaxPool2d"; }
+  explicit Pool2d(Shape kernel_size, Shape stride = {}, Shape padding = {0, 0})
+      : kernel_size(std::move(kernel_size)), stride(std::move(stride)), padding(std::move(padding)) {}
   Shape kernel_size, stride, padding;
 };
 
-class AvgPool2d : public Module {
+class MaxPool2d : public Pool2d {
  public:
-  explicit AvgPool2d(Shape kernel_size, Shape stride = {}, Shape padding = {0, 0});
+  using Pool2d::Pool2d;
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "MaxPool2d"; }
+};
+
+class AvgPool2d : public Pool2d {
+ public:
+  using Pool2d::Pool2d;
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "AvgPool2d"; }
-  Shape kernel_size, stride, padding;
 };
 
 #define KILN_ACTIVATION(Cls)                                        \
