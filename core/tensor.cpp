@@ -2,6 +2,16 @@
 
 namespace kiln {
 
+namespace detail {
+thread_local TraceHooks* t_trace_hooks __attribute__((tls_model("initial-exec"))) = nullptr;
+}  // namespace detail
+
+TraceHooks* set_trace_hooks(TraceHooks* hooks) {
+  TraceHooks* prev = detail::t_trace_hooks;
+  detail::t_trace_hooks = hooks;
+  return prev;
+}
+
 Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device) {
   for (int64_t d : sizes)
     if (d < 0) fail("empty: negative dimension in shape {}", shape_str(sizes));
@@ -43,9 +53,9 @@ int64_t Tensor::size(int64_t dim) const { return sizes()[size_t(wrap_dim("size",
 int64_t Tensor::stride(int64_t dim) const { return strides()[size_t(wrap_dim("stride", dim, this->dim()))]; }
 
 bool Tensor::is_contiguous() const {
-  const Shape& sz = sizes();
+  const Shape& sz = checked()->sizes;  // a layout query, not a size read by user code
   const Shape& st = strides();
-  if (numel() == 0) return true;  // no element to place, as torch
+  if (numel_of(sz) == 0) return true;  // no element to place, as torch
   int64_t expected = 1;
   for (size_t i = sz.size(); i-- > 0;) {
     if (sz[i] == 1) continue;
@@ -56,7 +66,9 @@ bool Tensor::is_contiguous() const {
 }
 
 double Tensor::item_double() const {
-  if (numel() != 1) fail("item: a tensor with {} elements cannot be converted to a scalar", numel());
+  note_trace_read(impl_.get(), TraceRead::Item);
+  int64_t n = numel_of(checked()->sizes);
+  if (n != 1) fail("item: a tensor with {} elements cannot be converted to a scalar", n);
   return visit_dtype(dtype(), [&](auto v) -> double {
     using T = decltype(v);
     return static_cast<double>(*static_cast<const T*>(raw_data()));

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/shape.h"
 #include "core/storage.h"
+#include "core/trace_hooks.h"
 
 namespace kiln {
 
@@ -64,12 +65,16 @@ class Tensor {
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
   bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
 
-  const Shape& sizes() const { return checked()->sizes; }
+  // Reading sizes as numbers specialises a trace to them (core/trace_hooks.h); dim() does not.
+  const Shape& sizes() const {
+    note_trace_read(impl_.get(), TraceRead::Size);
+    return checked()->sizes;
+  }
   const Shape& shape() const { return sizes(); }
   const Shape& strides() const { return checked()->strides; }
   int64_t size(int64_t dim) const;
   int64_t stride(int64_t dim) const;
-  int64_t dim() const { return int64_t(sizes().size()); }
+  int64_t dim() const { return int64_t(checked()->sizes.size()); }
   int64_t numel() const { return numel_of(sizes()); }
   int64_t storage_offset() const { return checked()->offset; }
   DType dtype() const { return checked()->dtype; }
@@ -82,6 +87,7 @@ class Tensor {
   void bump_version() const { storage()->version.fetch_add(1, std::memory_order_relaxed); }
 
   void* raw_data() const {
+    note_trace_read(impl_.get(), TraceRead::Data);
     auto* i = checked();
     return static_cast<char*>(i->storage->data) + i->offset * int64_t(itemsize(i->dtype));
   }
@@ -95,7 +101,8 @@ class Tensor {
   // The value of a one-element tensor converted to T; raises for more than one element.
   template <class T>
   T item() const {
-    if (numel() != 1) return static_cast<T>(item_double());  // raises
+    note_trace_read(impl_.get(), TraceRead::Item);
+    if (numel_of(checked()->sizes) != 1) return static_cast<T>(item_double());  // raises
     // Converted from the stored type, so an int64 past 2^53 stays exact.
     return visit_dtype(dtype(), [&](auto v) -> T {
       using S = decltype(v);

@@ -5,15 +5,9 @@
 namespace kiln {
 namespace {
 DispatchObserver g_autograd = nullptr;
-thread_local DispatchObserver t_observer = nullptr;
 }  // namespace
 
 void set_autograd_observer(DispatchObserver obs) { g_autograd = obs; }
-DispatchObserver set_thread_observer(DispatchObserver obs) {
-  DispatchObserver prev = t_observer;
-  t_observer = obs;
-  return prev;
-}
 
 Tensors dispatch(OpId op, const Tensors& inputs, const Attrs& attrs) {
   const Tensor* first = nullptr;
@@ -26,9 +20,14 @@ Tensors dispatch(OpId op, const Tensors& inputs, const Attrs& attrs) {
   }
   if (first && !first->device().is_cpu())
     fail("{}: no kernel for device {} in this build", op_name(op), first->device().str());
-  Tensors out = cpu::kernel_for(op)(op, inputs, attrs);
-  if (g_autograd) g_autograd(op, inputs, attrs, out);
-  if (t_observer) t_observer(op, inputs, attrs, out);
+  TraceHooks* tracer = trace_hooks();
+  Tensors out;
+  {
+    QuietTraceReads quiet;  // kernels read their inputs; that is not user code reading values
+    out = cpu::kernel_for(op)(op, inputs, attrs);
+    if (g_autograd) g_autograd(op, inputs, attrs, out);
+  }
+  if (tracer) tracer->on_op(op, inputs, attrs, out);
   return out;
 }
 

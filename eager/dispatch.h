@@ -13,10 +13,9 @@ inline Tensor dispatch1(OpId op, const Tensors& inputs, const Attrs& attrs = {})
   return dispatch(op, inputs, attrs)[0];
 }
 
-// Called after a kernel ran, with its inputs and outputs. Autograd installs one (process-wide),
-// the tracer installs one per thread while tracing.
+// Called after a kernel ran, with its inputs and outputs. Autograd installs one (process-wide); the
+// tracer sees ops through core/trace_hooks.h, per thread.
 using DispatchObserver = void (*)(OpId op, const Tensors& inputs, const Attrs& attrs, Tensors& outputs);
 void set_autograd_observer(DispatchObserver obs);
-DispatchObserver set_thread_observer(DispatchObserver obs);  // returns the previous one
 
 }  // namespace kiln

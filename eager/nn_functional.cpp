@@ -76,6 +76,7 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const std::string
   // torch's default ignore_index: targets equal to -100 add nothing and are not counted by "mean".
   constexpr int64_t kIgnore = -100;
   {
+    QuietTraceReads quiet;  // a bounds check: the graph does not depend on it
     Tensor t = target.contiguous();
     const int64_t* p = t.data_ptr<int64_t>();
     for (int64_t i = 0; i < t.numel(); ++i)

@@ -49,27 +49,49 @@ Tensor Tensor::flatten(int64_t s, int64_t e) const { return kiln::flatten(*this,
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : dispatch1(OpId::Contiguous, {*this}); }
 Tensor Tensor::clone() const { return dispatch1(OpId::Clone, {*this}); }
 Tensor Tensor::to(DType d) const { return d == dtype() ? *this : dispatch1(OpId::Cast, {*this}, Attrs().set("dtype", d)); }
-Tensor Tensor::detach() const { return cpu::make_view(*this, sizes(), strides(), storage_offset()); }
+Tensor Tensor::detach() const {
+  const TensorImpl* i = impl();
+  Tensor d = cpu::make_view(*this, i->sizes, i->strides, i->offset);
+  if (TraceHooks* tracer = trace_hooks()) tracer->on_alias(*this, d);
+  return d;
+}
 
 namespace {
-// In-place under autograd: the op runs out of place on a copy of self (so what backward saves is
-// not overwritten), the result is written back, and self takes the result's history.
+// Writes `value` into self and tells a running trace that self now holds that op output.
+void write_back(const char* method, Tensor& self, const Tensor& value) {
+  {
+    QuietTraceReads quiet;
+    cpu::copy_into(self, value);
+  }
+  self.bump_version();
+  if (TraceHooks* tracer = trace_hooks()) tracer->on_inplace(method, self, value);
+}
+
+// In-place under autograd or a trace: the op runs out of place (on a copy of self under autograd,
+// so what backward saves is not overwritten), the result is written back, and self takes the
+// result's history and graph value.
 void inplace(OpId op, Tensor& self, const Tensor& other) {
   bool tracked = GradMode::enabled() && (self.requires_grad() || other.requires_grad());
-  if (!tracked) return cpu::binary_inplace(op, self, other);
-  if (self.requires_grad() && self.is_leaf())
+  if (!tracked && !trace_hooks()) return cpu::binary_inplace(op, self, other);
+  if (tracked && self.requires_grad() && self.is_leaf())
     fail("{}_: a leaf tensor that requires grad is being used in an in-place operation", op_name(op));
-  Tensor r = dispatch1(op, {self.clone(), other});
+  Tensor r = dispatch1(op, {tracked ? self.clone() : self, other});
   if (r.dtype() != self.dtype())
     fail("{}_: result type {} can't be cast to the desired output type {}", op_name(op), dtype_name(r.dtype()),
          dtype_name(self.dtype()));
-  cpu::copy_into(self, r);
-  self.bump_version();
+  write_back(op_name(op).data(), self, r);
+  if (!tracked) return;
   AutogradMeta& m = ensure_autograd_meta(self);
   AutogradMeta* rm = autograd_meta(r);
   m.requires_grad = true;
   m.grad_fn = rm->grad_fn;
   m.output_nr = rm->output_nr;
+}
+
+// fill_/copy_ while tracing: the new value as ops (cast, broadcast, fresh copy), so the graph has it.
+Tensor traced_fill_value(const Tensor& self, const Tensor& src) {
+  QuietTraceReads quiet;  // self's sizes are the target's, not user code reading numbers
+  return src.to(self.dtype()).expand(self.sizes()).clone();
 }
 }  // namespace
 
@@ -82,12 +104,12 @@ Tensor& Tensor::sub_(Scalar s) { return sub_(wrap_scalar(s)); }
 Tensor& Tensor::mul_(Scalar s) { return mul_(wrap_scalar(s)); }
 Tensor& Tensor::div_(Scalar s) { return div_(wrap_scalar(s)); }
 Tensor& Tensor::zero_() { return fill_(0); }
-Tensor& Tensor::fill_(Scalar s) {
-  cpu::copy_into(*this, wrap_scalar(s));
-  bump_version();
-  return *this;
-}
+Tensor& Tensor::fill_(Scalar s) { return copy_(wrap_scalar(s)); }
 Tensor& Tensor::copy_(const Tensor& src) {
+  if (trace_hooks()) {
+    write_back("copy_", *this, traced_fill_value(*this, src));
+    return *this;
+  }
   cpu::copy_into(*this, src);
   bump_version();
   return *this;

@@ -11,9 +11,12 @@
 namespace kiln {
 namespace {
 
+// A reduction's dims; absent means all, as in the kernels.
+Shape reduce_dims(const Attrs& attrs) { return attrs.has("dims") ? attrs.ints("dims") : Shape{}; }
+
 // g of a reduction over `dims` (without keepdim) brought back to the input's rank, then broadcast.
 Tensor unreduce(const Tensor& g, const Shape& in_shape, const Attrs& attrs) {
-  const Shape& dims = attrs.ints("dims");
+  const Shape dims = reduce_dims(attrs);
   bool keepdim = attrs.b_or("keepdim", false);
   int64_t nd = int64_t(in_shape.size());
   if (keepdim || nd == 0) return g.expand(in_shape);
@@ -161,7 +164,7 @@ Tensors derivative(OpId op, const Attrs& attrs, const Tensors& in, const Tensors
     case OpId::Prod: {
       // d prod / d x_i = product of the others: p / x_i without zeros; with one zero in a slice only
       // that element gets the product of the rest; with two or more, everything is 0.
-      const Shape& dims = attrs.ints("dims");
+      const Shape dims = reduce_dims(attrs);
       Tensor zero = x == 0;
       Tensor zeros_in_slice = sum(zero, dims, true).expand(x.sizes());
       Tensor p = prod(x, dims, true).expand(x.sizes());
@@ -173,9 +176,9 @@ Tensors derivative(OpId op, const Attrs& attrs, const Tensors& in, const Tensors
     }
     case OpId::Amax:
     case OpId::Amin: {
-      Tensor m = op == OpId::Amax ? amax(x, attrs.ints("dims"), true) : amin(x, attrs.ints("dims"), true);
+      Tensor m = op == OpId::Amax ? amax(x, reduce_dims(attrs), true) : amin(x, reduce_dims(attrs), true);
       Tensor mask = (x == m).to(g.dtype());
-      Tensor count = sum(mask, attrs.ints("dims"), true);
+      Tensor count = sum(mask, reduce_dims(attrs), true);
       r[0] = unreduce(g, x.sizes(), attrs) * mask / count;
       break;
     }

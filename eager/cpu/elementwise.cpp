@@ -1,6 +1,7 @@
 // Elementwise kernels: type promotion and broadcasting around the per-ISA loops, plus the public
 // elementwise functions and operators.
 #include "core/op.h"
+#include "core/type_promotion.h"
 #include "eager/cpu/isa_kernels.h"
 #include "eager/cpu/copy.h"
 #include "eager/dispatch.h"
@@ -10,32 +11,12 @@
 namespace kiln {
 namespace {
 
-enum Category { kBool = 0, kInt = 1, kFloat = 2 };
-Category category(DType t) { return t == DType::Bool ? kBool : is_floating(t) ? kFloat : kInt; }
 
-// torch.result_type: dimensioned tensors, 0-d tensors and wrapped C++ scalars are promoted in three
-// groups; a lower group only matters when it is of a higher category (int tensor + 2.5 → float32).
-struct ResultTypeState {
-  std::optional<DType> dim, zero, wrapped;
-  void add(const Tensor& t) {
-    DType d = t.dtype();
-    std::optional<DType>* slot = &dim;
-    if (t.impl()->wrapped_number) {
-      slot = &wrapped;
-      if (is_floating(d)) d = default_dtype();
-    } else if (t.dim() == 0) {
-      slot = &zero;
-    }
-    *slot = slot->has_value() ? promote_types(**slot, d) : d;
-  }
-  static std::optional<DType> combine(std::optional<DType> higher, std::optional<DType> lower) {
-    if (!higher) return lower;
-    if (!lower) return higher;
-    if (category(*lower) > category(*higher)) return promote_types(*higher, *lower);
-    return higher;
-  }
-  DType result() const { return *combine(dim, combine(zero, wrapped)); }
-};
+ResultTypeState operand_types(const Tensor& a, const Tensor& b) {
+  ResultTypeState st;
+  for (const Tensor* t : {&a, &b}) st.add(t->dtype(), t->dim() == 0, t->impl()->wrapped_number);
+  return st;
+}
 
 bool is_half(DType t) { return t == DType::BFloat16 || t == DType::Float16; }
 
@@ -48,40 +29,24 @@ void binary_into(OpId op, DType compute, const Tensor& a, const Tensor& b, const
 }
 
 DType binary_compute_type(OpId op, const Tensor& a, const Tensor& b) {
-  const OpInfo& info = op_info(op);
-  ResultTypeState st;
-  st.add(a);
-  st.add(b);
-  DType t = st.result();
-  if (info.rule == DTypeRule::Float && !is_floating(t)) t = default_dtype();
+  DType t = binary_compute_dtype(op, operand_types(a, b));
   if (op == OpId::Sub && (a.dtype() == DType::Bool || b.dtype() == DType::Bool))
     fail("sub: subtraction with a bool tensor is not supported, use logical_not to invert a mask");
   return t;
 }
 
-DType binary_out_type(OpId op, DType compute) {
-  DTypeRule r = op_info(op).rule;
-  return r == DTypeRule::Compare || r == DTypeRule::Logical ? DType::Bool : compute;
-}
-
 }  // namespace
 
-DType result_type(const Tensor& a, const Tensor& b) {
-  ResultTypeState st;
-  st.add(a);
-  st.add(b);
-  return st.result();
-}
+DType result_type(const Tensor& a, const Tensor& b) { return operand_types(a, b).result(); }
 
 namespace cpu {
 
 Tensors kernel_unary(OpId op, const Tensors& in, const Attrs&) {
   const Tensor& x = in.at(0);
   const OpInfo& info = op_info(op);
-  DType t = x.dtype();
-  if (info.rule == DTypeRule::Float && !is_floating(t)) t = default_dtype();
+  DType t = unary_compute_dtype(op, x.dtype());
   if (t == DType::Bool && op == OpId::Neg) fail("neg: negation of a bool tensor is not supported, use logical_not");
-  DType out_t = info.rule == DTypeRule::Logical ? DType::Bool : t;
+  DType out_t = elementwise_out_dtype(op, t);
   DType compute = is_half(t) ? DType::Float32 : t;
   Tensor xc = cast_if(x, compute);
   Tensor out = Tensor::empty(x.sizes(), out_t == t ? compute : out_t);
@@ -95,7 +60,7 @@ Tensors kernel_binary(OpId op, const Tensors& in, const Attrs&) {
   const Tensor& b = in.at(1);
   Shape shape = broadcast_shapes(op_name(op), a.sizes(), b.sizes());
   DType t = binary_compute_type(op, a, b);
-  DType out_t = binary_out_type(op, t);
+  DType out_t = elementwise_out_dtype(op, t);
   DType compute = is_half(t) ? DType::Float32 : t;
   Tensor out = Tensor::empty(shape, out_t == t ? compute : out_t);
   binary_into(op, compute, cast_if(a, compute), cast_if(b, compute), out);
@@ -123,7 +88,7 @@ void binary_inplace(OpId op, const Tensor& self, const Tensor& other) {
   DType t = binary_compute_type(op, self, other);
   // torch's can_cast: the result may narrow within its category (float64 into float32) but not cross
   // into a lower one (float into int, int into bool).
-  if (category(t) > category(self.dtype()) || binary_out_type(op, t) != t)
+  if (category(t) > category(self.dtype()) || elementwise_out_dtype(op, t) != t)
     fail("{}_: result type {} can't be cast to the desired output type {}", name, dtype_name(t),
          dtype_name(self.dtype()));
   // An operand sharing memory with self is read as it was before the op, as if cloned first.

@@ -1,0 +1,133 @@
+#include "backends/interp/function.h"
+
+#include <ostream>
+
+#include "backends/interp/interpreter.h"
+#include "eager/autograd/graph.h"
+
+namespace kiln {
+
+Function::Function(std::shared_ptr<ir::Graph> graph, std::string name)
+    : graph_(std::move(graph)), name_(std::move(name)) {}
+
+Function::Function(std::shared_ptr<ir::Graph> graph, std::string name, Binding binding)
+    : graph_(std::move(graph)), name_(std::move(name)), binding_(std::move(binding)) {}
+
+const ir::Graph& Function::graph() const {
+  if (!graph_) fail("function: undefined function has no graph");
+  return *graph_;
+}
+
+std::vector<ir::Type> Function::input_types() const {
+  const auto& ins = graph().inputs();
+  std::vector<ir::Type> ts;
+  for (size_t i = 0; i + binding_.bound.size() < ins.size(); ++i) ts.push_back(ins[i]->type());
+  return ts;
+}
+
+namespace {
+std::string signature_str(const std::vector<IValue>& xs) {
+  std::string s;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const IValue& x = xs[i];
+    s += i ? ", " : "";
+    s += x.is_tensor() && x.to_tensor().defined() ? ir::type_of(x.to_tensor().dtype(), x.to_tensor().sizes()).str()
+                                                 : x.type_name();
+  }
+  return "(" + s + ")";
+}
+std::string signature_str(const std::vector<ir::Type>& ts) {
+  std::string s;
+  for (size_t i = 0; i < ts.size(); ++i) s += (i ? ", " : "") + ts[i].str();
+  return "(" + s + ")";
+}
+
+// Whether a runtime value can be passed where the graph expects type t.
+bool fits(const IValue& x, const ir::Type& t, bool exact_shapes) {
+  switch (t.kind) {
+    case ir::TypeKind::Tensor: {
+      if (!x.is_tensor() || !x.to_tensor().defined()) return false;
+      const Tensor& v = x.to_tensor();
+      if (t.dtype && *t.dtype != v.dtype()) return false;
+      if (!t.dims) return true;
+      if (t.dims->size() != size_t(v.dim())) return false;
+      for (size_t d = 0; d < t.dims->size(); ++d) {
+        const ir::Dim& dim = (*t.dims)[d];
+        if (exact_shapes && dim.is_known() && dim.size != v.sizes()[d]) return false;
+      }
+      return true;
+    }
+    case ir::TypeKind::Int: return x.is_int() || x.is_bool();
+    case ir::TypeKind::Float: return x.is_number();
+    case ir::TypeKind::Bool: return x.is_bool();
+    case ir::TypeKind::Str: return x.is_string();
+    case ir::TypeKind::None: return x.is_none();
+    case ir::TypeKind::Optional: return x.is_none() || fits(x, t.elems.at(0), exact_shapes);
+    case ir::TypeKind::Tuple: {
+      if (!x.is_tuple() || x.elements().size() != t.elems.size()) return false;
+      for (size_t i = 0; i < t.elems.size(); ++i)
+        if (!fits(x.elements()[i], t.elems[i], exact_shapes)) return false;
+      return true;
+    }
+    case ir::TypeKind::List:
+      if (!x.is_list()) return false;
+      for (const IValue& e : x.elements())
+        if (!fits(e, t.elems.at(0), exact_shapes)) return false;
+      return true;
+  }
+  return false;
+}
+}  // namespace
+
+void Function::check_signature(const std::vector<IValue>& inputs) const {
+  std::vector<ir::Type> want = input_types();
+  if (inputs.size() != want.size())
+    fail("{}: expected {} inputs {}, got {} {}", name_, want.size(), signature_str(want), inputs.size(),
+         signature_str(inputs));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (fits(inputs[i], want[i], binding_.exact_shapes)) continue;
+    bool shape_only = fits(inputs[i], want[i], false);
+    fail("{}: input {} ({}) has signature {}, the function takes {}{}", name_, i, graph().inputs()[i]->name(),
+         signature_str(inputs), signature_str(want),
+         shape_only ? "; " + binding_.exact_shapes_reason : std::string());
+  }
+}
+
+std::vector<IValue> Function::call(const std::vector<IValue>& inputs) const {
+  check_signature(inputs);
+  std::vector<IValue> all = inputs;
+  for (const Tensor& t : binding_.bound) all.emplace_back(t);
+  std::vector<IValue> out = interp::run(graph(), all);
+  if (binding_.writebacks.empty()) return out;
+  NoGradGuard no_grad;
+  std::vector<bool> hidden(out.size(), false);
+  for (auto [in, o] : binding_.writebacks) {
+    Tensor target = all[in].to_tensor();
+    target.copy_(out[o].to_tensor());
+    hidden[o] = true;
+  }
+  std::vector<IValue> visible;
+  for (size_t i = 0; i < out.size(); ++i)
+    if (!hidden[i]) visible.push_back(std::move(out[i]));
+  return visible;
+}
+
+namespace {
+void flatten(const IValue& v, std::vector<Tensor>& out, const std::string& fn) {
+  if (v.is_tensor()) out.push_back(v.to_tensor());
+  else if (v.is_tuple() || v.is_list())
+    for (const IValue& e : v.elements()) flatten(e, out, fn);
+  else fail("{}: returns a {}, which the tensor call form cannot return; use call()", fn, v.type_name());
+}
+}  // namespace
+
+std::vector<Tensor> Function::operator()(const std::vector<Tensor>& inputs) const {
+  std::vector<IValue> ins(inputs.begin(), inputs.end());
+  std::vector<Tensor> out;
+  for (const IValue& v : call(ins)) flatten(v, out, name_);
+  return out;
+}
+
+std::ostream& operator<<(std::ostream& os, const Function& f) { return os << f.graph(); }
+
+}  // namespace kiln
