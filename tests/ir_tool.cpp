@@ -4,7 +4,8 @@
 //   ir_tool error FILE       expects parsing or verifying to fail; prints the error
 //   ir_tool dot FILE         parse and print Graphviz
 //   ir_tool run FILE         parse and run on the interpreter with the inputs named in `# INPUT:` lines
-//   ir_tool trace NAME       print the graph of a built-in traced sample (tests/ir_samples.cpp)
+//   ir_tool pass NAME FILE   parse, run one JIT pass (or `pipeline` for all), print the graph
+//   ir_tool trace NAME [FILE]  print the graph of a built-in traced sample (tests/ir_samples.cpp)
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -72,13 +73,13 @@ int run(int argc, char** argv) {
     std::cerr << "usage: ir_tool roundtrip|error|dot|run FILE | ir_tool trace NAME\n";
     return 2;
   }
-  std::string mode = argv[1], arg = argv[2];
+  std::string mode = argv[1], arg = argc > 3 ? argv[2] : "", path = argv[argc - 1];
   if (mode == "trace") {
-    std::cout << kiln::test::traced_sample(arg).graph();
+    std::cout << kiln::test::traced_sample(argc > 3 ? arg : path).graph();
     return 0;
   }
-  std::string text = read_file(arg);
-  std::string name = arg.substr(arg.find_last_of('/') + 1);
+  std::string text = read_file(path);
+  std::string name = path.substr(path.find_last_of('/') + 1);
   if (mode == "error") {
     try {
       auto g = kiln::ir::parse_ir(text, name);
@@ -100,6 +101,17 @@ int run(int argc, char** argv) {
                 << printed;
       return 1;
     }
+    return 0;
+  }
+  if (mode == "pass") {
+    if (arg == "pipeline") {
+      for (const auto& st : kiln::jit::run_pipeline(*g)) std::cout << "# " << st.name << ": " << st.changes << (st.note.empty() ? "" : " (" + st.note + ")") << "\n";
+    } else {
+      auto r = kiln::jit::find_pass(arg).run(*g);
+      kiln::ir::verify(*g);
+      std::cout << "# " << arg << ": " << r.changes << " changes" << (r.note.empty() ? "" : "; " + r.note) << "\n";
+    }
+    std::cout << g->str();
     return 0;
   }
   if (mode == "dot") {

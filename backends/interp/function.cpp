@@ -97,7 +97,7 @@ std::vector<IValue> Function::call(const std::vector<IValue>& inputs) const {
   check_signature(inputs);
   std::vector<IValue> all = inputs;
   for (const Tensor& t : binding_.bound) all.emplace_back(t);
-  std::vector<IValue> out = interp::run(graph(), all);
+  std::vector<IValue> out = executor_ ? executor_->run(all) : interp::run(graph(), all);
   if (binding_.writebacks.empty()) return out;
   NoGradGuard no_grad;
   std::vector<bool> hidden(out.size(), false);
@@ -126,6 +126,12 @@ std::vector<Tensor> Function::operator()(const std::vector<Tensor>& inputs) cons
   std::vector<Tensor> out;
   for (const IValue& v : call(ins)) flatten(v, out, name_);
   return out;
+}
+
+Function Function::with_executor(std::shared_ptr<Executor> e) const {
+  Function f = *this;
+  f.executor_ = std::move(e);
+  return f;
 }
 
 std::ostream& operator<<(std::ostream& os, const Function& f) { return os << f.graph(); }

@@ -29,6 +29,14 @@ class Function {
     std::vector<std::string> warnings;
   };
 
+  // Runs calls in place of the interpreter: the JIT's compiled function. Gets the graph's inputs
+  // (bound ones included) after the signature check; returns the graph's outputs.
+  class Executor {
+   public:
+    virtual ~Executor() = default;
+    virtual std::vector<IValue> run(const std::vector<IValue>& inputs) = 0;
+  };
+
   Function() = default;
   Function(std::shared_ptr<ir::Graph> graph, std::string name);
   Function(std::shared_ptr<ir::Graph> graph, std::string name, Binding binding);
@@ -46,11 +54,16 @@ class Function {
   // The signature the caller sees: the graph's input types without the bound ones.
   std::vector<ir::Type> input_types() const;
 
+  // This function with calls run by `e` (same graph, name and binding).
+  Function with_executor(std::shared_ptr<Executor> e) const;
+  const std::shared_ptr<Executor>& executor() const { return executor_; }
+
  private:
   void check_signature(const std::vector<IValue>& inputs) const;
   std::shared_ptr<ir::Graph> graph_;
   std::string name_;
   Binding binding_;
+  std::shared_ptr<Executor> executor_;
 };
 
 std::ostream& operator<<(std::ostream& os, const Function& f);

@@ -1,7 +1,9 @@
 #include "backends/interp/interpreter.h"
 
 #include <cmath>
+#include <functional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "backends/interp/number_ops.h"
 #include "core/ir/printer.h"
@@ -18,7 +20,9 @@ using ir::Value;
 
 class Frame {
  public:
-  explicit Frame(const ir::Graph& g) : g_(g) {}
+  Frame(const ir::Graph& g, NodeRunner* runner, bool free_dead) : g_(g), runner_(runner) {
+    if (free_dead) plan_last_uses();
+  }
 
   void bind(const Value* v, IValue x) { env_[v] = std::move(x); }
   const IValue& get(const Value* v) const {
@@ -31,7 +35,8 @@ class Frame {
   std::vector<IValue> block(const Block& b) {
     for (Node* n : b.nodes()) {
       try {
-        node(*n);
+        if (!(runner_ && delegate(*n))) node(*n);
+        release_after(n);
       } catch (const Error& e) {
         if (std::string_view(e.what()).rfind("interp: ", 0) == 0) throw;
         fail("interp: line {} ({}): {}", line_of(*n), n->kind_name(), e.what());
@@ -52,6 +57,48 @@ class Frame {
 
   IValue in(const Node& n, size_t i) const { return get(n.input(i)); }
 
+  bool delegate(const Node& n) {
+    std::vector<IValue> ins, outs;
+    for (Value* v : n.inputs()) ins.push_back(get(v));
+    if (!runner_->run(n, ins, outs)) return false;
+    if (outs.size() != n.outputs().size())
+      fail("{} produced {} outputs, the node has {}", n.kind_name(), outs.size(), n.outputs().size());
+    for (size_t i = 0; i < outs.size(); ++i) bind(n.output(i), std::move(outs[i]));
+    return true;
+  }
+
+  // The last top-level node reading each top-level value (graph outputs are never released).
+  void plan_last_uses() {
+    std::unordered_map<const Node*, const Node*> top_of;  // any node → its enclosing top-level node
+    std::function<void(const Block&, const Node*)> walk = [&](const Block& b, const Node* top) {
+      for (Node* n : b.nodes()) {
+        top_of[n] = top ? top : n;
+        for (Block* sub : n->blocks()) walk(*sub, top ? top : n);
+      }
+    };
+    walk(*g_.block(), nullptr);
+    std::unordered_set<const Value*> outputs(g_.outputs().begin(), g_.outputs().end());
+    auto consider = [&](const Value* v) {
+      if (outputs.count(v)) return;
+      const Node* last = nullptr;
+      for (const ir::Use& u : v->uses()) {
+        auto it = top_of.find(u.user);
+        if (it == top_of.end()) return;  // read by a Return: keep
+        if (!last || last->is_before(it->second)) last = it->second;
+      }
+      if (last) dead_after_[last].push_back(v);
+    };
+    for (const Value* v : g_.inputs()) consider(v);
+    for (Node* n : g_.block()->nodes())
+      for (const Value* v : n->outputs()) consider(v);
+  }
+
+  void release_after(const Node* n) {
+    auto it = dead_after_.find(n);
+    if (it == dead_after_.end()) return;
+    for (const Value* v : it->second) env_.erase(v);
+  }
+
   void node(const Node& n) {
     if (n.is_op()) return op(n);
     switch (n.prim()) {
@@ -61,6 +108,13 @@ class Frame {
       case Prim::Constant: return bind(n.output(), constant(n));
       case Prim::If: return run_if(n);
       case Prim::Loop: return run_loop(n);
+      case Prim::FusionGroup: {
+        const Block& body = *n.blocks()[0];
+        for (size_t i = 0; i < n.inputs().size(); ++i) bind(body.inputs()[i], in(n, i));
+        std::vector<IValue> r = block(body);
+        for (size_t i = 0; i < r.size(); ++i) bind(n.output(i), std::move(r[i]));
+        return;
+      }
       case Prim::TupleConstruct:
       case Prim::ListConstruct: {
         std::vector<IValue> es;
@@ -215,16 +269,19 @@ class Frame {
   }
 
   const ir::Graph& g_;
+  NodeRunner* runner_;
+  std::unordered_map<const Node*, std::vector<const Value*>> dead_after_;
   std::unordered_map<const Value*, IValue> env_;
   std::unique_ptr<ir::PrintedGraph> printed_;
 };
 
 }  // namespace
 
-std::vector<IValue> run(const ir::Graph& g, const std::vector<IValue>& inputs) {
+std::vector<IValue> run(const ir::Graph& g, const std::vector<IValue>& inputs, NodeRunner* runner,
+                        bool free_dead_values) {
   if (inputs.size() != g.inputs().size())
     fail("interp: the graph takes {} inputs, got {}", g.inputs().size(), inputs.size());
-  Frame f(g);
+  Frame f(g, runner, free_dead_values);
   for (size_t i = 0; i < inputs.size(); ++i) f.bind(g.inputs()[i], inputs[i]);
   return f.block(*g.block());
 }

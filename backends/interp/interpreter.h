@@ -9,8 +9,20 @@
 
 namespace kiln::interp {
 
+// Lets an executor take over some nodes (the JIT runs fusion groups as compiled kernels) and
+// release values after their last use; everything else runs as in the interpreter.
+class NodeRunner {
+ public:
+  virtual ~NodeRunner() = default;
+  // Returns false to let the interpreter run the node.
+  virtual bool run(const ir::Node& n, const std::vector<IValue>& inputs, std::vector<IValue>& outputs) = 0;
+};
+
 // Runs g on inputs (one per graph input) and returns one value per graph output. Errors from a
-// node name it: `interp: line 4 (add): add: shapes [2] and [3] cannot be broadcast`.
-std::vector<IValue> run(const ir::Graph& g, const std::vector<IValue>& inputs);
+// node name it: `interp: line 4 (add): add: shapes [2] and [3] cannot be broadcast`. With
+// free_dead_values, a top-level value is dropped after its last use so the caching allocator can
+// hand its buffer to a later node.
+std::vector<IValue> run(const ir::Graph& g, const std::vector<IValue>& inputs, NodeRunner* runner = nullptr,
+                        bool free_dead_values = false);
 
 }  // namespace kiln::interp

@@ -91,7 +91,7 @@ class Verifier {
       error(n, "expects {} inputs, got {}", a.inputs, n.inputs().size());
     if (a.outputs >= 0 && int(n.outputs().size()) != a.outputs)
       error(n, "expects {} outputs, got {}", a.outputs, n.outputs().size());
-    size_t want_blocks = n.prim() == Prim::If ? 2 : n.prim() == Prim::Loop ? 1 : 0;
+    size_t want_blocks = n.prim() == Prim::If ? 2 : (n.prim() == Prim::Loop || n.prim() == Prim::FusionGroup) ? 1 : 0;
     if (n.blocks().size() != want_blocks) {
       error(n, "expects {} blocks, got {}", want_blocks, n.blocks().size());
       return;
@@ -99,6 +99,7 @@ class Verifier {
     switch (n.prim()) {
       case Prim::If: return check_if(n);
       case Prim::Loop: return check_loop(n);
+      case Prim::FusionGroup: return check_group(n);
       case Prim::Constant: return check_constant(n);
       default: return;
     }
@@ -142,6 +143,21 @@ class Verifier {
     if (body.outputs().size() != carried + 1)
       error(n, "body returns {} values, expected {} (the condition and {} carried values)", body.outputs().size(),
             carried + 1, carried);
+  }
+
+  void check_group(const Node& n) {
+    const Block& b = *n.blocks()[0];
+    if (b.inputs().size() != n.inputs().size())
+      error(n, "block takes {} arguments for {} inputs", b.inputs().size(), n.inputs().size());
+    if (b.outputs().size() != n.outputs().size())
+      error(n, "block returns {} values for {} outputs", b.outputs().size(), n.outputs().size());
+    // Self-contained: a backend compiles the block alone.
+    std::unordered_set<const Value*> own(b.inputs().begin(), b.inputs().end());
+    for (const Node* inner : b.nodes()) {
+      for (const Value* v : inner->inputs())
+        if (!own.count(v)) error(n, "{} inside the group reads {}, defined outside it", inner->kind_name(), name(v));
+      own.insert(inner->outputs().begin(), inner->outputs().end());
+    }
   }
 
   void check_constant(const Node& n) {

@@ -25,3 +25,5 @@
 #include "eager/ops.h"
 #include "eager/optim/optimizer.h"
 #include "tracer/trace.h"
+#include "jit/compiled_function.h"
+#include "jit/pass_manager.h"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs one golden IR file the way lit would: its `# RUN: MODE [ARG]` line picks the ir_tool mode
-# (ARG defaults to the file itself) and FileCheck matches the output against the file's CHECK lines.
+# (`ir_tool MODE [ARG] FILE`) and FileCheck matches the output against the file's CHECK lines.
 set -eu
 tool=$1 filecheck=$2 file=$3
 run=$(sed -n 's/^# RUN: *//p' "$file" | head -n 1)
@@ -8,6 +8,5 @@ run=$(sed -n 's/^# RUN: *//p' "$file" | head -n 1)
 mode=${run%% *}
 arg=${run#"$mode"}
 arg=${arg# }
-[ -n "$arg" ] || arg=$file
-out=$("$tool" "$mode" "$arg") || { echo "$out"; echo "ir_tool $mode failed" >&2; exit 1; }
+out=$("$tool" "$mode" $arg "$file") || { echo "$out"; echo "ir_tool $mode $arg failed" >&2; exit 1; }
 printf '%s\n' "$out" | "$filecheck" --dump-input=fail "$file"

@@ -1,0 +1,52 @@
+#pragma once
+// kiln::compile: a Function whose calls run optimised graphs with compiled fusion groups, cached by
+// input signature (dtype, shape with symbolic dims, contiguity, device, requires_grad, grad mode).
+//
+// A miss logs why (`recompiling f: input 0 dim 0 changed 64 -> 32`); after `recompile_limit` misses
+// caused by one dim, that dim becomes symbolic and one shape-generic entry serves every size, instead
+// of recompiling forever. Inputs that require grad take the interpreter (autograd records as in eager
+// code) and say so once. Safe under concurrent calls.
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/interp/function.h"
+#include "jit/group_kernel.h"
+#include "jit/pass_manager.h"
+
+namespace kiln::jit {
+
+struct CompileOptions {
+  int recompile_limit = 8;
+  PipelineOptions pipeline;
+  // The backend for fusion groups; default: the x86 backend where the CPU has AVX2.
+  GroupCompiler backend;
+  bool use_default_backend = true;
+};
+
+struct CacheStats {
+  int64_t hits = 0;
+  int64_t misses = 0;          // each one compiled an entry
+  int64_t eager_calls = 0;     // calls that took the interpreter (inputs requiring grad)
+  int64_t symbolic_dims = 0;   // dims turned symbolic after the recompile limit
+  int64_t kernels = 0;         // fusion groups compiled by the backend
+  int64_t interpreted_groups = 0;  // fusion groups the backend declined
+  std::vector<double> compile_ms;  // per miss: passes + kernels
+  std::vector<double> kernel_compile_ms;  // per compiled fusion group
+};
+
+class CompiledFunction;
+
+}  // namespace kiln::jit
+
+namespace kiln {
+
+// A compiled version of fn (from trace() or script()); it is a Function too.
+Function compile(const Function& fn, jit::CompileOptions options = {});
+// The cache statistics of a compiled function; raises for one compile() did not return.
+jit::CacheStats compile_stats(const Function& fn);
+// The optimised graph a call with these inputs runs (compiled if needed), for dumps and tests.
+std::shared_ptr<const ir::Graph> compiled_graph(const Function& fn, const std::vector<IValue>& inputs);
+
+}  // namespace kiln

@@ -1,0 +1,120 @@
+#include "jit/fusion_group.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "jit/ir_utils.h"
+
+namespace kiln::jit {
+
+namespace {
+
+std::optional<DType> float_dtype(const ir::Value* v) {
+  const ir::Type& t = v->type();
+  if (!t.is_tensor() || !t.dtype || !t.dims) return std::nullopt;
+  if (*t.dtype != DType::Float32 && *t.dtype != DType::Float64) return std::nullopt;
+  return t.dtype;
+}
+
+bool is_scalar_constant(const ir::Value* v) {
+  const Tensor* t = tensor_constant(v);
+  return t && t->dim() == 0;
+}
+
+bool reduction_ok(const ir::Node& n) {
+  if (!(n.is_op(OpId::Sum) || n.is_op(OpId::Amax) || n.is_op(OpId::Amin))) return false;
+  const auto& in = n.input(0)->type().dims;
+  if (!in) return false;
+  if (!n.attrs().has("dims") || n.attrs().ints("dims").empty()) return true;
+  const Shape& d = n.attrs().ints("dims");
+  int64_t rank = int64_t(in->size());
+  if (d.size() == size_t(rank)) return true;  // every dim listed
+  return d.size() == 1 && (d[0] == rank - 1 || d[0] == -1);
+}
+
+}  // namespace
+
+bool fusible(const ir::Node& n, bool reduction) {
+  if (!n.is_op() || n.outputs().size() != 1) return false;
+  if (reduction ? !reduction_ok(n) : !is_elementwise(n)) return false;
+  if (n.is_op(OpId::Where)) return false;  // its bool condition is not of the group's dtype
+  auto dt = float_dtype(n.output());
+  if (!dt) return false;
+  for (const ir::Value* v : n.inputs()) {
+    if (is_scalar_constant(v)) continue;
+    auto in = float_dtype(v);
+    if (!in || *in != *dt) return false;
+  }
+  return true;
+}
+
+ir::Node* make_group(ir::Graph& g, const std::vector<ir::Node*>& members) {
+  std::unordered_set<const ir::Node*> in_group(members.begin(), members.end());
+  ir::Node* last = members.back();
+  ir::Node* group = g.create(ir::Prim::FusionGroup, 0);
+  ir::Block* body = group->add_block();
+  std::unordered_map<const ir::Value*, ir::Value*> env;
+  std::string name = "fused";
+  for (ir::Node* m : members) {
+    if (m->prim() == ir::Prim::Constant) {  // a constant an inlined group had copied in
+      ir::Node* c = g.create(ir::Prim::Constant);
+      c->set_tensor(m->tensor());
+      c->attrs() = m->attrs();
+      c->output()->set_type(m->output()->type());
+      body->append(c);
+      env[m->output()] = c->output();
+      continue;
+    }
+    for (ir::Value* v : m->inputs()) {
+      if (env.count(v)) continue;
+      if (is_scalar_constant(v)) {
+        ir::Node* c = g.create(ir::Prim::Constant);
+        c->set_tensor(*tensor_constant(v));
+        c->attrs() = v->node()->attrs();
+        c->output()->set_type(v->type());
+        body->append(c);
+        env[v] = c->output();
+        continue;
+      }
+      group->add_input(v);
+      env[v] = body->add_input(v->type());
+    }
+    ir::Node* c = g.create_op(m->op(), {}, m->attrs(), 0);
+    for (ir::Value* v : m->inputs()) c->add_input(env.at(v));
+    for (ir::Value* o : m->outputs()) env[o] = c->add_output(o->type());
+    body->append(c);
+    name += "_" + std::string(m->kind_name());
+  }
+  std::vector<std::pair<ir::Value*, ir::Value*>> exported;  // member value → group output
+  for (ir::Node* m : members)
+    for (ir::Value* o : m->outputs()) {
+      bool outside = false;
+      for (const ir::Use& u : o->uses()) outside |= !in_group.count(u.user);
+      if (!outside) continue;
+      body->register_output(env.at(o));
+      ir::Value* out = group->add_output(o->type());
+      out->set_name(o->name());
+      exported.emplace_back(o, out);
+    }
+  group->attrs().set("name", name);
+  group->insert_before(last);
+  for (auto& [from, to] : exported) from->replace_all_uses_with(to);
+  for (auto it = members.rbegin(); it != members.rend(); ++it) (*it)->destroy();
+  return group;
+}
+
+std::vector<ir::Node*> inline_group(ir::Node* group) {
+  ir::Block* body = group->blocks()[0];
+  for (size_t i = 0; i < group->inputs().size(); ++i) body->inputs()[i]->replace_all_uses_with(group->input(i));
+  std::vector<ir::Node*> nodes;
+  for (ir::Node* n : body->nodes()) nodes.push_back(n);
+  for (ir::Node* n : nodes) n->move_before(group);
+  for (size_t i = 0; i < group->outputs().size(); ++i) {
+    if (!group->output(i)->name().empty()) body->outputs()[i]->set_name(group->output(i)->name());
+    group->output(i)->replace_all_uses_with(body->outputs()[i]);
+  }
+  group->destroy();
+  return nodes;
+}
+
+}  // namespace kiln::jit

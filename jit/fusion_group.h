@@ -1,0 +1,21 @@
+#pragma once
+// Building and taking apart prim::FusionGroup nodes: shared by vertical and horizontal fusion.
+#include <vector>
+
+#include "core/ir/graph.h"
+
+namespace kiln::jit {
+
+// Whether n can live in a fusion group the x86 backend compiles: an elementwise row (or a sum/amax/
+// amin over all dims or the last one, when `reduction`) whose tensors are all of one float dtype,
+// 0-d constants aside.
+bool fusible(const ir::Node& n, bool reduction = false);
+
+// Replaces `members` (nodes of one block, in block order) by one FusionGroup placed where the last
+// member was. Values read from outside become the group's inputs (0-d constants are copied in);
+// member results read outside become its outputs. Returns the group.
+ir::Node* make_group(ir::Graph& g, const std::vector<ir::Node*>& members);
+// The opposite: the group's nodes back into its block at its place.
+std::vector<ir::Node*> inline_group(ir::Node* group);
+
+}  // namespace kiln::jit

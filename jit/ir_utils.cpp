@@ -1,0 +1,52 @@
+#include "jit/ir_utils.h"
+
+namespace kiln::jit {
+
+using ir::Prim;
+
+bool is_pure(const ir::Node& n) {
+  if (n.prim() == Prim::Raise || n.prim() == Prim::Unwrap) return false;
+  for (const ir::Block* b : n.blocks())
+    for (const ir::Node* inner : b->nodes())
+      if (!is_pure(*inner)) return false;
+  return true;
+}
+
+void for_each_node(const ir::Block& b, const std::function<void(ir::Node*)>& f) {
+  for (ir::Node* n : b.nodes()) {
+    f(n);
+    for (const ir::Block* sub : n->blocks()) for_each_node(*sub, f);
+  }
+}
+
+const Tensor* tensor_constant(const ir::Value* v) {
+  const ir::Node* n = v->node();
+  if (n->prim() != Prim::Constant || !n->tensor().defined()) return nullptr;
+  return &n->tensor();
+}
+
+bool is_constant(const ir::Value* v) { return v->node()->prim() == Prim::Constant; }
+
+std::optional<double> scalar_constant(const ir::Value* v) {
+  if (const Tensor* t = tensor_constant(v)) {
+    if (t->numel() != 1) return std::nullopt;
+    return t->item_double();
+  }
+  const ir::Node* n = v->node();
+  if (n->prim() != Prim::Constant || !n->attrs().has("value")) return std::nullopt;
+  for (const auto& [k, val] : n->attrs().items()) {
+    if (k != "value") continue;
+    if (auto* i = std::get_if<int64_t>(&val)) return double(*i);
+    if (auto* d = std::get_if<double>(&val)) return *d;
+    if (auto* b = std::get_if<bool>(&val)) return double(*b);
+  }
+  return std::nullopt;
+}
+
+bool is_elementwise(const ir::Node& n) {
+  if (!n.is_op()) return false;
+  OpKind k = op_info(n.op()).kind;
+  return k == OpKind::Unary || k == OpKind::Binary || n.op() == OpId::Where;
+}
+
+}  // namespace kiln::jit

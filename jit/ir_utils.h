@@ -1,0 +1,23 @@
+#pragma once
+// Small questions the passes ask of the IR.
+#include <functional>
+#include <optional>
+
+#include "core/ir/graph.h"
+
+namespace kiln::jit {
+
+// No effect but its outputs: safe to delete when unused, to merge with an equal node, to hoist.
+// prim::raise and prim::unwrap (which raises on None) are not, nor is anything holding them.
+bool is_pure(const ir::Node& n);
+// Calls f on every node of b and of the blocks nested in it, in order.
+void for_each_node(const ir::Block& b, const std::function<void(ir::Node*)>& f);
+// The tensor of a prim::Constant, or null.
+const Tensor* tensor_constant(const ir::Value* v);
+// The value of a one-element tensor constant or a number constant.
+std::optional<double> scalar_constant(const ir::Value* v);
+bool is_constant(const ir::Value* v);
+// Elementwise: a Unary or Binary row, or where.
+bool is_elementwise(const ir::Node& n);
+
+}  // namespace kiln::jit

@@ -1,0 +1,67 @@
+#include "jit/pass_manager.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/ir/verifier.h"
+#include "jit/passes/passes.h"
+
+namespace kiln::jit {
+
+const std::vector<Pass>& all_passes() {
+  static const std::vector<Pass> passes = {
+      {"shape_prop", "dtypes and shapes from the inputs, symbolic dims kept", propagate_shapes},
+      {"constant_fold", "evaluates nodes whose inputs are all constants", fold_constants},
+      {"simplify", "x+0, x*1, x/1, neg(neg x), x-x and x*0 for integers, view chains", simplify_algebra},
+      {"cse", "merges equal pure nodes", eliminate_common_subexpressions},
+      {"licm", "hoists loop-invariant nodes out of prim::Loop bodies", hoist_loop_invariants},
+      {"dce", "removes pure nodes whose results are unused", eliminate_dead_code},
+      {"fuse_vertical", "elementwise chains (and a trailing reduction) into fusion groups", fuse_vertical},
+      {"fuse_horizontal", "independent groups over one iteration space into one kernel", fuse_horizontal},
+      {"memory_plan", "liveness-based buffer reuse; reports the planned peak", plan_memory},
+  };
+  return passes;
+}
+
+const Pass& find_pass(const std::string& name) {
+  std::string known;
+  for (const Pass& p : all_passes()) {
+    if (p.name == name) return p;
+    known += (known.empty() ? "" : ", ") + std::string(p.name);
+  }
+  fail("jit: unknown pass '{}' (passes: {})", name, known);
+}
+
+std::vector<PassStats> run_pipeline(ir::Graph& g, const PipelineOptions& o) {
+  std::string dump = o.dump_after;
+  if (dump.empty())
+    if (const char* env = std::getenv("KILN_DUMP_AFTER")) dump = env;
+  if (!dump.empty() && dump != "all") find_pass(dump);
+  if (!o.stop_after.empty()) find_pass(o.stop_after);
+  for (const std::string& d : o.disable) find_pass(d);
+  std::vector<PassStats> stats;
+  for (const Pass& p : all_passes()) {
+    bool skip = std::find(o.disable.begin(), o.disable.end(), p.name) != o.disable.end();
+    bool is_fusion = std::string_view(p.name).rfind("fuse_", 0) == 0;
+    if (!skip && !(is_fusion && !o.fuse)) {
+      auto t0 = std::chrono::steady_clock::now();
+      PassResult r = p.run(g);
+      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      try {
+        ir::verify(g);
+      } catch (const Error& e) {
+        fail("jit: the graph is broken after pass {}: {}\n{}", p.name, e.what(), g.str());
+      }
+      stats.push_back({p.name, r.changes, ms, r.note});
+      spdlog::debug("jit pass {}: {} changes in {:.3f} ms{}", p.name, r.changes, ms, r.note.empty() ? "" : "; " + r.note);
+      if (dump == p.name || dump == "all") std::fprintf(stderr, "# after %s\n%s", p.name, g.str().c_str());
+    }
+    if (o.stop_after == p.name) break;
+  }
+  return stats;
+}
+
+}  // namespace kiln::jit

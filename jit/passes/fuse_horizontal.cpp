@@ -1,0 +1,82 @@
+// Horizontal fusion: two fusion groups (or lone fusible ops) in one block that iterate over the same
+// shape and do not depend on each other become one kernel with both sets of outputs, so inputs they
+// share are read once and one loop runs instead of two. Groups ending in a reduction iterate over
+// their input, not their output, and stay apart.
+#include "jit/fusion_group.h"
+#include "jit/passes/passes.h"
+
+namespace kiln::jit {
+
+namespace {
+
+bool candidate(const ir::Node& n) {
+  if (n.prim() == ir::Prim::FusionGroup) {
+    for (const ir::Node* inner : n.blocks()[0]->nodes())
+      if (inner->is_op() && op_info(inner->op()).kind == OpKind::Reduce) return false;
+    return true;
+  }
+  return fusible(n);
+}
+
+// The shape and dtype every output of a candidate has, or nothing when they differ or are unknown.
+std::optional<ir::Type> space_of(const ir::Node& n) {
+  std::optional<ir::Type> t;
+  for (const ir::Value* v : n.outputs()) {
+    if (!v->type().dims || !v->type().dtype) return std::nullopt;
+    if (t && !(*t == v->type())) return std::nullopt;
+    t = v->type();
+  }
+  return t;
+}
+
+// b reads nothing a produces, nor anything defined after a; every use of a's results comes after b.
+bool independent(ir::Node* a, ir::Node* b) {
+  for (ir::Value* v : b->inputs()) {
+    ir::Node* d = v->node();
+    if (d == a || (d->owning_block() == a->owning_block() && d->prim() != ir::Prim::Param && a->is_before(d)))
+      return false;
+  }
+  for (ir::Value* o : a->outputs())
+    for (const ir::Use& u : o->uses()) {
+      ir::Node* h = u.user;
+      while (h && h->owning_block() != a->owning_block()) h = h->owning_block()->owning_node();
+      if (!h) return false;
+      if (h != h->owning_block()->return_node() && !b->is_before(h)) return false;
+    }
+  return true;
+}
+
+int64_t merge_block(ir::Graph& g, ir::Block& blk) {
+  int64_t merged = 0;
+  for (ir::Node* n : blk.nodes())
+    for (ir::Block* sub : n->blocks()) merged += merge_block(g, *sub);
+  for (bool again = true; again;) {
+    again = false;
+    std::vector<ir::Node*> cands;
+    for (ir::Node* n : blk.nodes())
+      if (candidate(*n)) cands.push_back(n);
+    for (size_t i = 0; i < cands.size() && !again; ++i)
+      for (size_t j = i + 1; j < cands.size() && !again; ++j) {
+        ir::Node *a = cands[i], *b = cands[j];
+        auto sa = space_of(*a), sb = space_of(*b);
+        if (!sa || !sb || !(*sa == *sb) || !independent(a, b)) continue;
+        bool lone = a->prim() != ir::Prim::FusionGroup && b->prim() != ir::Prim::FusionGroup;
+        if (lone) continue;  // two single ops: vertical fusion's business, not worth a kernel
+        // a's nodes move to just before b, then both become one group in b's place
+        std::vector<ir::Node*> members = a->prim() == ir::Prim::FusionGroup ? inline_group(a) : std::vector<ir::Node*>{a};
+        for (ir::Node* m : members) m->move_before(b);
+        std::vector<ir::Node*> rest = b->prim() == ir::Prim::FusionGroup ? inline_group(b) : std::vector<ir::Node*>{b};
+        members.insert(members.end(), rest.begin(), rest.end());
+        make_group(g, members);
+        ++merged;
+        again = true;
+      }
+  }
+  return merged;
+}
+
+}  // namespace
+
+PassResult fuse_horizontal(ir::Graph& g) { return {merge_block(g, *g.block()), {}}; }
+
+}  // namespace kiln::jit

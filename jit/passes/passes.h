@@ -1,0 +1,20 @@
+#pragma once
+// One pass per file; each returns how many nodes it changed. Golden tests: tests/jit/*.ir.
+#include <string>
+
+#include "core/ir/graph.h"
+#include "jit/pass_manager.h"
+
+namespace kiln::jit {
+
+PassResult eliminate_dead_code(ir::Graph& g);    // dce.cpp
+PassResult fold_constants(ir::Graph& g);         // constant_fold.cpp
+PassResult eliminate_common_subexpressions(ir::Graph& g);  // cse.cpp
+PassResult simplify_algebra(ir::Graph& g);       // simplify.cpp
+PassResult propagate_shapes(ir::Graph& g);       // shape_prop.cpp
+PassResult hoist_loop_invariants(ir::Graph& g);  // licm.cpp
+PassResult fuse_vertical(ir::Graph& g);          // fuse_vertical.cpp
+PassResult fuse_horizontal(ir::Graph& g);        // fuse_horizontal.cpp
+PassResult plan_memory(ir::Graph& g);            // memory_plan.cpp
+
+}  // namespace kiln::jit

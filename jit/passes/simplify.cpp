@@ -1,0 +1,131 @@
+// Algebraic simplification. Each rewrite keeps the result's dtype and shape (the node's output type
+// must equal the operand's, so x + 0.0 on an int tensor, or a broadcasting add, stays), and never
+// changes what NaN or Inf inputs give: x - x and x * 0 fold to zeros only for integer tensors.
+//   x + 0, 0 + x, x - 0, x * 1, 1 * x, x / 1, x ** 1   → x
+//   neg(neg(x))                                          → x
+//   x - x, x * 0, 0 * x  (integer dtypes, static shape) → zeros
+//   reshape(reshape(x)), reshape to x's own static shape → one reshape, or x
+//   permute(permute(x)) → one permute; an identity permute → x
+#include "eager/ops.h"
+#include "jit/ir_utils.h"
+#include "jit/passes/passes.h"
+
+namespace kiln::jit {
+
+namespace {
+
+bool same_type(const ir::Value* a, const ir::Value* b) {
+  const ir::Type &ta = a->type(), &tb = b->type();
+  return ta.is_tensor() && ta.dtype && ta.dims && ta == tb;
+}
+
+bool is_value(const ir::Value* v, double x) {
+  auto c = scalar_constant(v);
+  return c && *c == x;
+}
+
+bool is_int_tensor(const ir::Value* v) {
+  const auto& dt = v->type().dtype;
+  return v->type().is_tensor() && dt && !is_floating(*dt) && *dt != DType::Bool;
+}
+
+// The value n can be replaced by, or null.
+ir::Value* identity_operand(ir::Node* n) {
+  if (!n->is_op()) return nullptr;
+  ir::Value* out = n->output();
+  auto pick = [&](ir::Value* x) { return same_type(x, out) ? x : nullptr; };
+  switch (n->op()) {
+    case OpId::Add:
+      if (is_value(n->input(1), 0)) return pick(n->input(0));
+      if (is_value(n->input(0), 0)) return pick(n->input(1));
+      return nullptr;
+    case OpId::Sub: return is_value(n->input(1), 0) ? pick(n->input(0)) : nullptr;
+    case OpId::Mul:
+      if (is_value(n->input(1), 1)) return pick(n->input(0));
+      if (is_value(n->input(0), 1)) return pick(n->input(1));
+      return nullptr;
+    case OpId::Div:
+    case OpId::Pow: return is_value(n->input(1), 1) ? pick(n->input(0)) : nullptr;
+    case OpId::Neg: {
+      ir::Node* inner = n->input(0)->node();
+      return inner->is_op(OpId::Neg) ? pick(inner->input(0)) : nullptr;
+    }
+    case OpId::Reshape: return pick(n->input(0));  // reshape to its own shape
+    case OpId::Permute: {
+      const Shape& d = n->attrs().ints("dims");
+      for (size_t i = 0; i < d.size(); ++i)
+        if (d[i] != int64_t(i)) return nullptr;
+      return pick(n->input(0));
+    }
+    default: return nullptr;
+  }
+}
+
+// x - x, x * 0 on integer tensors of static shape: a zero constant.
+bool fold_to_zero(ir::Graph& g, ir::Node* n) {
+  if (!(n->is_op(OpId::Sub) || n->is_op(OpId::Mul))) return false;
+  ir::Value* out = n->output();
+  if (!is_int_tensor(out) || !out->type().has_static_shape()) return false;
+  bool zero = n->is_op(OpId::Sub) ? n->input(0) == n->input(1) : (is_value(n->input(0), 0) || is_value(n->input(1), 0));
+  if (!zero) return false;
+  {
+    ir::InsertPointGuard guard(g);
+    g.set_insert_point(n);
+    out->replace_all_uses_with(g.insert_constant(zeros(out->type().static_shape(), *out->type().dtype)));
+  }
+  n->destroy();
+  return true;
+}
+
+// reshape(reshape(x)) → reshape(x); permute(permute(x)) → permute(x) with composed dims.
+bool collapse_chain(ir::Node* n) {
+  ir::Node* inner = n->input(0)->node();
+  if (n->is_op(OpId::Reshape) && inner->is_op(OpId::Reshape)) {
+    n->replace_input(0, inner->input(0));
+    return true;
+  }
+  if (n->is_op(OpId::Permute) && inner->is_op(OpId::Permute)) {
+    const Shape& outer = n->attrs().ints("dims");
+    const Shape& in = inner->attrs().ints("dims");
+    if (outer.size() != in.size()) return false;
+    Shape composed(outer.size());
+    for (size_t i = 0; i < outer.size(); ++i) {
+      int64_t o = outer[i] < 0 ? outer[i] + int64_t(outer.size()) : outer[i];
+      if (o < 0 || o >= int64_t(in.size())) return false;
+      composed[i] = in[size_t(o)];
+    }
+    n->attrs().set("dims", composed);
+    n->replace_input(0, inner->input(0));
+    return true;
+  }
+  return false;
+}
+
+int64_t run_block(ir::Graph& g, ir::Block& b) {
+  int64_t changed = 0;
+  for (ir::Node* n : b.nodes()) {
+    for (ir::Block* sub : n->blocks()) changed += run_block(g, *sub);
+    if (!n->is_op()) continue;
+    if (fold_to_zero(g, n)) {
+      ++changed;
+      continue;
+    }
+    if (n->inputs().size() == 1 && collapse_chain(n)) ++changed;
+    if (ir::Value* x = identity_operand(n)) {
+      n->output()->replace_all_uses_with(x);
+      n->destroy();
+      ++changed;
+    }
+  }
+  return changed;
+}
+
+}  // namespace
+
+PassResult simplify_algebra(ir::Graph& g) {
+  int64_t total = 0;
+  for (int64_t k; (k = run_block(g, *g.block())) > 0;) total += k;
+  return {total, {}};
+}
+
+}  // namespace kiln::jit
