@@ -182,6 +182,7 @@ class CompiledFunction final : public Function::Executor {
       std::pair<int, int> dim;
       std::string why = miss_reason(entries_.back()->sig, sig, &dim);
       spdlog::info("recompiling {}: {}", name_, why);
+      stats_.last_miss_reason = why;
       if (dim.first >= 0 && ++dim_misses_[dim] >= opts_.recompile_limit) {
         symbolic_.insert(dim);
         ++stats_.symbolic_dims;

@@ -34,6 +34,7 @@ struct CacheStats {
   int64_t interpreted_groups = 0;  // fusion groups the backend declined
   std::vector<double> compile_ms;  // per miss: passes + kernels
   std::vector<double> kernel_compile_ms;  // per compiled fusion group
+  std::string last_miss_reason;  // as logged: "input 0 dim 0 changed 64 -> 32"
 };
 
 class CompiledFunction;

@@ -1,0 +1,238 @@
+// compile(): compiled == interpreted on the samples and on thousands of random graphs, every pass
+// keeps results, and the signature cache (hits, misses with their reason, symbolic dims after the
+// limit, the eager path for inputs that require grad, concurrent calls).
+#include <random>
+#include <thread>
+
+#include "ir_samples.h"
+#include "support.h"
+
+using namespace kiln;
+using kiln::test::check_close;
+using kiln::test::check_error;
+
+namespace {
+
+// NaN equals NaN here: a pass must keep NaNs where they were.
+void check_same(const std::vector<IValue>& got, const std::vector<IValue>& want, double rtol = 1e-5) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!want[i].is_tensor()) {
+      CHECK(got[i].repr() == want[i].repr());
+      continue;
+    }
+    CHECK(got[i].to_tensor().dtype() == want[i].to_tensor().dtype());
+    check_close(got[i].to_tensor(), want[i].to_tensor(), rtol, 1e-6);
+  }
+}
+
+// A random graph over broadcastable inputs: elementwise rows, wrapped-number constants, views and
+// (sometimes) a trailing reduction. Shapes are [a, b] with inputs of [a, b], [b], [a, 1] or [].
+struct RandomGraph {
+  std::shared_ptr<ir::Graph> graph;
+  std::vector<IValue> inputs;
+};
+
+RandomGraph random_graph(std::mt19937& rng, DType dt) {
+  auto pick = [&](size_t n) { return size_t(rng() % n); };
+  int64_t a = 1 + int64_t(pick(5)), b = 1 + int64_t(pick(6));
+  const Shape shapes[] = {{a, b}, {b}, {a, 1}, {}};
+  RandomGraph r;
+  r.graph = std::make_shared<ir::Graph>();
+  ir::Graph& g = *r.graph;
+  std::vector<ir::Value*> pool;
+  std::vector<Tensor> vals;  // each pool value on the inputs: types come from running, as a trace's do
+  int nin = 1 + int(pick(3));
+  for (int i = 0; i < nin; ++i) {
+    Shape s = i == 0 ? Shape{a, b} : shapes[pick(4)];
+    Tensor t = (randn(s) * 2.0).to(dt);
+    pool.push_back(g.add_input(ir::type_of(dt, s)));
+    vals.push_back(t);
+    r.inputs.emplace_back(t);
+  }
+  const OpId unary[] = {OpId::Neg, OpId::Abs, OpId::Exp, OpId::Tanh, OpId::Sigmoid, OpId::Relu, OpId::Sin,
+                        OpId::Cos, OpId::Gelu, OpId::Silu, OpId::Erf, OpId::Sqrt, OpId::Log, OpId::Reciprocal};
+  const OpId binary[] = {OpId::Add, OpId::Sub, OpId::Mul, OpId::Div, OpId::Maximum, OpId::Minimum, OpId::Pow};
+  auto add = [&](OpId op, std::vector<size_t> ins, Attrs attrs, ir::Value* constant = nullptr, Tensor cval = {}) {
+    Tensors ts;
+    std::vector<ir::Value*> vs;
+    for (size_t i : ins) {
+      ts.push_back(vals[i]);
+      vs.push_back(pool[i]);
+    }
+    if (constant) {
+      ts.push_back(cval);
+      vs.push_back(constant);
+    }
+    Tensor out;
+    try {
+      out = dispatch1(op, ts, attrs);
+    } catch (const Error&) {
+      return;  // shapes that do not broadcast: skip the op
+    }
+    ir::Node* n = g.insert(g.create_op(op, vs, attrs));
+    n->output()->set_type(ir::type_of(out.dtype(), out.sizes()));
+    pool.push_back(n->output());
+    vals.push_back(out);
+  };
+  int nops = 2 + int(pick(10));
+  for (int k = 0; k < nops; ++k) {
+    size_t x = pick(pool.size());
+    switch (pick(10)) {
+      case 0: case 1: case 2: case 3: add(unary[pick(std::size(unary))], {x}, {}); break;
+      case 4: {
+        Tensor c = Tensor::wrap_scalar(double(int(pick(5)) - 2) * 0.5);
+        add(binary[pick(std::size(binary))], {x}, {}, g.insert_constant(c, true), c);
+        break;
+      }
+      case 5: {  // a view of a 2-d value
+        if (vals[x].dim() != 2) break;
+        Shape s = vals[x].sizes();
+        if (pick(2)) add(OpId::Permute, {x}, Attrs().set("dims", Shape{1, 0}));
+        else add(OpId::Reshape, {x}, Attrs().set("shape", Shape{s[1], s[0]}));
+        break;
+      }
+      default: add(binary[pick(std::size(binary))], {x, pick(pool.size())}, {});
+    }
+  }
+  size_t out = pool.size() - 1;
+  if (pick(3) == 0) {
+    Attrs ra;
+    if (pick(2)) ra.set("dims", Shape{-1}).set("keepdim", bool(pick(2)));
+    add(pick(2) ? OpId::Sum : OpId::Amax, {out}, ra);
+    out = pool.size() - 1;
+  }
+  g.register_output(pool[out]);
+  if (pool.size() > 3 && pick(2)) g.register_output(pool[pool.size() / 2]);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("jit: compiled == interpreted on thousands of random graphs") {
+  std::mt19937 rng(7);
+  manual_seed(3);
+  int tested = 0, fused = 0;
+  for (int iter = 0; iter < 2000; ++iter) {
+    DType dt = iter % 3 == 0 ? DType::Float64 : DType::Float32;
+    RandomGraph r = random_graph(rng, dt);
+    ir::verify(*r.graph);
+    CAPTURE(r.graph->str());
+    Function f(r.graph, "random");
+    std::vector<IValue> want = f.call(r.inputs);
+    Function c = compile(f);
+    check_same(c.call(r.inputs), want, dt == DType::Float64 ? 1e-9 : 1e-5);
+    auto og = compiled_graph(c, r.inputs);
+    for (ir::Node* n : og->block()->nodes()) fused += n->prim() == ir::Prim::FusionGroup;
+    ++tested;
+  }
+  CHECK(tested == 2000);
+  CHECK(fused > 500);
+}
+
+TEST_CASE("jit: each pass alone keeps the results of random graphs") {
+  std::mt19937 rng(11);
+  manual_seed(4);
+  for (const jit::Pass& p : jit::all_passes()) {
+    CAPTURE(p.name);
+    for (int iter = 0; iter < 150; ++iter) {
+      RandomGraph r = random_graph(rng, DType::Float32);
+      std::vector<IValue> want = interp::run(*r.graph, r.inputs);
+      auto g = r.graph->copy();
+      p.run(*g);
+      ir::verify(*g);
+      check_same(interp::run(*g, r.inputs), want);
+    }
+  }
+}
+
+TEST_CASE("jit: the samples' models compiled == eager") {
+  for (const char* name : {"mlp", "cnn", "chain"}) {
+    CAPTURE(name);
+    Function f = test::traced_sample(name);
+    Function c = compile(f);
+    std::vector<Tensor> ins;
+    for (const ir::Type& t : f.input_types()) ins.push_back(randn(t.static_shape()));
+    NoGradGuard no_grad;  // module parameters require grad: without this the compiled function runs eagerly
+    Tensors want = f(ins), got = c(ins);
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) check_close(got[i], want[i]);
+    CHECK(jit::CacheStats(compile_stats(c)).misses == 1);
+  }
+}
+
+TEST_CASE("jit: the cache hits, says why it missed, and turns a changing dim symbolic") {
+  Function f = trace([](const Tensors& in) { return Tensors{tanh(in[0] * 2.0 + 1.0)}; }, {randn({64, 8})});
+  Function c = compile(f);
+  c({randn({64, 8})});
+  c({randn({64, 8})});
+  jit::CacheStats s = compile_stats(c);
+  CHECK(s.misses == 1);
+  CHECK(s.hits == 1);
+  c({randn({32, 8})});
+  s = compile_stats(c);
+  CHECK(s.misses == 2);
+  CHECK(s.last_miss_reason == "input 0 dim 0 changed 64 -> 32");
+  // a non-contiguous input is another entry
+  c({randn({8, 32}).t()});
+  CHECK(compile_stats(c).last_miss_reason == "input 0 contiguity changed");
+  // after the limit, dim 0 is symbolic: one entry serves every size
+  for (int64_t n = 1; n <= 12; ++n) {
+    Tensor x = randn({n, 8});
+    check_close(c({x})[0], tanh(x * 2.0 + 1.0));
+  }
+  s = compile_stats(c);
+  CHECK(s.symbolic_dims == 1);
+  int64_t misses = s.misses;
+  c({randn({100, 8})});
+  c({randn({3, 8})});
+  CHECK(compile_stats(c).misses == misses);
+  auto g = compiled_graph(c, {randn({5, 8})});
+  CHECK(g->inputs()[0]->type().str() == "f32[s0_0,8]");
+}
+
+TEST_CASE("jit: inputs that require grad run eagerly, so gradients are never dropped") {
+  Function f = trace([](const Tensors& in) { return Tensors{(in[0] * in[0]).sum()}; }, {randn({3})});
+  Function c = compile(f);
+  Tensor x = tensor({1.0, 2.0, 3.0}).requires_grad_();
+  c({x})[0].backward();
+  check_close(x.grad(), tensor({2.0, 4.0, 6.0}));
+  CHECK(compile_stats(c).eager_calls == 1);
+  {
+    NoGradGuard no_grad;
+    c({x});
+  }
+  CHECK(compile_stats(c).misses == 1);
+}
+
+TEST_CASE("jit: concurrent calls share one cache") {
+  Function c = compile(trace([](const Tensors& in) { return Tensors{exp(in[0]) - in[0]}; }, {randn({16})}));
+  std::vector<std::thread> ts;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([&, t] {
+      for (int k = 0; k < 50; ++k) {
+        Tensor x = full({16}, double(t + k) * 0.01);
+        Tensor y = c({x})[0];
+        if (std::abs(y.sum().item<double>() - (exp(x) - x).sum().item<double>()) > 1e-3) ++bad;
+      }
+    });
+  for (auto& t : ts) t.join();
+  CHECK(bad == 0);
+  jit::CacheStats s = compile_stats(c);
+  CHECK(s.hits + s.misses == 200);
+}
+
+TEST_CASE("jit: pipeline options and errors") {
+  auto g = ir::parse_ir(R"(graph(%x : f32[4]):
+  %0 : f32[4] = exp(%x)
+  %1 : f32[4] = neg(%0)
+  return (%1)
+)");
+  jit::PipelineOptions o;
+  o.stop_after = "cse";
+  auto stats = jit::run_pipeline(*g, o);
+  CHECK(stats.back().name == "cse");
+  check_error([] { jit::find_pass("fuse"); }, "jit: unknown pass 'fuse' (passes: shape_prop, constant_fold");
+  check_error([] { compile_stats(Function()); }, "not a compiled function");
+}
