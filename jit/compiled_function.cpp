@@ -122,7 +122,7 @@ class CompiledFunction final : public Function::Executor {
     }
     std::shared_ptr<Entry> e = entry_for(sig);
     GroupRunner runner(e->kernels);
-    return interp::run(*e->graph, inputs, &runner, /*free_dead_values=*/true);
+    return interp::run(*e->plan, inputs, &runner);
   }
 
   std::shared_ptr<const ir::Graph> graph_for(const std::vector<IValue>& inputs) { return entry_for(signature_of(inputs))->graph; }
@@ -137,6 +137,7 @@ class CompiledFunction final : public Function::Executor {
     Signature sig;
     std::shared_ptr<ir::Graph> graph;
     std::unordered_map<const ir::Node*, std::shared_ptr<GroupKernel>> kernels;
+    std::unique_ptr<interp::Plan> plan;  // values dropped after their last use (the memory plan)
   };
 
   static bool needs_grad(const Signature& s) {
@@ -199,6 +200,7 @@ class CompiledFunction final : public Function::Executor {
     e->graph = specialise(sig);
     run_pipeline(*e->graph, opts_.pipeline);
     compile_groups(*e);
+    e->plan = std::make_unique<interp::Plan>(*e->graph, /*free_dead_values=*/true);
     ++stats_.misses;
     stats_.compile_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     entries_.push_back(e);

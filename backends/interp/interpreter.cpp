@@ -18,33 +18,106 @@ using ir::Node;
 using ir::Prim;
 using ir::Value;
 
+}  // namespace
+
+// Values live in numbered slots; each block's nodes become steps naming their input and output
+// slots (and, at the top level, the slots whose value is dead after the step), so a call does no
+// lookups by pointer.
+struct Plan::Step {
+  const Node* node;
+  std::vector<int> in, out, dead;
+};
+struct Plan::BlockPlan {
+  std::vector<Step> steps;
+  std::vector<int> args, results;
+};
+
+Plan::Plan(const ir::Graph& g, bool free_dead_values) : graph_(g) {
+  std::unordered_map<const Value*, int> slot;
+  auto number = [&](const Value* v) { return slot.emplace(v, int(slot.size())).first->second; };
+  std::function<void(const Block&)> build = [&](const Block& b) {
+    auto& owned = blocks_[&b];
+    owned = std::make_unique<BlockPlan>();
+    BlockPlan& bp = *owned;
+    for (const Value* a : b.inputs()) bp.args.push_back(number(a));
+    for (Node* n : b.nodes()) {
+      Step s{n, {}, {}, {}};
+      for (const Value* v : n->inputs()) {
+        auto it = slot.find(v);
+        if (it == slot.end()) fail("interp: {} reads a value before its definition (run the verifier)", n->kind_name());
+        s.in.push_back(it->second);
+      }
+      for (Block* sub : n->blocks()) build(*sub);
+      for (const Value* v : n->outputs()) s.out.push_back(number(v));
+      bp.steps.push_back(std::move(s));
+    }
+    for (const Value* v : b.outputs()) bp.results.push_back(slot.at(v));
+  };
+  build(*g.block());
+  num_slots_ = int(slot.size());
+  if (!free_dead_values) return;
+  // The last top-level step reading each top-level value; graph outputs are never released.
+  BlockPlan& top = *blocks_.at(g.block());
+  std::unordered_map<const Node*, size_t> step_of;  // any node → its enclosing top-level step
+  std::function<void(const Block&, size_t)> walk = [&](const Block& b, size_t k) {
+    for (Node* n : b.nodes()) {
+      step_of[n] = k;
+      for (Block* sub : n->blocks()) walk(*sub, k);
+    }
+  };
+  for (size_t k = 0; k < top.steps.size(); ++k) {
+    step_of[top.steps[k].node] = k;
+    for (Block* sub : top.steps[k].node->blocks()) walk(*sub, k);
+  }
+  std::unordered_set<const Value*> outputs(g.outputs().begin(), g.outputs().end());
+  auto consider = [&](const Value* v) {
+    if (outputs.count(v)) return;
+    size_t last = 0;
+    bool any = false;
+    for (const ir::Use& u : v->uses()) {
+      auto it = step_of.find(u.user);
+      if (it == step_of.end()) return;  // read by a block's Return: keep
+      last = any ? std::max(last, it->second) : it->second;
+      any = true;
+    }
+    if (any) top.steps[last].dead.push_back(slot.at(v));
+  };
+  for (const Value* v : g.inputs()) consider(v);
+  for (Node* n : g.block()->nodes())
+    for (const Value* v : n->outputs()) consider(v);
+}
+
+Plan::~Plan() = default;
+
+const Plan::BlockPlan& Plan::block_plan(const ir::Block& b) const { return *blocks_.at(&b); }
+
+namespace {
+
 class Frame {
  public:
-  Frame(const ir::Graph& g, NodeRunner* runner, bool free_dead) : g_(g), runner_(runner) {
-    if (free_dead) plan_last_uses();
-  }
+  Frame(const Plan& plan, NodeRunner* runner) : plan_(plan), g_(plan.graph()), runner_(runner), env_(size_t(plan.num_slots())) {}
 
-  void bind(const Value* v, IValue x) { env_[v] = std::move(x); }
-  const IValue& get(const Value* v) const {
-    auto it = env_.find(v);
-    if (it == env_.end()) fail("interp: a value is read before it was computed (run the verifier on this graph)");
-    return it->second;
-  }
-
-  // Runs b's nodes and returns its results.
-  std::vector<IValue> block(const Block& b) {
-    for (Node* n : b.nodes()) {
+  // Runs b with its arguments bound to args and returns its results.
+  std::vector<IValue> block(const Block& b, std::vector<IValue> args) {
+    const Plan::BlockPlan& bp = plan_.block_plan(b);
+    for (size_t i = 0; i < args.size(); ++i) env_[size_t(bp.args[i])] = std::move(args[i]);
+    const Plan::Step* saved = step_;  // a nested block runs inside its owner's step
+    for (const Plan::Step& s : bp.steps) {
+      step_ = &s;
+      const Node& n = *s.node;
       try {
-        if (!(runner_ && delegate(*n))) node(*n);
-        release_after(n);
+        if (!(runner_ && delegate(s))) node(n);
+        for (int d : s.dead) env_[size_t(d)] = IValue();
       } catch (const Error& e) {
         if (std::string_view(e.what()).rfind("interp: ", 0) == 0) throw;
-        fail("interp: line {} ({}): {}", line_of(*n), n->kind_name(), e.what());
+        fail("interp: line {} ({}): {}", line_of(n), n.kind_name(), e.what());
       }
     }
-    std::vector<IValue> out;
-    for (Value* v : b.outputs()) out.push_back(get(v));
-    return out;
+    step_ = saved;
+    std::vector<IValue> results;
+    results.reserve(bp.results.size());
+    for (int r : bp.results) results.push_back(env_[size_t(r)]);
+    return results;
   }
 
  private:
@@ -55,48 +128,22 @@ class Frame {
     return it == printed_->lines.end() ? 0 : it->second;
   }
 
-  IValue in(const Node& n, size_t i) const { return get(n.input(i)); }
+  void out(size_t i, IValue x) { env_[size_t(step_->out[i])] = std::move(x); }
 
-  bool delegate(const Node& n) {
+  bool delegate(const Plan::Step& s) {
     std::vector<IValue> ins, outs;
-    for (Value* v : n.inputs()) ins.push_back(get(v));
-    if (!runner_->run(n, ins, outs)) return false;
-    if (outs.size() != n.outputs().size())
-      fail("{} produced {} outputs, the node has {}", n.kind_name(), outs.size(), n.outputs().size());
-    for (size_t i = 0; i < outs.size(); ++i) bind(n.output(i), std::move(outs[i]));
+    ins.reserve(s.in.size());
+    for (int i : s.in) ins.push_back(env_[size_t(i)]);
+    if (!runner_->run(*s.node, ins, outs)) return false;
+    if (outs.size() != s.out.size())
+      fail("{} produced {} outputs, the node has {}", s.node->kind_name(), outs.size(), s.out.size());
+    for (size_t i = 0; i < outs.size(); ++i) env_[size_t(s.out[i])] = std::move(outs[i]);
     return true;
   }
 
-  // The last top-level node reading each top-level value (graph outputs are never released).
-  void plan_last_uses() {
-    std::unordered_map<const Node*, const Node*> top_of;  // any node → its enclosing top-level node
-    std::function<void(const Block&, const Node*)> walk = [&](const Block& b, const Node* top) {
-      for (Node* n : b.nodes()) {
-        top_of[n] = top ? top : n;
-        for (Block* sub : n->blocks()) walk(*sub, top ? top : n);
-      }
-    };
-    walk(*g_.block(), nullptr);
-    std::unordered_set<const Value*> outputs(g_.outputs().begin(), g_.outputs().end());
-    auto consider = [&](const Value* v) {
-      if (outputs.count(v)) return;
-      const Node* last = nullptr;
-      for (const ir::Use& u : v->uses()) {
-        auto it = top_of.find(u.user);
-        if (it == top_of.end()) return;  // read by a Return: keep
-        if (!last || last->is_before(it->second)) last = it->second;
-      }
-      if (last) dead_after_[last].push_back(v);
-    };
-    for (const Value* v : g_.inputs()) consider(v);
-    for (Node* n : g_.block()->nodes())
-      for (const Value* v : n->outputs()) consider(v);
-  }
-
-  void release_after(const Node* n) {
-    auto it = dead_after_.find(n);
-    if (it == dead_after_.end()) return;
-    for (const Value* v : it->second) env_.erase(v);
+  const IValue& in(const Node& n, size_t i) const {
+    (void)n;
+    return env_[size_t(step_->in.at(i))];
   }
 
   void node(const Node& n) {
@@ -105,67 +152,68 @@ class Frame {
       case Prim::Param:
       case Prim::Return:
       case Prim::Op: fail("interp: {} cannot appear in a block's node list", n.kind_name());
-      case Prim::Constant: return bind(n.output(), constant(n));
+      case Prim::Constant: return out(0, constant(n));
       case Prim::If: return run_if(n);
       case Prim::Loop: return run_loop(n);
       case Prim::FusionGroup: {
         const Block& body = *n.blocks()[0];
-        for (size_t i = 0; i < n.inputs().size(); ++i) bind(body.inputs()[i], in(n, i));
-        std::vector<IValue> r = block(body);
-        for (size_t i = 0; i < r.size(); ++i) bind(n.output(i), std::move(r[i]));
+        std::vector<IValue> args;
+        for (size_t i = 0; i < n.inputs().size(); ++i) args.push_back(in(n, i));
+        std::vector<IValue> r = block(body, std::move(args));
+        for (size_t i = 0; i < r.size(); ++i) out(i, std::move(r[i]));
         return;
       }
       case Prim::TupleConstruct:
       case Prim::ListConstruct: {
         std::vector<IValue> es;
         for (size_t i = 0; i < n.inputs().size(); ++i) es.push_back(in(n, i));
-        return bind(n.output(), n.prim() == Prim::TupleConstruct ? IValue::tuple(std::move(es)) : IValue::list(std::move(es)));
+        return out(0, n.prim() == Prim::TupleConstruct ? IValue::tuple(std::move(es)) : IValue::list(std::move(es)));
       }
       case Prim::TupleUnpack:
       case Prim::ListUnpack: {
         const auto& es = in(n, 0).elements();
         if (es.size() != n.outputs().size())
           fail("cannot unpack {} values into {}", es.size(), n.outputs().size());
-        for (size_t i = 0; i < es.size(); ++i) bind(n.output(i), es[i]);
+        for (size_t i = 0; i < es.size(); ++i) out(i, es[i]);
         return;
       }
-      case Prim::TupleIndex: return bind(n.output(), index(in(n, 0), n.attrs().i("index")));
-      case Prim::ListIndex: return bind(n.output(), index(in(n, 0), in(n, 1).to_int()));
+      case Prim::TupleIndex: return out(0, index(in(n, 0), n.attrs().i("index")));
+      case Prim::ListIndex: return out(0, index(in(n, 0), in(n, 1).to_int()));
       case Prim::Len: {
         IValue x = in(n, 0);
         if (x.is_tensor()) {
           if (x.to_tensor().dim() == 0) fail("len() of a 0-d tensor");
-          return bind(n.output(), x.to_tensor().size(0));
+          return out(0, x.to_tensor().size(0));
         }
-        return bind(n.output(), int64_t(x.elements().size()));
+        return out(0, int64_t(x.elements().size()));
       }
-      case Prim::Size: return bind(n.output(), in(n, 0).to_tensor().size(in(n, 1).to_int()));
+      case Prim::Size: return out(0, in(n, 0).to_tensor().size(in(n, 1).to_int()));
       case Prim::Shape: {
         std::vector<IValue> dims;
         for (int64_t d : in(n, 0).to_tensor().sizes()) dims.emplace_back(d);
-        return bind(n.output(), IValue::list(std::move(dims)));
+        return out(0, IValue::list(std::move(dims)));
       }
-      case Prim::ToBool: return bind(n.output(), to_bool(in(n, 0)));
+      case Prim::ToBool: return out(0, to_bool(in(n, 0)));
       case Prim::ToInt: {
         IValue x = in(n, 0);
-        if (x.is_tensor()) return bind(n.output(), int64_t(scalar_of(x.to_tensor(), "int")));
-        if (x.is_double()) return bind(n.output(), int64_t(std::trunc(checked_finite(x.to_double()))));
-        return bind(n.output(), x.to_int());
+        if (x.is_tensor()) return out(0, int64_t(scalar_of(x.to_tensor(), "int")));
+        if (x.is_double()) return out(0, int64_t(std::trunc(checked_finite(x.to_double()))));
+        return out(0, x.to_int());
       }
       case Prim::ToFloat: {
         IValue x = in(n, 0);
-        return bind(n.output(), x.is_tensor() ? scalar_of(x.to_tensor(), "float") : x.to_double());
+        return out(0, x.is_tensor() ? scalar_of(x.to_tensor(), "float") : x.to_double());
       }
       case Prim::NumToTensor: {
         IValue x = in(n, 0);
         Scalar s = x.is_bool() ? Scalar(x.to_bool()) : x.is_int() ? Scalar(x.to_int()) : Scalar(x.to_double());
-        return bind(n.output(), Tensor::wrap_scalar(s));
+        return out(0, Tensor::wrap_scalar(s));
       }
-      case Prim::IsNone: return bind(n.output(), in(n, 0).is_none());
+      case Prim::IsNone: return out(0, in(n, 0).is_none());
       case Prim::Unwrap: {
         IValue x = in(n, 0);
         if (x.is_none()) fail("unwrapped an Optional that is None");
-        return bind(n.output(), x);
+        return out(0, x);
       }
       case Prim::Raise: fail("{}", n.attrs().has("message") ? n.attrs().s("message") : std::string("assertion failed"));
       case Prim::NumAdd:
@@ -182,12 +230,12 @@ class Frame {
       case Prim::NumEq:
       case Prim::NumNe:
       case Prim::Min:
-      case Prim::Max: return bind(n.output(), number_binary(n.prim(), in(n, 0), in(n, 1)));
+      case Prim::Max: return out(0, number_binary(n.prim(), in(n, 0), in(n, 1)));
       case Prim::NumNeg: {
         IValue x = in(n, 0);
-        return bind(n.output(), x.is_double() ? IValue(-x.to_double()) : IValue(-x.to_int()));
+        return out(0, x.is_double() ? IValue(-x.to_double()) : IValue(-x.to_int()));
       }
-      case Prim::Not: return bind(n.output(), !to_bool(in(n, 0)));
+      case Prim::Not: return out(0, !to_bool(in(n, 0)));
     }
   }
 
@@ -244,12 +292,12 @@ class Frame {
     Tensors outs = dispatch(n.op(), ins, n.attrs());
     if (outs.size() != n.outputs().size())
       fail("{} produced {} outputs, the node has {}", n.kind_name(), outs.size(), n.outputs().size());
-    for (size_t i = 0; i < outs.size(); ++i) bind(n.output(i), std::move(outs[i]));
+    for (size_t i = 0; i < outs.size(); ++i) out(i, std::move(outs[i]));
   }
 
   void run_if(const Node& n) {
-    std::vector<IValue> r = block(*n.blocks()[to_bool(in(n, 0)) ? 0 : 1]);
-    for (size_t i = 0; i < r.size(); ++i) bind(n.output(i), std::move(r[i]));
+    std::vector<IValue> r = block(*n.blocks()[to_bool(in(n, 0)) ? 0 : 1], {});
+    for (size_t i = 0; i < r.size(); ++i) out(i, std::move(r[i]));
   }
 
   void run_loop(const Node& n) {
@@ -259,31 +307,36 @@ class Frame {
     for (size_t i = 2; i < n.inputs().size(); ++i) carried.push_back(in(n, i));
     const Block& body = *n.blocks()[0];
     for (int64_t it = 0; it < trip && cond; ++it) {
-      bind(body.inputs()[0], it);
-      for (size_t i = 0; i < carried.size(); ++i) bind(body.inputs()[i + 1], carried[i]);
-      std::vector<IValue> r = block(body);
+      std::vector<IValue> args{IValue(it)};
+      args.insert(args.end(), carried.begin(), carried.end());
+      std::vector<IValue> r = block(body, std::move(args));
       cond = to_bool(r[0]);
       for (size_t i = 0; i < carried.size(); ++i) carried[i] = std::move(r[i + 1]);
     }
-    for (size_t i = 0; i < carried.size(); ++i) bind(n.output(i), std::move(carried[i]));
+    for (size_t i = 0; i < carried.size(); ++i) out(i, std::move(carried[i]));
   }
 
+  const Plan& plan_;
   const ir::Graph& g_;
   NodeRunner* runner_;
-  std::unordered_map<const Node*, std::vector<const Value*>> dead_after_;
-  std::unordered_map<const Value*, IValue> env_;
+  std::vector<IValue> env_;
+  const Plan::Step* step_ = nullptr;
   std::unique_ptr<ir::PrintedGraph> printed_;
 };
 
 }  // namespace
 
-std::vector<IValue> run(const ir::Graph& g, const std::vector<IValue>& inputs, NodeRunner* runner,
-                        bool free_dead_values) {
+std::vector<IValue> run(const Plan& plan, const std::vector<IValue>& inputs, NodeRunner* runner) {
+  const ir::Graph& g = plan.graph();
   if (inputs.size() != g.inputs().size())
     fail("interp: the graph takes {} inputs, got {}", g.inputs().size(), inputs.size());
-  Frame f(g, runner, free_dead_values);
-  for (size_t i = 0; i < inputs.size(); ++i) f.bind(g.inputs()[i], inputs[i]);
-  return f.block(*g.block());
+  Frame f(plan, runner);
+  return f.block(*g.block(), inputs);
+}
+
+std::vector<IValue> run(const ir::Graph& g, const std::vector<IValue>& inputs, NodeRunner* runner,
+                        bool free_dead_values) {
+  return run(Plan(g, free_dead_values), inputs, runner);
 }
 
 }  // namespace kiln::interp

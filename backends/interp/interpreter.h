@@ -2,6 +2,8 @@
 // The reference executor: runs any graph, control flow included, one node at a time on the eager
 // dispatcher (so autograd records as it would in eager code). Every other backend is tested
 // against it.
+#include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "core/ir/graph.h"
@@ -17,6 +19,28 @@ class NodeRunner {
   // Returns false to let the interpreter run the node.
   virtual bool run(const ir::Node& n, const std::vector<IValue>& inputs, std::vector<IValue>& outputs) = 0;
 };
+
+// A graph prepared for repeated runs: its values numbered into slots, each block's nodes listed
+// with the slots they read and write, and (optionally) where each top-level value dies.
+class Plan {
+ public:
+  explicit Plan(const ir::Graph& g, bool free_dead_values = false);
+  ~Plan();
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  const ir::Graph& graph() const { return graph_; }
+  int num_slots() const { return num_slots_; }
+  struct Step;
+  struct BlockPlan;
+  const BlockPlan& block_plan(const ir::Block& b) const;
+
+ private:
+  const ir::Graph& graph_;
+  int num_slots_ = 0;
+  std::unordered_map<const ir::Block*, std::unique_ptr<BlockPlan>> blocks_;
+};
+
+std::vector<IValue> run(const Plan& plan, const std::vector<IValue>& inputs, NodeRunner* runner = nullptr);
 
 // Runs g on inputs (one per graph input) and returns one value per graph output. Errors from a
 // node name it: `interp: line 4 (add): add: shapes [2] and [3] cannot be broadcast`. With
