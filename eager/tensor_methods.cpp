@@ -49,6 +49,15 @@ Tensor Tensor::flatten(int64_t s, int64_t e) const { return kiln::flatten(*this,
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : dispatch1(OpId::Contiguous, {*this}); }
 Tensor Tensor::clone() const { return dispatch1(OpId::Clone, {*this}); }
 Tensor Tensor::to(DType d) const { return d == dtype() ? *this : dispatch1(OpId::Cast, {*this}, Attrs().set("dtype", d)); }
+Tensor Tensor::to(Device d) const {
+  if (d == device()) return *this;
+  if (GradMode::enabled() && requires_grad())
+    fail("to: moving a tensor that requires grad from {} to {} is not recorded by autograd; detach() it, or "
+         "create the leaf on {}", device().str(), d.str(), d.str());
+  Tensor out = Tensor::empty(sizes(), dtype(), d);
+  kiln::copy_into(out, *this);
+  return out;
+}
 Tensor Tensor::detach() const { return cpu::make_view(*this, sizes(), strides(), storage_offset()); }
 
 namespace {
@@ -63,7 +72,7 @@ void inplace(OpId op, Tensor& self, const Tensor& other) {
   if (r.dtype() != self.dtype())
     fail("{}_: result type {} can't be cast to the desired output type {}", op_name(op), dtype_name(r.dtype()),
          dtype_name(self.dtype()));
-  cpu::copy_into(self, r);
+  kiln::copy_into(self, r);
   self.bump_version();
   AutogradMeta& m = ensure_autograd_meta(self);
   AutogradMeta* rm = autograd_meta(r);
@@ -83,12 +92,12 @@ Tensor& Tensor::mul_(Scalar s) { return mul_(wrap_scalar(s)); }
 Tensor& Tensor::div_(Scalar s) { return div_(wrap_scalar(s)); }
 Tensor& Tensor::zero_() { return fill_(0); }
 Tensor& Tensor::fill_(Scalar s) {
-  cpu::copy_into(*this, wrap_scalar(s));
+  kiln::copy_into(*this, wrap_scalar(s));
   bump_version();
   return *this;
 }
 Tensor& Tensor::copy_(const Tensor& src) {
-  cpu::copy_into(*this, src);
+  kiln::copy_into(*this, src);
   bump_version();
   return *this;
 }

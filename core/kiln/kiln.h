@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/format.h"
 #include "core/tensor.h"
+#include "backends/cuda/api.h"
 #include "eager/autograd/engine.h"
 #include "eager/dispatch.h"
 #include "eager/autograd/functional.h"
