@@ -57,7 +57,7 @@ bool Tensor::is_contiguous() const {
 
 double Tensor::item_double() const {
   if (numel() != 1) fail("item: a tensor with {} elements cannot be converted to a scalar", numel());
-  if (!device().is_cpu()) return cpu().item_double();
+  if (!device().is_cpu()) return detach().cpu().item_double();
   return visit_dtype(dtype(), [&](auto v) -> double {
     using T = decltype(v);
     return static_cast<double>(*static_cast<const T*>(raw_data()));

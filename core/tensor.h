@@ -96,7 +96,7 @@ class Tensor {
   template <class T>
   T item() const {
     if (numel() != 1) return static_cast<T>(item_double());  // raises
-    if (!device().is_cpu()) return cpu().item<T>();             // reading a value synchronises
+    if (!device().is_cpu()) return detach().cpu().item<T>();    // reading a value synchronises
     // Converted from the stored type, so an int64 past 2^53 stays exact.
     return visit_dtype(dtype(), [&](auto v) -> T {
       using S = decltype(v);
