@@ -297,3 +297,35 @@ TEST_CASE("cuda device: a kernel compiles once, then comes from the cache" * doc
   CHECK(cuda::device_count() >= 1);
 }
 #endif
+
+TEST_CASE("cuda device: an nn module moved to the gpu trains as on the cpu" * doctest::skip(kNoGpu)) {
+  manual_seed(11);
+  nn::Sequential cpu_net;
+  cpu_net.add(std::make_shared<nn::Linear>(12, 16));
+  cpu_net.add(std::make_shared<nn::ReLU>());
+  cpu_net.add(std::make_shared<nn::Linear>(16, 3));
+  manual_seed(11);
+  nn::Sequential gpu_net;
+  gpu_net.add(std::make_shared<nn::Linear>(12, 16));
+  gpu_net.add(std::make_shared<nn::ReLU>());
+  gpu_net.add(std::make_shared<nn::Linear>(16, 3));
+  gpu_net.to(kCuda);
+  for (auto& [n, p] : gpu_net.named_parameters()) {
+    CAPTURE(n);
+    CHECK(p.device() == kCuda);
+    CHECK(p.requires_grad());
+  }
+  Tensor x = seq({8, 12}, 0.3, 0.1, DType::Float32), y = tensor(std::vector<int64_t>{0, 1, 2, 0, 1, 2, 0, 1}, {8});
+  optim::SGD cpu_opt(cpu_net.parameters(), optim::SGDOptions{0.1});
+  optim::SGD gpu_opt(gpu_net.parameters(), optim::SGDOptions{0.1});
+  for (int step = 0; step < 5; ++step) {
+    cpu_opt.zero_grad();
+    gpu_opt.zero_grad();
+    cross_entropy(cpu_net(x), y).backward();
+    cross_entropy(gpu_net(on_gpu(x)), on_gpu(y)).backward();
+    cpu_opt.step();
+    gpu_opt.step();
+  }
+  auto cp = cpu_net.parameters(), gp = gpu_net.parameters();
+  for (size_t i = 0; i < cp.size(); ++i) same(gp[i], cp[i], 1e-4, 1e-5);
+}
