@@ -85,11 +85,22 @@ template <> __device__ __forceinline__ bool khighest<bool>() { return true; }
 template <> __device__ __forceinline__ int khighest<int>() { return 2147483647; }
 template <> __device__ __forceinline__ long long khighest<long long>() { return 9223372036854775807LL; }
 
-// Byte offsets of element i in each operand (dim 0 innermost).
+// Byte offsets of element i in each operand (dim 0 innermost). Below 2^31 elements the index splits
+// with 32-bit division, several times faster than 64-bit division on every GPU.
 template <int N>
 __device__ __forceinline__ void kiln_offsets(const LoopParams& p, long long i, long long* off) {
 #pragma unroll
   for (int k = 0; k < N; ++k) off[k] = 0;
+  if (p.n <= 2147483647LL) {
+    unsigned int u = (unsigned int)i;
+    for (int d = 0; d < p.ndim; ++d) {
+      unsigned int s = (unsigned int)p.sizes[d], q = u / s, id = u - q * s;
+      u = q;
+#pragma unroll
+      for (int k = 0; k < N; ++k) off[k] += (long long)id * p.strides[k][d];
+    }
+    return;
+  }
   for (int d = 0; d < p.ndim; ++d) {
     long long s = p.sizes[d], q = i / s, id = i - q * s;
     i = q;
@@ -160,10 +171,14 @@ extern "C" __global__ void @NAME@(const ReduceParams p) {
       }
       for (long long r = lane; r < p.nred; r += tpo) {
         long long rin = 0, rr = r;
-        for (int d = p.ndr - 1; d >= 0; --d) {
-          long long s = p.rsizes[d], q = rr / s;
-          rin += (rr - q * s) * p.rstrides[d];
-          rr = q;
+        if (p.ndr == 1) {
+          rin = r * p.rstrides[0];  // one reduced dim, the common case: no division
+        } else {
+          for (int d = p.ndr - 1; d >= 0; --d) {
+            long long s = p.rsizes[d], q = rr / s;
+            rin += (rr - q * s) * p.rstrides[d];
+            rr = q;
+          }
         }
         A x = A(((const I*)p.in)[kin + rin]);
         long long xi = r;
