@@ -193,3 +193,14 @@ TEST_CASE("cuda: the kernel cache keys and the disk cache") {
 }
 
 #endif
+
+TEST_CASE("cuda: moving a module to the cpu is a no-op, to a missing gpu raises") {
+  nn::Linear lin(3, 2);
+  Tensor w = lin.weight;
+  lin.to(Device::cpu());
+  CHECK(lin.weight.is_same(w));
+  CHECK(lin.weight.device() == Device::cpu());
+  if (cuda::is_available()) return;
+  check_error([&] { lin.to(Device::cuda()); }, "cuda:");
+  CHECK(lin.weight.device() == Device::cpu());  // left as it was
+}
