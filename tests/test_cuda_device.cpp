@@ -329,3 +329,12 @@ TEST_CASE("cuda device: an nn module moved to the gpu trains as on the cpu" * do
   auto cp = cpu_net.parameters(), gp = gpu_net.parameters();
   for (size_t i = 0; i < cp.size(); ++i) same(gp[i], cp[i], 1e-4, 1e-5);
 }
+
+TEST_CASE("cuda device: reductions over an outer dim (one thread per output)" * doctest::skip(kNoGpu)) {
+  Tensor wide = seq({8, 5000}, 0.013);
+  Tensor g = on_gpu(wide);
+  same(sum(g, {0}), sum(wide, {0}), 1e-12, 1e-12);
+  same(amax(g, {0}, true), amax(wide, {0}, true));
+  same(argmin(g, 0), argmin(wide, 0));
+  same(sum(g.to(DType::Float32).t(), {1}), sum(wide.to(DType::Float32).t(), {1}), 1e-6, 1e-6);
+}

@@ -4,6 +4,8 @@
 #include "backends/cuda/kernels.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <unordered_map>
 
@@ -187,8 +189,16 @@ void run_reduce(const ReduceSpec& spec, const Tensor& x, const std::vector<bool>
     }
   }
   if (p.nout == 0) return;
+  // Threads per output: enough to split long rows. When a kept dim is innermost in memory (a sum over
+  // the batch dim), one thread per output instead makes neighbouring threads read neighbouring
+  // addresses, and there are enough outputs to fill the GPU.
+  int64_t min_red_stride = std::numeric_limits<int64_t>::max();
+  for (int d = 0; d < p.ndr; ++d)
+    if (p.rsizes[d] > 1) min_red_stride = std::min(min_red_stride, std::abs(p.rstrides[d]));
+  bool columns = p.ndk > 0 && p.ksizes[p.ndk - 1] > 1 && std::abs(p.kstrides[p.ndk - 1]) < min_red_stride;
   int tpo = 1;
-  while (tpo < kThreads && tpo < p.nred) tpo *= 2;
+  if (!(columns && p.nout >= 4096))
+    while (tpo < kThreads && tpo < p.nred) tpo *= 2;
   p.tpo = tpo;
   p.in = static_cast<char*>(x.raw_data());
   p.out = static_cast<char*>(out.raw_data());
