@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/device.h"
+
 namespace kiln {
 
 struct MemoryStats {
@@ -18,6 +20,9 @@ struct MemoryStats {
 MemoryStats memory_stats();
 void reset_peak_memory_stats();
 void empty_cache();  // returns every cached block to the system
+// The same for a device's caching allocator (Device::cpu() gives the CPU ones above).
+MemoryStats memory_stats(Device device);
+void empty_cache(Device device);
 
 namespace cpu_allocator {
 void* allocate(size_t nbytes);  // 64-byte aligned; never null (throws kiln::Error)

@@ -1,5 +1,5 @@
 #pragma once
-// Where a tensor's storage lives. Only CPU has kernels today; the tag is carried so CUDA can slot in.
+// Where a tensor's storage lives: the host, or a CUDA device by ordinal (backends/cuda runs those).
 #include <cstdint>
 #include <string>
 

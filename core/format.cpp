@@ -227,31 +227,33 @@ std::string Tensor::str() const {
   const std::string prefix = "tensor(";
   const int64_t indent = int64_t(prefix.size());
   std::vector<std::string> suffixes;
-  if (!device().is_cpu())
-    fail("print: tensor on {} must be copied to the cpu before printing", device().str());
+  // A device tensor prints from a host copy, with torch's device='cuda:0' suffix.
+  if (!device().is_cpu()) suffixes.push_back("device='" + device().str() + "'");
+  const Tensor host = device().is_cpu() ? *this : detach().to(Device::cpu());
+  const Tensor& t = host;
   std::string body;
-  DType dt = dtype();
+  DType dt = t.dtype();
   std::string dtype_suffix = "dtype=torch." + std::string(dtype_name(dt));
-  if (numel() == 0) {
-    if (dim() != 1) suffixes.push_back("size=" + tuple_str(sizes()));
+  if (t.numel() == 0) {
+    if (t.dim() != 1) suffixes.push_back("size=" + tuple_str(t.sizes()));
     // no element shows which kind of number this is, so even int64 and bool are named
     if (dt != default_dtype()) suffixes.push_back(dtype_suffix);
     body = "[]";
   } else {
     if (dt != DType::Float32 && dt != DType::Int64 && dt != DType::Bool) suffixes.push_back(dtype_suffix);
     Kind kind = is_floating(dt) ? Kind::Floating : dt == DType::Bool ? Kind::Boolean : Kind::Integer;
-    Elements elems{static_cast<const char*>(raw_data()), itemsize(dt), dt};
-    bool summarize = numel() > kThreshold;
+    Elements elems{static_cast<const char*>(t.raw_data()), itemsize(dt), dt};
+    bool summarize = t.numel() > kThreshold;
     std::vector<double> fvals;
     std::vector<int64_t> ivals;
-    for_each_shown(sizes(), strides(), 0, 0, summarize, [&](int64_t off) {
+    for_each_shown(t.sizes(), t.strides(), 0, 0, summarize, [&](int64_t off) {
       if (kind == Kind::Floating)
         fvals.push_back(elems.floating(off));
       else
         ivals.push_back(elems.integer(off));
     });
     Formatter fmtr(kind, fvals, ivals);
-    body = Printer{sizes(), strides(), elems, summarize, fmtr}.tensor_str(0, 0, indent);
+    body = Printer{t.sizes(), t.strides(), elems, summarize, fmtr}.tensor_str(0, 0, indent);
   }
   return add_suffixes(prefix + body, suffixes, indent);
 }

@@ -69,6 +69,7 @@ double Tensor::item_double() const {
   note_trace_read(impl_.get(), TraceRead::Item);
   int64_t n = numel_of(checked()->sizes);
   if (n != 1) fail("item: a tensor with {} elements cannot be converted to a scalar", n);
+  if (!device().is_cpu()) return detach().cpu().item_double();
   return visit_dtype(dtype(), [&](auto v) -> double {
     using T = decltype(v);
     return static_cast<double>(*static_cast<const T*>(raw_data()));

@@ -103,6 +103,7 @@ class Tensor {
   T item() const {
     note_trace_read(impl_.get(), TraceRead::Item);
     if (numel_of(checked()->sizes) != 1) return static_cast<T>(item_double());  // raises
+    if (!device().is_cpu()) return detach().cpu().item<T>();    // reading a value synchronises
     // Converted from the stored type, so an int64 past 2^53 stays exact.
     return visit_dtype(dtype(), [&](auto v) -> T {
       using S = decltype(v);
@@ -134,6 +135,11 @@ class Tensor {
   Tensor contiguous() const;
   Tensor clone() const;
   Tensor to(DType dtype) const;
+  // A copy on another device (this tensor itself when already there). Not recorded by autograd: a
+  // tensor that requires grad raises under grad mode rather than silently losing its history.
+  Tensor to(Device device) const;
+  Tensor cuda(int index = 0) const { return to(Device::cuda(index)); }
+  Tensor cpu() const { return to(Device::cpu()); }
   Tensor detach() const;  // shares storage, no autograd history
 
   // ---- in-place (bump the version counter) ----

@@ -1,30 +1,64 @@
 #include "eager/dispatch.h"
 
+#include "core/device_runtime.h"
+#include "eager/cpu/copy.h"
 #include "eager/kernels.h"
 
 namespace kiln {
 namespace {
 DispatchObserver g_autograd = nullptr;
+const DeviceKernels* g_device_kernels[2] = {};  // by Device::Type; written while the library loads
+
+// A 0-d CPU tensor (a C++ scalar, or a torch-style CPU scalar) may join a device op, as in torch.
+bool is_cpu_scalar(const Tensor& t) { return t.dim() == 0 && t.device().is_cpu(); }
 }  // namespace
 
 void set_autograd_observer(DispatchObserver obs) { g_autograd = obs; }
 
+void register_device_kernels(Device::Type type, const DeviceKernels* kernels) { g_device_kernels[size_t(type)] = kernels; }
+
+const DeviceKernels& device_kernels(Device device) {
+  const DeviceKernels* k = g_device_kernels[size_t(device.type)];
+  if (!k) device_runtime(device);  // raises: no backend for this device in this build
+  if (!k) fail("{}: no kernels registered for this device", device.str());
+  return *k;
+}
+
+void copy_into(const Tensor& dst, const Tensor& src) {
+  Device dd = dst.device(), sd = src.device();
+  if (dd.is_cpu() && sd.is_cpu()) return cpu::copy_into(dst, src);
+  if (dd == sd || (is_cpu_scalar(src) && !dd.is_cpu())) return device_kernels(dd).copy_into(dst, src);
+  // Across devices: convert and lay out on the source's side, move the bytes, then copy within dst's
+  // device (which handles dst's strides).
+  Shape b = broadcast_shapes("copy_", dst.sizes(), src.sizes());
+  if (b != dst.sizes())
+    fail("copy_: source of shape {} cannot be broadcast to destination of shape {}", shape_str(src.sizes()),
+         shape_str(dst.sizes()));
+  Tensor packed = Tensor::empty(src.sizes(), dst.dtype(), sd);
+  copy_into(packed, src);
+  Tensor moved = dst.is_contiguous() && dst.sizes() == src.sizes() ? dst : Tensor::empty(src.sizes(), dst.dtype(), dd);
+  if (packed.numel() > 0)
+    device_runtime(dd.is_cpu() ? sd : dd)
+        .copy_bytes(moved.raw_data(), dd, packed.raw_data(), sd, size_t(packed.numel()) * packed.element_size());
+  if (!moved.is_same(dst)) copy_into(dst, moved);
+}
+
 Tensors dispatch(OpId op, const Tensors& inputs, const Attrs& attrs) {
-  const Tensor* first = nullptr;
+  const Tensor* ref = nullptr;  // the first input that fixes the device
   for (const Tensor& t : inputs) {
     if (!t.defined()) fail("{}: an input tensor is undefined", op_name(op));
-    if (!first) first = &t;
-    else if (!(t.device() == first->device()))
-      fail("{}: expected all tensors on one device, got {} and {}", op_name(op), first->device().str(),
+    if (is_cpu_scalar(t)) continue;
+    if (!ref) ref = &t;
+    else if (!(t.device() == ref->device()))
+      fail("{}: expected all tensors on one device, got {} and {}", op_name(op), ref->device().str(),
            t.device().str());
   }
-  if (first && !first->device().is_cpu())
-    fail("{}: no kernel for device {} in this build", op_name(op), first->device().str());
+  Device device = ref ? ref->device() : Device::cpu();
   TraceHooks* tracer = trace_hooks();
   Tensors out;
   {
     QuietTraceReads quiet;  // kernels read their inputs; that is not user code reading values
-    out = cpu::kernel_for(op)(op, inputs, attrs);
+    out = device.is_cpu() ? cpu::kernel_for(op)(op, inputs, attrs) : device_kernels(device).kernel_for(op)(op, inputs, attrs);
     if (g_autograd) g_autograd(op, inputs, attrs, out);
   }
   if (tracer) tracer->on_op(op, inputs, attrs, out);

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "eager/cpu/copy.h"
+#include "eager/dispatch.h"
 #include "eager/ops.h"
 
 namespace kiln {
@@ -15,6 +16,9 @@ std::mt19937_64& rng() {
   return gen;
 }
 
+// The factories below build on the host (so a seed gives the same values on every device), then move.
+Tensor placed(const Tensor& t, TensorOptions opt) { return opt.device.is_cpu() ? t : t.to(opt.device); }
+
 // Fills a fresh float64 buffer from gen(rng) and converts it to the requested dtype.
 template <class Gen>
 Tensor random_tensor(const Shape& shape, TensorOptions opt, Gen gen) {
@@ -24,7 +28,7 @@ Tensor random_tensor(const Shape& shape, TensorOptions opt, Gen gen) {
     std::lock_guard<std::mutex> lock(g_rng_mu);
     for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = gen(rng());
   }
-  return opt.dtype == DType::Float64 ? t : cpu::cast_to(t, opt.dtype);
+  return placed(opt.dtype == DType::Float64 ? t : cpu::cast_to(t, opt.dtype), opt);
 }
 
 void check_float(const char* op, DType d) {
@@ -36,15 +40,15 @@ void check_float(const char* op, DType d) {
 Tensor empty(const Shape& shape, TensorOptions opt) { return Tensor::empty(shape, opt.dtype, opt.device); }
 Tensor full(const Shape& shape, Scalar value, TensorOptions opt) {
   Tensor t = empty(shape, opt);
-  cpu::copy_into(t, Tensor::wrap_scalar(value));
+  copy_into(t, Tensor::wrap_scalar(value));
   return t;
 }
 Tensor zeros(const Shape& shape, TensorOptions opt) { return full(shape, 0, opt); }
 Tensor ones(const Shape& shape, TensorOptions opt) { return full(shape, 1, opt); }
-Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.dtype()); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), t.dtype()); }
-Tensor ones_like(const Tensor& t) { return ones(t.sizes(), t.dtype()); }
-Tensor full_like(const Tensor& t, Scalar value) { return full(t.sizes(), value, t.dtype()); }
+Tensor empty_like(const Tensor& t) { return empty(t.sizes(), {t.dtype(), t.device()}); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), {t.dtype(), t.device()}); }
+Tensor ones_like(const Tensor& t) { return ones(t.sizes(), {t.dtype(), t.device()}); }
+Tensor full_like(const Tensor& t, Scalar value) { return full(t.sizes(), value, {t.dtype(), t.device()}); }
 
 Tensor arange(Scalar end) { return arange(0, end, 1); }
 Tensor arange(Scalar start, Scalar end, Scalar step) {
@@ -64,12 +68,12 @@ Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions opt) {
     Tensor t = Tensor::empty({n}, DType::Int64);
     int64_t* p = t.data_ptr<int64_t>();
     for (int64_t i = 0; i < n; ++i) p[i] = start.i + i * step.i;
-    return cpu::cast_to(t, opt.dtype);
+    return placed(cpu::cast_to(t, opt.dtype), opt);
   }
   Tensor t = Tensor::empty({n}, DType::Float64);
   double* p = t.data_ptr<double>();
   for (int64_t i = 0; i < n; ++i) p[i] = start.v + double(i) * step.v;
-  return opt.dtype == DType::Float64 ? t : cpu::cast_to(t, opt.dtype);
+  return placed(opt.dtype == DType::Float64 ? t : cpu::cast_to(t, opt.dtype), opt);
 }
 
 Tensor linspace(double start, double end, int64_t steps, TensorOptions opt) {
@@ -80,16 +84,16 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions opt) {
   if (steps == 1) end = start;  // a single step is the start, as torch
   // Fill from both ends, as torch does, so the last value is exactly `end`.
   for (int64_t i = 0; i < steps; ++i) p[i] = i < steps / 2 ? start + step * double(i) : end - step * double(steps - 1 - i);
-  return opt.dtype == DType::Float64 ? t : cpu::cast_to(t, opt.dtype);
+  return placed(opt.dtype == DType::Float64 ? t : cpu::cast_to(t, opt.dtype), opt);
 }
 
 Tensor eye(int64_t n, std::optional<int64_t> m, TensorOptions opt) {
   int64_t cols = m.value_or(n);
   if (n < 0 || cols < 0) fail("eye: sizes must be non-negative, got {} and {}", n, cols);
-  Tensor t = zeros({n, cols}, DType::Float64);
+  Tensor t = zeros({n, cols}, DType::Float64);  // on the host
   double* p = t.data_ptr<double>();
   for (int64_t i = 0; i < std::min(n, cols); ++i) p[i * cols + i] = 1.0;
-  return opt.dtype == DType::Float64 ? t : cpu::cast_to(t, opt.dtype);
+  return placed(opt.dtype == DType::Float64 ? t : cpu::cast_to(t, opt.dtype), opt);
 }
 
 void manual_seed(uint64_t seed) {
@@ -114,8 +118,8 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opt)
   std::uniform_int_distribution<int64_t> u(low, high - 1);
   return random_tensor(shape, opt, [&](auto& g) { return double(u(g)); });
 }
-Tensor rand_like(const Tensor& t) { return rand(t.sizes(), t.dtype()); }
-Tensor randn_like(const Tensor& t) { return randn(t.sizes(), t.dtype()); }
+Tensor rand_like(const Tensor& t) { return rand(t.sizes(), {t.dtype(), t.device()}); }
+Tensor randn_like(const Tensor& t) { return randn(t.sizes(), {t.dtype(), t.device()}); }
 
 namespace {
 template <class T>
@@ -124,7 +128,7 @@ Tensor tensor_from(const std::vector<T>& values, const Shape& shape, TensorOptio
   if (numel_of(s) != int64_t(values.size()))
     fail("tensor: {} values cannot fill shape {}", values.size(), shape_str(s));
   Tensor src = Tensor::from_blob(const_cast<T*>(values.data()), s, dtype_of<T>());
-  return cpu::cast_to(src, opt.dtype);
+  return placed(cpu::cast_to(src, opt.dtype), opt);
 }
 }  // namespace
 

@@ -17,6 +17,8 @@ struct TensorOptions {
   Device device = Device::cpu();
   TensorOptions() = default;
   TensorOptions(DType d) : dtype(d) {}  // NOLINT: allows zeros({2}, DType::Int64)
+  TensorOptions(Device dev) : device(dev) {}  // NOLINT: allows zeros({2}, Device::cuda())
+  TensorOptions(DType d, Device dev) : dtype(d), device(dev) {}
 };
 Tensor empty(const Shape& shape, TensorOptions opt = {});
 Tensor zeros(const Shape& shape, TensorOptions opt = {});

@@ -49,6 +49,18 @@ Tensor Tensor::flatten(int64_t s, int64_t e) const { return kiln::flatten(*this,
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : dispatch1(OpId::Contiguous, {*this}); }
 Tensor Tensor::clone() const { return dispatch1(OpId::Clone, {*this}); }
 Tensor Tensor::to(DType d) const { return d == dtype() ? *this : dispatch1(OpId::Cast, {*this}, Attrs().set("dtype", d)); }
+Tensor Tensor::to(Device d) const {
+  if (d == device()) return *this;
+  if (trace_hooks())
+    fail("to: moving a tensor from {} to {} inside a traced function is not recorded; move the inputs before "
+         "tracing", device().str(), d.str());
+  if (GradMode::enabled() && requires_grad())
+    fail("to: moving a tensor that requires grad from {} to {} is not recorded by autograd; detach() it, or "
+         "create the leaf on {}", device().str(), d.str(), d.str());
+  Tensor out = Tensor::empty(sizes(), dtype(), d);
+  kiln::copy_into(out, *this);
+  return out;
+}
 Tensor Tensor::detach() const {
   const TensorImpl* i = impl();
   Tensor d = cpu::make_view(*this, i->sizes, i->strides, i->offset);
@@ -61,7 +73,7 @@ namespace {
 void write_back(const char* method, Tensor& self, const Tensor& value) {
   {
     QuietTraceReads quiet;
-    cpu::copy_into(self, value);
+    kiln::copy_into(self, value);
   }
   self.bump_version();
   if (TraceHooks* tracer = trace_hooks()) tracer->on_inplace(method, self, value);
@@ -110,7 +122,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
     write_back("copy_", *this, traced_fill_value(*this, src));
     return *this;
   }
-  cpu::copy_into(*this, src);
+  kiln::copy_into(*this, src);
   bump_version();
   return *this;
 }

@@ -13,6 +13,7 @@
 #include "core/tensor.h"
 #include "backends/interp/function.h"
 #include "backends/interp/interpreter.h"
+#include "backends/cuda/api.h"
 #include "eager/autograd/engine.h"
 #include "eager/dispatch.h"
 #include "eager/autograd/functional.h"

@@ -45,7 +45,7 @@ Tensor max_pool2d_grad(const Tensor& g, const Tensor& x, const Attrs& attrs) {
   Shape flat = lead, per = lead;
   flat.push_back(x.size(-2) * x.size(-1));
   per.push_back(-1);
-  Tensor z = zeros(flat, g.dtype());
+  Tensor z = zeros(flat, {g.dtype(), g.device()});
   return scatter_add(z, -1, idx.reshape(per), g.reshape(per)).reshape(x.sizes());
 }
 

@@ -91,12 +91,14 @@ void binary_inplace(OpId op, const Tensor& self, const Tensor& other) {
   if (category(t) > category(self.dtype()) || elementwise_out_dtype(op, t) != t)
     fail("{}_: result type {} can't be cast to the desired output type {}", name, dtype_name(t),
          dtype_name(self.dtype()));
-  // An operand sharing memory with self is read as it was before the op, as if cloned first.
-  Tensor o = partially_overlaps(self, other) ? cast_to(other, other.dtype()) : other;
-  if (t != self.dtype() || is_half(self.dtype())) {
-    Tensor r = dispatch1(op, {self, o});
-    copy_into(self, r);
+  if (t != self.dtype() || is_half(self.dtype()) || !self.device().is_cpu()) {
+    // Out of place, then written back (a device's kernels live behind dispatch); the fresh result
+    // cannot overlap self.
+    Tensor r = dispatch1(op, {self, other});
+    kiln::copy_into(self, r);
   } else {
+    // An operand sharing memory with self is read as it was before the op, as if cloned first.
+    Tensor o = partially_overlaps(self, other) ? cast_to(other, other.dtype()) : other;
     binary_into(op, t, self, cast_if(o, t), self);
   }
   self.bump_version();

@@ -50,6 +50,23 @@ void Module::zero_grad() {
   for (Tensor& p : parameters()) p.set_grad(Tensor());
 }
 
+Module& Module::to(Device device) {
+  auto move = [&](const Tensor& t) {
+    if (t.device() == device) return;
+    Tensor moved = t.detach().to(device);
+    // The handle in params_ and the layer's member share this impl, so both see the new storage.
+    TensorImpl* impl = t.impl();
+    impl->storage = moved.storage();
+    impl->sizes = moved.sizes();
+    impl->strides = moved.strides();
+    impl->offset = moved.storage_offset();
+    if (t.requires_grad()) t.set_grad(Tensor());
+  };
+  for (auto& [n, t] : named_parameters()) move(t);
+  for (auto& [n, t] : named_buffers()) move(t);
+  return *this;
+}
+
 std::map<std::string, Tensor> Module::state_dict() const {
   std::map<std::string, Tensor> out;
   for (auto& [n, t] : named_parameters()) out[n] = t.detach();

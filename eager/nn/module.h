@@ -27,6 +27,9 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
   void zero_grad();
+  // Moves every parameter and buffer to `device` in place (torch's module.to): the tensors keep their
+  // identity, requires_grad and place in optimizers; gradients are dropped.
+  Module& to(Device device);
 
   // Parameters and buffers by dotted name. Loading copies values into the existing tensors (so
   // optimizers keep their references) and checks names, shapes and dtypes.

@@ -1,0 +1,75 @@
+#include "backends/cuda/runtime.h"
+
+#include <spdlog/spdlog.h>
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "backends/cuda/driver_api.h"
+#include "core/error.h"
+
+namespace kiln::cuda {
+
+DeviceState& device_state(int index) {
+  static std::mutex mu;
+  static std::vector<std::unique_ptr<DeviceState>> states;  // never destroyed: storage may outlive main
+  const DriverApi& d = driver();
+  DeviceState* s = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (states.empty()) {
+      int n = 0;
+      KILN_CU(cuDeviceGetCount, &n);
+      states.resize(size_t(n));
+    }
+    if (index < 0 || size_t(index) >= states.size())
+      fail("cuda: device index {} is out of range, {} cuda devices are visible", index, states.size());
+    auto& slot = states[size_t(index)];
+    if (!slot) {
+      auto st = std::make_unique<DeviceState>();
+      st->index = index;
+      CUdevice dev;
+      KILN_CU(cuDeviceGet, &dev, index);
+      KILN_CU(cuDevicePrimaryCtxRetain, &st->context, dev);
+      KILN_CU(cuCtxSetCurrent, st->context);
+      KILN_CU(cuDeviceGetAttribute, &st->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+      KILN_CU(cuDeviceGetAttribute, &st->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+      KILN_CU(cuDeviceGetAttribute, &st->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
+      KILN_CU(cuStreamCreate, &st->stream, CU_STREAM_NON_BLOCKING);
+      spdlog::debug("cuda: device {} ready, sm_{}, {} multiprocessors", index, st->arch(), st->sm_count);
+      slot = std::move(st);
+    }
+    s = slot.get();
+  }
+  // Cheap, and makes the runtime under cuBLAS use the same context from any thread.
+  check(d.cuCtxSetCurrent(s->context), "cuCtxSetCurrent");
+  return *s;
+}
+
+std::string unavailable_reason() {
+  try {
+    int n = 0;
+    KILN_CU(cuDeviceGetCount, &n);
+    if (n == 0) return "cuda: no cuda device is visible";
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+bool is_available() { return unavailable_reason().empty(); }
+
+int device_count() {
+  if (!is_available()) return 0;
+  int n = 0;
+  KILN_CU(cuDeviceGetCount, &n);
+  return n;
+}
+
+void synchronize(int index) {
+  DeviceState& s = device_state(index);
+  KILN_CU(cuStreamSynchronize, s.stream);
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,133 @@
+// CUDA eager throughput and overhead (Google Benchmark): add and an 8-op elementwise chain on 2^26
+// float32 against a device-to-device copy's bandwidth, the per-op launch overhead, and matmul against
+// cuBLAS called directly. Exits with a line saying it skipped where no GPU is usable.
+#include <benchmark/benchmark.h>
+#include <cublas_v2.h>
+#include <kiln/kiln.h>
+
+#include <chrono>
+#include <iostream>
+
+#include "backends/cuda/driver_api.h"
+#include "backends/cuda/runtime.h"
+
+using namespace kiln;
+
+namespace {
+
+const Device kCuda = Device::cuda(0);
+constexpr int64_t kBig = int64_t(1) << 26;
+
+// Times the body with the device drained on both ends, so GPU work is measured rather than queued.
+template <class F>
+void timed(benchmark::State& state, F&& body) {
+  for (auto _ : state) {
+    cuda::synchronize();
+    auto t0 = std::chrono::steady_clock::now();
+    body();
+    cuda::synchronize();
+    state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+}
+
+void BM_CudaAdd(benchmark::State& state) {
+  Tensor a = rand({kBig}, kCuda), b = rand({kBig}, kCuda);
+  add(a, b);  // compile outside the timing
+  timed(state, [&] { benchmark::DoNotOptimize(add(a, b)); });
+  state.SetBytesProcessed(state.iterations() * kBig * 4 * 3);  // two reads, one write
+}
+BENCHMARK(BM_CudaAdd)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// Eight eager kernels, each reading and writing the whole tensor (what fusion will later save).
+Tensor chain(const Tensor& x) {
+  Tensor y = mul(x, 1.5f);
+  y = add(y, 0.25f);
+  y = relu(y);
+  y = exp(neg(y));
+  y = sigmoid(y);
+  y = sub(y, x);
+  return tanh(y);
+}
+
+void BM_CudaChain8(benchmark::State& state) {
+  Tensor x = rand({kBig}, kCuda);
+  chain(x);
+  timed(state, [&] { benchmark::DoNotOptimize(chain(x)); });
+  state.SetBytesProcessed(state.iterations() * kBig * 4 * (8 * 2 + 1));  // 8 ops read and write, sub reads twice
+}
+BENCHMARK(BM_CudaChain8)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// The bandwidth roof: the driver's device-to-device copy, and kiln's copy kernel (clone).
+void BM_CudaMemcpyDtoD(benchmark::State& state) {
+  Tensor a = rand({kBig}, kCuda), b = empty({kBig}, kCuda);
+  auto& dev = cuda::device_state(0);
+  timed(state, [&] {
+    KILN_CU(cuMemcpyDtoDAsync, reinterpret_cast<CUdeviceptr>(b.raw_data()), reinterpret_cast<CUdeviceptr>(a.raw_data()),
+            size_t(kBig) * 4, dev.stream);
+  });
+  state.SetBytesProcessed(state.iterations() * kBig * 4 * 2);
+}
+BENCHMARK(BM_CudaMemcpyDtoD)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+void BM_CudaClone(benchmark::State& state) {
+  Tensor a = rand({kBig}, kCuda);
+  a.clone();
+  timed(state, [&] { benchmark::DoNotOptimize(a.clone()); });
+  state.SetBytesProcessed(state.iterations() * kBig * 4 * 2);
+}
+BENCHMARK(BM_CudaClone)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// Per-op cost on the host: dispatch, allocation and launch of a one-element add, queued without waits.
+void BM_CudaLaunchOverhead(benchmark::State& state) {
+  Tensor a = ones({1}, kCuda), b = ones({1}, kCuda);
+  add(a, b);
+  cuda::synchronize();
+  for (auto _ : state) benchmark::DoNotOptimize(add(a, b));
+  cuda::synchronize();
+}
+BENCHMARK(BM_CudaLaunchOverhead)->Unit(benchmark::kMicrosecond);
+
+void BM_CudaMatmul(benchmark::State& state) {
+  int64_t n = state.range(0);
+  Tensor a = rand({n, n}, kCuda), b = rand({n, n}, kCuda);
+  matmul(a, b);
+  timed(state, [&] { benchmark::DoNotOptimize(matmul(a, b)); });
+  state.counters["TFLOP/s"] = benchmark::Counter(double(state.iterations()) * 2.0 * double(n * n * n) / 1e12,
+                                                  benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_CudaMatmul)->Arg(1024)->Arg(4096)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// The same GEMM through cuBLAS with no kiln in between: the floor kiln's matmul is held to.
+void BM_CublasDirect(benchmark::State& state) {
+  int64_t n = state.range(0);
+  Tensor a = rand({n, n}, kCuda), b = rand({n, n}, kCuda), c = empty({n, n}, kCuda);
+  auto& dev = cuda::device_state(0);
+  cublasHandle_t h;
+  cublasCreate(&h);
+  cublasSetStream(h, reinterpret_cast<cudaStream_t>(dev.stream));
+  const float one = 1.0f, zero = 0.0f;
+  int ni = int(n);
+  auto gemm = [&] {
+    cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, ni, ni, ni, &one, static_cast<const float*>(b.raw_data()), ni,
+                static_cast<const float*>(a.raw_data()), ni, &zero, static_cast<float*>(c.raw_data()), ni);
+  };
+  gemm();
+  timed(state, gemm);
+  state.counters["TFLOP/s"] = benchmark::Counter(double(state.iterations()) * 2.0 * double(n * n * n) / 1e12,
+                                                  benchmark::Counter::kIsRate);
+  cublasDestroy(h);
+}
+BENCHMARK(BM_CublasDirect)->Arg(1024)->Arg(4096)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!cuda::is_available()) {
+    std::cout << "bench_cuda: skipped: " << cuda::unavailable_reason() << "\n";
+    return 0;
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
