@@ -74,13 +74,14 @@ ElementwiseSpec unary_spec_for(OpId op, DType in) {
   return unary_spec(op, in, is_half(t) ? DType::Float32 : t, elementwise_out_dtype(op, t));
 }
 
-ElementwiseSpec binary_spec_for(OpId op, const Tensor& a, const Tensor& b) {
+// `promoted`: torch.result_type of the operands.
+ElementwiseSpec binary_spec_for(OpId op, DType a, DType b, DType promoted) {
   ResultTypeState st;
-  for (const Tensor* x : {&a, &b}) st.add(x->dtype(), x->dim() == 0, x->impl()->wrapped_number);
+  st.add(promoted, false, false);
   DType t = binary_compute_dtype(op, st);
-  if (op == OpId::Sub && (a.dtype() == DType::Bool || b.dtype() == DType::Bool))
+  if (op == OpId::Sub && (a == DType::Bool || b == DType::Bool))
     fail("sub: subtraction with a bool tensor is not supported, use logical_not to invert a mask");
-  return binary_spec(op, a.dtype(), b.dtype(), is_half(t) ? DType::Float32 : t, elementwise_out_dtype(op, t));
+  return binary_spec(op, a, b, is_half(t) ? DType::Float32 : t, elementwise_out_dtype(op, t));
 }
 
 Tensors unary(OpId op, const Tensors& in, const Attrs&) {
@@ -94,7 +95,7 @@ Tensors unary(OpId op, const Tensors& in, const Attrs&) {
 Tensors binary(OpId op, const Tensors& in, const Attrs&) {
   Device dev = device_of(in);
   Shape shape = broadcast_shapes(op_name(op), in.at(0).sizes(), in.at(1).sizes());
-  ElementwiseSpec spec = binary_spec_for(op, in[0], in[1]);
+  ElementwiseSpec spec = binary_spec_for(op, in[0].dtype(), in[1].dtype(), result_type(in[0], in[1]));
   Tensor a = on_device(in[0], dev), b = on_device(in[1], dev);
   Tensor out = Tensor::empty(shape, spec.out, dev);
   run_elementwise(spec, out, {&a, &b});
