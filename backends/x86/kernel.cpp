@@ -182,7 +182,8 @@ void perf_map(const void* code, size_t size, const std::string& name) {
 bool supported(const ir::Graph& group, std::string* why_not) {
   try {
     Program p = detail::lower(group);
-    if (p.input_dtypes.size() > 62) fail("x86: more than 62 inputs");
+    if (p.input_dtypes.size() > 62 || p.input_dtypes.size() + p.outputs.size() > 64)
+      fail("x86: more than 62 inputs or 64 inputs and outputs");
     if (best_isa() == Isa::None) fail("x86: this CPU has neither AVX2 nor AVX-512");
     detail::emit(p, best_isa(), {});  // register pressure
     return true;
@@ -197,7 +198,8 @@ Kernel::~Kernel() = default;
 std::shared_ptr<Kernel> compile(const ir::Graph& group, const std::string& name) {
   std::shared_ptr<Kernel> k(new Kernel());
   k->prog_ = std::make_unique<Program>(detail::lower(group));
-  if (k->prog_->input_dtypes.size() > 62) fail("x86: more than 62 inputs");
+  if (k->prog_->input_dtypes.size() > 62 || k->prog_->input_dtypes.size() + k->prog_->outputs.size() > 64)
+    fail("x86: more than 62 inputs or 64 inputs and outputs");
   k->isa_ = best_isa();
   k->name_ = name.empty() ? default_name(*k->prog_) : name;
   k->default_ = &k->variant(0, false);

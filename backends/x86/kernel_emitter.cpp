@@ -285,7 +285,7 @@ class KernelGen : public VecMath<Vmm> {
       } else {
         this->vpmovdb(xt, t);
         if (f64) this->vmovq(a, xt);
-        else this->vmovdqu(a, xt);
+        else this->vmovdqu32(a, xt);
       }
     } else {
       if (f64) {

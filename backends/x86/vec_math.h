@@ -20,7 +20,7 @@
 //   tanh  f32 rel <= 3e-7, f64 rel <= 2e-15 (odd polynomial / rational for |x| < 0.625, else
 //         1 - 2/(exp(2|x|)+1))
 //   sigmoid, silu: f32 rel <= 4e-7 (reciprocal by rcp + Newton), f64 rel <= 4e-16
-//   erf   f32 abs <= 2e-7 (Taylor for |x| < 0.5, Abramowitz-Stegun 7.1.26 above); f64 calls std::erf
+//   erf   f32 abs <= 3e-7 (Taylor for |x| < 0.8, Abramowitz-Stegun 7.1.26 above); f64 calls std::erf
 //   sin, cos: f32 and f64 rel <= 2e-7 / 4e-16 for |x| <= 8192 (f32) / 2^19 (f64), Cody-Waite reduction
 //         by pi/2 and Taylor polynomials; larger, infinite or NaN arguments take a per-vector call to
 //         std::sin/std::cos, so the results there are the scalar reference's exactly.
@@ -157,7 +157,10 @@ class VecMath : public Xbyak::CodeGenerator {
     if constexpr (kAvx512) f64_ ? vpxorq(d, a, b) : vpxord(d, a, b);
     else vpxor(d, a, b);
   }
-  void vzero(const Vmm& d) { vpxor(Xbyak::Xmm(d.getIdx()), Xbyak::Xmm(d.getIdx()), Xbyak::Xmm(d.getIdx())); }
+  void vzero(const Vmm& d) {
+    if constexpr (kAvx512) vpxord(d, d, d);
+    else vpxor(d, d, d);
+  }
   // mode: 0 nearest, 1 floor, 2 ceil, 3 trunc (precision exception suppressed)
   void vround(const Vmm& d, const Op& a, int mode) {
     if constexpr (kAvx512) f64_ ? vrndscalepd(d, a, uint8_t(8 | mode)) : vrndscaleps(d, a, uint8_t(8 | mode));
@@ -245,7 +248,7 @@ class VecMath : public Xbyak::CodeGenerator {
     int steps = kAvx512 ? 1 : 2;
     for (int i = 0; i < steps; ++i) {
       vld(e, C(1.0));
-      fnma213(e, s, r);  // e = 1 - s*r
+      fnma231(e, s, r);  // e = 1 - s*r
       fma231(r, r, e);   // r = r + r*e
     }
     // s = inf: rcp gives 0 and the Newton step NaN; the answer is 0.
@@ -441,14 +444,14 @@ class VecMath : public Xbyak::CodeGenerator {
     vmul(a, x, x);
     std::vector<double> c;
     double f = 1;
-    for (int k = 0; k < 9; ++k) {
+    for (int k = 0; k < 12; ++k) {
       if (k) f *= k;
       c.push_back(1.1283791670955126 * ((k & 1) ? -1 : 1) / (f * (2 * k + 1)));
     }
     poly(t, a, c);
     vmul(t, t, x);
     vand(a, x, Cb(abs_bits()));
-    vcmp(m, a, C(0.5), kLt);
+    vcmp(m, a, C(0.8), kLt);
     blend(d, m, t);
     // NaN: the large path gives NaN already
   }
