@@ -45,7 +45,7 @@ Tensor special_values(int64_t n, DType dt, uint32_t seed, double scale = 4.0) {
   std::vector<double> sp = {0.0, -0.0, inf, -inf, std::nan(""), den, -den, 1e30, -1e30, 1.0, -1.0, 0.5,
                             -0.5, 2.0, 3.0, -3.0, 100.0, -100.0, 1e-5, -1e-5, 0.625, -0.625, 20.0, -20.0, 88.0,
                             -88.0, 700.0, -700.0, 1e6, 3.14159265, -1.5707963};
-  std::vector<double> v(size_t(n));
+  std::vector<double> v(static_cast<size_t>(n));
   for (size_t i = 0; i < v.size(); ++i) v[i] = i < sp.size() ? sp[i] : u(rng);
   std::shuffle(v.begin(), v.end(), rng);
   return tensor(v, {n}, DType::Float64).to(dt);

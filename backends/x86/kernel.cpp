@@ -151,7 +151,8 @@ T combine(OpId op, T a, T b) {
 }
 
 std::string default_name(const Program& p) {
-  std::string s = "kiln_fused_" + std::to_string(p.num_ops + (p.red_val >= 0));
+  std::string s = "kiln_fused_";
+  s.append(std::to_string(p.num_ops + (p.red_val >= 0)));
   int shown = 0;
   for (const auto& v : p.vals) {
     if (v.kind != PValue::Node) continue;
@@ -159,9 +160,13 @@ std::string default_name(const Program& p) {
       s += "_etc";
       break;
     }
-    s += "_" + std::string(op_name(v.op));
+    s.push_back('_');
+    s.append(op_name(v.op));
   }
-  if (p.red_val >= 0) s += "_" + std::string(op_name(p.red_op));
+  if (p.red_val >= 0) {
+    s.push_back('_');
+    s.append(op_name(p.red_op));
+  }
   return s;
 }
 

@@ -290,13 +290,13 @@ class KernelGen : public VecMath<Vmm> {
     } else {
       if (f64) {
         this->vcvttpd2dq(xt, r);
+        this->vpackssdw(xt, xt, xt);
       } else {
         Vmm u = this->tmp();
         this->vcvttps2dq(t, r);
         this->vextracti128(Xmm(u.getIdx()), t, 1);
         this->vpackssdw(xt, xt, Xmm(u.getIdx()));
       }
-      this->vpackssdw(xt, xt, xt);
       this->vpacksswb(xt, xt, xt);
       if (!masked_) {
         if (f64) this->vmovd(a, xt);
@@ -425,9 +425,11 @@ class KernelGen : public VecMath<Vmm> {
         Vmm u = this->tmp();
         this->vadd(u, x, this->C(1.0));
         this->log_(d, u);
-        this->vsub(u, u, this->C(1.0));  // d = log(u) * x / (u - 1), or x where u == 1
-        this->vmul(d, d, x);
-        this->vdiv(d, d, u);
+        this->vsub(u, u, this->C(1.0));  // d = log(u) * (x / (u - 1)), or x where u == 1
+        this->vdiv(u, x, u);
+        this->vmul(d, d, u);
+        this->vsub(u, x, this->C(-1.0));  // u - 1 == 0 again for the blend below
+        this->vsub(u, u, this->C(1.0));
         Mask m = this->mtmp();
         this->vcmp(m, u, this->C(0.0), B::kEq);
         this->blend(d, m, x);
