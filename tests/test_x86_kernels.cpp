@@ -288,3 +288,39 @@ TEST_CASE("x86: kernel name, disassembly, code size, unsupported groups") {
   Tensor s = tensor({0.5}, {}, DType::Float32);
   check_close(k->run({s, s})[0], exp(s * s), 1e-6, 1e-7);
 }
+
+TEST_CASE("x86: more live values than registers spill to the stack") {
+  if (skip_without_avx2()) return;
+  const int n = 26;
+  std::string text = "graph(";
+  for (int i = 0; i < n; ++i) text += (i ? ", " : "") + std::string("%x") + std::to_string(i) + " : f64[5,67]";
+  text += "):\n";
+  for (int i = 0; i < n; ++i) text += "  %e" + std::to_string(i) + " : f64[5,67] = exp(%x" + std::to_string(i) + ")\n";
+  // pairwise tree: every exp is live before the first add
+  std::vector<std::string> level;
+  for (int i = 0; i < n; ++i) level.push_back("%e" + std::to_string(i));
+  int t = 0;
+  while (level.size() > 1) {
+    std::vector<std::string> next;
+    for (size_t i = 0; i + 1 < level.size(); i += 2) {
+      std::string v = "%t" + std::to_string(t++);
+      text += "  " + v + " : f64[5,67] = add(" + level[i] + ", " + level[i + 1] + ")\n";
+      next.push_back(v);
+    }
+    if (level.size() % 2) next.push_back(level.back());
+    level = next;
+  }
+  text += "  %s : f64[] = sum(" + level[0] + ")\n  return (" + level[0] + ", %s, %e3)\n";
+  Tensors in;
+  for (int i = 0; i < n; ++i) in.push_back(test::seq({5, 67}, 0.1 + 0.01 * i, 0.3 * i));
+  for (x86::Isa isa : isas_to_test()) {
+    IsaCap cap(isa);
+    CAPTURE(x86::isa_name(isa));
+    Tensor want = exp(in[0]);
+    for (int i = 1; i < n; ++i) want = want + exp(in[size_t(i)]);
+    Tensors got = run_ir(text, in);
+    check_close(got[0], want, 1e-12, 1e-12);
+    check_close(got[1], sum(want), 1e-12, 1e-12);
+    check_close(got[2], exp(in[3]), 1e-13, 1e-13);
+  }
+}

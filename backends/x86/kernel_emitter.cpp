@@ -32,7 +32,8 @@ class KernelGen : public VecMath<Vmm> {
     splat_off_ = 0;
     this->arg_off_ = splat_off_ + ni * kVecBytes;
     this->save_off_ = this->arg_off_ + 2 * kVecBytes;
-    int frame = this->save_off_ + kNumVregs * kVecBytes + 64;
+    spill_off_ = this->save_off_ + kNumVregs * kVecBytes + 64;
+    int frame = spill_off_ + int(p_.vals.size()) * kVecBytes;
     frame = (frame + 63) & ~63;
 
     // last uses (node index in vals); outputs are stored when defined
@@ -125,6 +126,9 @@ class KernelGen : public VecMath<Vmm> {
   // per body emission
   std::vector<int> reg_of_;    // value → vreg index or -1
   std::vector<int> free_vals_;
+  std::vector<char> spilled_;  // value has a valid copy in its frame slot
+  std::vector<int> pinned_;    // operands of the node being emitted: never spilled
+  int spill_off_ = 0;
   bool masked_ = false;
 
   static constexpr int kFirstScratch = kAvx512 ? 22 : 8;
@@ -144,9 +148,29 @@ class KernelGen : public VecMath<Vmm> {
     free_vals_.clear();
     for (int i = kNumValueRegs - 1; i >= 0; --i) free_vals_.push_back(i);
     reg_of_.assign(p_.vals.size(), -1);
+    spilled_.assign(p_.vals.size(), 0);
+    pinned_.clear();
   }
+  Xbyak::Address slot(int v) { return this->ptr[this->rsp + spill_off_ + v * kVecBytes]; }
+  // A free value register; when none is left, the live value used last (not an operand of the node
+  // being emitted) goes to its frame slot (stream inputs are simply reloaded from their tensor later).
   int alloc_val() {
-    if (free_vals_.empty()) fail("x86: the group needs more than {} live values", kNumValueRegs);
+    if (free_vals_.empty()) {
+      int victim = -1;
+      for (size_t v = 0; v < reg_of_.size(); ++v) {
+        if (reg_of_[v] < 0) continue;
+        if (std::find(pinned_.begin(), pinned_.end(), int(v)) != pinned_.end()) continue;
+        if (victim < 0 || last_use_[v] > last_use_[size_t(victim)]) victim = int(v);
+      }
+      if (victim < 0) fail("x86: internal: no register to spill");
+      int r = reg_of_[size_t(victim)];
+      if (p_.vals[size_t(victim)].kind != PValue::Input && !spilled_[size_t(victim)]) {
+        this->vmovups(slot(victim), Vmm(r));
+        spilled_[size_t(victim)] = 1;
+      }
+      reg_of_[size_t(victim)] = -1;
+      return r;
+    }
     int r = free_vals_.back();
     free_vals_.pop_back();
     return r;
@@ -232,6 +256,12 @@ class KernelGen : public VecMath<Vmm> {
   void ensure(int v) {
     if (in_memory(v) || reg_of_[size_t(v)] >= 0) return;
     const PValue& pv = p_.vals[size_t(v)];
+    if (spilled_[size_t(v)]) {
+      int r = alloc_val();
+      reg_of_[size_t(v)] = r;
+      this->vmovups(Vmm(r), slot(v));
+      return;
+    }
     if (pv.kind != PValue::Input) fail("x86: internal: value {} used before definition", v);
     int r = alloc_val();
     reg_of_[size_t(v)] = r;
@@ -373,10 +403,12 @@ class KernelGen : public VecMath<Vmm> {
       int v = p_.outputs[j];
       if (p_.vals[size_t(v)].kind == PValue::Node) continue;
       typename B::Scope sc(*this);
+      pinned_ = {v};
       store_output(int(j), reg(v));
     }
     if (p_.red_val >= 0) {
       typename B::Scope sc(*this);
+      pinned_ = {p_.red_val};
       accumulate(reg(p_.red_val));
     }
   }
@@ -392,7 +424,8 @@ class KernelGen : public VecMath<Vmm> {
     using namespace Xbyak;
     const PValue& pv = p_.vals[size_t(i)];
     typename B::Scope sc(*this);
-    // operands first (lazy input loads), then the destination, distinct from every operand
+    // operands first (lazy input loads, reloads), then the destination, distinct from every operand
+    pinned_ = pv.args;
     for (int a : pv.args) ensure(a);
     Vmm d(alloc_val());
     reg_of_[size_t(i)] = d.getIdx();

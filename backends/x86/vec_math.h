@@ -7,9 +7,9 @@
 // Why xbyak alone suffices: the kernels are straight-line vector code plus two loops; xbyak gives us the
 // encoder, labels and an executable buffer with no IR, no register allocator and no compile-time
 // overhead (a kernel assembles in tens of microseconds). asmjit would serve better if we wanted its
-// register allocator (the Compiler API) for groups with more live values than registers; our groups
-// are small and a linear-scan over the topological order (kernel_emitter.cpp) is enough, so asmjit is
-// not used.
+// register allocator (the Compiler API) for large groups with many live values; our groups are small,
+// and a linear scan over the topological order with spilling of the value used last to a stack slot
+// (kernel_emitter.cpp) is enough, so asmjit is not used.
 //
 // Accuracy: max error in ulp of the result type, measured by tests/test_x86_math.cpp against the std::
 // functions evaluated in double on 2M (f32) / 1M (f64) values per function and ISA (random ranges,
