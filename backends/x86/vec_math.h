@@ -15,16 +15,16 @@
 // functions evaluated in double on 2M (f32) / 1M (f64) values per function and ISA (random ranges,
 // log-uniform magnitudes up to the type's limits, +-inf, NaN, denormals); results at the edge of
 // underflow are checked to 2^24 smallest normals absolute. Special values (inf, NaN, +-0) match exactly.
-//   exp      f32 0.9 ulp, f64 1 ulp   Cody-Waite reduction by ln2, Cephes degree-7 / Taylor degree-13
-//            polynomial; AVX-512 scales with vscalef, AVX2 with two exponent multiplies, so denormal
+//   exp      f32 1.4 ulp, f64 1 ulp   Cody-Waite reduction by ln2, Cephes degree-7 / Taylor degree-13
+//            polynomial (two Horner chains, half the latency); AVX-512 scales with vscalef, AVX2 with two exponent multiplies, so denormal
 //            results and overflow to inf come out right on both
 //   log      f32 2.3 ulp, f64 2 ulp   exponent/mantissa split (denormals pre-scaled), atanh series of
 //            (m-1)/(m+1) on [sqrt(1/2), sqrt(2))
 //   log1p    f32 4.2 ulp, f64 4 ulp   log(1+x) * (x / ((1+x)-1)) (Goldberg), x where 1+x == 1
-//   tanh     f32 1.3 ulp, f64 2 ulp   odd polynomial (f32) / Cephes rational (f64) for |x| < 0.625,
+//   tanh     f32 1.5 ulp, f64 2 ulp   odd polynomial (f32) / Cephes rational (f64) for |x| < 0.625,
 //            else 1 - 2/(exp(2|x|)+1)
-//   sigmoid  f32 2.4 ulp, f64 4 ulp   (silu 2.6 / 4): f32 reciprocal by rcp + Newton, f64 division
-//   erf      f32 2.3e-7 absolute      Taylor for |x| < 0.8, Abramowitz-Stegun 7.1.26 above; f64 calls
+//   sigmoid  f32 3 ulp, f64 4 ulp     (silu 3 / 4): f32 AVX-512 reciprocal by rcp14 + Newton, else division
+//   erf      f32 2.5e-7 absolute      Taylor for |x| < 0.8, Abramowitz-Stegun 7.1.26 above; f64 calls
 //            std::erf per lane (exact)
 //   sin, cos f32 1.8 ulp, f64 2 ulp   for |x| <= 8192 (f32) / 2^19 (f64): Cody-Waite by pi/2 (fdlibm's
 //            split for f64), Taylor polynomials; a vector with any larger, infinite or NaN lane calls
@@ -213,6 +213,20 @@ class VecMath : public Xbyak::CodeGenerator {
     vld(d, C(c.back()));
     for (int i = int(c.size()) - 2; i >= 0; --i) fma213(d, x, C(c[size_t(i)]));
   }
+  // The same polynomial as two Horner chains joined by x^h (h = half the coefficients): half the
+  // dependency latency, for the long polynomials on the hot path (exp). Two scratch registers.
+  void poly_split(const Vmm& d, const Vmm& x, const std::vector<double>& c) {
+    if (c.size() < 6 || free_v_.size() < 2) return poly(d, x, c);  // short of scratch: one chain
+    Scope sc(*this);
+    Vmm hi = tmp(), xh = tmp();
+    const size_t h = c.size() >= 12 ? 8 : 4;  // x^h by squaring
+    std::vector<double> lo_c(c.begin(), c.begin() + long(h)), hi_c(c.begin() + long(h), c.end());
+    vmul(xh, x, x);
+    poly(hi, x, hi_c);
+    poly(d, x, lo_c);
+    for (size_t k = 2; k < h; k *= 2) vmul(xh, xh, xh);
+    fma231(d, hi, xh);
+  }
 
   // ---------------- frame for callouts (set by the kernel emitter) ----------------
   int save_off_ = 0;  // kNumVregs * kVecBytes bytes + 64 for k1, at rsp + save_off_
@@ -239,7 +253,7 @@ class VecMath : public Xbyak::CodeGenerator {
   // ---------------- math ----------------
   // d = 1/s for s >= 1 or +inf (f32: rcp + Newton, rel error <= 2^-22; f64: exact division). d may be s.
   void recip_pos(const Vmm& d, const Vmm& s) {
-    if (f64_) {
+    if (f64_ || !kAvx512) {  // AVX2: vdivps has less latency than rcpps + two Newton steps
       Scope sc(*this);
       Vmm t = tmp();
       vld(t, C(1.0));
@@ -284,12 +298,12 @@ class VecMath : public Xbyak::CodeGenerator {
         if (k) f *= k;
         c[size_t(k)] = 1.0 / f;
       }
-      poly(d, t, c);
+      poly_split(d, t, c);
     } else {
       fnma231(t, n, C(0.693359375));
       fnma231(t, n, C(-2.12194440e-4));
-      poly(d, t, {1.0, 1.0, 5.0000001201E-1, 1.6666665459E-1, 4.1665795894E-2, 8.3334519073E-3,
-                  1.3981999507E-3, 1.9875691500E-4});
+      poly_split(d, t, {1.0, 1.0, 5.0000001201E-1, 1.6666665459E-1, 4.1665795894E-2, 8.3334519073E-3,
+                        1.3981999507E-3, 1.9875691500E-4});
     }
     if constexpr (kAvx512) {
       f64_ ? vscalefpd(d, d, n) : vscalefps(d, d, n);
