@@ -14,6 +14,7 @@
 #include "kiln/kiln.h"
 
 void kiln_chain_reference(const float* x, float* y, int64_t n);
+void kiln_chain_reference_avx2(const float* x, float* y, int64_t n);
 
 namespace {
 
@@ -57,8 +58,10 @@ void BM_X86Compile8Op(benchmark::State& state) {
 }
 BENCHMARK(BM_X86Compile8Op)->Unit(benchmark::kMicrosecond)->Repetitions(10)->ReportAggregatesOnly(true);
 
+template <bool kAvx2>
 void BM_X86Chain16M(benchmark::State& state) {
   if (!have_isa(state)) return;
+  if (kAvx2) kiln::x86::set_isa_cap(kiln::x86::Isa::Avx2);
   kiln::set_num_threads(int(state.range(0)));
   auto g = kiln::ir::parse_ir(kChain);
   auto k = kiln::x86::compile(*g, "kiln_fused_chain");
@@ -71,23 +74,28 @@ void BM_X86Chain16M(benchmark::State& state) {
   }
   bandwidth(state, 8, kBig);
   state.SetLabel(std::string(kiln::x86::isa_name(k->isa())));
+  kiln::x86::set_isa_cap(kiln::x86::Isa::None);
 }
-BENCHMARK(BM_X86Chain16M)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_X86Chain16M<false>)->Name("BM_X86Chain16M")->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_X86Chain16M<true>)->Name("BM_X86Chain16M_avx2")->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+template <bool kAvx2>
 void BM_ChainReference16M(benchmark::State& state) {
+  auto ref = kAvx2 ? kiln_chain_reference_avx2 : kiln_chain_reference;
   int threads = int(state.range(0));
   omp_set_num_threads(threads);
   kiln::Tensor x = kiln::randn({kBig}), y = kiln::zeros({kBig});
   const float* xp = x.data_ptr<float>();
   float* yp = y.data_ptr<float>();
-  kiln_chain_reference(xp, yp, kBig);
+  ref(xp, yp, kBig);
   for (auto _ : state) {
-    kiln_chain_reference(xp, yp, kBig);
+    ref(xp, yp, kBig);
     benchmark::ClobberMemory();
   }
   bandwidth(state, 8, kBig);
 }
-BENCHMARK(BM_ChainReference16M)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ChainReference16M<false>)->Name("BM_ChainReference16M")->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ChainReference16M<true>)->Name("BM_ChainReference16M_avx2")->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_X86Copy16M(benchmark::State& state) {
   int threads = int(state.range(0));

@@ -4,7 +4,13 @@
 #include <cmath>
 #include <cstdint>
 
-void kiln_chain_reference(const float* __restrict x, float* __restrict y, int64_t n) {
+// Built twice: as kiln_chain_reference (-march=native) and, with -mno-avx512f, as
+// kiln_chain_reference_avx2 (the yardstick for the JIT's AVX2 path).
+#ifndef KILN_CHAIN_NAME
+#define KILN_CHAIN_NAME kiln_chain_reference
+#endif
+
+void KILN_CHAIN_NAME(const float* __restrict x, float* __restrict y, int64_t n) {
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     float v = x[i];
