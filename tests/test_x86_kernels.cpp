@@ -260,6 +260,14 @@ TEST_CASE("x86: large groups split across threads, non-temporal stores, the 8-op
       Tensor want = sigmoid(tanh(x * 1.5 + 0.5) * x) + exp(x) * 0.1 - x;
       check_close(got[0], want, 1e-5, 1e-6);
       check_close(got[1], sum(want.to(DType::Float64)).to(DType::Float32), 1e-4, 1e-2);
+      // a cheap (memory-bound) group over 16 MiB streams its output with non-temporal stores
+      std::string cheap =
+          "graph(%x : f32[N], %y : f32[N]):\n  %0 : f32[N] = mul(%x, %y)\n  %1 : f32[N] = add(%0, %x)\n"
+          "  %2 : bool[N] = gt(%1, %y)\n  return (%1, %2)\n";
+      Tensor y = randn({n});
+      Tensors g2 = run_ir(cheap, {x, y});
+      check_close(g2[0], x * y + x, 1e-6, 1e-6);
+      check_close(g2[1], dispatch1(OpId::Gt, {g2[0], y}), 0, 0);
     }
   }
   set_num_threads(saved);

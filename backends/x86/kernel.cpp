@@ -397,8 +397,22 @@ Tensors Kernel::run(const Tensors& in_given) const {
   std::vector<char*> base(nops);
   for (size_t k = 0; k < ni; ++k) base[k] = static_cast<char*>(in[k].raw_data());
   for (size_t j = 0; j < ew.size(); ++j) base[ni + j] = static_cast<char*>(ew[j].raw_data());
+  // Non-temporal stores skip the read-for-ownership of the output lines, which pays off only when the
+  // group is memory-bound: measured here, they slow the transcendental 8-op chain down (AVX2 by ~1.4x),
+  // so only groups of cheap ops stream.
+  bool cheap = true;
+  for (const auto& v : p.vals)
+    if (v.kind == PValue::Node)
+      switch (v.op) {
+        case OpId::Exp: case OpId::Log: case OpId::Log1p: case OpId::Sin: case OpId::Cos: case OpId::Tanh:
+        case OpId::Sigmoid: case OpId::Gelu: case OpId::GeluTanh: case OpId::Silu: case OpId::Erf:
+        case OpId::Pow: case OpId::Div: case OpId::Sqrt: case OpId::Rsqrt: case OpId::Reciprocal:
+          cheap = false;
+          break;
+        default: break;
+      }
   bool nt = false;
-  if (!ew.empty() && L.nd == 1 && !(has_red && !red_all)) {
+  if (cheap && !ew.empty() && L.nd == 1 && !(has_red && !red_all)) {
     int64_t bytes = 0;
     nt = true;
     for (size_t j = 0; j < ew.size(); ++j) {
