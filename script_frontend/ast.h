@@ -4,6 +4,7 @@
 // over the kind (no default: a new kind does not compile until every switch handles it).
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,8 @@ struct FunctionDef {
 
 struct Module {
   std::vector<std::unique_ptr<FunctionDef>> functions;
+  // What the imports bound: "torch" for `import torch`, "Tensor", "List", ... for from-imports.
+  std::set<std::string> imported;
 };
 
 }  // namespace kiln::script

@@ -483,8 +483,10 @@ Value* Lowerer::call(const Expr& e) {
   const Expr& fn = *e.args[0];
   if (fn.kind == ExprKind::Attribute) {
     const Expr& base = *fn.args[0];
-    if (base.kind == ExprKind::Name && base.name == "torch" && !frame().env.count("torch"))
+    if (base.kind == ExprKind::Name && base.name == "torch" && !frame().env.count("torch")) {
+      if (!m_.imported.count("torch")) fail(base.loc, "name 'torch' is not defined (add `import torch`)");
       return call_builtin(*this, "torch." + fn.name, e, nullptr);
+    }
     if (base.kind == ExprKind::Attribute && base.args[0]->kind == ExprKind::Name && base.args[0]->name == "torch")
       fail(fn.loc, fmt::format("torch.{}.{} is not supported in kiln script; only torch.<function> calls are",
                                base.name, fn.name));

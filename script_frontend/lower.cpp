@@ -141,11 +141,11 @@ std::shared_ptr<ir::Graph> Lowerer::lower_function(const FunctionDef& f) {
   inlining_ = {&f};
   loc_ = f.loc;
   if (!f.has_returns) fail(f.loc, fmt::format("function '{}' needs a return type annotation (-> Tensor, ...)", f.name));
-  Frame fr{&f, type_from_annotation(src_, f.returns)};
+  Frame fr{&f, type_from_annotation(src_, f.returns, m_.imported)};
   std::set<std::string> seen;
   for (const Param& p : f.params) {
     if (!seen.insert(p.name).second) fail(p.loc, fmt::format("duplicate parameter '{}'", p.name));
-    Type t = type_from_annotation(src_, p.type);
+    Type t = type_from_annotation(src_, p.type, m_.imported);
     if (p.default_value && p.default_value->kind != ExprKind::None)
       fail(p.default_value->loc, "only None is supported as a parameter default in kiln script");
     if (p.default_value && t.kind != TypeKind::Optional)
@@ -182,6 +182,8 @@ std::shared_ptr<ir::Graph> Lowerer::lower_function(const FunctionDef& f) {
 }
 
 Value* Lowerer::inline_call(const FunctionDef& f, const Expr& call) {
+  // Inlining can multiply code (f calls g twice, g calls h twice, ...): bound the graph it builds.
+  if (g_->num_nodes() > 200000) fail(call.loc, "the program is too large after inlining its calls");
   for (const FunctionDef* d : inlining_)
     if (d == &f) {
       std::string chain;
@@ -211,10 +213,10 @@ Value* Lowerer::inline_call(const FunctionDef& f, const Expr& call) {
     bound[i] = expr(*k.value);
     locs[i] = k.loc;
   }
-  Frame fr{&f, type_from_annotation(src_, f.returns)};
+  Frame fr{&f, type_from_annotation(src_, f.returns, m_.imported)};
   for (size_t i = 0; i < f.params.size(); ++i) {
     const Param& p = f.params[i];
-    Type t = type_from_annotation(src_, p.type);
+    Type t = type_from_annotation(src_, p.type, m_.imported);
     if (!bound[i]) {
       if (!p.default_value) fail(call.loc, fmt::format("{}() is missing argument '{}'", f.name, p.name));
       bound[i] = g_->insert_none();
@@ -365,7 +367,7 @@ void Lowerer::stmt(const Stmt& s) {
       return assign(*s.targets[0], binary(s.op, cur, rhs, s.loc), s.loc);
     }
     case StmtKind::AnnAssign: {
-      Type t = type_from_annotation(src_, s.annotation);
+      Type t = type_from_annotation(src_, s.annotation, m_.imported);
       Value* v = nullptr;
       if (s.value->kind == ExprKind::List && s.value->args.empty() && t.kind == TypeKind::List)
         v = prim(Prim::ListConstruct, {}, t);
@@ -582,17 +584,7 @@ void Lowerer::loop(Value* trip, Value* cond, const std::vector<StmtPtr>& body, c
   for (const std::string& k : assigned)
     if (F.env.count(k)) carried.push_back(k);
   LoopCtx ctx;
-  // break / continue anywhere in this loop's body (not in nested loops)
-  std::function<unsigned(const std::vector<StmtPtr>&)> bc = [&](const std::vector<StmtPtr>& b) {
-    unsigned f = 0;
-    for (const auto& st : b) {
-      if (st->kind == StmtKind::Break) f |= kBrk;
-      if (st->kind == StmtKind::Continue) f |= kCont;
-      if (st->kind == StmtKind::If) f |= bc(st->body) | bc(st->orelse);
-    }
-    return f;
-  };
-  unsigned flags = bc(body);
+  unsigned flags = exits(body) & (kBrk | kCont);
   ++loop_depth_;
   if (flags & kBrk) {
     ctx.brk = fmt::format("$broke{}", loop_depth_);
@@ -753,6 +745,8 @@ void Lowerer::for_stmt(const Stmt& s) {
   if (t.kind == TypeKind::Tuple) {
     // Unrolled: a tuple's elements may differ in type. Break, continue and return work through the
     // same flags, guarding the iterations after one that may exit.
+    if (t.elems.size() > 256 && (exits(s.body) & (kRet | kBrk)))
+      fail(it.loc, "a for over a tuple of more than 256 elements cannot break or return (it is unrolled)");
     std::vector<Value*> elems;
     bool direct = seq->node()->prim() == Prim::TupleConstruct;
     for (size_t i = 0; i < t.elems.size(); ++i) {
@@ -768,30 +762,32 @@ void Lowerer::for_stmt(const Stmt& s) {
     }
     LoopCtx ctx;
     ++loop_depth_;
-    ctx.brk = fmt::format("$broke{}", loop_depth_);
-    ctx.cont = fmt::format("$continued{}", loop_depth_);
-    frame().env[ctx.brk] = constant(false);
+    unsigned flags = exits(s.body);
+    if (flags & kBrk) {
+      ctx.brk = fmt::format("$broke{}", loop_depth_);
+      frame().env[ctx.brk] = constant(false);
+    }
+    if (flags & kCont) ctx.cont = fmt::format("$continued{}", loop_depth_);
     loops_.push_back(ctx);
-    std::function<void(size_t)> unroll = [&](size_t k) {
-      if (k == elems.size()) return;
-      frame().env[loops_.back().cont] = constant(false);
-      assign(target, elems[k], target.loc);
-      block(s.body);
-      if (k + 1 == elems.size()) return;
-      loc_ = s.loc;
-      Value* exited = exit_condition(kRet | kBrk);
-      if (!exited || (exited->node()->prim() == Prim::Constant)) {
-        if (exited && exited->node()->attrs().b("value")) return;
-        unroll(k + 1);
+    bool may_exit = exits(s.body) & (kRet | kBrk);
+    std::function<void(size_t)> unroll = [&](size_t from) {
+      for (size_t k = from; k < elems.size(); ++k) {
+        if (!loops_.back().cont.empty()) frame().env[loops_.back().cont] = constant(false);
+        assign(target, elems[k], target.loc);
+        block(s.body);
+        if (k + 1 == elems.size() || !may_exit) continue;
+        // The iterations after one that may break or return run only when it did not.
+        loc_ = s.loc;
+        Value* exited = exit_condition(kRet | kBrk);
+        branch(exited, [] {}, [&] { unroll(k + 1); }, true, false, s.loc);
         return;
       }
-      branch(exited, [] {}, [&] { unroll(k + 1); }, true, false, s.loc);
     };
     unroll(0);
     loops_.pop_back();
     --loop_depth_;
-    frame().env.erase(ctx.brk);
-    frame().env.erase(ctx.cont);
+    if (!ctx.brk.empty()) frame().env.erase(ctx.brk);
+    if (!ctx.cont.empty()) frame().env.erase(ctx.cont);
     return;
   }
   fail(it.loc, fmt::format("cannot iterate over {}; kiln script loops over range(), tuples, lists and tensors",
@@ -807,8 +803,14 @@ void Lowerer::return_stmt(const Stmt& s) {
   } else {
     v = g_->insert_none();
   }
-  v = coerce(v, F.ret_type, s.value ? s.value->loc : s.loc,
-             fmt::format("function '{}' (declared -> {}) returns a value that", F.def->name, F.ret_type.str()));
+  SourceLoc at = s.value ? s.value->loc : s.loc;
+  bool fits = same_type(v->type(), F.ret_type) || (F.ret_type.kind == TypeKind::Float && is_number(v->type())) ||
+              (F.ret_type.kind == TypeKind::Optional &&
+               (v->type().kind == TypeKind::None || same_type(v->type(), F.ret_type.elems[0])));
+  if (!fits)
+    fail(at, fmt::format("function '{}' is declared to return {} but returns {}", F.def->name, F.ret_type.str(),
+                         v->type().str()));
+  v = coerce(v, F.ret_type, at, "return");
   if (!frame().flag_returns) {
     frame().final_return = v;
     return;

@@ -137,7 +137,7 @@ class Lowerer {
 };
 
 // Type helpers (types.cpp)
-Type type_from_annotation(const Source& src, const TypeExpr& t);
+Type type_from_annotation(const Source& src, const TypeExpr& t, const std::set<std::string>& imported);
 bool is_number(const Type& t);  // int, float, bool
 bool same_type(const Type& a, const Type& b);  // tensors of any dtype/shape count as one type
 // Edit-distance suggestion: "; did you mean X?" or "".

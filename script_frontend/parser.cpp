@@ -11,6 +11,7 @@ namespace {
 // Deep enough for any real program, shallow enough that the recursive descent cannot exhaust the
 // stack on hostile input (the fuzzer feeds it thousands of '(').
 constexpr int kMaxDepth = 100;
+constexpr int kMaxChain = 500;
 
 // Python keywords kiln script does not accept as statements or expressions, with the name used in
 // the error (`lambda is not supported in kiln script`).
@@ -45,9 +46,9 @@ class Parser {
     while (!at(Tok::End)) {
       if (accept(Tok::Newline)) continue;
       if (at_name("import")) {
-        import_stmt();
+        import_stmt(m);
       } else if (at_name("from")) {
-        from_import();
+        from_import(m);
       } else if (at_name("def")) {
         m.functions.push_back(function());
       } else if (at(Tok::String)) {
@@ -131,15 +132,16 @@ class Parser {
   };
 
   // ---- imports ----
-  void import_stmt() {
+  void import_stmt(Module& m) {
     SourceLoc at_loc = cur().loc;
     next();
     std::string mod = dotted_name();
     if (mod != "torch") src_.fail(at_loc, fmt::format("import of '{}' is not supported in kiln script (only torch and typing)", mod));
     if (accept_name("as")) src_.fail(at_loc, "import ... as is not supported in kiln script");
+    m.imported.insert("torch");
     end_of_statement();
   }
-  void from_import() {
+  void from_import(Module& m) {
     SourceLoc at_loc = cur().loc;
     next();
     std::string mod = dotted_name();
@@ -152,6 +154,7 @@ class Parser {
       bool ok = (mod == "torch" && name == "Tensor") ||
                 (mod == "typing" && (name == "List" || name == "Tuple" || name == "Optional"));
       if (!ok) src_.fail(nloc, fmt::format("from {} import {} is not supported in kiln script", mod, name));
+      m.imported.insert(name);
       if (at_name("as")) fail_here("import ... as is not supported in kiln script");
     } while (accept_op(","));
     if (paren) expect_op(")", "to close the import list");
@@ -506,13 +509,14 @@ class Parser {
 
   ExprPtr binary_level(std::initializer_list<std::string_view> ops, ExprPtr (Parser::*sub)()) {
     ExprPtr e = (this->*sub)();
-    for (;;) {
+    for (int chain = 0;; ++chain) {
+      // Chains nest to the left; bounding them bounds the recursion of every later pass.
+      if (chain > kMaxChain) fail_here("expression too long (split it into several statements)");
       bool found = false;
       for (auto o : ops)
         if (at_op(o)) {
-          SourceLoc loc = cur().loc;
           next();
-          auto b = expr(ExprKind::Binary, loc);
+          auto b = expr(ExprKind::Binary, e->loc);  // errors point at the whole expression's start
           b->op = std::string(o);
           b->args.push_back(std::move(e));
           b->args.push_back((this->*sub)());
@@ -544,7 +548,7 @@ class Parser {
   ExprPtr power() {
     ExprPtr e = primary();
     if (at_op("**")) {
-      auto b = expr(ExprKind::Binary, cur().loc);
+      auto b = expr(ExprKind::Binary, e->loc);
       next();
       b->op = "**";
       b->args.push_back(std::move(e));
@@ -556,7 +560,8 @@ class Parser {
 
   ExprPtr primary() {
     ExprPtr e = atom();
-    for (;;) {
+    for (int chain = 0;; ++chain) {
+      if (chain > kMaxChain) fail_here("expression too long (split it into several statements)");
       if (at_op(".")) {
         next();
         auto a = expr(ExprKind::Attribute, cur().loc);
@@ -564,7 +569,7 @@ class Parser {
         a->args.push_back(std::move(e));
         e = std::move(a);
       } else if (at_op("(")) {
-        auto c = expr(ExprKind::Call, cur().loc);
+        auto c = expr(ExprKind::Call, e->loc);
         next();
         c->args.push_back(std::move(e));
         call_args(*c);

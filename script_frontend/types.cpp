@@ -8,7 +8,16 @@
 
 namespace kiln::script {
 
-Type type_from_annotation(const Source& src, const TypeExpr& t) {
+Type type_from_annotation(const Source& src, const TypeExpr& t, const std::set<std::string>& imported) {
+  // Python evaluates annotations: each name must have been imported, as the file must run under it.
+  auto need = [&](const char* name, const char* how) {
+    if (!imported.count(name)) src.fail(t.loc, fmt::format("name '{}' is not defined (add `{}`)", name, how));
+  };
+  if (t.name == "Tensor") need("Tensor", "from torch import Tensor");
+  if (t.name.rfind("torch.", 0) == 0) need("torch", "import torch");
+  if (t.name == "List" || t.name == "Tuple" || t.name == "Optional")
+    need(t.name.c_str(), t.name == "List" ? "from typing import List" : t.name == "Tuple" ? "from typing import Tuple"
+                                                                                          : "from typing import Optional");
   auto args = [&](size_t n) {
     if (n != size_t(-1) && t.args.size() != n)
       src.fail(t.loc, fmt::format("{}[...] takes {} type argument{}, got {}", t.name, n, n == 1 ? "" : "s", t.args.size()));
@@ -26,19 +35,19 @@ Type type_from_annotation(const Source& src, const TypeExpr& t) {
   if (n == "Tuple" || n == "tuple" || n == "typing.Tuple") {
     if (t.args.empty()) src.fail(t.loc, "Tuple needs its element types, e.g. Tuple[Tensor, int]");
     std::vector<Type> es;
-    for (const TypeExpr& a : t.args) es.push_back(type_from_annotation(src, a));
+    for (const TypeExpr& a : t.args) es.push_back(type_from_annotation(src, a, imported));
     return Type::tuple(std::move(es));
   }
   if (n == "List" || n == "list" || n == "typing.List") {
     args(1);
-    Type e = type_from_annotation(src, t.args[0]);
+    Type e = type_from_annotation(src, t.args[0], imported);
     if (!e.is_tensor() && !is_number(e))
       src.fail(t.args[0].loc, fmt::format("List[{}] is not supported; lists hold Tensor, int, float or bool", e.str()));
     return Type::list(e);
   }
   if (n == "Optional" || n == "typing.Optional") {
     args(1);
-    Type e = type_from_annotation(src, t.args[0]);
+    Type e = type_from_annotation(src, t.args[0], imported);
     if (e.kind == TypeKind::Optional || e.kind == TypeKind::None)
       src.fail(t.args[0].loc, fmt::format("Optional[{}] is not supported", e.str()));
     return Type::optional(e);
