@@ -97,7 +97,7 @@ Value* Lowerer::placeholder(const Type& t) {
     }
     case TypeKind::List: v = prim(Prim::ListConstruct, {}, t); break;
   }
-  v->set_type(t);
+  if (!t.is_tensor()) v->set_type(t);  // a tensor constant keeps its exact type, as the verifier wants
   v->node()->line = loc_.line;
   return v;
 }
@@ -795,7 +795,6 @@ void Lowerer::for_stmt(const Stmt& s) {
 }
 
 void Lowerer::return_stmt(const Stmt& s) {
-  Frame& F = frame();
   Value* v = nullptr;
   if (s.value) {
     v = expr(*s.value);
@@ -803,6 +802,7 @@ void Lowerer::return_stmt(const Stmt& s) {
   } else {
     v = g_->insert_none();
   }
+  Frame& F = frame();
   SourceLoc at = s.value ? s.value->loc : s.loc;
   bool fits = same_type(v->type(), F.ret_type) || (F.ret_type.kind == TypeKind::Float && is_number(v->type())) ||
               (F.ret_type.kind == TypeKind::Optional &&

@@ -1,6 +1,7 @@
 #pragma once
 // The lowering state shared by the statement/expression lowering (lower.cpp) and the table of torch
 // functions and tensor methods (builtins.cpp). Internal to script_frontend.
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -126,7 +127,7 @@ class Lowerer {
   const Source& src_;
   const Module& m_;
   std::shared_ptr<ir::Graph> g_;
-  std::vector<Frame> frames_;
+  std::deque<Frame> frames_;  // a deque: inlining pushes frames while outer ones are referenced
   std::vector<LoopCtx> loops_;
   std::vector<const FunctionDef*> inlining_;
   int loop_depth_ = 0;

@@ -163,7 +163,10 @@ class Parser {
   }
   std::string dotted_name() {
     std::string n = expect_name("after import");
-    while (accept_op(".")) n += "." + expect_name("after '.'");
+    while (accept_op(".")) {
+      n += '.';
+      n += expect_name("after '.'");
+    }
     return n;
   }
 
@@ -178,7 +181,10 @@ class Parser {
       return t;
     }
     t.name = expect_name("as a type");
-    while (accept_op(".")) t.name += "." + expect_name("in the type name");
+    while (accept_op(".")) {
+      t.name += '.';
+      t.name += expect_name("in the type name");
+    }
     if (accept_op("[")) {
       if (at_op("(")) fail_here("expected a type, found '('");
       do {
