@@ -428,7 +428,7 @@ Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, 
       L.fail(k.loc, fmt::format("{}() got an unexpected keyword argument '{}'{}", shown, k.name, did_you_mean(k.name, ps)));
     }
     if (args[i].present()) L.fail(k.loc, fmt::format("{}() got multiple values for argument '{}'", shown, k.name));
-    args[i] = Arg{k.value.get(), nullptr, k.loc};
+    args[i] = Arg{k.value.get(), nullptr, k.value->loc};
   }
   for (size_t i = 0; i < b->required; ++i)
     if (!args[i].present())

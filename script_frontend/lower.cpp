@@ -602,7 +602,7 @@ void Lowerer::loop(Value* trip, Value* cond, const std::vector<StmtPtr>& body, c
   n->add_input(trip);
   n->add_input(cond);
   Block* b = n->add_block();
-  Value* iter = b->add_input(Type::scalar(TypeKind::Int), "i");
+  Value* iter = b->add_input(Type::scalar(TypeKind::Int), "iter");
   std::map<std::string, Value*> before = F.env;
   std::vector<Type> types;
   for (const std::string& k : carried) {
