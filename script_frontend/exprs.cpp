@@ -1,6 +1,8 @@
 // Expression lowering: names, literals, operators with Python's semantics, indexing and calls.
 #include <fmt/format.h>
 
+#include <climits>
+
 #include "script_frontend/lowerer.h"
 
 namespace kiln::script {
@@ -33,6 +35,47 @@ const char* verb(const std::string& op) {
   return nullptr;
 }
 }  // namespace
+
+// int op int on two constants folds to a constant (Python's floor semantics), so `2 ** 3` and
+// `n - 1` with n bound to a literal stay usable where a constant is required. Overflow is left to
+// run time.
+Value* Lowerer::fold_ints(Prim p, Value* a, Value* b) {
+  const AttrValue* x = const_attr(a);
+  const AttrValue* y = const_attr(b);
+  if (!x || !y || !std::holds_alternative<int64_t>(*x) || !std::holds_alternative<int64_t>(*y)) return nullptr;
+  int64_t u = std::get<int64_t>(*x), v = std::get<int64_t>(*y), r = 0;
+  switch (p) {
+    case Prim::NumAdd:
+      if (__builtin_add_overflow(u, v, &r)) return nullptr;
+      break;
+    case Prim::NumSub:
+      if (__builtin_sub_overflow(u, v, &r)) return nullptr;
+      break;
+    case Prim::NumMul:
+      if (__builtin_mul_overflow(u, v, &r)) return nullptr;
+      break;
+    case Prim::NumFloorDiv:
+    case Prim::NumMod: {
+      if (v == 0 || (u == INT64_MIN && v == -1)) return nullptr;
+      int64_t q = u / v, m = u % v;
+      if (m != 0 && ((m < 0) != (v < 0))) {
+        --q;
+        m += v;
+      }
+      r = p == Prim::NumFloorDiv ? q : m;
+      break;
+    }
+    case Prim::NumPow: {
+      if (v < 0 || v > 64) return nullptr;
+      r = 1;
+      for (int64_t i = 0; i < v; ++i)
+        if (__builtin_mul_overflow(r, u, &r)) return nullptr;
+      break;
+    }
+    default: return nullptr;
+  }
+  return constant(r);
+}
 
 // ---------------------------------------------------------------- constants
 
@@ -243,6 +286,7 @@ Value* Lowerer::binary(const std::string& op, Value* a, Value* b, SourceLoc loc)
     else if (op == "%") p = Prim::NumMod;
     else if (op == "**") p = Prim::NumPow;
     else return bad();
+    if (Value* folded = fold_ints(p, a, b)) return folded;
     bool any_float = ta.kind == TypeKind::Float || tb.kind == TypeKind::Float;
     Type out = (p == Prim::NumDiv || any_float) ? kFloat : kInt;
     if (p == Prim::NumPow && !any_float) {

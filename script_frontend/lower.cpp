@@ -170,6 +170,7 @@ std::shared_ptr<ir::Graph> Lowerer::lower_function(const FunctionDef& f) {
       F.env[kReturned] = constant(false);
       F.env[kReturned]->set_name("returned");
       F.env[kRetValue] = placeholder(F.ret_type);
+      F.env[kRetValue]->set_name("ret_value");
     }
     block(body);
     Frame& F2 = frame();

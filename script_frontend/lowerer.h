@@ -121,6 +121,7 @@ class Lowerer {
   Value* attribute(const Expr& e);
   Value* inline_call(const FunctionDef& f, const Expr& call);
   Value* placeholder(const Type& t);
+  Value* fold_ints(ir::Prim p, Value* a, Value* b);
   Value* coerce(Value* v, const Type& want, SourceLoc loc, std::string_view what);
   std::optional<Value*> refine_none(const Expr& test, bool then_branch);
 

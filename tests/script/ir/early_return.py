@@ -12,7 +12,7 @@ def f(x: Tensor, n: int) -> Tensor:
     return -x
 # CHECK-LABEL: graph(%x : Tensor, %n : int):
 # CHECK: %returned : bool = prim::Constant[value=false]()
-# CHECK: %ret_value : Tensor = prim::Constant
+# CHECK: %ret_value : f32[] = prim::Constant
 # CHECK: prim::Loop(%trip, %{{.*}}, %x, %returned, %ret_value)
 # CHECK: block0(%iter : int, %x.{{.*}} : Tensor, %returned.{{.*}} : bool, %ret_value.{{.*}} : Tensor):
 # CHECK: prim::If

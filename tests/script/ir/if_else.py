@@ -10,4 +10,12 @@ def f(x: Tensor, n: int) -> Tensor:
         y = -x
     return y
 # CHECK-LABEL: graph(%x : Tensor, %n : int):
-# CHECK: prim::If
+# CHECK: %[[C:.*]] : bool = prim::gt(%n,
+# CHECK-NEXT: %y : Tensor = prim::If(%[[C]])
+# CHECK-NEXT: block0():
+# CHECK-NEXT: %[[A:.*]] : Tensor = relu(%x)
+# CHECK-NEXT: -> (%[[A]])
+# CHECK-NEXT: block1():
+# CHECK-NEXT: %[[B:.*]] : Tensor = neg(%x)
+# CHECK-NEXT: -> (%[[B]])
+# CHECK-NEXT: return (%y)

@@ -12,14 +12,14 @@ def f(x: Tensor) -> int:
         n += 1
     return n
 # CHECK-LABEL: graph(%x : Tensor):
-# CHECK: %[[SUM:.*]] : Tensor = sum(%x)
+# CHECK: %[[SUM:.*]] : Tensor = sum[{{.*}}](%x)
 # CHECK: %[[C0:.*]] : bool = prim::bool(
 # CHECK: %[[BIG:.*]] : int = prim::Constant[value=9223372036854775807]()
-# CHECK: %x.1 : Tensor, %n.1 : int = prim::Loop(%[[BIG]], %[[C0]], %x, %n)
-# CHECK-NEXT: block0(%iter : int, %x.2 : Tensor, %n.2 : int):
+# CHECK: %n.1 : int, %x.1 : Tensor = prim::Loop(%[[BIG]], %[[C0]], %n, %x)
+# CHECK-NEXT: block0(%iter : int, %n.2 : int, %x.2 : Tensor):
 # CHECK: div(%x.2,
 # CHECK: prim::add(%n.2,
-# CHECK: sum(%x.3)
+# CHECK: sum[{{.*}}](%x.3)
 # CHECK: %[[NEXT:.*]] : bool = prim::bool(
-# CHECK-NEXT: -> (%[[NEXT]], %x.3, %n.3)
+# CHECK-NEXT: -> (%[[NEXT]], %n.3, %x.3)
 # CHECK: return (%n.1)
