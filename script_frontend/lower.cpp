@@ -609,8 +609,8 @@ void Lowerer::loop(Value* trip, Value* cond, const std::vector<StmtPtr>& body, c
   for (const std::string& k : carried) {
     Value* init = F.env.at(k);
     n->add_input(init);
-    types.push_back(init->type());
-    F.env[k] = b->add_input(init->type(), ir_name(k));
+    types.push_back(init->type().is_tensor() ? Type::tensor() : init->type());
+    F.env[k] = b->add_input(types.back(), ir_name(k));
   }
   std::set<std::string> partial_before = F.partial;
   loops_.push_back(ctx);
