@@ -6,13 +6,14 @@ set -eu
 fuzzer=$1 seeds=$2 seconds=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-exec_status=0
+status=0
 "$fuzzer" "$work" "$seeds" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=4096 \
-  -artifact_prefix="$work/" -print_final_stats=1 2>&1 | tail -n 30 || exec_status=$?
+  -artifact_prefix="$work/" -print_final_stats=1 >"$work/log" 2>&1 || status=$?
+tail -n 40 "$work/log"
 # A crash leaves crash-*/leak-*/timeout-* artifacts; show one and fail.
 for a in "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-*; do
   [ -e "$a" ] || continue
   echo "fuzz artifact: $a"; od -c "$a" | head -n 20
   exit 1
 done
-exit "$exec_status"
+exit "$status"
