@@ -165,3 +165,28 @@ TEST_CASE("script: module lookups name what exists") {
   CHECK(m.has_function("forward"));
   check_error([&] { m.function("froward"); }, "did you mean forward?");
 }
+
+TEST_CASE("script: List and Tuple parameters, len, indexing and loops over them") {
+  const char* src = R"(
+import torch
+from torch import Tensor
+from typing import List, Tuple
+
+def total(xs: List[int], pair: Tuple[int, float]) -> float:
+    s = 0
+    for x in xs:
+        s += x
+    return s * pair[1] + pair[0] + len(xs) + xs[-1]
+
+def stack_rows(ts: List[Tensor]) -> Tensor:
+    acc = ts[0]
+    for i in range(1, len(ts)):
+        acc = acc + ts[i]
+    return acc
+)";
+  ScriptModule m = script_source(src, "t.py");
+  IValue r = m.function("total").call({IValue::list({int64_t(1), int64_t(2), int64_t(3)}), IValue::tuple({int64_t(10), 0.5})})[0];
+  CHECK(r.to_double() == doctest::Approx(6 * 0.5 + 10 + 3 + 3));
+  IValue t = m.function("stack_rows").call({IValue::list({tensor({1.0}), tensor({2.0}), tensor({4.0})})})[0];
+  check_close(t.to_tensor(), tensor({7.0}));
+}

@@ -53,6 +53,8 @@ Options parse_options(int argc, char** argv) {
   }
   if (positional.empty()) kiln::fail("kiln: missing command\n{}", kUsage);
   o.command = positional[0];
+  if (o.command != "run" && o.command != "ir" && o.command != "dot" && o.command != "check")
+    kiln::fail("kiln: unknown command '{}'\n{}", o.command, kUsage);
   if (positional.size() < 2) kiln::fail("kiln {}: missing FILE.py\n{}", o.command, kUsage);
   o.file = positional[1];
   if (positional.size() >= 3) o.function = positional[2];
