@@ -508,7 +508,10 @@ void Lowerer::branch(Value* cond, const std::function<void()>& then_fn, const st
     }
     if (!same_type(v[0]->type(), v[1]->type())) {
       // A refined optional against its original: the merged value stays optional.
-      if (k[0] == '$') fail(loc, "internal: exit flags of different types");
+      if (k == kRetValue)
+        fail(loc, fmt::format("the returns of this function give {} and {}; kiln script cannot merge them into one "
+                              "value yet (return the same type on every path)",
+                              v[0]->type().str(), v[1]->type().str()));
       fail(loc, fmt::format("variable '{}' is {} in the if branch and {} in the else branch", k, v[0]->type().str(),
                             v[1]->type().str()));
     }

@@ -43,3 +43,10 @@ def checked(x: Tensor, n: int) -> Tensor:
 # CASE: maybe_bias randn(2,3) randn(3)
 # CASE: maybe_bias randn(2,3) None
 # CASE: checked randn(2,3) 2
+
+
+def with_default(x: Tensor) -> Tensor:
+    return maybe_bias(x) + maybe_bias(x, x * 2)
+
+
+# CASE: with_default randn(3)
