@@ -39,24 +39,22 @@ const char* verb(const std::string& op) {
 // int op int on two constants folds to a constant (Python's floor semantics), so `2 ** 3` and
 // `n - 1` with n bound to a literal stay usable where a constant is required. Overflow is left to
 // run time.
-Value* Lowerer::fold_ints(Prim p, Value* a, Value* b) {
-  const AttrValue* x = const_attr(a);
-  const AttrValue* y = const_attr(b);
-  if (!x || !y || !std::holds_alternative<int64_t>(*x) || !std::holds_alternative<int64_t>(*y)) return nullptr;
-  int64_t u = std::get<int64_t>(*x), v = std::get<int64_t>(*y), r = 0;
+namespace {
+bool fold(Prim p, int64_t u, int64_t v, int64_t* out) {
+  int64_t r = 0;
   switch (p) {
     case Prim::NumAdd:
-      if (__builtin_add_overflow(u, v, &r)) return nullptr;
+      if (__builtin_add_overflow(u, v, &r)) return false;
       break;
     case Prim::NumSub:
-      if (__builtin_sub_overflow(u, v, &r)) return nullptr;
+      if (__builtin_sub_overflow(u, v, &r)) return false;
       break;
     case Prim::NumMul:
-      if (__builtin_mul_overflow(u, v, &r)) return nullptr;
+      if (__builtin_mul_overflow(u, v, &r)) return false;
       break;
     case Prim::NumFloorDiv:
     case Prim::NumMod: {
-      if (v == 0 || (u == INT64_MIN && v == -1)) return nullptr;
+      if (v == 0 || (u == INT64_MIN && v == -1)) return false;
       int64_t q = u / v, m = u % v;
       if (m != 0 && ((m < 0) != (v < 0))) {
         --q;
@@ -66,32 +64,73 @@ Value* Lowerer::fold_ints(Prim p, Value* a, Value* b) {
       break;
     }
     case Prim::NumPow: {
-      if (v < 0 || v > 64) return nullptr;
+      if (v < 0 || v > 64) return false;
       r = 1;
       for (int64_t i = 0; i < v; ++i)
-        if (__builtin_mul_overflow(r, u, &r)) return nullptr;
+        if (__builtin_mul_overflow(r, u, &r)) return false;
       break;
     }
-    default: return nullptr;
+    default: return false;
   }
+  *out = r;
+  return true;
+}
+
+Prim number_prim(const std::string& op) {
+  if (op == "+") return Prim::NumAdd;
+  if (op == "-") return Prim::NumSub;
+  if (op == "*") return Prim::NumMul;
+  if (op == "//") return Prim::NumFloorDiv;
+  if (op == "%") return Prim::NumMod;
+  if (op == "**") return Prim::NumPow;
+  return Prim::Op;
+}
+}  // namespace
+
+Value* Lowerer::fold_ints(Prim p, Value* a, Value* b) {
+  const AttrValue* x = const_attr(a);
+  const AttrValue* y = const_attr(b);
+  if (!x || !y || !std::holds_alternative<int64_t>(*x) || !std::holds_alternative<int64_t>(*y)) return nullptr;
+  int64_t r;
+  if (!fold(p, std::get<int64_t>(*x), std::get<int64_t>(*y), &r)) return nullptr;
   return constant(r);
+}
+
+// An int expression of literals and names bound to int constants, evaluated without emitting nodes.
+std::optional<int64_t> Lowerer::static_int(const Expr& e) {
+  switch (e.kind) {
+    case ExprKind::Int: return e.int_value;
+    case ExprKind::Name: {
+      auto it = frame().env.find(e.name);
+      if (it == frame().env.end()) return std::nullopt;
+      const AttrValue* v = const_attr(it->second);
+      if (v && std::holds_alternative<int64_t>(*v)) return std::get<int64_t>(*v);
+      return std::nullopt;
+    }
+    case ExprKind::Unary: {
+      if (e.op != "-" && e.op != "+") return std::nullopt;
+      auto v = static_int(*e.args[0]);
+      if (!v || *v == INT64_MIN) return std::nullopt;
+      return e.op == "-" ? -*v : *v;
+    }
+    case ExprKind::Binary: {
+      Prim p = number_prim(e.op);
+      if (p == Prim::Op) return std::nullopt;
+      auto a = static_int(*e.args[0]);
+      if (!a) return std::nullopt;
+      auto b = static_int(*e.args[1]);
+      int64_t r;
+      if (!b || !fold(p, *a, *b, &r)) return std::nullopt;
+      return r;
+    }
+    default: return std::nullopt;
+  }
 }
 
 // ---------------------------------------------------------------- constants
 
 std::optional<int64_t> Lowerer::const_int(const Arg& a) {
-  if (a.expr && !a.value) {
-    const Expr& e = *a.expr;
-    if (e.kind == ExprKind::Int) return e.int_value;
-    if (e.kind == ExprKind::Unary && e.op == "-" && e.args[0]->kind == ExprKind::Int) return -e.args[0]->int_value;
-    if (e.kind == ExprKind::Name) {
-      auto it = frame().env.find(e.name);
-      if (it == frame().env.end()) return std::nullopt;
-      const AttrValue* v = const_attr(it->second);
-      if (v && std::holds_alternative<int64_t>(*v)) return std::get<int64_t>(*v);
-    }
-    return std::nullopt;
-  }
+  if (a.expr && !a.value) return static_int(*a.expr);
   if (!a.value) return std::nullopt;
   const AttrValue* v = const_attr(a.value);
   if (v && std::holds_alternative<int64_t>(*v)) return std::get<int64_t>(*v);

@@ -122,6 +122,7 @@ class Lowerer {
   Value* inline_call(const FunctionDef& f, const Expr& call);
   Value* placeholder(const Type& t);
   Value* fold_ints(ir::Prim p, Value* a, Value* b);
+  std::optional<int64_t> static_int(const Expr& e);
   Value* coerce(Value* v, const Type& want, SourceLoc loc, std::string_view what);
   std::optional<Value*> refine_none(const Expr& test, bool then_branch);
 

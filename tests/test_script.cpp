@@ -190,3 +190,20 @@ def stack_rows(ts: List[Tensor]) -> Tensor:
   IValue t = m.function("stack_rows").call({IValue::list({tensor({1.0}), tensor({2.0}), tensor({4.0})})})[0];
   check_close(t.to_tensor(), tensor({7.0}));
 }
+
+TEST_CASE("script: break and continue inside a for over a tuple (unrolled; TorchScript rejects these)") {
+  const char* src = R"(
+def f(a: int, b: int, c: int) -> int:
+    total = 0
+    for v in (a, b, c):
+        if v < 0:
+            continue
+        if v > 100:
+            break
+        total += v
+    return total
+)";
+  ScriptModule m = script_source(src, "t.py");
+  CHECK(m.function("f").call({int64_t(1), int64_t(-5), int64_t(3)})[0].to_int() == 4);
+  CHECK(m.function("f").call({int64_t(1), int64_t(500), int64_t(3)})[0].to_int() == 1);
+}
