@@ -732,7 +732,16 @@ void Lowerer::for_stmt(const Stmt& s) {
          next, s.loc);
     return;
   }
-  Value* seq = expr(it);
+  // A tuple written in the for header is unrolled from its elements, without building the tuple.
+  Value* seq = nullptr;
+  if (it.kind == ExprKind::Tuple && !it.args.empty()) {
+    std::vector<Value*> es;
+    for (const auto& a : it.args) es.push_back(expr(*a));
+    std::vector<Type> ts;
+    for (Value* v : es) ts.push_back(v->type());
+    return unrolled_for(s, es, Type::tuple(ts));
+  }
+  seq = expr(it);
   loc_ = it.loc;
   const Type& t = seq->type();
   if (t.kind == TypeKind::List || t.kind == TypeKind::Tensor) {
@@ -747,10 +756,6 @@ void Lowerer::for_stmt(const Stmt& s) {
     return;
   }
   if (t.kind == TypeKind::Tuple) {
-    // Unrolled: a tuple's elements may differ in type. Break, continue and return work through the
-    // same flags, guarding the iterations after one that may exit.
-    if (t.elems.size() > 256 && (exits(s.body) & (kRet | kBrk)))
-      fail(it.loc, "a for over a tuple of more than 256 elements cannot break or return (it is unrolled)");
     std::vector<Value*> elems;
     bool direct = seq->node()->prim() == Prim::TupleConstruct;
     for (size_t i = 0; i < t.elems.size(); ++i) {
@@ -764,38 +769,46 @@ void Lowerer::for_stmt(const Stmt& s) {
         elems.push_back(emit(ix)->output());
       }
     }
-    LoopCtx ctx;
-    ++loop_depth_;
-    unsigned flags = exits(s.body);
-    if (flags & kBrk) {
-      ctx.brk = fmt::format("$broke{}", loop_depth_);
-      frame().env[ctx.brk] = constant(false);
-    }
-    if (flags & kCont) ctx.cont = fmt::format("$continued{}", loop_depth_);
-    loops_.push_back(ctx);
-    bool may_exit = exits(s.body) & (kRet | kBrk);
-    std::function<void(size_t)> unroll = [&](size_t from) {
-      for (size_t k = from; k < elems.size(); ++k) {
-        if (!loops_.back().cont.empty()) frame().env[loops_.back().cont] = constant(false);
-        assign(target, elems[k], target.loc);
-        block(s.body);
-        if (k + 1 == elems.size() || !may_exit) continue;
-        // The iterations after one that may break or return run only when it did not.
-        loc_ = s.loc;
-        Value* exited = exit_condition(kRet | kBrk);
-        branch(exited, [] {}, [&] { unroll(k + 1); }, true, false, s.loc);
-        return;
-      }
-    };
-    unroll(0);
-    loops_.pop_back();
-    --loop_depth_;
-    if (!ctx.brk.empty()) frame().env.erase(ctx.brk);
-    if (!ctx.cont.empty()) frame().env.erase(ctx.cont);
-    return;
+    return unrolled_for(s, elems, t);
   }
   fail(it.loc, fmt::format("cannot iterate over {}; kiln script loops over range(), tuples, lists and tensors",
                            t.str()));
+}
+
+// Unrolled: a tuple's elements may differ in type. Break, continue and return work through the same
+// flags, guarding the iterations after one that may exit.
+void Lowerer::unrolled_for(const Stmt& s, const std::vector<Value*>& elems, const Type& t) {
+  const Expr& target = *s.targets[0];
+  if (t.elems.size() > 256 && (exits(s.body) & (kRet | kBrk)))
+    fail(s.value->loc, "a for over a tuple of more than 256 elements cannot break or return (it is unrolled)");
+  LoopCtx ctx;
+  ++loop_depth_;
+  unsigned flags = exits(s.body);
+  if (flags & kBrk) {
+    ctx.brk = fmt::format("$broke{}", loop_depth_);
+    frame().env[ctx.brk] = constant(false);
+  }
+  if (flags & kCont) ctx.cont = fmt::format("$continued{}", loop_depth_);
+  loops_.push_back(ctx);
+  bool may_exit = exits(s.body) & (kRet | kBrk);
+  std::function<void(size_t)> unroll = [&](size_t from) {
+    for (size_t k = from; k < elems.size(); ++k) {
+      if (!loops_.back().cont.empty()) frame().env[loops_.back().cont] = constant(false);
+      assign(target, elems[k], target.loc);
+      block(s.body);
+      if (k + 1 == elems.size() || !may_exit) continue;
+      // The iterations after one that may break or return run only when it did not.
+      loc_ = s.loc;
+      Value* exited = exit_condition(kRet | kBrk);
+      branch(exited, [] {}, [&] { unroll(k + 1); }, true, false, s.loc);
+      return;
+    }
+  };
+  unroll(0);
+  loops_.pop_back();
+  --loop_depth_;
+  if (!ctx.brk.empty()) frame().env.erase(ctx.brk);
+  if (!ctx.cont.empty()) frame().env.erase(ctx.cont);
 }
 
 void Lowerer::return_stmt(const Stmt& s) {

@@ -91,6 +91,7 @@ class Lowerer {
   void if_stmt(const Stmt& s);
   void while_stmt(const Stmt& s);
   void for_stmt(const Stmt& s);
+  void unrolled_for(const Stmt& s, const std::vector<Value*>& elems, const Type& t);
   void return_stmt(const Stmt& s);
   void assert_stmt(const Stmt& s);
   // Lowers an If whose branches run then_fn / else_fn on copies of the environment and merges the
