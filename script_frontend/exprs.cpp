@@ -42,35 +42,27 @@ const char* verb(const std::string& op) {
 namespace {
 bool fold(Prim p, int64_t u, int64_t v, int64_t* out) {
   int64_t r = 0;
-  switch (p) {
-    case Prim::NumAdd:
-      if (__builtin_add_overflow(u, v, &r)) return false;
-      break;
-    case Prim::NumSub:
-      if (__builtin_sub_overflow(u, v, &r)) return false;
-      break;
-    case Prim::NumMul:
-      if (__builtin_mul_overflow(u, v, &r)) return false;
-      break;
-    case Prim::NumFloorDiv:
-    case Prim::NumMod: {
-      if (v == 0 || (u == INT64_MIN && v == -1)) return false;
-      int64_t q = u / v, m = u % v;
-      if (m != 0 && ((m < 0) != (v < 0))) {
-        --q;
-        m += v;
-      }
-      r = p == Prim::NumFloorDiv ? q : m;
-      break;
+  if (p == Prim::NumAdd) {
+    if (__builtin_add_overflow(u, v, &r)) return false;
+  } else if (p == Prim::NumSub) {
+    if (__builtin_sub_overflow(u, v, &r)) return false;
+  } else if (p == Prim::NumMul) {
+    if (__builtin_mul_overflow(u, v, &r)) return false;
+  } else if (p == Prim::NumFloorDiv || p == Prim::NumMod) {
+    if (v == 0 || (u == INT64_MIN && v == -1)) return false;
+    int64_t q = u / v, m = u % v;
+    if (m != 0 && ((m < 0) != (v < 0))) {
+      --q;
+      m += v;
     }
-    case Prim::NumPow: {
-      if (v < 0 || v > 64) return false;
-      r = 1;
-      for (int64_t i = 0; i < v; ++i)
-        if (__builtin_mul_overflow(r, u, &r)) return false;
-      break;
-    }
-    default: return false;
+    r = p == Prim::NumFloorDiv ? q : m;
+  } else if (p == Prim::NumPow) {
+    if (v < 0 || v > 64) return false;
+    r = 1;
+    for (int64_t i = 0; i < v; ++i)
+      if (__builtin_mul_overflow(r, u, &r)) return false;
+  } else {
+    return false;
   }
   *out = r;
   return true;
@@ -98,33 +90,31 @@ Value* Lowerer::fold_ints(Prim p, Value* a, Value* b) {
 
 // An int expression of literals and names bound to int constants, evaluated without emitting nodes.
 std::optional<int64_t> Lowerer::static_int(const Expr& e) {
-  switch (e.kind) {
-    case ExprKind::Int: return e.int_value;
-    case ExprKind::Name: {
-      auto it = frame().env.find(e.name);
-      if (it == frame().env.end()) return std::nullopt;
-      const AttrValue* v = const_attr(it->second);
-      if (v && std::holds_alternative<int64_t>(*v)) return std::get<int64_t>(*v);
-      return std::nullopt;
-    }
-    case ExprKind::Unary: {
-      if (e.op != "-" && e.op != "+") return std::nullopt;
-      auto v = static_int(*e.args[0]);
-      if (!v || *v == INT64_MIN) return std::nullopt;
-      return e.op == "-" ? -*v : *v;
-    }
-    case ExprKind::Binary: {
-      Prim p = number_prim(e.op);
-      if (p == Prim::Op) return std::nullopt;
-      auto a = static_int(*e.args[0]);
-      if (!a) return std::nullopt;
-      auto b = static_int(*e.args[1]);
-      int64_t r;
-      if (!b || !fold(p, *a, *b, &r)) return std::nullopt;
-      return r;
-    }
-    default: return std::nullopt;
+  if (e.kind == ExprKind::Int) return e.int_value;
+  if (e.kind == ExprKind::Name) {
+    auto it = frame().env.find(e.name);
+    if (it == frame().env.end()) return std::nullopt;
+    const AttrValue* v = const_attr(it->second);
+    if (v && std::holds_alternative<int64_t>(*v)) return std::get<int64_t>(*v);
+    return std::nullopt;
   }
+  if (e.kind == ExprKind::Unary) {
+    if (e.op != "-" && e.op != "+") return std::nullopt;
+    auto v = static_int(*e.args[0]);
+    if (!v || *v == INT64_MIN) return std::nullopt;
+    return e.op == "-" ? -*v : *v;
+  }
+  if (e.kind == ExprKind::Binary) {
+    Prim p = number_prim(e.op);
+    if (p == Prim::Op) return std::nullopt;
+    auto a = static_int(*e.args[0]);
+    if (!a) return std::nullopt;
+    auto b = static_int(*e.args[1]);
+    int64_t r;
+    if (!b || !fold(p, *a, *b, &r)) return std::nullopt;
+    return r;
+  }
+  return std::nullopt;
 }
 
 // ---------------------------------------------------------------- constants
@@ -236,11 +226,8 @@ Value* Lowerer::expr(const Expr& e) {
       Type et = es[0]->type();
       if (!et.is_tensor() && !is_number(et)) fail(e.loc, fmt::format("lists of {} are not supported", et.str()));
       for (size_t i = 1; i < es.size(); ++i)
-        if (!same_type(es[i]->type(), et)) {
-          if (is_number(et) && is_number(es[i]->type()))
-            fail(e.args[i]->loc, fmt::format("list elements must have one type: {} and {}", et.str(), es[i]->type().str()));
+        if (!same_type(es[i]->type(), et))
           fail(e.args[i]->loc, fmt::format("list elements must have one type: {} and {}", et.str(), es[i]->type().str()));
-        }
       loc_ = e.loc;
       v = prim(Prim::ListConstruct, es, Type::list(et.is_tensor() ? Type::tensor() : et));
       break;
@@ -340,7 +327,6 @@ Value* Lowerer::binary(const std::string& op, Value* a, Value* b, SourceLoc loc)
 }
 
 Value* Lowerer::compare(const std::string& op, const Expr& ea, Value* a, const Expr& eb, Value* b, SourceLoc loc) {
-  (void)ea;
   const Type& ta = a->type();
   const Type& tb = b->type();
   if (op == "is" || op == "is not") {

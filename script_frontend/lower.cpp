@@ -408,48 +408,45 @@ void Lowerer::assign_from_expr(const Expr& target, const Expr& value) {
 }
 
 void Lowerer::assign(const Expr& target, Value* v, SourceLoc loc) {
-  switch (target.kind) {
-    case ExprKind::Name: {
-      if (target.name == "torch" || target.name == "True" || target.name == "False")
-        fail(loc, fmt::format("cannot assign to '{}'", target.name));
-      if (v->name().empty() && v->node()->prim() != Prim::Param) v->set_name(target.name);
-      frame().env[target.name] = v;
-      frame().partial.erase(target.name);
+  if (target.kind == ExprKind::Name) {
+    if (target.name == "torch" || target.name == "True" || target.name == "False")
+      fail(loc, fmt::format("cannot assign to '{}'", target.name));
+    if (v->name().empty() && v->node()->prim() != Prim::Param) v->set_name(target.name);
+    frame().env[target.name] = v;
+    frame().partial.erase(target.name);
+    return;
+  }
+  if (target.kind == ExprKind::Tuple || target.kind == ExprKind::List) {
+    const Type& t = v->type();
+    size_t n = target.args.size();
+    if (t.kind == TypeKind::Tuple) {
+      if (t.elems.size() != n)
+        fail(loc, fmt::format("cannot unpack {} into {} names", t.str(), n));
+      if (v->node()->prim() == Prim::TupleConstruct) {
+        for (size_t i = 0; i < n; ++i) assign(*target.args[i], v->node()->input(i), target.args[i]->loc);
+        return;
+      }
+      Node* u = g_->create(Prim::TupleUnpack, n);
+      u->add_input(v);
+      for (size_t i = 0; i < n; ++i) u->output(i)->set_type(t.elems[i]);
+      emit(u);
+      for (size_t i = 0; i < n; ++i) assign(*target.args[i], u->output(i), target.args[i]->loc);
       return;
     }
-    case ExprKind::Tuple:
-    case ExprKind::List: {
-      const Type& t = v->type();
-      size_t n = target.args.size();
-      if (t.kind == TypeKind::Tuple) {
-        if (t.elems.size() != n)
-          fail(loc, fmt::format("cannot unpack {} into {} names", t.str(), n));
-        if (v->node()->prim() == Prim::TupleConstruct) {
-          for (size_t i = 0; i < n; ++i) assign(*target.args[i], v->node()->input(i), target.args[i]->loc);
-          return;
-        }
-        Node* u = g_->create(Prim::TupleUnpack, n);
-        u->add_input(v);
-        for (size_t i = 0; i < n; ++i) u->output(i)->set_type(t.elems[i]);
-        emit(u);
-        for (size_t i = 0; i < n; ++i) assign(*target.args[i], u->output(i), target.args[i]->loc);
-        return;
-      }
-      if (t.kind == TypeKind::List) {
-        Node* u = g_->create(Prim::ListUnpack, n);
-        u->add_input(v);
-        for (size_t i = 0; i < n; ++i) u->output(i)->set_type(t.elems[0]);
-        emit(u);
-        for (size_t i = 0; i < n; ++i) assign(*target.args[i], u->output(i), target.args[i]->loc);
-        return;
-      }
-      fail(loc, fmt::format("cannot unpack {} into {} names", t.str(), n));
+    if (t.kind == TypeKind::List) {
+      Node* u = g_->create(Prim::ListUnpack, n);
+      u->add_input(v);
+      for (size_t i = 0; i < n; ++i) u->output(i)->set_type(t.elems[0]);
+      emit(u);
+      for (size_t i = 0; i < n; ++i) assign(*target.args[i], u->output(i), target.args[i]->loc);
+      return;
     }
-    case ExprKind::Subscript:
-      fail(loc, "assignment to an element or slice is not supported in kiln script (tensors are immutable here; "
-                "build the value with torch.cat or torch.where)");
-    default: fail(loc, "cannot assign to this expression");
+    fail(loc, fmt::format("cannot unpack {} into {} names", t.str(), n));
   }
+  if (target.kind == ExprKind::Subscript)
+    fail(loc, "assignment to an element or slice is not supported in kiln script (tensors are immutable here; "
+              "build the value with torch.cat or torch.where)");
+  fail(loc, "cannot assign to this expression");
 }
 
 void Lowerer::branch(Value* cond, const std::function<void()>& then_fn, const std::function<void()>& else_fn,

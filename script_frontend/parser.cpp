@@ -338,16 +338,13 @@ class Parser {
   }
 
   void check_target(const Expr& e) {
-    switch (e.kind) {
-      case ExprKind::Name:
-      case ExprKind::Subscript: return;
-      case ExprKind::Tuple:
-      case ExprKind::List:
-        for (auto& a : e.args) check_target(*a);
-        return;
-      case ExprKind::Attribute: src_.fail(e.loc, "assignment to an attribute is not supported in kiln script");
-      default: src_.fail(e.loc, "cannot assign to this expression");
+    if (e.kind == ExprKind::Name || e.kind == ExprKind::Subscript) return;
+    if (e.kind == ExprKind::Tuple || e.kind == ExprKind::List) {
+      for (auto& a : e.args) check_target(*a);
+      return;
     }
+    if (e.kind == ExprKind::Attribute) src_.fail(e.loc, "assignment to an attribute is not supported in kiln script");
+    src_.fail(e.loc, "cannot assign to this expression");
   }
 
   StmtPtr if_stmt() {
