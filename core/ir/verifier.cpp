@@ -170,7 +170,10 @@ class Verifier {
       return;
     }
     if (!n.attrs().has("value")) {
-      if (t.kind != TypeKind::None) error(n, "has no value, so its type must be NoneType, got {}", t.str());
+      // None typed as an Optional[T] is how a None reaches a value that may also hold a T (script's
+      // None arguments to Optional parameters, TorchScript's `Tensor?` constants).
+      if (t.kind != TypeKind::None && t.kind != TypeKind::Optional)
+        error(n, "has no value, so its type must be NoneType or Optional[...], got {}", t.str());
       return;
     }
     const AttrValue* v = nullptr;

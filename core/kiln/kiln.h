@@ -28,3 +28,4 @@
 #include "tracer/trace.h"
 #include "jit/compiled_function.h"
 #include "jit/pass_manager.h"
+#include "script_frontend/script.h"

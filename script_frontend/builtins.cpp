@@ -1,0 +1,447 @@
+// The callable names of kiln script: torch.<function>, tensor methods and Python's builtins, each
+// bound with PyTorch's parameter names and lowered to op-table rows or to small expansions of them
+// (softmax, mean, zeros_like, ... are composites, not ops).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "script_frontend/lowerer.h"
+
+namespace kiln::script {
+
+using ir::Prim;
+
+namespace {
+
+const Type kInt = Type::scalar(TypeKind::Int);
+const Type kFloat = Type::scalar(TypeKind::Float);
+const Type kBool = Type::scalar(TypeKind::Bool);
+
+using Args = std::vector<Arg>;
+using Handler = std::function<Value*(Lowerer&, Args&, const Expr&)>;
+
+enum Where : uint8_t { kFn = 1, kMethod = 2, kPython = 4 };
+
+struct Builtin {
+  std::string name;
+  unsigned where;
+  std::vector<std::string> params;  // the first is self for methods
+  size_t required;
+  Handler lower;
+  bool varargs = false;  // x.view(2, 3): every positional after self is one int of params[1]
+};
+
+std::string display(const Builtin& b, bool method) {
+  if (method) return "Tensor." + b.name;
+  return b.where & kPython ? b.name : "torch." + b.name;
+}
+
+Value* reduce(Lowerer& L, OpId id, Value* x, const Arg& dim, const Arg& keepdim) {
+  Shape dims;
+  if (dim.present() && !(dim.expr && dim.expr->kind == ExprKind::None)) dims = L.need_ints(dim, "dim");
+  bool kd = keepdim.present() ? L.need_bool(keepdim, "keepdim") : false;
+  return L.op(id, {x}, Attrs().set("dims", dims).set("keepdim", kd));
+}
+
+Value* count_of(Lowerer& L, Value* x, const Shape& dims) {
+  if (dims.empty()) {
+    Value* flat = L.op(OpId::Reshape, {x}, Attrs().set("shape", Shape{-1}));
+    return L.prim(Prim::Size, {flat, L.constant(int64_t(0))}, kInt);
+  }
+  Value* n = nullptr;
+  for (int64_t d : dims) {
+    Value* s = L.prim(Prim::Size, {x, L.constant(d)}, kInt);
+    n = n ? L.prim(Prim::NumMul, {n, s}, kInt) : s;
+  }
+  return n;
+}
+
+Value* softmax(Lowerer& L, Value* x, int64_t dim, bool log) {
+  Attrs keep = Attrs().set("dims", Shape{dim}).set("keepdim", true);
+  Value* shifted = L.op(OpId::Sub, {x, L.op(OpId::Amax, {x}, keep)});
+  Value* e = L.op(OpId::Exp, {shifted});
+  Value* s = L.op(OpId::Sum, {e}, keep);
+  if (log) return L.op(OpId::Sub, {shifted, L.op(OpId::Log, {s})});
+  return L.op(OpId::Div, {e, s});
+}
+
+// A tensor shaped like x filled with v: where(true, v, x) broadcasts v to x's shape in x's dtype.
+Value* filled_like(Lowerer& L, Value* x, Value* v) {
+  Value* yes = L.number_to_tensor(L.constant(true));
+  return L.op(OpId::Where, {yes, L.number_to_tensor(v), x});
+}
+
+std::optional<DType> dtype_of(const Expr& e) {
+  if (e.kind != ExprKind::Attribute || e.args[0]->kind != ExprKind::Name || e.args[0]->name != "torch") return std::nullopt;
+  static const std::pair<const char*, DType> names[] = {
+      {"float32", DType::Float32}, {"float", DType::Float32},  {"float64", DType::Float64}, {"double", DType::Float64},
+      {"int64", DType::Int64},     {"long", DType::Int64},     {"int32", DType::Int32},     {"int", DType::Int32},
+      {"bool", DType::Bool},       {"float16", DType::Float16}, {"half", DType::Float16},   {"bfloat16", DType::BFloat16}};
+  for (auto& [n, d] : names)
+    if (e.name == n) return d;
+  return std::nullopt;
+}
+
+std::vector<Value*> tensor_list(Lowerer& L, const Arg& a, std::string_view what) {
+  if (a.expr && (a.expr->kind == ExprKind::List || a.expr->kind == ExprKind::Tuple)) {
+    std::vector<Value*> xs;
+    for (const auto& e : a.expr->args) xs.push_back(L.tensor_arg(Arg{e.get(), nullptr, e->loc}, what));
+    if (xs.empty()) L.fail(a.loc, fmt::format("{} needs at least one tensor", what));
+    return xs;
+  }
+  Value* v = L.value_of(a);
+  ir::Node* n = v->node();
+  if ((n->prim() == Prim::ListConstruct || n->prim() == Prim::TupleConstruct) && !n->inputs().empty()) {
+    for (Value* x : n->inputs())
+      if (!x->type().is_tensor()) L.fail(a.loc, fmt::format("{} expects tensors, got {}", what, v->type().str()));
+    return n->inputs();
+  }
+  L.fail(a.loc, fmt::format("{} needs a list or tuple of tensors written out in the call or built just before it "
+                            "(its length must be known when the script is lowered), got {}",
+                            what, v->type().str()));
+}
+
+std::vector<Builtin> make_builtins() {
+  std::vector<Builtin> b;
+  auto add = [&](std::string name, unsigned where, std::vector<std::string> params, size_t required, Handler h) {
+    b.push_back(Builtin{std::move(name), where, std::move(params), required, std::move(h)});
+  };
+  // elementwise unary rows
+  static const std::pair<const char*, OpId> unary[] = {
+      {"neg", OpId::Neg},       {"negative", OpId::Neg},   {"abs", OpId::Abs},     {"exp", OpId::Exp},
+      {"log", OpId::Log},       {"log1p", OpId::Log1p},    {"sqrt", OpId::Sqrt},   {"rsqrt", OpId::Rsqrt},
+      {"sin", OpId::Sin},       {"cos", OpId::Cos},        {"tanh", OpId::Tanh},   {"sigmoid", OpId::Sigmoid},
+      {"relu", OpId::Relu},     {"erf", OpId::Erf},        {"reciprocal", OpId::Reciprocal},
+      {"sign", OpId::Sign},     {"logical_not", OpId::LogicalNot}};
+  for (auto& [n, id] : unary) {
+    OpId op = id;
+    add(n, kFn | kMethod, {"input"}, 1, [op](Lowerer& L, Args& a, const Expr&) {
+      return L.op(op, {L.tensor_arg(a[0], "input")});
+    });
+  }
+  add("square", kFn | kMethod, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    Value* x = L.tensor_arg(a[0], "input");
+    return L.op(OpId::Mul, {x, x});
+  });
+  static const std::pair<const char*, OpId> binary[] = {
+      {"add", OpId::Add},         {"sub", OpId::Sub},          {"subtract", OpId::Sub},     {"mul", OpId::Mul},
+      {"multiply", OpId::Mul},    {"div", OpId::Div},          {"divide", OpId::Div},       {"true_divide", OpId::Div},
+      {"pow", OpId::Pow},         {"maximum", OpId::Maximum},  {"minimum", OpId::Minimum},  {"eq", OpId::Eq},
+      {"ne", OpId::Ne},           {"lt", OpId::Lt},            {"le", OpId::Le},            {"gt", OpId::Gt},
+      {"ge", OpId::Ge},           {"logical_and", OpId::LogicalAnd}, {"logical_or", OpId::LogicalOr}};
+  for (auto& [n, id] : binary) {
+    OpId op = id;
+    add(n, kFn | kMethod, {"input", "other"}, 2, [op](Lowerer& L, Args& a, const Expr&) {
+      Value* x = L.tensor_arg(a[0], "input", true);
+      return L.op(op, {x, L.tensor_arg(a[1], "other", true)});
+    });
+  }
+  static const std::pair<const char*, OpId> reductions[] = {
+      {"sum", OpId::Sum}, {"prod", OpId::Prod}, {"amax", OpId::Amax}, {"amin", OpId::Amin}};
+  for (auto& [n, id] : reductions) {
+    OpId op = id;
+    add(n, kFn | kMethod, {"input", "dim", "keepdim"}, 1, [op](Lowerer& L, Args& a, const Expr&) {
+      return reduce(L, op, L.tensor_arg(a[0], "input"), a[1], a[2]);
+    });
+  }
+  add("mean", kFn | kMethod, {"input", "dim", "keepdim"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    Value* x = L.tensor_arg(a[0], "input");
+    Shape dims;
+    if (a[1].present() && !(a[1].expr && a[1].expr->kind == ExprKind::None)) dims = L.need_ints(a[1], "dim");
+    Value* s = reduce(L, OpId::Sum, x, a[1], a[2]);
+    return L.op(OpId::Div, {s, L.number_to_tensor(count_of(L, x, dims))});
+  });
+  for (const char* n : {"max", "min"}) {
+    bool is_max = n[1] == 'a';
+    add(n, kFn | kMethod, {"input", "dim", "keepdim"}, 1, [is_max](Lowerer& L, Args& a, const Expr&) {
+      Value* x = L.tensor_arg(a[0], "input");
+      if (!a[1].present()) {
+        if (a[2].present()) L.fail(a[2].loc, "keepdim needs dim");
+        return L.op(is_max ? OpId::Amax : OpId::Amin, {x}, Attrs().set("dims", Shape{}).set("keepdim", false));
+      }
+      if (!L.const_int(a[1])) {
+        Value* other = L.value_of(a[1]);
+        if (other->type().is_tensor()) return L.op(is_max ? OpId::Maximum : OpId::Minimum, {x, other});
+        L.need_int(a[1], "dim");
+      }
+      int64_t dim = L.need_int(a[1], "dim");
+      bool kd = a[2].present() ? L.need_bool(a[2], "keepdim") : false;
+      Value* v = L.op(is_max ? OpId::Amax : OpId::Amin, {x}, Attrs().set("dims", Shape{dim}).set("keepdim", kd));
+      Value* i = L.op(is_max ? OpId::Argmax : OpId::Argmin, {x}, Attrs().set("dim", dim).set("keepdim", kd));
+      return L.tuple({v, i});
+    });
+  }
+  for (const char* n : {"argmax", "argmin"}) {
+    OpId op = n[3] == 'm' && n[4] == 'a' ? OpId::Argmax : OpId::Argmin;
+    add(n, kFn | kMethod, {"input", "dim", "keepdim"}, 1, [op](Lowerer& L, Args& a, const Expr&) {
+      Attrs at;
+      if (a[1].present() && !(a[1].expr && a[1].expr->kind == ExprKind::None)) at.set("dim", L.need_int(a[1], "dim"));
+      at.set("keepdim", a[2].present() ? L.need_bool(a[2], "keepdim") : false);
+      return L.op(op, {L.tensor_arg(a[0], "input")}, at);
+    });
+  }
+  for (const char* n : {"softmax", "log_softmax"}) {
+    bool log = n[0] == 'l';
+    add(n, kFn | kMethod, {"input", "dim"}, 2, [log](Lowerer& L, Args& a, const Expr&) {
+      return softmax(L, L.tensor_arg(a[0], "input"), L.need_int(a[1], "dim"), log);
+    });
+  }
+  for (const char* n : {"matmul", "mm"})
+    add(n, kFn | kMethod, {"input", "other"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+      return L.op(OpId::Matmul, {L.tensor_arg(a[0], "input"), L.tensor_arg(a[1], "other")});
+    });
+  add("where", kFn, {"condition", "input", "other"}, 3, [](Lowerer& L, Args& a, const Expr&) {
+    Value* c = L.tensor_arg(a[0], "condition");
+    return L.op(OpId::Where, {c, L.tensor_arg(a[1], "input", true), L.tensor_arg(a[2], "other", true)});
+  });
+  add("cat", kFn, {"tensors", "dim"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    int64_t dim = a[1].present() ? L.need_int(a[1], "dim") : 0;
+    return L.op(OpId::Cat, tensor_list(L, a[0], "torch.cat"), Attrs().set("dim", dim));
+  });
+  add("stack", kFn, {"tensors", "dim"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    int64_t dim = a[1].present() ? L.need_int(a[1], "dim") : 0;
+    std::vector<Value*> xs;
+    for (Value* x : tensor_list(L, a[0], "torch.stack")) xs.push_back(L.op(OpId::Unsqueeze, {x}, Attrs().set("dim", dim)));
+    return L.op(OpId::Cat, xs, Attrs().set("dim", dim));
+  });
+  add("zeros_like", kFn, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    return filled_like(L, L.tensor_arg(a[0], "input"), L.constant(int64_t(0)));
+  });
+  add("ones_like", kFn, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    return filled_like(L, L.tensor_arg(a[0], "input"), L.constant(int64_t(1)));
+  });
+  add("full_like", kFn, {"input", "fill_value"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    Value* v = L.value_of(a[1]);
+    if (!is_number(v->type())) L.fail(a[1].loc, fmt::format("fill_value expects a number, got {}", v->type().str()));
+    return filled_like(L, L.tensor_arg(a[0], "input"), v);
+  });
+  for (const char* n : {"clamp", "clip"})
+    add(n, kFn | kMethod, {"input", "min", "max"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+      Value* x = L.tensor_arg(a[0], "input");
+      auto given = [](const Arg& g) { return g.present() && !(g.expr && g.expr->kind == ExprKind::None); };
+      if (!given(a[1]) && !given(a[2])) L.fail(a[0].loc, "clamp needs min or max");
+      if (given(a[1])) x = L.op(OpId::Maximum, {x, L.tensor_arg(a[1], "min", true)});
+      if (given(a[2])) x = L.op(OpId::Minimum, {x, L.tensor_arg(a[2], "max", true)});
+      return x;
+    });
+  for (const char* n : {"reshape", "view"}) {
+    unsigned where = n[0] == 'r' ? unsigned(kFn | kMethod) : unsigned(kMethod);
+    b.push_back(Builtin{n, where, {"input", "shape"}, 2,
+                        [](Lowerer& L, Args& a, const Expr&) {
+                          return L.op(OpId::Reshape, {L.tensor_arg(a[0], "input")},
+                                      Attrs().set("shape", L.need_ints(a[1], "shape")));
+                        },
+                        true});
+  }
+  b.push_back(Builtin{"permute", kFn | kMethod, {"input", "dims"}, 2,
+                      [](Lowerer& L, Args& a, const Expr&) {
+                        return L.op(OpId::Permute, {L.tensor_arg(a[0], "input")},
+                                    Attrs().set("dims", L.need_ints(a[1], "dims")));
+                      },
+                      true});
+  add("t", kFn | kMethod, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    return L.op(OpId::Permute, {L.tensor_arg(a[0], "input")}, Attrs().set("dims", Shape{1, 0}));
+  });
+  add("transpose", kFn | kMethod, {"input", "dim0", "dim1"}, 3, [](Lowerer& L, Args& a, const Expr&) -> Value* {
+    int64_t d0 = L.need_int(a[1], "dim0"), d1 = L.need_int(a[2], "dim1");
+    if ((d0 == 0 && d1 == 1) || (d0 == 1 && d1 == 0) || (d0 == -1 && d1 == -2) || (d0 == -2 && d1 == -1)) {
+      // Known rank-free only for 2-D inputs; kiln script does not know ranks, so it takes the 2-D case.
+      return L.op(OpId::Permute, {L.tensor_arg(a[0], "input")}, Attrs().set("dims", Shape{1, 0}));
+    }
+    L.fail(a[1].loc, "transpose of dims other than 0 and 1 needs the rank, which kiln script does not know; use permute");
+  });
+  add("squeeze", kFn | kMethod, {"input", "dim"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    Shape dims;
+    if (a[1].present()) dims = L.need_ints(a[1], "dim");
+    return L.op(OpId::Squeeze, {L.tensor_arg(a[0], "input")}, Attrs().set("dims", dims));
+  });
+  add("unsqueeze", kFn | kMethod, {"input", "dim"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    return L.op(OpId::Unsqueeze, {L.tensor_arg(a[0], "input")}, Attrs().set("dim", L.need_int(a[1], "dim")));
+  });
+  add("flatten", kFn | kMethod, {"input", "start_dim", "end_dim"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    int64_t s = a[1].present() ? L.need_int(a[1], "start_dim") : 0;
+    int64_t e = a[2].present() ? L.need_int(a[2], "end_dim") : -1;
+    if (s != 0 || e != -1) L.fail(a[1].loc, "flatten with start_dim/end_dim needs the rank, which kiln script does not know; use reshape");
+    return L.op(OpId::Reshape, {L.tensor_arg(a[0], "input")}, Attrs().set("shape", Shape{-1}));
+  });
+  add("contiguous", kMethod, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    return L.op(OpId::Contiguous, {L.tensor_arg(a[0], "input")});
+  });
+  add("clone", kFn | kMethod, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    return L.op(OpId::Clone, {L.tensor_arg(a[0], "input")});
+  });
+  static const std::pair<const char*, DType> casts[] = {{"float", DType::Float32}, {"double", DType::Float64},
+                                                        {"long", DType::Int64},    {"int", DType::Int32},
+                                                        {"bool", DType::Bool},     {"half", DType::Float16}};
+  for (auto& [n, d] : casts) {
+    DType dt = d;
+    add(n, kMethod, {"input"}, 1, [dt](Lowerer& L, Args& a, const Expr&) {
+      return L.op(OpId::Cast, {L.tensor_arg(a[0], "input")}, Attrs().set("dtype", dt));
+    });
+  }
+  add("to", kMethod, {"input", "dtype"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    std::optional<DType> dt = a[1].expr ? dtype_of(*a[1].expr) : std::nullopt;
+    if (!dt) L.fail(a[1].loc, "Tensor.to takes a dtype such as torch.float64 in kiln script");
+    return L.op(OpId::Cast, {L.tensor_arg(a[0], "input")}, Attrs().set("dtype", *dt));
+  });
+  add("size", kMethod, {"input", "dim"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    Value* x = L.tensor_arg(a[0], "input");
+    if (!a[1].present()) return L.prim(Prim::Shape, {x}, Type::list(kInt));
+    Value* d = L.value_of(a[1]);
+    if (d->type().kind != TypeKind::Int) L.fail(a[1].loc, fmt::format("dim expects int, got {}", d->type().str()));
+    return L.prim(Prim::Size, {x, d}, kInt);
+  });
+  add("dim", kMethod, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    return L.prim(Prim::Len, {L.prim(Prim::Shape, {L.tensor_arg(a[0], "input")}, Type::list(kInt))}, kInt);
+  });
+  add("numel", kFn | kMethod, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    return count_of(L, L.tensor_arg(a[0], "input"), {});
+  });
+  for (const char* n : {"index_select", "gather"}) {
+    OpId op = n[0] == 'i' ? OpId::IndexSelect : OpId::Gather;
+    add(n, kFn | kMethod, {"input", "dim", "index"}, 3, [op](Lowerer& L, Args& a, const Expr&) {
+      Value* x = L.tensor_arg(a[0], "input");
+      int64_t dim = L.need_int(a[1], "dim");
+      return L.op(op, {x, L.tensor_arg(a[2], "index")}, Attrs().set("dim", dim));
+    });
+  }
+  // Python builtins
+  add("len", kPython, {"obj"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    Value* v = L.value_of(a[0]);
+    const Type& t = v->type();
+    if (t.kind == TypeKind::Tuple) return L.constant(int64_t(t.elems.size()));
+    if (t.kind != TypeKind::List && !t.is_tensor()) L.fail(a[0].loc, fmt::format("len() of {} is not supported", t.str()));
+    return L.prim(Prim::Len, {v}, kInt);
+  });
+  static const std::pair<const char*, Prim> convs[] = {{"int", Prim::ToInt}, {"float", Prim::ToFloat}, {"bool", Prim::ToBool}};
+  for (auto& [n, p] : convs) {
+    Prim pr = p;
+    Type out = pr == Prim::ToInt ? kInt : pr == Prim::ToFloat ? kFloat : kBool;
+    std::string name = n;
+    add(n, kPython, {"x"}, 1, [pr, out, name](Lowerer& L, Args& a, const Expr&) {
+      Value* v = L.value_of(a[0]);
+      if (!v->type().is_tensor() && !is_number(v->type()))
+        L.fail(a[0].loc, fmt::format("{}() of {} is not supported", name, v->type().str()));
+      if (same_type(v->type(), out)) return v;
+      return L.prim(pr, {v}, out);
+    });
+  }
+  for (const char* n : {"min", "max"}) {
+    Prim p = n[1] == 'a' ? Prim::Max : Prim::Min;
+    add(n, kPython, {"a", "b"}, 2, [p](Lowerer& L, Args& a, const Expr&) {
+      Value* x = L.value_of(a[0]);
+      Value* y = L.value_of(a[1]);
+      if (!is_number(x->type()) || !is_number(y->type()))
+        L.fail(a[0].loc, fmt::format("min()/max() take two numbers in kiln script (got {} and {}); use torch.maximum for tensors",
+                                     x->type().str(), y->type().str()));
+      bool f = x->type().kind == TypeKind::Float || y->type().kind == TypeKind::Float;
+      return L.prim(p, {x, y}, f ? kFloat : kInt);
+    });
+  }
+  add("abs", kPython, {"x"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    Value* x = L.value_of(a[0]);
+    if (x->type().is_tensor()) return L.op(OpId::Abs, {x});
+    if (x->type().kind != TypeKind::Int && x->type().kind != TypeKind::Float)
+      L.fail(a[0].loc, fmt::format("abs() of {} is not supported", x->type().str()));
+    Value* zero = x->type().kind == TypeKind::Int ? L.constant(int64_t(0)) : L.constant(0.0);
+    Value* neg = L.prim(Prim::NumLt, {x, zero}, kBool);
+    return L.if_value(neg, [&] { return L.prim(Prim::NumNeg, {x}, x->type()); }, [&] { return x; }, L.loc());
+  });
+  return b;
+}
+
+const std::vector<Builtin>& builtins() {
+  static const std::vector<Builtin> all = make_builtins();
+  return all;
+}
+
+}  // namespace
+
+std::vector<std::string> builtin_names(bool methods) {
+  std::vector<std::string> out;
+  for (const Builtin& b : builtins()) {
+    if (methods && (b.where & kMethod)) out.push_back(b.name);
+    if (!methods && (b.where & kFn)) out.push_back("torch." + b.name);
+    if (!methods && (b.where & kPython)) out.push_back(b.name);
+  }
+  return out;
+}
+
+Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, Value* self) {
+  bool method = self != nullptr;
+  bool torch_fn = !method && qualified.rfind("torch.", 0) == 0;
+  std::string name = torch_fn ? qualified.substr(6) : qualified;
+  const Expr& fn = *call.args[0];
+  if (!method && !torch_fn) {
+    if (name == "range") L.fail(fn.loc, "range() is only supported as the iterable of a for loop");
+    if (name == "print") L.fail(fn.loc, "print is not supported in kiln script");
+    if (name == "isinstance" || name == "getattr" || name == "setattr" || name == "hasattr" || name == "type")
+      L.fail(fn.loc, fmt::format("{}() is not supported in kiln script", name));
+  }
+  const Builtin* b = nullptr;
+  unsigned want = method ? kMethod : torch_fn ? kFn : kPython;
+  for (const Builtin& x : builtins())
+    if (x.name == name && (x.where & want)) b = &x;
+  if (!b) {
+    std::vector<std::string> cands = builtin_names(method);
+    if (!method && !torch_fn) {
+      // a bare name: this file's functions and Python's builtins
+      std::vector<std::string> names;
+      for (const std::string& c : cands)
+        if (c.rfind("torch.", 0) != 0) names.push_back(c);
+      cands = names;
+    }
+    if (method)
+      L.fail(fn.loc, fmt::format("unknown tensor method '{}'{}", name, did_you_mean(name, cands)));
+    if (torch_fn)
+      L.fail(fn.loc, fmt::format("unknown function {}{}", qualified, did_you_mean(qualified, cands)));
+    L.fail(fn.loc, fmt::format("unknown function '{}'{}", name, did_you_mean(name, cands)));
+  }
+  std::string shown = display(*b, method);
+  Args args(b->params.size());
+  size_t slot = 0;
+  if (method) args[slot++] = Arg{nullptr, self, fn.loc};
+  size_t npos = call.args.size() - 1;
+  if (b->varargs && method && npos > 1) {
+    // x.view(2, -1): each positional is one int of the shape; only constants are accepted.
+    Shape ints;
+    for (size_t i = 1; i < call.args.size(); ++i) {
+      auto c = L.const_int(Arg{call.args[i].get(), nullptr, call.args[i]->loc});
+      if (!c) L.fail(call.args[i]->loc, fmt::format("{} takes int constants in kiln script", shown));
+      ints.push_back(*c);
+    }
+    Value* x = L.tensor_arg(args[0], "input");
+    OpId op = b->name == "permute" ? OpId::Permute : OpId::Reshape;
+    return L.op(op, {x}, Attrs().set(op == OpId::Permute ? "dims" : "shape", ints));
+  }
+  for (size_t i = 1; i < call.args.size(); ++i) {
+    if (slot >= args.size())
+      L.fail(call.args[i]->loc, fmt::format("{}() takes at most {} positional arguments, got {}", shown,
+                                            b->params.size() - (method ? 1 : 0), npos));
+    args[slot++] = Arg{call.args[i].get(), nullptr, call.args[i]->loc};
+  }
+  for (const Keyword& k : call.keywords) {
+    size_t i = 0;
+    while (i < b->params.size() && b->params[i] != k.name) ++i;
+    if (i == b->params.size() || (method && i == 0)) {
+      std::vector<std::string> ps(b->params.begin() + (method ? 1 : 0), b->params.end());
+      L.fail(k.loc, fmt::format("{}() got an unexpected keyword argument '{}'{}", shown, k.name, did_you_mean(k.name, ps)));
+    }
+    if (args[i].present()) L.fail(k.loc, fmt::format("{}() got multiple values for argument '{}'", shown, k.name));
+    args[i] = Arg{k.value.get(), nullptr, k.value->loc};
+  }
+  for (size_t i = 0; i < b->required; ++i)
+    if (!args[i].present())
+      L.fail(call.loc, fmt::format("{}() is missing required argument '{}'", shown, b->params[i]));
+  return b->lower(L, args, call);
+}
+
+std::optional<Value*> tensor_attribute(Lowerer& L, Value* x, const std::string& attr, SourceLoc loc) {
+  (void)loc;
+  if (attr == "shape") return L.prim(Prim::Shape, {x}, Type::list(kInt));
+  if (attr == "T" || attr == "mT") return L.op(OpId::Permute, {x}, Attrs().set("dims", Shape{1, 0}));
+  if (attr == "ndim") return L.prim(Prim::Len, {L.prim(Prim::Shape, {x}, Type::list(kInt))}, kInt);
+  return std::nullopt;
+}
+
+}  // namespace kiln::script

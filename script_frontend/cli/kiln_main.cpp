@@ -1,0 +1,143 @@
+// kiln: the command-line face of script().
+//
+//   kiln run FILE.py FUNC ARG... [-o OUT.npy]... [--backend interp|x86]
+//                                  run FUNC; each ARG a .npy path (Tensor) or a literal; x86: through the JIT
+//   kiln ir FILE.py FUNC [--after PASS]   print FUNC's IR (after the JIT pipeline up to PASS)
+//   kiln dot FILE.py FUNC [--after PASS]  the same as Graphviz
+//   kiln check FILE.py                    report errors only
+//
+// Options are parsed into one struct before any command runs.
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "backends/x86/isa.h"
+#include "core/format.h"
+#include "core/ir/dot.h"
+#include "eager/io.h"
+#include "jit/compiled_function.h"
+#include "jit/pass_manager.h"
+#include "script_frontend/cli/cli_args.h"
+#include "script_frontend/script.h"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: kiln run FILE.py FUNC ARG... [-o OUT.npy]... [--backend interp|x86]\n"
+    "       kiln ir FILE.py FUNC [--after PASS]\n"
+    "       kiln dot FILE.py FUNC [--after PASS]\n"
+    "       kiln check FILE.py\n";
+
+struct Options {
+  std::string command;
+  std::string file;
+  std::string function;
+  std::vector<std::string> args;     // run: one per parameter
+  std::vector<std::string> outputs;  // run: -o paths, one per returned tensor
+  std::string backend = "interp";    // run: interp (the reference interpreter) or x86 (the JIT)
+  std::string after;                 // ir, dot: run the JIT pipeline up to this pass first
+};
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "-o") {
+      if (i + 1 >= argc) kiln::fail("kiln: -o needs a file name");
+      o.outputs.push_back(argv[++i]);
+    } else if (a == "--backend" || a == "--after") {
+      if (i + 1 >= argc) kiln::fail("kiln: {} needs a value", a);
+      (a == "--backend" ? o.backend : o.after) = argv[++i];
+    } else if (a == "-h" || a == "--help") {
+      std::cout << kUsage;
+      std::exit(0);
+    } else if (a.size() > 1 && a[0] == '-' && a[1] == '-') {
+      kiln::fail("kiln: unknown option {}", a);
+    } else {
+      positional.push_back(a);
+    }
+  }
+  if (positional.empty()) kiln::fail("kiln: missing command\n{}", kUsage);
+  o.command = positional[0];
+  if (o.command != "run" && o.command != "ir" && o.command != "dot" && o.command != "check")
+    kiln::fail("kiln: unknown command '{}'\n{}", o.command, kUsage);
+  if (positional.size() < 2) kiln::fail("kiln {}: missing FILE.py\n{}", o.command, kUsage);
+  o.file = positional[1];
+  if (positional.size() >= 3) o.function = positional[2];
+  o.args.assign(positional.begin() + std::min<size_t>(3, positional.size()), positional.end());
+  bool needs_fn = o.command != "check";
+  if (needs_fn && o.function.empty()) kiln::fail("kiln {}: missing FUNC\n{}", o.command, kUsage);
+  if (o.command != "run" && !o.args.empty()) kiln::fail("kiln {}: unexpected argument '{}'", o.command, o.args[0]);
+  if (o.command != "run" && !o.outputs.empty()) kiln::fail("kiln {}: -o is only for kiln run", o.command);
+  if (o.backend != "interp" && o.backend != "x86") kiln::fail("kiln: unknown backend '{}' (interp, x86)", o.backend);
+  if (o.command != "run" && o.backend != "interp") kiln::fail("kiln {}: --backend is only for kiln run", o.command);
+  if (o.command != "ir" && o.command != "dot" && !o.after.empty())
+    kiln::fail("kiln {}: --after is only for kiln ir and kiln dot", o.command);
+  if (!o.after.empty()) kiln::jit::find_pass(o.after);  // raises listing the passes
+  return o;
+}
+
+void flatten(const kiln::IValue& v, std::vector<kiln::IValue>& out) {
+  if (v.is_tuple() || v.is_list())
+    for (const kiln::IValue& e : v.elements()) flatten(e, out);
+  else out.push_back(v);
+}
+
+int run(const Options& o) {
+  kiln::ScriptModule m = kiln::script_file(o.file);
+  kiln::Function f = m.function(o.function);
+  if (o.backend == "x86") {
+    if (kiln::x86::best_isa() == kiln::x86::Isa::None) kiln::fail("kiln run: --backend x86 needs a CPU with AVX2");
+    f = kiln::compile(f);
+  }
+  std::vector<kiln::ir::Type> types = f.input_types();
+  if (o.args.size() != types.size())
+    kiln::fail("kiln run: {} takes {} arguments, got {}", o.function, types.size(), o.args.size());
+  std::vector<kiln::IValue> ins;
+  for (size_t i = 0; i < types.size(); ++i)
+    ins.push_back(kiln::cli::parse_arg(o.args[i], types[i], f.graph().inputs()[i]->name()));
+  std::vector<kiln::IValue> flat;
+  for (const kiln::IValue& v : f.call(ins)) flatten(v, flat);
+  size_t tensors = 0;
+  for (const kiln::IValue& v : flat) tensors += v.is_tensor();
+  if (!o.outputs.empty() && o.outputs.size() != tensors)
+    kiln::fail("kiln run: {} returns {} tensors but {} -o files were given", o.function, tensors, o.outputs.size());
+  size_t next = 0;
+  for (const kiln::IValue& v : flat) {
+    if (v.is_tensor() && !o.outputs.empty()) kiln::save_npy(o.outputs[next++], v.to_tensor());
+    else if (v.is_tensor()) std::cout << v.to_tensor() << "\n";
+    else std::cout << v.repr() << "\n";
+  }
+  return 0;
+}
+
+int dispatch(const Options& o) {
+  if (o.command == "run") return run(o);
+  if (o.command == "check") {
+    kiln::script_file(o.file);
+    return 0;
+  }
+  if (o.command == "ir" || o.command == "dot") {
+    kiln::ScriptModule m = kiln::script_file(o.file);
+    const kiln::Function& f = m.function(o.function);
+    std::unique_ptr<kiln::ir::Graph> g = f.graph().copy();
+    if (!o.after.empty()) kiln::jit::run_pipeline(*g, {.stop_after = o.after});
+    if (o.command == "ir") std::cout << g->str();
+    else std::cout << kiln::ir::to_dot(*g, o.function);
+    return 0;
+  }
+  kiln::fail("kiln: unknown command '{}'\n{}", o.command, kUsage);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return dispatch(parse_options(argc, argv));
+  } catch (const std::exception& e) {
+    std::cerr << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,577 @@
+// Expression lowering: names, literals, operators with Python's semantics, indexing and calls.
+#include <fmt/format.h>
+
+#include <climits>
+
+#include "script_frontend/lowerer.h"
+
+namespace kiln::script {
+
+using ir::Node;
+using ir::Prim;
+
+namespace {
+const Type kInt = Type::scalar(TypeKind::Int);
+const Type kFloat = Type::scalar(TypeKind::Float);
+const Type kBool = Type::scalar(TypeKind::Bool);
+
+const AttrValue* const_attr(const Value* v) {
+  const Node* n = v->node();
+  if (n->prim() != Prim::Constant || n->tensor().defined()) return nullptr;
+  for (const auto& [k, a] : n->attrs().items())
+    if (k == "value") return &a;
+  return nullptr;
+}
+
+const char* verb(const std::string& op) {
+  if (op == "+") return "add";
+  if (op == "-") return "subtract";
+  if (op == "*") return "multiply";
+  if (op == "/") return "divide";
+  if (op == "//") return "floor-divide";
+  if (op == "%") return "take the remainder of";
+  if (op == "**") return "raise";
+  if (op == "@") return "matrix-multiply";
+  return nullptr;
+}
+}  // namespace
+
+// int op int on two constants folds to a constant (Python's floor semantics), so `2 ** 3` and
+// `n - 1` with n bound to a literal stay usable where a constant is required. Overflow is left to
+// run time.
+namespace {
+bool fold(Prim p, int64_t u, int64_t v, int64_t* out) {
+  int64_t r = 0;
+  if (p == Prim::NumAdd) {
+    if (__builtin_add_overflow(u, v, &r)) return false;
+  } else if (p == Prim::NumSub) {
+    if (__builtin_sub_overflow(u, v, &r)) return false;
+  } else if (p == Prim::NumMul) {
+    if (__builtin_mul_overflow(u, v, &r)) return false;
+  } else if (p == Prim::NumFloorDiv || p == Prim::NumMod) {
+    if (v == 0 || (u == INT64_MIN && v == -1)) return false;
+    int64_t q = u / v, m = u % v;
+    if (m != 0 && ((m < 0) != (v < 0))) {
+      --q;
+      m += v;
+    }
+    r = p == Prim::NumFloorDiv ? q : m;
+  } else if (p == Prim::NumPow) {
+    if (v < 0 || v > 64) return false;
+    r = 1;
+    for (int64_t i = 0; i < v; ++i)
+      if (__builtin_mul_overflow(r, u, &r)) return false;
+  } else {
+    return false;
+  }
+  *out = r;
+  return true;
+}
+
+Prim number_prim(const std::string& op) {
+  if (op == "+") return Prim::NumAdd;
+  if (op == "-") return Prim::NumSub;
+  if (op == "*") return Prim::NumMul;
+  if (op == "//") return Prim::NumFloorDiv;
+  if (op == "%") return Prim::NumMod;
+  if (op == "**") return Prim::NumPow;
+  return Prim::Op;
+}
+}  // namespace
+
+Value* Lowerer::fold_ints(Prim p, Value* a, Value* b) {
+  const AttrValue* x = const_attr(a);
+  const AttrValue* y = const_attr(b);
+  if (!x || !y || !std::holds_alternative<int64_t>(*x) || !std::holds_alternative<int64_t>(*y)) return nullptr;
+  int64_t r;
+  if (!fold(p, std::get<int64_t>(*x), std::get<int64_t>(*y), &r)) return nullptr;
+  return constant(r);
+}
+
+// An int expression of literals and names bound to int constants, evaluated without emitting nodes.
+std::optional<int64_t> Lowerer::static_int(const Expr& e) {
+  if (e.kind == ExprKind::Int) return e.int_value;
+  if (e.kind == ExprKind::Name) {
+    auto it = frame().env.find(e.name);
+    if (it == frame().env.end()) return std::nullopt;
+    const AttrValue* v = const_attr(it->second);
+    if (v && std::holds_alternative<int64_t>(*v)) return std::get<int64_t>(*v);
+    return std::nullopt;
+  }
+  if (e.kind == ExprKind::Unary) {
+    if (e.op != "-" && e.op != "+") return std::nullopt;
+    auto v = static_int(*e.args[0]);
+    if (!v || *v == INT64_MIN) return std::nullopt;
+    return e.op == "-" ? -*v : *v;
+  }
+  if (e.kind == ExprKind::Binary) {
+    Prim p = number_prim(e.op);
+    if (p == Prim::Op) return std::nullopt;
+    auto a = static_int(*e.args[0]);
+    if (!a) return std::nullopt;
+    auto b = static_int(*e.args[1]);
+    int64_t r;
+    if (!b || !fold(p, *a, *b, &r)) return std::nullopt;
+    return r;
+  }
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------- constants
+
+std::optional<int64_t> Lowerer::const_int(const Arg& a) {
+  if (a.expr && !a.value) return static_int(*a.expr);
+  if (!a.value) return std::nullopt;
+  const AttrValue* v = const_attr(a.value);
+  if (v && std::holds_alternative<int64_t>(*v)) return std::get<int64_t>(*v);
+  return std::nullopt;
+}
+
+std::optional<double> Lowerer::const_float(const Arg& a) {
+  if (auto i = const_int(a)) return double(*i);
+  if (!a.expr) return std::nullopt;
+  const Expr& e = *a.expr;
+  if (e.kind == ExprKind::Float) return e.float_value;
+  if (e.kind == ExprKind::Unary && e.op == "-" && e.args[0]->kind == ExprKind::Float) return -e.args[0]->float_value;
+  if (e.kind == ExprKind::Name) {
+    auto it = frame().env.find(e.name);
+    if (it == frame().env.end()) return std::nullopt;
+    const AttrValue* v = const_attr(it->second);
+    if (v && std::holds_alternative<double>(*v)) return std::get<double>(*v);
+  }
+  return std::nullopt;
+}
+
+std::optional<bool> Lowerer::const_bool(const Arg& a) {
+  if (!a.expr) return std::nullopt;
+  const Expr& e = *a.expr;
+  if (e.kind == ExprKind::Bool) return e.int_value != 0;
+  if (e.kind == ExprKind::Name) {
+    auto it = frame().env.find(e.name);
+    if (it == frame().env.end()) return std::nullopt;
+    const AttrValue* v = const_attr(it->second);
+    if (v && std::holds_alternative<bool>(*v)) return std::get<bool>(*v);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> Lowerer::const_str(const Arg& a) {
+  if (a.expr && a.expr->kind == ExprKind::String) return a.expr->name;
+  return std::nullopt;
+}
+
+std::optional<std::vector<int64_t>> Lowerer::const_ints(const Arg& a) {
+  if (auto i = const_int(a)) return std::vector<int64_t>{*i};
+  if (!a.expr || (a.expr->kind != ExprKind::Tuple && a.expr->kind != ExprKind::List)) return std::nullopt;
+  std::vector<int64_t> out;
+  for (const auto& e : a.expr->args) {
+    auto i = const_int(Arg{e.get(), nullptr, e->loc});
+    if (!i) return std::nullopt;
+    out.push_back(*i);
+  }
+  return out;
+}
+
+int64_t Lowerer::need_int(const Arg& a, std::string_view what) {
+  if (auto i = const_int(a)) return *i;
+  fail(a.loc, fmt::format("{} must be an int constant in kiln script (a literal or a name bound to one)", what));
+}
+
+bool Lowerer::need_bool(const Arg& a, std::string_view what) {
+  if (auto b = const_bool(a)) return *b;
+  fail(a.loc, fmt::format("{} must be True or False (a constant) in kiln script", what));
+}
+
+std::vector<int64_t> Lowerer::need_ints(const Arg& a, std::string_view what) {
+  if (auto v = const_ints(a)) return *v;
+  fail(a.loc, fmt::format("{} must be an int or a tuple of ints, each a constant, in kiln script", what));
+}
+
+Value* Lowerer::tensor_arg(const Arg& a, std::string_view what, bool numbers_ok) {
+  Value* v = value_of(a);
+  if (v->type().is_tensor()) return v;
+  if (numbers_ok && is_number(v->type())) {
+    loc_ = a.loc;
+    return number_to_tensor(v);
+  }
+  fail(a.loc, fmt::format("{} expects a Tensor{}, got {}", what, numbers_ok ? " or a number" : "", v->type().str()));
+}
+
+// ---------------------------------------------------------------- expressions
+
+Value* Lowerer::expr(const Expr& e) {
+  SourceLoc saved = loc_;
+  loc_ = e.loc;
+  Value* v = nullptr;
+  switch (e.kind) {
+    case ExprKind::Name: v = name(e); break;
+    case ExprKind::Int: v = constant(e.int_value); break;
+    case ExprKind::Float: v = constant(e.float_value); break;
+    case ExprKind::Bool: v = constant(e.int_value != 0); break;
+    case ExprKind::None: v = g_->insert_none(); break;
+    case ExprKind::String: v = g_->insert_constant(e.name); break;
+    case ExprKind::Ellipsis: fail(e.loc, "'...' is only supported inside a tensor subscript");
+    case ExprKind::Tuple: {
+      std::vector<Value*> es;
+      for (const auto& a : e.args) es.push_back(expr(*a));
+      loc_ = e.loc;
+      v = tuple(es);
+      break;
+    }
+    case ExprKind::List: {
+      if (e.args.empty())
+        fail(e.loc, "an empty list needs a type: annotate it, e.g. `xs: List[Tensor] = []`");
+      std::vector<Value*> es;
+      for (const auto& a : e.args) es.push_back(expr(*a));
+      Type et = es[0]->type();
+      if (!et.is_tensor() && !is_number(et)) fail(e.loc, fmt::format("lists of {} are not supported", et.str()));
+      for (size_t i = 1; i < es.size(); ++i)
+        if (!same_type(es[i]->type(), et))
+          fail(e.args[i]->loc, fmt::format("list elements must have one type: {} and {}", et.str(), es[i]->type().str()));
+      loc_ = e.loc;
+      v = prim(Prim::ListConstruct, es, Type::list(et.is_tensor() ? Type::tensor() : et));
+      break;
+    }
+    case ExprKind::Attribute: v = attribute(e); break;
+    case ExprKind::Call: v = call(e); break;
+    case ExprKind::Subscript: v = subscript(e); break;
+    case ExprKind::Slice: fail(e.loc, "a slice is only supported inside a subscript");
+    case ExprKind::Unary: v = unary(e); break;
+    case ExprKind::Binary: {
+      Value* a = expr(*e.args[0]);
+      Value* b = expr(*e.args[1]);
+      loc_ = e.loc;
+      v = binary(e.op, a, b, e.loc);
+      break;
+    }
+    case ExprKind::BoolOp: v = bool_op(e, 0); break;
+    case ExprKind::Compare: v = compare_chain(e, 0, expr(*e.args[0])); break;
+    case ExprKind::IfExp: {
+      Value* c = to_condition(expr(*e.args[0]), e.args[0]->loc);
+      loc_ = e.loc;
+      v = if_value(c, [&] { return expr(*e.args[1]); }, [&] { return expr(*e.args[2]); }, e.loc);
+      break;
+    }
+  }
+  loc_ = saved;
+  return v;
+}
+
+Value* Lowerer::name(const Expr& e) {
+  auto it = frame().env.find(e.name);
+  if (it != frame().env.end()) return it->second;
+  if (frame().partial.count(e.name))
+    fail(e.loc, fmt::format("'{}' is not defined on every path to here (it is assigned in only some branches, or "
+                            "only inside a loop)",
+                            e.name));
+  if (e.name == "torch") fail(e.loc, "the torch module is not a value; call torch.<function>(...)");
+  for (const auto& f : m_.functions)
+    if (f->name == e.name) fail(e.loc, fmt::format("function '{}' is not a value; call it", e.name));
+  std::vector<std::string> cands;
+  for (auto& [k, v] : frame().env)
+    if (k[0] != '$') cands.push_back(k);
+  fail(e.loc, fmt::format("undefined name '{}'{}", e.name, did_you_mean(e.name, cands)));
+}
+
+Value* Lowerer::binary(const std::string& op, Value* a, Value* b, SourceLoc loc) {
+  const Type& ta = a->type();
+  const Type& tb = b->type();
+  bool tensors = (ta.is_tensor() || is_number(ta)) && (tb.is_tensor() || is_number(tb)) && (ta.is_tensor() || tb.is_tensor());
+  auto bad = [&]() -> Value* {
+    if (const char* v = verb(op)) {
+      if (op == "**") fail(loc, fmt::format("cannot raise {} to the power {}", ta.str(), tb.str()));
+      fail(loc, fmt::format("cannot {} {} and {}", v, ta.str(), tb.str()));
+    }
+    fail(loc, fmt::format("unsupported operand types for {}: {} and {}", op, ta.str(), tb.str()));
+  };
+  if (tensors) {
+    Value* x = ta.is_tensor() ? a : number_to_tensor(a);
+    Value* y = tb.is_tensor() ? b : number_to_tensor(b);
+    if (op == "+") return this->op(OpId::Add, {x, y});
+    if (op == "-") return this->op(OpId::Sub, {x, y});
+    if (op == "*") return this->op(OpId::Mul, {x, y});
+    if (op == "/") return this->op(OpId::Div, {x, y});
+    if (op == "**") return this->op(OpId::Pow, {x, y});
+    if (op == "@") {
+      if (!ta.is_tensor() || !tb.is_tensor()) return bad();
+      return this->op(OpId::Matmul, {x, y});
+    }
+    if (op == "&") return this->op(OpId::LogicalAnd, {x, y});
+    if (op == "|") return this->op(OpId::LogicalOr, {x, y});
+    if (op == "//" || op == "%")
+      fail(loc, fmt::format("'{}' on tensors is not supported in kiln script (the op table has no floor)", op));
+    return bad();
+  }
+  if (is_number(ta) && is_number(tb)) {
+    Prim p;
+    if (op == "+") p = Prim::NumAdd;
+    else if (op == "-") p = Prim::NumSub;
+    else if (op == "*") p = Prim::NumMul;
+    else if (op == "/") p = Prim::NumDiv;
+    else if (op == "//") p = Prim::NumFloorDiv;
+    else if (op == "%") p = Prim::NumMod;
+    else if (op == "**") p = Prim::NumPow;
+    else return bad();
+    if (Value* folded = fold_ints(p, a, b)) return folded;
+    bool any_float = ta.kind == TypeKind::Float || tb.kind == TypeKind::Float;
+    Type out = (p == Prim::NumDiv || any_float) ? kFloat : kInt;
+    if (p == Prim::NumPow && !any_float) {
+      // int ** int is an int in Python unless the exponent is negative; kiln needs the type now.
+      auto e = const_int(Arg{nullptr, b, loc});
+      if (!e || *e < 0) out = kFloat;
+      if (!e) fail(loc, "int ** int needs a non-negative constant exponent in kiln script (its type depends on the sign); use float()");
+    }
+    return prim(p, {a, b}, out);
+  }
+  return bad();
+}
+
+Value* Lowerer::compare(const std::string& op, const Expr& ea, Value* a, const Expr& eb, Value* b, SourceLoc loc) {
+  const Type& ta = a->type();
+  const Type& tb = b->type();
+  if (op == "is" || op == "is not") {
+    bool want_none = op == "is";
+    const Value* other = nullptr;
+    if (eb.kind == ExprKind::None) other = a;
+    else if (ea.kind == ExprKind::None) other = b;
+    if (!other) fail(loc, fmt::format("'{}' is only supported against None in kiln script", op));
+    const Type& t = other->type();
+    if (t.kind == TypeKind::Optional) {
+      Value* isn = prim(Prim::IsNone, {const_cast<Value*>(other)}, kBool);
+      return want_none ? isn : prim(Prim::Not, {isn}, kBool);
+    }
+    // Known now: a None is None, anything else is not.
+    return constant(want_none == (t.kind == TypeKind::None));
+  }
+  if (op == "in" || op == "not in") fail(loc, fmt::format("the '{}' operator is not supported in kiln script", op));
+  bool tensors = (ta.is_tensor() || is_number(ta)) && (tb.is_tensor() || is_number(tb)) && (ta.is_tensor() || tb.is_tensor());
+  if (tensors) {
+    Value* x = ta.is_tensor() ? a : number_to_tensor(a);
+    Value* y = tb.is_tensor() ? b : number_to_tensor(b);
+    OpId id = op == "<" ? OpId::Lt : op == "<=" ? OpId::Le : op == ">" ? OpId::Gt : op == ">=" ? OpId::Ge
+              : op == "==" ? OpId::Eq : OpId::Ne;
+    return this->op(id, {x, y});
+  }
+  if (is_number(ta) && is_number(tb)) {
+    Prim p = op == "<" ? Prim::NumLt : op == "<=" ? Prim::NumLe : op == ">" ? Prim::NumGt : op == ">=" ? Prim::NumGe
+             : op == "==" ? Prim::NumEq : Prim::NumNe;
+    return prim(p, {a, b}, kBool);
+  }
+  if ((op == "==" || op == "!=") && ta.kind == TypeKind::None && tb.kind == TypeKind::None) return constant(op == "==");
+  fail(loc, fmt::format("cannot compare {} and {} with '{}'", ta.str(), tb.str(), op));
+}
+
+// a < b < c is (a < b) and (b < c), with b evaluated once, short-circuiting as Python does.
+Value* Lowerer::compare_chain(const Expr& e, size_t from, Value* left) {
+  Value* right = expr(*e.args[from + 1]);
+  loc_ = e.loc;
+  Value* c = compare(e.ops[from], *e.args[from], left, *e.args[from + 1], right, e.loc);
+  if (from + 1 == e.ops.size()) return c;
+  Value* cb = to_condition(c, e.loc);
+  return if_value(cb, [&] { return to_condition(compare_chain(e, from + 1, right), e.loc); },
+                  [&] { return constant(false); }, e.loc);
+}
+
+Value* Lowerer::bool_op(const Expr& e, size_t from) {
+  Value* a = to_condition(expr(*e.args[from]), e.args[from]->loc);
+  if (from + 1 == e.args.size()) return a;
+  loc_ = e.loc;
+  if (e.op == "and")
+    return if_value(a, [&] { return bool_op(e, from + 1); }, [&] { return constant(false); }, e.loc);
+  return if_value(a, [&] { return constant(true); }, [&] { return bool_op(e, from + 1); }, e.loc);
+}
+
+Value* Lowerer::unary(const Expr& e) {
+  const Expr& operand = *e.args[0];
+  if (e.op == "-" && operand.kind == ExprKind::Int) return constant(-operand.int_value);
+  if (e.op == "-" && operand.kind == ExprKind::Float) return constant(-operand.float_value);
+  Value* x = expr(operand);
+  loc_ = e.loc;
+  const Type& t = x->type();
+  if (e.op == "not") return prim(Prim::Not, {to_condition(x, operand.loc)}, kBool);
+  if (e.op == "+") {
+    if (t.is_tensor() || is_number(t)) return x;
+  } else if (e.op == "-") {
+    if (t.is_tensor()) return op(OpId::Neg, {x});
+    if (t.kind == TypeKind::Int || t.kind == TypeKind::Float) return prim(Prim::NumNeg, {x}, t);
+    if (t.kind == TypeKind::Bool) return prim(Prim::NumNeg, {x}, kInt);
+  } else if (e.op == "~") {
+    if (t.is_tensor()) return op(OpId::LogicalNot, {x});
+  }
+  fail(e.loc, fmt::format("bad operand type for unary {}: {}", e.op, t.str()));
+}
+
+// ---------------------------------------------------------------- indexing
+
+Value* Lowerer::select_dynamic(Value* x, int64_t dim, Value* index) {
+  // index_select with a one-element index, then drop the dim; a negative index counts from the end.
+  Value* size = prim(Prim::Size, {x, constant(dim)}, kInt);
+  Value* neg = prim(Prim::NumLt, {index, constant(int64_t(0))}, kBool);
+  Value* fixed = if_value(neg, [&] { return prim(Prim::NumAdd, {index, size}, kInt); }, [&] { return index; }, loc_);
+  Value* idx = op(OpId::Reshape, {number_to_tensor(fixed)}, Attrs().set("shape", Shape{1}));
+  Value* picked = op(OpId::IndexSelect, {x, idx}, Attrs().set("dim", dim));
+  return op(OpId::Squeeze, {picked}, Attrs().set("dims", Shape{dim}));
+}
+
+Value* Lowerer::subscript(const Expr& e) {
+  const Expr& base = *e.args[0];
+  // x.shape[i] and x.size()[i]: one prim::size
+  if (base.kind == ExprKind::Attribute && base.name == "shape" && e.args.size() == 2 && e.args[1]->kind != ExprKind::Slice) {
+    Value* x = expr(*base.args[0]);
+    if (x->type().is_tensor()) {
+      Value* i = expr(*e.args[1]);
+      if (i->type().kind != TypeKind::Int) fail(e.args[1]->loc, fmt::format("shape indices must be int, got {}", i->type().str()));
+      loc_ = e.loc;
+      return prim(Prim::Size, {x, i}, kInt);
+    }
+  }
+  Value* x = expr(base);
+  loc_ = e.loc;
+  const Type& t = x->type();
+  if (t.is_tensor()) return tensor_index(x, e);
+  if (e.args.size() != 2) fail(e.loc, fmt::format("{} takes one index", t.str()));
+  const Expr& ix = *e.args[1];
+  if (t.kind == TypeKind::Tuple) {
+    int64_t n = int64_t(t.elems.size());
+    if (ix.kind == ExprKind::Slice) {
+      int64_t b[3] = {0, n, 1};
+      for (int k = 0; k < 3; ++k)
+        if (ix.args[size_t(k)]) {
+          auto c = const_int(Arg{ix.args[size_t(k)].get(), nullptr, ix.args[size_t(k)]->loc});
+          if (!c) fail(ix.args[size_t(k)]->loc, "tuple slice bounds must be int constants");
+          b[k] = *c;
+        }
+      if (b[2] != 1) fail(ix.loc, "tuple slices with a step are not supported");
+      for (int k = 0; k < 2; ++k) b[k] = std::clamp(b[k] < 0 ? b[k] + n : b[k], int64_t(0), n);
+      std::vector<Value*> es;
+      for (int64_t i = b[0]; i < b[1]; ++i) {
+        Node* tn = g_->create(Prim::TupleIndex, 1);
+        tn->add_input(x);
+        tn->attrs().set("index", i);
+        tn->output()->set_type(t.elems[size_t(i)]);
+        es.push_back(emit(tn)->output());
+      }
+      return tuple(es);
+    }
+    auto c = const_int(Arg{&ix, nullptr, ix.loc});
+    if (!c) fail(ix.loc, fmt::format("a tuple index must be an int constant (the elements' types differ), in {}", t.str()));
+    int64_t i = *c < 0 ? *c + n : *c;
+    if (i < 0 || i >= n) fail(ix.loc, fmt::format("tuple index {} is out of range for {}", *c, t.str()));
+    if (x->node()->prim() == Prim::TupleConstruct) return x->node()->input(size_t(i));
+    Node* tn = g_->create(Prim::TupleIndex, 1);
+    tn->add_input(x);
+    tn->attrs().set("index", i);
+    tn->output()->set_type(t.elems[size_t(i)]);
+    return emit(tn)->output();
+  }
+  if (t.kind == TypeKind::List) {
+    if (ix.kind == ExprKind::Slice) fail(ix.loc, "list slices are not supported in kiln script");
+    Value* i = expr(ix);
+    if (i->type().kind != TypeKind::Int) fail(ix.loc, fmt::format("list indices must be int, got {}", i->type().str()));
+    loc_ = e.loc;
+    return prim(Prim::ListIndex, {x, i}, t.elems[0]);
+  }
+  fail(e.loc, fmt::format("{} cannot be indexed", t.str()));
+}
+
+Value* Lowerer::tensor_index(Value* x, const Expr& e) {
+  size_t n = e.args.size() - 1;
+  size_t ellipsis = n;
+  for (size_t k = 0; k < n; ++k)
+    if (e.args[k + 1]->kind == ExprKind::Ellipsis) {
+      if (ellipsis != n) fail(e.args[k + 1]->loc, "an index can only have a single ellipsis ('...')");
+      ellipsis = k;
+    }
+  auto apply = [&](const Expr& ix, int64_t dim, bool* removes) -> Value* {
+    *removes = false;
+    loc_ = ix.loc;
+    if (ix.kind == ExprKind::Slice) {
+      Attrs a;
+      a.set("dim", dim);
+      const char* names[3] = {"start", "end", "step"};
+      for (int k = 0; k < 3; ++k)
+        if (ix.args[size_t(k)]) {
+          auto c = const_int(Arg{ix.args[size_t(k)].get(), nullptr, ix.args[size_t(k)]->loc});
+          if (!c)
+            fail(ix.args[size_t(k)]->loc, "tensor slice bounds must be int constants in kiln script (a literal or a name bound to one)");
+          if (k == 2 && *c <= 0) fail(ix.args[2]->loc, "tensor slice steps must be positive");
+          a.set(names[k], *c);
+        }
+      return op(OpId::Slice, {x}, std::move(a));
+    }
+    if (ix.kind == ExprKind::None) return op(OpId::Unsqueeze, {x}, Attrs().set("dim", dim));
+    if (auto c = const_int(Arg{&ix, nullptr, ix.loc})) {
+      *removes = true;
+      return op(OpId::Select, {x}, Attrs().set("dim", dim).set("index", *c));
+    }
+    Value* i = expr(ix);
+    loc_ = ix.loc;
+    if (i->type().kind == TypeKind::Int) {
+      *removes = true;
+      return select_dynamic(x, dim, i);
+    }
+    if (i->type().is_tensor()) fail(ix.loc, "indexing a tensor with a tensor is not supported in kiln script; use torch.index_select or torch.where");
+    fail(ix.loc, fmt::format("tensor indices must be int or slices, got {}", i->type().str()));
+  };
+  // Before the ellipsis, dims count from the front; a select removes its dim, a None adds one.
+  int64_t dim = 0;
+  for (size_t k = 0; k < ellipsis; ++k) {
+    bool removes;
+    const Expr& ix = *e.args[k + 1];
+    x = apply(ix, dim, &removes);
+    if (!removes) ++dim;
+  }
+  // After it, from the back, rightmost first.
+  if (ellipsis < n) {
+    int64_t back = -1;
+    for (size_t k = n; k-- > ellipsis + 1;) {
+      const Expr& ix = *e.args[k + 1];
+      if (ix.kind == ExprKind::None) fail(ix.loc, "None after '...' in an index is not supported in kiln script");
+      bool removes;
+      x = apply(ix, back, &removes);
+      if (!removes) --back;
+    }
+  }
+  return x;
+}
+
+// ---------------------------------------------------------------- calls and attributes
+
+Value* Lowerer::attribute(const Expr& e) {
+  const Expr& base = *e.args[0];
+  if (base.kind == ExprKind::Name && base.name == "torch" && !frame().env.count("torch"))
+    fail(e.loc, fmt::format("torch.{} is not supported as a value in kiln script", e.name));
+  Value* x = expr(base);
+  loc_ = e.loc;
+  if (x->type().is_tensor())
+    if (auto v = tensor_attribute(*this, x, e.name, e.loc)) return *v;
+  fail(e.loc, fmt::format("{} has no attribute '{}' in kiln script", x->type().str(), e.name));
+}
+
+Value* Lowerer::call(const Expr& e) {
+  const Expr& fn = *e.args[0];
+  if (fn.kind == ExprKind::Attribute) {
+    const Expr& base = *fn.args[0];
+    if (base.kind == ExprKind::Name && base.name == "torch" && !frame().env.count("torch")) {
+      if (!m_.imported.count("torch")) fail(base.loc, "name 'torch' is not defined (add `import torch`)");
+      return call_builtin(*this, "torch." + fn.name, e, nullptr);
+    }
+    if (base.kind == ExprKind::Attribute && base.args[0]->kind == ExprKind::Name && base.args[0]->name == "torch")
+      fail(fn.loc, fmt::format("torch.{}.{} is not supported in kiln script; only torch.<function> calls are",
+                               base.name, fn.name));
+    if (base.kind == ExprKind::Name && (base.name == "F" || base.name == "nn" || base.name == "math" || base.name == "np"))
+      if (!frame().env.count(base.name))
+        fail(base.loc, fmt::format("'{}' is not available in kiln script; use torch.<function>", base.name));
+    Value* self = expr(base);
+    loc_ = e.loc;
+    if (!self->type().is_tensor())
+      fail(fn.loc, fmt::format("{} has no method '{}' in kiln script", self->type().str(), fn.name));
+    return call_builtin(*this, fn.name, e, self);
+  }
+  if (fn.kind != ExprKind::Name) fail(fn.loc, "only functions of this file, torch.<function> and tensor methods can be called");
+  for (const auto& f : m_.functions)
+    if (f->name == fn.name) return inline_call(*f, e);
+  return call_builtin(*this, fn.name, e, nullptr);
+}
+
+}  // namespace kiln::script

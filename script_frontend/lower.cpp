@@ -1,0 +1,870 @@
+#include "script_frontend/lower.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "core/ir/op_schema.h"
+#include "eager/ops.h"
+#include "script_frontend/lowerer.h"
+
+namespace kiln::script {
+
+using ir::Block;
+using ir::Node;
+using ir::Prim;
+
+// Exit flags are ordinary variables whose names no Python identifier can take.
+namespace {
+constexpr const char* kReturned = "$returned";
+constexpr const char* kRetValue = "$ret_value";
+
+const char* flag_ir_name(const std::string& var) {
+  if (var == kReturned) return "returned";
+  if (var == kRetValue) return "ret_value";
+  if (var.rfind("$broke", 0) == 0) return "broke";
+  if (var.rfind("$continued", 0) == 0) return "continued";
+  return nullptr;
+}
+std::string ir_name(const std::string& var) {
+  const char* f = flag_ir_name(var);
+  return f ? f : var;
+}
+}  // namespace
+
+Lowerer::Lowerer(const Source& src, const Module& m) : src_(src), m_(m) {}
+
+// ---------------------------------------------------------------- graph building
+
+Node* Lowerer::emit(Node* n) {
+  n->line = loc_.line;
+  return g_->insert(n);
+}
+
+Value* Lowerer::op(OpId id, const std::vector<Value*>& inputs, Attrs attrs) {
+  Node* n = emit(g_->create_op(id, inputs, std::move(attrs)));
+  for (Value* o : n->outputs()) o->set_type(Type::tensor());
+  return n->output();
+}
+
+Value* Lowerer::prim(Prim p, const std::vector<Value*>& inputs, Type out) {
+  Node* n = g_->create(p, 1);
+  for (Value* v : inputs) n->add_input(v);
+  n->output()->set_type(std::move(out));
+  return emit(n)->output();
+}
+
+Value* Lowerer::constant(int64_t v) {
+  Value* c = g_->insert_constant(v);
+  c->node()->line = loc_.line;
+  return c;
+}
+Value* Lowerer::constant(double v) {
+  Value* c = g_->insert_constant(v);
+  c->node()->line = loc_.line;
+  return c;
+}
+Value* Lowerer::constant(bool v) {
+  Value* c = g_->insert_constant(v);
+  c->node()->line = loc_.line;
+  return c;
+}
+
+Value* Lowerer::tuple(const std::vector<Value*>& elems) {
+  std::vector<Type> ts;
+  for (Value* v : elems) ts.push_back(v->type());
+  return prim(Prim::TupleConstruct, elems, Type::tuple(std::move(ts)));
+}
+
+Value* Lowerer::number_to_tensor(Value* v) { return prim(Prim::NumToTensor, {v}, Type::tensor()); }
+
+Value* Lowerer::placeholder(const Type& t) {
+  Value* v = nullptr;
+  switch (t.kind) {
+    case TypeKind::Tensor: v = g_->insert_constant(scalar_tensor(0.0)); break;
+    case TypeKind::Int: v = g_->insert_constant(int64_t(0)); break;
+    case TypeKind::Float: v = g_->insert_constant(0.0); break;
+    case TypeKind::Bool: v = g_->insert_constant(false); break;
+    case TypeKind::Str: v = g_->insert_constant(std::string()); break;
+    case TypeKind::None:
+    case TypeKind::Optional: v = g_->insert_none(); break;
+    case TypeKind::Tuple: {
+      std::vector<Value*> es;
+      for (const Type& e : t.elems) es.push_back(placeholder(e));
+      v = tuple(es);
+      break;
+    }
+    case TypeKind::List: v = prim(Prim::ListConstruct, {}, t); break;
+  }
+  if (!t.is_tensor()) v->set_type(t);  // a tensor constant keeps its exact type, as the verifier wants
+  v->node()->line = loc_.line;
+  return v;
+}
+
+Value* Lowerer::to_condition(Value* v, SourceLoc loc) {
+  switch (v->type().kind) {
+    case TypeKind::Bool: return v;
+    case TypeKind::Tensor:
+    case TypeKind::Int:
+    case TypeKind::Float: return prim(Prim::ToBool, {v}, Type::scalar(TypeKind::Bool));
+    case TypeKind::None: return constant(false);
+    case TypeKind::Optional:
+      fail(loc, fmt::format("cannot use {} as a condition; test it with `is None` / `is not None`", v->type().str()));
+    case TypeKind::Str:
+    case TypeKind::Tuple:
+    case TypeKind::List: break;
+  }
+  fail(loc, fmt::format("cannot use {} as a condition", v->type().str()));
+}
+
+Value* Lowerer::coerce(Value* v, const Type& want, SourceLoc loc, std::string_view what) {
+  if (same_type(v->type(), want)) return v;
+  if (want.kind == TypeKind::Float && (v->type().kind == TypeKind::Int || v->type().kind == TypeKind::Bool))
+    return prim(Prim::ToFloat, {v}, want);
+  if (want.kind == TypeKind::Optional) {
+    if (v->type().kind == TypeKind::None) {
+      v->set_type(want);
+      return v;
+    }
+    if (same_type(v->type(), want.elems[0])) return v;
+  }
+  fail(loc, fmt::format("{} expects {}, got {}", what, want.str(), v->type().str()));
+}
+
+// ---------------------------------------------------------------- functions
+
+std::shared_ptr<ir::Graph> Lowerer::lower_function(const FunctionDef& f) {
+  g_ = std::make_shared<ir::Graph>();
+  frames_.clear();
+  loops_.clear();
+  inlining_ = {&f};
+  loc_ = f.loc;
+  if (!f.has_returns) fail(f.loc, fmt::format("function '{}' needs a return type annotation (-> Tensor, ...)", f.name));
+  Frame fr{&f, type_from_annotation(src_, f.returns, m_.imported)};
+  std::set<std::string> seen;
+  for (const Param& p : f.params) {
+    if (!seen.insert(p.name).second) fail(p.loc, fmt::format("duplicate parameter '{}'", p.name));
+    Type t = type_from_annotation(src_, p.type, m_.imported);
+    if (p.default_value && p.default_value->kind != ExprKind::None)
+      fail(p.default_value->loc, "only None is supported as a parameter default in kiln script");
+    if (p.default_value && t.kind != TypeKind::Optional)
+      fail(p.default_value->loc, fmt::format("parameter '{}' defaults to None, so its type must be Optional[...], not {}",
+                                             p.name, t.str()));
+    fr.env[p.name] = g_->add_input(t, p.name);
+  }
+  frames_.push_back(std::move(fr));
+  Value* result = nullptr;
+  {
+    Frame& F = frame();
+    const auto& body = f.body;
+    bool final_only = true;
+    for (size_t i = 0; i < body.size(); ++i) {
+      bool last_return = i + 1 == body.size() && body[i]->kind == StmtKind::Return;
+      if (!last_return && (exits(*body[i]) & kRet)) final_only = false;
+    }
+    F.flag_returns = !final_only;
+    if (F.ret_type.kind != TypeKind::None && !always_returns(body))
+      fail(f.loc, fmt::format("function '{}' does not return a {} on every path", f.name, F.ret_type.str()));
+    if (F.flag_returns) {
+      F.env[kReturned] = constant(false);
+      F.env[kReturned]->set_name("returned");
+      F.env[kRetValue] = placeholder(F.ret_type);
+      F.env[kRetValue]->set_name("ret_value");
+    }
+    block(body);
+    Frame& F2 = frame();
+    result = F2.flag_returns ? F2.env.at(kRetValue) : F2.final_return;
+    if (F2.ret_type.kind == TypeKind::None) result = nullptr;
+  }
+  if (result) g_->register_output(result);
+  frames_.pop_back();
+  return g_;
+}
+
+Value* Lowerer::inline_call(const FunctionDef& f, const Expr& call) {
+  // Inlining can multiply code (f calls g twice, g calls h twice, ...): bound the graph it builds.
+  if (g_->num_nodes() > 200000) fail(call.loc, "the program is too large after inlining its calls");
+  for (const FunctionDef* d : inlining_)
+    if (d == &f) {
+      std::string chain;
+      for (const FunctionDef* x : inlining_) chain += x->name + " -> ";
+      fail(call.loc, fmt::format("recursive call {}{} is not supported in kiln script (calls are inlined)", chain, f.name));
+    }
+  if (!f.has_returns) fail(f.loc, fmt::format("function '{}' needs a return type annotation (-> Tensor, ...)", f.name));
+  // Bind the arguments before entering the callee: they are evaluated in the caller's scope.
+  size_t npos = call.args.size() - 1;
+  if (npos > f.params.size())
+    fail(call.loc, fmt::format("{}() takes {} arguments, got {}", f.name, f.params.size(), npos));
+  std::vector<Value*> bound(f.params.size(), nullptr);
+  std::vector<SourceLoc> locs(f.params.size(), call.loc);
+  for (size_t i = 0; i < npos; ++i) {
+    bound[i] = expr(*call.args[i + 1]);
+    locs[i] = call.args[i + 1]->loc;
+  }
+  for (const Keyword& k : call.keywords) {
+    size_t i = 0;
+    while (i < f.params.size() && f.params[i].name != k.name) ++i;
+    if (i == f.params.size()) {
+      std::vector<std::string> names;
+      for (const Param& p : f.params) names.push_back(p.name);
+      fail(k.loc, fmt::format("{}() has no parameter '{}'{}", f.name, k.name, did_you_mean(k.name, names)));
+    }
+    if (bound[i]) fail(k.loc, fmt::format("{}() got multiple values for argument '{}'", f.name, k.name));
+    bound[i] = expr(*k.value);
+    locs[i] = k.loc;
+  }
+  Frame fr{&f, type_from_annotation(src_, f.returns, m_.imported)};
+  for (size_t i = 0; i < f.params.size(); ++i) {
+    const Param& p = f.params[i];
+    Type t = type_from_annotation(src_, p.type, m_.imported);
+    if (!bound[i]) {
+      if (!p.default_value) fail(call.loc, fmt::format("{}() is missing argument '{}'", f.name, p.name));
+      bound[i] = g_->insert_none();
+    }
+    fr.env[p.name] = coerce(bound[i], t, locs[i], fmt::format("argument '{}' of {}()", p.name, f.name));
+  }
+  SourceLoc saved_loc = loc_;
+  inlining_.push_back(&f);
+  std::vector<LoopCtx> saved_loops;
+  std::swap(saved_loops, loops_);
+  frames_.push_back(std::move(fr));
+  Frame& F = frame();
+  const auto& body = f.body;
+  bool final_only = true;
+  for (size_t i = 0; i < body.size(); ++i) {
+    bool last_return = i + 1 == body.size() && body[i]->kind == StmtKind::Return;
+    if (!last_return && (exits(*body[i]) & kRet)) final_only = false;
+  }
+  F.flag_returns = !final_only;
+  if (F.ret_type.kind != TypeKind::None && !always_returns(body))
+    fail(f.loc, fmt::format("function '{}' does not return a {} on every path", f.name, F.ret_type.str()));
+  if (F.flag_returns) {
+    F.env[kReturned] = constant(false);
+    F.env[kRetValue] = placeholder(F.ret_type);
+  }
+  block(body);
+  Value* result = frame().flag_returns ? frame().env.at(kRetValue) : frame().final_return;
+  if (frame().ret_type.kind == TypeKind::None) result = g_->insert_none();
+  frames_.pop_back();
+  std::swap(saved_loops, loops_);
+  inlining_.pop_back();
+  loc_ = saved_loc;
+  return result;
+}
+
+// ---------------------------------------------------------------- exits
+
+unsigned Lowerer::exits(const Stmt& s) const {
+  switch (s.kind) {
+    case StmtKind::Return: return kRet;
+    case StmtKind::Break: return kBrk;
+    case StmtKind::Continue: return kCont;
+    case StmtKind::If: return exits(s.body) | exits(s.orelse);
+    case StmtKind::While:
+    case StmtKind::For: return exits(s.body) & kRet;
+    case StmtKind::Expr:
+    case StmtKind::Assign:
+    case StmtKind::AugAssign:
+    case StmtKind::AnnAssign:
+    case StmtKind::Pass:
+    case StmtKind::Assert: return 0;
+  }
+  return 0;
+}
+
+unsigned Lowerer::exits(const std::vector<StmtPtr>& b) const {
+  unsigned f = 0;
+  for (const auto& s : b) f |= exits(*s);
+  return f;
+}
+
+bool Lowerer::always_exits(const std::vector<StmtPtr>& b) const {
+  for (const auto& s : b) {
+    if (s->kind == StmtKind::Return || s->kind == StmtKind::Break || s->kind == StmtKind::Continue) return true;
+    if (s->kind == StmtKind::If && always_exits(s->body) && always_exits(s->orelse)) return true;
+  }
+  return false;
+}
+
+bool Lowerer::always_returns(const std::vector<StmtPtr>& b) const {
+  for (const auto& s : b) {
+    if (s->kind == StmtKind::Return) return true;
+    if (s->kind == StmtKind::If && always_returns(s->body) && always_returns(s->orelse)) return true;
+  }
+  return false;
+}
+
+Value* Lowerer::exit_condition(unsigned flags) {
+  std::vector<Value*> fs;
+  Frame& F = frame();
+  if ((flags & kRet) && F.flag_returns) fs.push_back(F.env.at(kReturned));
+  if ((flags & kBrk) && !loops_.empty() && !loops_.back().brk.empty()) fs.push_back(F.env.at(loops_.back().brk));
+  if ((flags & kCont) && !loops_.empty() && !loops_.back().cont.empty()) fs.push_back(F.env.at(loops_.back().cont));
+  if (fs.empty()) return nullptr;
+  Value* c = fs[0];
+  for (size_t i = 1; i < fs.size(); ++i) {
+    Value* rhs = fs[i];
+    c = if_value(c, [&] { return constant(true); }, [&] { return rhs; }, loc_);
+  }
+  return c;
+}
+
+void Lowerer::target_names(const Expr& t, std::set<std::string>& out) const {
+  if (t.kind == ExprKind::Name) out.insert(t.name);
+  if (t.kind == ExprKind::Tuple || t.kind == ExprKind::List)
+    for (const auto& a : t.args) target_names(*a, out);
+}
+
+void Lowerer::assigned_names(const std::vector<StmtPtr>& b, std::set<std::string>& out) const {
+  for (const auto& s : b) {
+    for (const auto& t : s->targets) target_names(*t, out);
+    assigned_names(s->body, out);
+    assigned_names(s->orelse, out);
+  }
+}
+
+// ---------------------------------------------------------------- statements
+
+void Lowerer::block(const std::vector<StmtPtr>& body, size_t from) {
+  for (size_t i = from; i < body.size(); ++i) {
+    const Stmt& s = *body[i];
+    stmt(s);
+    if (i + 1 == body.size()) return;
+    if (s.kind == StmtKind::Return || s.kind == StmtKind::Break || s.kind == StmtKind::Continue ||
+        (s.kind == StmtKind::If && always_exits(s.body) && always_exits(s.orelse)))
+      return;  // the rest is unreachable, as Python would never run it
+    unsigned f = exits(s);
+    if (!f) continue;
+    // The rest of the block runs only when s did not exit: guard it with the exit flags.
+    loc_ = body[i + 1]->loc;
+    Value* exited = exit_condition(f);
+    if (!exited) continue;
+    branch(exited, [] {}, [&] { block(body, i + 1); }, true, false, body[i + 1]->loc);
+    return;
+  }
+}
+
+void Lowerer::stmt(const Stmt& s) {
+  loc_ = s.loc;
+  switch (s.kind) {
+    case StmtKind::Expr: {
+      if (s.value->kind == ExprKind::String || s.value->kind == ExprKind::Ellipsis) return;  // docstring
+      if (s.value->kind == ExprKind::Call && s.value->args[0]->kind == ExprKind::Name && s.value->args[0]->name == "print")
+        fail(s.value->loc, "print is not supported in kiln script");
+      expr(*s.value);
+      return;
+    }
+    case StmtKind::Assign: {
+      if (s.targets.size() == 1) return assign_from_expr(*s.targets[0], *s.value);
+      Value* v = expr(*s.value);
+      for (const auto& t : s.targets) assign(*t, v, t->loc);
+      return;
+    }
+    case StmtKind::AugAssign: {
+      Value* cur = name(*s.targets[0]);
+      Value* rhs = expr(*s.value);
+      loc_ = s.loc;
+      return assign(*s.targets[0], binary(s.op, cur, rhs, s.loc), s.loc);
+    }
+    case StmtKind::AnnAssign: {
+      Type t = type_from_annotation(src_, s.annotation, m_.imported);
+      Value* v = nullptr;
+      if (s.value->kind == ExprKind::List && s.value->args.empty() && t.kind == TypeKind::List)
+        v = prim(Prim::ListConstruct, {}, t);
+      else
+        v = coerce(expr(*s.value), t, s.value->loc, fmt::format("the annotation of '{}'", s.targets[0]->name));
+      return assign(*s.targets[0], v, s.loc);
+    }
+    case StmtKind::If: return if_stmt(s);
+    case StmtKind::While: return while_stmt(s);
+    case StmtKind::For: return for_stmt(s);
+    case StmtKind::Return: return return_stmt(s);
+    case StmtKind::Break:
+    case StmtKind::Continue: {
+      bool brk = s.kind == StmtKind::Break;
+      if (loops_.empty()) fail(s.loc, fmt::format("'{}' outside a loop", brk ? "break" : "continue"));
+      const std::string& flag = brk ? loops_.back().brk : loops_.back().cont;
+      frame().env[flag] = constant(true);
+      return;
+    }
+    case StmtKind::Pass: return;
+    case StmtKind::Assert: return assert_stmt(s);
+  }
+}
+
+void Lowerer::assign_from_expr(const Expr& target, const Expr& value) {
+  // `a, b = b, a`: element-wise, without building a tuple.
+  if ((target.kind == ExprKind::Tuple || target.kind == ExprKind::List) && value.kind == ExprKind::Tuple &&
+      target.args.size() == value.args.size()) {
+    std::vector<Value*> vs;
+    for (const auto& e : value.args) vs.push_back(expr(*e));
+    for (size_t i = 0; i < vs.size(); ++i) assign(*target.args[i], vs[i], target.args[i]->loc);
+    return;
+  }
+  Value* v = expr(value);
+  loc_ = target.loc;
+  assign(target, v, target.loc);
+}
+
+void Lowerer::assign(const Expr& target, Value* v, SourceLoc loc) {
+  if (target.kind == ExprKind::Name) {
+    if (target.name == "torch" || target.name == "True" || target.name == "False")
+      fail(loc, fmt::format("cannot assign to '{}'", target.name));
+    if (v->name().empty() && v->node()->prim() != Prim::Param) v->set_name(target.name);
+    frame().env[target.name] = v;
+    frame().partial.erase(target.name);
+    return;
+  }
+  if (target.kind == ExprKind::Tuple || target.kind == ExprKind::List) {
+    const Type& t = v->type();
+    size_t n = target.args.size();
+    if (t.kind == TypeKind::Tuple) {
+      if (t.elems.size() != n)
+        fail(loc, fmt::format("cannot unpack {} into {} names", t.str(), n));
+      if (v->node()->prim() == Prim::TupleConstruct) {
+        for (size_t i = 0; i < n; ++i) assign(*target.args[i], v->node()->input(i), target.args[i]->loc);
+        return;
+      }
+      Node* u = g_->create(Prim::TupleUnpack, n);
+      u->add_input(v);
+      for (size_t i = 0; i < n; ++i) u->output(i)->set_type(t.elems[i]);
+      emit(u);
+      for (size_t i = 0; i < n; ++i) assign(*target.args[i], u->output(i), target.args[i]->loc);
+      return;
+    }
+    if (t.kind == TypeKind::List) {
+      Node* u = g_->create(Prim::ListUnpack, n);
+      u->add_input(v);
+      for (size_t i = 0; i < n; ++i) u->output(i)->set_type(t.elems[0]);
+      emit(u);
+      for (size_t i = 0; i < n; ++i) assign(*target.args[i], u->output(i), target.args[i]->loc);
+      return;
+    }
+    fail(loc, fmt::format("cannot unpack {} into {} names", t.str(), n));
+  }
+  if (target.kind == ExprKind::Subscript)
+    fail(loc, "assignment to an element or slice is not supported in kiln script (tensors are immutable here; "
+              "build the value with torch.cat or torch.where)");
+  fail(loc, "cannot assign to this expression");
+}
+
+void Lowerer::branch(Value* cond, const std::function<void()>& then_fn, const std::function<void()>& else_fn,
+                     bool then_exits, bool else_exits, SourceLoc loc) {
+  Node* n = emit(g_->create(Prim::If, 0));
+  n->line = loc.line;
+  Block* blocks[2] = {n->add_block(), n->add_block()};
+  n->add_input(cond);
+  std::map<std::string, Value*> before = frame().env;
+  std::set<std::string> partial_before = frame().partial;
+  std::map<std::string, Value*> envs[2];
+  std::set<std::string> partial_after = partial_before;
+  const std::function<void()>* fns[2] = {&then_fn, &else_fn};
+  {
+    ir::InsertPointGuard guard(*g_);
+    for (int b = 0; b < 2; ++b) {
+      g_->set_insert_point(blocks[b]);
+      frame().env = before;
+      frame().partial = partial_before;
+      (*fns[b])();
+      envs[b] = frame().env;
+      partial_after.insert(frame().partial.begin(), frame().partial.end());
+    }
+  }
+  bool exits_b[2] = {then_exits, else_exits};
+  std::map<std::string, Value*> merged;
+  std::set<std::string> names;
+  for (int b = 0; b < 2; ++b)
+    for (auto& [k, v] : envs[b]) names.insert(k);
+  std::vector<std::pair<std::string, Value*[2]>> outs;
+  for (const std::string& k : names) {
+    Value* v[2] = {nullptr, nullptr};
+    for (int b = 0; b < 2; ++b) {
+      auto it = envs[b].find(k);
+      if (it != envs[b].end()) v[b] = it->second;
+    }
+    auto bt = before.find(k);
+    // An `is not None` refinement that ended unchanged is the original optional value.
+    for (int b = 0; b < 2; ++b)
+      if (bt != before.end() && v[b] && v[b] != bt->second && v[b]->node()->prim() == Prim::Unwrap &&
+          v[b]->node()->input() == bt->second && v[1 - b] == bt->second)
+        v[b] = bt->second;
+    if (v[0] && v[0] == v[1]) {
+      merged[k] = v[0];
+      continue;
+    }
+    for (int b = 0; b < 2; ++b)
+      if (!v[b] && exits_b[b] && v[1 - b]) {
+        ir::InsertPointGuard guard(*g_);
+        g_->set_insert_point(blocks[b]);
+        v[b] = placeholder(v[1 - b]->type());
+      }
+    if (!v[0] || !v[1]) {
+      partial_after.insert(k);
+      continue;
+    }
+    if (!same_type(v[0]->type(), v[1]->type())) {
+      // A refined optional against its original: the merged value stays optional.
+      if (k == kRetValue)
+        fail(loc, fmt::format("the returns of this function give {} and {}; kiln script cannot merge them into one "
+                              "value yet (return the same type on every path)",
+                              v[0]->type().str(), v[1]->type().str()));
+      fail(loc, fmt::format("variable '{}' is {} in the if branch and {} in the else branch", k, v[0]->type().str(),
+                            v[1]->type().str()));
+    }
+    blocks[0]->register_output(v[0]);
+    blocks[1]->register_output(v[1]);
+    Value* o = n->add_output(v[0]->type().is_tensor() ? Type::tensor() : v[0]->type());
+    o->set_name(ir_name(k));
+    merged[k] = o;
+  }
+  frame().env = std::move(merged);
+  for (auto& [k, v] : frame().env) partial_after.erase(k);
+  frame().partial = std::move(partial_after);
+}
+
+Value* Lowerer::if_value(Value* cond, const std::function<Value*()>& then_fn, const std::function<Value*()>& else_fn,
+                         SourceLoc loc) {
+  Node* n = emit(g_->create(Prim::If, 0));
+  n->add_input(cond);
+  Value* vs[2];
+  Block* blocks[2] = {n->add_block(), n->add_block()};
+  {
+    ir::InsertPointGuard guard(*g_);
+    g_->set_insert_point(blocks[0]);
+    vs[0] = then_fn();
+    g_->set_insert_point(blocks[1]);
+    vs[1] = else_fn();
+  }
+  if (!same_type(vs[0]->type(), vs[1]->type())) {
+    bool nums = is_number(vs[0]->type()) && is_number(vs[1]->type());
+    if (!nums) fail(loc, fmt::format("the two branches have different types: {} and {}", vs[0]->type().str(), vs[1]->type().str()));
+    // int and float: float, as Python's arithmetic would give downstream
+    for (int b = 0; b < 2; ++b)
+      if (vs[b]->type().kind != TypeKind::Float) {
+        ir::InsertPointGuard guard(*g_);
+        g_->set_insert_point(blocks[b]);
+        vs[b] = prim(Prim::ToFloat, {vs[b]}, Type::scalar(TypeKind::Float));
+      }
+  }
+  blocks[0]->register_output(vs[0]);
+  blocks[1]->register_output(vs[1]);
+  return n->add_output(vs[0]->type().is_tensor() ? Type::tensor() : vs[0]->type());
+}
+
+std::optional<Value*> Lowerer::refine_none(const Expr& test, bool then_branch) {
+  if (test.kind != ExprKind::Compare || test.ops.size() != 1) return std::nullopt;
+  if (test.ops[0] != "is" && test.ops[0] != "is not") return std::nullopt;
+  if (test.args[0]->kind != ExprKind::Name || test.args[1]->kind != ExprKind::None) return std::nullopt;
+  bool not_none_here = (test.ops[0] == "is not") == then_branch;
+  if (!not_none_here) return std::nullopt;
+  auto it = frame().env.find(test.args[0]->name);
+  if (it == frame().env.end() || it->second->type().kind != TypeKind::Optional) return std::nullopt;
+  return it->second;
+}
+
+void Lowerer::if_stmt(const Stmt& s) {
+  Value* c = to_condition(expr(*s.test), s.test->loc);
+  auto run = [&](const std::vector<StmtPtr>& body, bool then_branch) {
+    if (auto opt = refine_none(*s.test, then_branch)) {
+      loc_ = s.test->loc;
+      frame().env[s.test->args[0]->name] = prim(Prim::Unwrap, {*opt}, (*opt)->type().elems[0]);
+    }
+    block(body);
+  };
+  // A condition known at lowering time (`x is None` on a non-optional) still lowers both branches, so
+  // both are type-checked; the interpreter takes the right one.
+  branch(c, [&] { run(s.body, true); }, [&] { run(s.orelse, false); }, always_exits(s.body), always_exits(s.orelse),
+         s.loc);
+}
+
+void Lowerer::loop(Value* trip, Value* cond, const std::vector<StmtPtr>& body, const std::set<std::string>& assigned,
+                   const BodyFn& prologue, const std::function<Value*()>& next_cond, SourceLoc loc) {
+  Frame& F = frame();
+  std::vector<std::string> carried;
+  for (const std::string& k : assigned)
+    if (F.env.count(k)) carried.push_back(k);
+  LoopCtx ctx;
+  unsigned flags = exits(body) & (kBrk | kCont);
+  ++loop_depth_;
+  if (flags & kBrk) {
+    ctx.brk = fmt::format("$broke{}", loop_depth_);
+    F.env[ctx.brk] = constant(false);
+    F.env[ctx.brk]->set_name("broke");
+    carried.push_back(ctx.brk);
+  }
+  if (flags & kCont) ctx.cont = fmt::format("$continued{}", loop_depth_);
+  if ((exits(body) & kRet) && F.flag_returns && !std::count(carried.begin(), carried.end(), std::string(kReturned))) {
+    carried.push_back(kReturned);
+    carried.push_back(kRetValue);
+  }
+  Node* n = emit(g_->create(Prim::Loop, 0));
+  n->line = loc.line;
+  n->add_input(trip);
+  n->add_input(cond);
+  Block* b = n->add_block();
+  Value* iter = b->add_input(Type::scalar(TypeKind::Int), "iter");
+  std::map<std::string, Value*> before = F.env;
+  std::vector<Type> types;
+  for (const std::string& k : carried) {
+    Value* init = F.env.at(k);
+    n->add_input(init);
+    types.push_back(init->type().is_tensor() ? Type::tensor() : init->type());
+    F.env[k] = b->add_input(types.back(), ir_name(k));
+  }
+  std::set<std::string> partial_before = F.partial;
+  loops_.push_back(ctx);
+  {
+    ir::InsertPointGuard guard(*g_);
+    g_->set_insert_point(b);
+    if (!ctx.cont.empty()) {
+      frame().env[ctx.cont] = constant(false);
+      frame().env[ctx.cont]->set_name("continued");
+    }
+    prologue(iter);
+    block(body);
+    loc_ = loc;
+    Value* c = next_cond();
+    b->register_output(c);
+    for (size_t i = 0; i < carried.size(); ++i) {
+      Value* v = frame().env.count(carried[i]) ? frame().env.at(carried[i]) : nullptr;
+      if (!v)
+        fail(loc, fmt::format("variable '{}' is not defined on every path through the loop body", carried[i]));
+      if (!same_type(v->type(), types[i]))
+        fail(loc, fmt::format("variable '{}' is {} before the loop and {} after an iteration; a loop must keep each "
+                              "variable's type",
+                              carried[i], types[i].str(), v->type().str()));
+      b->register_output(v);
+    }
+  }
+  loops_.pop_back();
+  --loop_depth_;
+  Frame& F2 = frame();
+  std::set<std::string> inner;
+  for (auto& [k, v] : F2.env)
+    if (!before.count(k)) inner.insert(k);
+  F2.env = before;
+  for (size_t i = 0; i < carried.size(); ++i) {
+    Value* o = n->add_output(types[i].is_tensor() ? Type::tensor() : types[i]);
+    o->set_name(ir_name(carried[i]));
+    F2.env[carried[i]] = o;
+  }
+  if (!ctx.brk.empty()) F2.env.erase(ctx.brk);
+  if (!ctx.cont.empty()) F2.env.erase(ctx.cont);
+  F2.partial = partial_before;
+  for (const std::string& k : inner)
+    if (k[0] != '$') F2.partial.insert(k);
+}
+
+// The loop continues while no break or return happened in this iteration, and `more` (a while
+// condition) holds; `more` is evaluated only then, as Python would.
+static Value* no_exit_and(Lowerer& L, Value* exited, const std::function<Value*()>& more, SourceLoc loc) {
+  if (!exited) return more ? more() : L.constant(true);
+  return L.if_value(exited, [&] { return L.constant(false); }, [&] { return more ? more() : L.constant(true); }, loc);
+}
+
+void Lowerer::while_stmt(const Stmt& s) {
+  Value* c0 = to_condition(expr(*s.test), s.test->loc);
+  std::set<std::string> assigned;
+  assigned_names(s.body, assigned);
+  Value* trip = constant(int64_t(INT64_MAX));
+  loop(trip, c0, s.body, assigned, [](Value*) {},
+       [&] {
+         Value* exited = loops_.empty() ? nullptr : exit_condition(kRet | kBrk);
+         return no_exit_and(*this, exited, [&] { return to_condition(expr(*s.test), s.test->loc); }, s.loc);
+       },
+       s.loc);
+}
+
+void Lowerer::for_stmt(const Stmt& s) {
+  const Expr& it = *s.value;
+  const Expr& target = *s.targets[0];
+  std::set<std::string> assigned;
+  assigned_names(s.body, assigned);
+  auto next = [&] {
+    Value* exited = exit_condition(kRet | kBrk);
+    return no_exit_and(*this, exited, nullptr, s.loc);
+  };
+  if (it.kind == ExprKind::Call && it.args[0]->kind == ExprKind::Name && it.args[0]->name == "range" &&
+      !frame().env.count("range")) {
+    size_t n = it.args.size() - 1;
+    if (n < 1 || n > 3 || !it.keywords.empty())
+      fail(it.loc, fmt::format("range() takes 1 to 3 positional arguments, got {}", n + it.keywords.size()));
+    if (target.kind != ExprKind::Name) fail(target.loc, "a for over range() needs one name as its target");
+    std::vector<Value*> a;
+    for (size_t i = 1; i <= n; ++i) {
+      Value* v = expr(*it.args[i]);
+      if (v->type().kind != TypeKind::Int && v->type().kind != TypeKind::Bool)
+        fail(it.args[i]->loc, fmt::format("range() takes int arguments, got {}", v->type().str()));
+      a.push_back(v);
+    }
+    loc_ = it.loc;
+    Value* start = n >= 2 ? a[0] : nullptr;
+    Value* stop = n >= 2 ? a[1] : a[0];
+    int64_t step = 1;
+    if (n == 3) {
+      Arg sa{it.args[3].get(), nullptr, it.args[3]->loc};
+      auto st = const_int(sa);
+      if (!st) fail(it.args[3]->loc, "the step of range() must be an int constant in kiln script");
+      if (*st == 0) fail(it.args[3]->loc, "range() step must not be zero");
+      step = *st;
+    }
+    Type int_t = Type::scalar(TypeKind::Int);
+    // trip = max(0, ceil((stop - start) / step))
+    Value* span = start ? prim(Prim::NumSub, {stop, start}, int_t) : stop;
+    Value* trip = span;
+    if (step > 0 && step != 1)
+      trip = prim(Prim::NumFloorDiv, {prim(Prim::NumAdd, {span, constant(step - 1)}, int_t), constant(step)}, int_t);
+    if (step < 0)
+      trip = prim(Prim::NumFloorDiv, {prim(Prim::NumSub, {constant(-step - 1), span}, int_t), constant(-step)}, int_t);
+    trip = prim(Prim::Max, {trip, constant(int64_t(0))}, int_t);
+    trip->set_name("trip");
+    loop(trip, constant(true), s.body, assigned,
+         [&](Value* iter) {
+           Value* i = iter;
+           if (step != 1) i = prim(Prim::NumMul, {i, constant(step)}, int_t);
+           if (start) i = prim(Prim::NumAdd, {i, start}, int_t);
+           assign(target, i, target.loc);
+         },
+         next, s.loc);
+    return;
+  }
+  // A tuple written in the for header is unrolled from its elements, without building the tuple.
+  Value* seq = nullptr;
+  if (it.kind == ExprKind::Tuple && !it.args.empty()) {
+    std::vector<Value*> es;
+    for (const auto& a : it.args) es.push_back(expr(*a));
+    std::vector<Type> ts;
+    for (Value* v : es) ts.push_back(v->type());
+    return unrolled_for(s, es, Type::tuple(ts));
+  }
+  seq = expr(it);
+  loc_ = it.loc;
+  const Type& t = seq->type();
+  if (t.kind == TypeKind::List || t.kind == TypeKind::Tensor) {
+    Value* trip = prim(Prim::Len, {seq}, Type::scalar(TypeKind::Int));
+    loop(trip, constant(true), s.body, assigned,
+         [&](Value* iter) {
+           Value* e = t.kind == TypeKind::List ? prim(Prim::ListIndex, {seq, iter}, t.elems[0])
+                                               : select_dynamic(seq, 0, iter);
+           assign(target, e, target.loc);
+         },
+         next, s.loc);
+    return;
+  }
+  if (t.kind == TypeKind::Tuple) {
+    std::vector<Value*> elems;
+    bool direct = seq->node()->prim() == Prim::TupleConstruct;
+    for (size_t i = 0; i < t.elems.size(); ++i) {
+      if (direct) {
+        elems.push_back(seq->node()->input(i));
+      } else {
+        Node* ix = g_->create(Prim::TupleIndex, 1);
+        ix->add_input(seq);
+        ix->attrs().set("index", int64_t(i));
+        ix->output()->set_type(t.elems[i]);
+        elems.push_back(emit(ix)->output());
+      }
+    }
+    return unrolled_for(s, elems, t);
+  }
+  fail(it.loc, fmt::format("cannot iterate over {}; kiln script loops over range(), tuples, lists and tensors",
+                           t.str()));
+}
+
+// Unrolled: a tuple's elements may differ in type. Break, continue and return work through the same
+// flags, guarding the iterations after one that may exit.
+void Lowerer::unrolled_for(const Stmt& s, const std::vector<Value*>& elems, const Type& t) {
+  const Expr& target = *s.targets[0];
+  if (t.elems.size() > 256 && (exits(s.body) & (kRet | kBrk)))
+    fail(s.value->loc, "a for over a tuple of more than 256 elements cannot break or return (it is unrolled)");
+  LoopCtx ctx;
+  ++loop_depth_;
+  unsigned flags = exits(s.body);
+  if (flags & kBrk) {
+    ctx.brk = fmt::format("$broke{}", loop_depth_);
+    frame().env[ctx.brk] = constant(false);
+  }
+  if (flags & kCont) ctx.cont = fmt::format("$continued{}", loop_depth_);
+  loops_.push_back(ctx);
+  bool may_exit = exits(s.body) & (kRet | kBrk);
+  std::function<void(size_t)> unroll = [&](size_t from) {
+    for (size_t k = from; k < elems.size(); ++k) {
+      if (!loops_.back().cont.empty()) frame().env[loops_.back().cont] = constant(false);
+      assign(target, elems[k], target.loc);
+      block(s.body);
+      if (k + 1 == elems.size() || !may_exit) continue;
+      // The iterations after one that may break or return run only when it did not.
+      loc_ = s.loc;
+      Value* exited = exit_condition(kRet | kBrk);
+      branch(exited, [] {}, [&] { unroll(k + 1); }, true, false, s.loc);
+      return;
+    }
+  };
+  unroll(0);
+  loops_.pop_back();
+  --loop_depth_;
+  if (!ctx.brk.empty()) frame().env.erase(ctx.brk);
+  if (!ctx.cont.empty()) frame().env.erase(ctx.cont);
+}
+
+void Lowerer::return_stmt(const Stmt& s) {
+  Value* v = nullptr;
+  if (s.value) {
+    v = expr(*s.value);
+    loc_ = s.loc;
+  } else {
+    v = g_->insert_none();
+  }
+  Frame& F = frame();
+  SourceLoc at = s.value ? s.value->loc : s.loc;
+  bool fits = same_type(v->type(), F.ret_type) || (F.ret_type.kind == TypeKind::Float && is_number(v->type())) ||
+              (F.ret_type.kind == TypeKind::Optional &&
+               (v->type().kind == TypeKind::None || same_type(v->type(), F.ret_type.elems[0])));
+  if (!fits)
+    fail(at, fmt::format("function '{}' is declared to return {} but returns {}", F.def->name, F.ret_type.str(),
+                         v->type().str()));
+  v = coerce(v, F.ret_type, at, "return");
+  if (!frame().flag_returns) {
+    frame().final_return = v;
+    return;
+  }
+  frame().env[kRetValue] = v;
+  frame().env[kReturned] = constant(true);
+}
+
+void Lowerer::assert_stmt(const Stmt& s) {
+  Value* c = to_condition(expr(*s.test), s.test->loc);
+  std::string msg = "AssertionError";
+  if (s.value) {
+    if (s.value->kind != ExprKind::String) fail(s.value->loc, "the message of an assert must be a string literal");
+    msg = "AssertionError: " + s.value->name;
+  }
+  loc_ = s.loc;
+  Node* n = emit(g_->create(Prim::If, 0));
+  n->add_input(c);
+  n->add_block();
+  Block* no = n->add_block();
+  ir::InsertPointGuard guard(*g_);
+  g_->set_insert_point(no);
+  Node* r = g_->create(Prim::Raise, 0);
+  r->attrs().set("message", fmt::format("{}:{}: {}", src_.name, s.loc.line, msg));
+  emit(r);
+}
+
+// ---------------------------------------------------------------- entry
+
+std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const Module& m) {
+  std::map<std::string, std::shared_ptr<ir::Graph>> out;
+  for (const auto& f : m.functions) {
+    if (out.count(f->name)) src.fail(f->loc, fmt::format("function '{}' is defined twice", f->name));
+    out[f->name] = nullptr;
+  }
+  for (const auto& f : m.functions) {
+    Lowerer L(src, m);
+    out[f->name] = L.lower_function(*f);
+  }
+  return out;
+}
+
+}  // namespace kiln::script

@@ -1,0 +1,18 @@
+#pragma once
+// Lowering: a parsed script module to one IR graph per function. Names, types and op signatures are
+// checked here, as each construct is lowered and before anything runs; calls between the file's
+// functions are inlined, so every graph stands alone.
+#include <map>
+#include <memory>
+#include <string>
+
+#include "core/ir/graph.h"
+#include "script_frontend/ast.h"
+#include "script_frontend/source.h"
+
+namespace kiln::script {
+
+// Raises kiln::Error in the source error format at the first problem.
+std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const Module& m);
+
+}  // namespace kiln::script

@@ -1,0 +1,158 @@
+#pragma once
+// The lowering state shared by the statement/expression lowering (lower.cpp) and the table of torch
+// functions and tensor methods (builtins.cpp). Internal to script_frontend.
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/ir/graph.h"
+#include "script_frontend/ast.h"
+#include "script_frontend/source.h"
+
+namespace kiln::script {
+
+using ir::Type;
+using ir::TypeKind;
+using ir::Value;
+
+// One argument of a builtin call as the caller wrote it: the expression (lowered on demand, so
+// attribute arguments can be read as constants) or, for a method's self, the lowered value.
+struct Arg {
+  const Expr* expr = nullptr;
+  Value* value = nullptr;
+  SourceLoc loc;
+  bool present() const { return expr || value; }
+};
+
+class Lowerer {
+ public:
+  Lowerer(const Source& src, const Module& m);
+  std::shared_ptr<ir::Graph> lower_function(const FunctionDef& f);
+
+  // ---- used by builtins.cpp ----
+  const Source& src() const { return src_; }
+  [[noreturn]] void fail(SourceLoc loc, std::string_view msg) const { src_.fail(loc, msg); }
+  ir::Graph& graph() { return *g_; }
+  Value* expr(const Expr& e);
+  Value* value_of(const Arg& a) { return a.value ? a.value : expr(*a.expr); }
+  // The argument as a tensor; numbers become wrapped 0-d tensors (prim::tensor) when numbers_ok.
+  Value* tensor_arg(const Arg& a, std::string_view what, bool numbers_ok = false);
+  Value* number_to_tensor(Value* v);
+  // Compile-time constants for op attributes: literals or names bound to constants.
+  std::optional<int64_t> const_int(const Arg& a);
+  std::optional<double> const_float(const Arg& a);
+  std::optional<bool> const_bool(const Arg& a);
+  std::optional<std::string> const_str(const Arg& a);
+  // An int or a tuple/list of ints.
+  std::optional<std::vector<int64_t>> const_ints(const Arg& a);
+  int64_t need_int(const Arg& a, std::string_view what);
+  bool need_bool(const Arg& a, std::string_view what);
+  std::vector<int64_t> need_ints(const Arg& a, std::string_view what);
+  // Graph building at the current insertion point; nodes get the current source line.
+  ir::Node* emit(ir::Node* n);
+  Value* op(OpId id, const std::vector<Value*>& inputs, Attrs attrs = {});
+  Value* prim(ir::Prim p, const std::vector<Value*>& inputs, Type out);
+  Value* constant(int64_t v);
+  Value* constant(double v);
+  Value* constant(bool v);
+  Value* tuple(const std::vector<Value*>& elems);
+  // x[i] along dim with i a runtime int (negative counts from the end).
+  Value* select_dynamic(Value* x, int64_t dim, Value* index);
+  // If(cond) with a value from each branch, which must have the same type.
+  Value* if_value(Value* cond, const std::function<Value*()>& then_fn, const std::function<Value*()>& else_fn,
+                  SourceLoc loc);
+  Value* to_condition(Value* v, SourceLoc loc);
+  SourceLoc loc() const { return loc_; }
+
+ private:
+  // A function being lowered (the top one or an inlined callee): its variables and exit flags.
+  struct Frame {
+    const FunctionDef* def;
+    Type ret_type;
+    bool flag_returns = false;  // returns other than a final one: lowered with returned/ret_value
+    std::map<std::string, Value*> env;
+    std::set<std::string> partial;  // names defined on some paths only, for a precise error
+    Value* final_return = nullptr;  // the value of the one final return (flag_returns false)
+  };
+  struct LoopCtx {
+    std::string brk, cont;  // flag variable names, empty when the body has no break / continue
+  };
+  enum Flag : unsigned { kRet = 1, kBrk = 2, kCont = 4 };
+
+  // statements
+  void block(const std::vector<StmtPtr>& body, size_t from = 0);
+  void stmt(const Stmt& s);
+  void assign(const Expr& target, Value* v, SourceLoc loc);
+  void assign_from_expr(const Expr& target, const Expr& value);
+  void if_stmt(const Stmt& s);
+  void while_stmt(const Stmt& s);
+  void for_stmt(const Stmt& s);
+  void unrolled_for(const Stmt& s, const std::vector<Value*>& elems, const Type& t);
+  void return_stmt(const Stmt& s);
+  void assert_stmt(const Stmt& s);
+  // Lowers an If whose branches run then_fn / else_fn on copies of the environment and merges the
+  // variables they assign into the If's outputs.
+  void branch(Value* cond, const std::function<void()>& then_fn, const std::function<void()>& else_fn,
+              bool then_exits, bool else_exits, SourceLoc loc);
+  using BodyFn = std::function<void(Value* iter)>;
+  void loop(Value* trip, Value* cond, const std::vector<StmtPtr>& body, const std::set<std::string>& assigned,
+            const BodyFn& prologue, const std::function<Value*()>& next_cond, SourceLoc loc);
+  unsigned exits(const Stmt& s) const;  // the flags s may set (break/continue of this loop only)
+  unsigned exits(const std::vector<StmtPtr>& b) const;
+  bool always_exits(const std::vector<StmtPtr>& b) const;
+  bool always_returns(const std::vector<StmtPtr>& b) const;
+  Value* exit_condition(unsigned flags);
+  void assigned_names(const std::vector<StmtPtr>& b, std::set<std::string>& out) const;
+  void target_names(const Expr& t, std::set<std::string>& out) const;
+
+  // expressions
+  Value* name(const Expr& e);
+  Value* binary(const std::string& op, Value* a, Value* b, SourceLoc loc);
+  Value* compare(const std::string& op, const Expr& ea, Value* a, const Expr& eb, Value* b, SourceLoc loc);
+  Value* unary(const Expr& e);
+  Value* bool_op(const Expr& e, size_t from);
+  Value* compare_chain(const Expr& e, size_t from, Value* left);
+  Value* subscript(const Expr& e);
+  Value* tensor_index(Value* x, const Expr& e);
+  Value* call(const Expr& e);
+  Value* attribute(const Expr& e);
+  Value* inline_call(const FunctionDef& f, const Expr& call);
+  Value* placeholder(const Type& t);
+  Value* fold_ints(ir::Prim p, Value* a, Value* b);
+  std::optional<int64_t> static_int(const Expr& e);
+  Value* coerce(Value* v, const Type& want, SourceLoc loc, std::string_view what);
+  std::optional<Value*> refine_none(const Expr& test, bool then_branch);
+
+  const Source& src_;
+  const Module& m_;
+  std::shared_ptr<ir::Graph> g_;
+  std::deque<Frame> frames_;  // a deque: inlining pushes frames while outer ones are referenced
+  std::vector<LoopCtx> loops_;
+  std::vector<const FunctionDef*> inlining_;
+  int loop_depth_ = 0;
+  SourceLoc loc_;
+
+  Frame& frame() { return frames_.back(); }
+  friend Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, Value* self);
+};
+
+// Type helpers (types.cpp)
+Type type_from_annotation(const Source& src, const TypeExpr& t, const std::set<std::string>& imported);
+bool is_number(const Type& t);  // int, float, bool
+bool same_type(const Type& a, const Type& b);  // tensors of any dtype/shape count as one type
+// Edit-distance suggestion: "; did you mean X?" or "".
+std::string did_you_mean(std::string_view name, const std::vector<std::string>& candidates);
+
+// builtins.cpp: torch.<name>(...) when self is null and qualified starts with "torch.", a tensor
+// method otherwise. Raises with a suggestion for unknown names.
+Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, Value* self);
+// x.<attr> for tensors (shape, T); nullopt when not an attribute.
+std::optional<Value*> tensor_attribute(Lowerer& L, Value* x, const std::string& attr, SourceLoc loc);
+// Names of builtins (for suggestions).
+std::vector<std::string> builtin_names(bool methods);
+
+}  // namespace kiln::script

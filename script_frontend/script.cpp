@@ -1,0 +1,61 @@
+#include "script_frontend/script.h"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "core/ir/verifier.h"
+#include "script_frontend/lower.h"
+#include "script_frontend/lowerer.h"
+#include "script_frontend/parser.h"
+
+namespace kiln {
+
+const Function& ScriptModule::function(const std::string& name) const {
+  auto it = functions_.find(name);
+  if (it != functions_.end()) return it->second;
+  std::vector<std::string> names = function_names();
+  std::string all;
+  for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
+  fail("script: no function '{}' in the module (it has: {}){}", name, all.empty() ? "none" : all,
+       script::did_you_mean(name, names));
+}
+
+std::vector<std::string> ScriptModule::function_names() const {
+  std::vector<std::string> out;
+  for (const auto& [k, f] : functions_) out.push_back(k);
+  return out;
+}
+
+namespace {
+std::map<std::string, std::shared_ptr<ir::Graph>> compile(const std::string& text, const std::string& name) {
+  script::Source src{name, text};
+  script::Module m = script::parse(src);
+  auto graphs = script::lower(src, m);
+  // Lowering builds well-formed graphs; the verifier holds it to that.
+  for (auto& [fn, g] : graphs) {
+    std::vector<std::string> errs = ir::verify_errors(*g);
+    if (!errs.empty()) fail("script: internal error: the graph of {} does not verify: {}\n{}", fn, errs[0], g->str());
+  }
+  return graphs;
+}
+}  // namespace
+
+ScriptModule script_source(const std::string& text, const std::string& name) {
+  std::map<std::string, Function> fns;
+  for (auto& [fn, g] : compile(text, name)) fns.emplace(fn, Function(g, fn));
+  return ScriptModule(std::move(fns));
+}
+
+ScriptModule script_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail("script: cannot open {}", path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return script_source(ss.str(), path);
+}
+
+void script::check_source(const std::string& text, const std::string& name) { compile(text, name); }
+
+}  // namespace kiln

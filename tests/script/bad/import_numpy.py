@@ -1,0 +1,3 @@
+# error: 3:1: import of 'numpy' is not supported in kiln script (only torch and typing)
+import torch
+import numpy
