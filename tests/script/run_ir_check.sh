@@ -8,5 +8,5 @@ run=$(sed -n 's/^# RUN: *//p' "$file" | head -n 1)
 [ -n "$run" ] || { echo "$file: no '# RUN:' line" >&2; exit 1; }
 mode=${run%% *}
 fn=${run#"$mode" }
-out=$("$kiln" "$mode" "$file" "$fn") || { echo "$out"; echo "kiln $mode failed" >&2; exit 1; }
+out=$("$kiln" "$mode" "$file" $fn) || { echo "$out"; echo "kiln $mode failed" >&2; exit 1; }
 printf '%s\n' "$out" | "$filecheck" --dump-input=fail "$file"
