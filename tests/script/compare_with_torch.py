@@ -71,6 +71,9 @@ def close(a, b):
         return f"{a} vs torch {b}"
 
 
+BACKENDS = ["interp"] + (["x86"] if " avx2" in open("/proc/cpuinfo").read() else [])
+
+
 def main():
     kiln, path = sys.argv[1], sys.argv[2]
     spec = importlib.util.spec_from_file_location("kiln_case", path)
@@ -101,35 +104,37 @@ def main():
             # The file must also be TorchScript: the promise kiln script makes.
             scripted = []
             flatten(torch.jit.script(fn)(*targs), scripted)
-            outs = []
-            for k, v in enumerate(expected):
-                if isinstance(v, torch.Tensor):
-                    outs += ["-o", os.path.join(tmp, f"out{ci}_{k}.npy")]
-            r = subprocess.run([kiln, "run", path, fn_name] + cli + outs, capture_output=True, text=True)
-            label = f"{os.path.basename(path)}: {fn_name}({' '.join(toks)})"
-            if r.returncode != 0:
-                print(f"FAIL {label}: kiln run exited {r.returncode}\n{r.stderr}")
-                failures += 1
-                continue
-            printed = r.stdout.split()
-            got = []
-            oi = 0
-            pi = 0
-            for v in expected:
-                if isinstance(v, torch.Tensor):
-                    got.append(np.load(outs[2 * oi + 1]))
-                    oi += 1
+            # Each case runs on the reference interpreter and, where the CPU has AVX2, through the JIT.
+            for backend in BACKENDS:
+                outs = []
+                for k, v in enumerate(expected):
+                    if isinstance(v, torch.Tensor):
+                        outs += ["-o", os.path.join(tmp, f"out{ci}_{k}.npy")]
+                r = subprocess.run([kiln, "run", path, fn_name] + cli + outs + ["--backend", backend], capture_output=True, text=True)
+                label = f"{os.path.basename(path)}: {fn_name}({' '.join(toks)}) [{backend}]"
+                if r.returncode != 0:
+                    print(f"FAIL {label}: kiln run exited {r.returncode}\n{r.stderr}")
+                    failures += 1
+                    continue
+                printed = r.stdout.split()
+                got = []
+                oi = 0
+                pi = 0
+                for v in expected:
+                    if isinstance(v, torch.Tensor):
+                        got.append(np.load(outs[2 * oi + 1]))
+                        oi += 1
+                    else:
+                        got.append(printed[pi] if pi < len(printed) else "<missing>")
+                        pi += 1
+                bad = [close(g, e) for g, e in zip(got, expected)]
+                bad += [close(g, e) for g, e in zip(got, scripted)]
+                msgs = [b for b in bad if b]
+                if msgs:
+                    print(f"FAIL {label}: " + "; ".join(msgs))
+                    failures += 1
                 else:
-                    got.append(printed[pi] if pi < len(printed) else "<missing>")
-                    pi += 1
-            bad = [close(g, e) for g, e in zip(got, expected)]
-            bad += [close(g, e) for g, e in zip(got, scripted)]
-            msgs = [b for b in bad if b]
-            if msgs:
-                print(f"FAIL {label}: " + "; ".join(msgs))
-                failures += 1
-            else:
-                print(f"ok   {label}")
+                    print(f"ok   {label}")
     return 1 if failures else 0
 
 
