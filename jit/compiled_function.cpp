@@ -109,6 +109,12 @@ class CompiledFunction final : public Function::Executor {
   }
 
   std::vector<IValue> run(const std::vector<IValue>& inputs) override {
+    bool grad_mode = GradMode::enabled();
+    if (!(grad_mode && any_requires_grad(inputs)))
+      if (std::shared_ptr<Entry> e = lookup(inputs, grad_mode)) {
+        GroupRunner runner(e->kernels);
+        return interp::run(*e->plan, inputs, &runner);
+      }
     Signature sig = signature_of(inputs);
     if (sig.grad_mode && needs_grad(sig)) {
       {
@@ -139,6 +145,45 @@ class CompiledFunction final : public Function::Executor {
     std::unordered_map<const ir::Node*, std::shared_ptr<GroupKernel>> kernels;
     std::unique_ptr<interp::Plan> plan;  // values dropped after their last use (the memory plan)
   };
+
+  static bool any_requires_grad(const std::vector<IValue>& inputs) {
+    for (const IValue& v : inputs)
+      if (v.is_tensor() && v.to_tensor().requires_grad()) return true;
+    return false;
+  }
+
+  // Whether a call's inputs have this signature; no allocation, so a cache hit stays cheap.
+  static bool matches(const Signature& s, const std::vector<IValue>& inputs, bool grad_mode) {
+    if (s.grad_mode != grad_mode || s.inputs.size() != inputs.size()) return false;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const InputSig& want = s.inputs[i];
+      const IValue& v = inputs[i];
+      if (!v.is_tensor()) {
+        if (want.kind == 't') return false;
+        continue;  // numbers and such: their kinds were checked by the Function's signature
+      }
+      if (want.kind != 't') return false;
+      const Tensor& t = v.to_tensor();
+      const TensorImpl* impl = t.impl();
+      if (impl->dtype != want.dtype || impl->sizes.size() != want.dims.size() || t.requires_grad() != want.requires_grad)
+        return false;
+      for (size_t d = 0; d < want.dims.size(); ++d)
+        if (want.dims[d] != kSymbolic && want.dims[d] != impl->sizes[d]) return false;
+      if (t.is_contiguous() != want.contiguous || !(t.device() == want.device)) return false;
+    }
+    return true;
+  }
+
+  // The entry serving these inputs, most recently compiled first; null on a miss.
+  std::shared_ptr<Entry> lookup(const std::vector<IValue>& inputs, bool grad_mode) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = entries_.rbegin(); it != entries_.rend(); ++it)
+      if (matches((*it)->sig, inputs, grad_mode)) {
+        ++stats_.hits;
+        return *it;
+      }
+    return nullptr;
+  }
 
   static bool needs_grad(const Signature& s) {
     for (const InputSig& i : s.inputs)

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "core/ir/dtype_rules.h"
 #include "core/ir/op_schema.h"
 #include "core/ir/printer.h"
-#include "core/type_promotion.h"
 
 namespace kiln::ir {
 
@@ -188,11 +188,6 @@ class Verifier {
     else if (t.kind != want) error(n, "value {} does not match its type {}", attr_value_str(*v), t.str());
   }
 
-  bool wrapped(const Value* v) const {
-    const Node* d = v->node();
-    return d->prim() == Prim::Constant && d->attrs().has("wrapped") && d->attrs().b("wrapped");
-  }
-
   void check_op(const Node& n) {
     OpId op = n.op();
     const OpSchema& s = op_schema(op);
@@ -225,42 +220,10 @@ class Verifier {
     check_dtype(n);
   }
 
-  // The dtype an elementwise or reduction node must produce, when its inputs' dtypes are known.
-  std::optional<DType> expected_dtype(const Node& n) {
-    OpId op = n.op();
-    std::vector<DType> in;
-    for (const Value* v : n.inputs()) {
-      if (!v->type().dtype) return std::nullopt;
-      in.push_back(*v->type().dtype);
-    }
-    switch (op_info(op).kind) {
-      case OpKind::Unary: return elementwise_out_dtype(op, unary_compute_dtype(op, in[0]));
-      case OpKind::Binary: {
-        ResultTypeState st;
-        for (const Value* v : n.inputs()) {
-          const auto& dims = v->type().dims;
-          if (!dims) return std::nullopt;  // 0-d or not decides the promotion group
-          st.add(*v->type().dtype, dims->empty(), wrapped(v));
-        }
-        return elementwise_out_dtype(op, binary_compute_dtype(op, st));
-      }
-      case OpKind::Reduce:
-        if (op == OpId::Sum || op == OpId::Prod) return is_floating(in[0]) ? in[0] : DType::Int64;
-        return in[0];
-      case OpKind::View: return in[0];
-      case OpKind::Other:
-        if (op == OpId::Cast && n.attrs().has("dtype")) return n.attrs().dtype("dtype");
-        if (op == OpId::Argmax || op == OpId::Argmin) return DType::Int64;
-        if (op == OpId::Contiguous || op == OpId::Clone) return in[0];
-        return std::nullopt;
-    }
-    return std::nullopt;
-  }
-
   void check_dtype(const Node& n) {
     if (n.outputs().empty()) return;
     const Value* out = n.output(0);
-    std::optional<DType> want = expected_dtype(n);
+    std::optional<DType> want = op_result_dtype(n, /*others_keep_first=*/false);
     if (want && out->type().dtype && *out->type().dtype != *want) {
       std::string ins;
       for (const Value* v : n.inputs()) ins += (ins.empty() ? "" : ", ") + v->type().str();

@@ -4,7 +4,7 @@
 // an output type only when it knows more (a traced graph's types are already exact).
 #include <numeric>
 
-#include "core/type_promotion.h"
+#include "core/ir/dtype_rules.h"
 #include "jit/ir_utils.h"
 #include "jit/passes/passes.h"
 
@@ -170,53 +170,6 @@ std::optional<Dims> view_dims(const ir::Node& n, const Dims& in) {
   }
 }
 
-bool wrapped(const ir::Value* v) {
-  const ir::Node* d = v->node();
-  return d->prim() == ir::Prim::Constant && d->attrs().has("wrapped");
-}
-
-std::optional<DType> out_dtype(const ir::Node& n) {
-  std::vector<DType> in;
-  for (const ir::Value* v : n.inputs()) {
-    if (!v->type().is_tensor() || !v->type().dtype) return std::nullopt;
-    in.push_back(*v->type().dtype);
-  }
-  if (in.empty()) return std::nullopt;
-  OpId op = n.op();
-  switch (op_info(op).kind) {
-    case OpKind::Unary: return elementwise_out_dtype(op, unary_compute_dtype(op, in[0]));
-    case OpKind::Binary: {
-      ResultTypeState st;
-      for (const ir::Value* v : n.inputs()) {
-        if (!v->type().dims) return std::nullopt;
-        st.add(*v->type().dtype, v->type().dims->empty(), wrapped(v));
-      }
-      return elementwise_out_dtype(op, binary_compute_dtype(op, st));
-    }
-    case OpKind::Reduce:
-      if (op == OpId::Sum || op == OpId::Prod) return is_floating(in[0]) ? in[0] : DType::Int64;
-      return in[0];
-    case OpKind::View: return in[0];
-    case OpKind::Other:
-      switch (op) {
-        case OpId::Where: {
-          ResultTypeState st;
-          for (size_t i = 1; i < 3; ++i) {
-            const ir::Value* v = n.input(i);
-            if (!v->type().dims) return std::nullopt;
-            st.add(in[i], v->type().dims->empty(), wrapped(v));
-          }
-          return st.result();
-        }
-        case OpId::Cast: return n.attrs().dtype("dtype");
-        case OpId::Argmax: case OpId::Argmin: return DType::Int64;
-        // The rest (matmul, conv, pools, cat, index and gradient ops) return their first input's dtype.
-        default: return in[0];
-      }
-  }
-  return std::nullopt;
-}
-
 std::optional<Dims> out_dims(const ir::Node& n) {
   auto in0 = dims_of(n.input(0));
   OpId op = n.op();
@@ -259,7 +212,7 @@ int64_t run_block(ir::Block& b) {
   for (ir::Node* n : b.nodes()) {
     for (ir::Block* sub : n->blocks()) changed += run_block(*sub);
     if (!n->is_op() || n->outputs().size() != 1 || n->inputs().empty()) continue;
-    Type t = Type::tensor(out_dtype(*n), out_dims(*n));
+    Type t = Type::tensor(ir::op_result_dtype(*n, /*others_keep_first=*/true), out_dims(*n));
     const Type& old = n->output()->type();
     if (knowledge(t) > knowledge(old) || (knowledge(t) == knowledge(old) && t != old && knowledge(t) > 0 &&
                                           !old.has_static_shape())) {

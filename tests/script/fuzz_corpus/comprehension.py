@@ -1,7 +1,0 @@
-# error: 7:17: list comprehensions are not supported in kiln script
-import torch
-from typing import List
-
-
-def f(x: torch.Tensor) -> List[torch.Tensor]:
-    return [x * i for i in range(3)]

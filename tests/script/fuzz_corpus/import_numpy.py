@@ -1,3 +1,0 @@
-# error: 3:1: import of 'numpy' is not supported in kiln script (only torch and typing)
-import torch
-import numpy

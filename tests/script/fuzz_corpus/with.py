@@ -1,8 +1,0 @@
-# error: 6:5: with is not supported in kiln script
-import torch
-
-
-def f(x: torch.Tensor) -> torch.Tensor:
-    with torch.no_grad():
-        x = x + 1
-    return x
