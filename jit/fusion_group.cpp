@@ -54,6 +54,7 @@ ir::Node* make_group(ir::Graph& g, const std::vector<ir::Node*>& members) {
   ir::Node* group = g.create(ir::Prim::FusionGroup, 0);
   ir::Block* body = group->add_block();
   std::unordered_map<const ir::Value*, ir::Value*> env;
+  std::vector<ir::Node*> copied_constants;  // outside originals of the constants copied in
   std::string name = "fused";
   for (ir::Node* m : members) {
     if (m->prim() == ir::Prim::Constant) {  // a constant an inlined group had copied in
@@ -74,6 +75,7 @@ ir::Node* make_group(ir::Graph& g, const std::vector<ir::Node*>& members) {
         c->output()->set_type(v->type());
         body->append(c);
         env[v] = c->output();
+        copied_constants.push_back(v->node());
         continue;
       }
       group->add_input(v);
@@ -100,6 +102,8 @@ ir::Node* make_group(ir::Graph& g, const std::vector<ir::Node*>& members) {
   group->insert_before(last);
   for (auto& [from, to] : exported) from->replace_all_uses_with(to);
   for (auto it = members.rbegin(); it != members.rend(); ++it) (*it)->destroy();
+  for (ir::Node* c : copied_constants)
+    if (c->owning_block() && !c->output()->has_uses()) c->destroy();  // now only read inside the group
   return group;
 }
 
