@@ -54,7 +54,6 @@ ir::Node* make_group(ir::Graph& g, const std::vector<ir::Node*>& members) {
   ir::Node* group = g.create(ir::Prim::FusionGroup, 0);
   ir::Block* body = group->add_block();
   std::unordered_map<const ir::Value*, ir::Value*> env;
-  std::vector<ir::Node*> copied_constants;  // outside originals of the constants copied in
   std::string name = "fused";
   for (ir::Node* m : members) {
     if (m->prim() == ir::Prim::Constant) {  // a constant an inlined group had copied in
@@ -75,7 +74,6 @@ ir::Node* make_group(ir::Graph& g, const std::vector<ir::Node*>& members) {
         c->output()->set_type(v->type());
         body->append(c);
         env[v] = c->output();
-        copied_constants.push_back(v->node());
         continue;
       }
       group->add_input(v);
@@ -102,9 +100,15 @@ ir::Node* make_group(ir::Graph& g, const std::vector<ir::Node*>& members) {
   group->insert_before(last);
   for (auto& [from, to] : exported) from->replace_all_uses_with(to);
   for (auto it = members.rbegin(); it != members.rend(); ++it) (*it)->destroy();
-  for (ir::Node* c : copied_constants)
-    if (c->owning_block() && !c->output()->has_uses()) c->destroy();  // now only read inside the group
   return group;
+}
+
+int64_t drop_unused_constants(ir::Block& b) {
+  std::vector<ir::Node*> dead;
+  for (ir::Node* n : b.nodes())
+    if (n->prim() == ir::Prim::Constant && !n->output()->has_uses()) dead.push_back(n);
+  for (ir::Node* n : dead) n->destroy();
+  return int64_t(dead.size());
 }
 
 std::vector<ir::Node*> inline_group(ir::Node* group) {

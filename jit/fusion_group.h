@@ -15,6 +15,9 @@ bool fusible(const ir::Node& n, bool reduction = false);
 // member was. Values read from outside become the group's inputs (0-d constants are copied in);
 // member results read outside become its outputs. Returns the group.
 ir::Node* make_group(ir::Graph& g, const std::vector<ir::Node*>& members);
+// Groups copy the scalar constants they read; the originals left without a reader go (after a block
+// is fused, so no pass holds a pointer to them). Returns how many went.
+int64_t drop_unused_constants(ir::Block& b);
 // The opposite: the group's nodes back into its block at its place.
 std::vector<ir::Node*> inline_group(ir::Node* group);
 

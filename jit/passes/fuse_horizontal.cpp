@@ -72,6 +72,7 @@ int64_t merge_block(ir::Graph& g, ir::Block& blk) {
         again = true;
       }
   }
+  if (merged > 0) drop_unused_constants(blk);
   return merged;
 }
 

@@ -67,6 +67,7 @@ int64_t fuse_block(ir::Graph& g, ir::Block& b) {
     make_group(g, members);
     fused += int64_t(members.size());
   }
+  if (fused > 0) drop_unused_constants(b);
   return fused;
 }
 
