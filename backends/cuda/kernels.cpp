@@ -17,6 +17,7 @@
 #include "core/device_runtime.h"
 #include "core/type_promotion.h"
 #include "eager/cpu/copy.h"
+#include "eager/cpu/reduce_dims.h"
 #include "eager/cpu/strided_loop.h"
 #include "eager/cpu/views.h"
 #include "eager/dispatch.h"
@@ -145,30 +146,9 @@ Tensors reshape(OpId, const Tensors& in, const Attrs& attrs) {
 
 // ---- reductions ----
 
-std::vector<bool> reduce_mask(std::string_view op, const Tensor& x, const Shape& dims) {
-  std::vector<bool> mask(size_t(std::max<int64_t>(x.dim(), 1)), dims.empty());
-  for (int64_t d : dims) {
-    int64_t w = wrap_dim(op, d, x.dim());
-    if (mask[size_t(w)]) fail("{}: dim {} appears multiple times in the list of dims {}", op, w, shape_str(dims));
-    mask[size_t(w)] = true;
-  }
-  return mask;
-}
-
-Shape reduced_shape(const Tensor& x, const std::vector<bool>& mask, bool keepdim) {
-  Shape s;
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    if (!mask[size_t(d)]) s.push_back(x.sizes()[size_t(d)]);
-    else if (keepdim) s.push_back(1);
-  }
-  return s;
-}
-
-void require_nonempty(std::string_view op, const Tensor& x, const std::vector<bool>& mask) {
-  for (int64_t d = 0; d < x.dim(); ++d)
-    if (mask[size_t(d)] && x.sizes()[size_t(d)] == 0)
-      fail("{}: cannot reduce over a zero-size dimension: dim {} of input shape {}", op, d, shape_str(x.sizes()));
-}
+using cpu::reduce_mask;
+using cpu::reduced_shape;
+using cpu::require_nonempty;
 
 // Folds x over the masked dims into out (contiguous, kept dims in x's order).
 void run_reduce(const ReduceSpec& spec, const Tensor& x, const std::vector<bool>& mask, const Tensor& out) {

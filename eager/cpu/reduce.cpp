@@ -24,7 +24,38 @@
 #include "eager/cpu/views.h"
 #include "eager/kernels.h"
 
+#include "eager/cpu/reduce_dims.h"
+
 namespace kiln::cpu {
+
+// ---- dims, shapes and errors ----
+
+std::vector<bool> reduce_mask(std::string_view op, const Tensor& x, const Shape& dims) {
+  const int64_t nd = x.dim();
+  std::vector<bool> mask(size_t(std::max<int64_t>(nd, 1)), dims.empty());
+  for (int64_t d : dims) {
+    int64_t w = wrap_dim(op, d, nd);
+    if (mask[size_t(w)]) fail("{}: dim {} appears multiple times in the list of dims {}", op, w, shape_str(dims));
+    mask[size_t(w)] = true;
+  }
+  return mask;
+}
+
+Shape reduced_shape(const Tensor& x, const std::vector<bool>& mask, bool keepdim) {
+  Shape s;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (!mask[size_t(d)]) s.push_back(x.sizes()[size_t(d)]);
+    else if (keepdim) s.push_back(1);
+  }
+  return s;
+}
+
+void require_nonempty(std::string_view op, const Tensor& x, const std::vector<bool>& mask) {
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (mask[size_t(d)] && x.sizes()[size_t(d)] == 0)
+      fail("{}: cannot reduce over a zero-size dimension: dim {} of input shape {}", op, d, shape_str(x.sizes()));
+}
+
 namespace {
 
 // Contiguous rows fold into kUnroll independent native vectors (16 bytes: SSE2, the baseline this file
@@ -492,33 +523,6 @@ void run(const Plan& P, const Tensor& x, const Tensor& out) {
   else run_rows<Op>(P, xp, op);
 }
 
-// ---- dims, shapes and errors ----
-
-std::vector<bool> reduce_mask(std::string_view op, const Tensor& x, const Shape& dims) {
-  const int64_t nd = x.dim();
-  std::vector<bool> mask(size_t(std::max<int64_t>(nd, 1)), dims.empty());
-  for (int64_t d : dims) {
-    int64_t w = wrap_dim(op, d, nd);
-    if (mask[size_t(w)]) fail("{}: dim {} appears multiple times in the list of dims {}", op, w, shape_str(dims));
-    mask[size_t(w)] = true;
-  }
-  return mask;
-}
-
-Shape reduced_shape(const Tensor& x, const std::vector<bool>& mask, bool keepdim) {
-  Shape s;
-  for (int64_t d = 0; d < x.dim(); ++d) {
-    if (!mask[size_t(d)]) s.push_back(x.sizes()[size_t(d)]);
-    else if (keepdim) s.push_back(1);
-  }
-  return s;
-}
-
-void require_nonempty(std::string_view op, const Tensor& x, const std::vector<bool>& mask) {
-  for (int64_t d = 0; d < x.dim(); ++d)
-    if (mask[size_t(d)] && x.sizes()[size_t(d)] == 0)
-      fail("{}: cannot reduce over a zero-size dimension: dim {} of input shape {}", op, d, shape_str(x.sizes()));
-}
 
 // Half types are widened once up front: the folds then only see float32.
 Tensor widened(const Tensor& x) { return is_half(x.dtype()) ? cast_to(x, DType::Float32) : x; }
