@@ -9,7 +9,12 @@
 
 #include "backends/interp/interpreter.h"
 #include "eager/autograd/graph.h"
+#include "jit/compiled_backward.h"
+#include "jit/compiled_graph.h"
 #include "jit/default_backend.h"
+#include "jit/ir_utils.h"
+#include "jit/joint_graph.h"
+#include "jit/min_cut_partition.h"
 
 namespace kiln::jit {
 
@@ -70,68 +75,46 @@ std::string miss_reason(const Signature& before, const Signature& now, std::pair
   return "signature changed";
 }
 
-// Runs fusion groups with their compiled kernels; the interpreter does the rest.
-class GroupRunner final : public interp::NodeRunner {
- public:
-  explicit GroupRunner(const std::unordered_map<const ir::Node*, std::shared_ptr<GroupKernel>>& k) : kernels_(k) {}
-  bool run(const ir::Node& n, const std::vector<IValue>& in, std::vector<IValue>& out) override {
-    if (n.prim() != ir::Prim::FusionGroup) return false;
-    auto it = kernels_.find(&n);
-    if (it == kernels_.end()) return false;
-    Tensors ts;
-    ts.reserve(in.size());
-    for (const IValue& v : in) ts.push_back(v.to_tensor());
-    for (Tensor& t : it->second->run(ts)) out.emplace_back(std::move(t));
-    return true;
-  }
-
- private:
-  const std::unordered_map<const ir::Node*, std::shared_ptr<GroupKernel>>& kernels_;
-};
-
 }  // namespace
-
-std::unique_ptr<ir::Graph> group_graph(const ir::Node& group) {
-  auto g = std::make_unique<ir::Graph>();
-  const ir::Block& body = *group.blocks().at(0);
-  std::unordered_map<const ir::Value*, ir::Value*> env;
-  for (ir::Value* a : body.inputs()) env[a] = g->add_input(a->type(), a->name());
-  g->block()->clone_from(body, env);
-  for (ir::Value* r : body.outputs()) g->register_output(env.at(r));
-  return g;
-}
 
 class CompiledFunction final : public Function::Executor {
  public:
-  CompiledFunction(std::shared_ptr<const ir::Graph> graph, std::string name, CompileOptions o)
-      : source_(std::move(graph)), name_(std::move(name)), opts_(std::move(o)) {
+  CompiledFunction(std::shared_ptr<const ir::Graph> graph, std::string name, CompileOptions o,
+                   std::vector<bool> hidden_outputs)
+      : source_(std::move(graph)), name_(std::move(name)), opts_(std::move(o)), hidden_(std::move(hidden_outputs)) {
     if (!opts_.backend && opts_.use_default_backend) opts_.backend = default_backend();
+    trainable_ = can_differentiate(*source_, &why_not_trainable_);
   }
 
   std::vector<IValue> run(const std::vector<IValue>& inputs) override {
     bool grad_mode = GradMode::enabled();
-    if (!(grad_mode && any_requires_grad(inputs)))
-      if (std::shared_ptr<Entry> e = lookup(inputs, grad_mode)) {
-        GroupRunner runner(e->kernels);
-        return interp::run(*e->plan, inputs, &runner);
-      }
-    Signature sig = signature_of(inputs);
-    if (sig.grad_mode && needs_grad(sig)) {
+    if (!(grad_mode && any_requires_grad(inputs))) {
+      if (std::shared_ptr<Entry> e = lookup(inputs, grad_mode)) return e->code->run(inputs);
+      return entry_for(signature_of(inputs))->code->run(inputs);
+    }
+    if (!trainable_) {
       {
         std::lock_guard<std::mutex> lock(mu_);
         ++stats_.eager_calls;
-        if (!said_eager_) spdlog::info("{}: inputs require grad; running on the interpreter so autograd records "
-                                       "(compiled backward is not there yet)", name_);
+        if (!said_eager_) spdlog::info("{}: inputs require grad and the graph cannot be differentiated as a whole ({}); "
+                                       "running on the interpreter so autograd records", name_, why_not_trainable_);
         said_eager_ = true;
       }
       return interp::run(*source_, inputs);
     }
-    std::shared_ptr<Entry> e = entry_for(sig);
-    GroupRunner runner(e->kernels);
-    return interp::run(*e->plan, inputs, &runner);
+    return run_training(inputs);
   }
 
-  std::shared_ptr<const ir::Graph> graph_for(const std::vector<IValue>& inputs) { return entry_for(signature_of(inputs))->graph; }
+  std::shared_ptr<const ir::Graph> graph_for(const std::vector<IValue>& inputs) {
+    if (GradMode::enabled() && any_requires_grad(inputs) && trainable_) return train_entry_for(inputs)->forward->graph;
+    return entry_for(signature_of(inputs))->code->graph;
+  }
+  std::shared_ptr<const ir::Graph> backward_graph_for(const std::vector<IValue>& inputs) {
+    if (!(GradMode::enabled() && any_requires_grad(inputs)))
+      fail("{}: no backward graph: no input requires grad (or grad mode is off)", name_);
+    if (!trainable_) fail("{}: no compiled backward: {}", name_, why_not_trainable_);
+    return train_entry_for(inputs)->backward->graph;
+  }
 
   CacheStats stats() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -141,9 +124,15 @@ class CompiledFunction final : public Function::Executor {
  private:
   struct Entry {
     Signature sig;
-    std::shared_ptr<ir::Graph> graph;
-    std::unordered_map<const ir::Node*, std::shared_ptr<GroupKernel>> kernels;
-    std::unique_ptr<interp::Plan> plan;  // values dropped after their last use (the memory plan)
+    std::shared_ptr<CompiledGraph> code;
+  };
+  // A differentiable call: the forward saves what the min cut chose, the backward runs from it.
+  struct TrainEntry {
+    Signature sig;
+    std::shared_ptr<CompiledGraph> forward, backward;
+    std::vector<size_t> tangent_of, grad_of;
+    size_t num_outputs = 0;
+    std::vector<bool> saved_is_primal;
   };
 
   static bool any_requires_grad(const std::vector<IValue>& inputs) {
@@ -185,13 +174,8 @@ class CompiledFunction final : public Function::Executor {
     return nullptr;
   }
 
-  static bool needs_grad(const Signature& s) {
-    for (const InputSig& i : s.inputs)
-      if (i.requires_grad) return true;
-    return false;
-  }
-
-  Signature signature_of(const std::vector<IValue>& inputs) {
+  // With exact_dims, symbolic dims are not applied: a differentiable entry is recorded at one shape.
+  Signature signature_of(const std::vector<IValue>& inputs, bool exact_dims = false) {
     Signature s;
     s.grad_mode = GradMode::enabled();
     s.inputs.reserve(inputs.size());
@@ -207,14 +191,24 @@ class CompiledFunction final : public Function::Executor {
         in.contiguous = t.is_contiguous();
         in.device = t.device();
         in.requires_grad = t.requires_grad();
-        for (size_t d = 0; d < in.dims.size(); ++d)
-          if (symbolic_.count({int(i), int(d)})) in.dims[d] = kSymbolic;
+        if (!exact_dims)
+          for (size_t d = 0; d < in.dims.size(); ++d)
+            if (symbolic_.count({int(i), int(d)})) in.dims[d] = kSymbolic;
       } else {
         in.kind = v.is_int() ? 'i' : v.is_double() ? 'f' : v.is_bool() ? 'b' : v.is_string() ? 's' : v.is_none() ? 'n' : 'o';
       }
       s.inputs.push_back(std::move(in));
     }
     return s;
+  }
+
+  // Logs and counts a miss against the last entry compiled; returns the (input, dim) that changed.
+  std::pair<int, int> note_miss(const Signature& before, const Signature& now, const char* what) {
+    std::pair<int, int> dim;
+    std::string why = miss_reason(before, now, &dim);
+    spdlog::info("recompiling {}{}: {}", name_, what, why);
+    stats_.last_miss_reason = why;
+    return dim;
   }
 
   std::shared_ptr<Entry> entry_for(Signature sig) {
@@ -225,10 +219,7 @@ class CompiledFunction final : public Function::Executor {
         return e;
       }
     if (!entries_.empty()) {
-      std::pair<int, int> dim;
-      std::string why = miss_reason(entries_.back()->sig, sig, &dim);
-      spdlog::info("recompiling {}: {}", name_, why);
-      stats_.last_miss_reason = why;
+      std::pair<int, int> dim = note_miss(entries_.back()->sig, sig, "");
       if (dim.first >= 0 && ++dim_misses_[dim] >= opts_.recompile_limit) {
         symbolic_.insert(dim);
         ++stats_.symbolic_dims;
@@ -242,14 +233,79 @@ class CompiledFunction final : public Function::Executor {
     auto t0 = std::chrono::steady_clock::now();
     auto e = std::make_shared<Entry>();
     e->sig = sig;
-    e->graph = specialise(sig);
-    run_pipeline(*e->graph, opts_.pipeline);
-    compile_groups(*e);
-    e->plan = std::make_unique<interp::Plan>(*e->graph, /*free_dead_values=*/true);
-    ++stats_.misses;
-    stats_.compile_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    e->code = compile_graph(specialise(sig), name_, opts_.pipeline, opts_.backend, group_stats_);
+    note_compiled(t0);
     entries_.push_back(e);
     return e;
+  }
+
+  void note_compiled(std::chrono::steady_clock::time_point t0) {
+    ++stats_.misses;
+    stats_.compile_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    stats_.kernels = group_stats_.kernels;
+    stats_.interpreted_groups = group_stats_.interpreted_groups;
+    stats_.kernel_compile_ms = group_stats_.kernel_compile_ms;
+  }
+
+  std::shared_ptr<TrainEntry> train_entry_for(const std::vector<IValue>& inputs) {
+    bool grad_mode = GradMode::enabled();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto it = train_entries_.rbegin(); it != train_entries_.rend(); ++it)
+        if (matches((*it)->sig, inputs, grad_mode)) {
+          ++stats_.hits;
+          return *it;
+        }
+    }
+    Signature sig = signature_of(inputs, /*exact_dims=*/true);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& e : train_entries_)
+      if (e->sig == sig) return e;
+    if (!train_entries_.empty()) note_miss(train_entries_.back()->sig, sig, " (forward+backward)");
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<bool> rg;
+    for (const InputSig& in : sig.inputs) rg.push_back(in.requires_grad);
+    JointGraph joint = build_joint_graph(*source_, inputs, rg, hidden_);
+    Partition part = partition_min_cut(joint);
+    auto e = std::make_shared<TrainEntry>();
+    e->sig = sig;
+    e->forward = compile_graph(part.forward, name_ + "_fwd", opts_.pipeline, opts_.backend, group_stats_);
+    e->backward = compile_graph(part.backward, name_ + "_bwd", opts_.pipeline, opts_.backend, group_stats_);
+    e->tangent_of = joint.tangent_of;
+    e->grad_of = joint.grad_of;
+    e->num_outputs = joint.num_forward_outputs;
+    e->saved_is_primal = part.saved_is_primal;
+    note_compiled(t0);
+    ++stats_.train_compiles;
+    stats_.saved_bytes = part.saved_bytes;
+    stats_.eager_saved_bytes = part.eager_saved_bytes;
+    stats_.recomputed_nodes = part.recomputed_nodes;
+    spdlog::debug("{}: compiled forward+backward; saves {} bytes between them (eager would save {}), recomputes "
+                  "{} ops", name_, part.saved_bytes, part.eager_saved_bytes, part.recomputed_nodes);
+    train_entries_.push_back(e);
+    return e;
+  }
+
+  // Forward on the compiled forward graph with autograd off; the outputs get a node whose backward is
+  // the compiled backward graph.
+  std::vector<IValue> run_training(const std::vector<IValue>& inputs) {
+    std::shared_ptr<TrainEntry> e = train_entry_for(inputs);
+    std::vector<IValue> all;
+    {
+      NoGradGuard off;
+      all = e->forward->run(inputs);
+    }
+    std::vector<IValue> outs(std::make_move_iterator(all.begin()),
+                             std::make_move_iterator(all.begin() + long(e->num_outputs)));
+    if (e->tangent_of.empty()) return outs;
+    auto node = std::make_shared<CompiledBackward>();
+    node->fn_name = name_;
+    node->backward = e->backward;
+    for (size_t p : e->grad_of) node->next.push_back(gradient_edge(inputs[p].to_tensor()));
+    for (size_t s = 0; s < e->saved_is_primal.size(); ++s)
+      node->saved.emplace_back(all[e->num_outputs + s].to_tensor(), /*values=*/true);
+    attach_grad_fn(node, outs, e->tangent_of, inputs);
+    return outs;
   }
 
   // A copy of the source graph with the signature's input types; op result types are derived anew
@@ -268,47 +324,26 @@ class CompiledFunction final : public Function::Executor {
       g->inputs()[i]->set_type(std::move(t));
     }
     if (changed)
-      for_each(*g->block(), [](ir::Node* n) {
+      for_each_node(*g->block(), [](ir::Node* n) {
         if (n->is_op())
           for (ir::Value* o : n->outputs()) o->set_type(ir::Type::tensor());
       });
     return g;
   }
 
-  static void for_each(const ir::Block& b, const std::function<void(ir::Node*)>& f) {
-    for (ir::Node* n : b.nodes()) {
-      f(n);
-      for (ir::Block* s : n->blocks()) for_each(*s, f);
-    }
-  }
-
-  void compile_groups(Entry& e) {
-    if (!opts_.backend) return;
-    for_each(*e.graph->block(), [&](ir::Node* n) {
-      if (n->prim() != ir::Prim::FusionGroup) return;
-      auto t0 = std::chrono::steady_clock::now();
-      std::string why;
-      std::string kname = fmt::format("{}_{}", name_, n->attrs().s("name"));
-      std::shared_ptr<GroupKernel> k = opts_.backend(*group_graph(*n), kname, &why);
-      if (!k) {
-        ++stats_.interpreted_groups;
-        spdlog::debug("{}: fusion group {} runs on the interpreter: {}", name_, kname, why);
-        return;
-      }
-      stats_.kernel_compile_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-      ++stats_.kernels;
-      e.kernels[n] = std::move(k);
-    });
-  }
-
   std::shared_ptr<const ir::Graph> source_;
   std::string name_;
   CompileOptions opts_;
+  std::vector<bool> hidden_;  // outputs that are write-backs, not results: no gradient flows from them
+  bool trainable_ = false;
+  std::string why_not_trainable_;
   mutable std::mutex mu_;
   std::vector<std::shared_ptr<Entry>> entries_;
+  std::vector<std::shared_ptr<TrainEntry>> train_entries_;
   std::map<std::pair<int, int>, int> dim_misses_;
   std::set<std::pair<int, int>> symbolic_;
   CacheStats stats_;
+  GroupCompileStats group_stats_;
   bool said_eager_ = false;
 };
 
@@ -327,7 +362,9 @@ jit::CompiledFunction& compiled(const Function& fn) {
 Function compile(const Function& fn, jit::CompileOptions options) {
   if (!fn.defined()) fail("compile: undefined function");
   auto graph = std::shared_ptr<const ir::Graph>(fn.graph().copy());
-  auto exec = std::make_shared<jit::CompiledFunction>(graph, fn.name(), std::move(options));
+  std::vector<bool> hidden(graph->outputs().size(), false);
+  for (auto [in, out] : fn.binding().writebacks) hidden[out] = true;
+  auto exec = std::make_shared<jit::CompiledFunction>(graph, fn.name(), std::move(options), std::move(hidden));
   return fn.with_executor(exec);
 }
 
@@ -337,6 +374,12 @@ std::shared_ptr<const ir::Graph> compiled_graph(const Function& fn, const std::v
   std::vector<IValue> all = inputs;
   for (const Tensor& t : fn.binding().bound) all.emplace_back(t);
   return compiled(fn).graph_for(all);
+}
+
+std::shared_ptr<const ir::Graph> compiled_backward_graph(const Function& fn, const std::vector<IValue>& inputs) {
+  std::vector<IValue> all = inputs;
+  for (const Tensor& t : fn.binding().bound) all.emplace_back(t);
+  return compiled(fn).backward_graph_for(all);
 }
 
 }  // namespace kiln

@@ -4,8 +4,13 @@
 //
 // A miss logs why (`recompiling f: input 0 dim 0 changed 64 -> 32`); after `recompile_limit` misses
 // caused by one dim, that dim becomes symbolic and one shape-generic entry serves every size, instead
-// of recompiling forever. Inputs that require grad take the interpreter (autograd records as in eager
-// code) and say so once. Safe under concurrent calls.
+// of recompiling forever. Safe under concurrent calls.
+//
+// With grad mode on and an input requiring grad, a call runs a compiled forward graph and returns
+// outputs whose grad_fn runs a compiled backward graph: the joint graph is recorded from the eager
+// autograd engine (jit/joint_graph.h) and split by a min cut (jit/min_cut_partition.h). Such entries
+// are specialised to exact shapes. Graphs with control flow take the interpreter instead (autograd
+// records as in eager code) and say so once.
 #include <memory>
 #include <mutex>
 #include <string>
@@ -28,7 +33,11 @@ struct CompileOptions {
 struct CacheStats {
   int64_t hits = 0;
   int64_t misses = 0;          // each one compiled an entry
-  int64_t eager_calls = 0;     // calls that took the interpreter (inputs requiring grad)
+  int64_t eager_calls = 0;     // calls that took the interpreter (inputs requiring grad, graph with control flow)
+  int64_t train_compiles = 0;  // forward+backward pairs compiled
+  int64_t saved_bytes = 0;     // last forward+backward pair: activations kept from forward for backward
+  int64_t eager_saved_bytes = 0;  // what eager autograd keeps for the same call
+  int64_t recomputed_nodes = 0;   // forward ops its backward runs again instead of saving their results
   int64_t symbolic_dims = 0;   // dims turned symbolic after the recompile limit
   int64_t kernels = 0;         // fusion groups compiled by the backend
   int64_t interpreted_groups = 0;  // fusion groups the backend declined
@@ -48,6 +57,9 @@ Function compile(const Function& fn, jit::CompileOptions options = {});
 // The cache statistics of a compiled function; raises for one compile() did not return.
 jit::CacheStats compile_stats(const Function& fn);
 // The optimised graph a call with these inputs runs (compiled if needed), for dumps and tests.
+// For inputs requiring grad (grad mode on) it is the forward graph, which also returns the saved values.
 std::shared_ptr<const ir::Graph> compiled_graph(const Function& fn, const std::vector<IValue>& inputs);
+// The compiled backward graph a differentiable call with these inputs uses.
+std::shared_ptr<const ir::Graph> compiled_backward_graph(const Function& fn, const std::vector<IValue>& inputs);
 
 }  // namespace kiln

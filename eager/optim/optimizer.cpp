@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "eager/autograd/graph.h"
+#include "eager/optim/fused_update.h"
 #include "eager/ops.h"
 
 namespace kiln::optim {
@@ -29,6 +30,12 @@ void SGD::step() {
     Tensor& p = params_[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
+    if (opt_.fused && can_fuse_update(p, g, {})) {
+      bool first = opt_.momentum != 0 && !momentum_[i].defined();
+      if (first) momentum_[i] = empty_like(p);
+      fused_sgd(p, g, momentum_[i], {lr_, opt_.momentum, opt_.dampening, opt_.weight_decay, opt_.nesterov, first});
+      continue;
+    }
     if (opt_.weight_decay != 0) g = g + p * opt_.weight_decay;
     if (opt_.momentum != 0) {
       Tensor& buf = momentum_[i];
@@ -56,6 +63,16 @@ void Adam::step() {
     Tensor& p = params_[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
+    if (opt_.fused && can_fuse_update(p, g, {})) {
+      if (!m_[i].defined()) {
+        m_[i] = zeros_like(p);
+        v_[i] = zeros_like(p);
+      }
+      if (can_fuse_update(p, g, {&m_[i], &v_[i]})) {
+        fused_adam(p, g, m_[i], v_[i], {lr_, opt_.beta1, opt_.beta2, opt_.eps, opt_.weight_decay, decoupled_, bc1, bc2});
+        continue;
+      }
+    }
     if (opt_.weight_decay != 0) {
       if (decoupled_) p.mul_(1 - lr_ * opt_.weight_decay);
       else g = g + p * opt_.weight_decay;

@@ -22,9 +22,12 @@ class Optimizer {
   double lr_, initial_lr_;
 };
 
+// fused: update each CPU float parameter in one pass (eager/optim/fused_update.h); false runs the
+// op-by-op formulas (the reference the fused loops are tested against).
 struct SGDOptions {
   double lr = 0.01, momentum = 0, dampening = 0, weight_decay = 0;
   bool nesterov = false;
+  bool fused = true;
 };
 class SGD : public Optimizer {
  public:
@@ -38,6 +41,7 @@ class SGD : public Optimizer {
 
 struct AdamOptions {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  bool fused = true;
 };
 class Adam : public Optimizer {
  public:

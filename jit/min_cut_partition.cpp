@@ -1,0 +1,257 @@
+// The flow network, per forward value v (constants excluded: both graphs may copy them):
+//   v_in → v_out  capacity = v's bytes (0 for a primal: the caller holds it anyway)
+//   u_out → v_in  ∞ for each input u of v's node
+//   source → v_in ∞ for primals, and for the outputs of ops the forward runs anyway and that are not
+//                  cheap to recompute (banned from recomputation)
+//   v_out → sink  ∞ when a backward node reads v
+// A cut edge v_in → v_out is a saved value; everything the backward needs beyond the saved values is
+// recomputed from them (a value on the sink side has all its inputs on the sink side).
+#include "jit/min_cut_partition.h"
+
+#include <algorithm>
+#include <deque>
+#include <limits>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "eager/autograd/derivatives.h"
+#include "jit/ir_utils.h"
+#include "jit/passes/passes.h"
+
+namespace kiln::jit {
+
+namespace {
+
+constexpr int64_t kInf = std::numeric_limits<int64_t>::max() / 4;
+
+// Dinic's maximum flow; small graphs (a node per value), so adjacency lists of edge indices.
+class FlowNetwork {
+ public:
+  explicit FlowNetwork(int n) : adj_(size_t(n)), level_(size_t(n)), it_(size_t(n)) {}
+  void add_edge(int u, int v, int64_t cap) {
+    adj_[size_t(u)].push_back(int(edges_.size()));
+    edges_.push_back({v, cap});
+    adj_[size_t(v)].push_back(int(edges_.size()));
+    edges_.push_back({u, 0});
+  }
+  int64_t max_flow(int s, int t) {
+    int64_t flow = 0;
+    while (bfs(s, t)) {
+      std::fill(it_.begin(), it_.end(), 0);
+      while (int64_t f = dfs(s, t, kInf)) flow += f;
+    }
+    return flow;
+  }
+  // After max_flow: the vertices reachable from s in the residual graph (the source side of a min cut).
+  std::vector<bool> source_side(int s) const {
+    std::vector<bool> seen(adj_.size(), false);
+    std::deque<int> q{s};
+    seen[size_t(s)] = true;
+    while (!q.empty()) {
+      int u = q.front();
+      q.pop_front();
+      for (int e : adj_[size_t(u)])
+        if (edges_[size_t(e)].cap > 0 && !seen[size_t(edges_[size_t(e)].to)]) {
+          seen[size_t(edges_[size_t(e)].to)] = true;
+          q.push_back(edges_[size_t(e)].to);
+        }
+    }
+    return seen;
+  }
+
+ private:
+  struct E {
+    int to;
+    int64_t cap;
+  };
+  bool bfs(int s, int t) {
+    std::fill(level_.begin(), level_.end(), -1);
+    std::deque<int> q{s};
+    level_[size_t(s)] = 0;
+    while (!q.empty()) {
+      int u = q.front();
+      q.pop_front();
+      for (int e : adj_[size_t(u)])
+        if (edges_[size_t(e)].cap > 0 && level_[size_t(edges_[size_t(e)].to)] < 0) {
+          level_[size_t(edges_[size_t(e)].to)] = level_[size_t(u)] + 1;
+          q.push_back(edges_[size_t(e)].to);
+        }
+    }
+    return level_[size_t(t)] >= 0;
+  }
+  int64_t dfs(int u, int t, int64_t f) {
+    if (u == t) return f;
+    for (int& i = it_[size_t(u)]; i < int(adj_[size_t(u)].size()); ++i) {
+      E& e = edges_[size_t(adj_[size_t(u)][size_t(i)])];
+      if (e.cap <= 0 || level_[size_t(e.to)] != level_[size_t(u)] + 1) continue;
+      if (int64_t got = dfs(e.to, t, std::min(f, e.cap))) {
+        e.cap -= got;
+        edges_[size_t(adj_[size_t(u)][size_t(i)] ^ 1)].cap += got;
+        return got;
+      }
+    }
+    return 0;
+  }
+  std::vector<E> edges_;
+  std::vector<std::vector<int>> adj_;
+  std::vector<int> level_, it_;
+};
+
+int64_t bytes_of(const ir::Value* v) {
+  const ir::Type& t = v->type();
+  if (!t.is_tensor() || !t.dtype || !t.has_static_shape()) return 0;
+  int64_t n = 1;
+  for (int64_t d : t.static_shape()) n *= d;
+  return n * int64_t(itemsize(*t.dtype));
+}
+
+// Cheap enough to run twice: elementwise ops, views and copies (memory-bound, and fusible).
+bool recomputable(const ir::Node& n) {
+  if (!n.is_op()) return false;
+  OpKind k = op_info(n.op()).kind;
+  if (k == OpKind::Unary || k == OpKind::Binary || k == OpKind::View) return true;
+  switch (n.op()) {
+    case OpId::Where: case OpId::Contiguous: case OpId::Clone: case OpId::Cast: case OpId::SliceBackward:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// A copy of j's graph with tangents (and, for the backward, saved values) as inputs.
+struct Copy {
+  std::shared_ptr<ir::Graph> g = std::make_shared<ir::Graph>();
+  std::unordered_map<const ir::Value*, ir::Value*> env;
+};
+Copy copy_joint(const ir::Graph& jg) {
+  Copy c;
+  for (const ir::Value* v : jg.inputs()) c.env[v] = c.g->add_input(v->type(), v->name());
+  c.g->block()->clone_from(*jg.block(), c.env);
+  return c;
+}
+
+// Drops the graph inputs in [first, last) once dead code is gone; each must be unused by then.
+void erase_inputs(ir::Graph& g, size_t first, size_t last) {
+  eliminate_dead_code(g);
+  for (size_t i = last; i-- > first;) g.block()->erase_input(i);
+}
+
+}  // namespace
+
+Partition partition_min_cut(const JointGraph& j) {
+  const ir::Graph& jg = *j.graph;
+  const size_t np = j.num_primals, nt = jg.inputs().size() - np;
+  // Which values depend on a tangent (backward) and which on a primal that requires grad.
+  std::unordered_set<const ir::Value*> bwd, grad_dep;
+  for (size_t i = np; i < jg.inputs().size(); ++i) bwd.insert(jg.inputs()[i]);
+  for (size_t p : j.grad_of) grad_dep.insert(jg.inputs()[p]);
+  std::vector<const ir::Node*> nodes;
+  for (const ir::Node* n : jg.block()->nodes()) {
+    nodes.push_back(n);
+    bool b = false, d = false;
+    for (const ir::Value* in : n->inputs()) b |= bwd.count(in) > 0, d |= grad_dep.count(in) > 0;
+    for (const ir::Value* o : n->outputs()) {
+      if (b) bwd.insert(o);
+      if (d) grad_dep.insert(o);
+    }
+  }
+  // Forward nodes the forward outputs need: the forward runs them whatever the cut.
+  std::unordered_set<const ir::Node*> fwd_needed;
+  std::vector<const ir::Value*> stack(jg.outputs().begin(), jg.outputs().begin() + long(j.num_forward_outputs));
+  while (!stack.empty()) {
+    const ir::Value* v = stack.back();
+    stack.pop_back();
+    const ir::Node* n = v->node();
+    if (n->prim() == ir::Prim::Param || bwd.count(v) || !fwd_needed.insert(n).second) continue;
+    for (const ir::Value* in : n->inputs()) stack.push_back(in);
+  }
+  auto is_primal = [&](const ir::Value* v) { return v->node()->prim() == ir::Prim::Param; };
+  // Number the forward values that take part.
+  std::unordered_map<const ir::Value*, int> id;
+  std::vector<const ir::Value*> values;
+  auto number = [&](const ir::Value* v) {
+    if (bwd.count(v) || is_constant(v) || id.count(v)) return;
+    id[v] = int(values.size());
+    values.push_back(v);
+  };
+  for (size_t i = 0; i < np; ++i) number(jg.inputs()[i]);
+  for (const ir::Node* n : nodes)
+    for (const ir::Value* o : n->outputs()) number(o);
+  const int source = 0, sink = 1;
+  auto vin = [&](const ir::Value* v) { return 2 + 2 * id.at(v); };
+  FlowNetwork net(2 + 2 * int(values.size()));
+  for (const ir::Value* v : values) {
+    const ir::Node* n = v->node();
+    net.add_edge(vin(v), vin(v) + 1, is_primal(v) ? 0 : bytes_of(v));
+    if (is_primal(v) || (fwd_needed.count(n) && !recomputable(*n))) net.add_edge(source, vin(v), kInf);
+    if (!is_primal(v))
+      for (const ir::Value* u : n->inputs())
+        if (id.count(u)) net.add_edge(vin(u) + 1, vin(v), kInf);
+  }
+  auto backward_reads = [&](const ir::Value* v) {
+    for (const ir::Use& u : v->uses())
+      if (u.user->prim() == ir::Prim::Return ? u.index >= j.num_forward_outputs : bwd.count(u.user->output(0)) > 0)
+        return true;
+    return false;
+  };
+  for (const ir::Value* v : values)
+    if (backward_reads(v)) net.add_edge(vin(v) + 1, sink, kInf);
+  net.max_flow(source, sink);
+  std::vector<bool> s_side = net.source_side(source);
+
+  Partition p;
+  std::vector<const ir::Value*> saved;
+  for (const ir::Value* v : values)
+    if (s_side[size_t(vin(v))] && !s_side[size_t(vin(v) + 1)]) saved.push_back(v);
+  // What eager keeps: the inputs each recorded op's formula reads, for ops on the gradient's path.
+  std::unordered_set<const ir::Value*> eager;
+  for (const ir::Node* n : fwd_needed)
+    if (n->is_op() && is_differentiable(n->op()))
+      for (size_t i = 0; i < n->inputs().size(); ++i) {
+        bool on_path = false;
+        for (const ir::Value* in : n->inputs()) on_path |= grad_dep.count(in) > 0;
+        if (on_path && derivative_reads_input(n->op(), i) && id.count(n->input(i)) && !is_primal(n->input(i)))
+          eager.insert(n->input(i));
+      }
+  for (const ir::Value* v : eager) p.eager_saved_bytes += bytes_of(v);
+
+  // Forward: the joint graph returning its forward outputs and the saved values; the rest is dead.
+  Copy f = copy_joint(jg);
+  for (size_t k = 0; k < j.num_forward_outputs; ++k) f.g->register_output(f.env.at(jg.outputs()[k]));
+  for (const ir::Value* v : saved) {
+    f.g->register_output(f.env.at(v));
+    p.saved_is_primal.push_back(is_primal(v));
+    if (!is_primal(v)) p.saved_bytes += bytes_of(v);
+  }
+  erase_inputs(*f.g, np, np + nt);
+  p.forward = f.g;
+  p.num_saved = saved.size();
+
+  // Backward: the joint graph with saved values as inputs; the forward ops left are recomputations.
+  Copy b = copy_joint(jg);
+  std::vector<ir::Value*> saved_in;
+  for (const ir::Value* v : saved) saved_in.push_back(b.g->add_input(v->type(), v->name()));
+  for (size_t i = 0; i < nt; ++i) {  // tangents after the saved values
+    ir::Value* t = b.g->add_input(jg.inputs()[np + i]->type(), jg.inputs()[np + i]->name());
+    b.env.at(jg.inputs()[np + i])->replace_all_uses_with(t);
+  }
+  for (size_t s = 0; s < saved.size(); ++s) b.env.at(saved[s])->replace_all_uses_with(saved_in[s]);
+  for (size_t k = j.num_forward_outputs; k < jg.outputs().size(); ++k) b.g->register_output(b.env.at(jg.outputs()[k]));
+  erase_inputs(*b.g, 0, np + nt);
+  p.backward = b.g;
+  // Forward ops the backward runs again: those between the saved values and what the backward reads.
+  std::unordered_set<const ir::Value*> kept(saved.begin(), saved.end());
+  std::unordered_set<const ir::Node*> recompute;
+  for (const ir::Value* v : values)
+    if (backward_reads(v)) stack.push_back(v);
+  while (!stack.empty()) {
+    const ir::Value* v = stack.back();
+    stack.pop_back();
+    if (kept.count(v) || is_primal(v) || is_constant(v) || !recompute.insert(v->node()).second) continue;
+    for (const ir::Value* in : v->node()->inputs()) stack.push_back(in);
+  }
+  p.recomputed_nodes = int64_t(recompute.size());
+  return p;
+}
+
+}  // namespace kiln::jit

@@ -1,0 +1,181 @@
+#pragma once
+// The recorder behind trace(): a TraceHooks implementation that turns the dispatcher's reports into
+// graph nodes, keyed by TensorImpl. The JIT records the eager autograd engine with it (one source of
+// derivative formulas for eager and compiled backward).
+#include <spdlog/spdlog.h>
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "backends/interp/function.h"
+#include "core/ir/verifier.h"
+#include "core/trace_hooks.h"
+
+namespace kiln::tracing {
+
+using ir::Value;
+
+// Hooks off for the tracer's own tensor work, so it records nothing and reads nothing.
+class HooksOff {
+ public:
+  HooksOff() : saved_(set_trace_hooks(nullptr)) {}
+  ~HooksOff() { set_trace_hooks(saved_); }
+
+ private:
+  TraceHooks* saved_;
+};
+
+class Recorder final : public TraceHooks {
+ public:
+  explicit Recorder(std::string fn_name, bool silent = false) : graph_(std::make_shared<ir::Graph>()), fn_name_(std::move(fn_name)), silent_(silent) {}
+
+  Value* add_input(const Tensor& t, std::string name) {
+    if (!t.defined()) fail("trace: {} is an undefined tensor", name);
+    if (values_.count(t.impl())) fail("trace: {} is the same tensor as an earlier input", name);
+    Value* v = graph_->add_input(ir::type_of(t.dtype(), t.impl()->sizes), std::move(name));
+    remember(t, v);
+    inputs_.emplace_back(t, v);
+    return v;
+  }
+
+  // The value a tensor stands for: recorded, or captured now as a constant.
+  Value* value_of(const Tensor& t) {
+    auto it = values_.find(t.impl());
+    if (it != values_.end()) return it->second;
+    const Storage* st = t.impl()->storage.get();
+    if (mutated_storages_.count(st))
+      fail("trace: a tensor whose storage was written in place through another view is read here; a trace cannot "
+           "follow writes through views, write out of place instead");
+    for (const auto& [impl, val] : values_)
+      if (impl->storage.get() == st && st != nullptr)
+        fail("trace: a tensor that aliases {} was made outside the dispatcher (from raw storage or from_blob); a "
+             "trace cannot follow it",
+             describe(val));
+    HooksOff off;
+    if (t.requires_grad())
+      warn("a tensor that requires grad is captured as a constant (gradients will not flow to it); pass it as an "
+           "input or trace the module with trace_module");
+    Tensor snapshot = t.clone().detach();  // later writes to t must not change the graph
+    bool wrapped = t.impl()->wrapped_number;
+    snapshot.impl()->wrapped_number = wrapped;
+    Value* v = graph_->insert_constant(snapshot, wrapped);
+    remember(t, v);
+    return v;
+  }
+
+  void on_op(OpId op, const std::vector<Tensor>& inputs, const Attrs& attrs, std::vector<Tensor>& outputs) override {
+    QuietTraceReads quiet;
+    std::vector<Value*> ins;
+    for (const Tensor& t : inputs) ins.push_back(value_of(t));
+    ir::Node* n = graph_->insert(graph_->create_op(op, ins, attrs, outputs.size()));
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      n->output(i)->set_type(ir::type_of(outputs[i].dtype(), outputs[i].impl()->sizes));
+      remember(outputs[i], n->output(i));
+    }
+  }
+
+  void on_inplace(const char* method, const Tensor& self, const Tensor& result) override {
+    QuietTraceReads quiet;
+    Value* v = value_of(result);
+    const Storage* st = self.impl()->storage.get();
+    for (const auto& [impl, val] : values_) {
+      (void)val;
+      if (impl != self.impl() && impl != result.impl() && impl->storage.get() == st)
+        fail("trace: {}_ writes into a tensor that shares its storage with another traced tensor (a view); a trace "
+             "cannot follow writes through views, write out of place instead",
+             method);
+    }
+    mutated_storages_.insert(st);
+    remember(self, v);
+  }
+
+  void on_read(const TensorImpl* impl, TraceRead what) override {
+    auto it = values_.find(impl);
+    if (it == values_.end()) return;
+    Value* v = it->second;
+    if (what == TraceRead::Size) {
+      if (exact_shapes_) return;
+      exact_shapes_ = true;
+      reason_ = fmt::format("the trace read the sizes of {} as numbers, so it is specialised to the sample shapes; "
+                            "trace again for other shapes",
+                            describe(v));
+      warn(fmt::format("sizes of {} were read as numbers; the trace is specialised to the sample input shapes",
+                       describe(v)));
+      return;
+    }
+    if (!read_values_.insert(v).second) return;
+    warn(fmt::format("{} read the value of {} into C++; the trace may not generalise to other inputs (branches and "
+                     "numbers computed from it are baked in)",
+                     what == TraceRead::Item ? "item()" : "a data pointer", describe(v)));
+  }
+
+  void on_alias(const Tensor& base, const Tensor& alias) override {
+    auto it = values_.find(base.impl());
+    if (it != values_.end()) remember(alias, it->second);
+  }
+
+  const std::shared_ptr<ir::Graph>& graph() const { return graph_; }
+
+  Function finish(const std::vector<Tensor>& outputs, std::vector<Tensor> bound) {
+    QuietTraceReads quiet;
+    for (const Tensor& t : outputs) {
+      if (!t.defined()) fail("trace: {} returned an undefined tensor", fn_name_);
+      graph_->register_output(value_of(t));
+    }
+    Function::Binding b;
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      Value* now = values_.at(inputs_[i].first.impl());
+      if (now != inputs_[i].second) b.writebacks.emplace_back(i, graph_->register_output(now));
+    }
+    b.bound = std::move(bound);
+    b.exact_shapes = exact_shapes_;
+    b.exact_shapes_reason = reason_;
+    b.warnings = std::move(warnings_);
+    ir::verify(*graph_);
+    return Function(graph_, fn_name_, std::move(b));
+  }
+
+ private:
+  void remember(const Tensor& t, Value* v) {
+    values_[t.impl()] = v;
+    keep_.push_back(t);  // a freed impl's address could be reused by an unrelated tensor
+  }
+
+  std::string describe(const Value* v) const {
+    if (v->node()->prim() == ir::Prim::Param) return fmt::format("input {} ({})", v->offset(), v->name());
+    return fmt::format("the output of {}", v->node()->kind_name());
+  }
+
+  void warn(const std::string& msg) {
+    if (silent_) return;
+    spdlog::warn("trace {}: {}", fn_name_, msg);
+    warnings_.push_back(msg);
+  }
+
+  std::shared_ptr<ir::Graph> graph_;
+  std::string fn_name_;
+  std::unordered_map<const TensorImpl*, Value*> values_;
+  std::vector<Tensor> keep_;
+  std::vector<std::pair<Tensor, Value*>> inputs_;
+  std::unordered_set<const Storage*> mutated_storages_;
+  std::unordered_set<const Value*> read_values_;
+  bool exact_shapes_ = false;
+  std::string reason_;
+  std::vector<std::string> warnings_;
+  bool silent_ = false;
+};
+
+// Installs a tracer for this thread for one scope.
+class TraceScope {
+ public:
+  explicit TraceScope(Recorder& t) : saved_(set_trace_hooks(&t)) {}
+  ~TraceScope() { set_trace_hooks(saved_); }
+
+ private:
+  TraceHooks* saved_;
+};
+
+}  // namespace kiln::tracing
