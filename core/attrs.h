@@ -28,6 +28,13 @@ class Attrs {
     return *this;
   }
   bool has(std::string_view name) const { return find(name) != nullptr; }
+  // A copy without `name` (the forward op of a gradient row takes its attributes less "shape").
+  Attrs without(std::string_view name) const {
+    Attrs r;
+    for (const auto& [n, v] : items_)
+      if (n != name) r.items_.emplace_back(n, v);
+    return r;
+  }
   int64_t i(std::string_view name) const { return get<int64_t>(name); }
   double f(std::string_view name) const { return get<double>(name); }
   const Shape& ints(std::string_view name) const { return get<Shape>(name); }

@@ -1,8 +1,8 @@
 // The flow network, per forward value v (constants excluded: both graphs may copy them):
 //   v_in → v_out  capacity = v's bytes (0 for a primal: the caller holds it anyway)
 //   u_out → v_in  ∞ for each input u of v's node
-//   source → v_in ∞ for primals, and for the outputs of ops the forward runs anyway and that are not
-//                  cheap to recompute (banned from recomputation)
+//   source → v_in ∞ for primals, for the outputs of ops the forward runs anyway and that are not
+//                  cheap to recompute, and for values compared with eq/ne (banned from recomputation)
 //   v_out → sink  ∞ when a backward node reads v
 // A cut edge v_in → v_out is a saved value; everything the backward needs beyond the saved values is
 // recomputed from them (a value on the sink side has all its inputs on the sink side).
@@ -105,17 +105,29 @@ int64_t bytes_of(const ir::Value* v) {
   return n * int64_t(itemsize(*t.dtype));
 }
 
-// Cheap enough to run twice: elementwise ops, views and copies (memory-bound, and fusible).
+// Cheap enough to run twice: elementwise ops, views and copies (memory-bound, and fusible), and amax/
+// amin, which eager's own formulas run again and which give the same bits in any order.
 bool recomputable(const ir::Node& n) {
   if (!n.is_op()) return false;
   OpKind k = op_info(n.op()).kind;
   if (k == OpKind::Unary || k == OpKind::Binary || k == OpKind::View) return true;
   switch (n.op()) {
     case OpId::Where: case OpId::Contiguous: case OpId::Clone: case OpId::Cast: case OpId::SliceBackward:
+    case OpId::Amax: case OpId::Amin:
       return true;
     default:
       return false;
   }
+}
+
+// Read by eq/ne (amax's and maximum's formulas find the winners with x == max): a recomputation one
+// ulp off (another kernel, another fusion) would match nothing, so such values are never recomputed.
+// An amax/amin itself may be: recomputed from the same saved input it gives the same bits.
+bool compared_for_equality(const ir::Value* v) {
+  if (v->node()->is_op(OpId::Amax) || v->node()->is_op(OpId::Amin)) return false;
+  for (const ir::Use& u : v->uses())
+    if (u.user->is_op(OpId::Eq) || u.user->is_op(OpId::Ne)) return true;
+  return false;
 }
 
 // A copy of j's graph with tangents (and, for the backward, saved values) as inputs.
@@ -183,7 +195,8 @@ Partition partition_min_cut(const JointGraph& j) {
   for (const ir::Value* v : values) {
     const ir::Node* n = v->node();
     net.add_edge(vin(v), vin(v) + 1, is_primal(v) ? 0 : bytes_of(v));
-    if (is_primal(v) || (fwd_needed.count(n) && !recomputable(*n))) net.add_edge(source, vin(v), kInf);
+    if (is_primal(v) || (fwd_needed.count(n) && !recomputable(*n)) || compared_for_equality(v))
+      net.add_edge(source, vin(v), kInf);
     if (!is_primal(v))
       for (const ir::Value* u : n->inputs())
         if (id.count(u)) net.add_edge(vin(u) + 1, vin(v), kInf);
@@ -199,10 +212,29 @@ Partition partition_min_cut(const JointGraph& j) {
   net.max_flow(source, sink);
   std::vector<bool> s_side = net.source_side(source);
 
+  // The cut values the backward reaches (a primal's edge is free, so unread primals are cut too), and
+  // the forward ops between them and what the backward reads, which it runs again.
+  std::unordered_set<const ir::Value*> cut, reached;
+  for (const ir::Value* v : values)
+    if (s_side[size_t(vin(v))] && !s_side[size_t(vin(v) + 1)]) cut.insert(v);
+  std::unordered_set<const ir::Node*> recompute;
+  for (const ir::Value* v : values)
+    if (backward_reads(v)) stack.push_back(v);
+  while (!stack.empty()) {
+    const ir::Value* v = stack.back();
+    stack.pop_back();
+    if (cut.count(v)) {
+      reached.insert(v);
+      continue;
+    }
+    if (is_constant(v) || !recompute.insert(v->node()).second) continue;
+    for (const ir::Value* in : v->node()->inputs()) stack.push_back(in);
+  }
   Partition p;
+  p.recomputed_nodes = int64_t(recompute.size());
   std::vector<const ir::Value*> saved;
   for (const ir::Value* v : values)
-    if (s_side[size_t(vin(v))] && !s_side[size_t(vin(v) + 1)]) saved.push_back(v);
+    if (reached.count(v)) saved.push_back(v);
   // What eager keeps: the inputs each recorded op's formula reads, for ops on the gradient's path.
   std::unordered_set<const ir::Value*> eager;
   for (const ir::Node* n : fwd_needed)
@@ -231,26 +263,14 @@ Partition partition_min_cut(const JointGraph& j) {
   Copy b = copy_joint(jg);
   std::vector<ir::Value*> saved_in;
   for (const ir::Value* v : saved) saved_in.push_back(b.g->add_input(v->type(), v->name()));
+  for (size_t k = j.num_forward_outputs; k < jg.outputs().size(); ++k) b.g->register_output(b.env.at(jg.outputs()[k]));
   for (size_t i = 0; i < nt; ++i) {  // tangents after the saved values
     ir::Value* t = b.g->add_input(jg.inputs()[np + i]->type(), jg.inputs()[np + i]->name());
     b.env.at(jg.inputs()[np + i])->replace_all_uses_with(t);
   }
   for (size_t s = 0; s < saved.size(); ++s) b.env.at(saved[s])->replace_all_uses_with(saved_in[s]);
-  for (size_t k = j.num_forward_outputs; k < jg.outputs().size(); ++k) b.g->register_output(b.env.at(jg.outputs()[k]));
   erase_inputs(*b.g, 0, np + nt);
   p.backward = b.g;
-  // Forward ops the backward runs again: those between the saved values and what the backward reads.
-  std::unordered_set<const ir::Value*> kept(saved.begin(), saved.end());
-  std::unordered_set<const ir::Node*> recompute;
-  for (const ir::Value* v : values)
-    if (backward_reads(v)) stack.push_back(v);
-  while (!stack.empty()) {
-    const ir::Value* v = stack.back();
-    stack.pop_back();
-    if (kept.count(v) || is_primal(v) || is_constant(v) || !recompute.insert(v->node()).second) continue;
-    for (const ir::Value* in : v->node()->inputs()) stack.push_back(in);
-  }
-  p.recomputed_nodes = int64_t(recompute.size());
   return p;
 }
 

@@ -35,6 +35,7 @@ Tensor unreduce(const Tensor& g, const Shape& in_shape, const Attrs& attrs) {
 // The conv2d family is bilinear, so each gradient is another member of the family.
 Tensor conv_family(OpId op, const Tensor& a, const Tensor& b, Attrs attrs, const Shape& shape) {
   if (op != OpId::Conv2d) attrs.set("shape", shape);
+  else attrs = attrs.without("shape");
   return dispatch1(op, {a, b}, attrs);
 }
 
@@ -276,7 +277,7 @@ Tensors derivative(OpId op, const Attrs& attrs, const Tensors& in, const Tensors
       r[0] = g.slice(attrs.i("dim"), attrs.i("start"), attrs.i("end"), attrs.i("step"));
       break;
     case OpId::AvgPool2dBackward:
-      r[0] = dispatch1(OpId::AvgPool2d, {g}, attrs);
+      r[0] = dispatch1(OpId::AvgPool2d, {g}, attrs.without("shape"));
       break;
     // ---- not differentiable ----
     case OpId::Sign: case OpId::LogicalNot: case OpId::Eq: case OpId::Ne: case OpId::Lt: case OpId::Le:
