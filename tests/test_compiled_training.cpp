@@ -298,3 +298,55 @@ TEST_CASE("compiled training: the digits MLP follows eager's loss trajectory ove
 TEST_CASE("compiled training: the digits CNN follows eager's loss trajectory over 50 Adam steps, peak memory <= eager") {
   check_trajectories(digits_cnn, true);
 }
+
+TEST_CASE("compiled training: a whole step (forward, loss, backward, fused optimizer) equals eager's, every optimizer") {
+  auto [x, y] = digits();
+  using MakeOpt = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
+  std::vector<std::pair<const char*, MakeOpt>> opts = {
+      {"sgd momentum", [](std::vector<Tensor> p) { return std::make_unique<optim::SGD>(p, optim::SGDOptions{0.05, 0.9}); }},
+      {"sgd nesterov wd",
+       [](std::vector<Tensor> p) { return std::make_unique<optim::SGD>(p, optim::SGDOptions{0.05, 0.9, 0, 1e-3, true}); }},
+      {"adam", [](std::vector<Tensor> p) { return std::make_unique<optim::Adam>(p, optim::AdamOptions{3e-3}); }},
+      {"adamw", [](std::vector<Tensor> p) { return std::make_unique<optim::AdamW>(p); }},
+  };
+  for (auto& [name, make_opt] : opts) {
+    CAPTURE(name);
+    manual_seed(8);
+    auto me = digits_mlp();
+    manual_seed(8);
+    auto mc = digits_mlp();
+    auto oe = make_opt(me->parameters()), oc = make_opt(mc->parameters());
+    CompiledTrainStep step(*mc, [&](const Tensors& b) { return cross_entropy((*mc)(b[0]), b[1]); }, *oc);
+    for (int s = 0; s < 20; ++s) {
+      Tensor xb = x.slice(0, s * 16, s * 16 + 16), yb = y.slice(0, s * 16, s * 16 + 16);
+      Tensor le = cross_entropy((*me)(xb), yb);
+      oe->zero_grad();
+      le.backward();
+      oe->step();
+      Tensor lc = step({xb, yb});
+      CHECK(!lc.requires_grad());
+      CHECK(std::abs(lc.item<double>() - le.item<double>()) <= 1e-4 * std::abs(le.item<double>()));
+    }
+    auto pe = me->parameters(), pc = mc->parameters();
+    for (size_t i = 0; i < pe.size(); ++i) check_close(pc[i], pe[i], 1e-4, 1e-5);
+    CHECK(step.traces() == 1);
+    CHECK(compile_stats(step.function()).eager_calls == 0);
+  }
+}
+
+TEST_CASE("compiled training: a batch of another shape traces again; a loss that is not a scalar is an error") {
+  auto [x, y] = digits();
+  manual_seed(2);
+  auto m = digits_mlp();
+  optim::SGD opt(m->parameters(), {0.1});
+  CompiledTrainStep step(*m, [&](const Tensors& b) { return cross_entropy((*m)(b[0]), b[1]); }, opt);
+  step({x.slice(0, 0, 32), y.slice(0, 0, 32)});
+  step({x.slice(0, 32, 64), y.slice(0, 32, 64)});
+  CHECK(step.traces() == 1);
+  step({x.slice(0, 0, 20), y.slice(0, 0, 20)});  // last partial batch of an epoch
+  CHECK(step.traces() == 2);
+  step({x.slice(0, 64, 96), y.slice(0, 64, 96)});  // back to the first entry
+  CHECK(step.traces() == 2);
+  CompiledTrainStep bad(*m, [&](const Tensors& b) { return (*m)(b[0]); }, opt);
+  check_error([&] { bad({x.slice(0, 0, 4)}); }, "compile_train_step: the loss function must return one scalar, got 1 outputs of shape [4,10]");
+}

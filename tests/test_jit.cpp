@@ -120,18 +120,33 @@ TEST_CASE("jit: the cache hits, says why it missed, and turns a changing dim sym
   CHECK(g->inputs()[0]->type().str() == "f32[s0_0,8]");
 }
 
-TEST_CASE("jit: inputs that require grad run eagerly, so gradients are never dropped") {
+TEST_CASE("jit: inputs that require grad run a compiled forward and backward; control flow runs eagerly") {
   Function f = trace([](const Tensors& in) { return Tensors{(in[0] * in[0]).sum()}; }, {randn({3})});
   Function c = compile(f);
   Tensor x = tensor({1.0, 2.0, 3.0}).requires_grad_();
   c({x})[0].backward();
   check_close(x.grad(), tensor({2.0, 4.0, 6.0}));
-  CHECK(compile_stats(c).eager_calls == 1);
+  CHECK(compile_stats(c).train_compiles == 1);
+  CHECK(compile_stats(c).eager_calls == 0);
   {
-    NoGradGuard no_grad;
+    NoGradGuard no_grad;  // another signature (grad mode off): the inference entry
     c({x});
   }
-  CHECK(compile_stats(c).misses == 1);
+  CHECK(compile_stats(c).misses == 2);
+  // A scripted loop: a recorded backward would bake in one trip count, so autograd records eagerly.
+  Function s = script_source(
+                   "import torch\n"
+                   "def f(x: torch.Tensor, n: int) -> torch.Tensor:\n"
+                   "    for i in range(n):\n"
+                   "        x = x * 2.0\n"
+                   "    return x.sum()\n",
+                   "loop.py")
+                   .function("f");
+  Function cs = compile(s);
+  Tensor y = tensor({1.0, 2.0}).requires_grad_();
+  cs.call({IValue(y), IValue(int64_t(3))})[0].to_tensor().backward();
+  check_close(y.grad(), tensor({8.0, 8.0}));
+  CHECK(compile_stats(cs).eager_calls == 1);
 }
 
 TEST_CASE("jit: concurrent calls share one cache") {

@@ -150,8 +150,7 @@ class Recorder final : public TraceHooks {
   }
 
   void warn(const std::string& msg) {
-    if (silent_) return;
-    spdlog::warn("trace {}: {}", fn_name_, msg);
+    if (!silent_) spdlog::warn("trace {}: {}", fn_name_, msg);
     warnings_.push_back(msg);
   }
 

@@ -24,6 +24,8 @@ struct TraceOptions {
   // Inputs to check the trace against eager execution on; each set as sample_inputs.
   std::vector<std::vector<Tensor>> check_inputs;
   double check_rtol = 1e-5;
+  // Keep the warnings in Binding::warnings without logging them (callers that re-trace per shape).
+  bool quiet = false;
   double check_atol = 1e-6;
 };
 

@@ -57,7 +57,7 @@ Function run_trace(const TracedFn& fn, const std::vector<Tensor>& sample_inputs,
   if (!fn) fail("trace: no function given");
   if (!o.input_names.empty() && o.input_names.size() != sample_inputs.size())
     fail("trace: {} input names for {} inputs", o.input_names.size(), sample_inputs.size());
-  Recorder tracer(o.name);
+  Recorder tracer(o.name, o.quiet);
   for (size_t i = 0; i < sample_inputs.size(); ++i)
     tracer.add_input(sample_inputs[i], o.input_names.empty() ? fmt::format("x{}", i) : o.input_names[i]);
   std::vector<Tensor> bound;

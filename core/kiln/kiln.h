@@ -27,5 +27,6 @@
 #include "eager/optim/optimizer.h"
 #include "tracer/trace.h"
 #include "jit/compiled_function.h"
+#include "jit/train_step.h"
 #include "jit/pass_manager.h"
 #include "script_frontend/script.h"

@@ -297,6 +297,6 @@ void cast(DType to, DType from, const StridedLoop& L) {
 
 }  // namespace
 
-const IsaKernels kernels{KILN_ISA_NAME, &unary, &binary, &where, &cast};
+const IsaKernels kernels{KILN_ISA_NAME, &unary, &binary, &where, &cast, &fused_sgd, &fused_adam};
 
 }  // namespace kiln::cpu::KILN_ISA

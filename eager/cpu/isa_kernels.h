@@ -7,6 +7,11 @@
 #include "core/op.h"
 #include "eager/cpu/strided_loop.h"
 
+namespace kiln::optim {
+struct SGDStep;
+struct AdamStep;
+}  // namespace kiln::optim
+
 namespace kiln::cpu {
 
 struct IsaKernels {
@@ -16,13 +21,18 @@ struct IsaKernels {
   void (*binary)(OpId op, DType t, const StridedLoop& loop);
   void (*where)(DType t, const StridedLoop& loop);  // operands: out, cond (bool), a, b
   void (*cast)(DType to, DType from, const StridedLoop& loop);
+  // The optimizers' single-pass updates over contiguous float32/float64 (eager/optim/fused_update_isa.cpp).
+  void (*fused_sgd)(DType t, void* p, const void* g, void* buf, int64_t n, const optim::SGDStep& s);
+  void (*fused_adam)(DType t, void* p, const void* g, void* m, void* v, int64_t n, const optim::AdamStep& s);
 };
 
 const IsaKernels& isa_kernels();
 
-#define KILN_DECLARE_ISA(isa) \
-  namespace isa {             \
-  extern const IsaKernels kernels; \
+#define KILN_DECLARE_ISA(isa)                                                                             \
+  namespace isa {                                                                                         \
+  extern const IsaKernels kernels;                                                                        \
+  void fused_sgd(DType t, void* p, const void* g, void* buf, int64_t n, const optim::SGDStep& s);           \
+  void fused_adam(DType t, void* p, const void* g, void* m, void* v, int64_t n, const optim::AdamStep& s);  \
   }
 KILN_DECLARE_ISA(baseline)
 KILN_DECLARE_ISA(avx2)

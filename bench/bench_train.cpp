@@ -1,0 +1,116 @@
+// Training steps (issue: compiled training): the MLP 784-256-10 at batch 64 and the digits CNN at
+// batch 64, each as kiln eager (forward, backward, Adam) and as a CompiledTrainStep (compiled forward
+// and backward, fused Adam); Adam over a 1M-parameter model fused vs the per-tensor op loop; the
+// compile latency of a whole step. bench/compare_train runs it beside PyTorch eager, torch.compile
+// and jax.jit(grad); bench/RESULTS.md has the figures.
+#include <benchmark/benchmark.h>
+
+#include "kiln/kiln.h"
+
+namespace {
+
+using namespace kiln;
+
+std::shared_ptr<nn::Sequential> mlp() {
+  return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(784, 256), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(256, 10)});
+}
+
+std::shared_ptr<nn::Sequential> cnn() {
+  return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Conv2d>(1, 16, Shape{3, 3}, Shape{1, 1}, Shape{1, 1}), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::MaxPool2d>(Shape{2, 2}),
+      std::make_shared<nn::Conv2d>(16, 32, Shape{3, 3}, Shape{1, 1}, Shape{1, 1}), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::MaxPool2d>(Shape{2, 2}), std::make_shared<nn::Flatten>(),
+      std::make_shared<nn::Linear>(32 * 2 * 2, 10)});
+}
+
+struct Workload {
+  std::shared_ptr<nn::Sequential> model;
+  Tensor x, y;
+};
+
+Workload make(bool image) {
+  manual_seed(0);
+  Workload w{image ? cnn() : mlp(), image ? randn({64, 1, 8, 8}) : randn({64, 784}), {}};
+  w.y = argmax(randn({64, 10}), 1);
+  return w;
+}
+
+void step_eager(benchmark::State& state, bool image) {
+  set_num_threads(int(state.range(0)));
+  Workload w = make(image);
+  optim::Adam opt(w.model->parameters(), {1e-3});
+  for (auto _ : state) {
+    Tensor loss = cross_entropy((*w.model)(w.x), w.y);
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+    benchmark::DoNotOptimize(loss.raw_data());
+  }
+}
+
+void step_compiled(benchmark::State& state, bool image) {
+  set_num_threads(int(state.range(0)));
+  Workload w = make(image);
+  optim::Adam opt(w.model->parameters(), {1e-3});
+  CompiledTrainStep step(*w.model, [&](const Tensors& b) { return cross_entropy((*w.model)(b[0]), b[1]); }, opt);
+  step({w.x, w.y});  // trace and compile
+  for (auto _ : state) {
+    Tensor loss = step({w.x, w.y});
+    benchmark::DoNotOptimize(loss.raw_data());
+  }
+  jit::CacheStats st = compile_stats(step.function());
+  state.counters["kernels"] = double(st.kernels);
+  state.counters["saved_KiB"] = double(st.saved_bytes) / 1024;
+  state.counters["eager_saved_KiB"] = double(st.eager_saved_bytes) / 1024;
+}
+
+void BM_MlpStepEager(benchmark::State& s) { step_eager(s, false); }
+void BM_MlpStepCompiled(benchmark::State& s) { step_compiled(s, false); }
+void BM_CnnStepEager(benchmark::State& s) { step_eager(s, true); }
+void BM_CnnStepCompiled(benchmark::State& s) { step_compiled(s, true); }
+BENCHMARK(BM_MlpStepEager)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_MlpStepCompiled)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_CnnStepEager)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_CnnStepCompiled)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// Trace + joint graph + partition + passes + x86 kernels + the first step, on a fresh model each time.
+void BM_CompileMlpStep(benchmark::State& state) {
+  set_num_threads(1);
+  for (auto _ : state) {
+    Workload w = make(false);
+    optim::Adam opt(w.model->parameters(), {1e-3});
+    CompiledTrainStep step(*w.model, [&](const Tensors& b) { return cross_entropy((*w.model)(b[0]), b[1]); }, opt);
+    Tensor loss = step({w.x, w.y});
+    benchmark::DoNotOptimize(loss.raw_data());
+  }
+}
+BENCHMARK(BM_CompileMlpStep)->Unit(benchmark::kMillisecond)->Iterations(20);
+
+// Adam over 4 Linear(500, 500) layers (1,002,000 parameters), gradients set: the fused single pass
+// against the per-tensor op loop (fused = false).
+void adam_1m(benchmark::State& state, bool fused) {
+  set_num_threads(int(state.range(0)));
+  manual_seed(0);
+  std::vector<Tensor> params;
+  for (int i = 0; i < 4; ++i) {
+    params.push_back(randn({500, 500}).requires_grad_());
+    params.push_back(randn({500}).requires_grad_());
+  }
+  for (Tensor& p : params) p.set_grad(randn(p.sizes()));
+  optim::AdamOptions o;
+  o.fused = fused;
+  optim::Adam opt(params, o);
+  opt.step();
+  for (auto _ : state) opt.step();
+  state.counters["params"] = 1002000;
+}
+void BM_Adam1MFused(benchmark::State& s) { adam_1m(s, true); }
+void BM_Adam1MLoop(benchmark::State& s) { adam_1m(s, false); }
+BENCHMARK(BM_Adam1MFused)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Adam1MLoop)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();

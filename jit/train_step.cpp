@@ -1,0 +1,66 @@
+#include "jit/train_step.h"
+
+#include <spdlog/spdlog.h>
+
+#include "eager/autograd/engine.h"
+#include "eager/nn/module.h"
+#include "eager/optim/optimizer.h"
+#include "tracer/trace.h"
+
+namespace kiln {
+
+namespace {
+std::string sig_str(const std::vector<std::pair<DType, Shape>>& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i)
+    out += fmt::format("{}{}{}", i ? ", " : "", ir::dtype_short_name(s[i].first), shape_str(s[i].second));
+  return "(" + out + ")";
+}
+}  // namespace
+
+CompiledTrainStep::CompiledTrainStep(nn::Module& model, LossFn loss, optim::Optimizer& opt, jit::CompileOptions o)
+    : model_(model), loss_(std::move(loss)), opt_(opt), options_(std::move(o)) {
+  if (!loss_) fail("compile_train_step: no loss function given");
+}
+
+CompiledTrainStep::Entry& CompiledTrainStep::entry_for(const std::vector<Tensor>& batch) {
+  std::vector<std::pair<DType, Shape>> sig;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (!batch[i].defined()) fail("compile_train_step: batch element {} is an undefined tensor", i);
+    sig.emplace_back(batch[i].dtype(), batch[i].sizes());
+  }
+  if (last_ && last_->sig == sig) return *last_;
+  for (auto& e : entries_)
+    if (e->sig == sig) return *(last_ = e.get());
+  if (!entries_.empty())
+    spdlog::info("compile_train_step: tracing again: batch signature {} differs from {}", sig_str(sig),
+                 sig_str(entries_.back()->sig));
+  auto e = std::make_unique<Entry>();
+  e->sig = std::move(sig);
+  TraceOptions to;
+  to.name = "train_step";
+  to.quiet = true;  // size reads only specialise the trace to this batch shape, which is what we key on
+  Function traced = trace_module(model_, [this](const Tensors& b) { return Tensors{loss_(b)}; }, batch, to);
+  e->fn = compile(traced, options_);
+  entries_.push_back(std::move(e));
+  return *(last_ = entries_.back().get());
+}
+
+Tensor CompiledTrainStep::operator()(const std::vector<Tensor>& batch) {
+  Entry& e = entry_for(batch);
+  Tensors out = e.fn(batch);
+  if (out.size() != 1 || out[0].numel() != 1)
+    fail("compile_train_step: the loss function must return one scalar, got {} outputs{}", out.size(),
+         out.empty() ? std::string() : " of shape " + shape_str(out[0].sizes()));
+  opt_.zero_grad();
+  backward({out[0]});
+  opt_.step();
+  return out[0].detach();
+}
+
+const Function& CompiledTrainStep::function() const {
+  if (!last_) fail("compile_train_step: no step has run yet");
+  return last_->fn;
+}
+
+}  // namespace kiln

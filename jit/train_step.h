@@ -1,0 +1,53 @@
+#pragma once
+// A whole training step compiled: forward and loss (traced with the module's parameters and buffers
+// as graph inputs) run as a compiled forward graph, loss.backward() runs the compiled backward graph
+// into each parameter's .grad, and the optimizer applies its single-pass fused update
+// (eager/optim/fused_update.h) over all parameters.
+//
+//   optim::Adam opt(model.parameters(), {1e-3});
+//   CompiledTrainStep step(model, [&](const Tensors& b) { return cross_entropy(model(b[0]), b[1]); }, opt);
+//   for (...) double loss = step({x, y}).item<double>();
+//
+// A batch with other shapes (or dtypes) traces and compiles again, logged with the reason; each
+// shape keeps its own entry.
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "backends/interp/function.h"
+#include "jit/compiled_function.h"
+
+namespace kiln {
+
+namespace nn {
+class Module;
+}
+namespace optim {
+class Optimizer;
+}
+
+class CompiledTrainStep {
+ public:
+  using LossFn = std::function<Tensor(const std::vector<Tensor>& batch)>;
+  CompiledTrainStep(nn::Module& model, LossFn loss, optim::Optimizer& opt, jit::CompileOptions options = {});
+  // One step on `batch`: zero_grad, forward, backward, optimizer step. Returns the loss (detached).
+  Tensor operator()(const std::vector<Tensor>& batch);
+  // The compiled function serving the last call (its cache statistics, graphs).
+  const Function& function() const;
+  int64_t traces() const { return int64_t(entries_.size()); }
+
+ private:
+  struct Entry {
+    std::vector<std::pair<DType, Shape>> sig;
+    Function fn;
+  };
+  Entry& entry_for(const std::vector<Tensor>& batch);
+  nn::Module& model_;
+  LossFn loss_;
+  optim::Optimizer& opt_;
+  jit::CompileOptions options_;
+  std::vector<std::unique_ptr<Entry>> entries_;
+  Entry* last_ = nullptr;
+};
+
+}  // namespace kiln
