@@ -19,6 +19,7 @@ Tensors CompiledBackward::apply(const Tensors& grad_outputs) {
   std::vector<IValue> in;
   in.reserve(saved.size() + grad_outputs.size());
   for (const SavedTensor& s : saved) in.emplace_back(s.unpack(name()));
+  if (released_after_apply) release_saved();  // the backward graph frees each one after its last use
   for (size_t k = 0; k < output_shapes.size(); ++k) {
     const Tensor& g = k < grad_outputs.size() ? grad_outputs[k] : Tensor();
     if (!g.defined()) {
@@ -32,7 +33,7 @@ Tensors CompiledBackward::apply(const Tensors& grad_outputs) {
     }
   }
   Tensors grads;
-  for (IValue& v : backward->run(in)) grads.push_back(v.to_tensor());
+  for (IValue& v : backward->run(std::move(in))) grads.push_back(v.to_tensor());
   return grads;
 }
 

@@ -46,12 +46,6 @@ std::string sig_str(const InputSig& s) {
                      s.requires_grad ? " requires_grad" : "");
 }
 
-std::string sig_str(const Signature& s) {
-  std::string out;
-  for (size_t i = 0; i < s.inputs.size(); ++i) out += (i ? ", " : "") + sig_str(s.inputs[i]);
-  return "(" + out + ")";
-}
-
 // Why `now` missed the entry compiled for `before`, and which (input, dim) changed if a dim did.
 std::string miss_reason(const Signature& before, const Signature& now, std::pair<int, int>* dim) {
   *dim = {-1, -1};

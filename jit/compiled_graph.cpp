@@ -46,6 +46,11 @@ std::vector<IValue> CompiledGraph::run(const std::vector<IValue>& inputs) const 
   return interp::run(*plan, inputs, &runner);
 }
 
+std::vector<IValue> CompiledGraph::run(std::vector<IValue>&& inputs) const {
+  GroupRunner runner(kernels);
+  return interp::run(*plan, std::move(inputs), &runner);
+}
+
 std::shared_ptr<CompiledGraph> compile_graph(std::shared_ptr<ir::Graph> g, const std::string& name,
                                              const PipelineOptions& pipeline, const GroupCompiler& backend,
                                              GroupCompileStats& stats) {

@@ -17,6 +17,7 @@ struct CompiledGraph {
   std::unordered_map<const ir::Node*, std::shared_ptr<GroupKernel>> kernels;
   std::unique_ptr<interp::Plan> plan;
   std::vector<IValue> run(const std::vector<IValue>& inputs) const;
+  std::vector<IValue> run(std::vector<IValue>&& inputs) const;  // inputs released after their last use
 };
 
 struct GroupCompileStats {

@@ -327,11 +327,15 @@ class Frame {
 }  // namespace
 
 std::vector<IValue> run(const Plan& plan, const std::vector<IValue>& inputs, NodeRunner* runner) {
+  return run(plan, std::vector<IValue>(inputs), runner);
+}
+
+std::vector<IValue> run(const Plan& plan, std::vector<IValue>&& inputs, NodeRunner* runner) {
   const ir::Graph& g = plan.graph();
   if (inputs.size() != g.inputs().size())
     fail("interp: the graph takes {} inputs, got {}", g.inputs().size(), inputs.size());
   Frame f(plan, runner);
-  return f.block(*g.block(), inputs);
+  return f.block(*g.block(), std::move(inputs));
 }
 
 std::vector<IValue> run(const ir::Graph& g, const std::vector<IValue>& inputs, NodeRunner* runner,

@@ -41,6 +41,8 @@ class Plan {
 };
 
 std::vector<IValue> run(const Plan& plan, const std::vector<IValue>& inputs, NodeRunner* runner = nullptr);
+// Takes the inputs over: with a plan that frees dead values, an input is released after its last use.
+std::vector<IValue> run(const Plan& plan, std::vector<IValue>&& inputs, NodeRunner* runner = nullptr);
 
 // Runs g on inputs (one per graph input) and returns one value per graph output. Errors from a
 // node name it: `interp: line 4 (add): add: shapes [2] and [3] cannot be broadcast`. With

@@ -103,6 +103,7 @@ Tensors run(const Tensors& roots, const Tensors& grad_roots, bool retain_graph, 
         for (auto& h : impl->autograd->hooks)
           if (Tensor r = h(grads[0]); r.defined()) grads[0] = r;
     }
+    node->released_after_apply = !retain_graph;
     Tensors out = node->apply(grads);
     if (!retain_graph) node->release_saved();
     for (size_t i = 0; i < node->next.size() && i < out.size(); ++i) {

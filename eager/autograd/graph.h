@@ -47,6 +47,9 @@ struct Node : std::enable_shared_from_this<Node> {
   std::vector<std::vector<Hook>> pre_hooks;  // per output: tensor hooks of non-leaf outputs
   std::vector<int> retained;                 // outputs whose grad is kept (retain_grad)
   std::vector<std::weak_ptr<TensorImpl>> outputs;  // to store retained grads
+  // Set by the engine before apply(): release_saved() follows it, so apply may consume saved values
+  // (a compiled backward frees each one after its last use instead of at the end).
+  bool released_after_apply = false;
   virtual ~Node() = default;
   virtual std::string name() const = 0;
   virtual int num_outputs() const { return 1; }

@@ -100,6 +100,9 @@ Tensors AccumulateGrad::apply(const Tensors& grad_outputs) {
   AutogradMeta& m = ensure_autograd_meta(t);
   Tensor g = grad_outputs[0];
   if (!GradMode::enabled()) g = g.detach();
+  // torch's layout contract: a contiguous parameter gets a contiguous .grad (a weight's gradient
+  // often arrives transposed), so optimizers take their fused single-pass loop.
+  if (!m.grad.defined() && t.is_contiguous() && !g.is_contiguous()) g = g.contiguous();
   m.grad = m.grad.defined() ? add(m.grad, g) : g;
   return {};
 }

@@ -63,7 +63,7 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Te
       for (int64_t o = 0; o < g.O; ++o) std::fill(Y + (n * g.O + o) * ohw, Y + (n * g.O + o + 1) * ohw, B ? B[o] : T(0));
     return;
   }
-  if (g.Cg == 1 && g.kh * g.kw > 1) {
+  if (g.Cg == 1 && g.groups > 1 && g.kh * g.kw > 1) {
     conv_depthwise(X, Wt, B, Y, g);
     return;
   }

@@ -6,6 +6,7 @@
 //   x - x, x * 0, 0 * x  (integer dtypes, static shape) → zeros
 //   reshape(reshape(x)), reshape to x's own static shape → one reshape, or x
 //   permute(permute(x)) → one permute; an identity permute → x
+//   permute[1,0](matmul(a, b)), 2-D, the product used only there → matmul(b^T, a^T)
 #include "eager/ops.h"
 #include "jit/ir_utils.h"
 #include "jit/passes/passes.h"
@@ -101,12 +102,40 @@ bool collapse_chain(ir::Node* n) {
   return false;
 }
 
+// (a @ b)^T → b^T @ a^T: BLAS reads transposed operands for free and the product comes out
+// contiguous (a weight's gradient is one: the optimizer's fused loop then takes it as is).
+bool transpose_matmul(ir::Graph& g, ir::Node* n) {
+  if (!n->is_op(OpId::Permute) || n->attrs().ints("dims") != Shape{1, 0}) return false;
+  ir::Node* mm = n->input(0)->node();
+  if (!mm->is_op(OpId::Matmul) || mm->output()->uses().size() != 1) return false;
+  auto matrix = [](const ir::Value* v) { return v->type().is_tensor() && v->type().dims && v->type().dims->size() == 2; };
+  if (!matrix(mm->input(0)) || !matrix(mm->input(1)) || !matrix(n->output())) return false;
+  {
+    ir::InsertPointGuard guard(g);
+    g.set_insert_point(n);
+    auto transpose = [&](ir::Value* v) {
+      ir::Node* t = g.insert(g.create_op(OpId::Permute, {v}, Attrs().set("dims", Shape{1, 0})));
+      const auto& d = *v->type().dims;
+      t->output()->set_type(ir::Type::tensor(v->type().dtype, std::vector<ir::Dim>{d[1], d[0]}));
+      return t->output();
+    };
+    ir::Value* bt = transpose(mm->input(1));
+    ir::Value* at = transpose(mm->input(0));
+    ir::Node* r = g.insert(g.create_op(OpId::Matmul, {bt, at}));
+    r->output()->set_type(n->output()->type());
+    n->output()->replace_all_uses_with(r->output());
+  }
+  n->destroy();
+  mm->destroy();
+  return true;
+}
+
 int64_t run_block(ir::Graph& g, ir::Block& b) {
   int64_t changed = 0;
   for (ir::Node* n : b.nodes()) {
     for (ir::Block* sub : n->blocks()) changed += run_block(g, *sub);
     if (!n->is_op()) continue;
-    if (fold_to_zero(g, n)) {
+    if (fold_to_zero(g, n) || transpose_matmul(g, n)) {
       ++changed;
       continue;
     }
