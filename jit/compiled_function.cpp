@@ -358,6 +358,7 @@ Function compile(const Function& fn, jit::CompileOptions options) {
   auto graph = std::shared_ptr<const ir::Graph>(fn.graph().copy());
   std::vector<bool> hidden(graph->outputs().size(), false);
   for (auto [in, out] : fn.binding().writebacks) hidden[out] = true;
+  for (const Function::Binding::Guard& g : fn.binding().guards) hidden[g.output] = true;
   auto exec = std::make_shared<jit::CompiledFunction>(graph, fn.name(), std::move(options), std::move(hidden));
   return fn.with_executor(exec);
 }

@@ -37,18 +37,43 @@ CompiledTrainStep::Entry& CompiledTrainStep::entry_for(const std::vector<Tensor>
                  sig_str(entries_.back()->sig));
   auto e = std::make_unique<Entry>();
   e->sig = std::move(sig);
-  TraceOptions to;
-  to.name = "train_step";
-  to.quiet = true;  // size reads only specialise the trace to this batch shape, which is what we key on
-  Function traced = trace_module(model_, [this](const Tensors& b) { return Tensors{loss_(b)}; }, batch, to);
-  e->fn = compile(traced, options_);
+  e->fn = trace_step(batch);
   entries_.push_back(std::move(e));
   return *(last_ = entries_.back().get());
 }
 
+Function CompiledTrainStep::trace_step(const std::vector<Tensor>& batch) {
+  TraceOptions to;
+  to.name = "train_step";
+  to.quiet = true;  // size reads only specialise the trace to this batch shape, which is what we key on
+  to.guard_value_reads = true;
+  ++traces_;
+  return compile(trace_module(model_, [this](const Tensors& b) { return Tensors{loss_(b)}; }, batch, to), options_);
+}
+
 Tensor CompiledTrainStep::operator()(const std::vector<Tensor>& batch) {
-  Entry& e = entry_for(batch);
-  Tensors out = e.fn(batch);
+  Tensors out;
+  if (eager_) {
+    out = {loss_(batch)};
+  } else {
+    Entry& e = entry_for(batch);
+    try {
+      out = e.fn(batch);
+    } catch (const GuardFailure& g) {
+      // The forward ran but nothing of it is used: no backward, no update, no buffer write-back.
+      if (++guard_failures_ > guard_limit) {
+        spdlog::warn("compile_train_step: {} guard failures (the loss function branches on tensor values every "
+                     "call); running the step eagerly from now on",
+                     guard_failures_);
+        eager_ = true;
+        out = {loss_(batch)};
+      } else {
+        spdlog::info("compile_train_step: recompiling: {}", g.what());
+        e.fn = trace_step(batch);
+        out = e.fn(batch);
+      }
+    }
+  }
   if (out.size() != 1 || out[0].numel() != 1)
     fail("compile_train_step: the loss function must return one scalar, got {} outputs{}", out.size(),
          out.empty() ? std::string() : " of shape " + shape_str(out[0].sizes()));

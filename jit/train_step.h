@@ -9,7 +9,10 @@
 //   for (...) double loss = step({x, y}).item<double>();
 //
 // A batch with other shapes (or dtypes) traces and compiles again, logged with the reason; each
-// shape keeps its own entry.
+// shape keeps its own entry. Values the loss function reads into C++ (item(), e.g. to branch on) are
+// guarded: a call that sees another value than the trace did traces and compiles again before any
+// backward or update runs (logged: `compile_train_step: recompiling: train_step: guard failed: ...`),
+// so a stale graph never trains the model; after `guard_limit` such retraces the step runs eagerly.
 #include <functional>
 #include <memory>
 #include <vector>
@@ -34,7 +37,10 @@ class CompiledTrainStep {
   Tensor operator()(const std::vector<Tensor>& batch);
   // The compiled function serving the last call (its cache statistics, graphs).
   const Function& function() const;
-  int64_t traces() const { return int64_t(entries_.size()); }
+  int64_t traces() const { return traces_; }
+  int64_t guard_failures() const { return guard_failures_; }
+  bool running_eagerly() const { return eager_; }
+  int guard_limit = 8;
 
  private:
   struct Entry {
@@ -42,12 +48,15 @@ class CompiledTrainStep {
     Function fn;
   };
   Entry& entry_for(const std::vector<Tensor>& batch);
+  Function trace_step(const std::vector<Tensor>& batch);
   nn::Module& model_;
   LossFn loss_;
   optim::Optimizer& opt_;
   jit::CompileOptions options_;
   std::vector<std::unique_ptr<Entry>> entries_;
   Entry* last_ = nullptr;
+  int64_t traces_ = 0, guard_failures_ = 0;
+  bool eager_ = false;
 };
 
 }  // namespace kiln

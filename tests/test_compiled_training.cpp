@@ -350,3 +350,45 @@ TEST_CASE("compiled training: a batch of another shape traces again; a loss that
   CompiledTrainStep bad(*m, [&](const Tensors& b) { return (*m)(b[0]); }, opt);
   check_error([&] { bad({x.slice(0, 0, 4)}); }, "compile_train_step: the loss function must return one scalar, got 1 outputs of shape [4,10]");
 }
+
+TEST_CASE("compiled training: a step that branches on a tensor value recompiles when the branch flips, never trains on a stale graph") {
+  auto [x, y] = digits();
+  x = x - mean(x).item<double>();  // per-batch pixel sums of both signs
+  auto loss_of = [](nn::Module& m, const Tensors& b) {
+    Tensor l = cross_entropy(m(b[0]), b[1]);
+    if ((sum(b[0]) > 0).item<bool>()) l = l * 2.0;  // C++ control flow on a tensor value
+    return l;
+  };
+  manual_seed(12);
+  auto me = digits_mlp();
+  manual_seed(12);
+  auto mc = digits_mlp();
+  optim::SGD oe(me->parameters(), {0.05}), oc(mc->parameters(), {0.05});
+  CompiledTrainStep step(*mc, [&](const Tensors& b) { return loss_of(*mc, b); }, oc);
+  int flips = 0;
+  bool last = false;
+  for (int s = 0; s < 24; ++s) {
+    Tensors b = {x.slice(0, s * 16, s * 16 + 16), y.slice(0, s * 16, s * 16 + 16)};
+    bool positive = sum(b[0]).item<double>() > 0;
+    if (s > 0 && positive != last) ++flips;
+    last = positive;
+    Tensor le = loss_of(*me, b);
+    oe.zero_grad();
+    le.backward();
+    oe.step();
+    Tensor lc = step(b);
+    CAPTURE(s);
+    CHECK(std::abs(lc.item<double>() - le.item<double>()) <= 1e-4 * std::abs(le.item<double>()));
+  }
+  REQUIRE(flips >= 2);
+  CHECK(step.guard_failures() == flips);
+  CHECK(step.traces() == 1 + flips);
+  CHECK(!step.running_eagerly());
+  auto pe = me->parameters(), pc = mc->parameters();
+  for (size_t i = 0; i < pe.size(); ++i) check_close(pc[i], pe[i], 1e-4, 1e-5);
+  // A traced function with guards raises instead of returning a stale result.
+  Function g = trace([](const Tensors& in) { return Tensors{(sum(in[0]) > 0).item<bool>() ? in[0] * 2.0 : -in[0]}; },
+                     {ones({3})}, [] { TraceOptions o; o.guard_value_reads = true; o.quiet = true; return o; }());
+  check_close(g({ones({3}) * 3.0})[0], full({3}, 6.0));
+  check_error([&] { g({-ones({3})}); }, "forward: guard failed: item() of the output of gt was 1 when traced and is 0 now");
+}

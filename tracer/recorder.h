@@ -107,6 +107,7 @@ class Recorder final : public TraceHooks {
       return;
     }
     if (!read_values_.insert(v).second) return;
+    if (guard_reads_) add_guard(impl, v, what);
     warn(fmt::format("{} read the value of {} into C++; the trace may not generalise to other inputs (branches and "
                      "numbers computed from it are baked in)",
                      what == TraceRead::Item ? "item()" : "a data pointer", describe(v)));
@@ -118,6 +119,8 @@ class Recorder final : public TraceHooks {
   }
 
   const std::shared_ptr<ir::Graph>& graph() const { return graph_; }
+  // Turns each value read into C++ into a guard of the traced function (Function::Binding::guards).
+  void set_guard_value_reads(bool on) { guard_reads_ = on; }
 
   Function finish(const std::vector<Tensor>& outputs, std::vector<Tensor> bound) {
     QuietTraceReads quiet;
@@ -134,11 +137,23 @@ class Recorder final : public TraceHooks {
     b.exact_shapes = exact_shapes_;
     b.exact_shapes_reason = reason_;
     b.warnings = std::move(warnings_);
+    for (auto& [v, expected, what] : guards_) b.guards.push_back({graph_->register_output(v), expected, what});
     ir::verify(*graph_);
     return Function(graph_, fn_name_, std::move(b));
   }
 
  private:
+  void add_guard(const TensorImpl* impl, Value* v, TraceRead what) {
+    for (auto it = keep_.rbegin(); it != keep_.rend(); ++it)
+      if (it->impl() == impl) {
+        HooksOff off;
+        QuietTraceReads quiet;
+        guards_.push_back({v, it->clone().detach(),
+                           fmt::format("{} of {}", what == TraceRead::Item ? "item()" : "a data pointer", describe(v))});
+        return;
+      }
+  }
+
   void remember(const Tensor& t, Value* v) {
     values_[t.impl()] = v;
     keep_.push_back(t);  // a freed impl's address could be reused by an unrelated tensor
@@ -165,6 +180,13 @@ class Recorder final : public TraceHooks {
   std::string reason_;
   std::vector<std::string> warnings_;
   bool silent_ = false;
+  bool guard_reads_ = false;
+  struct PendingGuard {
+    Value* v;
+    Tensor expected;
+    std::string what;
+  };
+  std::vector<PendingGuard> guards_;
 };
 
 // Installs a tracer for this thread for one scope.

@@ -26,6 +26,9 @@ struct TraceOptions {
   double check_rtol = 1e-5;
   // Keep the warnings in Binding::warnings without logging them (callers that re-trace per shape).
   bool quiet = false;
+  // Guard every value the traced code reads into C++ (item(), data pointers): a later call that sees
+  // another value raises GuardFailure instead of returning what the traced path computed.
+  bool guard_value_reads = false;
   double check_atol = 1e-6;
 };
 

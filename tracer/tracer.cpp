@@ -58,6 +58,7 @@ Function run_trace(const TracedFn& fn, const std::vector<Tensor>& sample_inputs,
   if (!o.input_names.empty() && o.input_names.size() != sample_inputs.size())
     fail("trace: {} input names for {} inputs", o.input_names.size(), sample_inputs.size());
   Recorder tracer(o.name, o.quiet);
+  tracer.set_guard_value_reads(o.guard_value_reads);
   for (size_t i = 0; i < sample_inputs.size(); ++i)
     tracer.add_input(sample_inputs[i], o.input_names.empty() ? fmt::format("x{}", i) : o.input_names[i]);
   std::vector<Tensor> bound;

@@ -79,6 +79,21 @@ bool fits(const IValue& x, const ir::Type& t, bool exact_shapes) {
 }
 }  // namespace
 
+namespace {
+bool same_values(const Tensor& a, const Tensor& b) {
+  if (a.sizes() != b.sizes()) return false;
+  Tensor x = a.to(DType::Float64).contiguous(), y = b.to(DType::Float64).contiguous();
+  const double *p = x.data_ptr<double>(), *q = y.data_ptr<double>();
+  for (int64_t i = 0; i < x.numel(); ++i)
+    if (!(p[i] == q[i] || (p[i] != p[i] && q[i] != q[i]))) return false;
+  return true;
+}
+std::string value_summary(const Tensor& t) {
+  if (t.numel() == 1) return fmt::format("{}", t.to(DType::Float64).contiguous().data_ptr<double>()[0]);
+  return fmt::format("a tensor of shape {}", shape_str(t.sizes()));
+}
+}  // namespace
+
 void Function::check_signature(const std::vector<IValue>& inputs) const {
   std::vector<ir::Type> want = input_types();
   if (inputs.size() != want.size())
@@ -98,9 +113,17 @@ std::vector<IValue> Function::call(const std::vector<IValue>& inputs) const {
   std::vector<IValue> all = inputs;
   for (const Tensor& t : binding_.bound) all.emplace_back(t);
   std::vector<IValue> out = executor_ ? executor_->run(all) : interp::run(graph(), all);
-  if (binding_.writebacks.empty()) return out;
+  if (binding_.writebacks.empty() && binding_.guards.empty()) return out;
   NoGradGuard no_grad;
   std::vector<bool> hidden(out.size(), false);
+  for (const Binding::Guard& g : binding_.guards) {
+    const Tensor& now = out[g.output].to_tensor();
+    if (!same_values(now, g.expected))
+      throw GuardFailure(fmt::format("{}: guard failed: {} was {} when traced and is {} now; the traced C++ code may "
+                                     "take another path for these inputs, so the graph is not used",
+                                     name_, g.what, value_summary(g.expected), value_summary(now)));
+    hidden[g.output] = true;
+  }
   for (auto [in, o] : binding_.writebacks) {
     Tensor target = all[in].to_tensor();
     target.copy_(out[o].to_tensor());

@@ -8,9 +8,16 @@
 #include <vector>
 
 #include "core/ir/graph.h"
+#include "core/error.h"
 #include "core/ir/ivalue.h"
 
 namespace kiln {
+
+// A traced function's guard saw another value than at trace time (Function::Binding::guards).
+class GuardFailure : public Error {
+ public:
+  using Error::Error;
+};
 
 class Function {
  public:
@@ -27,6 +34,16 @@ class Function {
     std::string exact_shapes_reason;
     // What the tracer warned about, kept for tests and tools.
     std::vector<std::string> warnings;
+    // Values the traced code read into C++ (item(), data pointers), with what they were when traced:
+    // each is a hidden graph output checked after every call (TraceOptions::guard_value_reads). A
+    // different value means C++ control flow may have taken another path: the call raises GuardFailure
+    // before any write-back, instead of returning what a stale graph computed.
+    struct Guard {
+      size_t output;
+      Tensor expected;
+      std::string what;  // "item() of the output of sum"
+    };
+    std::vector<Guard> guards;
   };
 
   // Runs calls in place of the interpreter: the JIT's compiled function. Gets the graph's inputs
