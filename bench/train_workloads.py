@@ -14,27 +14,9 @@ import argparse
 import json
 import os
 import sys
-import time
 
-
-def timed(fn, reps=5, min_time=0.3):
-    best = float("inf")
-    for _ in range(reps):
-        n, t0 = 0, time.perf_counter()
-        while True:
-            fn()
-            n += 1
-            dt = time.perf_counter() - t0
-            if dt >= min_time:
-                break
-        best = min(best, dt / n)
-    return best
-
-
-def first_call(fn):
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sota_workloads import first_call, timed  # noqa: E402  (one timing loop for every comparison)
 
 
 def torch_steps(threads, reps, compile_too):
