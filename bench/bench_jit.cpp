@@ -1,11 +1,13 @@
 // The JIT side by side with eager: the 8-op chain compiled (one fused kernel) against eager, the
 // cache-hit overhead of a compiled 3-op function on small tensors, an MLP forward (784-256-10, batch
-// 64) compiled vs eager, and compile latency (passes + kernels) of the chain. bench/compare runs it
-// next to PyTorch; bench/RESULTS.md has the figures.
+// 64) compiled vs eager, one Linear+ReLU layer with and without its GEMM epilogue fusion, and compile
+// latency (passes + kernels) of the chain. bench/compare runs it next to PyTorch; bench/RESULTS.md has
+// the figures.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
 
+#include "backends/x86/gemm_epilogue.h"
 #include "kiln/kiln.h"
 
 namespace {
@@ -98,6 +100,46 @@ void BM_MLPForwardEager(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(m->forward(x).impl());
 }
 BENCHMARK(BM_MLPForwardEager)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// One compiled Linear+ReLU layer (batch 64) three ways: the GEMM epilogue folded into the GEMM call
+// (gemm group on oneDNN post-ops), fuse_gemm_epilogue off (the GEMM, then the x86 kernel for
+// bias+relu: how it ran before the pass), and the gemm group's fallback for builds without oneDNN
+// (the GEMM, then the epilogue compiled as a fusion group).
+enum GemmMode : int64_t { kEpilogueOnednn = 1, kEpilogueOff = 0, kEpilogueFallback = 2 };
+
+void BM_LinearReluCompiled(benchmark::State& state) {
+  set_threads(state);
+  int64_t in = state.range(1), out = state.range(2);
+  auto mode = GemmMode(state.range(3));
+  kiln::manual_seed(0);
+  auto layer = std::make_shared<kiln::nn::Sequential>();
+  layer->add(std::make_shared<kiln::nn::Linear>(in, out)).add(std::make_shared<kiln::nn::ReLU>());
+  kiln::Tensor x = kiln::randn({64, in});
+  kiln::NoGradGuard no_grad;
+  kiln::jit::CompileOptions o;
+  if (mode == kEpilogueOff) o.pipeline.disable = {"fuse_gemm_epilogue"};
+  bool onednn = kiln::x86::onednn_gemm_enabled();
+  kiln::x86::set_onednn_gemm(onednn && mode == kEpilogueOnednn);
+  if (mode == kEpilogueOnednn && !onednn) {
+    state.SkipWithError("built without oneDNN");
+    return;
+  }
+  kiln::Function f = kiln::compile(
+      kiln::trace_module(*layer, [layer](const kiln::Tensors& in) { return kiln::Tensors{layer->forward(in[0])}; }, {x}),
+      o);
+  { auto warm = f({x}); }
+  for (auto _ : state) benchmark::DoNotOptimize(f({x})[0].impl());
+  kiln::x86::set_onednn_gemm(onednn);
+  state.counters["GFLOPs"] =
+      benchmark::Counter(2.0 * 64 * double(in * out) * double(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["gemm_groups"] = double(kiln::compile_stats(f).gemm_kernels);
+}
+BENCHMARK(BM_LinearReluCompiled)
+    ->ArgNames({"threads", "in", "out", "epilogue"})
+    ->ArgsProduct({{1, 2}, {784}, {256}, {kEpilogueOff, kEpilogueOnednn, kEpilogueFallback}})
+    ->ArgsProduct({{1, 2}, {256}, {10}, {kEpilogueOff, kEpilogueOnednn, kEpilogueFallback}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 // First call of a fresh compiled chain: passes, fusion and kernel code generation (a cache miss).
 void BM_CompileChain(benchmark::State& state) {

@@ -237,6 +237,7 @@ class CompiledFunction final : public Function::Executor {
     ++stats_.misses;
     stats_.compile_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     stats_.kernels = group_stats_.kernels;
+    stats_.gemm_kernels = group_stats_.gemm_kernels;
     stats_.interpreted_groups = group_stats_.interpreted_groups;
     stats_.kernel_compile_ms = group_stats_.kernel_compile_ms;
   }

@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "jit/gemm_group.h"
 #include "jit/ir_utils.h"
 
 namespace kiln::jit {
@@ -57,23 +58,26 @@ std::shared_ptr<CompiledGraph> compile_graph(std::shared_ptr<ir::Graph> g, const
   auto c = std::make_shared<CompiledGraph>();
   c->graph = std::move(g);
   run_pipeline(*c->graph, pipeline);
-  if (backend)
-    for_each_node(*c->graph->block(), [&](ir::Node* n) {
-      if (n->prim() != ir::Prim::FusionGroup) return;
-      auto t0 = std::chrono::steady_clock::now();
-      std::string why;
-      std::string kname = fmt::format("{}_{}", name, n->attrs().s("name"));
-      std::shared_ptr<GroupKernel> k = backend(*group_graph(*n), kname, &why);
-      if (!k) {
-        ++stats.interpreted_groups;
-        spdlog::debug("{}: fusion group {} runs on the interpreter: {}", name, kname, why);
-        return;
-      }
-      stats.kernel_compile_ms.push_back(
-          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-      ++stats.kernels;
-      c->kernels[n] = std::move(k);
-    });
+  for_each_node(*c->graph->block(), [&](ir::Node* n) {
+    if (n->prim() != ir::Prim::FusionGroup) return;
+    // A gemm group has its own kernel (a BLAS or oneDNN call), whichever backend compiles the others.
+    bool gemm = is_gemm_group(*n);
+    if (!gemm && !backend) return;
+    auto t0 = std::chrono::steady_clock::now();
+    std::string why;
+    std::string kname = fmt::format("{}_{}", name, n->attrs().s("name"));
+    std::shared_ptr<GroupKernel> k =
+        gemm ? compile_gemm_group(*group_graph(*n), kname, backend, &why) : backend(*group_graph(*n), kname, &why);
+    if (!k) {
+      ++stats.interpreted_groups;
+      spdlog::debug("{}: fusion group {} runs on the interpreter: {}", name, kname, why);
+      return;
+    }
+    stats.kernel_compile_ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    ++(gemm ? stats.gemm_kernels : stats.kernels);
+    c->kernels[n] = std::move(k);
+  });
   c->plan = std::make_unique<interp::Plan>(*c->graph, /*free_dead_values=*/true);
   return c;
 }

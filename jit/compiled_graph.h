@@ -22,6 +22,7 @@ struct CompiledGraph {
 
 struct GroupCompileStats {
   int64_t kernels = 0;
+  int64_t gemm_kernels = 0;  // gemm groups (GEMM + epilogue in one call)
   int64_t interpreted_groups = 0;
   std::vector<double> kernel_compile_ms;
 };

@@ -19,6 +19,8 @@ const std::vector<Pass>& all_passes() {
       {"cse", "merges equal pure nodes", eliminate_common_subexpressions},
       {"licm", "hoists loop-invariant nodes out of prim::Loop bodies", hoist_loop_invariants},
       {"dce", "removes pure nodes whose results are unused", eliminate_dead_code},
+      {"fuse_gemm_epilogue", "2-D float32 matmul + bias/relu/gelu/residual epilogue into one GEMM call",
+       fuse_gemm_epilogue},
       {"fuse_vertical", "elementwise chains (and a trailing reduction) into fusion groups", fuse_vertical},
       {"fuse_horizontal", "independent groups over one iteration space into one kernel", fuse_horizontal},
       {"memory_plan", "liveness-based buffer reuse; reports the planned peak", plan_memory},

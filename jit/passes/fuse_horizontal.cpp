@@ -3,6 +3,7 @@
 // share are read once and one loop runs instead of two. Groups ending in a reduction iterate over
 // their input, not their output, and stay apart.
 #include "jit/fusion_group.h"
+#include "jit/gemm_group.h"
 #include "jit/passes/passes.h"
 
 namespace kiln::jit {
@@ -10,6 +11,9 @@ namespace kiln::jit {
 namespace {
 
 bool candidate(const ir::Node& n) {
+  // A gemm group is a GEMM call, not a loop over its output: merged, it would become a group no
+  // backend compiles.
+  if (is_gemm_group(n)) return false;
   if (n.prim() == ir::Prim::FusionGroup) {
     for (const ir::Node* inner : n.blocks()[0]->nodes())
       if (inner->is_op() && op_info(inner->op()).kind == OpKind::Reduce) return false;
@@ -49,7 +53,8 @@ bool independent(ir::Node* a, ir::Node* b) {
 int64_t merge_block(ir::Graph& g, ir::Block& blk) {
   int64_t merged = 0;
   for (ir::Node* n : blk.nodes())
-    for (ir::Block* sub : n->blocks()) merged += merge_block(g, *sub);
+    if (n->prim() != ir::Prim::FusionGroup)
+      for (ir::Block* sub : n->blocks()) merged += merge_block(g, *sub);
   for (bool again = true; again;) {
     again = false;
     std::vector<ir::Node*> cands;

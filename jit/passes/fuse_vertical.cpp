@@ -17,7 +17,9 @@ int64_t fuse_block(ir::Graph& g, ir::Block& b) {
   int64_t fused = 0;
   std::vector<ir::Node*> order;
   for (ir::Node* n : b.nodes()) {
-    for (ir::Block* sub : n->blocks()) fused += fuse_block(g, *sub);
+    // A group's block is its kernel's business (a gemm group's epilogue must stay a flat chain).
+    if (n->prim() != ir::Prim::FusionGroup)
+      for (ir::Block* sub : n->blocks()) fused += fuse_block(g, *sub);
     order.push_back(n);
   }
   std::unordered_map<const ir::Node*, size_t> pos;

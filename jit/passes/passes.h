@@ -13,6 +13,7 @@ PassResult eliminate_common_subexpressions(ir::Graph& g);  // cse.cpp
 PassResult simplify_algebra(ir::Graph& g);       // simplify.cpp
 PassResult propagate_shapes(ir::Graph& g);       // shape_prop.cpp
 PassResult hoist_loop_invariants(ir::Graph& g);  // licm.cpp
+PassResult fuse_gemm_epilogue(ir::Graph& g);     // fuse_gemm_epilogue.cpp
 PassResult fuse_vertical(ir::Graph& g);          // fuse_vertical.cpp
 PassResult fuse_horizontal(ir::Graph& g);        // fuse_horizontal.cpp
 PassResult plan_memory(ir::Graph& g);            // memory_plan.cpp

@@ -1,0 +1,45 @@
+#pragma once
+// A float32 GEMM with its elementwise epilogue in one call: oneDNN's matmul primitive with post-ops
+// (binary add for a bias or a residual, eltwise relu / gelu_erf), so each tile of the product is
+// finished while it is in cache. The JIT's gemm groups (jit/gemm_group.h) run on it; without oneDNN
+// (meson option dnnl) or with it switched off, gemm_epilogue() declines and the caller runs the
+// matmul and the epilogue apart.
+#include <optional>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace kiln::x86 {
+
+// One step of the epilogue, applied in order to the product.
+enum class GemmPostOp : uint8_t {
+  Add,   // + an addend: [N] or [1,N] (a bias, the same for every row) or [M,N] (a residual)
+  Relu,
+  Gelu,  // erf form, ops.def's gelu
+};
+
+// Whether gemm_epilogue() can run at all: built with oneDNN, and not switched off by
+// set_onednn_gemm(false) or the environment (KILN_ONEDNN_GEMM=0).
+bool onednn_gemm_enabled();
+// Overrides the environment; tests and benchmarks use it to take the fallback on a oneDNN build.
+void set_onednn_gemm(bool on);
+
+// epilogue(a @ b) for a [M,K] and b [K,N] on the cpu, one addend per Add in `ops`. Any strides with
+// one of the two unit-stride: a transposed view of a weight is read in place, not copied (the
+// memory descriptor carries its strides); others are copied first. The primitive is created once per
+// (shapes, strides, post-op list, thread count) and cached. Returns nothing, so the caller falls
+// back, when oneDNN is off or absent, or the operands do not fit: not float32, not on the cpu, a
+// dim of 0, an addend of another shape, more than kMaxGemmPostOps steps.
+constexpr size_t kMaxGemmPostOps = 4;
+std::optional<Tensor> gemm_epilogue(const Tensor& a, const Tensor& b, const std::vector<GemmPostOp>& ops,
+                                    const Tensors& addends);
+
+// Counters since the process started, for tests: calls that ran on oneDNN, and primitives created
+// (cache misses; a second call with the same layout creates none).
+struct GemmEpilogueStats {
+  int64_t runs = 0;
+  int64_t primitives_created = 0;
+};
+GemmEpilogueStats gemm_epilogue_stats();
+
+}  // namespace kiln::x86

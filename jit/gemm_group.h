@@ -1,0 +1,26 @@
+#pragma once
+// Gemm groups: prim::FusionGroup nodes marked `gemm=true` (made by jit/passes/fuse_gemm_epilogue.cpp)
+// whose block is a 2-D matmul of two of its arguments followed by an elementwise epilogue (adds of
+// other arguments, relu, gelu). The executor runs them as one GEMM call with the epilogue folded in
+// (oneDNN post-ops, backends/x86/gemm_epilogue.h), or as the matmul followed by the epilogue as a
+// compiled fusion group when oneDNN is absent or off. The interpreter runs the block as it runs any.
+#include <memory>
+#include <string>
+
+#include "core/ir/graph.h"
+#include "jit/group_kernel.h"
+
+namespace kiln::jit {
+
+// The attribute marking a fusion group as a gemm group.
+inline constexpr const char* kGemmAttr = "gemm";
+
+bool is_gemm_group(const ir::Node& n);
+
+// The kernel for a gemm group's standalone graph (group_graph()); `epilogue_backend` compiles the
+// epilogue of the fallback path (none: it is interpreted). Null, with the reason in *why_not, when
+// the block is not a matmul followed by steps the kernel knows.
+std::shared_ptr<GroupKernel> compile_gemm_group(const ir::Graph& group, const std::string& name,
+                                                const GroupCompiler& epilogue_backend, std::string* why_not);
+
+}  // namespace kiln::jit

@@ -1,0 +1,125 @@
+// GEMM epilogue fusion: a 2-D float32 matmul whose result only feeds an elementwise epilogue — add of
+// a bias broadcast over rows ([N] or [1,N]), then relu or gelu (erf form), then add of a residual
+// ([M,N]), each step optional but at least one present — becomes a gemm group:
+//
+//   %y : f32[M,N] = prim::FusionGroup[name="gemm_matmul_add_relu", gemm=true](%x, %wt, %b)
+//     block0(%0 : f32[M,K], %1 : f32[K,N], %2 : f32[N]):
+//       %3 : f32[M,N] = matmul(%0, %1)
+//       %4 : f32[M,N] = add(%3, %2)
+//       %5 : f32[M,N] = relu(%4)
+//       -> (%5)
+//
+// The executor runs it as one oneDNN matmul with post-ops (jit/gemm_group.cpp), so the GEMM's result
+// is finished while it is still in cache instead of being written out and read back by a second
+// kernel; without oneDNN, the matmul and then the epilogue compiled as a fusion group. The block is
+// an ordinary graph, so the interpreter runs it node by node.
+//
+// Runs before fuse_vertical, which would otherwise take the epilogue into an elementwise group. A
+// transposed weight (traced nn::Linear's `matmul(x, permute(w))`) stays a view outside the group:
+// the kernel reads its strides and copies nothing.
+#include "jit/fusion_group.h"
+#include "jit/gemm_group.h"
+#include "jit/passes/passes.h"
+
+namespace kiln::jit {
+
+namespace {
+
+// Equal at run time for certain: both known and equal, or the same symbol (unknown dims are not).
+bool same_dim(const ir::Dim& a, const ir::Dim& b) {
+  return a.is_known() ? a == b : !a.sym.empty() && a.sym == b.sym;
+}
+
+bool is_f32(const ir::Value* v, size_t rank) {
+  const ir::Type& t = v->type();
+  return t.is_tensor() && t.dtype == DType::Float32 && t.dims && t.dims->size() == rank;
+}
+
+// The type of the matmul's result, exactly: an epilogue step that broadcast further would change it.
+bool same_type(const ir::Value* v, const ir::Value* mm) {
+  if (!is_f32(v, 2)) return false;
+  const auto &d = *v->type().dims, &m = *mm->type().dims;
+  return same_dim(d[0], m[0]) && same_dim(d[1], m[1]);
+}
+
+// [N] or [1,N]: one value per column, the same for every row.
+bool is_row_bias(const ir::Value* v, const ir::Value* mm) {
+  const ir::Dim& n = (*mm->type().dims)[1];
+  if (is_f32(v, 1)) return same_dim((*v->type().dims)[0], n);
+  if (!is_f32(v, 2)) return false;
+  const auto& d = *v->type().dims;
+  return d[0] == ir::Dim::known(1) && same_dim(d[1], n);
+}
+
+// The one node reading v, in v's block, reading it once; null otherwise.
+ir::Node* sole_user(const ir::Value* v) {
+  if (v->uses().size() != 1) return nullptr;
+  ir::Node* u = v->uses()[0].user;
+  return u->owning_block() == v->node()->owning_block() ? u : nullptr;
+}
+
+// The operand of a binary add other than `v`; null when n is not an add of v and another value.
+ir::Value* other_addend(const ir::Node* n, const ir::Value* v) {
+  if (!n->is_op(OpId::Add) || n->inputs().size() != 2) return nullptr;
+  ir::Value *x = n->input(0), *y = n->input(1);
+  if (x == v && y != v) return y;
+  if (y == v && x != v) return x;
+  return nullptr;
+}
+
+// The matmul followed by its epilogue, in order; just the matmul when there is none to fuse.
+std::vector<ir::Node*> epilogue_chain(ir::Node* mm) {
+  std::vector<ir::Node*> chain{mm};
+  if (!mm->is_op(OpId::Matmul) || mm->inputs().size() != 2 || mm->outputs().size() != 1) return chain;
+  const ir::Value* out = mm->output();
+  if (!is_f32(mm->input(0), 2) || !is_f32(mm->input(1), 2) || !is_f32(out, 2)) return chain;
+  // The steps in the order oneDNN applies them, each taken at most once.
+  enum Step { Bias, Activation, Residual, Done };
+  Step next = Bias;
+  const ir::Value* cur = out;
+  while (next != Done) {
+    ir::Node* u = sole_user(cur);
+    if (!u || u->outputs().size() != 1 || !same_type(u->output(), out)) break;
+    if (ir::Value* x = other_addend(u, cur)) {
+      if (next <= Bias && is_row_bias(x, out)) next = Activation;
+      else if (same_type(x, out)) next = Done;
+      else break;
+    } else if ((u->is_op(OpId::Relu) || u->is_op(OpId::Gelu)) && next <= Activation) {
+      next = Residual;
+    } else {
+      break;
+    }
+    chain.push_back(u);
+    cur = u->output();
+  }
+  return chain;
+}
+
+int64_t fuse_block(ir::Graph& g, ir::Block& b) {
+  int64_t fused = 0;
+  std::vector<ir::Node*> matmuls;
+  for (ir::Node* n : b.nodes()) {
+    if (n->prim() != ir::Prim::FusionGroup)  // a group made earlier (or parsed) stays as it is
+      for (ir::Block* sub : n->blocks()) fused += fuse_block(g, *sub);
+    if (n->is_op(OpId::Matmul)) matmuls.push_back(n);
+  }
+  // Chains are disjoint (every member but the last has one user, the next), so fusing one leaves
+  // the others' nodes in place.
+  for (ir::Node* mm : matmuls) {
+    std::vector<ir::Node*> chain = epilogue_chain(mm);
+    if (chain.size() < 2) continue;
+    std::string name = "gemm";
+    for (const ir::Node* n : chain) name.append("_").append(n->kind_name());
+    ir::Node* group = make_group(g, chain);
+    group->attrs().set("name", name);
+    group->attrs().set(kGemmAttr, true);
+    fused += int64_t(chain.size());
+  }
+  return fused;
+}
+
+}  // namespace
+
+PassResult fuse_gemm_epilogue(ir::Graph& g) { return {fuse_block(g, *g.block()), {}}; }
+
+}  // namespace kiln::jit
