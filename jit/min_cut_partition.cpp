@@ -237,14 +237,15 @@ Partition partition_min_cut(const JointGraph& j) {
     if (reached.count(v)) saved.push_back(v);
   // What eager keeps: the inputs each recorded op's formula reads, for ops on the gradient's path.
   std::unordered_set<const ir::Value*> eager;
-  for (const ir::Node* n : fwd_needed)
-    if (n->is_op() && is_differentiable(n->op()))
-      for (size_t i = 0; i < n->inputs().size(); ++i) {
-        bool on_path = false;
-        for (const ir::Value* in : n->inputs()) on_path |= grad_dep.count(in) > 0;
-        if (on_path && derivative_reads_input(n->op(), i) && id.count(n->input(i)) && !is_primal(n->input(i)))
-          eager.insert(n->input(i));
-      }
+  for (const ir::Node* n : fwd_needed) {
+    if (!n->is_op() || !is_differentiable(n->op())) continue;
+    bool on_path = false;
+    for (const ir::Value* in : n->inputs()) on_path |= grad_dep.count(in) > 0;
+    if (!on_path) continue;
+    for (size_t i = 0; i < n->inputs().size(); ++i)
+      if (derivative_reads_input(n->op(), i) && id.count(n->input(i)) && !is_primal(n->input(i)))
+        eager.insert(n->input(i));
+  }
   for (const ir::Value* v : eager) p.eager_saved_bytes += bytes_of(v);
 
   // Forward: the joint graph returning its forward outputs and the saved values; the rest is dead.
