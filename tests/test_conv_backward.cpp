@@ -116,6 +116,17 @@ TEST_CASE("conv backward: backward_input and backward_weight match direct loops"
   }
 }
 
+TEST_CASE("conv backward: a batch split into chunks") {
+  // f64 samples of (96*9 + 16) x 40*40 columns exceed a third of the 32 MiB chunk, so the batch of 3 is
+  // unfolded and multiplied as 2 + 1 samples.
+  ConvArgs a{{1, 1}, {1, 1}, {1, 1}, 1};
+  Shape xs{3, 96, 40, 40}, ws{16, 96, 3, 3};
+  Tensor x = seq(xs, 0.013), w = seq(ws, 0.31), g = seq({3, 16, 40, 40}, 0.29);
+  check_close(dispatch1(OpId::Conv2dBackwardInput, {g, w}, a.attrs(xs)), ref_backward_input(g, w, xs, a), 1e-10, 1e-10);
+  check_close(dispatch1(OpId::Conv2dBackwardWeight, {g, x}, a.attrs(ws)), ref_backward_weight(g, x, ws, a), 1e-10,
+              1e-10);
+}
+
 TEST_CASE("conv backward: unbatched and non-contiguous inputs") {
   ConvArgs a{{2, 2}, {1, 1}, {2, 2}, 2};
   Shape xs{4, 9, 8}, ws{6, 2, 3, 3};

@@ -15,7 +15,6 @@ namespace {
 
 using im2col::ConvGeom;
 using im2col::dense;
-using im2col::im2col_row;
 
 // Depthwise-style convs (one input channel per group) give GEMMs of a single row, so they run as
 // direct loops instead: each output plane accumulates kh*kw shifted, scaled rows of its input plane.
@@ -69,24 +68,18 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Te
   }
   // A 1x1, stride-1, unpadded conv reads the input as its own column matrix.
   bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
-  // Samples per chunk: keep the column matrix (and its GEMM result) around 32 MiB.
-  int64_t per_sample = (rows + g.O) * ohw * int64_t(sizeof(T));
-  int64_t chunk = std::clamp<int64_t>((int64_t(32) << 20) / std::max<int64_t>(per_sample, 1), 1, g.N);
-  if (pointwise) chunk = 1;
-  std::vector<T> col(pointwise ? 0 : size_t(rows * chunk * ohw));
-  std::vector<T> tmp(chunk > 1 ? size_t(g.O * chunk * ohw) : 0);
+  int64_t chunk = pointwise ? 1 : im2col::chunk_samples(g, sizeof(T));
+  Tensor col_holder, tmp_holder;
+  T* col = pointwise ? nullptr : im2col::scratch<T>(col_holder, rows * chunk * ohw);
+  T* tmp = chunk > 1 ? im2col::scratch<T>(tmp_holder, g.O * chunk * ohw) : nullptr;
 
   for (int64_t n0 = 0; n0 < g.N; n0 += chunk) {
     int64_t nb = std::min(chunk, g.N - n0), ld = nb * ohw;
-    if (!pointwise) {
-#pragma omp parallel for collapse(2) if (rows * ld > kParallelGrain)
-      for (int64_t s = 0; s < nb; ++s)
-        for (int64_t r = 0; r < rows; ++r) im2col_row(X + (n0 + s) * chw, g, r, col.data() + r * ld + s * ohw);
-    }
+    if (!pointwise) im2col::unfold(X, g, n0, nb, col);
     // With one sample the GEMM writes straight into the output; with several it writes [O, nb*ohw].
-    T* dst = nb == 1 ? Y + n0 * g.O * ohw : tmp.data();
+    T* dst = nb == 1 ? Y + n0 * g.O * ohw : tmp;
     for (int64_t grp = 0; grp < g.groups; ++grp) {
-      const T* Bm = pointwise ? X + n0 * chw + grp * K * ohw : col.data() + grp * K * ld;
+      const T* Bm = pointwise ? X + n0 * chw + grp * K * ohw : col + grp * K * ld;
       im2col::gemm(false, false, Wt + grp * Og * K, Bm, dst + grp * Og * ld, Og, ld, K, K, ld, ld);
     }
     if (nb == 1) {
@@ -100,7 +93,7 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Te
 #pragma omp parallel for collapse(2) if (nb * g.O * ohw > kParallelGrain)
     for (int64_t s = 0; s < nb; ++s)
       for (int64_t o = 0; o < g.O; ++o) {
-        const T* src = tmp.data() + o * ld + s * ohw;
+        const T* src = tmp + o * ld + s * ohw;
         T* d = Y + ((n0 + s) * g.O + o) * ohw;
         if (B)
           for (int64_t i = 0; i < ohw; ++i) d[i] = src[i] + B[o];

@@ -43,25 +43,36 @@ void check_grad_shape(const char* op, const Tensor& grad, const ConvGeom& g, boo
          shape_str(grad.sizes()));
 }
 
+// The gradient [N,O,OH,OW] of a chunk of samples as [O, nb*ohw] (the layout its one GEMM reads):
+// the gradient itself for one sample, else gathered into scratch.
+template <class T>
+const T* grad_chunk(const T* G, const ConvGeom& g, int64_t n0, int64_t nb, T* scratch) {
+  if (nb == 1) return G + n0 * g.O * g.ohw();
+  im2col::to_channel_major(G + n0 * g.O * g.ohw(), g, nb, scratch);
+  return scratch;
+}
+
 template <class T>
 void conv_backward_input(const Tensor& grad, const Tensor& w, const Tensor& out, const ConvGeom& g) {
   const T* G = static_cast<const T*>(grad.raw_data());
   const T* Wt = static_cast<const T*>(w.raw_data());
   T* X = static_cast<T*>(out.raw_data());
-  int64_t ohw = g.ohw(), K = g.K(), Og = g.O / g.groups, chw = g.C * g.H * g.W;
-  int64_t rows = g.C * g.kh * g.kw, khw = g.kh * g.kw;
-  std::fill(X, X + g.N * chw, T(0));
-  if (Og == 0 || K == 0) return;
-  std::vector<T> col(size_t(rows * ohw));
-  for (int64_t n = 0; n < g.N; ++n) {
+  int64_t ohw = g.ohw(), K = g.K(), Og = g.O / g.groups;
+  if (Og == 0 || K == 0) {
+    std::fill(X, X + out.numel(), T(0));
+    return;
+  }
+  // Per chunk of samples: col = W_g^T . grad_g as one GEMM, then folded back onto the input planes.
+  int64_t chunk = im2col::chunk_samples(g, sizeof(T));
+  Tensor col_holder, g_holder;
+  T* col = im2col::scratch<T>(col_holder, g.C * g.kh * g.kw * chunk * ohw);
+  T* gs = chunk > 1 ? im2col::scratch<T>(g_holder, g.O * chunk * ohw) : nullptr;
+  for (int64_t n0 = 0; n0 < g.N; n0 += chunk) {
+    int64_t nb = std::min(chunk, g.N - n0), ld = nb * ohw;
+    const T* Gc = grad_chunk(G, g, n0, nb, gs);
     for (int64_t grp = 0; grp < g.groups; ++grp)
-      im2col::gemm(true, false, Wt + grp * Og * K, G + (n * g.O + grp * Og) * ohw, col.data() + grp * K * ohw, K,
-                   ohw, Og, K, ohw, ohw);
-    // Rows of one channel only touch that channel's plane, so channels run in parallel.
-    T* xn = X + n * chw;
-#pragma omp parallel for if (rows * ohw > kParallelGrain && g.C > 1)
-    for (int64_t c = 0; c < g.C; ++c)
-      for (int64_t r = c * khw; r < (c + 1) * khw; ++r) im2col::col2im_row(col.data() + r * ohw, g, r, xn);
+      im2col::gemm(true, false, Wt + grp * Og * K, Gc + grp * Og * ld, col + grp * K * ld, K, ld, Og, K, ld, ld);
+    im2col::fold(col, g, n0, nb, X);
   }
 }
 
@@ -71,22 +82,23 @@ void conv_backward_weight(const Tensor& grad, const Tensor& x, const Tensor& out
   const T* X = static_cast<const T*>(x.raw_data());
   T* DW = static_cast<T*>(out.raw_data());
   int64_t ohw = g.ohw(), K = g.K(), Og = g.O / g.groups, chw = g.C * g.H * g.W;
-  int64_t rows = g.C * g.kh * g.kw;
   std::fill(DW, DW + g.O * K, T(0));
   if (Og == 0 || K == 0) return;
-  // A 1x1, stride-1, unpadded conv reads the input as its own column matrix.
+  // A 1x1, stride-1, unpadded conv reads each sample as its own column matrix, so it goes a sample at
+  // a time; otherwise a chunk of samples is unfolded and each group is one GEMM over all of them.
   bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
-  std::vector<T> col(pointwise ? 0 : size_t(rows * ohw));
-  for (int64_t n = 0; n < g.N; ++n) {
-    const T* xn = X + n * chw;
-    if (!pointwise) {
-#pragma omp parallel for if (rows * ohw > kParallelGrain)
-      for (int64_t r = 0; r < rows; ++r) im2col::im2col_row(xn, g, r, col.data() + r * ohw);
-    }
-    const T* C = pointwise ? xn : col.data();
+  int64_t chunk = pointwise ? 1 : im2col::chunk_samples(g, sizeof(T));
+  Tensor col_holder, g_holder;
+  T* col = pointwise ? nullptr : im2col::scratch<T>(col_holder, g.C * g.kh * g.kw * chunk * ohw);
+  T* gs = chunk > 1 ? im2col::scratch<T>(g_holder, g.O * chunk * ohw) : nullptr;
+  for (int64_t n0 = 0; n0 < g.N; n0 += chunk) {
+    int64_t nb = std::min(chunk, g.N - n0), ld = nb * ohw;
+    if (!pointwise) im2col::unfold(X, g, n0, nb, col);
+    const T* C = pointwise ? X + n0 * chw : col;
+    const T* Gc = grad_chunk(G, g, n0, nb, gs);
     for (int64_t grp = 0; grp < g.groups; ++grp)
-      im2col::gemm(false, true, G + (n * g.O + grp * Og) * ohw, C + grp * K * ohw, DW + grp * Og * K, Og, K, ohw,
-                   ohw, ohw, K, /*accumulate=*/true);
+      im2col::gemm(false, true, Gc + grp * Og * ld, C + grp * K * ld, DW + grp * Og * K, Og, K, ld, ld, ld, K,
+                   /*accumulate=*/true);
   }
 }
 

@@ -1,6 +1,9 @@
 // 2-D pooling over [C,H,W] or [N,C,H,W], one plane per task: max_pool2d (values and torch's flat
 // H*W indices) and avg_pool2d with torch's defaults (count_include_pad=True, ceil_mode=False).
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
 #include <limits>
 
 #include "eager/cpu/copy.h"
@@ -24,8 +27,35 @@ Shape out_shape(const Tensor& x, const PoolGeom& g) {
   return s;
 }
 
-// The common 2x2, stride 2, unpadded, undilated window: four loads and compares per output, no
-// bounds arithmetic (a model's every pool layer; the general loop below is ~10x slower on it).
+// v taken over best: torch's scan order and NaN rule, as in the general loop (the first maximum, or
+// the last NaN), computed on the bits: a branch here mispredicts on random data and on a ReLU's ties
+// at zero half the time, and the compiler turns a select on floats back into one.
+template <class T>
+inline void take_if_greater(T v, int64_t i, T& best, int64_t& bi) {
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  Bits take = Bits(0) - Bits((v > best) | (v != v));
+  best = std::bit_cast<T>(Bits((std::bit_cast<Bits>(v) & take) | (std::bit_cast<Bits>(best) & ~take)));
+  uint64_t take64 = uint64_t(0) - uint64_t(take & 1);
+  bi = int64_t((uint64_t(i) & take64) | (uint64_t(bi) & ~take64));
+}
+
+// One output row of a 2x2, stride-2 window from input rows r0 and r1 (base: r0's flat index in the plane).
+template <class T>
+void max_pool_2x2_row(const T* r0, const T* r1, T* y, int64_t* idx, int64_t OW, int64_t base, int64_t W) {
+  for (int64_t ow = 0; ow < OW; ++ow) {
+    int64_t i = base + 2 * ow;
+    T best = r0[2 * ow];
+    int64_t bi = i;
+    take_if_greater(r0[2 * ow + 1], i + 1, best, bi);
+    take_if_greater(r1[2 * ow], i + W, best, bi);
+    take_if_greater(r1[2 * ow + 1], i + W + 1, best, bi);
+    y[ow] = best;
+    idx[ow] = bi;
+  }
+}
+
+// The common 2x2, stride 2, unpadded, undilated window (a model's every pool layer; the general loop
+// below is ~10x slower on it).
 template <class T>
 bool max_pool_2x2(const T* x, T* y, int64_t* idx, const PoolGeom& g) {
   if (!(g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && g.dh == 1 && g.dw == 1))
@@ -33,24 +63,10 @@ bool max_pool_2x2(const T* x, T* y, int64_t* idx, const PoolGeom& g) {
 #pragma omp parallel for if (g.planes * g.OH * g.OW * 4 > kParallelGrain && g.planes > 1)
   for (int64_t pl = 0; pl < g.planes; ++pl) {
     const T* in = x + pl * g.H * g.W;
-    T* yo = y + pl * g.OH * g.OW;
-    int64_t* io = idx + pl * g.OH * g.OW;
-    for (int64_t oh = 0; oh < g.OH; ++oh)
-      for (int64_t ow = 0; ow < g.OW; ++ow) {
-        int64_t i0 = 2 * oh * g.W + 2 * ow;
-        const int64_t cand[4] = {i0, i0 + 1, i0 + g.W, i0 + g.W + 1};
-        // torch's scan order and NaN rule, as in the general loop: the first maximum, or the last NaN
-        int64_t bi = cand[0];
-        T best = in[bi];
-        for (int k = 1; k < 4; ++k) {
-          T v = in[cand[k]];
-          bool take = v > best || v != v;  // selects, not branches: random data mispredicts half of them
-          best = take ? v : best;
-          bi = take ? cand[k] : bi;
-        }
-        yo[oh * g.OW + ow] = best;
-        io[oh * g.OW + ow] = bi;
-      }
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      int64_t o = (pl * g.OH + oh) * g.OW;
+      max_pool_2x2_row(in + 2 * oh * g.W, in + (2 * oh + 1) * g.W, y + o, idx + o, g.OW, 2 * oh * g.W, g.W);
+    }
   }
   return true;
 }
