@@ -448,6 +448,48 @@ TEST_CASE("nn ops: gather") {
   check_error([&] { gather(x, 1, zeros({3, 1}, DType::Int32)); }, "gather: expected index of dtype int64, got int32");
 }
 
+// torch.scatter_add as a direct loop over index positions, for [A,B,C] tensors.
+Tensor ref_scatter_add3(const Tensor& self, int64_t dim, const Tensor& index, const Tensor& src) {
+  Tensor out = self.contiguous().clone();
+  auto O = values(out), S = values(src.contiguous()), I = values(index.contiguous());
+  const Shape &is = index.sizes(), &ss = src.sizes(), &os = out.sizes();
+  for (int64_t a = 0; a < is[0]; ++a)
+    for (int64_t b = 0; b < is[1]; ++b)
+      for (int64_t c = 0; c < is[2]; ++c) {
+        int64_t pos[3] = {a, b, c};
+        pos[dim] = int64_t(I[size_t((a * is[1] + b) * is[2] + c)]);
+        O[size_t((pos[0] * os[1] + pos[1]) * os[2] + pos[2])] += S[size_t((a * ss[1] + b) * ss[2] + c)];
+      }
+  return tensor(O, os);
+}
+
+TEST_CASE("nn ops: scatter_add") {
+  Tensor self = seq({2, 5, 3}, 0.3), src = seq({2, 4, 3}, 0.7);
+  // Repeated targets accumulate; every dim, with index as large as self elsewhere (the dense path)
+  // and smaller (the general one).
+  Tensor i1 = tensor(std::vector<int64_t>{4, 0, 0, 1, 4, 4, 2, 2, 3, 0, 1, 2, 3, 3, 3, 4, 0, 1, 1, 1, 2, 0, 0, 4},
+                     {2, 4, 3});
+  check_close(scatter_add(self, 1, i1, src), ref_scatter_add3(self, 1, i1, src), 1e-5, 1e-5);
+  Tensor i2 = tensor(std::vector<int64_t>{2, 0, 2, 1, 1, 1, 0, 2, 0, 2, 2, 2, 0, 0, 1, 1, 0, 1, 2, 2, 0, 0, 1, 0,
+                                          1, 1, 1, 2, 2, 2},
+                     {2, 5, 3});
+  Tensor src2 = seq({2, 5, 3}, 0.9);
+  check_close(scatter_add(self, 2, i2, src2), ref_scatter_add3(self, 2, i2, src2), 1e-5, 1e-5);
+  Tensor i0 = tensor(std::vector<int64_t>{1, 0, 1, 1, 1, 0}, {1, 2, 3});
+  check_close(scatter_add(self, 0, i0, src), ref_scatter_add3(self, 0, i0, src), 1e-5, 1e-5);
+  // Non-contiguous src and index take the general loop and agree with the dense one.
+  Tensor src_t = src.transpose(0, 2).contiguous().transpose(0, 2), i1_t = i1.transpose(0, 2).contiguous().transpose(0, 2);
+  REQUIRE(!src_t.is_contiguous());
+  check_close(scatter_add(self, 1, i1_t, src_t), scatter_add(self, 1, i1, src), 0, 0);
+  // self is not written.
+  check_close(self, seq({2, 5, 3}, 0.3), 0, 0);
+  check_error([&] { scatter_add(self, 1, full_like(i1, 5), src); },
+              "scatter_add: index 5 is out of bounds for dimension 1 with size 5");
+  Tensor neg_t = full_like(i1, -1).transpose(0, 2).contiguous().transpose(0, 2);
+  check_error([&] { scatter_add(self, 1, neg_t, src_t); },
+              "scatter_add: index -1 is out of bounds for dimension 1 with size 5");
+}
+
 TEST_CASE("nn ops: softmax and log_softmax") {
   Tensor x = seq({3, 5}, 0.9, 0.2) * 10.0;
   auto ref = ref_log_softmax_rows(values(x), 3, 5);

@@ -17,6 +17,15 @@ int64_t index_at(const Tensor& index, int64_t i) {
   return index.dtype() == DType::Int64 ? *reinterpret_cast<const int64_t*>(p) : *reinterpret_cast<const int32_t*>(p);
 }
 
+// index and src contiguous and alike, and as large as self on every dim but d (self is copied, so
+// contiguous): each row along d then starts where plain offsets say.
+bool dense_along(const Tensor& index, const Tensor& src, const Tensor& self, int64_t d) {
+  if (index.dim() == 0 || !index.is_contiguous() || !src.is_contiguous() || index.sizes() != src.sizes()) return false;
+  for (int64_t k = 0; k < index.dim(); ++k)
+    if (k != d && index.sizes()[size_t(k)] != self.sizes()[size_t(k)]) return false;
+  return true;
+}
+
 }  // namespace
 
 Tensors kernel_slice_backward(OpId, const Tensors& in, const Attrs& attrs) {
@@ -82,8 +91,31 @@ Tensors kernel_scatter_add(OpId, const Tensors& in, const Attrs& attrs) {
       T* o = static_cast<T*>(out.raw_data());
       const T* s = static_cast<const T*>(src.raw_data());
       const int64_t* ix = static_cast<const int64_t*>(index.raw_data());
-      Shape pos(static_cast<size_t>(nd), 0);
       int64_t dim_size = nd > 0 ? self.sizes()[size_t(d)] : 1;
+      auto check = [&](int64_t t) {
+        if (t < 0 || t >= dim_size)
+          fail("scatter_add: index {} is out of bounds for dimension {} with size {}", t, d, dim_size);
+      };
+      if (dense_along(index, src, self, d)) {
+        // [outer, L, inner] onto [outer, dim_size, inner] with plain offsets: max_pool2d's and
+        // nll_loss's backward, where the general loop's per-element index arithmetic was most of the time.
+        int64_t L = index.sizes()[size_t(d)], inner = 1;
+        for (int64_t k = d + 1; k < nd; ++k) inner *= index.sizes()[size_t(k)];
+        int64_t outer = total / (L * inner);
+        for (int64_t a = 0; a < outer; ++a)
+          for (int64_t j = 0; j < L; ++j) {
+            const int64_t* irow = ix + (a * L + j) * inner;
+            const T* srow = s + (a * L + j) * inner;
+            T* obase = o + a * dim_size * inner;
+            for (int64_t b = 0; b < inner; ++b) {
+              int64_t t = irow[b];
+              check(t);
+              obase[t * inner + b] += srow[b];
+            }
+          }
+        return;
+      }
+      Shape pos(static_cast<size_t>(nd), 0);
       for (int64_t e = 0; e < total; ++e) {
         int64_t io = 0, so = 0, oo = 0;
         for (int64_t k = 0; k < nd; ++k) {
@@ -92,8 +124,7 @@ Tensors kernel_scatter_add(OpId, const Tensors& in, const Attrs& attrs) {
           if (k != d) oo += pos[size_t(k)] * out.strides()[size_t(k)];
         }
         int64_t t = ix[io];
-        if (t < 0 || t >= dim_size)
-          fail("scatter_add: index {} is out of bounds for dimension {} with size {}", t, d, dim_size);
+        check(t);
         if (nd > 0) oo += t * out.strides()[size_t(d)];
         o[oo] += s[so];
         for (int64_t k = nd - 1; k >= 0; --k) {
