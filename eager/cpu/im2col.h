@@ -1,8 +1,6 @@
 #pragma once
 // Geometry and unfolding shared by the conv2d / pool2d kernels and their backward kernels
 // (conv.cpp, pool.cpp, conv_backward.cpp): attrs parsed and checked one way for every member.
-#include <cblas.h>
-
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -10,6 +8,7 @@
 
 #include "core/attrs.h"
 #include "core/tensor.h"
+#include "eager/cpu/blas.h"
 #include "eager/cpu/copy.h"
 #include "eager/cpu/strided_loop.h"
 
@@ -65,15 +64,10 @@ inline ConvGeom conv_geometry(const char* op, const Shape& x, const Shape& w, co
 }
 
 // Row-major C = A·B (+ C when accumulate), with A and/or B read transposed.
-inline void gemm(bool ta, bool tb, const float* A, const float* B, float* C, int64_t M, int64_t N, int64_t K,
-                 int64_t lda, int64_t ldb, int64_t ldc, bool accumulate = false) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
-              1.0f, A, int(lda), B, int(ldb), accumulate ? 1.0f : 0.0f, C, int(ldc));
-}
-inline void gemm(bool ta, bool tb, const double* A, const double* B, double* C, int64_t M, int64_t N, int64_t K,
-                 int64_t lda, int64_t ldb, int64_t ldc, bool accumulate = false) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(M), int(N), int(K),
-              1.0, A, int(lda), B, int(ldb), accumulate ? 1.0 : 0.0, C, int(ldc));
+template <class T>
+void gemm(bool ta, bool tb, const T* A, const T* B, T* C, int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb,
+          int64_t ldc, bool accumulate = false) {
+  blas::gemm(ta, tb, M, N, K, A, lda, B, ldb, accumulate ? T(1) : T(0), C, ldc);
 }
 
 // For kernel column kj, the output columns whose tap lands inside [0, W) form one range [lo, hi);

@@ -1,11 +1,5 @@
 // matmul through BLAS: 1-D, 2-D and batched with broadcasting of the batch dims (torch.matmul).
-#include <cblas.h>
-
-#include "kiln_config.h"
-#if KILN_HAVE_DNNL
-#include <dnnl.h>
-#endif
-
+#include "eager/cpu/blas.h"
 #include "eager/cpu/copy.h"
 #include "eager/cpu/views.h"
 #include "eager/kernels.h"
@@ -16,17 +10,17 @@ namespace {
 // A 2-D operand as BLAS sees it: row-major with a transpose flag, or a copy when neither stride is 1.
 struct BlasMat {
   Tensor t;  // keeps a copy alive
-  CBLAS_TRANSPOSE trans;
+  bool trans;
   int64_t ld;
 };
 
 BlasMat as_blas(const Tensor& m) {
   int64_t r = m.sizes()[0], c = m.sizes()[1];
   int64_t s0 = m.strides()[0], s1 = m.strides()[1];
-  if ((s1 == 1 || c == 1) && s0 >= std::max<int64_t>(c, 1)) return {m, CblasNoTrans, s0};
-  if ((s0 == 1 || r == 1) && s1 >= std::max<int64_t>(r, 1)) return {m, CblasTrans, s1};
+  if ((s1 == 1 || c == 1) && s0 >= std::max<int64_t>(c, 1)) return {m, false, s0};
+  if ((s0 == 1 || r == 1) && s1 >= std::max<int64_t>(r, 1)) return {m, true, s1};
   Tensor cm = cast_to(m, m.dtype());
-  return {cm, CblasNoTrans, std::max<int64_t>(c, 1)};
+  return {cm, false, std::max<int64_t>(c, 1)};
 }
 
 template <class T>
@@ -63,25 +57,14 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
     return;
   }
   BlasMat A = as_blas(a), B = as_blas(b);
-  int64_t ldc = out.strides()[0];
-#if KILN_HAVE_DNNL
-  if (t == DType::Float32) {
-    dnnl_status_t st = dnnl_sgemm(A.trans == CblasTrans ? 'T' : 'N', B.trans == CblasTrans ? 'T' : 'N', M, N, K, 1.0f,
-                                  static_cast<const float*>(A.t.raw_data()), A.ld,
-                                  static_cast<const float*>(B.t.raw_data()), B.ld, 0.0f,
-                                  static_cast<float*>(out.raw_data()), ldc);
-    if (st != dnnl_success) fail("matmul: dnnl_sgemm failed with status {} for [{},{}] @ [{},{}]", int(st), M, K, K, N);
-    return;
-  }
-#endif
   if (t == DType::Float32)
-    cblas_sgemm(CblasRowMajor, A.trans, B.trans, int(M), int(N), int(K), 1.0f,
-                static_cast<const float*>(A.t.raw_data()), int(A.ld), static_cast<const float*>(B.t.raw_data()),
-                int(B.ld), 0.0f, static_cast<float*>(out.raw_data()), int(ldc));
+    blas::gemm(A.trans, B.trans, M, N, K, static_cast<const float*>(A.t.raw_data()), A.ld,
+               static_cast<const float*>(B.t.raw_data()), B.ld, 0.0f, static_cast<float*>(out.raw_data()),
+               out.strides()[0]);
   else
-    cblas_dgemm(CblasRowMajor, A.trans, B.trans, int(M), int(N), int(K), 1.0,
-                static_cast<const double*>(A.t.raw_data()), int(A.ld), static_cast<const double*>(B.t.raw_data()),
-                int(B.ld), 0.0, static_cast<double*>(out.raw_data()), int(ldc));
+    blas::gemm(A.trans, B.trans, M, N, K, static_cast<const double*>(A.t.raw_data()), A.ld,
+               static_cast<const double*>(B.t.raw_data()), B.ld, 0.0, static_cast<double*>(out.raw_data()),
+               out.strides()[0]);
 }
 
 }  // namespace
