@@ -42,21 +42,27 @@ class FlowNetwork {
     }
     return flow;
   }
-  // After max_flow: the vertices reachable from s in the residual graph (the source side of a min cut).
-  std::vector<bool> source_side(int s) const {
-    std::vector<bool> seen(adj_.size(), false);
-    std::deque<int> q{s};
-    seen[size_t(s)] = true;
+  // After max_flow: the vertices that cannot reach t in the residual graph, the source side of the min
+  // cut nearest the sink. Of cuts that cost the same it saves the latest values (a matmul's result
+  // after its bias add rather than before), which leaves the forward's epilogues whole to fuse.
+  std::vector<bool> source_side(int t) const {
+    std::vector<bool> reaches_t(adj_.size(), false);
+    std::deque<int> q{t};
+    reaches_t[size_t(t)] = true;
     while (!q.empty()) {
-      int u = q.front();
+      int x = q.front();
       q.pop_front();
-      for (int e : adj_[size_t(u)])
-        if (edges_[size_t(e)].cap > 0 && !seen[size_t(edges_[size_t(e)].to)]) {
-          seen[size_t(edges_[size_t(e)].to)] = true;
-          q.push_back(edges_[size_t(e)].to);
+      // adj_[x] holds x's edges x -> y; each one's pair (e ^ 1) is y -> x, usable while it has capacity left.
+      for (int e : adj_[size_t(x)]) {
+        int y = edges_[size_t(e)].to;
+        if (edges_[size_t(e ^ 1)].cap > 0 && !reaches_t[size_t(y)]) {
+          reaches_t[size_t(y)] = true;
+          q.push_back(y);
         }
+      }
     }
-    return seen;
+    reaches_t.flip();
+    return reaches_t;
   }
 
  private:
@@ -210,7 +216,7 @@ Partition partition_min_cut(const JointGraph& j) {
   for (const ir::Value* v : values)
     if (backward_reads(v)) net.add_edge(vin(v) + 1, sink, kInf);
   net.max_flow(source, sink);
-  std::vector<bool> s_side = net.source_side(source);
+  std::vector<bool> s_side = net.source_side(sink);
 
   // The cut values the backward reaches (a primal's edge is free, so unread primals are cut too), and
   // the forward ops between them and what the backward reads, which it runs again.
