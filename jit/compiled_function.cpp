@@ -41,7 +41,11 @@ struct Signature {
 std::string sig_str(const InputSig& s) {
   if (s.kind != 't') return std::string(1, s.kind);
   std::string d;
-  for (size_t i = 0; i < s.dims.size(); ++i) d += (i ? "," : "") + (s.dims[i] == kSymbolic ? std::string("?") : std::to_string(s.dims[i]));
+  for (size_t i = 0; i < s.dims.size(); ++i) {
+    // appended piece by piece: GCC 12's -Wrestrict misfires on `const char* + std::string` here
+    if (i) d += ',';
+    d += s.dims[i] == kSymbolic ? std::string("?") : std::to_string(s.dims[i]);
+  }
   return fmt::format("{}[{}]{}{}", ir::dtype_short_name(s.dtype), d, s.contiguous ? "" : " strided",
                      s.requires_grad ? " requires_grad" : "");
 }

@@ -8,6 +8,15 @@
 
 namespace kiln::jit {
 
+namespace {
+
+bool is_scalar_constant(const ir::Value* v) {
+  const Tensor* t = tensor_constant(v);
+  return t && t->dim() == 0;
+}
+
+}  // namespace
+
 bool fusible(const ir::Node& n, bool reduction, const Backend* backend) {
   return backend ? backend->can_fuse(n, reduction) : x86::can_fuse(n, reduction);
 }
@@ -47,7 +56,8 @@ ir::Node* make_group(ir::Graph& g, const std::vector<ir::Node*>& members) {
     for (ir::Value* v : m->inputs()) c->add_input(env.at(v));
     for (ir::Value* o : m->outputs()) env[o] = c->add_output(o->type());
     body->append(c);
-    name += "_" + std::string(m->kind_name());
+    name += '_';  // two appends: GCC 12's -Wrestrict misfires on `"_" + std::string` once this is inlined
+    name += m->kind_name();
   }
   std::vector<std::pair<ir::Value*, ir::Value*>> exported;  // member value → group output
   for (ir::Node* m : members)

@@ -214,7 +214,9 @@ FusedKernelSource render_fusion(const ir::Graph& g, const std::string& name) {
       for (const ir::Value* in : n->inputs()) {
         const ir::Type& t = in->type();
         bool zero_dim = t.dims && t.dims->empty();
-        bool number = in->node()->prim() == ir::Prim::Constant && !in->node()->tensor().defined();
+        const ir::Node* src = in->node();
+        bool number = src->prim() == ir::Prim::Constant &&
+                      (!src->tensor().defined() || src->attrs().b_or("wrapped", false));
         st.add(*t.dtype, zero_dim, number);
       }
       compute = binary_compute_dtype(op, st);
