@@ -27,6 +27,24 @@
 using namespace kiln;
 using kiln::test::check_error;
 
+
+TEST_CASE("cuda jit: the backend follows the inputs' device") {
+  const jit::Backend* cpu = jit::backend_for({Device::cpu()});
+  if (cpu) CHECK(cpu->name() == "x86");
+  const jit::Backend* gpu = jit::backend_for({Device::cpu(), Device::cuda(0)});
+#if KILN_HAVE_NVRTC
+  REQUIRE(gpu != nullptr);
+  CHECK(gpu->name() == "cuda");
+  CHECK(gpu->device_type() == Device::Type::CUDA);
+  CHECK(jit::backend_for({Device::cuda(1)}) == gpu);
+#else
+  CHECK(gpu == nullptr);
+#endif
+  CHECK(jit::backend_for({}) == cpu);
+}
+
+#if KILN_HAVE_NVRTC
+
 namespace {
 
 // add-mul-relu with a bias broadcast over rows and a scalar constant copied in.
@@ -73,23 +91,6 @@ Tensor fake_cuda_tensor(const Shape& shape) {
 }
 
 }  // namespace
-
-TEST_CASE("cuda jit: the backend follows the inputs' device") {
-  const jit::Backend* cpu = jit::backend_for({Device::cpu()});
-  if (cpu) CHECK(cpu->name() == "x86");
-  const jit::Backend* gpu = jit::backend_for({Device::cpu(), Device::cuda(0)});
-#if KILN_HAVE_NVRTC
-  REQUIRE(gpu != nullptr);
-  CHECK(gpu->name() == "cuda");
-  CHECK(gpu->device_type() == Device::Type::CUDA);
-  CHECK(jit::backend_for({Device::cuda(1)}) == gpu);
-#else
-  CHECK(gpu == nullptr);
-#endif
-  CHECK(jit::backend_for({}) == cpu);
-}
-
-#if KILN_HAVE_NVRTC
 
 TEST_CASE("cuda jit: fusion asks the backend what it can fuse") {
   // where, casts and bf16 are beyond the x86 kernels but within the CUDA renderer: the same graph
@@ -298,6 +299,19 @@ TEST_CASE("cuda jit: fused kernels on a gpu match the interpreter") {
   run_both(kChain, {randn({4, 8}), randn({8})});
   run_both(kRowSum, {randn({4, 8})});
   run_both(kCastWhere, {randn({16}), randn({16}).to(DType::BFloat16), randn({16}) > 0});
+}
+
+TEST_CASE("cuda jit: device out of memory names the sizes after freeing the cache once") {
+  if (!cuda::is_available()) {
+    MESSAGE("skipped: no cuda device (" << cuda::unavailable_reason() << ")");
+    return;
+  }
+  { Tensor t = empty({int64_t(1) << 20}, Device::cuda()); }  // leaves one cached block
+  CHECK(memory_stats(Device::cuda()).cached_bytes > 0);
+  check_error([] { empty({int64_t(1) << 48}, Device::cuda()); },
+              "out of memory: cannot allocate 1125899906842624 bytes on cuda:0 (");
+  check_error([] { empty({int64_t(1) << 48}, Device::cuda()); }, "bytes free of");
+  CHECK(memory_stats(Device::cuda()).cached_bytes == 0);
 }
 
 #endif
