@@ -5,11 +5,17 @@
 #include <cublas_v2.h>
 #include <kiln/kiln.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <iostream>
 
 #include "backends/cuda/driver_api.h"
+#include "backends/cuda/fusion_compiler.h"
+#include "backends/cuda/kernel_cache.h"
+#include "backends/cuda/nvrtc_compile.h"
 #include "backends/cuda/runtime.h"
+#include "core/ir/parser.h"
 
 using namespace kiln;
 
@@ -56,6 +62,50 @@ void BM_CudaChain8(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kBig * 4 * (8 * 2 + 1));  // 8 ops read and write, sub reads twice
 }
 BENCHMARK(BM_CudaChain8)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// The same chain compiled: one fused kernel (backends/cuda/fusion_compiler.h) reading x and writing
+// the result once, against the eight eager kernels above.
+void BM_CudaChain8Compiled(benchmark::State& state) {
+  Function f = compile(trace([](const Tensors& in) { return Tensors{chain(in[0])}; }, {rand({16})}));
+  Tensor x = rand({kBig}, kCuda);
+  f({x});  // trace specialisation, render and NVRTC outside the timing
+  timed(state, [&] { benchmark::DoNotOptimize(f({x})); });
+  state.SetBytesProcessed(state.iterations() * kBig * 4 * 2);
+  state.counters["fused_kernels"] = double(compile_stats(f).kernels);
+}
+BENCHMARK(BM_CudaChain8Compiled)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// What a fusion group costs the first time: NVRTC to cubin (cold, a fresh source each iteration so no
+// cache answers), and the warm path a new process takes, the disk cache's read and check.
+const char* kChainGroup = R"(graph(%x : f32[N], %b : f32[N]):
+  %0 : f32[N] = add(%x, %b)
+  %1 : f32[N] = mul(%0, %x)
+  %2 : f32[N] = relu(%1)
+  %3 : f32[N] = exp(%2)
+  return (%3)
+)";
+
+void BM_CudaFusionColdCompile(benchmark::State& state) {
+  auto g = ir::parse_ir(kChainGroup);
+  int arch = cuda::device_state(0).arch();
+  int64_t i = 0;
+  for (auto _ : state) {
+    auto k = cuda::render_fusion(*g, "bench_cold_" + std::to_string(i++) + "_" + std::to_string(getpid()));
+    benchmark::DoNotOptimize(cuda::nvrtc_compile(k.source, arch, k.name));
+  }
+}
+BENCHMARK(BM_CudaFusionColdCompile)->Unit(benchmark::kMillisecond);
+
+void BM_CudaFusionDiskCacheLoad(benchmark::State& state) {
+  auto k = cuda::render_fusion(*ir::parse_ir(kChainGroup), "bench_warm");
+  int arch = cuda::device_state(0).arch();
+  cuda::compile_fusion(k, arch);  // fills memory and disk
+  for (auto _ : state) {
+    cuda::clear_memory_cache();
+    benchmark::DoNotOptimize(cuda::compile_fusion(k, arch));
+  }
+}
+BENCHMARK(BM_CudaFusionDiskCacheLoad)->Unit(benchmark::kMicrosecond);
 
 // The bandwidth roof: the driver's device-to-device copy, and kiln's copy kernel (clone).
 void BM_CudaMemcpyDtoD(benchmark::State& state) {

@@ -41,7 +41,11 @@ struct Signature {
 std::string sig_str(const InputSig& s) {
   if (s.kind != 't') return std::string(1, s.kind);
   std::string d;
-  for (size_t i = 0; i < s.dims.size(); ++i) d += (i ? "," : "") + (s.dims[i] == kSymbolic ? std::string("?") : std::to_string(s.dims[i]));
+  for (size_t i = 0; i < s.dims.size(); ++i) {
+    // appended piece by piece: GCC 12's -Wrestrict misfires on `const char* + std::string` here
+    if (i) d += ',';
+    d += s.dims[i] == kSymbolic ? std::string("?") : std::to_string(s.dims[i]);
+  }
   return fmt::format("{}[{}]{}{}", ir::dtype_short_name(s.dtype), d, s.contiguous ? "" : " strided",
                      s.requires_grad ? " requires_grad" : "");
 }
@@ -76,7 +80,6 @@ class CompiledFunction final : public Function::Executor {
   CompiledFunction(std::shared_ptr<const ir::Graph> graph, std::string name, CompileOptions o,
                    std::vector<bool> hidden_outputs)
       : source_(std::move(graph)), name_(std::move(name)), opts_(std::move(o)), hidden_(std::move(hidden_outputs)) {
-    if (!opts_.backend && opts_.use_default_backend) opts_.backend = default_backend();
     trainable_ = can_differentiate(*source_, &why_not_trainable_);
   }
 
@@ -116,6 +119,26 @@ class CompiledFunction final : public Function::Executor {
   }
 
  private:
+  // What compiles an entry: the user's backend if one was given, else the one of the device the
+  // signature's tensors live on, whose can_fuse also shapes the fusion groups.
+  struct Choice {
+    GroupCompiler compile;
+    PipelineOptions pipeline;
+    std::string name;
+  };
+  Choice choose(const Signature& sig) const {
+    Choice c{opts_.backend, opts_.pipeline, opts_.backend ? "custom" : ""};
+    if (opts_.backend || !opts_.use_default_backend) return c;
+    std::vector<Device> devices;
+    for (const InputSig& in : sig.inputs)
+      if (in.kind == 't') devices.push_back(in.device);
+    const Backend* b = backend_for(devices);
+    c.compile = compiler_of(b);
+    if (!c.pipeline.backend) c.pipeline.backend = b;
+    c.name = b ? std::string(b->name()) : "";
+    return c;
+  }
+
   struct Entry {
     Signature sig;
     std::shared_ptr<CompiledGraph> code;
@@ -227,7 +250,9 @@ class CompiledFunction final : public Function::Executor {
     auto t0 = std::chrono::steady_clock::now();
     auto e = std::make_shared<Entry>();
     e->sig = sig;
-    e->code = compile_graph(specialise(sig), name_, opts_.pipeline, opts_.backend, group_stats_);
+    Choice c = choose(sig);
+    e->code = compile_graph(specialise(sig), name_, c.pipeline, c.compile, group_stats_);
+    stats_.backend = c.name;
     note_compiled(t0);
     entries_.push_back(e);
     return e;
@@ -264,8 +289,10 @@ class CompiledFunction final : public Function::Executor {
     Partition part = partition_min_cut(joint);
     auto e = std::make_shared<TrainEntry>();
     e->sig = sig;
-    e->forward = compile_graph(part.forward, name_ + "_fwd", opts_.pipeline, opts_.backend, group_stats_);
-    e->backward = compile_graph(part.backward, name_ + "_bwd", opts_.pipeline, opts_.backend, group_stats_);
+    Choice c = choose(sig);
+    e->forward = compile_graph(part.forward, name_ + "_fwd", c.pipeline, c.compile, group_stats_);
+    e->backward = compile_graph(part.backward, name_ + "_bwd", c.pipeline, c.compile, group_stats_);
+    stats_.backend = c.name;
     e->tangent_of = joint.tangent_of;
     e->grad_of = joint.grad_of;
     e->num_outputs = joint.num_forward_outputs;

@@ -25,7 +25,9 @@ namespace kiln::jit {
 struct CompileOptions {
   int recompile_limit = 8;
   PipelineOptions pipeline;
-  // The backend for fusion groups; default: the x86 backend where the CPU has AVX2.
+  // The backend for fusion groups, whatever the inputs' device; default (use_default_backend): the
+  // backend of the device the call's tensors live on (jit/default_backend.h): x86 for CPU tensors,
+  // CUDA for GPU tensors.
   GroupCompiler backend;
   bool use_default_backend = true;
 };
@@ -45,6 +47,7 @@ struct CacheStats {
   std::vector<double> compile_ms;  // per miss: passes + kernels
   std::vector<double> kernel_compile_ms;  // per compiled fusion group
   std::string last_miss_reason;  // as logged: "input 0 dim 0 changed 64 -> 32"
+  std::string backend;  // what compiled the last entry's groups: "x86", "cuda", "custom"; empty: none
 };
 
 class CompiledFunction;

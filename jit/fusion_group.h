@@ -3,13 +3,14 @@
 #include <vector>
 
 #include "core/ir/graph.h"
+#include "jit/group_kernel.h"
 
 namespace kiln::jit {
 
-// Whether n can live in a fusion group the x86 backend compiles: an elementwise row (or a sum/amax/
-// amin over all dims or the last one, when `reduction`) whose tensors are all of one float dtype,
-// 0-d constants aside.
-bool fusible(const ir::Node& n, bool reduction = false);
+// Whether n can live in a fusion group `backend` compiles (Backend::can_fuse); without one, the x86
+// backend's rule: an elementwise row (or a sum/amax/amin over all dims or the last one, when
+// `reduction`) whose tensors are all of one float dtype, 0-d constants aside.
+bool fusible(const ir::Node& n, bool reduction = false, const Backend* backend = nullptr);
 
 // Replaces `members` (nodes of one block, in block order) by one FusionGroup placed where the last
 // member was. Values read from outside become the group's inputs (0-d constants are copied in);

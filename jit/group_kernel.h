@@ -1,20 +1,18 @@
 #pragma once
-// What the executor needs from a backend: a compiled fusion group it can run on tensors. Backends
-// register a compiler; without one (or when it declines a group) the group runs on the interpreter.
+// What the executor needs from a backend: a compiled fusion group it can run on tensors. A Backend
+// (backends/fusion_backend.h: x86 for the CPU, CUDA for GPUs) says which nodes may join a group and
+// compiles groups; when there is none, or it declines a group, the group runs on the interpreter.
 #include <functional>
 #include <memory>
 #include <string>
 
+#include "backends/fusion_backend.h"
 #include "core/ir/graph.h"
 
 namespace kiln::jit {
 
-class GroupKernel {
- public:
-  virtual ~GroupKernel() = default;
-  virtual const std::string& name() const = 0;
-  virtual Tensors run(const Tensors& inputs) const = 0;
-};
+using GroupKernel = backends::FusedKernel;
+using Backend = backends::FusionBackend;
 
 // Returns null and says why when the backend cannot compile the group.
 using GroupCompiler =

@@ -21,8 +21,12 @@ const std::vector<Pass>& all_passes() {
       {"dce", "removes pure nodes whose results are unused", eliminate_dead_code},
       {"fuse_gemm_epilogue", "2-D float32 matmul + bias/relu/gelu/residual epilogue into one GEMM call",
        fuse_gemm_epilogue},
-      {"fuse_vertical", "elementwise chains (and a trailing reduction) into fusion groups", fuse_vertical},
-      {"fuse_horizontal", "independent groups over one iteration space into one kernel", fuse_horizontal},
+      {"fuse_vertical", "elementwise chains (and a trailing reduction) into fusion groups",
+       [](ir::Graph& g) { return fuse_vertical(g); },
+       [](ir::Graph& g, const PipelineOptions& o) { return fuse_vertical(g, o.backend); }},
+      {"fuse_horizontal", "independent groups over one iteration space into one kernel",
+       [](ir::Graph& g) { return fuse_horizontal(g); },
+       [](ir::Graph& g, const PipelineOptions& o) { return fuse_horizontal(g, o.backend); }},
       {"memory_plan", "liveness-based buffer reuse; reports the planned peak", plan_memory},
   };
   return passes;
@@ -50,7 +54,7 @@ std::vector<PassStats> run_pipeline(ir::Graph& g, const PipelineOptions& o) {
     bool is_fusion = std::string_view(p.name).rfind("fuse_", 0) == 0;
     if (!skip && !(is_fusion && !o.fuse)) {
       auto t0 = std::chrono::steady_clock::now();
-      PassResult r = p.run(g);
+      PassResult r = p.run_with_options ? p.run_with_options(g, o) : p.run(g);
       double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       try {
         ir::verify(g);

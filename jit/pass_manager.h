@@ -6,8 +6,11 @@
 #include <vector>
 
 #include "core/ir/graph.h"
+#include "jit/group_kernel.h"
 
 namespace kiln::jit {
+
+struct PipelineOptions;
 
 struct PassResult {
   int64_t changes = 0;  // nodes removed, replaced, moved or fused
@@ -18,6 +21,9 @@ struct Pass {
   const char* name;
   const char* summary;
   std::function<PassResult(ir::Graph&)> run;
+  // For passes that depend on the options (the fusion passes ask options.backend what it can fuse);
+  // run_pipeline prefers it to `run`.
+  std::function<PassResult(ir::Graph&, const PipelineOptions&)> run_with_options = {};
 };
 
 struct PassStats {
@@ -39,6 +45,8 @@ struct PipelineOptions {
   // Print the graph after this pass to stderr; default from KILN_DUMP_AFTER.
   std::string dump_after;
   bool fuse = true;
+  // The backend the fusion groups are built for (its can_fuse); null: the x86 backend's rule.
+  const Backend* backend = nullptr;
 };
 
 std::vector<PassStats> run_pipeline(ir::Graph& g, const PipelineOptions& options = {});

@@ -2,7 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -64,20 +66,93 @@ void write_file(const std::filesystem::path& p, const std::vector<char>& bytes) 
 
 }  // namespace
 
-std::string cache_key(const std::string& source, int arch, const std::string& nvrtc) {
+namespace {
+
+uint64_t fnv1a(const char* p, size_t n, uint64_t h = 0xcbf29ce484222325ULL) {
+  for (size_t i = 0; i < n; ++i) {
+    h ^= static_cast<unsigned char>(p[i]);
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+// "KILNCUBN", format version, key (16 hex digits), cubin size, FNV-1a of the cubin; then the cubin.
+constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'C', 'U', 'B', 'N'};
+constexpr uint32_t kFormat = 1;
+struct Header {
+  char magic[8];
+  uint32_t format;
+  uint32_t reserved;
+  char key[16];
+  uint64_t size;
+  uint64_t checksum;
+};
+static_assert(sizeof(Header) == 48);
+
+}  // namespace
+
+std::string cache_key(const CacheKeyParts& k) {
   uint64_t h = 0xcbf29ce484222325ULL;
   auto mix = [&](const std::string& s) {
-    for (unsigned char ch : s) {
-      h ^= ch;
-      h *= 0x100000001b3ULL;
-    }
+    h = fnv1a(s.data(), s.size(), h);
     h ^= 0xff;  // separator: ("ab", "c") and ("a", "bc") differ
     h *= 0x100000001b3ULL;
   };
-  mix(source);
-  mix(std::to_string(arch));
-  mix(nvrtc);
+  mix(k.source);
+  mix(std::to_string(k.arch));
+  mix(k.nvrtc);
+  mix(std::to_string(k.driver));
+  mix(k.flags);
   return fmt::format("{:016x}", h);
+}
+
+int driver_version() {
+  static const int v = [] {
+    try {
+      int d = 0;
+      if (driver().cuDriverGetVersion(&d) == CUDA_SUCCESS) return d;
+    } catch (const Error&) {
+    }
+    return 0;
+  }();
+  return v;
+}
+
+std::filesystem::path cache_path(const std::string& key, int arch) {
+  return cache_dir() / (key + ".sm_" + std::to_string(arch) + ".cubin");
+}
+
+std::vector<char> encode_entry(const std::string& key, const std::vector<char>& cubin) {
+  Header h{};
+  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  h.format = kFormat;
+  std::memcpy(h.key, key.data(), std::min(key.size(), sizeof h.key));
+  h.size = cubin.size();
+  h.checksum = fnv1a(cubin.data(), cubin.size());
+  std::vector<char> out(sizeof h + cubin.size());
+  std::memcpy(out.data(), &h, sizeof h);
+  if (!cubin.empty()) std::memcpy(out.data() + sizeof h, cubin.data(), cubin.size());
+  return out;
+}
+
+bool decode_entry(const std::vector<char>& bytes, const std::string& key, std::vector<char>* cubin,
+                  std::string* why_not) {
+  auto no = [&](std::string why) {
+    if (why_not) *why_not = std::move(why);
+    return false;
+  };
+  Header h;
+  if (bytes.size() < sizeof h) return no(fmt::format("{} bytes, shorter than the header", bytes.size()));
+  std::memcpy(&h, bytes.data(), sizeof h);
+  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0) return no("not a kiln cubin entry");
+  if (h.format != kFormat) return no(fmt::format("entry format {}, expected {}", h.format, kFormat));
+  if (key.size() != sizeof h.key || std::memcmp(h.key, key.data(), sizeof h.key) != 0)
+    return no(fmt::format("entry of key {}, expected {}", std::string(h.key, sizeof h.key), key));
+  if (h.size != bytes.size() - sizeof h)
+    return no(fmt::format("cubin of {} bytes, the header says {}", bytes.size() - sizeof h, h.size));
+  if (fnv1a(bytes.data() + sizeof h, h.size) != h.checksum) return no("checksum mismatch");
+  cubin->assign(bytes.begin() + long(sizeof h), bytes.end());
+  return true;
 }
 
 std::filesystem::path cache_dir() {
@@ -97,9 +172,12 @@ void clear_memory_cache() {
   cache().cubins.clear();
 }
 
-std::vector<char> cubin_for(const std::string& source, int arch, const std::string& what) {
+std::vector<char> cubin_for(const std::string& source, int arch, const std::string& what,
+                            const std::vector<std::string>& flags) {
   Cache& c = cache();
-  std::string key = cache_key(source, arch, nvrtc_ver());
+  std::string joined;
+  for (const std::string& f : flags) joined += (joined.empty() ? "" : " ") + f;
+  std::string key = cache_key({source, arch, nvrtc_ver(), driver_version(), joined});
   {
     std::lock_guard<std::mutex> lock(c.mu);
     auto it = c.cubins.find(key);
@@ -108,16 +186,28 @@ std::vector<char> cubin_for(const std::string& source, int arch, const std::stri
       return it->second;
     }
   }
-  auto path = cache_dir() / (key + ".sm_" + std::to_string(arch) + ".cubin");
-  std::vector<char> cubin = read_file(path);
-  bool from_disk = !cubin.empty();
+  auto path = cache_path(key, arch);
+  std::vector<char> bytes = read_file(path), cubin;
+  bool from_disk = false, rejected = false;
+  if (!bytes.empty()) {
+    std::string why;
+    from_disk = decode_entry(bytes, key, &cubin, &why);
+    if (!from_disk) {
+      // Loading a damaged cubin could crash the driver; a rebuilt one costs one NVRTC run.
+      spdlog::warn("cuda: kernel cache entry {} is unusable ({}); deleting it and compiling again", path.string(), why);
+      std::error_code ec;
+      std::filesystem::remove(path, ec);
+      rejected = true;
+    }
+  }
   if (!from_disk) {
-    cubin = nvrtc_compile(source, arch, what);
+    cubin = nvrtc_compile(source, arch, what, flags);
     spdlog::debug("cuda: compiled {} for sm_{} ({} bytes)", what, arch, cubin.size());
-    write_file(path, cubin);
+    write_file(path, encode_entry(key, cubin));
   }
   std::lock_guard<std::mutex> lock(c.mu);
   (from_disk ? c.stats.disk_hits : c.stats.compiles)++;
+  if (rejected) c.stats.rejected++;
   c.cubins[key] = cubin;
   return cubin;
 }
@@ -126,7 +216,7 @@ CUfunction function_for(int index, const std::string& source, const std::string&
   DeviceState& s = device_state(index);
   Cache& c = cache();
   // The module key is the source alone: a device has one architecture.
-  std::string key = cache_key(source, s.arch(), "");
+  std::string key = cache_key({source, s.arch(), "", 0, ""});
   {
     std::lock_guard<std::mutex> lock(c.mu);
     auto mit = c.modules.find({index, key});

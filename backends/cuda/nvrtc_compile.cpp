@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <set>
+
 #include "core/error.h"
 
 namespace kiln::cuda {
@@ -11,6 +14,30 @@ namespace {
 
 void check(nvrtcResult r, const char* call, const std::string& what) {
   if (r != NVRTC_SUCCESS) fail("nvrtc: {} failed for {}: {}", call, what, nvrtcGetErrorString(r));
+}
+
+// NVRTC's log points at lines of the generated source (`fused.cu(42): error: ...`), which the user
+// never sees: each line an error names is quoted under the log.
+std::string quote_error_lines(const std::string& log, const std::string& source, const std::string& file) {
+  std::vector<std::string> lines;
+  for (size_t b = 0; b <= source.size();) {
+    size_t e = source.find('\n', b);
+    if (e == std::string::npos) e = source.size();
+    lines.push_back(source.substr(b, e - b));
+    b = e + 1;
+  }
+  std::string out;
+  std::set<long> shown;
+  const std::string open = file + "(";
+  for (size_t pos = log.find(open); pos != std::string::npos; pos = log.find(open, pos + 1)) {
+    size_t num = pos + open.size(), close = log.find(')', num);
+    if (close == std::string::npos || close == num) continue;
+    long line = std::strtol(log.c_str() + num, nullptr, 10);
+    if (log.compare(close, 9, "): error:") != 0) continue;
+    if (line < 1 || size_t(line) > lines.size() || !shown.insert(line).second) continue;
+    out += fmt::format("\n  generated line {}: {}", line, lines[size_t(line - 1)]);
+  }
+  return out;
 }
 
 }  // namespace
@@ -38,7 +65,8 @@ std::vector<char> nvrtc_compile(const std::string& source, int arch, const std::
     if (n) nvrtcGetProgramLog(prog, log.data());
     while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
     nvrtcDestroyProgram(&prog);
-    fail("nvrtc: nvrtcCompileProgram failed for {} on sm_{}: {}\n{}", what, arch, nvrtcGetErrorString(r), log);
+    fail("nvrtc: nvrtcCompileProgram failed for {} on sm_{}: {}\n{}{}", what, arch, nvrtcGetErrorString(r), log,
+         quote_error_lines(log, source, what + ".cu"));
   }
   size_t n = 0;
   std::vector<char> cubin;

@@ -10,7 +10,7 @@ namespace kiln::jit {
 
 namespace {
 
-bool candidate(const ir::Node& n) {
+bool candidate(const ir::Node& n, const Backend* backend) {
   // A gemm group is a GEMM call, not a loop over its output: merged, it would become a group no
   // backend compiles.
   if (is_gemm_group(n)) return false;
@@ -19,7 +19,7 @@ bool candidate(const ir::Node& n) {
       if (inner->is_op() && op_info(inner->op()).kind == OpKind::Reduce) return false;
     return true;
   }
-  return fusible(n);
+  return fusible(n, false, backend);
 }
 
 // The shape and dtype every output of a candidate has, or nothing when they differ or are unknown.
@@ -50,16 +50,16 @@ bool independent(ir::Node* a, ir::Node* b) {
   return true;
 }
 
-int64_t merge_block(ir::Graph& g, ir::Block& blk) {
+int64_t merge_block(ir::Graph& g, ir::Block& blk, const Backend* backend) {
   int64_t merged = 0;
   for (ir::Node* n : blk.nodes())
     if (n->prim() != ir::Prim::FusionGroup)
-      for (ir::Block* sub : n->blocks()) merged += merge_block(g, *sub);
+      for (ir::Block* sub : n->blocks()) merged += merge_block(g, *sub, backend);
   for (bool again = true; again;) {
     again = false;
     std::vector<ir::Node*> cands;
     for (ir::Node* n : blk.nodes())
-      if (candidate(*n)) cands.push_back(n);
+      if (candidate(*n, backend)) cands.push_back(n);
     for (size_t i = 0; i < cands.size() && !again; ++i)
       for (size_t j = i + 1; j < cands.size() && !again; ++j) {
         ir::Node *a = cands[i], *b = cands[j];
@@ -83,6 +83,6 @@ int64_t merge_block(ir::Graph& g, ir::Block& blk) {
 
 }  // namespace
 
-PassResult fuse_horizontal(ir::Graph& g) { return {merge_block(g, *g.block()), {}}; }
+PassResult fuse_horizontal(ir::Graph& g, const Backend* backend) { return {merge_block(g, *g.block(), backend), {}}; }
 
 }  // namespace kiln::jit

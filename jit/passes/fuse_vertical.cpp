@@ -13,13 +13,13 @@ namespace kiln::jit {
 
 namespace {
 
-int64_t fuse_block(ir::Graph& g, ir::Block& b) {
+int64_t fuse_block(ir::Graph& g, ir::Block& b, const Backend* backend) {
   int64_t fused = 0;
   std::vector<ir::Node*> order;
   for (ir::Node* n : b.nodes()) {
     // A group's block is its kernel's business (a gemm group's epilogue must stay a flat chain).
     if (n->prim() != ir::Prim::FusionGroup)
-      for (ir::Block* sub : n->blocks()) fused += fuse_block(g, *sub);
+      for (ir::Block* sub : n->blocks()) fused += fuse_block(g, *sub, backend);
     order.push_back(n);
   }
   std::unordered_map<const ir::Node*, size_t> pos;
@@ -35,7 +35,7 @@ int64_t fuse_block(ir::Graph& g, ir::Block& b) {
   std::unordered_set<const ir::Node*> taken;
   for (size_t k = order.size(); k-- > 0;) {
     ir::Node* root = order[k];
-    if (taken.count(root) || !(fusible(*root) || fusible(*root, true))) continue;
+    if (taken.count(root) || !(fusible(*root, false, backend) || fusible(*root, true, backend))) continue;
     std::vector<ir::Node*> members{root};
     std::unordered_set<const ir::Node*> in_group{root};
     // A kernel writes its outputs over one iteration space: the root's (its input's, for a reduction).
@@ -46,7 +46,7 @@ int64_t fuse_block(ir::Graph& g, ir::Block& b) {
       for (size_t m = 0; m < members.size(); ++m) {
         for (ir::Value* v : members[m]->inputs()) {
           ir::Node* p = v->node();
-          if (p->owning_block() != &b || in_group.count(p) || taken.count(p) || !fusible(*p)) continue;
+          if (p->owning_block() != &b || in_group.count(p) || taken.count(p) || !fusible(*p, false, backend)) continue;
           bool ok = true;
           for (ir::Value* o : p->outputs())
             for (const ir::Use& u : o->uses()) {
@@ -75,6 +75,6 @@ int64_t fuse_block(ir::Graph& g, ir::Block& b) {
 
 }  // namespace
 
-PassResult fuse_vertical(ir::Graph& g) { return {fuse_block(g, *g.block()), {}}; }
+PassResult fuse_vertical(ir::Graph& g, const Backend* backend) { return {fuse_block(g, *g.block(), backend), {}}; }
 
 }  // namespace kiln::jit

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/ir/graph.h"
+#include "jit/group_kernel.h"
 #include "jit/pass_manager.h"
 
 namespace kiln::jit {
@@ -14,8 +15,9 @@ PassResult simplify_algebra(ir::Graph& g);       // simplify.cpp
 PassResult propagate_shapes(ir::Graph& g);       // shape_prop.cpp
 PassResult hoist_loop_invariants(ir::Graph& g);  // licm.cpp
 PassResult fuse_gemm_epilogue(ir::Graph& g);     // fuse_gemm_epilogue.cpp
-PassResult fuse_vertical(ir::Graph& g);          // fuse_vertical.cpp
-PassResult fuse_horizontal(ir::Graph& g);        // fuse_horizontal.cpp
+// The fusion passes build groups `backend` can compile (Backend::can_fuse); null: the x86 backend's rule.
+PassResult fuse_vertical(ir::Graph& g, const Backend* backend = nullptr);    // fuse_vertical.cpp
+PassResult fuse_horizontal(ir::Graph& g, const Backend* backend = nullptr);  // fuse_horizontal.cpp
 PassResult plan_memory(ir::Graph& g);            // memory_plan.cpp
 
 }  // namespace kiln::jit

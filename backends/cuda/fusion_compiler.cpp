@@ -1,0 +1,332 @@
+#include "backends/cuda/fusion_compiler.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <unordered_map>
+
+#include "backends/cuda/kernel_cache.h"
+#include "backends/cuda/source_render.h"
+#include "core/error.h"
+#include "core/ir/graph.h"
+#include "core/type_promotion.h"
+
+namespace kiln::cuda {
+namespace {
+
+bool is_half(DType t) { return t == DType::BFloat16 || t == DType::Float16; }
+// The half types are storage: they compute in float, as the eager kernels do.
+DType compute_of(DType t) { return is_half(t) ? DType::Float32 : t; }
+
+bool is_reduce_op(OpId op) { return op == OpId::Sum || op == OpId::Prod || op == OpId::Amax || op == OpId::Amin; }
+
+std::optional<DType> dtype_of(const ir::Value* v) {
+  const ir::Type& t = v->type();
+  if (!t.is_tensor() || !t.dtype) return std::nullopt;
+  return t.dtype;
+}
+
+// Over every dim (true), the last one (false), or neither (nothing).
+std::optional<bool> reduces_all(const ir::Node& n) {
+  const auto& in = n.input(0)->type().dims;
+  if (!in) return std::nullopt;
+  if (!n.attrs().has("dims") || n.attrs().ints("dims").empty()) return true;
+  const Shape& d = n.attrs().ints("dims");
+  int64_t rank = int64_t(in->size());
+  std::vector<bool> seen(size_t(rank), false);
+  for (int64_t x : d) {
+    int64_t dd = x < 0 ? x + rank : x;
+    if (dd < 0 || dd >= rank) return std::nullopt;
+    seen[size_t(dd)] = true;
+  }
+  size_t cnt = 0;
+  for (bool s : seen) cnt += s;
+  if (cnt == size_t(rank)) return true;
+  if (cnt == 1 && seen[size_t(rank - 1)]) return false;
+  return std::nullopt;
+}
+
+// The kernel's parameter struct, its offset helper and the conversions; appended to source_render's
+// prelude (the half types, kabs, kpow, klowest, kiln_tid ...).
+constexpr const char* kFusedPrelude = R"(
+// Conversions between any two kernel types; the half types go through float.
+template <class O, class I> __device__ __forceinline__ O kcast(I x) { return O(x); }
+template <class O> __device__ __forceinline__ O kcast(kbf16 x) { return O(float(x)); }
+template <class O> __device__ __forceinline__ O kcast(kf16 x) { return O(float(x)); }
+
+template <int N, class P>
+__device__ __forceinline__ void kfused_offsets(const P& p, long long i, long long* off) {
+#pragma unroll
+  for (int k = 0; k < N; ++k) off[k] = 0;
+  if (p.n <= 2147483647LL) {
+    unsigned int u = (unsigned int)i;
+    for (int d = 0; d < p.ndim; ++d) {
+      unsigned int s = (unsigned int)p.sizes[d], q = u / s, id = u - q * s;
+      u = q;
+#pragma unroll
+      for (int k = 0; k < N; ++k) off[k] += (long long)id * p.strides[k][d];
+    }
+    return;
+  }
+  for (int d = 0; d < p.ndim; ++d) {
+    long long s = p.sizes[d], q = i / s, id = i - q * s;
+    i = q;
+#pragma unroll
+    for (int k = 0; k < N; ++k) off[k] += id * p.strides[k][d];
+  }
+}
+)";
+
+std::string literal(double v, DType t) {
+  switch (t) {
+    case DType::Bool: return v != 0 ? "true" : "false";
+    case DType::Int32:
+    case DType::Int64: {
+      auto i = static_cast<long long>(v);
+      if (i == (-9223372036854775807LL - 1)) return "(-9223372036854775807LL - 1)";
+      return fmt::format("{}LL", i);
+    }
+    case DType::BFloat16:
+    case DType::Float16:
+    case DType::Float32:
+    case DType::Float64: {
+      // The exact bits: no decimal round trip, and inf and NaN need no spelling.
+      long long bits;
+      std::memcpy(&bits, &v, sizeof bits);
+      return fmt::format("__longlong_as_double({}LL)", bits);
+    }
+  }
+  return "0";
+}
+
+double constant_value(const ir::Node& n) {
+  if (n.tensor().defined()) {
+    if (n.tensor().numel() != 1) fail("cuda fusion: a tensor constant of {} elements (one only)", n.tensor().numel());
+    return n.tensor().item<double>();
+  }
+  for (auto& [name, val] : n.attrs().items()) {
+    if (name != "value") continue;
+    if (auto* d = std::get_if<double>(&val)) return *d;
+    if (auto* i = std::get_if<int64_t>(&val)) return double(*i);
+    if (auto* b = std::get_if<bool>(&val)) return *b ? 1.0 : 0.0;
+  }
+  fail("cuda fusion: a constant without a number value");
+}
+
+std::string sanitize(const std::string& s) {
+  std::string out = "kiln_";
+  for (char c : s) out.push_back(std::isalnum(static_cast<unsigned char>(c)) ? c : '_');
+  return out;
+}
+
+}  // namespace
+
+bool can_fuse(const ir::Node& n, bool reduction) {
+  if (!n.is_op() || n.outputs().size() != 1) return false;
+  if (!dtype_of(n.output())) return false;
+  for (const ir::Value* v : n.inputs())
+    if (!dtype_of(v)) return false;
+  const OpInfo& info = op_info(n.op());
+  if (reduction) {
+    if (!is_reduce_op(n.op()) || n.inputs().size() != 1) return false;
+    DType in = *dtype_of(n.input(0));
+    if (!is_floating(in) || *dtype_of(n.output()) != in) return false;
+    return reduces_all(n).has_value();
+  }
+  if (n.is_op(OpId::Where)) return n.inputs().size() == 3 && *dtype_of(n.input(0)) == DType::Bool;
+  if (n.is_op(OpId::Cast)) return n.inputs().size() == 1;
+  return info.kind == OpKind::Unary || info.kind == OpKind::Binary;
+}
+
+FusedKernelSource render_fusion(const ir::Graph& g, const std::string& name) {
+  FusedKernelSource k;
+  k.name = sanitize(name);
+  std::unordered_map<const ir::Value*, std::string> var;
+  std::unordered_map<const ir::Value*, DType> type;
+  for (size_t i = 0; i < g.inputs().size(); ++i) {
+    auto dt = dtype_of(g.inputs()[i]);
+    if (!dt) fail("cuda fusion: group input {} is not a tensor of known dtype", i);
+    k.inputs.push_back(*dt);
+  }
+  const ir::Node* red = nullptr;
+  std::string body;
+  int next = 0;
+  const int nin = int(k.inputs.size());
+  auto val = [&](const ir::Node& n, size_t i) -> const std::string& {
+    auto it = var.find(n.input(i));
+    if (it == var.end()) fail("cuda fusion: {} reads a value defined outside the group", n.kind_name());
+    return it->second;
+  };
+  auto define = [&](const ir::Value* v, DType t) {
+    std::string name = fmt::format("v{}", next++);
+    var[v] = name;
+    type[v] = t;
+    return name;
+  };
+  // Operands: the inputs first, then the elementwise outputs.
+  std::string loads;
+  for (int i = 0; i < nin; ++i) {
+    std::string t = cuda_type(k.inputs[size_t(i)]);
+    std::string v = define(g.inputs()[size_t(i)], k.inputs[size_t(i)]);
+    loads += fmt::format("    const {0} {1} = *(const {0}*)(p.ptr[{2}] + off[{2}]);\n", t, v, i);
+  }
+  for (const ir::Node* n : g.block()->nodes()) {
+    if (red) fail("cuda fusion: {} follows the reduction, which must be the group's last node", n->kind_name());
+    if (n->prim() == ir::Prim::Constant) {
+      auto dt = dtype_of(n->output());
+      DType t = dt ? *dt : (n->tensor().defined() ? n->tensor().dtype() : DType::Float64);
+      std::string v = define(n->output(), t);
+      body += fmt::format("    const {0} {1} = kcast<{0}>({2});\n", cuda_type(t), v, literal(constant_value(*n), t));
+      continue;
+    }
+    if (!n->is_op()) fail("cuda fusion: {} is not supported in a fused kernel", n->kind_name());
+    const OpId op = n->op();
+    const OpInfo& info = op_info(op);
+    if (is_reduce_op(op)) {
+      if (!can_fuse(*n, true))
+        fail("cuda fusion: {} of {} over dims other than all or the last", info.name,
+             n->input(0)->type().dtype ? dtype_name(*n->input(0)->type().dtype) : "unknown dtype");
+      val(*n, 0);
+      red = n;
+      continue;
+    }
+    if (!can_fuse(*n, false)) fail("cuda fusion: {} is not supported in a fused kernel", info.name);
+    DType out = *dtype_of(n->output());
+    std::string ot = cuda_type(out);
+    std::string v = define(n->output(), out);
+    if (op == OpId::Cast) {
+      body += fmt::format("    const {0} {1} = kcast<{0}>({2});\n", ot, v, val(*n, 0));
+      continue;
+    }
+    if (op == OpId::Where) {
+      std::string t = cuda_type(compute_of(out));
+      body += fmt::format("    const {0} {1} = kcast<{0}>({2} ? kcast<{3}>({4}) : kcast<{3}>({5}));\n", ot, v,
+                          val(*n, 0), t, val(*n, 1), val(*n, 2));
+      continue;
+    }
+    DType compute;
+    std::string loads;
+    if (info.kind == OpKind::Unary) {
+      compute = unary_compute_dtype(op, *dtype_of(n->input(0)));
+      loads = fmt::format("const T x = kcast<T>({});", val(*n, 0));
+    } else {
+      ResultTypeState st;
+      for (const ir::Value* in : n->inputs()) {
+        const ir::Type& t = in->type();
+        bool zero_dim = t.dims && t.dims->empty();
+        const ir::Node* src = in->node();
+        bool number = src->prim() == ir::Prim::Constant &&
+                      (!src->tensor().defined() || src->attrs().b_or("wrapped", false));
+        st.add(*t.dtype, zero_dim, number);
+      }
+      compute = binary_compute_dtype(op, st);
+      loads = fmt::format("const T a = kcast<T>({}); const T b = kcast<T>({});", val(*n, 0), val(*n, 1));
+    }
+    body += fmt::format("    {0} {1};\n    {{ typedef {2} T; {3} {1} = kcast<{0}>({4}); }}\n", ot, v,
+                        cuda_type(compute_of(compute)), loads, info.expr);
+  }
+  // Outputs: elementwise ones are stored per element; the reduction's result once per row.
+  std::vector<const ir::Value*> ew;
+  for (const ir::Value* o : g.outputs()) {
+    if (red && o == red->output()) {
+      k.out_slot.push_back(-1);
+      continue;
+    }
+    auto it = var.find(o);
+    if (it == var.end()) fail("cuda fusion: a group output is not defined in the group");
+    k.out_slot.push_back(int(ew.size()));
+    ew.push_back(o);
+    k.ew_outputs.push_back(type.at(o));
+  }
+  if (g.outputs().empty()) fail("cuda fusion: the group has no outputs");
+  const int nout = int(ew.size());
+  const int noff = std::max(1, nout + nin);
+  const int nptr = nout + nin + (red ? 1 : 0);
+  if (nptr > kMaxFusedOperands)
+    fail("cuda fusion: {} inputs and outputs, more than the {} a fused kernel takes", nptr, kMaxFusedOperands);
+  std::string stores;
+  for (int j = 0; j < nout; ++j)
+    stores += fmt::format("    *({0}*)(p.ptr[{1}] + off[{1}]) = {2};\n", cuda_type(k.ew_outputs[size_t(j)]), nin + j,
+                          var.at(ew[size_t(j)]));
+  // inputs are declared before the body reads them
+  std::string elem = loads + body + stores;
+
+  std::string src = render_prelude() + kFusedPrelude;
+  src += fmt::format(R"(
+struct {0}_params {{
+  int ndim;
+  int pad;
+  long long n, nout, nred;
+  long long sizes[KILN_MAX_DIMS];
+  char* ptr[{1}];
+  long long strides[{2}][KILN_MAX_DIMS];
+}};
+)",
+                     k.name, std::max(1, nptr), noff);
+  if (!red) {
+    src += fmt::format(R"(
+extern "C" __global__ void {0}(const {0}_params p) {{
+  for (long long i = kiln_tid(); i < p.n; i += kiln_nthreads()) {{
+    long long off[{1}];
+    kfused_offsets<{1}>(p, i, off);
+{2}  }}
+}}
+)",
+                       k.name, noff, elem);
+  } else {
+    k.reduces = true;
+    k.reduce_all = *reduces_all(*red);
+    k.keepdim = red->attrs().b_or("keepdim", false);
+    k.red_dtype = *dtype_of(red->output());
+    DType acc = *dtype_of(red->input(0)) == DType::Float64 ? DType::Float64 : DType::Float32;
+    // can_fuse admitted only these four. NaN wins, as on the CPU: once acc is NaN no comparison
+    // replaces it.
+    std::string ident = "A(0)", fold = "acc = acc + x;";
+    if (red->is_op(OpId::Prod)) ident = "A(1)", fold = "acc = acc * x;";
+    if (red->is_op(OpId::Amax)) ident = "klowest<A>()", fold = "if ((x > acc) | (x != x)) acc = x;";
+    if (red->is_op(OpId::Amin)) ident = "khighest<A>()", fold = "if ((x < acc) | (x != x)) acc = x;";
+    std::string indented;
+    for (size_t b = 0; b < elem.size();) {
+      size_t e = elem.find('\n', b);
+      indented += "    " + elem.substr(b, e - b + 1);
+      b = e + 1;
+    }
+    src += fmt::format(R"(
+extern "C" __global__ void {0}(const {0}_params p) {{
+  typedef {1} A;
+  __shared__ A sred[{2}];
+  for (long long o = blockIdx.x; o < p.nout; o += gridDim.x) {{
+    A acc = {3};
+    for (long long r = threadIdx.x; r < p.nred; r += blockDim.x) {{
+      const long long i = o * p.nred + r;
+      long long off[{4}];
+      kfused_offsets<{4}>(p, i, off);
+{5}      const A x = kcast<A>({6});
+      {7}
+    }}
+    sred[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {{
+      if (threadIdx.x < s) {{
+        const A x = sred[threadIdx.x + s];
+        acc = sred[threadIdx.x];
+        {7}
+        sred[threadIdx.x] = acc;
+      }}
+      __syncthreads();
+    }}
+    if (threadIdx.x == 0) (({8}*)p.ptr[{9}])[o] = kcast<{8}>(sred[0]);
+    __syncthreads();
+  }}
+}}
+)",
+                       k.name, cuda_type(acc), kFusedReduceThreads, ident, noff, indented, var.at(red->input(0)),
+                       fold, cuda_type(k.red_dtype), nptr - 1);
+  }
+  k.source = std::move(src);
+  return k;
+}
+
+std::vector<char> compile_fusion(const FusedKernelSource& k, int arch) { return cubin_for(k.source, arch, k.name); }
+
+}  // namespace kiln::cuda

@@ -1,0 +1,45 @@
+#pragma once
+// The one interface every code generator for fusion groups implements (x86 for the CPU, CUDA for
+// GPUs), so the JIT asks "can this node join a group?" and "compile this group" without naming a
+// device: jit::Backend is this class. A group is the standalone graph of a prim::FusionGroup's block.
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/device.h"
+#include "core/tensor.h"
+
+namespace kiln::ir {
+class Graph;
+class Node;
+}  // namespace kiln::ir
+
+namespace kiln::backends {
+
+// A compiled fusion group: runs on tensors of its backend's device and returns the group's outputs.
+class FusedKernel {
+ public:
+  virtual ~FusedKernel() = default;
+  virtual const std::string& name() const = 0;
+  virtual Tensors run(const Tensors& inputs) const = 0;
+};
+
+class FusionBackend {
+ public:
+  virtual ~FusionBackend() = default;
+  virtual std::string_view name() const = 0;  // "x86", "cuda"
+  virtual Device::Type device_type() const = 0;
+  // Whether n may join a fusion group this backend compiles; with `reduction`, as the group's trailing
+  // reduction. The fusion passes build groups from this answer.
+  virtual bool can_fuse(const ir::Node& n, bool reduction) const = 0;
+  // Null, with the reason in *why_not, when the backend declines the group (it then runs interpreted).
+  virtual std::shared_ptr<FusedKernel> compile(const ir::Graph& group, const std::string& name,
+                                               std::string* why_not) const = 0;
+};
+
+// The backend compiling fusion groups for a device type in this build and on this machine: x86 for the
+// CPU where it has AVX2, CUDA where kiln was built with the toolkit (whether a driver loads is
+// checked when a kernel runs). Null when there is none.
+const FusionBackend* fusion_backend(Device::Type type);
+
+}  // namespace kiln::backends

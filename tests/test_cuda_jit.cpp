@@ -1,0 +1,317 @@
+// The CUDA JIT backend: fusion groups rendered from ops.def, compiled by NVRTC to cubin for sm_80 and
+// sm_90, the kernel cache's keys and its defence against damaged disk entries, the backend chosen by
+// the inputs' device, and (on a machine with a GPU) fused kernels against the CPU's results.
+#include "kiln_config.h"
+#include "support.h"
+
+#include "backends/fusion_backend.h"
+#include "core/ir/parser.h"
+#include "jit/compiled_function.h"
+#include "jit/default_backend.h"
+#include "jit/pass_manager.h"
+#include "tracer/trace.h"
+
+#if KILN_HAVE_NVRTC
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "backends/cuda/fusion_compiler.h"
+#include "backends/cuda/kernel_cache.h"
+#include "backends/cuda/nvrtc_compile.h"
+#include "backends/interp/interpreter.h"
+#endif
+
+using namespace kiln;
+using kiln::test::check_error;
+
+
+TEST_CASE("cuda jit: the backend follows the inputs' device") {
+  const jit::Backend* cpu = jit::backend_for({Device::cpu()});
+  if (cpu) CHECK(cpu->name() == "x86");
+  const jit::Backend* gpu = jit::backend_for({Device::cpu(), Device::cuda(0)});
+#if KILN_HAVE_NVRTC
+  REQUIRE(gpu != nullptr);
+  CHECK(gpu->name() == "cuda");
+  CHECK(gpu->device_type() == Device::Type::CUDA);
+  CHECK(jit::backend_for({Device::cuda(1)}) == gpu);
+#else
+  CHECK(gpu == nullptr);
+#endif
+  CHECK(jit::backend_for({}) == cpu);
+}
+
+#if KILN_HAVE_NVRTC
+
+namespace {
+
+// add-mul-relu with a bias broadcast over rows and a scalar constant copied in.
+constexpr const char* kChain = R"(graph(%x : f32[4,8], %b : f32[8]):
+  %k : f64[] = prim::Constant[value=[2.0], wrapped=true]()
+  %0 : f32[4,8] = add(%x, %b)
+  %1 : f32[4,8] = mul(%0, %k)
+  %2 : f32[4,8] = relu(%1)
+  return (%2)
+)";
+// A chain ending in a sum over the last dim, its last elementwise value an output too.
+constexpr const char* kRowSum = R"(graph(%x : f32[4,8]):
+  %0 : f32[4,8] = exp(%x)
+  %1 : f32[4,8] = mul(%0, %x)
+  %s : f32[4] = sum[dims=[1], keepdim=false](%1)
+  return (%s, %1)
+)";
+// Casts, a comparison, a mask and where across bf16, f32, bool and f16.
+constexpr const char* kCastWhere = R"(graph(%x : f32[16], %y : bf16[16], %c : bool[16]):
+  %0 : f32[16] = to[dtype=f32](%y)
+  %1 : bool[16] = gt(%x, %0)
+  %2 : bool[16] = logical_and(%1, %c)
+  %3 : f32[16] = where(%2, %x, %0)
+  %4 : f16[16] = to[dtype=f16](%3)
+  return (%4)
+)";
+
+int count_groups(const ir::Graph& g) {
+  int n = 0;
+  for (const ir::Node* node : g.block()->nodes()) n += node->prim() == ir::Prim::FusionGroup;
+  return n;
+}
+
+// A tensor that claims to live on cuda:0 without touching a device (as in test_cuda.cpp).
+Tensor fake_cuda_tensor(const Shape& shape) {
+  auto st = std::make_shared<Storage>();
+  st->owned = false;
+  st->device = Device::cuda(0);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = st;
+  impl->sizes = shape;
+  impl->strides = contiguous_strides(shape);
+  return Tensor(impl);
+}
+
+}  // namespace
+
+TEST_CASE("cuda jit: fusion asks the backend what it can fuse") {
+  // where, casts and bf16 are beyond the x86 kernels but within the CUDA renderer: the same graph
+  // becomes one group for CUDA and none for x86.
+  const jit::Backend* gpu = jit::backend_for({Device::cuda(0)});
+  REQUIRE(gpu != nullptr);
+  auto for_x86 = ir::parse_ir(kCastWhere);
+  auto for_cuda = ir::parse_ir(kCastWhere);
+  jit::PipelineOptions o;
+  jit::run_pipeline(*for_x86, o);
+  o.backend = gpu;
+  jit::run_pipeline(*for_cuda, o);
+  CHECK(count_groups(*for_x86) == 0);
+  CHECK(count_groups(*for_cuda) == 1);
+  for (const ir::Node* n : for_cuda->block()->nodes())
+    if (n->prim() == ir::Prim::FusionGroup) {
+      int members = 0;
+      for (const ir::Node* m : n->blocks()[0]->nodes()) members += m->is_op();
+      CHECK(members == 5);
+    }
+}
+
+TEST_CASE("cuda jit: compile() on cuda inputs picks the cuda backend") {
+  Function f = trace([](const Tensors& in) { return Tensors{relu(add(mul(in[0], 2.0f), in[0]))}; }, {randn({16})});
+  Function c = compile(f);
+  compiled_graph(c, {randn({16})});
+  CHECK(compile_stats(c).backend == (jit::backend_for({Device::cpu()}) ? "x86" : ""));
+  // Rendering needs no device: the entry for cuda:0 compiles here; its kernels would build for the
+  // device's architecture when first launched.
+  auto g = compiled_graph(c, {fake_cuda_tensor({16})});
+  jit::CacheStats st = compile_stats(c);
+  CHECK(st.misses == 2);
+  CHECK(st.backend == "cuda");
+  CHECK(st.last_miss_reason == "input 0 device changed cpu -> cuda:0");
+  CHECK(count_groups(*g) == 1);
+}
+
+TEST_CASE("cuda jit: fusion groups render from ops.def and compile to cubin for sm_80 and sm_90") {
+  const char* old = std::getenv("KILN_CUDA_CACHE_DIR");
+  std::string saved = old ? old : "";
+  auto dir = std::filesystem::temp_directory_path() / ("kiln-cuda-jit-test-" + std::to_string(getpid()));
+  setenv("KILN_CUDA_CACHE_DIR", dir.c_str(), 1);
+
+  auto chain = cuda::render_fusion(*ir::parse_ir(kChain), "chain");
+  CHECK(chain.name == "kiln_chain");
+  CHECK(chain.inputs == std::vector<DType>{DType::Float32, DType::Float32});
+  CHECK(chain.ew_outputs == std::vector<DType>{DType::Float32});
+  CHECK_FALSE(chain.reduces);
+  for (OpId op : {OpId::Add, OpId::Mul, OpId::Relu})
+    CHECK_MESSAGE(chain.source.find(std::string(op_info(op).expr)) != std::string::npos, op_name(op));
+
+  auto rowsum = cuda::render_fusion(*ir::parse_ir(kRowSum), "rowsum");
+  CHECK(rowsum.reduces);
+  CHECK_FALSE(rowsum.reduce_all);
+  CHECK(rowsum.out_slot == std::vector<int>{-1, 0});
+  CHECK(rowsum.source.find("acc = acc + x;") != std::string::npos);
+
+  auto cw = cuda::render_fusion(*ir::parse_ir(kCastWhere), "cast_where");
+  CHECK(cw.inputs == std::vector<DType>{DType::Float32, DType::BFloat16, DType::Bool});
+  CHECK(cw.ew_outputs == std::vector<DType>{DType::Float16});
+  CHECK(cw.source.find("kcast<kf16>") != std::string::npos);
+
+  for (const auto* k : {&chain, &rowsum, &cw})
+    for (int arch : {80, 90}) {
+      CAPTURE(k->name);
+      CAPTURE(arch);
+      std::vector<char> cubin;
+      try {
+        cubin = cuda::compile_fusion(*k, arch);
+      } catch (const Error& e) {
+        FAIL(e.what());
+      }
+      REQUIRE(cubin.size() > 4);
+      CHECK(std::string(cubin.data(), 4) == "\x7f" "ELF");  // cubin, not PTX text
+      CHECK(std::string(cubin.data(), cubin.size()).find(k->name) != std::string::npos);
+    }
+  if (old) setenv("KILN_CUDA_CACHE_DIR", saved.c_str(), 1);
+  else unsetenv("KILN_CUDA_CACHE_DIR");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("cuda jit: groups the renderer does not know are declined with the reason") {
+  const jit::Backend* gpu = jit::backend_for({Device::cuda(0)});
+  REQUIRE(gpu != nullptr);
+  auto g = ir::parse_ir("graph(%x : f32[4,8]):\n  %0 : f32[4,8] = exp(%x)\n  %s : f32[8] = sum[dims=[0], keepdim=false](%0)\n  return (%s)\n");
+  std::string why;
+  CHECK(gpu->compile(*g, "first_dim", &why) == nullptr);
+  CHECK(why == "cuda fusion: sum of float32 over dims other than all or the last");
+}
+
+TEST_CASE("cuda jit: nvrtc errors quote the generated source line") {
+  auto k = cuda::render_fusion(*ir::parse_ir(kChain), "broken_chain");
+  std::string relu(op_info(OpId::Relu).expr);
+  size_t at = k.source.find(relu);
+  REQUIRE(at != std::string::npos);
+  k.source.replace(at, relu.size(), "kiln_no_such_helper(x)");
+  check_error([&] { cuda::nvrtc_compile(k.source, 90, k.name); }, "nvrtc: nvrtcCompileProgram failed for kiln_broken_chain on sm_90");
+  try {
+    cuda::nvrtc_compile(k.source, 90, k.name);
+    FAIL("expected an nvrtc error");
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    CHECK(msg.find("generated line") != std::string::npos);
+    CHECK(msg.find("kcast<float>(kiln_no_such_helper(x))") != std::string::npos);
+  }
+}
+
+TEST_CASE("cuda jit: the cache key covers source, arch, nvrtc, driver and flags") {
+  cuda::CacheKeyParts base{"src", 90, "13.0", 12040, "-G"};
+  std::string k = cuda::cache_key(base);
+  CHECK(k.size() == 16);
+  CHECK(cuda::cache_key(base) == k);
+  auto with = [&](auto change) {
+    cuda::CacheKeyParts p = base;
+    change(p);
+    return cuda::cache_key(p);
+  };
+  CHECK(with([](auto& p) { p.source = "src2"; }) != k);
+  CHECK(with([](auto& p) { p.arch = 80; }) != k);
+  CHECK(with([](auto& p) { p.nvrtc = "12.4"; }) != k);
+  CHECK(with([](auto& p) { p.driver = 0; }) != k);
+  CHECK(with([](auto& p) { p.flags = ""; }) != k);
+  CHECK(cuda::cache_key({"a", 1, "", 0, ""}) != cuda::cache_key({"", 11, "", 0, ""}));  // fields are separated
+}
+
+TEST_CASE("cuda jit: a corrupt, truncated or stale disk entry is rebuilt, never loaded") {
+  const char* old = std::getenv("KILN_CUDA_CACHE_DIR");
+  std::string saved = old ? old : "";
+  auto dir = std::filesystem::temp_directory_path() / ("kiln-cuda-corrupt-test-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  setenv("KILN_CUDA_CACHE_DIR", dir.c_str(), 1);
+
+  std::string src = "extern \"C\" __global__ void kiln_corrupt_probe_" + std::to_string(getpid()) +
+                    "(float* p) { p[threadIdx.x] *= 2.0f; }\n";
+  cuda::clear_memory_cache();  // each subcase runs this again, after the last one removed the directory
+  std::vector<char> good = cuda::cubin_for(src, 80, "probe");
+  std::string key = cuda::cache_key({src, 80, cuda::nvrtc_version(), cuda::driver_version(), ""});
+  auto file = cuda::cache_path(key, 80);
+  REQUIRE(std::filesystem::exists(file));
+  CHECK(std::filesystem::file_size(file) > good.size());  // header + cubin
+
+  auto damage = [&](const std::function<void(std::vector<char>&)>& how) {
+    std::vector<char> bytes;
+    {
+      std::ifstream f(file, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(f), {});
+    }
+    how(bytes);
+    std::ofstream(file, std::ios::binary | std::ios::trunc).write(bytes.data(), std::streamsize(bytes.size()));
+    cuda::clear_memory_cache();
+    auto before = cuda::kernel_cache_stats();
+    CHECK(cuda::cubin_for(src, 80, "probe") == good);
+    auto after = cuda::kernel_cache_stats();
+    CHECK(after.rejected == before.rejected + 1);
+    CHECK(after.compiles == before.compiles + 1);
+    CHECK(after.disk_hits == before.disk_hits);
+  };
+  SUBCASE("a flipped byte in the cubin") { damage([](auto& b) { b[b.size() / 2] ^= 0x5a; }); }
+  SUBCASE("truncated") { damage([](auto& b) { b.resize(b.size() - 100); }); }
+  SUBCASE("shorter than the header") { damage([](auto& b) { b.resize(10); }); }
+  SUBCASE("another key's entry under this name") {
+    damage([&](auto& b) {
+      std::vector<char> payload(b.begin() + 48, b.end());
+      b = cuda::encode_entry("0123456789abcdef", payload);
+    });
+  }
+  // The rebuilt entry is intact again: a fresh process would read it from disk.
+  cuda::clear_memory_cache();
+  auto before = cuda::kernel_cache_stats();
+  CHECK(cuda::cubin_for(src, 80, "probe") == good);
+  CHECK(cuda::kernel_cache_stats().disk_hits == before.disk_hits + 1);
+
+  std::string why;
+  std::vector<char> out;
+  CHECK(cuda::decode_entry(cuda::encode_entry(key, good), key, &out, &why));
+  CHECK(out == good);
+  CHECK_FALSE(cuda::decode_entry(std::vector<char>(64, 'x'), key, &out, &why));
+  CHECK(why == "not a kiln cubin entry");
+
+  if (old) setenv("KILN_CUDA_CACHE_DIR", saved.c_str(), 1);
+  else unsetenv("KILN_CUDA_CACHE_DIR");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("cuda jit: fused kernels on a gpu match the interpreter") {
+  if (!cuda::is_available()) {
+    MESSAGE("skipped: no cuda device (" << cuda::unavailable_reason() << ")");
+    return;
+  }
+  const jit::Backend* gpu = jit::backend_for({Device::cuda(0)});
+  REQUIRE(gpu != nullptr);
+  auto run_both = [&](const char* text, const Tensors& cpu_in) {
+    auto g = ir::parse_ir(text);
+    std::string why;
+    auto k = gpu->compile(*g, "device_check", &why);
+    REQUIRE_MESSAGE(k != nullptr, why);
+    Tensors dev_in;
+    for (const Tensor& t : cpu_in) dev_in.push_back(t.cuda());
+    Tensors got = k->run(dev_in);
+    std::vector<IValue> iv(cpu_in.begin(), cpu_in.end());
+    std::vector<IValue> want = interp::run(*g, iv);
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      test::check_close(got[i].cpu().to(DType::Float64), want[i].to_tensor().to(DType::Float64), 1e-5, 1e-6);
+  };
+  run_both(kChain, {randn({4, 8}), randn({8})});
+  run_both(kRowSum, {randn({4, 8})});
+  run_both(kCastWhere, {randn({16}), randn({16}).to(DType::BFloat16), randn({16}) > 0});
+}
+
+TEST_CASE("cuda jit: device out of memory names the sizes after freeing the cache once") {
+  if (!cuda::is_available()) {
+    MESSAGE("skipped: no cuda device (" << cuda::unavailable_reason() << ")");
+    return;
+  }
+  { Tensor t = empty({int64_t(1) << 20}, Device::cuda()); }  // leaves one cached block
+  CHECK(memory_stats(Device::cuda()).cached_bytes > 0);
+  check_error([] { empty({int64_t(1) << 48}, Device::cuda()); },
+              "out of memory: cannot allocate 1125899906842624 bytes on cuda:0 (");
+  check_error([] { empty({int64_t(1) << 48}, Device::cuda()); }, "bytes free of");
+  CHECK(memory_stats(Device::cuda()).cached_bytes == 0);
+}
+
+#endif
