@@ -22,9 +22,10 @@ std::string key_of(const ir::Node& n) {
     tmp.register_output(tmp.insert_constant(n.tensor(), n.attrs().has("wrapped")));
     k += tmp.str();
   }
-  for (const auto& [name, v] : n.attrs().items()) k += "|" + name + "=" + ir::attr_value_str(v);
+  // formatted, not concatenated: GCC 12 -Wrestrict misfires on `"|" + std::string` once inlined here
+  for (const auto& [name, v] : n.attrs().items()) k += fmt::format("|{}={}", name, ir::attr_value_str(v));
   for (const ir::Value* v : n.inputs()) k += fmt::format("|{}", static_cast<const void*>(v));
-  for (const ir::Value* v : n.outputs()) k += "|" + v->type().str();
+  for (const ir::Value* v : n.outputs()) k += fmt::format("|{}", v->type().str());
   return k;
 }
 
