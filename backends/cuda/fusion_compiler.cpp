@@ -46,35 +46,13 @@ std::optional<bool> reduces_all(const ir::Node& n) {
   return std::nullopt;
 }
 
-// The kernel's parameter struct, its offset helper and the conversions; appended to source_render's
+// The conversions between kernel types; appended to source_render's
 // prelude (the half types, kabs, kpow, klowest, kiln_tid ...).
 constexpr const char* kFusedPrelude = R"(
 // Conversions between any two kernel types; the half types go through float.
 template <class O, class I> __device__ __forceinline__ O kcast(I x) { return O(x); }
 template <class O> __device__ __forceinline__ O kcast(kbf16 x) { return O(float(x)); }
 template <class O> __device__ __forceinline__ O kcast(kf16 x) { return O(float(x)); }
-
-template <int N, class P>
-__device__ __forceinline__ void kfused_offsets(const P& p, long long i, long long* off) {
-#pragma unroll
-  for (int k = 0; k < N; ++k) off[k] = 0;
-  if (p.n <= 2147483647LL) {
-    unsigned int u = (unsigned int)i;
-    for (int d = 0; d < p.ndim; ++d) {
-      unsigned int s = (unsigned int)p.sizes[d], q = u / s, id = u - q * s;
-      u = q;
-#pragma unroll
-      for (int k = 0; k < N; ++k) off[k] += (long long)id * p.strides[k][d];
-    }
-    return;
-  }
-  for (int d = 0; d < p.ndim; ++d) {
-    long long s = p.sizes[d], q = i / s, id = i - q * s;
-    i = q;
-#pragma unroll
-    for (int k = 0; k < N; ++k) off[k] += id * p.strides[k][d];
-  }
-}
 )";
 
 std::string literal(double v, DType t) {
@@ -268,7 +246,7 @@ struct {0}_params {{
 extern "C" __global__ void {0}(const {0}_params p) {{
   for (long long i = kiln_tid(); i < p.n; i += kiln_nthreads()) {{
     long long off[{1}];
-    kfused_offsets<{1}>(p, i, off);
+    kiln_offsets<{1}>(p, i, off);
 {2}  }}
 }}
 )",
@@ -300,7 +278,7 @@ extern "C" __global__ void {0}(const {0}_params p) {{
     for (long long r = threadIdx.x; r < p.nred; r += blockDim.x) {{
       const long long i = o * p.nred + r;
       long long off[{4}];
-      kfused_offsets<{4}>(p, i, off);
+      kiln_offsets<{4}>(p, i, off);
 {5}      const A x = kcast<A>({6});
       {7}
     }}

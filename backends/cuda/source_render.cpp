@@ -86,9 +86,10 @@ template <> __device__ __forceinline__ int khighest<int>() { return 2147483647; 
 template <> __device__ __forceinline__ long long khighest<long long>() { return 9223372036854775807LL; }
 
 // Byte offsets of element i in each operand (dim 0 innermost). Below 2^31 elements the index splits
-// with 32-bit division, several times faster than 64-bit division on every GPU.
-template <int N>
-__device__ __forceinline__ void kiln_offsets(const LoopParams& p, long long i, long long* off) {
+// with 32-bit division, several times faster than 64-bit division on every GPU. P: LoopParams, or the
+// JIT's fused-kernel parameters (the same n, ndim, sizes and strides fields).
+template <int N, class P>
+__device__ __forceinline__ void kiln_offsets(const P& p, long long i, long long* off) {
 #pragma unroll
   for (int k = 0; k < N; ++k) off[k] = 0;
   if (p.n <= 2147483647LL) {
