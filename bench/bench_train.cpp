@@ -6,24 +6,11 @@
 #include <benchmark/benchmark.h>
 
 #include "kiln/kiln.h"
+#include "samples/digits_models.h"
 
 namespace {
 
 using namespace kiln;
-
-std::shared_ptr<nn::Sequential> mlp() {
-  return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Linear>(784, 256), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(256, 10)});
-}
-
-std::shared_ptr<nn::Sequential> cnn() {
-  return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Conv2d>(1, 16, Shape{3, 3}, Shape{1, 1}, Shape{1, 1}), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::MaxPool2d>(Shape{2, 2}),
-      std::make_shared<nn::Conv2d>(16, 32, Shape{3, 3}, Shape{1, 1}, Shape{1, 1}), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::MaxPool2d>(Shape{2, 2}), std::make_shared<nn::Flatten>(),
-      std::make_shared<nn::Linear>(32 * 2 * 2, 10)});
-}
 
 struct Workload {
   std::shared_ptr<nn::Sequential> model;
@@ -32,7 +19,8 @@ struct Workload {
 
 Workload make(bool image) {
   manual_seed(0);
-  Workload w{image ? cnn() : mlp(), image ? randn({64, 1, 8, 8}) : randn({64, 784}), {}};
+  Workload w{image ? samples::digits_cnn() : samples::digits_mlp(784, 256),
+             image ? randn({64, 1, 8, 8}) : randn({64, 784}), {}};
   w.y = argmax(randn({64, 10}), 1);
   return w;
 }

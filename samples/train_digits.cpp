@@ -5,6 +5,8 @@
 // compiled (CompiledTrainStep: compiled forward and backward, fused Adam) and prints both ms/step.
 #include <kiln/kiln.h>
 
+#include "digits_models.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -118,23 +120,11 @@ int main(int argc, char** argv) {
               (long long)x.size(1));
   bool ok = true;
   if (which == "mlp" || which == "both") {
-    auto mlp = [] {
-      return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
-          std::make_shared<nn::Linear>(64, 128), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(128, 10)});
-    };
-    ok = run("mlp", mlp, d, 20, compile_too) && ok;
+    ok = run("mlp", [] { return kiln::samples::digits_mlp(); }, d, 20, compile_too) && ok;
   }
   if (which == "cnn" || which == "both") {
     Split img{d.x_train.reshape({-1, 1, 8, 8}), d.y_train, d.x_test.reshape({-1, 1, 8, 8}), d.y_test};
-    auto cnn = [] {
-      return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
-          std::make_shared<nn::Conv2d>(1, 16, Shape{3, 3}, Shape{1, 1}, Shape{1, 1}), std::make_shared<nn::ReLU>(),
-          std::make_shared<nn::MaxPool2d>(Shape{2, 2}),
-          std::make_shared<nn::Conv2d>(16, 32, Shape{3, 3}, Shape{1, 1}, Shape{1, 1}), std::make_shared<nn::ReLU>(),
-          std::make_shared<nn::MaxPool2d>(Shape{2, 2}), std::make_shared<nn::Flatten>(),
-          std::make_shared<nn::Linear>(32 * 2 * 2, 10)});
-    };
-    ok = run("cnn", cnn, img, 15, compile_too) && ok;
+    ok = run("cnn", kiln::samples::digits_cnn, img, 15, compile_too) && ok;
   }
   return ok ? 0 : 1;
 }

@@ -58,4 +58,17 @@ inline void check_error(const std::function<void()>& fn, const std::string& need
   }
 }
 
+// A tensor that claims to live on cuda:0 without touching a device: enough for checks that fail
+// before any kernel runs (device checks, the JIT's choice of backend).
+inline Tensor fake_cuda_tensor(const Shape& shape) {
+  auto st = std::make_shared<Storage>();
+  st->owned = false;
+  st->device = Device::cuda(0);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = st;
+  impl->sizes = shape;
+  impl->strides = contiguous_strides(shape);
+  return Tensor(impl);
+}
+
 }  // namespace kiln::test

@@ -8,9 +8,12 @@
 #include "eager/autograd/derivatives.h"
 #include "op_cases.h"
 #include "random_graphs.h"
+#include "samples/digits_models.h"
 #include "support.h"
 
 using namespace kiln;
+using samples::digits_cnn;
+using samples::digits_mlp;
 using kiln::test::check_close;
 using kiln::test::check_error;
 
@@ -224,20 +227,6 @@ std::pair<Tensor, Tensor> digits() {
   }
 }
 
-std::shared_ptr<nn::Sequential> digits_mlp() {
-  return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Linear>(64, 128), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(128, 10)});
-}
-
-std::shared_ptr<nn::Sequential> digits_cnn() {
-  return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Conv2d>(1, 16, Shape{3, 3}, Shape{1, 1}, Shape{1, 1}), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::MaxPool2d>(Shape{2, 2}),
-      std::make_shared<nn::Conv2d>(16, 32, Shape{3, 3}, Shape{1, 1}, Shape{1, 1}), std::make_shared<nn::ReLU>(),
-      std::make_shared<nn::MaxPool2d>(Shape{2, 2}), std::make_shared<nn::Flatten>(),
-      std::make_shared<nn::Linear>(32 * 2 * 2, 10)});
-}
-
 struct Trajectory {
   std::vector<double> losses;
   int64_t step_peak_bytes = 0;  // allocator peak over one step (after the first), above what was live before it
@@ -292,7 +281,7 @@ void check_trajectories(const std::function<std::shared_ptr<nn::Sequential>()>& 
 }  // namespace
 
 TEST_CASE("compiled training: the digits MLP follows eager's loss trajectory over 50 Adam steps, peak memory <= eager") {
-  check_trajectories(digits_mlp, false);
+  check_trajectories([] { return digits_mlp(); }, false);
 }
 
 TEST_CASE("compiled training: the digits CNN follows eager's loss trajectory over 50 Adam steps, peak memory <= eager") {

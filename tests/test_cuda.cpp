@@ -22,23 +22,7 @@
 
 using namespace kiln;
 using kiln::test::check_error;
-
-namespace {
-
-// A tensor that claims to live on cuda:0 without touching a device: enough for checks that fail
-// before any kernel runs.
-Tensor fake_cuda_tensor(const Shape& shape) {
-  auto st = std::make_shared<Storage>();
-  st->owned = false;
-  st->device = Device::cuda(0);
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = st;
-  impl->sizes = shape;
-  impl->strides = contiguous_strides(shape);
-  return Tensor(impl);
-}
-
-}  // namespace
+using kiln::test::fake_cuda_tensor;
 
 TEST_CASE("cuda: ops on tensors of different devices raise") {
   Tensor c = fake_cuda_tensor({3});

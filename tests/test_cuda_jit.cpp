@@ -26,6 +26,7 @@
 
 using namespace kiln;
 using kiln::test::check_error;
+using kiln::test::fake_cuda_tensor;
 
 
 TEST_CASE("cuda jit: the backend follows the inputs' device") {
@@ -76,18 +77,6 @@ int count_groups(const ir::Graph& g) {
   int n = 0;
   for (const ir::Node* node : g.block()->nodes()) n += node->prim() == ir::Prim::FusionGroup;
   return n;
-}
-
-// A tensor that claims to live on cuda:0 without touching a device (as in test_cuda.cpp).
-Tensor fake_cuda_tensor(const Shape& shape) {
-  auto st = std::make_shared<Storage>();
-  st->owned = false;
-  st->device = Device::cuda(0);
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = st;
-  impl->sizes = shape;
-  impl->strides = contiguous_strides(shape);
-  return Tensor(impl);
 }
 
 }  // namespace
