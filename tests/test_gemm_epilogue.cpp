@@ -120,6 +120,21 @@ const ir::Node* only_gemm_group(const ir::Graph& g) {
   return groups[0];
 }
 
+// fn traced on `in` and compiled, the compiled outputs checked against the traced ones (within tol),
+// and the compiled graph for those inputs.
+struct Compiled {
+  Function fn;
+  std::shared_ptr<const ir::Graph> graph;
+};
+
+Compiled compile_checked(const std::function<Tensors(const Tensors&)>& fn, const std::vector<Tensor>& in, double tol) {
+  Function f = trace(fn, in);
+  Function c = compile(f);
+  std::vector<Tensor> want = f(in), got = c(in);
+  for (size_t i = 0; i < want.size(); ++i) check_close(got[i], want[i], tol, tol);
+  return {c, compiled_graph(c, {in.begin(), in.end()})};
+}
+
 }  // namespace
 
 TEST_CASE("gemm epilogue: every epilogue, plain and transposed weights, compiled == interpreted") {
@@ -151,16 +166,12 @@ TEST_CASE("gemm epilogue: odd sizes 1, 7, 33, 257 in every dim") {
 TEST_CASE("gemm epilogue: a matmul whose result is read elsewhere is not fused") {
   manual_seed(13);
   std::vector<Tensor> in = {randn({7, 33}), randn({5, 33}), randn({5})};
-  Function f = trace(
+  auto [c, g] = compile_checked(
       [](const Tensors& x) {
         Tensor y = matmul(x[0], x[1].t());
         return Tensors{relu(y + x[2]), y * 2.0};
       },
-      in);
-  Function c = compile(f);
-  std::vector<Tensor> want = f(in), got = c(in);
-  for (size_t i = 0; i < want.size(); ++i) check_close(got[i], want[i], 1e-5, 1e-5);
-  auto g = compiled_graph(c, {in.begin(), in.end()});
+      in, 1e-5);
   CAPTURE(g->str());
   CHECK(gemm_groups(*g).empty());
   CHECK(count_op(*g, OpId::Matmul) == 1);
@@ -170,16 +181,13 @@ TEST_CASE("gemm epilogue: a matmul whose result is read elsewhere is not fused")
 TEST_CASE("gemm epilogue: the chain stops at a step whose result is read elsewhere") {
   manual_seed(14);
   std::vector<Tensor> in = {randn({7, 33}), randn({5, 33}), randn({5})};
-  Function f = trace(
-      [](const Tensors& x) {
-        Tensor h = matmul(x[0], x[1].t()) + x[2];
-        return Tensors{relu(h), h};
-      },
-      in);
-  Function c = compile(f);
-  std::vector<Tensor> want = f(in), got = c(in);
-  for (size_t i = 0; i < want.size(); ++i) check_close(got[i], want[i], 1e-5, 1e-5);
-  auto g = compiled_graph(c, {in.begin(), in.end()});
+  auto g = compile_checked(
+               [](const Tensors& x) {
+                 Tensor h = matmul(x[0], x[1].t()) + x[2];
+                 return Tensors{relu(h), h};
+               },
+               in, 1e-5)
+               .graph;
   CAPTURE(g->str());
   const ir::Node* group = only_gemm_group(*g);
   CHECK(group->attrs().s("name") == "gemm_matmul_add");
@@ -190,11 +198,7 @@ TEST_CASE("gemm epilogue: the chain stops at a step whose result is read elsewhe
 TEST_CASE("gemm epilogue: what the pass leaves alone") {
   manual_seed(15);
   auto unfused = [](const std::function<Tensors(const Tensors&)>& fn, const std::vector<Tensor>& in) {
-    Function f = trace(fn, in);
-    Function c = compile(f);
-    std::vector<Tensor> want = f(in), got = c(in);
-    for (size_t i = 0; i < want.size(); ++i) check_close(got[i], want[i], 1e-5, 1e-5);
-    auto g = compiled_graph(c, {in.begin(), in.end()});
+    auto g = compile_checked(fn, in, 1e-5).graph;
     CAPTURE(g->str());
     CHECK(gemm_groups(*g).empty());
   };
@@ -237,15 +241,11 @@ TEST_CASE("gemm epilogue: steps after the epilogue are fused vertically, as befo
 TEST_CASE("gemm epilogue: horizontal fusion keeps two independent gemm groups apart") {
   manual_seed(17);
   std::vector<Tensor> in = {randn({8, 16}), randn({12, 16}), randn({12}), randn({12, 16}), randn({12})};
-  Function f = trace(
+  auto [c, g] = compile_checked(
       [](const Tensors& x) {
         return Tensors{relu(matmul(x[0], x[1].t()) + x[2]), gelu(matmul(x[0], x[3].t()) + x[4], "none")};
       },
-      in);
-  Function c = compile(f);
-  std::vector<Tensor> want = f(in), got = c(in);
-  for (size_t i = 0; i < want.size(); ++i) check_close(got[i], want[i], 1e-4, 1e-4);
-  auto g = compiled_graph(c, {in.begin(), in.end()});
+      in, 1e-4);
   CAPTURE(g->str());
   CHECK(gemm_groups(*g).size() == 2);
   CHECK(compile_stats(c).gemm_kernels == 2);
