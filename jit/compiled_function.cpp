@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "backends/interp/interpreter.h"
+#include "core/ir/verifier.h"
 #include "eager/autograd/graph.h"
 #include "jit/compiled_backward.h"
 #include "jit/compiled_graph.h"
@@ -15,6 +16,7 @@
 #include "jit/ir_utils.h"
 #include "jit/joint_graph.h"
 #include "jit/min_cut_partition.h"
+#include "jit/passes/passes.h"
 
 namespace kiln::jit {
 
@@ -267,6 +269,21 @@ class CompiledFunction final : public Function::Executor {
     stats_.kernel_compile_ms = group_stats_.kernel_compile_ms;
   }
 
+  // The graph whose run is recorded with its backward: rewrites that change which values the
+  // backward formulas read happen before that recording (caller holds mu_).
+  const ir::Graph& autodiff_source() {
+    if (!autodiff_source_) {
+      std::shared_ptr<ir::Graph> g = source_->copy();
+      if (pool_before_relu(*g).changes > 0) {
+        ir::verify(*g);
+        autodiff_source_ = std::move(g);
+      } else {
+        autodiff_source_ = source_;
+      }
+    }
+    return *autodiff_source_;
+  }
+
   std::shared_ptr<TrainEntry> train_entry_for(const std::vector<IValue>& inputs) {
     bool grad_mode = GradMode::enabled();
     {
@@ -285,7 +302,7 @@ class CompiledFunction final : public Function::Executor {
     auto t0 = std::chrono::steady_clock::now();
     std::vector<bool> rg;
     for (const InputSig& in : sig.inputs) rg.push_back(in.requires_grad);
-    JointGraph joint = build_joint_graph(*source_, inputs, rg, hidden_);
+    JointGraph joint = build_joint_graph(autodiff_source(), inputs, rg, hidden_);
     Partition part = partition_min_cut(joint);
     auto e = std::make_shared<TrainEntry>();
     e->sig = sig;
@@ -359,6 +376,7 @@ class CompiledFunction final : public Function::Executor {
   std::vector<bool> hidden_;  // outputs that are write-backs, not results: no gradient flows from them
   bool trainable_ = false;
   std::string why_not_trainable_;
+  std::shared_ptr<const ir::Graph> autodiff_source_;
   mutable std::mutex mu_;
   std::vector<std::shared_ptr<Entry>> entries_;
   std::vector<std::shared_ptr<TrainEntry>> train_entries_;

@@ -109,6 +109,33 @@ TEST_CASE("compiled training: MLP gradients equal eager's and the backward is co
   CHECK(bwd->outputs().size() == 4);  // one gradient per parameter
 }
 
+TEST_CASE("compiled training: relu then max pool is pooled first; gradients equal eager's with negative windows and ties") {
+  // Windows wholly negative (relu's gradient is zero there, whichever index pooling picks), windows with
+  // a tie at the maximum, zeros, and ordinary ones.
+  Tensor x = tensor(std::vector<float>{-1, -2, 3, 3,  -4, -1, 0, 0,  5, -1, -3, -3,  2, 2, 0, -7,
+                                       -5, -6, 1, 2,  -8, -9, 0.5, 0,  0, 0, -1, 4,  0, -2, 4, -1},
+                    {1, 2, 4, 4});
+  Function f = trace([](const std::vector<Tensor>& in) {
+    Tensor y = max_pool2d(relu(in[0] * in[1]), {2, 2});
+    return std::vector<Tensor>{y};
+  }, {x, ones({1, 2, 4, 4})});
+  check_grads_match(f, {x, ones({1, 2, 4, 4})});
+  Function c = compile(f);
+  Tensor l = x.detach().clone().requires_grad_(true), w = ones({1, 2, 4, 4}).requires_grad_(true);
+  std::shared_ptr<const ir::Graph> fwd = compiled_graph(c, {IValue(l), IValue(w)});
+  const ir::Node* pool = nullptr;
+  for (ir::Node* n : fwd->block()->nodes())
+    if (n->is_op(OpId::MaxPool2d)) pool = n;
+  REQUIRE(pool);
+  CHECK(pool->input(0)->node()->kind_name().find("relu") == std::string::npos);
+  bool relu_after = false;
+  for (const ir::Use& u : pool->output(0)->uses()) {
+    std::string what = u.user->prim() == ir::Prim::FusionGroup ? u.user->attrs().s("name") : std::string(u.user->kind_name());
+    relu_after |= what.find("relu") != std::string::npos;
+  }
+  CHECK(relu_after);
+}
+
 TEST_CASE("compiled training: a compiled block inside an eager model; errors for double backward") {
   manual_seed(4);
   Tensor w1 = randn({6, 6}).requires_grad_(), w2 = randn({6, 3}).requires_grad_();

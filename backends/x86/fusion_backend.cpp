@@ -6,10 +6,12 @@
 namespace kiln::x86 {
 namespace {
 
-std::optional<DType> float_dtype(const ir::Value* v) {
+// A value the emitter holds in a vector register: f32 or f64, or bool (kept as 0/1 in the group's
+// float type, loaded from and stored as bytes).
+std::optional<DType> vector_dtype(const ir::Value* v) {
   const ir::Type& t = v->type();
   if (!t.is_tensor() || !t.dtype || !t.dims) return std::nullopt;
-  if (*t.dtype != DType::Float32 && *t.dtype != DType::Float64) return std::nullopt;
+  if (*t.dtype != DType::Float32 && *t.dtype != DType::Float64 && *t.dtype != DType::Bool) return std::nullopt;
   return t.dtype;
 }
 
@@ -19,7 +21,7 @@ bool is_scalar_constant(const ir::Value* v) {
 }
 
 bool reduction_ok(const ir::Node& n) {
-  if (!(n.is_op(OpId::Sum) || n.is_op(OpId::Amax) || n.is_op(OpId::Amin))) return false;
+  if (!(n.is_op(OpId::Sum) || n.is_op(OpId::Prod) || n.is_op(OpId::Amax) || n.is_op(OpId::Amin))) return false;
   const auto& in = n.input(0)->type().dims;
   if (!in) return false;
   if (!n.attrs().has("dims") || n.attrs().ints("dims").empty()) return true;
@@ -59,15 +61,28 @@ bool can_fuse(const ir::Node& n, bool reduction) {
     if (!reduction_ok(n)) return false;
   } else {
     OpKind k = op_info(n.op()).kind;
-    if (k != OpKind::Unary && k != OpKind::Binary) return false;  // where's bool condition is not of the group's dtype
+    if (k != OpKind::Unary && k != OpKind::Binary && !n.is_op(OpId::Where)) return false;
   }
-  auto dt = float_dtype(n.output());
-  if (!dt) return false;
-  for (const ir::Value* v : n.inputs()) {
-    if (is_scalar_constant(v)) continue;
-    auto in = float_dtype(v);
-    if (!in || *in != *dt) return false;
-  }
+  // Every float value of the node has one dtype (a group computes in one); bools may mix in, as
+  // comparisons, where's condition, relu's mask times a gradient. Bools are 0/1 in registers, so what
+  // would have to stay bool through arithmetic (neg of a bool, add of two) is left to eager kernels.
+  const OpInfo& info = op_info(n.op());
+  auto is_bool = [](const ir::Value* v) { return v->type().dtype == DType::Bool; };
+  if (info.kind == OpKind::Unary && info.rule == DTypeRule::Keep && is_bool(n.input(0))) return false;
+  if (info.kind == OpKind::Binary && info.rule == DTypeRule::Promote && is_bool(n.input(0)) && is_bool(n.input(1)))
+    return false;
+  std::optional<DType> flt;
+  auto ok = [&](const ir::Value* v) {
+    auto dt = vector_dtype(v);
+    if (!dt) return false;
+    if (*dt == DType::Bool) return !reduction;
+    if (flt && *flt != *dt) return false;
+    flt = dt;
+    return true;
+  };
+  if (!ok(n.output())) return false;
+  for (const ir::Value* v : n.inputs())
+    if (!is_scalar_constant(v) && !ok(v)) return false;
   return true;
 }
 

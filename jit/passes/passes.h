@@ -14,6 +14,7 @@ PassResult eliminate_common_subexpressions(ir::Graph& g);  // cse.cpp
 PassResult simplify_algebra(ir::Graph& g);       // simplify.cpp
 PassResult propagate_shapes(ir::Graph& g);       // shape_prop.cpp
 PassResult hoist_loop_invariants(ir::Graph& g);  // licm.cpp
+PassResult pool_before_relu(ir::Graph& g);       // pool_before_relu.cpp
 PassResult fuse_gemm_epilogue(ir::Graph& g);     // fuse_gemm_epilogue.cpp
 // The fusion passes build groups `backend` can compile (Backend::can_fuse); null: the x86 backend's rule.
 PassResult fuse_vertical(ir::Graph& g, const Backend* backend = nullptr);    // fuse_vertical.cpp
