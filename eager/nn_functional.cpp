@@ -48,15 +48,17 @@ Shape channel_shape(int64_t C, int64_t rank) {
 Tensor softmax(const Tensor& x, int64_t dim) {
   if (x.dim() == 0) return reshape(softmax(reshape(x, {1}), dim), {});
   int64_t d = wrap_dim("softmax", dim, x.dim());
-  // Subtracting the max keeps exp from overflowing; the result is unchanged mathematically.
-  Tensor e = exp(sub(x, amax(x, {d}, true)));
+  // Subtracting the max keeps exp from overflowing; the result is unchanged mathematically, and so is
+  // the gradient, whose path through the max sums to zero: the max is detached, so backward does not
+  // spend a comparison, a count and four elementwise ops on rounding noise (torch's formula, too).
+  Tensor e = exp(sub(x, amax(x.detach(), {d}, true)));
   return div(e, sum(e, {d}, true));
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
   if (x.dim() == 0) return reshape(log_softmax(reshape(x, {1}), dim), {});
   int64_t d = wrap_dim("log_softmax", dim, x.dim());
-  Tensor s = sub(x, amax(x, {d}, true));
+  Tensor s = sub(x, amax(x.detach(), {d}, true));  // detached as in softmax
   return sub(s, log(sum(exp(s), {d}, true)));
 }
 

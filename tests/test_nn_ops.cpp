@@ -61,7 +61,7 @@ std::pair<Tensor, Tensor> ref_max_pool(const Tensor& x, Shape k, Shape s, Shape 
             int64_t ih = oh * s[0] - p[0] + i * d[0], iw = ow * s[1] - p[1] + j * d[1];
             if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
             double v = X[size_t((pl * H + ih) * W + iw)];
-            if (bi < 0 || v > best) best = v, bi = ih * W + iw;
+            if (bi < 0 || v > best || std::isnan(v)) best = v, bi = ih * W + iw;  // torch: the last NaN wins
           }
         V.push_back(best);
         I.push_back(bi);
@@ -241,6 +241,25 @@ TEST_CASE("nn ops: max_pool2d matches a direct loop") {
       CHECK(i.dtype() == DType::Int64);
       check_close(i, ri, 0, 0);
       check_close(max_pool2d(x, c.k, c.s, c.p, c.d), rv, 0, 0);
+    }
+  }
+  // The 2x2 windows of small images take a vector path four outputs at a time (rows of 16, 10, 8 and
+  // 4 columns; 10 leaves one output to the scalar loop): values from a small set so windows tie, at
+  // zero as after a relu, and a few NaNs.
+  for (Shape xs : {Shape{2, 3, 6, 16}, Shape{1, 2, 4, 10}, Shape{3, 2, 8, 8}, Shape{2, 2, 4, 4}}) {
+    CAPTURE(shape_str(xs));
+    Tensor x = (randint(-2, 3, xs).to(DType::Float32)).clone();
+    float* px = static_cast<float*>(x.raw_data());
+    for (int64_t i = 5; i < x.numel(); i += 37) px[i] = NAN;
+    auto [v, i] = max_pool2d_with_indices(x, {2, 2});
+    auto [rv, ri] = ref_max_pool(x, {2, 2}, {2, 2}, {0, 0}, {1, 1});
+    check_close(i, ri, 0, 0);
+    auto got = values(v), want = values(rv);
+    REQUIRE(got.size() == want.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      CAPTURE(k);
+      if (std::isnan(want[k])) CHECK(std::isnan(got[k]));
+      else CHECK(got[k] == want[k]);
     }
   }
   // stride defaults to kernel_size; a transposed input is read through its strides.

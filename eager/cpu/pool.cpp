@@ -39,10 +39,44 @@ inline void take_if_greater(T v, int64_t i, T& best, int64_t& bi) {
   bi = int64_t((uint64_t(i) & take64) | (uint64_t(bi) & ~take64));
 }
 
+// Four outputs of a float 2x2 window at once, compared as a tree: (a,b) and (c,d), then the two
+// winners. That keeps torch's scan rule (the first maximum; the last NaN) and has no chain of scalar
+// compares through one running best, which was ~25 cycles an output.
+using v4f = float __attribute__((vector_size(16)));
+using v4i = int32_t __attribute__((vector_size(16)));
+
+inline v4f load4(const float* p) {
+  v4f v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+inline v4f select(v4i take, v4f x, v4f y) { return v4f((v4i(x) & take) | (v4i(y) & ~take)); }
+inline v4i takes(v4f v, v4f best) { return v4i(v > best) | v4i(v != v); }
+
+// Outputs [ow, ow+4) from rows r0, r1: value and the offset of the winner within the window.
+inline void max_pool_2x2_4(const float* r0, const float* r1, int64_t ow, int64_t W, float* y, int64_t* idx,
+                           int64_t base) {
+  v4f lo = load4(r0 + 2 * ow), hi = load4(r0 + 2 * ow + 4);
+  v4f a = __builtin_shufflevector(lo, hi, 0, 2, 4, 6), b = __builtin_shufflevector(lo, hi, 1, 3, 5, 7);
+  lo = load4(r1 + 2 * ow), hi = load4(r1 + 2 * ow + 4);
+  v4f c = __builtin_shufflevector(lo, hi, 0, 2, 4, 6), d = __builtin_shufflevector(lo, hi, 1, 3, 5, 7);
+  v4i tb = takes(b, a), td = takes(d, c);
+  v4f ab = select(tb, b, a), cd = select(td, d, c);
+  v4i tf = takes(cd, ab);
+  v4i off = (tf & (v4i{} + int32_t(W) + (td & 1))) | (~tf & (tb & 1));
+  v4f best = select(tf, cd, ab);
+  __builtin_memcpy(y + ow, &best, sizeof best);
+  for (int k = 0; k < 4; ++k) idx[ow + k] = base + 2 * (ow + k) + off[k];
+}
+
 // One output row of a 2x2, stride-2 window from input rows r0 and r1 (base: r0's flat index in the plane).
-template <class T>
+template <int64_t OWc, class T>
 void max_pool_2x2_row(const T* r0, const T* r1, T* y, int64_t* idx, int64_t OW, int64_t base, int64_t W) {
-  for (int64_t ow = 0; ow < OW; ++ow) {
+  if constexpr (OWc > 0) OW = OWc;  // unrolled for the narrow rows of small images
+  int64_t ow = 0;
+  if constexpr (std::is_same_v<T, float>)
+    for (; ow + 4 <= OW; ow += 4) max_pool_2x2_4(r0, r1, ow, W, y, idx, base);
+  for (; ow < OW; ++ow) {
     int64_t i = base + 2 * ow;
     T best = r0[2 * ow];
     int64_t bi = i;
@@ -60,14 +94,17 @@ template <class T>
 bool max_pool_2x2(const T* x, T* y, int64_t* idx, const PoolGeom& g) {
   if (!(g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && g.dh == 1 && g.dw == 1))
     return false;
+  im2col::with_width(g.OW, [&](auto width) {
+    constexpr int64_t OWc = decltype(width)::value;
 #pragma omp parallel for if (g.planes * g.OH * g.OW * 4 > kParallelGrain && g.planes > 1)
-  for (int64_t pl = 0; pl < g.planes; ++pl) {
-    const T* in = x + pl * g.H * g.W;
-    for (int64_t oh = 0; oh < g.OH; ++oh) {
-      int64_t o = (pl * g.OH + oh) * g.OW;
-      max_pool_2x2_row(in + 2 * oh * g.W, in + (2 * oh + 1) * g.W, y + o, idx + o, g.OW, 2 * oh * g.W, g.W);
+    for (int64_t pl = 0; pl < g.planes; ++pl) {
+      const T* in = x + pl * g.H * g.W;
+      for (int64_t oh = 0; oh < g.OH; ++oh) {
+        int64_t o = (pl * g.OH + oh) * g.OW;
+        max_pool_2x2_row<OWc>(in + 2 * oh * g.W, in + (2 * oh + 1) * g.W, y + o, idx + o, g.OW, 2 * oh * g.W, g.W);
+      }
     }
-  }
+  });
   return true;
 }
 
