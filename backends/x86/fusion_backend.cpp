@@ -68,8 +68,10 @@ bool can_fuse(const ir::Node& n, bool reduction) {
   // would have to stay bool through arithmetic (neg of a bool, add of two) is left to eager kernels.
   const OpInfo& info = op_info(n.op());
   auto is_bool = [](const ir::Value* v) { return v->type().dtype == DType::Bool; };
-  if (info.kind == OpKind::Unary && info.rule == DTypeRule::Keep && is_bool(n.input(0))) return false;
-  if (info.kind == OpKind::Binary && info.rule == DTypeRule::Promote && is_bool(n.input(0)) && is_bool(n.input(1)))
+  size_t arity = n.inputs().size();
+  if (info.kind == OpKind::Unary && (arity != 1 || (info.rule == DTypeRule::Keep && is_bool(n.input(0))))) return false;
+  if (info.kind == OpKind::Binary &&
+      (arity != 2 || (info.rule == DTypeRule::Promote && is_bool(n.input(0)) && is_bool(n.input(1)))))
     return false;
   std::optional<DType> flt;
   auto ok = [&](const ir::Value* v) {
