@@ -3,6 +3,8 @@
 
 #include <fmt/ranges.h>
 
+#include <cstring>
+
 #include "eager/autograd/engine.h"
 #include "eager/autograd/graph.h"
 #include "eager/dist/comm.h"
@@ -118,7 +120,13 @@ void DistributedDataParallel::State::fill(size_t i) {
   Bucket& b = buckets[bucket_of[i]];
   if (!b.flat.defined()) b.flat = Tensor::empty({b.numel}, b.dtype);
   const Tensor& p = params[i];
-  b.flat.narrow(0, b.offsets[slot_of[i]], p.numel()).view(p.sizes()).copy_(p.grad());
+  Tensor g = p.grad(), dst = b.flat.narrow(0, b.offsets[slot_of[i]], p.numel());
+  // A plain memcpy when it can be one (AccumulateGrad gives a contiguous parameter a contiguous .grad):
+  // measured, the general strided copy_ costs ~8% of a small MLP's step here.
+  if (g.is_contiguous() && g.dtype() == b.dtype && g.device().is_cpu())
+    std::memcpy(dst.raw_data(), g.raw_data(), size_t(p.numel()) * g.element_size());
+  else
+    dst.view(p.sizes()).copy_(g);
   // Averaging before the sum: each rank's share is grad / world, so the sum is the mean.
   if (--b.pending == 0 && scale != 1) b.flat.mul_(scale);
 }
