@@ -198,6 +198,9 @@ class Tensor {
   void retain_grad() const;                // keep .grad of a non-leaf
   // Calls hook(grad) when this tensor's gradient is computed; a defined result replaces it.
   void register_hook(std::function<Tensor(const Tensor&)> hook) const;
+  // Leaves: calls hook(*this) after backward() has added into .grad (torch's
+  // register_post_accumulate_grad_hook); kiln::dist's DistributedDataParallel starts its all-reduce here.
+  void register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const;
   void backward(const Tensor& gradient = {}, bool retain_graph = false, bool create_graph = false) const;
 
   std::string str() const;  // as torch prints it

@@ -3,6 +3,10 @@
 //   train_digits [mlp|cnn|both] [data_dir] [--compile]
 // --compile trains each model a second time from the same initial weights with the whole step
 // compiled (CompiledTrainStep: compiled forward and backward, fused Adam) and prints both ms/step.
+//
+// Data-parallel: started by mpirun (`mpirun -np 2 train_digits mlp`), each rank trains on its share of
+// every epoch (DistributedSampler) with the model wrapped in DistributedDataParallel; the global batch
+// stays 32 (32 / ranks per rank), so the run follows the single-process one. Rank 0 prints.
 #include <kiln/kiln.h>
 
 #include "digits_models.h"
@@ -45,18 +49,35 @@ struct Result {
   double accuracy = 0, ms_per_step = 0;
 };
 
+// The ranks when started by mpirun; one process otherwise.
+struct Ranks {
+  bool distributed = false;
+  int rank = 0, world = 1;
+};
+Ranks ranks;
+
+// This epoch's sample order: a seeded permutation, or this rank's share of one.
+Tensor epoch_order(int64_t n, int epoch) {
+  if (!ranks.distributed) return random_permutation(n);
+  dist::DistributedSampler sampler(n);
+  sampler.set_epoch(epoch);
+  return sampler.index();
+}
+
 // One progress line per epoch: loss, test accuracy, ms per optimizer step.
 Result train(const std::string& tag, nn::Module& model, const Split& d, int epochs, double lr, int64_t batch,
              bool compiled) {
+  if (ranks.distributed) batch /= ranks.world;  // the same global batch
   optim::Adam opt(model.parameters(), {lr});
   CompiledTrainStep step(model, [&](const Tensors& b) { return cross_entropy(model(b[0]), b[1]); }, opt);
   optim::CosineAnnealingLR sched(opt, epochs);
-  int64_t n = d.x_train.size(0);
+  Tensor perm0 = epoch_order(d.x_train.size(0), 0);
+  int64_t n = perm0.size(0);
   Result r;
   double total_ms = 0;
   int64_t total_steps = 0;
   for (int epoch = 1; epoch <= epochs; ++epoch) {
-    Tensor perm = random_permutation(n);
+    Tensor perm = epoch == 1 ? perm0 : epoch_order(d.x_train.size(0), epoch - 1);
     double loss_sum = 0;
     int steps = 0;
     auto t0 = std::chrono::steady_clock::now();
@@ -79,7 +100,8 @@ Result train(const std::string& tag, nn::Module& model, const Split& d, int epoc
     if (epoch > 1) total_ms += ms, total_steps += steps;  // epoch 1 pays the compile
     sched.step();
     r.accuracy = accuracy(model, d.x_test, d.y_test);
-    std::printf("%s epoch %2d  loss %.4f  test accuracy %.2f%%  %.3f ms/step\n", tag.c_str(), epoch, loss_sum / steps,
+    if (ranks.rank == 0)
+      std::printf("%s epoch %2d  loss %.4f  test accuracy %.2f%%  %.3f ms/step\n", tag.c_str(), epoch, loss_sum / steps,
                 r.accuracy * 100, ms / steps);
   }
   r.ms_per_step = total_ms / double(total_steps);
@@ -89,14 +111,19 @@ Result train(const std::string& tag, nn::Module& model, const Split& d, int epoc
 // Eager, then (with --compile) compiled from the same initial weights; both ms/step.
 bool run(const std::string& tag, const std::function<std::shared_ptr<nn::Module>()>& make, const Split& d, int epochs,
          bool compile_too) {
+  // Distributed, the model is wrapped: rank 0's initial weights reach every rank, gradients are averaged.
+  auto wrap = [](std::shared_ptr<nn::Module> m) -> std::shared_ptr<nn::Module> {
+    return ranks.distributed ? std::make_shared<dist::DistributedDataParallel>(m) : m;
+  };
   manual_seed(1);
-  auto model = make();
+  auto model = wrap(make());
   Result e = train(tag, *model, d, epochs, 3e-3, 32, false);
   if (!compile_too) return e.accuracy >= 0.95;
   manual_seed(1);
-  auto model2 = make();
+  auto model2 = wrap(make());
   Result c = train(tag + " compiled", *model2, d, epochs, 3e-3, 32, true);
-  std::printf("%s: eager %.3f ms/step, compiled %.3f ms/step (%.2fx), test accuracy %.2f%% / %.2f%%\n", tag.c_str(),
+  if (ranks.rank == 0)
+    std::printf("%s: eager %.3f ms/step, compiled %.3f ms/step (%.2fx), test accuracy %.2f%% / %.2f%%\n", tag.c_str(),
               e.ms_per_step, c.ms_per_step, e.ms_per_step / c.ms_per_step, e.accuracy * 100, c.accuracy * 100);
   return e.accuracy >= 0.95 && c.accuracy >= 0.95;
 }
@@ -112,12 +139,17 @@ int main(int argc, char** argv) {
   }
   std::string which = args.size() > 0 ? args[0] : "both";
   std::string dir = args.size() > 1 ? args[1] : "samples/data";
+  if (dist::launcher_world_size() > 1) {
+    dist::init_process_group();
+    ranks = {true, dist::get_rank(), dist::get_world_size()};
+  }
   manual_seed(0);
   Tensor x = load_npy(dir + "/digits_x.npy"), y = load_npy(dir + "/digits_y.npy");
   int64_t n = x.size(0), n_train = n * 5 / 6;
   Split d{x.slice(0, 0, n_train), y.slice(0, 0, n_train), x.slice(0, n_train, n), y.slice(0, n_train, n)};
-  std::printf("digits: %lld train, %lld test, %lld features\n", (long long)n_train, (long long)(n - n_train),
-              (long long)x.size(1));
+  if (ranks.rank == 0)
+    std::printf("digits: %lld train, %lld test, %lld features%s\n", (long long)n_train, (long long)(n - n_train),
+                (long long)x.size(1), ranks.distributed ? fmt::format(", {} ranks", ranks.world).c_str() : "");
   bool ok = true;
   if (which == "mlp" || which == "both") {
     ok = run("mlp", [] { return kiln::samples::digits_mlp(); }, d, 20, compile_too) && ok;
@@ -126,5 +158,6 @@ int main(int argc, char** argv) {
     Split img{d.x_train.reshape({-1, 1, 8, 8}), d.y_train, d.x_test.reshape({-1, 1, 8, 8}), d.y_test};
     ok = run("cnn", kiln::samples::digits_cnn, img, 15, compile_too) && ok;
   }
+  if (ranks.distributed) dist::destroy_process_group();
   return ok ? 0 : 1;
 }

@@ -19,6 +19,10 @@ struct Target {  // an input of grad(): where its gradient is read off
 
 Tensor accumulate(const Tensor& a, const Tensor& b) { return a.defined() ? add(a, b) : b; }
 
+// The callbacks queued (queue_callback) during each backward now running on this thread, innermost
+// last: a node's apply may itself run a backward (checkpoint), whose callbacks are its own.
+thread_local std::vector<std::vector<std::function<void()>>*> queued_callbacks;
+
 // Runs the graph below the roots. With `targets`, gradients arriving at those edges are returned and
 // leaves are not accumulated into.
 Tensors run(const Tensors& roots, const Tensors& grad_roots, bool retain_graph, bool create_graph,
@@ -73,6 +77,11 @@ Tensors run(const Tensors& roots, const Tensors& grad_roots, bool retain_graph, 
     ~Restore() { GradMode::set(prev); }
   } restore{GradMode::enabled()};
   GradMode::set(create_graph);  // with create_graph the formulas record, so gradients are differentiable
+  std::vector<std::function<void()>> callbacks;
+  queued_callbacks.push_back(&callbacks);
+  struct PopCallbacks {
+    ~PopCallbacks() { queued_callbacks.pop_back(); }
+  } pop_callbacks;
   while (!ready.empty()) {
     std::shared_ptr<Node> node = ready.front();
     ready.pop_front();
@@ -106,6 +115,12 @@ Tensors run(const Tensors& roots, const Tensors& grad_roots, bool retain_graph, 
     node->released_after_apply = !retain_graph;
     Tensors out = node->apply(grads);
     if (!retain_graph) node->release_saved();
+    if (is_leaf_sink && grads[0].defined())
+      if (auto impl = static_cast<AccumulateGrad*>(node.get())->leaf.lock();
+          impl && impl->autograd && !impl->autograd->post_accumulate_grad_hooks.empty()) {
+        Tensor leaf(impl);
+        for (auto& h : impl->autograd->post_accumulate_grad_hooks) h(leaf);
+      }
     for (size_t i = 0; i < node->next.size() && i < out.size(); ++i) {
       const Edge& e = node->next[i];
       if (!e.node) continue;
@@ -117,10 +132,20 @@ Tensors run(const Tensors& roots, const Tensors& grad_roots, bool retain_graph, 
       if (--deps[e.node.get()] == 0) ready.push_back(e.node);
     }
   }
+  // By index: a callback may queue another, which runs after it.
+  for (size_t i = 0; i < callbacks.size(); ++i) {
+    std::function<void()> cb = std::move(callbacks[i]);
+    cb();
+  }
   return results;
 }
 
 }  // namespace
+
+void queue_callback(std::function<void()> callback) {
+  if (queued_callbacks.empty()) fail("queue_callback: no backward is running on this thread");
+  queued_callbacks.back()->push_back(std::move(callback));
+}
 
 void backward(const Tensors& roots, const Tensors& grad_roots, bool retain_graph, bool create_graph) {
   run(roots, grad_roots, retain_graph || create_graph, create_graph, nullptr);

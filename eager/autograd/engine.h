@@ -17,4 +17,10 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots = {},
               bool retain_graph = false, bool create_graph = false);
 
+// Runs `callback` once the backward() (or grad()) now running has processed its whole graph, before
+// it returns (torch's Variable._execution_engine.queue_callback). Called from a hook during backward;
+// outside one it raises. DistributedDataParallel waits for its last all-reduce here, so gradients are
+// averaged when backward() returns, whether backward ran eagerly or as a compiled graph.
+void queue_callback(std::function<void()> callback);
+
 }  // namespace kiln

@@ -29,6 +29,7 @@ struct AutogradMeta {
   int output_nr = 0;
   bool retains_grad = false;
   std::vector<Hook> hooks;  // leaves; non-leaf hooks live on grad_fn as pre-hooks
+  std::vector<std::function<void(const Tensor&)>> post_accumulate_grad_hooks;  // leaves, after .grad is updated
 };
 
 // A tensor saved for backward, with the version it had then (in-place changes are caught). When the

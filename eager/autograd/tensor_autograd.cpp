@@ -51,6 +51,14 @@ void Tensor::register_hook(std::function<Tensor(const Tensor&)> hook) const {
   else m.hooks.push_back(std::move(hook));
 }
 
+void Tensor::register_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) const {
+  if (!requires_grad())
+    fail("register_post_accumulate_grad_hook: cannot register a hook on a tensor that doesn't require gradient");
+  AutogradMeta& m = ensure_autograd_meta(*this);
+  if (m.grad_fn) fail("register_post_accumulate_grad_hook: post accumulate grad hooks cannot be registered on non-leaf tensors");
+  m.post_accumulate_grad_hooks.push_back(std::move(hook));
+}
+
 void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_graph) const {
   kiln::backward({*this}, {gradient}, retain_graph, create_graph);
 }

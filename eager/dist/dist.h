@@ -1,0 +1,63 @@
+#pragma once
+// kiln::dist: processes that train together (torch.distributed's names). A program started by
+// `mpirun -np N prog` calls init_process_group() once; each process learns its rank and the world
+// size from the MPI environment. Collectives work in place on CPU tensors, on every rank in the same
+// order, and every wait is bounded by the group's timeout: a rank that died or stopped calling makes
+// the others raise instead of hang.
+//
+//   dist::init_process_group();                  // backend "mpi"
+//   Tensor t = full({4}, double(dist::get_rank()));
+//   dist::all_reduce(t, dist::ReduceOp::Sum);    // every rank now holds 0 + 1 + ... + (N-1)
+//   dist::destroy_process_group();
+//
+// Data-parallel training: eager/dist/ddp.h (DistributedDataParallel) and eager/dist/sampler.h.
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace kiln::dist {
+
+enum class ReduceOp { Sum, Avg, Max, Min };
+
+// True when kiln was built with MPI (meson found it); otherwise init_process_group raises.
+bool is_available();
+bool is_initialized();
+// The world size the launcher announces in the environment (mpirun's OMPI_COMM_WORLD_SIZE, PMI_SIZE),
+// 1 when the process was not started by a launcher; readable before init, so a program can decide
+// whether to run distributed.
+int launcher_world_size();
+
+// Joins the processes mpirun started (MPI_Init_thread). `timeout` bounds every collective wait
+// (torch's default is 30 minutes); on expiry the wait raises and the group is unusable.
+void init_process_group(const std::string& backend = "mpi",
+                        std::chrono::milliseconds timeout = std::chrono::minutes(30));
+// MPI_Finalize; after a timeout or a failed collective it aborts the job instead (MPI_Abort), since
+// finalizing would wait for the rank that is gone. Called at exit if the program did not.
+void destroy_process_group();
+int get_rank();
+int get_world_size();
+
+// A pending asynchronous collective (torch's Work): wait() blocks, bounded by the group's timeout.
+class Work {
+ public:
+  Work();
+  ~Work();
+  Work(Work&&) noexcept;
+  Work& operator=(Work&&) noexcept;
+  bool is_completed();
+  void wait();
+
+  struct State;
+  std::unique_ptr<State> state;
+};
+
+// In place on every rank. async_op returns a pending Work (the tensor must stay alive and untouched
+// until wait()); otherwise the returned Work is already complete. CPU tensors; a non-contiguous one is
+// reduced through a contiguous copy written back at the end.
+Work all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum, bool async_op = false);
+Work broadcast(const Tensor& tensor, int src, bool async_op = false);
+void barrier();
+
+}  // namespace kiln::dist

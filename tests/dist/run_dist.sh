@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Runs kiln::dist's multi-process tests under mpirun (meson's dist suite).
+#   run_dist.sh MODE HAVE_MPI EXE
+#   MODE tests: EXE is kiln_dist_tests (doctest), run on 2 ranks
+#   MODE die | stall: EXE is dist_fail; the job must fail, within a hard time bound, with the error
+# Exits 77 (meson: skipped) with the reason when kiln was built without MPI or mpirun is missing.
+set -u
+mode=$1 have_mpi=$2 exe=$3
+if [ "$have_mpi" != 1 ]; then
+  echo "skipped: kiln was built without mpi (apt-get install libopenmpi-dev openmpi-bin, then reconfigure)"
+  exit 77
+fi
+if ! command -v mpirun >/dev/null 2>&1; then
+  echo "skipped: mpirun not found (apt-get install openmpi-bin)"
+  exit 77
+fi
+# One thread per rank: the ranks share the machine's cores. Root is allowed (CI containers); more
+# ranks than cores is allowed (--oversubscribe also makes Open MPI yield while it polls).
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpirun=(mpirun -np 2 --oversubscribe)
+
+case $mode in
+  tests)
+    # Hard bound: a hang fails the test instead of blocking CI.
+    exec timeout -k 5 120 "${mpirun[@]}" "$exe"
+    ;;
+  die | stall)
+    log=$(mktemp)
+    trap 'rm -f "$log"' EXIT
+    start=$(date +%s)
+    timeout -k 5 60 "${mpirun[@]}" "$exe" "$mode" >"$log" 2>&1
+    rc=$?
+    elapsed=$(($(date +%s) - start))
+    cat "$log"
+    echo "run_dist: mpirun exit status $rc after ${elapsed} s"
+    # timeout's own status is 124 (137 if it had to kill); mpirun's is 137 too when a rank was killed.
+    if [ $rc -eq 124 ] || [ $elapsed -ge 60 ]; then
+      echo "FAIL: the job was still running after 60 s (a rank hangs)"
+      exit 1
+    fi
+    if [ $rc -eq 0 ] || grep -q "rank 0: trained 20 steps" "$log"; then
+      echo "FAIL: rank 0 finished although rank 1 failed"
+      exit 1
+    fi
+    if [ $elapsed -gt 30 ]; then
+      echo "FAIL: the job took ${elapsed} s to fail (bound: 30 s)"
+      exit 1
+    fi
+    if [ "$mode" = stall ] && ! grep -q "rank 0: error: dist: all_reduce of gradient bucket 0 (4 parameters, 9610 elements) did not complete within 3000 ms on rank 0 of 2" "$log"; then
+      echo "FAIL: rank 0 did not report the all-reduce timeout"
+      exit 1
+    fi
+    exit 0
+    ;;
+esac
+echo "run_dist: unknown mode $mode"
+exit 2

@@ -1,0 +1,245 @@
+// kiln::dist under mpirun (run_dist.sh starts 2 ranks): collectives, and DistributedDataParallel
+// training that must equal single-process training on the full batch, eager and compiled.
+#include "../support.h"
+
+#include <fmt/ranges.h>
+
+#include "samples/digits_models.h"
+
+using namespace kiln;
+using kiln::test::check_close;
+using kiln::test::check_error;
+
+namespace {
+
+int rank() { return dist::get_rank(); }
+bool equal(const Tensor& a, const Tensor& b) {
+  return a.sizes() == b.sizes() && a.dtype() == b.dtype() && kiln::test::values(a) == kiln::test::values(b);
+}
+int world() { return dist::get_world_size(); }
+
+// Every rank holds the same values: the max and the min over ranks both equal this rank's.
+void check_same_on_every_rank(const Tensor& t) {
+  Tensor hi = t.detach().clone(), lo = t.detach().clone();
+  dist::all_reduce(hi, dist::ReduceOp::Max);
+  dist::all_reduce(lo, dist::ReduceOp::Min);
+  CHECK(equal(hi, t.detach()));
+  CHECK(equal(lo, t.detach()));
+}
+
+// Each step takes the next 64 rows of a fixed synthetic set; a rank takes its 64 / world of them.
+struct Data {
+  Tensor x, y;
+};
+Data digits_like() {
+  manual_seed(11);
+  Tensor x = randn({256, 64});
+  return {x, randint(0, 10, {256})};
+}
+
+// Trains the digits MLP for `steps` Adam steps and returns its parameters. Distributed, rank r starts
+// from its own random weights (seed 1 + r): only DistributedDataParallel's broadcast makes the ranks
+// (and the single-process run, seed 1) start alike.
+std::vector<Tensor> train(bool distributed, bool compiled, int steps, double bucket_cap_mb = 25) {
+  int w = distributed ? world() : 1, r = distributed ? rank() : 0;
+  Data d = digits_like();
+  manual_seed(distributed ? 1 + uint64_t(r) : 1);
+  auto mlp = kiln::samples::digits_mlp();
+  std::shared_ptr<nn::Module> model = mlp;
+  if (distributed) {
+    dist::DistributedDataParallelOptions o;
+    o.bucket_cap_mb = bucket_cap_mb;
+    model = std::make_shared<dist::DistributedDataParallel>(mlp, o);
+  }
+  optim::Adam opt(model->parameters(), {3e-3});
+  auto loss_of = [&](const Tensors& b) { return cross_entropy((*model)(b[0]), b[1]); };
+  CompiledTrainStep step(*model, loss_of, opt);
+  const int64_t batch = 64, local = batch / w;
+  for (int s = 0; s < steps; ++s) {
+    int64_t start = (s * batch) % d.x.size(0) + r * local;
+    Tensors b{d.x.slice(0, start, start + local), d.y.slice(0, start, start + local)};
+    if (compiled) {
+      step(b);
+    } else {
+      Tensor loss = loss_of(b);
+      opt.zero_grad();
+      loss.backward();
+      opt.step();
+    }
+  }
+  if (compiled) CHECK(compile_stats(step.function()).eager_calls == 0);
+  if (auto* ddp = dynamic_cast<dist::DistributedDataParallel*>(model.get())) CHECK(ddp->reductions() == steps);
+  std::vector<Tensor> out;
+  for (auto& p : mlp->parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+double max_abs_diff(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, amax((a[i] - b[i]).abs()).item<double>());
+  return m;
+}
+
+struct TwoHeads : nn::Module {
+  std::shared_ptr<nn::Linear> used, unused;
+  bool use_both;
+  explicit TwoHeads(bool both) : use_both(both) {
+    used = register_module("used", std::make_shared<nn::Linear>(4, 2));
+    unused = register_module("unused", std::make_shared<nn::Linear>(4, 2));
+  }
+  Tensor forward(const Tensor& x) override { return use_both ? used->forward(x) + unused->forward(x) : used->forward(x); }
+  std::string name() const override { return "TwoHeads"; }
+};
+
+}  // namespace
+
+TEST_CASE("dist: rank and world size from mpirun; all_reduce and broadcast in place") {
+  REQUIRE(dist::is_initialized());
+  CHECK(world() == dist::launcher_world_size());
+  CHECK(rank() >= 0);
+  CHECK(rank() < world());
+  const double n = world(), r = rank();
+  Tensor s = full({5}, r + 1);
+  dist::all_reduce(s);
+  CHECK(equal(s, full({5}, n * (n + 1) / 2)));
+  Tensor a = full({3}, r, DType::Float64);
+  dist::all_reduce(a, dist::ReduceOp::Avg);
+  CHECK(equal(a, full({3}, (n - 1) / 2, DType::Float64)));
+  Tensor mx = tensor(std::vector<int64_t>{int64_t(r), -int64_t(r)});
+  dist::all_reduce(mx, dist::ReduceOp::Max);
+  CHECK(equal(mx, tensor(std::vector<int64_t>{int64_t(n) - 1, 0})));
+  // A non-contiguous tensor is reduced through a copy and written back in place.
+  Tensor m = full({2, 3}, r + 1).t();
+  dist::all_reduce(m, dist::ReduceOp::Min);
+  CHECK(equal(m, ones({3, 2})));
+  // async: the Work completes on wait().
+  Tensor b = rank() == 0 ? arange(6.0).reshape({2, 3}) : zeros({2, 3});
+  dist::Work w = dist::broadcast(b, 0, true);
+  w.wait();
+  CHECK(w.is_completed());
+  CHECK(equal(b, arange(6.0).reshape({2, 3})));
+  dist::barrier();
+}
+
+TEST_CASE("dist: bad collective inputs raise with the facts") {
+  check_error([] { dist::all_reduce(Tensor()); }, "all_reduce: tensor is undefined");
+  check_error([] { dist::all_reduce(kiln::test::fake_cuda_tensor({2})); },
+              "all_reduce: tensor is on cuda:0; the mpi backend works on cpu tensors (copy with .cpu())");
+  check_error([] { dist::all_reduce(ones({2}, DType::BFloat16)); },
+              "dist: all_reduce of bfloat16 tensors is not supported (mpi has no 16-bit float type)");
+  check_error([] { dist::all_reduce(ones({2}, DType::Int64), dist::ReduceOp::Avg); },
+              "all_reduce: reduce op avg needs a floating tensor, got int64");
+  check_error([] { dist::broadcast(ones({2}), world()); },
+              fmt::format("broadcast: invalid source rank {}, rank should be in the interval [0, {}]", world(), world() - 1));
+  check_error([] { dist::init_process_group(); }, "init_process_group: trying to initialize the default process group twice");
+  check_error([] { dist::DistributedDataParallel d(kiln::samples::digits_mlp(), {0}); },
+              "distributed_data_parallel: bucket_cap_mb must be positive, got 0");
+}
+
+TEST_CASE("ddp: parameters and buffers start from rank 0's values; buckets fill in reverse parameter order") {
+  manual_seed(100 + uint64_t(rank()));
+  auto bn = std::make_shared<nn::BatchNorm2d>(3);
+  auto model = std::make_shared<nn::Sequential>(
+      std::vector<std::shared_ptr<nn::Module>>{kiln::samples::digits_mlp(), bn});
+  for (auto& [n, t] : model->named_buffers())
+    if (n == "1.running_mean") t.fill_(double(rank()));
+  dist::DistributedDataParallelOptions o;
+  o.bucket_cap_mb = 0.02;  // 20 KiB: the 32 KiB first-layer weight gets a bucket of its own
+  dist::DistributedDataParallel ddp(model, o);
+  for (auto& [n, t] : model->named_parameters()) check_same_on_every_rank(t);
+  for (auto& [n, t] : model->named_buffers()) check_same_on_every_rank(t);
+  for (auto& [n, t] : model->named_buffers())
+    if (n == "1.running_mean") CHECK(equal(t, zeros({3})));
+  auto buckets = ddp.bucket_parameter_names();
+  REQUIRE(buckets.size() == 2);
+  CHECK(buckets[0] == std::vector<std::string>{"1.bias", "1.weight", "0.2.bias", "0.2.weight", "0.0.bias"});
+  CHECK(buckets[1] == std::vector<std::string>{"0.0.weight"});
+  CHECK(ddp.named_parameters()[0].first == "module.0.0.weight");  // torch's state_dict names under DDP
+}
+
+TEST_CASE("ddp: a parameter whose shape differs across ranks raises on every rank, naming it") {
+  if (world() < 2) return;
+  manual_seed(5);
+  auto m = kiln::samples::digits_mlp(64, rank() == 1 ? 100 : 128);
+  check_error([&] { dist::DistributedDataParallel d(m); },
+              "distributed_data_parallel: parameter '0.weight' is float32 [128,64] cpu on rank 0 but float32 "
+              "[100,64] cpu on rank 1");
+  auto extra = std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{kiln::samples::digits_mlp()});
+  if (rank() == 1) extra->add(std::make_shared<nn::Linear>(10, 3));
+  check_error([&] { dist::DistributedDataParallel d(extra); },
+              "distributed_data_parallel: rank 1 has 6 parameters and buffers but rank 0 has 4: parameter '1.weight' "
+              "is missing on rank 0");
+}
+
+TEST_CASE("ddp: 20 Adam steps of the digits MLP on the ranks equal single-process training on the full batch") {
+  REQUIRE(64 % world() == 0);
+  auto ref = train(false, false, 20);
+  for (double cap : {25.0, 0.02}) {  // one bucket; two, the second started while backward still runs
+    CAPTURE(cap);
+    auto got = train(true, false, 20, cap);
+    double diff = max_abs_diff(got, ref);
+    if (rank() == 0) MESSAGE("eager ddp vs single process, max |diff| = " << diff);
+    CHECK(diff <= 1e-5);
+    for (auto& p : got) check_same_on_every_rank(p);
+  }
+}
+
+TEST_CASE("ddp: a compiled training step (CompiledTrainStep) averages gradients before its update") {
+  auto ref = train(false, true, 20);
+  auto got = train(true, true, 20, 0.02);
+  double diff = max_abs_diff(got, ref);
+  if (rank() == 0) MESSAGE("compiled ddp vs compiled single process, max |diff| = " << diff);
+  CHECK(diff <= 1e-5);
+  for (auto& p : got) check_same_on_every_rank(p);
+}
+
+TEST_CASE("ddp: a parameter without gradient in the first backward is named on every rank instead of hanging") {
+  manual_seed(9);
+  // Rank 0 uses both heads, the others only one: without the check rank 0 would wait forever on the
+  // bucket holding 'unused.*'.
+  auto m = std::make_shared<TwoHeads>(rank() == 0);
+  Tensor x = randn({4, 4});
+  if (world() < 2) return;
+  {
+    dist::DistributedDataParallel ddp(m);
+    check_error([&] { ddp(x).sum().backward(); },
+                "distributed_data_parallel: parameters that received no gradient in the first backward on rank 1: "
+                "'unused.weight', 'unused.bias'; every parameter that requires grad must take part in the loss on "
+                "every rank");
+  }
+  // Freezing the unused head is the fix: a DDP made after it reduces the rest.
+  for (auto& [n, p] : m->unused->named_parameters()) p.requires_grad_(false), p.set_grad(Tensor());
+  m->use_both = false;
+  dist::DistributedDataParallel ddp2(m);
+  ddp2.zero_grad();
+  ddp2(x).sum().backward();
+  CHECK(ddp2.reductions() == 1);
+  check_same_on_every_rank(m->used->named_parameters()[0].second.grad());
+}
+
+TEST_CASE("ddp: no_sync accumulates locally; the next backward averages the accumulated gradients") {
+  Data d = digits_like();
+  manual_seed(1);
+  auto plain = kiln::samples::digits_mlp();
+  manual_seed(1);
+  auto mlp = kiln::samples::digits_mlp();
+  dist::DistributedDataParallel ddp(mlp);
+  auto rows = [&](int r, int micro) { return std::pair{r * 16 + micro * 8, r * 16 + micro * 8 + 8}; };
+  {
+    auto guard = ddp.no_sync();
+    auto [a, b] = rows(rank(), 0);
+    cross_entropy(ddp(d.x.slice(0, a, b)), d.y.slice(0, a, b)).backward();
+  }
+  CHECK(ddp.reductions() == 0);
+  auto [a, b] = rows(rank(), 1);
+  cross_entropy(ddp(d.x.slice(0, a, b)), d.y.slice(0, a, b)).backward();
+  CHECK(ddp.reductions() == 1);
+  // The same sum computed by this process alone: every rank's two micro-batches, averaged over ranks.
+  for (int r = 0; r < world(); ++r)
+    for (int micro = 0; micro < 2; ++micro) {
+      auto [pa, pb] = rows(r, micro);
+      (cross_entropy((*plain)(d.x.slice(0, pa, pb)), d.y.slice(0, pa, pb)) / double(world())).backward();
+    }
+  auto pg = plain->parameters(), dg = mlp->parameters();
+  for (size_t i = 0; i < pg.size(); ++i) check_close(dg[i].grad(), pg[i].grad(), 1e-5, 1e-6);
+}
