@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <climits>
+#include <cmath>
 
 #include "script_frontend/lowerer.h"
 
@@ -98,6 +99,13 @@ std::optional<int64_t> Lowerer::static_int(const Expr& e) {
     if (v && std::holds_alternative<int64_t>(*v)) return std::get<int64_t>(*v);
     return std::nullopt;
   }
+  if (e.kind == ExprKind::Attribute) {
+    // self.head_dim: an int attribute of a module is a constant
+    const Object* o = static_object(*e.args[0]);
+    const Static* a = o ? o->attr(e.name) : nullptr;
+    if (a && (a->kind == Static::Kind::Int || a->kind == Static::Kind::Bool)) return a->i;
+    return std::nullopt;
+  }
   if (e.kind == ExprKind::Unary) {
     if (e.op != "-" && e.op != "+") return std::nullopt;
     auto v = static_int(*e.args[0]);
@@ -139,6 +147,11 @@ std::optional<double> Lowerer::const_float(const Arg& a) {
     const AttrValue* v = const_attr(it->second);
     if (v && std::holds_alternative<double>(*v)) return std::get<double>(*v);
   }
+  if (e.kind == ExprKind::Attribute) {
+    const Object* o = static_object(*e.args[0]);
+    const Static* a = o ? o->attr(e.name) : nullptr;
+    if (a && a->kind == Static::Kind::Float) return a->f;
+  }
   return std::nullopt;
 }
 
@@ -146,6 +159,12 @@ std::optional<bool> Lowerer::const_bool(const Arg& a) {
   if (!a.expr) return std::nullopt;
   const Expr& e = *a.expr;
   if (e.kind == ExprKind::Bool) return e.int_value != 0;
+  if (e.kind == ExprKind::Attribute)
+    if (const Object* o = static_object(*e.args[0])) {
+      if (e.name == "training") return o->module->is_training();
+      const Static* a = o->attr(e.name);
+      if (a && a->kind == Static::Kind::Bool) return a->i != 0;
+    }
   if (e.kind == ExprKind::Name) {
     auto it = frame().env.find(e.name);
     if (it == frame().env.end()) return std::nullopt;
@@ -157,11 +176,27 @@ std::optional<bool> Lowerer::const_bool(const Arg& a) {
 
 std::optional<std::string> Lowerer::const_str(const Arg& a) {
   if (a.expr && a.expr->kind == ExprKind::String) return a.expr->name;
+  if (a.expr && a.expr->kind == ExprKind::Attribute)
+    if (const Object* o = static_object(*a.expr->args[0])) {
+      const Static* v = o->attr(a.expr->name);
+      if (v && v->kind == Static::Kind::Str) return v->s;
+    }
   return std::nullopt;
 }
 
 std::optional<std::vector<int64_t>> Lowerer::const_ints(const Arg& a) {
   if (auto i = const_int(a)) return std::vector<int64_t>{*i};
+  if (a.expr && a.expr->kind == ExprKind::Attribute)
+    if (const Object* o = static_object(*a.expr->args[0])) {
+      const Static* v = o->attr(a.expr->name);
+      if (!v || (v->kind != Static::Kind::Tuple && v->kind != Static::Kind::List)) return std::nullopt;
+      std::vector<int64_t> out;
+      for (const Static& x : v->elems) {
+        if (x.kind != Static::Kind::Int) return std::nullopt;
+        out.push_back(x.i);
+      }
+      return out;
+    }
   if (!a.expr || (a.expr->kind != ExprKind::Tuple && a.expr->kind != ExprKind::List)) return std::nullopt;
   std::vector<int64_t> out;
   for (const auto& e : a.expr->args) {
@@ -246,7 +281,12 @@ Value* Lowerer::expr(const Expr& e) {
     }
     case ExprKind::BoolOp: v = bool_op(e, 0); break;
     case ExprKind::Compare: v = compare_chain(e, 0, expr(*e.args[0])); break;
+    case ExprKind::Starred: fail(e.loc, "starred expressions are only supported in __init__ (nn.Sequential(*layers))");
     case ExprKind::IfExp: {
+      if (std::optional<bool> known = static_condition(*e.args[0])) {
+        v = expr(*e.args[*known ? 1 : 2]);
+        break;
+      }
       Value* c = to_condition(expr(*e.args[0]), e.args[0]->loc);
       loc_ = e.loc;
       v = if_value(c, [&] { return expr(*e.args[1]); }, [&] { return expr(*e.args[2]); }, e.loc);
@@ -265,6 +305,8 @@ Value* Lowerer::name(const Expr& e) {
                             "only inside a loop)",
                             e.name));
   if (e.name == "torch") fail(e.loc, "the torch module is not a value; call torch.<function>(...)");
+  if (const Object* o = static_object(e))
+    fail(e.loc, fmt::format("'{}' is a module ({}), not a value; call it or read its attributes", e.name, o->cls));
   for (const auto& f : m_.functions)
     if (f->name == e.name) fail(e.loc, fmt::format("function '{}' is not a value; call it", e.name));
   std::vector<std::string> cands;
@@ -541,6 +583,13 @@ Value* Lowerer::attribute(const Expr& e) {
   const Expr& base = *e.args[0];
   if (base.kind == ExprKind::Name && base.name == "torch" && !frame().env.count("torch"))
     fail(e.loc, fmt::format("torch.{} is not supported as a value in kiln script", e.name));
+  if (base.kind == ExprKind::Name && base.name == "math" && m_.imported.count("math") && !frame().env.count("math")) {
+    if (e.name == "pi") return constant(M_PI);
+    if (e.name == "e") return constant(M_E);
+    if (e.name == "inf") return constant(double(INFINITY));
+    fail(e.loc, fmt::format("math.{} is not supported in kiln script", e.name));
+  }
+  if (const Object* o = static_object(base)) return object_attribute(*o, e.name, e.loc);
   Value* x = expr(base);
   loc_ = e.loc;
   if (x->type().is_tensor())
@@ -548,10 +597,48 @@ Value* Lowerer::attribute(const Expr& e) {
   fail(e.loc, fmt::format("{} has no attribute '{}' in kiln script", x->type().str(), e.name));
 }
 
+namespace {
+// torch.nn.functional as the file imported it: `F.relu`, `nn.functional.relu`, `torch.nn.functional.relu`.
+bool is_functional(const Expr& e, const Module& m) {
+  if (e.kind == ExprKind::Name) return m.functional_names.count(e.name) != 0;
+  if (e.kind != ExprKind::Attribute || e.name != "functional") return false;
+  const Expr& b = *e.args[0];
+  if (b.kind == ExprKind::Name) return m.nn_names.count(b.name) != 0;
+  return b.kind == ExprKind::Attribute && b.name == "nn" && b.args[0]->kind == ExprKind::Name &&
+         b.args[0]->name == "torch" && m.imported.count("torch");
+}
+}  // namespace
+
 Value* Lowerer::call(const Expr& e) {
   const Expr& fn = *e.args[0];
+  if (const Object* o = static_object(fn)) return call_object(*o, e);
   if (fn.kind == ExprKind::Attribute) {
     const Expr& base = *fn.args[0];
+    if (const Object* o = static_object(base)) {
+      if (o->layer == Layer::User) {
+        if (const FunctionDef* m = o->def->method(fn.name)) {
+          if (m->name == "__init__") fail(fn.loc, "__init__ cannot be called from a scripted method");
+          return inline_call(*m, e, o);
+        }
+        std::vector<std::string> names;
+        for (const auto& m : o->def->methods) names.push_back(m->name);
+        fail(fn.loc, fmt::format("'{}' object has no method '{}'{}", o->cls, fn.name, did_you_mean(fn.name, names)));
+      }
+      if (fn.name == "forward") return call_object(*o, e);
+      fail(fn.loc, fmt::format("{}.{}() is not supported in kiln script; call the module itself", o->cls, fn.name));
+    }
+    if (!frame().env.count(base.kind == ExprKind::Name ? base.name : std::string()) && is_functional(base, m_))
+      return call_builtin(*this, "F." + fn.name, e, nullptr);
+    if (base.kind == ExprKind::Name && base.name == "math" && m_.imported.count("math") && !frame().env.count("math")) {
+      // math functions of constants fold now; kiln has no number sqrt at run time
+      if (e.args.size() != 2 || !e.keywords.empty()) fail(e.loc, fmt::format("math.{}() takes one argument", fn.name));
+      auto x = const_float(Arg{e.args[1].get(), nullptr, e.args[1]->loc});
+      if (!x) fail(e.args[1]->loc, fmt::format("math.{}() needs a constant argument in kiln script (a literal or a module attribute)", fn.name));
+      if (fn.name == "sqrt") return constant(std::sqrt(*x));
+      if (fn.name == "log") return constant(std::log(*x));
+      if (fn.name == "exp") return constant(std::exp(*x));
+      fail(fn.loc, fmt::format("math.{} is not supported in kiln script", fn.name));
+    }
     if (base.kind == ExprKind::Name && base.name == "torch" && !frame().env.count("torch")) {
       if (!m_.imported.count("torch")) fail(base.loc, "name 'torch' is not defined (add `import torch`)");
       return call_builtin(*this, "torch." + fn.name, e, nullptr);
@@ -559,7 +646,7 @@ Value* Lowerer::call(const Expr& e) {
     if (base.kind == ExprKind::Attribute && base.args[0]->kind == ExprKind::Name && base.args[0]->name == "torch")
       fail(fn.loc, fmt::format("torch.{}.{} is not supported in kiln script; only torch.<function> calls are",
                                base.name, fn.name));
-    if (base.kind == ExprKind::Name && (base.name == "F" || base.name == "nn" || base.name == "math" || base.name == "np"))
+    if (base.kind == ExprKind::Name && (base.name == "F" || base.name == "nn" || base.name == "np"))
       if (!frame().env.count(base.name))
         fail(base.loc, fmt::format("'{}' is not available in kiln script; use torch.<function>", base.name));
     Value* self = expr(base);
