@@ -156,7 +156,9 @@ std::optional<DType> dtype_of(const Expr& e) {
   return std::nullopt;
 }
 
-std::vector<Value*> tensor_list(Lowerer& L, const Arg& a, std::string_view what) {
+// The tensors of a list or tuple whose elements are known when lowering (written in the call or
+// built just before it); nullopt for a List[Tensor] value built at run time.
+std::optional<std::vector<Value*>> known_tensors(Lowerer& L, const Arg& a, std::string_view what) {
   if (a.expr && (a.expr->kind == ExprKind::List || a.expr->kind == ExprKind::Tuple)) {
     std::vector<Value*> xs;
     for (const auto& e : a.expr->args) xs.push_back(L.tensor_arg(Arg{e.get(), nullptr, e->loc}, what));
@@ -170,9 +172,8 @@ std::vector<Value*> tensor_list(Lowerer& L, const Arg& a, std::string_view what)
       if (!x->type().is_tensor()) L.fail(a.loc, fmt::format("{} expects tensors, got {}", what, v->type().str()));
     return n->inputs();
   }
-  L.fail(a.loc, fmt::format("{} needs a list or tuple of tensors written out in the call or built just before it "
-                            "(its length must be known when the script is lowered), got {}",
-                            what, v->type().str()));
+  if (v->type().kind == TypeKind::List && v->type().elems[0].is_tensor()) return std::nullopt;
+  L.fail(a.loc, fmt::format("{} expects a list or tuple of tensors, got {}", what, v->type().str()));
 }
 
 std::vector<Builtin> make_builtins() {
@@ -270,16 +271,28 @@ std::vector<Builtin> make_builtins() {
     Value* c = L.tensor_arg(a[0], "condition");
     return L.op(OpId::Where, {c, L.tensor_arg(a[1], "input", true), L.tensor_arg(a[2], "other", true)});
   });
-  add("cat", kFn, {"tensors", "dim"}, 1, [](Lowerer& L, Args& a, const Expr&) {
-    int64_t dim = a[1].present() ? L.need_int(a[1], "dim") : 0;
-    return L.op(OpId::Cat, tensor_list(L, a[0], "torch.cat"), Attrs().set("dim", dim));
-  });
-  add("stack", kFn, {"tensors", "dim"}, 1, [](Lowerer& L, Args& a, const Expr&) {
-    int64_t dim = a[1].present() ? L.need_int(a[1], "dim") : 0;
-    std::vector<Value*> xs;
-    for (Value* x : tensor_list(L, a[0], "torch.stack")) xs.push_back(L.op(OpId::Unsqueeze, {x}, Attrs().set("dim", dim)));
-    return L.op(OpId::Cat, xs, Attrs().set("dim", dim));
-  });
+  for (const char* n : {"cat", "stack"}) {
+    bool stack = n[0] == 's';
+    add(n, kFn, {"tensors", "dim"}, 1, [stack](Lowerer& L, Args& a, const Expr&) {
+      std::string what = stack ? "torch.stack" : "torch.cat";
+      if (auto xs = known_tensors(L, a[0], what)) {
+        int64_t dim = a[1].present() ? L.need_int(a[1], "dim") : 0;
+        if (!stack) return L.op(OpId::Cat, *xs, Attrs().set("dim", dim));
+        std::vector<Value*> us;
+        for (Value* x : *xs) us.push_back(L.op(OpId::Unsqueeze, {x}, Attrs().set("dim", dim)));
+        return L.op(OpId::Cat, us, Attrs().set("dim", dim));
+      }
+      // A list built at run time (appended to in a loop): prim::cat takes it as a value.
+      Value* list = L.value_of(a[0]);
+      Value* dim = a[1].present() ? int_arg(L, a[1], "dim") : L.constant(int64_t(0));
+      ir::Node* node = L.graph().create(Prim::ListCat, 1);
+      node->add_input(list);
+      node->add_input(dim);
+      if (stack) node->attrs().set("stack", int64_t(1));
+      node->output()->set_type(Type::tensor());
+      return L.emit(node)->output();
+    });
+  }
   add("zeros_like", kFn, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     return filled_like(L, L.tensor_arg(a[0], "input"), L.constant(int64_t(0)));
   });

@@ -385,7 +385,47 @@ Value* Lowerer::compare(const std::string& op, const Expr& ea, Value* a, const E
     // Known now: a None is None, anything else is not.
     return constant(want_none == (t.kind == TypeKind::None));
   }
-  if (op == "in" || op == "not in") fail(loc, fmt::format("the '{}' operator is not supported in kiln script", op));
+  if (op == "in" || op == "not in") {
+    // Over a tuple or list whose elements are known here: a chain of ==, decided now when all are
+    // constants.
+    ir::Node* n = b->node();
+    if (n->prim() != Prim::TupleConstruct && n->prim() != Prim::ListConstruct)
+      fail(loc, fmt::format("'{}' needs a tuple or list written out in kiln script, got {}", op, tb.str()));
+    Value* found = constant(false);
+    for (Value* e : n->inputs()) {
+      const AttrValue* ca = const_attr(a);
+      const AttrValue* ce = const_attr(e);
+      Value* eq = nullptr;
+      if (ca && ce && ta.kind == TypeKind::Str && e->type().kind == TypeKind::Str) {
+        eq = constant(std::get<std::string>(*ca) == std::get<std::string>(*ce));
+      } else if (is_number(ta) && is_number(e->type())) {
+        eq = prim(Prim::NumEq, {a, e}, kBool);
+        if (ca && ce) {
+          double x = std::holds_alternative<int64_t>(*ca) ? double(std::get<int64_t>(*ca)) : std::holds_alternative<double>(*ca) ? std::get<double>(*ca) : double(std::get<bool>(*ca));
+          double y = std::holds_alternative<int64_t>(*ce) ? double(std::get<int64_t>(*ce)) : std::holds_alternative<double>(*ce) ? std::get<double>(*ce) : double(std::get<bool>(*ce));
+          eq = constant(x == y);
+        }
+      } else {
+        fail(loc, fmt::format("'{}' compares {} with the elements of {}; kiln script compares numbers, and strings known "
+                              "when lowering",
+                              op, ta.str(), tb.str()));
+      }
+      const AttrValue* cf = const_attr(found);
+      const AttrValue* cq = const_attr(eq);
+      if (cf && std::get<bool>(*cf)) break;
+      if (cf && cq) {
+        found = eq;
+        continue;
+      }
+      Value* prev = found;
+      found = if_value(prev, [&] { return constant(true); }, [&] { return eq; }, loc);
+    }
+    if (op == "not in") {
+      if (const AttrValue* cf = const_attr(found)) return constant(!std::get<bool>(*cf));
+      return prim(Prim::Not, {found}, kBool);
+    }
+    return found;
+  }
   bool tensors = (ta.is_tensor() || is_number(ta)) && (tb.is_tensor() || is_number(tb)) && (ta.is_tensor() || tb.is_tensor());
   if (tensors) {
     Value* x = ta.is_tensor() ? a : number_to_tensor(a);
@@ -531,15 +571,36 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
       Attrs a;
       a.set("dim", dim);
       const char* names[3] = {"start", "end", "step"};
+      bool dynamic = false;
       for (int k = 0; k < 3; ++k)
         if (ix.args[size_t(k)]) {
           auto c = const_int(Arg{ix.args[size_t(k)].get(), nullptr, ix.args[size_t(k)]->loc});
-          if (!c)
-            fail(ix.args[size_t(k)]->loc, "tensor slice bounds must be int constants in kiln script (a literal or a name bound to one)");
+          if (!c && k == 2) fail(ix.args[2]->loc, "tensor slice steps must be int constants in kiln script");
+          if (!c) {
+            dynamic = true;
+            continue;
+          }
           if (k == 2 && *c <= 0) fail(ix.args[2]->loc, "tensor slice steps must be positive");
           a.set(names[k], *c);
         }
-      return op(OpId::Slice, {x}, std::move(a));
+      if (!dynamic) return op(OpId::Slice, {x}, std::move(a));
+      // A bound computed at run time (x[:, :n]): prim::slice, which takes the bounds as values.
+      Value* bounds[2];
+      for (int k = 0; k < 2; ++k) {
+        const Expr* b = ix.args[size_t(k)].get();
+        if (!b) {
+          bounds[k] = g_->insert_none();
+          continue;
+        }
+        bounds[k] = expr(*b);
+        if (bounds[k]->type().kind != TypeKind::Int)
+          fail(b->loc, fmt::format("tensor slice bounds must be int, got {}", bounds[k]->type().str()));
+      }
+      loc_ = ix.loc;
+      int64_t step = a.has("step") ? a.i("step") : 1;
+      Type opt_int = Type::optional(kInt);
+      for (Value*& b : bounds) b->set_type(b->type().kind == TypeKind::None ? opt_int : b->type());
+      return prim(Prim::Slice, {x, constant(dim), bounds[0], bounds[1], constant(step)}, Type::tensor());
     }
     if (ix.kind == ExprKind::None) return op(OpId::Unsqueeze, {x}, Attrs().set("dim", dim));
     if (auto c = const_int(Arg{&ix, nullptr, ix.loc})) {
@@ -649,6 +710,20 @@ Value* Lowerer::call(const Expr& e) {
     if (base.kind == ExprKind::Name && (base.name == "F" || base.name == "nn" || base.name == "np"))
       if (!frame().env.count(base.name))
         fail(base.loc, fmt::format("'{}' is not available in kiln script; use torch.<function>", base.name));
+    if (fn.name == "append" && base.kind == ExprKind::Name && frame().env.count(base.name) &&
+        frame().env.at(base.name)->type().kind == TypeKind::List) {
+      // xs.append(v) rebinds xs to xs + [v]: the list is a value in the graph, so a loop carries it.
+      Value* xs = frame().env.at(base.name);
+      if (e.args.size() != 2 || !e.keywords.empty()) fail(e.loc, "list.append() takes one argument");
+      Value* v = expr(*e.args[1]);
+      const Type& et = xs->type().elems[0];
+      if (!same_type(v->type(), et))
+        v = coerce(v, et, e.args[1]->loc, fmt::format("append to {}", xs->type().str()));
+      loc_ = e.loc;
+      Value* one = prim(Prim::ListConstruct, {v}, xs->type());
+      assign(base, prim(Prim::ListAdd, {xs, one}, xs->type()), base.loc);
+      return g_->insert_none();
+    }
     Value* self = expr(base);
     loc_ = e.loc;
     if (!self->type().is_tensor())

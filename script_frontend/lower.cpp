@@ -8,6 +8,7 @@
 #include "core/ir/op_schema.h"
 #include "eager/ops.h"
 #include "script_frontend/lowerer.h"
+#include "script_frontend/parser.h"
 
 namespace kiln::script {
 
@@ -240,11 +241,19 @@ Value* Lowerer::inline_call(const FunctionDef& f, const Expr& call, const Object
 Value* Lowerer::inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc call_loc, const Object* self) {
   // Inlining can multiply code (f calls g twice, g calls h twice, ...): bound the graph it builds.
   if (g_->num_nodes() > 200000) fail(call_loc, "the program is too large after inlining its calls");
-  for (const FunctionDef* d : inlining_)
-    if (d == &f) {
+  for (size_t i = 0; i < inlining_.size(); ++i)
+    if (inlining_[i] == &f) {
       std::string chain;
-      for (const FunctionDef* x : inlining_) chain += x->name + " -> ";
-      fail(call_loc, fmt::format("recursive call {}{} is not supported in kiln script (calls are inlined)", chain, f.name));
+      RecursionError::Cycle cycle;
+      for (size_t j = 0; j < inlining_.size(); ++j) {
+        chain += inlining_[j]->name + " -> ";
+        if (j >= i) cycle.insert(inlining_[j]);
+      }
+      throw RecursionError(format_source_error(src_.name, src_.text, call_loc,
+                                               fmt::format("recursive call {}{} is not supported in kiln script (calls "
+                                                           "are inlined)",
+                                                           chain, f.name)),
+                           std::move(cycle));
     }
   Frame fr = new_frame(f, self);
   size_t first = self ? 1 : 0;
@@ -383,6 +392,11 @@ void Lowerer::target_names(const Expr& t, std::set<std::string>& out) const {
 void Lowerer::assigned_names(const std::vector<StmtPtr>& b, std::set<std::string>& out) const {
   for (const auto& s : b) {
     for (const auto& t : s->targets) target_names(*t, out);
+    // xs.append(v) rebinds xs (lists are values in the graph)
+    const Expr* v = s->kind == StmtKind::Expr ? s->value.get() : nullptr;
+    if (v && v->kind == ExprKind::Call && v->args[0]->kind == ExprKind::Attribute && v->args[0]->name == "append" &&
+        v->args[0]->args[0]->kind == ExprKind::Name)
+      out.insert(v->args[0]->args[0]->name);
     assigned_names(s->body, out);
     assigned_names(s->orelse, out);
   }
@@ -975,16 +989,41 @@ void Lowerer::assert_stmt(const Stmt& s) {
 
 // ---------------------------------------------------------------- entry
 
-std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const Module& m) {
+std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const Module& m,
+                                                         std::vector<std::string>& errors) {
   std::map<std::string, std::shared_ptr<ir::Graph>> out;
+  auto report = [&](const std::string& e) {
+    // A function inlined into others fails in each: report its error once.
+    if (std::find(errors.begin(), errors.end(), e) == errors.end()) errors.push_back(e);
+  };
   for (const auto& f : m.functions) {
-    if (out.count(f->name)) src.fail(f->loc, fmt::format("function '{}' is defined twice", f->name));
+    if (out.count(f->name)) {
+      try {
+        src.fail(f->loc, fmt::format("function '{}' is defined twice", f->name));
+      } catch (const Error& e) {
+        report(e.what());
+      }
+    }
     out[f->name] = nullptr;
   }
+  std::set<RecursionError::Cycle> cycles;  // each reported once, whichever function meets it first
   for (const auto& f : m.functions) {
-    Lowerer L(src, m);
-    out[f->name] = L.lower_function(*f);
+    try {
+      Lowerer L(src, m);
+      out[f->name] = L.lower_function(*f);
+    } catch (const RecursionError& e) {
+      if (cycles.insert(e.cycle).second) report(e.what());
+    } catch (const Error& e) {
+      report(e.what());
+    }
   }
+  return out;
+}
+
+std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const Module& m) {
+  std::vector<std::string> errors;
+  auto out = lower(src, m, errors);
+  raise_all(errors);
   return out;
 }
 

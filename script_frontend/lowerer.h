@@ -29,6 +29,14 @@ struct Arg {
   bool present() const { return expr || value; }
 };
 
+// A call cycle among the file's functions (they are inlined, so recursion cannot be lowered); the
+// cycle lets a file with one report it once.
+struct RecursionError : Error {
+  using Cycle = std::set<const FunctionDef*>;
+  RecursionError(const std::string& msg, Cycle c) : Error(msg), cycle(std::move(c)) {}
+  Cycle cycle;
+};
+
 // A method of a module object lowered to a graph: its inputs are the method's parameters, then the
 // parameters and buffers it reads (`bound`, in that order); in training mode its trailing outputs are
 // the new values of buffers it updates (batch norm's running statistics), one per writeback.

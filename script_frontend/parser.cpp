@@ -41,33 +41,52 @@ class Parser {
  public:
   explicit Parser(const Source& src) : src_(src), toks_(lex(src)) {}
 
-  Module module() {
+  // Each top-level statement parses on its own: after an error the parser skips to the next line
+  // that starts a top-level statement and goes on, so one run reports every broken definition
+  // (clang-style) without cascades from the broken one.
+  Module module(std::vector<std::string>& errors) {
     Module m;
     while (!at(Tok::End)) {
-      if (accept(Tok::Newline)) continue;
-      if (at_name("import")) {
-        import_stmt(m);
-      } else if (at_name("from")) {
-        from_import(m);
-      } else if (at_name("def")) {
-        m.functions.push_back(function(false));
-      } else if (at_name("class")) {
-        m.classes.push_back(class_def(m));
-      } else if (at(Tok::String)) {
-        expr_list();  // the module docstring
-        end_of_statement();
-      } else if (at_op("@")) {
-        fail_here("decorators are not supported in kiln script");
-      } else if (at(Tok::Indent)) {
-        fail_here("unexpected indent");
-      } else {
-        fail_here("only imports, function definitions and classes are allowed at the top level of a kiln script");
+      try {
+        top_level(m);
+      } catch (const Error& e) {
+        errors.push_back(e.what());
+        depth_ = 0;
+        resync();
       }
     }
     return m;
   }
 
  private:
+  void top_level(Module& m) {
+    if (accept(Tok::Newline)) return;
+    if (at_name("import")) {
+      import_stmt(m);
+    } else if (at_name("from")) {
+      from_import(m);
+    } else if (at_name("def")) {
+      m.functions.push_back(function(false));
+    } else if (at_name("class")) {
+      m.classes.push_back(class_def(m));
+    } else if (at(Tok::String)) {
+      expr_list();  // the module docstring
+      end_of_statement();
+    } else if (at_op("@")) {
+      fail_here("decorators are not supported in kiln script");
+    } else if (at(Tok::Indent)) {
+      fail_here("unexpected indent");
+    } else {
+      fail_here("only imports, function definitions and classes are allowed at the top level of a kiln script");
+    }
+  }
+
+  // Past the statement that failed: to the next token in column 1 (a top-level statement).
+  void resync() {
+    next();
+    while (!at(Tok::End) && !(cur().loc.col == 1 && cur().kind == Tok::Name)) next();
+  }
+
   // ---- tokens ----
   const Token& cur() const { return toks_[pos_]; }
   const Token& peek(size_t k = 1) const { return toks_[std::min(pos_ + k, toks_.size() - 1)]; }
@@ -813,6 +832,20 @@ class Parser {
 
 }  // namespace
 
-Module parse(const Source& src) { return Parser(src).module(); }
+Module parse(const Source& src, std::vector<std::string>& errors) { return Parser(src).module(errors); }
+
+Module parse(const Source& src) {
+  std::vector<std::string> errors;
+  Module m = parse(src, errors);
+  raise_all(errors);
+  return m;
+}
+
+void raise_all(const std::vector<std::string>& errors) {
+  if (errors.empty()) return;
+  std::string all;
+  for (const std::string& e : errors) all += (all.empty() ? "" : "\n") + e;
+  throw Error(all);
+}
 
 }  // namespace kiln::script

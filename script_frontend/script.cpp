@@ -73,6 +73,7 @@ std::map<std::string, std::shared_ptr<ir::Graph>> compile(const script::Source& 
 ScriptModule script_source(const std::string& text, const std::string& name) {
   auto file = std::make_shared<script::File>();
   file->src = script::Source{name, text};
+  // Parse errors are reported alone: lowering a file with a broken definition would cascade.
   file->ast = script::parse(file->src);
   std::map<std::string, Function> fns;
   for (auto& [fn, g] : compile(file->src, file->ast)) fns.emplace(fn, Function(g, fn));

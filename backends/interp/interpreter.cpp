@@ -225,6 +225,16 @@ class Frame {
         return out(0, full(ints_of(in(n, 0)), s, dt));
       }
       case Prim::RandLike: return out(0, rand_like(in(n, 0).to_tensor()));
+      case Prim::Slice: {
+        auto bound = [&](size_t i) { return in(n, i).is_none() ? std::nullopt : std::optional<int64_t>(in(n, i).to_int()); };
+        return out(0, in(n, 0).to_tensor().slice(in(n, 1).to_int(), bound(2), bound(3), in(n, 4).to_int()));
+      }
+      case Prim::ListCat: {
+        Tensors xs;
+        for (const IValue& e : in(n, 0).elements()) xs.push_back(e.to_tensor());
+        bool stack_ = n.attrs().has("stack") && n.attrs().i("stack") != 0;
+        return out(0, stack_ ? stack(xs, in(n, 1).to_int()) : cat(xs, in(n, 1).to_int()));
+      }
       case Prim::Transpose: return out(0, in(n, 0).to_tensor().transpose(in(n, 1).to_int(), in(n, 2).to_int()));
       case Prim::ListAdd: {
         std::vector<IValue> es = in(n, 0).elements();
