@@ -683,7 +683,10 @@ Value* Lowerer::call(const Expr& e) {
         }
         std::vector<std::string> names;
         for (const auto& m : o->def->methods) names.push_back(m->name);
-        fail(fn.loc, fmt::format("'{}' object has no method '{}'{}", o->cls, fn.name, did_you_mean(fn.name, names)));
+        for (const auto& [k, v] : o->attrs) names.push_back(k);
+        if (o->attr(fn.name))
+          fail(fn.loc, fmt::format("'{}' is a {}, not callable", fn.name, o->attr(fn.name)->type_name()));
+        fail(fn.loc, fmt::format("'{}' object has no attribute '{}'{}", o->cls, fn.name, did_you_mean(fn.name, names)));
       }
       if (fn.name == "forward") return call_object(*o, e);
       fail(fn.loc, fmt::format("{}.{}() is not supported in kiln script; call the module itself", o->cls, fn.name));
