@@ -30,6 +30,8 @@ bool can_differentiate(const ir::Graph& g, std::string* why_not) {
       case ir::Prim::ToInt:
       case ir::Prim::ToFloat:
         return no(fmt::format("line {}: {} reads a tensor's value", n->line, n->kind_name()));
+      case ir::Prim::RandLike:
+        return no(fmt::format("line {}: {} draws new numbers at each call", n->line, n->kind_name()));
       default:
         break;
     }

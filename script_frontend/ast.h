@@ -6,6 +6,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/source_error.h"
@@ -31,6 +32,7 @@ enum class ExprKind : uint8_t {
   BoolOp,     // args joined by op "and" / "or" (two or more)
   Compare,    // args[0] ops[0] args[1] ops[1] args[2] ... ("<", "==", "is", "is not", "in", ...)
   IfExp,      // args[1] if args[0] else args[2]
+  Starred,    // *args[0], as a call argument (nn.Sequential(*layers) in __init__)
 };
 
 struct Expr;
@@ -94,6 +96,7 @@ struct Stmt {
 struct Param {
   std::string name;
   TypeExpr type;
+  bool has_type = false;  // methods may leave parameters unannotated (Tensor, as in TorchScript)
   ExprPtr default_value;  // null when none
   SourceLoc loc;
 };
@@ -107,10 +110,26 @@ struct FunctionDef {
   std::vector<StmtPtr> body;
 };
 
+// `class Net(nn.Module):` with its methods. Only torch.nn.Module is accepted as the base.
+struct ClassDef {
+  std::string name;
+  SourceLoc loc;
+  std::vector<std::unique_ptr<FunctionDef>> methods;
+  const FunctionDef* method(std::string_view n) const {
+    for (const auto& m : methods)
+      if (m->name == n) return m.get();
+    return nullptr;
+  }
+};
+
 struct Module {
   std::vector<std::unique_ptr<FunctionDef>> functions;
+  std::vector<std::unique_ptr<ClassDef>> classes;
   // What the imports bound: "torch" for `import torch`, "Tensor", "List", ... for from-imports.
   std::set<std::string> imported;
+  // Names bound to torch.nn and torch.nn.functional (`import torch.nn as nn`, `from torch import nn`,
+  // `import torch.nn.functional as F`); "torch.nn" and "torch.nn.functional" when torch is imported.
+  std::set<std::string> nn_names, functional_names;
 };
 
 }  // namespace kiln::script

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <climits>
 
 #include "script_frontend/lowerer.h"
 
@@ -20,7 +21,9 @@ const Type kBool = Type::scalar(TypeKind::Bool);
 using Args = std::vector<Arg>;
 using Handler = std::function<Value*(Lowerer&, Args&, const Expr&)>;
 
-enum Where : uint8_t { kFn = 1, kMethod = 2, kPython = 4 };
+// kF: torch.nn.functional (F.relu, F.dropout, ...); torch functions are reachable through F too
+// when PyTorch has them there (kFn | kF).
+enum Where : uint8_t { kFn = 1, kMethod = 2, kPython = 4, kF = 8 };
 
 struct Builtin {
   std::string name;
@@ -31,8 +34,9 @@ struct Builtin {
   bool varargs = false;  // x.view(2, 3): every positional after self is one int of params[1]
 };
 
-std::string display(const Builtin& b, bool method) {
+std::string display(const Builtin& b, bool method, bool functional = false) {
   if (method) return "Tensor." + b.name;
+  if (functional) return "F." + b.name;
   return b.where & kPython ? b.name : "torch." + b.name;
 }
 
@@ -56,19 +60,89 @@ Value* count_of(Lowerer& L, Value* x, const Shape& dims) {
   return n;
 }
 
-Value* softmax(Lowerer& L, Value* x, int64_t dim, bool log) {
-  Attrs keep = Attrs().set("dims", Shape{dim}).set("keepdim", true);
-  Value* shifted = L.op(OpId::Sub, {x, L.op(OpId::Amax, {x}, keep)});
-  Value* e = L.op(OpId::Exp, {shifted});
-  Value* s = L.op(OpId::Sum, {e}, keep);
-  if (log) return L.op(OpId::Sub, {shifted, L.op(OpId::Log, {s})});
-  return L.op(OpId::Div, {e, s});
-}
 
 // A tensor shaped like x filled with v: where(true, v, x) broadcasts v to x's shape in x's dtype.
 Value* filled_like(Lowerer& L, Value* x, Value* v) {
   Value* yes = L.number_to_tensor(L.constant(true));
   return L.op(OpId::Where, {yes, L.number_to_tensor(v), x});
+}
+
+double need_float(Lowerer& L, const Arg& a, std::string_view what) {
+  if (auto f = L.const_float(a)) return *f;
+  L.fail(a.loc, fmt::format("{} must be a number constant in kiln script", what));
+}
+
+Shape pair_of(Lowerer& L, const Arg& a, std::string_view what) {
+  Shape s = L.need_ints(a, what);
+  if (s.size() == 1) return {s[0], s[0]};
+  if (s.size() != 2) L.fail(a.loc, fmt::format("{} must be an int or a pair of ints", what));
+  return s;
+}
+
+// An int argument, constant or computed at run time.
+Value* int_arg(Lowerer& L, const Arg& a, std::string_view what) {
+  Value* v = L.value_of(a);
+  if (v->type().kind != TypeKind::Int && v->type().kind != TypeKind::Bool)
+    L.fail(a.loc, fmt::format("{} expects int, got {}", what, v->type().str()));
+  return v;
+}
+
+// A shape as a List[int] value: a list or tuple written out (entries constant or not) or a list value.
+Value* int_list(Lowerer& L, const Arg& a, std::string_view what) {
+  if (a.expr && (a.expr->kind == ExprKind::Tuple || a.expr->kind == ExprKind::List)) {
+    std::vector<Value*> es;
+    for (const auto& e : a.expr->args) es.push_back(int_arg(L, Arg{e.get(), nullptr, e->loc}, what));
+    return L.prim(Prim::ListConstruct, es, Type::list(kInt));
+  }
+  Value* v = L.value_of(a);
+  if (v->type().kind == TypeKind::Int) return L.prim(Prim::ListConstruct, {v}, Type::list(kInt));
+  if (v->type().kind == TypeKind::List && v->type().elems[0].kind == TypeKind::Int) return v;
+  if (v->type().kind == TypeKind::Tuple) {
+    std::vector<Value*> es;
+    for (size_t i = 0; i < v->type().elems.size(); ++i) {
+      if (v->type().elems[i].kind != TypeKind::Int) L.fail(a.loc, fmt::format("{} expects ints, got {}", what, v->type().str()));
+      ir::Node* n = L.graph().create(Prim::TupleIndex, 1);
+      n->add_input(v);
+      n->attrs().set("index", int64_t(i));
+      n->output()->set_type(kInt);
+      es.push_back(L.emit(n)->output());
+    }
+    return L.prim(Prim::ListConstruct, es, Type::list(kInt));
+  }
+  L.fail(a.loc, fmt::format("{} expects ints or a list of ints, got {}", what, v->type().str()));
+}
+
+std::optional<DType> dtype_of(const Expr& e);
+
+// torch.zeros / ones / full: the shape may be known only at run time.
+Value* full_of(Lowerer& L, const Arg& size, Value* v, const Arg& dtype, DType def = DType::Float32) {
+  DType dt = def;
+  if (dtype.present() && !(dtype.expr && dtype.expr->kind == ExprKind::None)) {
+    std::optional<DType> d = dtype.expr ? dtype_of(*dtype.expr) : std::nullopt;
+    if (!d) L.fail(dtype.loc, "dtype must be a torch dtype such as torch.float64");
+    dt = *d;
+  }
+  Value* shape = int_list(L, size, "size");
+  ir::Node* n = L.graph().create(Prim::Full, 1);
+  n->add_input(shape);
+  n->add_input(v);
+  n->attrs().set("dtype", dt);
+  n->output()->set_type(Type::tensor());
+  return L.emit(n)->output();
+}
+
+// flatten(start, end) for any rank: shape[:start] + [-1] + shape[end + 1:] at run time.
+Value* flatten_of(Lowerer& L, Value* x, int64_t s, int64_t e) {
+  if (s == 0 && e == -1) return L.op(OpId::Reshape, {x}, Attrs().set("shape", Shape{-1}));
+  if ((s >= 0) == (e >= 0) && s > e) L.fail(L.loc(), fmt::format("flatten: start_dim {} cannot come after end_dim {}", s, e));
+  Type li = Type::list(kInt);
+  Value* shape = L.prim(Prim::Shape, {x}, li);
+  Value* head = L.prim(Prim::ListSlice, {shape, L.constant(int64_t(0)), L.constant(s)}, li);
+  Value* out = L.prim(Prim::ListAdd, {head, L.prim(Prim::ListConstruct, {L.constant(int64_t(-1))}, li)}, li);
+  if (e != -1)
+    out = L.prim(Prim::ListAdd, {out, L.prim(Prim::ListSlice, {shape, L.constant(e + 1), L.constant(int64_t(INT64_MAX))}, li)}, li);
+  // A 0-d input flattens to one element, as in PyTorch.
+  return L.prim(Prim::Reshape, {x, out}, Type::tensor());
 }
 
 std::optional<DType> dtype_of(const Expr& e) {
@@ -82,7 +156,9 @@ std::optional<DType> dtype_of(const Expr& e) {
   return std::nullopt;
 }
 
-std::vector<Value*> tensor_list(Lowerer& L, const Arg& a, std::string_view what) {
+// The tensors of a list or tuple whose elements are known when lowering (written in the call or
+// built just before it); nullopt for a List[Tensor] value built at run time.
+std::optional<std::vector<Value*>> known_tensors(Lowerer& L, const Arg& a, std::string_view what) {
   if (a.expr && (a.expr->kind == ExprKind::List || a.expr->kind == ExprKind::Tuple)) {
     std::vector<Value*> xs;
     for (const auto& e : a.expr->args) xs.push_back(L.tensor_arg(Arg{e.get(), nullptr, e->loc}, what));
@@ -96,9 +172,8 @@ std::vector<Value*> tensor_list(Lowerer& L, const Arg& a, std::string_view what)
       if (!x->type().is_tensor()) L.fail(a.loc, fmt::format("{} expects tensors, got {}", what, v->type().str()));
     return n->inputs();
   }
-  L.fail(a.loc, fmt::format("{} needs a list or tuple of tensors written out in the call or built just before it "
-                            "(its length must be known when the script is lowered), got {}",
-                            what, v->type().str()));
+  if (v->type().kind == TypeKind::List && v->type().elems[0].is_tensor()) return std::nullopt;
+  L.fail(a.loc, fmt::format("{} expects a list or tuple of tensors, got {}", what, v->type().str()));
 }
 
 std::vector<Builtin> make_builtins() {
@@ -115,7 +190,9 @@ std::vector<Builtin> make_builtins() {
       {"sign", OpId::Sign},     {"logical_not", OpId::LogicalNot}};
   for (auto& [n, id] : unary) {
     OpId op = id;
-    add(n, kFn | kMethod, {"input"}, 1, [op](Lowerer& L, Args& a, const Expr&) {
+    std::string_view nv = n;
+    unsigned where = kFn | kMethod | (nv == "relu" || nv == "tanh" || nv == "sigmoid" ? kF : 0);
+    add(n, where, {"input"}, 1, [op](Lowerer& L, Args& a, const Expr&) {
       return L.op(op, {L.tensor_arg(a[0], "input")});
     });
   }
@@ -182,8 +259,8 @@ std::vector<Builtin> make_builtins() {
   }
   for (const char* n : {"softmax", "log_softmax"}) {
     bool log = n[0] == 'l';
-    add(n, kFn | kMethod, {"input", "dim"}, 2, [log](Lowerer& L, Args& a, const Expr&) {
-      return softmax(L, L.tensor_arg(a[0], "input"), L.need_int(a[1], "dim"), log);
+    add(n, kFn | kMethod | kF, {"input", "dim"}, 2, [log](Lowerer& L, Args& a, const Expr&) {
+      return softmax_of(L, L.tensor_arg(a[0], "input"), L.need_int(a[1], "dim"), log);
     });
   }
   for (const char* n : {"matmul", "mm"})
@@ -194,16 +271,28 @@ std::vector<Builtin> make_builtins() {
     Value* c = L.tensor_arg(a[0], "condition");
     return L.op(OpId::Where, {c, L.tensor_arg(a[1], "input", true), L.tensor_arg(a[2], "other", true)});
   });
-  add("cat", kFn, {"tensors", "dim"}, 1, [](Lowerer& L, Args& a, const Expr&) {
-    int64_t dim = a[1].present() ? L.need_int(a[1], "dim") : 0;
-    return L.op(OpId::Cat, tensor_list(L, a[0], "torch.cat"), Attrs().set("dim", dim));
-  });
-  add("stack", kFn, {"tensors", "dim"}, 1, [](Lowerer& L, Args& a, const Expr&) {
-    int64_t dim = a[1].present() ? L.need_int(a[1], "dim") : 0;
-    std::vector<Value*> xs;
-    for (Value* x : tensor_list(L, a[0], "torch.stack")) xs.push_back(L.op(OpId::Unsqueeze, {x}, Attrs().set("dim", dim)));
-    return L.op(OpId::Cat, xs, Attrs().set("dim", dim));
-  });
+  for (const char* n : {"cat", "stack"}) {
+    bool stack = n[0] == 's';
+    add(n, kFn, {"tensors", "dim"}, 1, [stack](Lowerer& L, Args& a, const Expr&) {
+      std::string what = stack ? "torch.stack" : "torch.cat";
+      if (auto xs = known_tensors(L, a[0], what)) {
+        int64_t dim = a[1].present() ? L.need_int(a[1], "dim") : 0;
+        if (!stack) return L.op(OpId::Cat, *xs, Attrs().set("dim", dim));
+        std::vector<Value*> us;
+        for (Value* x : *xs) us.push_back(L.op(OpId::Unsqueeze, {x}, Attrs().set("dim", dim)));
+        return L.op(OpId::Cat, us, Attrs().set("dim", dim));
+      }
+      // A list built at run time (appended to in a loop): prim::cat takes it as a value.
+      Value* list = L.value_of(a[0]);
+      Value* dim = a[1].present() ? int_arg(L, a[1], "dim") : L.constant(int64_t(0));
+      ir::Node* node = L.graph().create(Prim::ListCat, 1);
+      node->add_input(list);
+      node->add_input(dim);
+      if (stack) node->attrs().set("stack", int64_t(1));
+      node->output()->set_type(Type::tensor());
+      return L.emit(node)->output();
+    });
+  }
   add("zeros_like", kFn, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     return filled_like(L, L.tensor_arg(a[0], "input"), L.constant(int64_t(0)));
   });
@@ -228,8 +317,9 @@ std::vector<Builtin> make_builtins() {
     unsigned where = n[0] == 'r' ? unsigned(kFn | kMethod) : unsigned(kMethod);
     b.push_back(Builtin{n, where, {"input", "shape"}, 2,
                         [](Lowerer& L, Args& a, const Expr&) {
-                          return L.op(OpId::Reshape, {L.tensor_arg(a[0], "input")},
-                                      Attrs().set("shape", L.need_ints(a[1], "shape")));
+                          Value* x = L.tensor_arg(a[0], "input");
+                          if (auto s = L.const_ints(a[1])) return L.op(OpId::Reshape, {x}, Attrs().set("shape", *s));
+                          return L.prim(Prim::Reshape, {x, int_list(L, a[1], "shape")}, Type::tensor());
                         },
                         true});
   }
@@ -243,12 +333,9 @@ std::vector<Builtin> make_builtins() {
     return L.op(OpId::Permute, {L.tensor_arg(a[0], "input")}, Attrs().set("dims", Shape{1, 0}));
   });
   add("transpose", kFn | kMethod, {"input", "dim0", "dim1"}, 3, [](Lowerer& L, Args& a, const Expr&) -> Value* {
-    int64_t d0 = L.need_int(a[1], "dim0"), d1 = L.need_int(a[2], "dim1");
-    if ((d0 == 0 && d1 == 1) || (d0 == 1 && d1 == 0) || (d0 == -1 && d1 == -2) || (d0 == -2 && d1 == -1)) {
-      // Known rank-free only for 2-D inputs; kiln script does not know ranks, so it takes the 2-D case.
-      return L.op(OpId::Permute, {L.tensor_arg(a[0], "input")}, Attrs().set("dims", Shape{1, 0}));
-    }
-    L.fail(a[1].loc, "transpose of dims other than 0 and 1 needs the rank, which kiln script does not know; use permute");
+    // Ranks are not known when lowering, so any transpose is prim::transpose (a permute at run time).
+    Value* x = L.tensor_arg(a[0], "input");
+    return L.prim(Prim::Transpose, {x, int_arg(L, a[1], "dim0"), int_arg(L, a[2], "dim1")}, Type::tensor());
   });
   add("squeeze", kFn | kMethod, {"input", "dim"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     Shape dims;
@@ -261,8 +348,7 @@ std::vector<Builtin> make_builtins() {
   add("flatten", kFn | kMethod, {"input", "start_dim", "end_dim"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     int64_t s = a[1].present() ? L.need_int(a[1], "start_dim") : 0;
     int64_t e = a[2].present() ? L.need_int(a[2], "end_dim") : -1;
-    if (s != 0 || e != -1) L.fail(a[1].loc, "flatten with start_dim/end_dim needs the rank, which kiln script does not know; use reshape");
-    return L.op(OpId::Reshape, {L.tensor_arg(a[0], "input")}, Attrs().set("shape", Shape{-1}));
+    return flatten_of(L, L.tensor_arg(a[0], "input"), s, e);
   });
   add("contiguous", kMethod, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     return L.op(OpId::Contiguous, {L.tensor_arg(a[0], "input")});
@@ -284,6 +370,64 @@ std::vector<Builtin> make_builtins() {
     if (!dt) L.fail(a[1].loc, "Tensor.to takes a dtype such as torch.float64 in kiln script");
     return L.op(OpId::Cast, {L.tensor_arg(a[0], "input")}, Attrs().set("dtype", *dt));
   });
+  add("item", kMethod, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    // The number's type follows the dtype in PyTorch, which lowering does not know: kiln gives a
+    // float (int(x.item()) for an index).
+    return L.prim(Prim::ToFloat, {L.tensor_arg(a[0], "input")}, kFloat);
+  });
+  for (const char* n : {"zeros", "ones"}) {
+    bool one = n[0] == 'o';
+    b.push_back(Builtin{n, kFn, {"size", "dtype"}, 1,
+                        [one](Lowerer& L, Args& a, const Expr&) { return full_of(L, a[0], L.constant(int64_t(one)), a[1]); },
+                        true});
+  }
+  add("full", kFn, {"size", "fill_value", "dtype"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    Value* v = L.value_of(a[1]);
+    if (!is_number(v->type())) L.fail(a[1].loc, fmt::format("fill_value expects a number, got {}", v->type().str()));
+    // torch.full infers the dtype from the value when none is given
+    Arg dt = a[2];
+    return full_of(L, a[0], v, dt, v->type().kind == TypeKind::Int ? DType::Int64 : v->type().kind == TypeKind::Bool ? DType::Bool : DType::Float32);
+  });
+  // torch.nn.functional
+  add("gelu", kF, {"input", "approximate"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    std::string ap = "none";
+    if (a[1].present()) {
+      auto s = L.const_str(a[1]);
+      if (!s || (*s != "none" && *s != "tanh")) L.fail(a[1].loc, "approximate must be 'none' or 'tanh'");
+      ap = *s;
+    }
+    return L.op(ap == "tanh" ? OpId::GeluTanh : OpId::Gelu, {L.tensor_arg(a[0], "input")});
+  });
+  add("silu", kF, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) { return L.op(OpId::Silu, {L.tensor_arg(a[0], "input")}); });
+  add("dropout", kF, {"input", "p", "training", "inplace"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    double p = a[1].present() ? need_float(L, a[1], "p") : 0.5;
+    if (!(p >= 0 && p <= 1)) L.fail(a[1].loc, fmt::format("dropout probability has to be between 0 and 1, but got {}", p));
+    bool training = a[2].present() ? L.need_bool(a[2], "training") : true;
+    return dropout_of(L, L.tensor_arg(a[0], "input"), p, training);
+  });
+  add("linear", kF, {"input", "weight", "bias"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    Value* b = a[2].present() && !(a[2].expr && a[2].expr->kind == ExprKind::None) ? L.tensor_arg(a[2], "bias") : nullptr;
+    return linear_of(L, L.tensor_arg(a[0], "input"), L.tensor_arg(a[1], "weight"), b);
+  });
+  add("layer_norm", kFn | kF, {"input", "normalized_shape", "weight", "bias", "eps"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    auto opt = [&](const Arg& x, const char* what) -> Value* {
+      return x.present() && !(x.expr && x.expr->kind == ExprKind::None) ? L.tensor_arg(x, what) : nullptr;
+    };
+    double eps = a[4].present() ? need_float(L, a[4], "eps") : 1e-5;
+    return layer_norm_of(L, L.tensor_arg(a[0], "input"), L.need_ints(a[1], "normalized_shape"), opt(a[2], "weight"),
+                         opt(a[3], "bias"), eps);
+  });
+  for (const char* n : {"max_pool2d", "avg_pool2d"}) {
+    bool mx = n[0] == 'm';
+    add(n, kFn | kF, {"input", "kernel_size", "stride", "padding"}, 2, [mx](Lowerer& L, Args& a, const Expr&) {
+      Shape k = pair_of(L, a[1], "kernel_size");
+      Shape st = a[2].present() && !(a[2].expr && a[2].expr->kind == ExprKind::None) ? pair_of(L, a[2], "stride") : k;
+      Shape p = a[3].present() ? pair_of(L, a[3], "padding") : Shape{0, 0};
+      Attrs at = Attrs().set("kernel_size", k).set("stride", st).set("padding", p);
+      if (mx) at.set("dilation", Shape{1, 1});
+      return L.op(mx ? OpId::MaxPool2d : OpId::AvgPool2d, {L.tensor_arg(a[0], "input")}, at);
+    });
+  }
   add("size", kMethod, {"input", "dim"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     Value* x = L.tensor_arg(a[0], "input");
     if (!a[1].present()) return L.prim(Prim::Shape, {x}, Type::list(kInt));
@@ -370,16 +514,17 @@ std::vector<std::string> builtin_names(bool methods) {
 Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, Value* self) {
   bool method = self != nullptr;
   bool torch_fn = !method && qualified.rfind("torch.", 0) == 0;
-  std::string name = torch_fn ? qualified.substr(6) : qualified;
+  bool functional = !method && qualified.rfind("F.", 0) == 0;
+  std::string name = torch_fn ? qualified.substr(6) : functional ? qualified.substr(2) : qualified;
   const Expr& fn = *call.args[0];
-  if (!method && !torch_fn) {
+  if (!method && !torch_fn && !functional) {
     if (name == "range") L.fail(fn.loc, "range() is only supported as the iterable of a for loop");
     if (name == "print") L.fail(fn.loc, "print is not supported in kiln script");
     if (name == "isinstance" || name == "getattr" || name == "setattr" || name == "hasattr" || name == "type")
       L.fail(fn.loc, fmt::format("{}() is not supported in kiln script", name));
   }
   const Builtin* b = nullptr;
-  unsigned want = method ? kMethod : torch_fn ? kFn : kPython;
+  unsigned want = method ? kMethod : torch_fn ? kFn : functional ? kF : kPython;
   for (const Builtin& x : builtins())
     if (x.name == name && (x.where & want)) b = &x;
   if (!b) {
@@ -391,28 +536,51 @@ Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, 
         if (c.rfind("torch.", 0) != 0) names.push_back(c);
       cands = names;
     }
+    if (functional) {
+      std::vector<std::string> fs;
+      for (const Builtin& x : builtins())
+        if (x.where & kF) fs.push_back(x.name);
+      L.fail(fn.loc, fmt::format("torch.nn.functional.{} is not supported in kiln script{}", name, did_you_mean(name, fs)));
+    }
     if (method)
       L.fail(fn.loc, fmt::format("unknown tensor method '{}'{}", name, did_you_mean(name, cands)));
     if (torch_fn)
       L.fail(fn.loc, fmt::format("unknown function {}{}", qualified, did_you_mean(qualified, cands)));
     L.fail(fn.loc, fmt::format("unknown function '{}'{}", name, did_you_mean(name, cands)));
   }
-  std::string shown = display(*b, method);
+  std::string shown = display(*b, method, functional);
   Args args(b->params.size());
   size_t slot = 0;
   if (method) args[slot++] = Arg{nullptr, self, fn.loc};
   size_t npos = call.args.size() - 1;
-  if (b->varargs && method && npos > 1) {
-    // x.view(2, -1): each positional is one int of the shape; only constants are accepted.
+  if (b->varargs && npos > 1 && (method || b->name == "zeros" || b->name == "ones")) {
+    // x.view(2, -1), torch.zeros(n, m): each positional (after self) is one int of the shape.
+    std::vector<Value*> es;
     Shape ints;
+    bool all_const = true;
     for (size_t i = 1; i < call.args.size(); ++i) {
-      auto c = L.const_int(Arg{call.args[i].get(), nullptr, call.args[i]->loc});
-      if (!c) L.fail(call.args[i]->loc, fmt::format("{} takes int constants in kiln script", shown));
-      ints.push_back(*c);
+      Arg ai{call.args[i].get(), nullptr, call.args[i]->loc};
+      if (auto c = L.const_int(ai)) ints.push_back(*c);
+      else all_const = false;
+      es.push_back(int_arg(L, ai, shown));
+    }
+    Value* list = L.prim(Prim::ListConstruct, es, Type::list(kInt));
+    if (!method) {
+      Arg dt;
+      for (const Keyword& k : call.keywords) {
+        if (k.name != "dtype") L.fail(k.loc, fmt::format("{}() got an unexpected keyword argument '{}'{}", shown, k.name,
+                                                         did_you_mean(k.name, {"dtype"})));
+        dt = Arg{k.value.get(), nullptr, k.value->loc};
+      }
+      return full_of(L, Arg{nullptr, list, call.loc}, L.constant(int64_t(b->name == "ones")), dt);
     }
     Value* x = L.tensor_arg(args[0], "input");
-    OpId op = b->name == "permute" ? OpId::Permute : OpId::Reshape;
-    return L.op(op, {x}, Attrs().set(op == OpId::Permute ? "dims" : "shape", ints));
+    if (b->name == "permute") {
+      if (!all_const) L.fail(call.loc, fmt::format("{} takes int constants in kiln script", shown));
+      return L.op(OpId::Permute, {x}, Attrs().set("dims", ints));
+    }
+    if (all_const) return L.op(OpId::Reshape, {x}, Attrs().set("shape", ints));
+    return L.prim(Prim::Reshape, {x, list}, Type::tensor());
   }
   for (size_t i = 1; i < call.args.size(); ++i) {
     if (slot >= args.size())

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <climits>
+#include <cmath>
 
 #include "script_frontend/lowerer.h"
 
@@ -98,6 +99,13 @@ std::optional<int64_t> Lowerer::static_int(const Expr& e) {
     if (v && std::holds_alternative<int64_t>(*v)) return std::get<int64_t>(*v);
     return std::nullopt;
   }
+  if (e.kind == ExprKind::Attribute) {
+    // self.head_dim: an int attribute of a module is a constant
+    const Object* o = static_object(*e.args[0]);
+    const Static* a = o ? o->attr(e.name) : nullptr;
+    if (a && (a->kind == Static::Kind::Int || a->kind == Static::Kind::Bool)) return a->i;
+    return std::nullopt;
+  }
   if (e.kind == ExprKind::Unary) {
     if (e.op != "-" && e.op != "+") return std::nullopt;
     auto v = static_int(*e.args[0]);
@@ -139,6 +147,11 @@ std::optional<double> Lowerer::const_float(const Arg& a) {
     const AttrValue* v = const_attr(it->second);
     if (v && std::holds_alternative<double>(*v)) return std::get<double>(*v);
   }
+  if (e.kind == ExprKind::Attribute) {
+    const Object* o = static_object(*e.args[0]);
+    const Static* a = o ? o->attr(e.name) : nullptr;
+    if (a && a->kind == Static::Kind::Float) return a->f;
+  }
   return std::nullopt;
 }
 
@@ -146,6 +159,12 @@ std::optional<bool> Lowerer::const_bool(const Arg& a) {
   if (!a.expr) return std::nullopt;
   const Expr& e = *a.expr;
   if (e.kind == ExprKind::Bool) return e.int_value != 0;
+  if (e.kind == ExprKind::Attribute)
+    if (const Object* o = static_object(*e.args[0])) {
+      if (e.name == "training") return o->module->is_training();
+      const Static* a = o->attr(e.name);
+      if (a && a->kind == Static::Kind::Bool) return a->i != 0;
+    }
   if (e.kind == ExprKind::Name) {
     auto it = frame().env.find(e.name);
     if (it == frame().env.end()) return std::nullopt;
@@ -157,11 +176,27 @@ std::optional<bool> Lowerer::const_bool(const Arg& a) {
 
 std::optional<std::string> Lowerer::const_str(const Arg& a) {
   if (a.expr && a.expr->kind == ExprKind::String) return a.expr->name;
+  if (a.expr && a.expr->kind == ExprKind::Attribute)
+    if (const Object* o = static_object(*a.expr->args[0])) {
+      const Static* v = o->attr(a.expr->name);
+      if (v && v->kind == Static::Kind::Str) return v->s;
+    }
   return std::nullopt;
 }
 
 std::optional<std::vector<int64_t>> Lowerer::const_ints(const Arg& a) {
   if (auto i = const_int(a)) return std::vector<int64_t>{*i};
+  if (a.expr && a.expr->kind == ExprKind::Attribute)
+    if (const Object* o = static_object(*a.expr->args[0])) {
+      const Static* v = o->attr(a.expr->name);
+      if (!v || (v->kind != Static::Kind::Tuple && v->kind != Static::Kind::List)) return std::nullopt;
+      std::vector<int64_t> out;
+      for (const Static& x : v->elems) {
+        if (x.kind != Static::Kind::Int) return std::nullopt;
+        out.push_back(x.i);
+      }
+      return out;
+    }
   if (!a.expr || (a.expr->kind != ExprKind::Tuple && a.expr->kind != ExprKind::List)) return std::nullopt;
   std::vector<int64_t> out;
   for (const auto& e : a.expr->args) {
@@ -246,7 +281,12 @@ Value* Lowerer::expr(const Expr& e) {
     }
     case ExprKind::BoolOp: v = bool_op(e, 0); break;
     case ExprKind::Compare: v = compare_chain(e, 0, expr(*e.args[0])); break;
+    case ExprKind::Starred: fail(e.loc, "starred expressions are only supported in __init__ (nn.Sequential(*layers))");
     case ExprKind::IfExp: {
+      if (std::optional<bool> known = static_condition(*e.args[0])) {
+        v = expr(*e.args[*known ? 1 : 2]);
+        break;
+      }
       Value* c = to_condition(expr(*e.args[0]), e.args[0]->loc);
       loc_ = e.loc;
       v = if_value(c, [&] { return expr(*e.args[1]); }, [&] { return expr(*e.args[2]); }, e.loc);
@@ -265,6 +305,8 @@ Value* Lowerer::name(const Expr& e) {
                             "only inside a loop)",
                             e.name));
   if (e.name == "torch") fail(e.loc, "the torch module is not a value; call torch.<function>(...)");
+  if (const Object* o = static_object(e))
+    fail(e.loc, fmt::format("'{}' is a module ({}), not a value; call it or read its attributes", e.name, o->cls));
   for (const auto& f : m_.functions)
     if (f->name == e.name) fail(e.loc, fmt::format("function '{}' is not a value; call it", e.name));
   std::vector<std::string> cands;
@@ -343,7 +385,47 @@ Value* Lowerer::compare(const std::string& op, const Expr& ea, Value* a, const E
     // Known now: a None is None, anything else is not.
     return constant(want_none == (t.kind == TypeKind::None));
   }
-  if (op == "in" || op == "not in") fail(loc, fmt::format("the '{}' operator is not supported in kiln script", op));
+  if (op == "in" || op == "not in") {
+    // Over a tuple or list whose elements are known here: a chain of ==, decided now when all are
+    // constants.
+    ir::Node* n = b->node();
+    if (n->prim() != Prim::TupleConstruct && n->prim() != Prim::ListConstruct)
+      fail(loc, fmt::format("'{}' needs a tuple or list written out in kiln script, got {}", op, tb.str()));
+    Value* found = constant(false);
+    for (Value* e : n->inputs()) {
+      const AttrValue* ca = const_attr(a);
+      const AttrValue* ce = const_attr(e);
+      Value* eq = nullptr;
+      if (ca && ce && ta.kind == TypeKind::Str && e->type().kind == TypeKind::Str) {
+        eq = constant(std::get<std::string>(*ca) == std::get<std::string>(*ce));
+      } else if (is_number(ta) && is_number(e->type())) {
+        eq = prim(Prim::NumEq, {a, e}, kBool);
+        if (ca && ce) {
+          double x = std::holds_alternative<int64_t>(*ca) ? double(std::get<int64_t>(*ca)) : std::holds_alternative<double>(*ca) ? std::get<double>(*ca) : double(std::get<bool>(*ca));
+          double y = std::holds_alternative<int64_t>(*ce) ? double(std::get<int64_t>(*ce)) : std::holds_alternative<double>(*ce) ? std::get<double>(*ce) : double(std::get<bool>(*ce));
+          eq = constant(x == y);
+        }
+      } else {
+        fail(loc, fmt::format("'{}' compares {} with the elements of {}; kiln script compares numbers, and strings known "
+                              "when lowering",
+                              op, ta.str(), tb.str()));
+      }
+      const AttrValue* cf = const_attr(found);
+      const AttrValue* cq = const_attr(eq);
+      if (cf && std::get<bool>(*cf)) break;
+      if (cf && cq) {
+        found = eq;
+        continue;
+      }
+      Value* prev = found;
+      found = if_value(prev, [&] { return constant(true); }, [&] { return eq; }, loc);
+    }
+    if (op == "not in") {
+      if (const AttrValue* cf = const_attr(found)) return constant(!std::get<bool>(*cf));
+      return prim(Prim::Not, {found}, kBool);
+    }
+    return found;
+  }
   bool tensors = (ta.is_tensor() || is_number(ta)) && (tb.is_tensor() || is_number(tb)) && (ta.is_tensor() || tb.is_tensor());
   if (tensors) {
     Value* x = ta.is_tensor() ? a : number_to_tensor(a);
@@ -489,15 +571,36 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
       Attrs a;
       a.set("dim", dim);
       const char* names[3] = {"start", "end", "step"};
+      bool dynamic = false;
       for (int k = 0; k < 3; ++k)
         if (ix.args[size_t(k)]) {
           auto c = const_int(Arg{ix.args[size_t(k)].get(), nullptr, ix.args[size_t(k)]->loc});
-          if (!c)
-            fail(ix.args[size_t(k)]->loc, "tensor slice bounds must be int constants in kiln script (a literal or a name bound to one)");
+          if (!c && k == 2) fail(ix.args[2]->loc, "tensor slice steps must be int constants in kiln script");
+          if (!c) {
+            dynamic = true;
+            continue;
+          }
           if (k == 2 && *c <= 0) fail(ix.args[2]->loc, "tensor slice steps must be positive");
           a.set(names[k], *c);
         }
-      return op(OpId::Slice, {x}, std::move(a));
+      if (!dynamic) return op(OpId::Slice, {x}, std::move(a));
+      // A bound computed at run time (x[:, :n]): prim::slice, which takes the bounds as values.
+      Value* bounds[2];
+      for (int k = 0; k < 2; ++k) {
+        const Expr* b = ix.args[size_t(k)].get();
+        if (!b) {
+          bounds[k] = g_->insert_none();
+          continue;
+        }
+        bounds[k] = expr(*b);
+        if (bounds[k]->type().kind != TypeKind::Int)
+          fail(b->loc, fmt::format("tensor slice bounds must be int, got {}", bounds[k]->type().str()));
+      }
+      loc_ = ix.loc;
+      int64_t step = a.has("step") ? a.i("step") : 1;
+      Type opt_int = Type::optional(kInt);
+      for (Value*& b : bounds) b->set_type(b->type().kind == TypeKind::None ? opt_int : b->type());
+      return prim(Prim::Slice, {x, constant(dim), bounds[0], bounds[1], constant(step)}, Type::tensor());
     }
     if (ix.kind == ExprKind::None) return op(OpId::Unsqueeze, {x}, Attrs().set("dim", dim));
     if (auto c = const_int(Arg{&ix, nullptr, ix.loc})) {
@@ -541,6 +644,13 @@ Value* Lowerer::attribute(const Expr& e) {
   const Expr& base = *e.args[0];
   if (base.kind == ExprKind::Name && base.name == "torch" && !frame().env.count("torch"))
     fail(e.loc, fmt::format("torch.{} is not supported as a value in kiln script", e.name));
+  if (base.kind == ExprKind::Name && base.name == "math" && m_.imported.count("math") && !frame().env.count("math")) {
+    if (e.name == "pi") return constant(M_PI);
+    if (e.name == "e") return constant(M_E);
+    if (e.name == "inf") return constant(double(INFINITY));
+    fail(e.loc, fmt::format("math.{} is not supported in kiln script", e.name));
+  }
+  if (const Object* o = static_object(base)) return object_attribute(*o, e.name, e.loc);
   Value* x = expr(base);
   loc_ = e.loc;
   if (x->type().is_tensor())
@@ -548,10 +658,51 @@ Value* Lowerer::attribute(const Expr& e) {
   fail(e.loc, fmt::format("{} has no attribute '{}' in kiln script", x->type().str(), e.name));
 }
 
+namespace {
+// torch.nn.functional as the file imported it: `F.relu`, `nn.functional.relu`, `torch.nn.functional.relu`.
+bool is_functional(const Expr& e, const Module& m) {
+  if (e.kind == ExprKind::Name) return m.functional_names.count(e.name) != 0;
+  if (e.kind != ExprKind::Attribute || e.name != "functional") return false;
+  const Expr& b = *e.args[0];
+  if (b.kind == ExprKind::Name) return m.nn_names.count(b.name) != 0;
+  return b.kind == ExprKind::Attribute && b.name == "nn" && b.args[0]->kind == ExprKind::Name &&
+         b.args[0]->name == "torch" && m.imported.count("torch");
+}
+}  // namespace
+
 Value* Lowerer::call(const Expr& e) {
   const Expr& fn = *e.args[0];
+  if (const Object* o = static_object(fn)) return call_object(*o, e);
   if (fn.kind == ExprKind::Attribute) {
     const Expr& base = *fn.args[0];
+    if (const Object* o = static_object(base)) {
+      if (o->layer == Layer::User) {
+        if (const FunctionDef* m = o->def->method(fn.name)) {
+          if (m->name == "__init__") fail(fn.loc, "__init__ cannot be called from a scripted method");
+          return inline_call(*m, e, o);
+        }
+        std::vector<std::string> names;
+        for (const auto& m : o->def->methods) names.push_back(m->name);
+        for (const auto& [k, v] : o->attrs) names.push_back(k);
+        if (o->attr(fn.name))
+          fail(fn.loc, fmt::format("'{}' is a {}, not callable", fn.name, o->attr(fn.name)->type_name()));
+        fail(fn.loc, fmt::format("'{}' object has no attribute '{}'{}", o->cls, fn.name, did_you_mean(fn.name, names)));
+      }
+      if (fn.name == "forward") return call_object(*o, e);
+      fail(fn.loc, fmt::format("{}.{}() is not supported in kiln script; call the module itself", o->cls, fn.name));
+    }
+    if (!frame().env.count(base.kind == ExprKind::Name ? base.name : std::string()) && is_functional(base, m_))
+      return call_builtin(*this, "F." + fn.name, e, nullptr);
+    if (base.kind == ExprKind::Name && base.name == "math" && m_.imported.count("math") && !frame().env.count("math")) {
+      // math functions of constants fold now; kiln has no number sqrt at run time
+      if (e.args.size() != 2 || !e.keywords.empty()) fail(e.loc, fmt::format("math.{}() takes one argument", fn.name));
+      auto x = const_float(Arg{e.args[1].get(), nullptr, e.args[1]->loc});
+      if (!x) fail(e.args[1]->loc, fmt::format("math.{}() needs a constant argument in kiln script (a literal or a module attribute)", fn.name));
+      if (fn.name == "sqrt") return constant(std::sqrt(*x));
+      if (fn.name == "log") return constant(std::log(*x));
+      if (fn.name == "exp") return constant(std::exp(*x));
+      fail(fn.loc, fmt::format("math.{} is not supported in kiln script", fn.name));
+    }
     if (base.kind == ExprKind::Name && base.name == "torch" && !frame().env.count("torch")) {
       if (!m_.imported.count("torch")) fail(base.loc, "name 'torch' is not defined (add `import torch`)");
       return call_builtin(*this, "torch." + fn.name, e, nullptr);
@@ -559,9 +710,23 @@ Value* Lowerer::call(const Expr& e) {
     if (base.kind == ExprKind::Attribute && base.args[0]->kind == ExprKind::Name && base.args[0]->name == "torch")
       fail(fn.loc, fmt::format("torch.{}.{} is not supported in kiln script; only torch.<function> calls are",
                                base.name, fn.name));
-    if (base.kind == ExprKind::Name && (base.name == "F" || base.name == "nn" || base.name == "math" || base.name == "np"))
+    if (base.kind == ExprKind::Name && (base.name == "F" || base.name == "nn" || base.name == "np"))
       if (!frame().env.count(base.name))
         fail(base.loc, fmt::format("'{}' is not available in kiln script; use torch.<function>", base.name));
+    if (fn.name == "append" && base.kind == ExprKind::Name && frame().env.count(base.name) &&
+        frame().env.at(base.name)->type().kind == TypeKind::List) {
+      // xs.append(v) rebinds xs to xs + [v]: the list is a value in the graph, so a loop carries it.
+      Value* xs = frame().env.at(base.name);
+      if (e.args.size() != 2 || !e.keywords.empty()) fail(e.loc, "list.append() takes one argument");
+      Value* v = expr(*e.args[1]);
+      const Type& et = xs->type().elems[0];
+      if (!same_type(v->type(), et))
+        v = coerce(v, et, e.args[1]->loc, fmt::format("append to {}", xs->type().str()));
+      loc_ = e.loc;
+      Value* one = prim(Prim::ListConstruct, {v}, xs->type());
+      assign(base, prim(Prim::ListAdd, {xs, one}, xs->type()), base.loc);
+      return g_->insert_none();
+    }
     Value* self = expr(base);
     loc_ = e.loc;
     if (!self->type().is_tensor())

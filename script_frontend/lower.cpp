@@ -8,6 +8,7 @@
 #include "core/ir/op_schema.h"
 #include "eager/ops.h"
 #include "script_frontend/lowerer.h"
+#include "script_frontend/parser.h"
 
 namespace kiln::script {
 
@@ -43,7 +44,7 @@ Node* Lowerer::emit(Node* n) {
 }
 
 Value* Lowerer::op(OpId id, const std::vector<Value*>& inputs, Attrs attrs) {
-  Node* n = emit(g_->create_op(id, inputs, std::move(attrs)));
+  Node* n = emit(g_->create_op(id, inputs, std::move(attrs), size_t(ir::op_schema(id).outputs)));
   for (Value* o : n->outputs()) o->set_type(Type::tensor());
   return n->output();
 }
@@ -134,23 +135,53 @@ Value* Lowerer::coerce(Value* v, const Type& want, SourceLoc loc, std::string_vi
 
 // ---------------------------------------------------------------- functions
 
-std::shared_ptr<ir::Graph> Lowerer::lower_function(const FunctionDef& f) {
+Lowerer::Frame Lowerer::new_frame(const FunctionDef& f, const Object* self) {
+  Frame fr{&f, Type::scalar(TypeKind::None)};
+  fr.self = self;
+  if (f.has_returns) {
+    fr.ret_type = type_from_annotation(src_, f.returns, m_.imported);
+  } else if (self) {
+    fr.infer_ret = true;  // TorchScript infers a method's return type from its returns
+  } else {
+    fail(f.loc, fmt::format("function '{}' needs a return type annotation (-> Tensor, ...)", f.name));
+  }
+  if (self && (f.params.empty() || f.params[0].name != "self"))
+    fail(f.loc, fmt::format("method '{}' must take self as its first parameter", f.name));
+  return fr;
+}
+
+std::shared_ptr<ir::Graph> Lowerer::lower_function(const FunctionDef& f) { return lower_top(f, nullptr); }
+
+MethodGraph Lowerer::lower_method(const FunctionDef& f, const Object& self) {
+  MethodGraph mg;
+  writebacks_.clear();
+  mg.graph = lower_top(f, &self);
+  mg.bound = bound_;
+  mg.writebacks = writebacks_;
+  return mg;
+}
+
+std::shared_ptr<ir::Graph> Lowerer::lower_top(const FunctionDef& f, const Object* self) {
   g_ = std::make_shared<ir::Graph>();
   frames_.clear();
   loops_.clear();
+  bound_.clear();
+  bound_inputs_.clear();
+  buffer_vars_.clear();
   inlining_ = {&f};
   loc_ = f.loc;
-  if (!f.has_returns) fail(f.loc, fmt::format("function '{}' needs a return type annotation (-> Tensor, ...)", f.name));
-  Frame fr{&f, type_from_annotation(src_, f.returns, m_.imported)};
+  Frame fr = new_frame(f, self);
   std::set<std::string> seen;
-  for (const Param& p : f.params) {
+  // A method's parameters after self; unannotated ones are Tensors, as in TorchScript.
+  for (size_t i = self ? 1 : 0; i < f.params.size(); ++i) {
+    const Param& p = f.params[i];
     if (!seen.insert(p.name).second) fail(p.loc, fmt::format("duplicate parameter '{}'", p.name));
-    Type t = type_from_annotation(src_, p.type, m_.imported);
-    if (p.default_value && p.default_value->kind != ExprKind::None)
-      fail(p.default_value->loc, "only None is supported as a parameter default in kiln script");
-    if (p.default_value && t.kind != TypeKind::Optional)
+    Type t = p.has_type ? type_from_annotation(src_, p.type, m_.imported) : Type::tensor();
+    if (p.default_value && p.default_value->kind == ExprKind::None && t.kind != TypeKind::Optional)
       fail(p.default_value->loc, fmt::format("parameter '{}' defaults to None, so its type must be Optional[...], not {}",
                                              p.name, t.str()));
+    if (p.default_value && p.default_value->kind != ExprKind::None && !self)
+      fail(p.default_value->loc, "only None is supported as a parameter default in kiln script");
     fr.env[p.name] = g_->add_input(t, p.name);
   }
   frames_.push_back(std::move(fr));
@@ -164,7 +195,12 @@ std::shared_ptr<ir::Graph> Lowerer::lower_function(const FunctionDef& f) {
       if (!last_return && (exits(*body[i]) & kRet)) final_only = false;
     }
     F.flag_returns = !final_only;
-    if (F.ret_type.kind != TypeKind::None && !always_returns(body))
+    if (F.infer_ret && F.flag_returns)
+      fail(f.loc, fmt::format("method '{}' returns from more than one place; give it a return annotation (-> Tensor, ...)",
+                              f.name));
+    if (F.infer_ret && !always_returns(body) && (exits(body) & kRet))
+      fail(f.loc, fmt::format("method '{}' does not return on every path", f.name));
+    if (!F.infer_ret && F.ret_type.kind != TypeKind::None && !always_returns(body))
       fail(f.loc, fmt::format("function '{}' does not return a {} on every path", f.name, F.ret_type.str()));
     if (F.flag_returns) {
       F.env[kReturned] = constant(false);
@@ -178,52 +214,82 @@ std::shared_ptr<ir::Graph> Lowerer::lower_function(const FunctionDef& f) {
     if (F2.ret_type.kind == TypeKind::None) result = nullptr;
   }
   if (result) g_->register_output(result);
+  // Buffers updated in place (batch norm in training mode): their new values are trailing outputs.
+  for (auto& [impl, var] : buffer_vars_) {
+    auto it = frame().env.find(var);
+    if (it == frame().env.end()) continue;
+    size_t in = 0;
+    while (g_->inputs()[in] != bound_inputs_.at(impl)) ++in;
+    writebacks_.emplace_back(in, g_->register_output(it->second));
+  }
   frames_.pop_back();
   return g_;
 }
 
-Value* Lowerer::inline_call(const FunctionDef& f, const Expr& call) {
-  // Inlining can multiply code (f calls g twice, g calls h twice, ...): bound the graph it builds.
-  if (g_->num_nodes() > 200000) fail(call.loc, "the program is too large after inlining its calls");
-  for (const FunctionDef* d : inlining_)
-    if (d == &f) {
-      std::string chain;
-      for (const FunctionDef* x : inlining_) chain += x->name + " -> ";
-      fail(call.loc, fmt::format("recursive call {}{} is not supported in kiln script (calls are inlined)", chain, f.name));
-    }
-  if (!f.has_returns) fail(f.loc, fmt::format("function '{}' needs a return type annotation (-> Tensor, ...)", f.name));
-  // Bind the arguments before entering the callee: they are evaluated in the caller's scope.
-  size_t npos = call.args.size() - 1;
-  if (npos > f.params.size())
-    fail(call.loc, fmt::format("{}() takes {} arguments, got {}", f.name, f.params.size(), npos));
-  std::vector<Value*> bound(f.params.size(), nullptr);
-  std::vector<SourceLoc> locs(f.params.size(), call.loc);
-  for (size_t i = 0; i < npos; ++i) {
-    bound[i] = expr(*call.args[i + 1]);
-    locs[i] = call.args[i + 1]->loc;
+Value* Lowerer::inline_call(const FunctionDef& f, const Expr& call, const Object* self) {
+  CallArgs a;
+  // The arguments are evaluated in the caller's scope, before entering the callee.
+  for (size_t i = 1; i < call.args.size(); ++i) {
+    if (call.args[i]->kind == ExprKind::Starred) fail(call.args[i]->loc, "starred arguments are only supported in __init__");
+    a.pos.push_back(expr(*call.args[i]));
+    a.pos_locs.push_back(call.args[i]->loc);
   }
-  for (const Keyword& k : call.keywords) {
+  for (const Keyword& k : call.keywords) a.kw.push_back({k.name, expr(*k.value), k.loc});
+  return inline_values(f, a, call.loc, self);
+}
+
+Value* Lowerer::inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc call_loc, const Object* self) {
+  // Inlining can multiply code (f calls g twice, g calls h twice, ...): bound the graph it builds.
+  if (g_->num_nodes() > 200000) fail(call_loc, "the program is too large after inlining its calls");
+  for (size_t i = 0; i < inlining_.size(); ++i)
+    if (inlining_[i] == &f) {
+      std::string chain;
+      RecursionError::Cycle cycle;
+      for (size_t j = 0; j < inlining_.size(); ++j) {
+        chain += inlining_[j]->name + " -> ";
+        if (j >= i) cycle.insert(inlining_[j]);
+      }
+      throw RecursionError(format_source_error(src_.name, src_.text, call_loc,
+                                               fmt::format("recursive call {}{} is not supported in kiln script (calls "
+                                                           "are inlined)",
+                                                           chain, f.name)),
+                           std::move(cycle));
+    }
+  Frame fr = new_frame(f, self);
+  size_t first = self ? 1 : 0;
+  size_t nparams = f.params.size() - first;
+  size_t npos = a.pos.size();
+  if (npos > nparams) fail(call_loc, fmt::format("{}() takes {} arguments, got {}", f.name, nparams, npos));
+  std::vector<Value*> bound(nparams, nullptr);
+  std::vector<SourceLoc> locs(nparams, call_loc);
+  for (size_t i = 0; i < npos; ++i) {
+    bound[i] = a.pos[i];
+    locs[i] = a.pos_locs[i];
+  }
+  for (const auto& k : a.kw) {
     size_t i = 0;
-    while (i < f.params.size() && f.params[i].name != k.name) ++i;
-    if (i == f.params.size()) {
+    while (i < nparams && f.params[i + first].name != k.name) ++i;
+    if (i == nparams) {
       std::vector<std::string> names;
-      for (const Param& p : f.params) names.push_back(p.name);
+      for (size_t j = first; j < f.params.size(); ++j) names.push_back(f.params[j].name);
       fail(k.loc, fmt::format("{}() has no parameter '{}'{}", f.name, k.name, did_you_mean(k.name, names)));
     }
     if (bound[i]) fail(k.loc, fmt::format("{}() got multiple values for argument '{}'", f.name, k.name));
-    bound[i] = expr(*k.value);
+    bound[i] = k.value;
     locs[i] = k.loc;
   }
-  Frame fr{&f, type_from_annotation(src_, f.returns, m_.imported)};
-  for (size_t i = 0; i < f.params.size(); ++i) {
-    const Param& p = f.params[i];
-    Type t = type_from_annotation(src_, p.type, m_.imported);
+  for (size_t i = 0; i < nparams; ++i) {
+    const Param& p = f.params[i + first];
+    Type t = p.has_type ? type_from_annotation(src_, p.type, m_.imported) : Type::tensor();
     if (!bound[i]) {
-      if (!p.default_value) fail(call.loc, fmt::format("{}() is missing argument '{}'", f.name, p.name));
-      bound[i] = g_->insert_none();
+      if (!p.default_value) fail(call_loc, fmt::format("{}() is missing argument '{}'", f.name, p.name));
+      bound[i] = expr(*p.default_value);
     }
     fr.env[p.name] = coerce(bound[i], t, locs[i], fmt::format("argument '{}' of {}()", p.name, f.name));
   }
+  // Updated buffers are state of the whole module tree: the callee sees and updates them.
+  for (auto& [impl, var] : buffer_vars_)
+    if (frame().env.count(var)) fr.env[var] = frame().env.at(var);
   SourceLoc saved_loc = loc_;
   inlining_.push_back(&f);
   std::vector<LoopCtx> saved_loops;
@@ -237,7 +303,10 @@ Value* Lowerer::inline_call(const FunctionDef& f, const Expr& call) {
     if (!last_return && (exits(*body[i]) & kRet)) final_only = false;
   }
   F.flag_returns = !final_only;
-  if (F.ret_type.kind != TypeKind::None && !always_returns(body))
+  if (F.infer_ret && F.flag_returns)
+    fail(f.loc, fmt::format("method '{}' returns from more than one place; give it a return annotation (-> Tensor, ...)",
+                            f.name));
+  if (!F.infer_ret && F.ret_type.kind != TypeKind::None && !always_returns(body))
     fail(f.loc, fmt::format("function '{}' does not return a {} on every path", f.name, F.ret_type.str()));
   if (F.flag_returns) {
     F.env[kReturned] = constant(false);
@@ -246,7 +315,11 @@ Value* Lowerer::inline_call(const FunctionDef& f, const Expr& call) {
   block(body);
   Value* result = frame().flag_returns ? frame().env.at(kRetValue) : frame().final_return;
   if (frame().ret_type.kind == TypeKind::None) result = g_->insert_none();
+  std::map<std::string, Value*> buffers;
+  for (auto& [impl, var] : buffer_vars_)
+    if (frame().env.count(var)) buffers[var] = frame().env.at(var);
   frames_.pop_back();
+  for (auto& [var, v] : buffers) frame().env[var] = v;
   std::swap(saved_loops, loops_);
   inlining_.pop_back();
   loc_ = saved_loc;
@@ -319,6 +392,11 @@ void Lowerer::target_names(const Expr& t, std::set<std::string>& out) const {
 void Lowerer::assigned_names(const std::vector<StmtPtr>& b, std::set<std::string>& out) const {
   for (const auto& s : b) {
     for (const auto& t : s->targets) target_names(*t, out);
+    // xs.append(v) rebinds xs (lists are values in the graph)
+    const Expr* v = s->kind == StmtKind::Expr ? s->value.get() : nullptr;
+    if (v && v->kind == ExprKind::Call && v->args[0]->kind == ExprKind::Attribute && v->args[0]->name == "append" &&
+        v->args[0]->args[0]->kind == ExprKind::Name)
+      out.insert(v->args[0]->args[0]->name);
     assigned_names(s->body, out);
     assigned_names(s->orelse, out);
   }
@@ -362,6 +440,7 @@ void Lowerer::stmt(const Stmt& s) {
       return;
     }
     case StmtKind::AugAssign: {
+      if (s.targets[0]->kind != ExprKind::Name) return assign(*s.targets[0], nullptr, s.targets[0]->loc);
       Value* cur = name(*s.targets[0]);
       Value* rhs = expr(*s.value);
       loc_ = s.loc;
@@ -402,6 +481,13 @@ void Lowerer::assign_from_expr(const Expr& target, const Expr& value) {
     for (size_t i = 0; i < vs.size(); ++i) assign(*target.args[i], vs[i], target.args[i]->loc);
     return;
   }
+  // `layer = self.layers[0]`: the name stands for the module from here on.
+  if (target.kind == ExprKind::Name)
+    if (const Object* o = static_object(value)) {
+      frame().modules[target.name] = o;
+      frame().env.erase(target.name);
+      return;
+    }
   Value* v = expr(value);
   loc_ = target.loc;
   assign(target, v, target.loc);
@@ -409,9 +495,10 @@ void Lowerer::assign_from_expr(const Expr& target, const Expr& value) {
 
 void Lowerer::assign(const Expr& target, Value* v, SourceLoc loc) {
   if (target.kind == ExprKind::Name) {
-    if (target.name == "torch" || target.name == "True" || target.name == "False")
+    if (target.name == "torch" || target.name == "True" || target.name == "False" || target.name == "self")
       fail(loc, fmt::format("cannot assign to '{}'", target.name));
     if (v->name().empty() && v->node()->prim() != Prim::Param) v->set_name(target.name);
+    frame().modules.erase(target.name);
     frame().env[target.name] = v;
     frame().partial.erase(target.name);
     return;
@@ -443,6 +530,10 @@ void Lowerer::assign(const Expr& target, Value* v, SourceLoc loc) {
     }
     fail(loc, fmt::format("cannot unpack {} into {} names", t.str(), n));
   }
+  if (target.kind == ExprKind::Attribute)
+    fail(loc, fmt::format("cannot assign to attribute '{}' outside __init__ (a scripted module's attributes are fixed "
+                          "when it is built)",
+                          target.name));
   if (target.kind == ExprKind::Subscript)
     fail(loc, "assignment to an element or slice is not supported in kiln script (tensors are immutable here; "
               "build the value with torch.cat or torch.where)");
@@ -471,6 +562,10 @@ void Lowerer::branch(Value* cond, const std::function<void()>& then_fn, const st
       partial_after.insert(frame().partial.begin(), frame().partial.end());
     }
   }
+  // A buffer updated in one branch only keeps its value before the if in the other.
+  for (int b = 0; b < 2; ++b)
+    for (auto& [k, v] : envs[1 - b])
+      if (k.rfind("$buf:", 0) == 0 && !envs[b].count(k)) envs[b][k] = before.count(k) ? before.at(k) : buffer_input(k);
   bool exits_b[2] = {then_exits, else_exits};
   std::map<std::string, Value*> merged;
   std::set<std::string> names;
@@ -564,6 +659,9 @@ std::optional<Value*> Lowerer::refine_none(const Expr& test, bool then_branch) {
 }
 
 void Lowerer::if_stmt(const Stmt& s) {
+  // A condition on the module's configuration (`self.downsample is not None`, `self.training`) is
+  // decided now, as TorchScript does: the other branch may not even type-check for this module.
+  if (std::optional<bool> known = static_condition(*s.test)) return block(*known ? s.body : s.orelse);
   Value* c = to_condition(expr(*s.test), s.test->loc);
   auto run = [&](const std::vector<StmtPtr>& body, bool then_branch) {
     if (auto opt = refine_none(*s.test, then_branch)) {
@@ -584,6 +682,8 @@ void Lowerer::loop(Value* trip, Value* cond, const std::vector<StmtPtr>& body, c
   std::vector<std::string> carried;
   for (const std::string& k : assigned)
     if (F.env.count(k)) carried.push_back(k);
+  for (auto& [k, v] : F.env)
+    if (k.rfind("$buf:", 0) == 0) carried.push_back(k);
   LoopCtx ctx;
   unsigned flags = exits(body) & (kBrk | kCont);
   ++loop_depth_;
@@ -626,6 +726,10 @@ void Lowerer::loop(Value* trip, Value* cond, const std::vector<StmtPtr>& body, c
     loc_ = loc;
     Value* c = next_cond();
     b->register_output(c);
+    for (auto& [k, v] : frame().env)
+      if (k.rfind("$buf:", 0) == 0 && !std::count(carried.begin(), carried.end(), k))
+        fail(loc, "a batch norm in training mode runs inside this loop, which kiln script supports only when the same "
+                  "buffer was updated before the loop; unroll it (for over a ModuleList) or move it out");
     for (size_t i = 0; i < carried.size(); ++i) {
       Value* v = frame().env.count(carried[i]) ? frame().env.at(carried[i]) : nullptr;
       if (!v)
@@ -734,9 +838,34 @@ void Lowerer::for_stmt(const Stmt& s) {
   if (it.kind == ExprKind::Tuple && !it.args.empty()) {
     std::vector<Value*> es;
     for (const auto& a : it.args) es.push_back(expr(*a));
-    std::vector<Type> ts;
-    for (Value* v : es) ts.push_back(v->type());
-    return unrolled_for(s, es, Type::tuple(ts));
+    return unrolled_for(s, es.size(), [&](size_t k) { assign(target, es[k], target.loc); });
+  }
+  // A ModuleList or Sequential: unrolled, the target naming each module in turn (enumerate gives
+  // the index too), as TorchScript does.
+  {
+    const Expr* seq_expr = &it;
+    const Expr* index_target = nullptr;
+    const Expr* module_target = &target;
+    bool enumerated = it.kind == ExprKind::Call && it.args[0]->kind == ExprKind::Name && it.args[0]->name == "enumerate" &&
+                      it.args.size() == 2 && !frame().env.count("enumerate");
+    if (enumerated) {
+      seq_expr = it.args[1].get();
+      if (target.kind != ExprKind::Tuple || target.args.size() != 2)
+        fail(target.loc, "a for over enumerate() needs two names as its target: for i, x in enumerate(...)");
+      index_target = target.args[0].get();
+      module_target = target.args[1].get();
+    }
+    if (const Object* o = static_object(*seq_expr)) {
+      if (o->layer != Layer::ModuleList && o->layer != Layer::Sequential)
+        fail(seq_expr->loc, fmt::format("cannot iterate over {} (a module); only ModuleList and Sequential are iterable", o->cls));
+      if (module_target->kind != ExprKind::Name) fail(module_target->loc, "a for over modules needs one name as its target");
+      return unrolled_for(s, o->items.size(), [&, o](size_t k) {
+        frame().modules[module_target->name] = o->items[k].get();
+        frame().env.erase(module_target->name);
+        if (index_target) assign(*index_target, constant(int64_t(k)), index_target->loc);
+      });
+    }
+    if (enumerated) fail(it.loc, "enumerate() is supported over a ModuleList or Sequential in kiln script");
   }
   seq = expr(it);
   loc_ = it.loc;
@@ -766,7 +895,7 @@ void Lowerer::for_stmt(const Stmt& s) {
         elems.push_back(emit(ix)->output());
       }
     }
-    return unrolled_for(s, elems, t);
+    return unrolled_for(s, elems.size(), [&](size_t k) { assign(target, elems[k], target.loc); });
   }
   fail(it.loc, fmt::format("cannot iterate over {}; kiln script loops over range(), tuples, lists and tensors",
                            t.str()));
@@ -774,9 +903,11 @@ void Lowerer::for_stmt(const Stmt& s) {
 
 // Unrolled: a tuple's elements may differ in type. Break, continue and return work through the same
 // flags, guarding the iterations after one that may exit.
-void Lowerer::unrolled_for(const Stmt& s, const std::vector<Value*>& elems, const Type& t) {
-  const Expr& target = *s.targets[0];
-  if (t.elems.size() > 256 && (exits(s.body) & (kRet | kBrk)))
+// Unrolled: a tuple's elements may differ in type, and a ModuleList's modules are different code.
+// Break, continue and return work through the same flags, guarding the iterations after one that may
+// exit.
+void Lowerer::unrolled_for(const Stmt& s, size_t n, const std::function<void(size_t)>& bind) {
+  if (n > 256 && (exits(s.body) & (kRet | kBrk)))
     fail(s.value->loc, "a for over a tuple of more than 256 elements cannot break or return (it is unrolled)");
   LoopCtx ctx;
   ++loop_depth_;
@@ -789,11 +920,11 @@ void Lowerer::unrolled_for(const Stmt& s, const std::vector<Value*>& elems, cons
   loops_.push_back(ctx);
   bool may_exit = exits(s.body) & (kRet | kBrk);
   std::function<void(size_t)> unroll = [&](size_t from) {
-    for (size_t k = from; k < elems.size(); ++k) {
+    for (size_t k = from; k < n; ++k) {
       if (!loops_.back().cont.empty()) frame().env[loops_.back().cont] = constant(false);
-      assign(target, elems[k], target.loc);
+      bind(k);
       block(s.body);
-      if (k + 1 == elems.size() || !may_exit) continue;
+      if (k + 1 == n || !may_exit) continue;
       // The iterations after one that may break or return run only when it did not.
       loc_ = s.loc;
       Value* exited = exit_condition(kRet | kBrk);
@@ -818,6 +949,10 @@ void Lowerer::return_stmt(const Stmt& s) {
   }
   Frame& F = frame();
   SourceLoc at = s.value ? s.value->loc : s.loc;
+  if (F.infer_ret) {
+    F.ret_type = v->type().is_tensor() ? Type::tensor() : v->type();
+    F.infer_ret = false;
+  }
   bool fits = same_type(v->type(), F.ret_type) || (F.ret_type.kind == TypeKind::Float && is_number(v->type())) ||
               (F.ret_type.kind == TypeKind::Optional &&
                (v->type().kind == TypeKind::None || same_type(v->type(), F.ret_type.elems[0])));
@@ -854,16 +989,41 @@ void Lowerer::assert_stmt(const Stmt& s) {
 
 // ---------------------------------------------------------------- entry
 
-std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const Module& m) {
+std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const Module& m,
+                                                         std::vector<std::string>& errors) {
   std::map<std::string, std::shared_ptr<ir::Graph>> out;
+  auto report = [&](const std::string& e) {
+    // A function inlined into others fails in each: report its error once.
+    if (std::find(errors.begin(), errors.end(), e) == errors.end()) errors.push_back(e);
+  };
   for (const auto& f : m.functions) {
-    if (out.count(f->name)) src.fail(f->loc, fmt::format("function '{}' is defined twice", f->name));
+    if (out.count(f->name)) {
+      try {
+        src.fail(f->loc, fmt::format("function '{}' is defined twice", f->name));
+      } catch (const Error& e) {
+        report(e.what());
+      }
+    }
     out[f->name] = nullptr;
   }
+  std::set<RecursionError::Cycle> cycles;  // each reported once, whichever function meets it first
   for (const auto& f : m.functions) {
-    Lowerer L(src, m);
-    out[f->name] = L.lower_function(*f);
+    try {
+      Lowerer L(src, m);
+      out[f->name] = L.lower_function(*f);
+    } catch (const RecursionError& e) {
+      if (cycles.insert(e.cycle).second) report(e.what());
+    } catch (const Error& e) {
+      report(e.what());
+    }
   }
+  return out;
+}
+
+std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const Module& m) {
+  std::vector<std::string> errors;
+  auto out = lower(src, m, errors);
+  raise_all(errors);
   return out;
 }
 

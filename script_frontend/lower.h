@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/ir/graph.h"
 #include "script_frontend/ast.h"
@@ -12,7 +13,10 @@
 
 namespace kiln::script {
 
-// Raises kiln::Error in the source error format at the first problem.
+// Raises kiln::Error in the source error format naming the first problem of each function.
 std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const Module& m);
+// Appends the first problem of each function to errors (once, though inlining meets it again).
+std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const Module& m,
+                                                         std::vector<std::string>& errors);
 
 }  // namespace kiln::script

@@ -11,6 +11,7 @@
 
 #include "core/ir/graph.h"
 #include "script_frontend/ast.h"
+#include "script_frontend/objects.h"
 #include "script_frontend/source.h"
 
 namespace kiln::script {
@@ -28,10 +29,28 @@ struct Arg {
   bool present() const { return expr || value; }
 };
 
+// A call cycle among the file's functions (they are inlined, so recursion cannot be lowered); the
+// cycle lets a file with one report it once.
+struct RecursionError : Error {
+  using Cycle = std::set<const FunctionDef*>;
+  RecursionError(const std::string& msg, Cycle c) : Error(msg), cycle(std::move(c)) {}
+  Cycle cycle;
+};
+
+// A method of a module object lowered to a graph: its inputs are the method's parameters, then the
+// parameters and buffers it reads (`bound`, in that order); in training mode its trailing outputs are
+// the new values of buffers it updates (batch norm's running statistics), one per writeback.
+struct MethodGraph {
+  std::shared_ptr<ir::Graph> graph;
+  std::vector<Tensor> bound;
+  std::vector<std::pair<size_t, size_t>> writebacks;  // (graph input, graph output)
+};
+
 class Lowerer {
  public:
   Lowerer(const Source& src, const Module& m);
   std::shared_ptr<ir::Graph> lower_function(const FunctionDef& f);
+  MethodGraph lower_method(const FunctionDef& f, const Object& self);
 
   // ---- used by builtins.cpp ----
   const Source& src() const { return src_; }
@@ -67,12 +86,41 @@ class Lowerer {
                   SourceLoc loc);
   Value* to_condition(Value* v, SourceLoc loc);
   SourceLoc loc() const { return loc_; }
+  const Module& module() const { return m_; }
+
+  // ---- module objects (used by layers.cpp)
+  // A parameter, buffer or tensor attribute of a module: its graph input (added on first use) or,
+  // for a buffer updated earlier in this graph, its current value.
+  Value* tensor_of(const Static& t, const std::string& name);
+  // A buffer's new value from here on (written back after each call).
+  void update_buffer(const Tensor& t, Value* v);
+  // The module object an expression names at lowering time (self, self.fc, self.layers[2], a loop
+  // variable over a ModuleList), or null.
+  const Object* static_object(const Expr& e);
+  Value* call_object(const Object& o, const Expr& call);
+  // Arguments already lowered: a call of a module or method with values (Sequential's chain).
+  struct CallArgs {
+    struct Kw {
+      std::string name;
+      Value* value;
+      SourceLoc loc;
+    };
+    std::vector<Value*> pos;
+    std::vector<SourceLoc> pos_locs;
+    std::vector<Kw> kw;
+  };
+  Value* call_object(const Object& o, const CallArgs& a, SourceLoc loc);
+  // A runtime check: raises `message` (with the file and line) when cond is false.
+  void check(Value* cond, const std::string& message);
 
  private:
   // A function being lowered (the top one or an inlined callee): its variables and exit flags.
   struct Frame {
     const FunctionDef* def;
     Type ret_type;
+    const Object* self = nullptr;                  // methods: the module object
+    std::map<std::string, const Object*> modules;  // names bound to module objects
+    bool infer_ret = false;                        // no return annotation: the type of the return
     bool flag_returns = false;  // returns other than a final one: lowered with returned/ret_value
     std::map<std::string, Value*> env;
     std::set<std::string> partial;  // names defined on some paths only, for a precise error
@@ -91,7 +139,13 @@ class Lowerer {
   void if_stmt(const Stmt& s);
   void while_stmt(const Stmt& s);
   void for_stmt(const Stmt& s);
-  void unrolled_for(const Stmt& s, const std::vector<Value*>& elems, const Type& t);
+  void unrolled_for(const Stmt& s, size_t n, const std::function<void(size_t)>& bind);
+  std::shared_ptr<ir::Graph> lower_top(const FunctionDef& f, const Object* self);
+  Frame new_frame(const FunctionDef& f, const Object* self);
+  std::optional<bool> static_condition(const Expr& test);
+  Value* object_attribute(const Object& o, const std::string& attr, SourceLoc loc);
+  Value* static_value(const Static& v, const std::string& name, SourceLoc loc);
+  Value* buffer_input(const std::string& var);
   void return_stmt(const Stmt& s);
   void assert_stmt(const Stmt& s);
   // Lowers an If whose branches run then_fn / else_fn on copies of the environment and merges the
@@ -120,7 +174,8 @@ class Lowerer {
   Value* tensor_index(Value* x, const Expr& e);
   Value* call(const Expr& e);
   Value* attribute(const Expr& e);
-  Value* inline_call(const FunctionDef& f, const Expr& call);
+  Value* inline_call(const FunctionDef& f, const Expr& call, const Object* self = nullptr);
+  Value* inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc call_loc, const Object* self);
   Value* placeholder(const Type& t);
   Value* fold_ints(ir::Prim p, Value* a, Value* b);
   std::optional<int64_t> static_int(const Expr& e);
@@ -132,6 +187,10 @@ class Lowerer {
   std::shared_ptr<ir::Graph> g_;
   std::deque<Frame> frames_;  // a deque: inlining pushes frames while outer ones are referenced
   std::vector<LoopCtx> loops_;
+  std::vector<Tensor> bound_;                           // tensors read by this graph, in input order
+  std::map<const TensorImpl*, Value*> bound_inputs_;    // their graph inputs
+  std::map<const TensorImpl*, std::string> buffer_vars_;  // updated buffers: their env variable
+  std::vector<std::pair<size_t, size_t>> writebacks_;
   std::vector<const FunctionDef*> inlining_;
   int loop_depth_ = 0;
   SourceLoc loc_;
@@ -147,9 +206,17 @@ bool same_type(const Type& a, const Type& b);  // tensors of any dtype/shape cou
 // Edit-distance suggestion: "; did you mean X?" or "".
 std::string did_you_mean(std::string_view name, const std::vector<std::string>& candidates);
 
-// builtins.cpp: torch.<name>(...) when self is null and qualified starts with "torch.", a tensor
-// method otherwise. Raises with a suggestion for unknown names.
+// builtins.cpp: torch.<name>(...) when self is null and qualified starts with "torch.",
+// torch.nn.functional.<name> when it starts with "F.", a tensor method otherwise. Raises with a
+// suggestion for unknown names.
 Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, Value* self);
+// layers.cpp: a torch.nn layer called on its arguments.
+Value* call_layer(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, SourceLoc loc);
+// Composites shared by layers and functional calls (builtins.cpp).
+Value* softmax_of(Lowerer& L, Value* x, int64_t dim, bool log);
+Value* dropout_of(Lowerer& L, Value* x, double p, bool training);
+Value* layer_norm_of(Lowerer& L, Value* x, const Shape& normalized_shape, Value* weight, Value* bias, double eps);
+Value* linear_of(Lowerer& L, Value* x, Value* weight, Value* bias);
 // x.<attr> for tensors (shape, T); nullopt when not an attribute.
 std::optional<Value*> tensor_attribute(Lowerer& L, Value* x, const std::string& attr, SourceLoc loc);
 // Names of builtins (for suggestions).

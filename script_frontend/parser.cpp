@@ -41,33 +41,52 @@ class Parser {
  public:
   explicit Parser(const Source& src) : src_(src), toks_(lex(src)) {}
 
-  Module module() {
+  // Each top-level statement parses on its own: after an error the parser skips to the next line
+  // that starts a top-level statement and goes on, so one run reports every broken definition
+  // (clang-style) without cascades from the broken one.
+  Module module(std::vector<std::string>& errors) {
     Module m;
     while (!at(Tok::End)) {
-      if (accept(Tok::Newline)) continue;
-      if (at_name("import")) {
-        import_stmt(m);
-      } else if (at_name("from")) {
-        from_import(m);
-      } else if (at_name("def")) {
-        m.functions.push_back(function());
-      } else if (at(Tok::String)) {
-        expr_list();  // the module docstring
-        end_of_statement();
-      } else if (at_op("@")) {
-        fail_here("decorators are not supported in kiln script");
-      } else if (at(Tok::Indent)) {
-        fail_here("unexpected indent");
-      } else if (at(Tok::Name) && unsupported_keyword(cur().text) && unsupported_keyword(cur().text) == std::string("class")) {
-        fail_here("class is not supported in kiln script");
-      } else {
-        fail_here("only imports and function definitions are allowed at the top level of a kiln script");
+      try {
+        top_level(m);
+      } catch (const Error& e) {
+        errors.push_back(e.what());
+        depth_ = 0;
+        resync();
       }
     }
     return m;
   }
 
  private:
+  void top_level(Module& m) {
+    if (accept(Tok::Newline)) return;
+    if (at_name("import")) {
+      import_stmt(m);
+    } else if (at_name("from")) {
+      from_import(m);
+    } else if (at_name("def")) {
+      m.functions.push_back(function(false));
+    } else if (at_name("class")) {
+      m.classes.push_back(class_def(m));
+    } else if (at(Tok::String)) {
+      expr_list();  // the module docstring
+      end_of_statement();
+    } else if (at_op("@")) {
+      fail_here("decorators are not supported in kiln script");
+    } else if (at(Tok::Indent)) {
+      fail_here("unexpected indent");
+    } else {
+      fail_here("only imports, function definitions and classes are allowed at the top level of a kiln script");
+    }
+  }
+
+  // Past the statement that failed: to the next token in column 1 (a top-level statement).
+  void resync() {
+    next();
+    while (!at(Tok::End) && !(cur().loc.col == 1 && cur().kind == Tok::Name)) next();
+  }
+
   // ---- tokens ----
   const Token& cur() const { return toks_[pos_]; }
   const Token& peek(size_t k = 1) const { return toks_[std::min(pos_ + k, toks_.size() - 1)]; }
@@ -136,13 +155,31 @@ class Parser {
     SourceLoc at_loc = cur().loc;
     next();
     std::string mod = dotted_name();
-    if (mod != "torch") src_.fail(at_loc, fmt::format("import of '{}' is not supported in kiln script (only torch and typing)", mod));
-    if (accept_name("as")) src_.fail(at_loc, "import ... as is not supported in kiln script");
-    m.imported.insert("torch");
+    std::string as;
+    if (accept_name("as")) as = expect_name("after 'as'");
+    if (mod == "torch" && as.empty()) {
+      m.imported.insert("torch");
+    } else if (mod == "math" && as.empty()) {
+      m.imported.insert("math");
+    } else if (mod == "torch.nn" || mod == "torch.nn.functional") {
+      // `import torch.nn` binds torch, as Python does; `import torch.nn as nn` binds the alias only.
+      std::set<std::string>& names = mod == "torch.nn" ? m.nn_names : m.functional_names;
+      if (as.empty()) {
+        m.imported.insert("torch");
+        names.insert(mod);
+      } else {
+        names.insert(as);
+      }
+    } else if (!as.empty() && (mod == "torch" || mod == "math")) {
+      src_.fail(at_loc, fmt::format("import {} as {} is not supported in kiln script (import {})", mod, as, mod));
+    } else {
+      src_.fail(at_loc, fmt::format("import of '{}' is not supported in kiln script (only torch, torch.nn, "
+                                    "torch.nn.functional, math and typing)",
+                                    mod));
+    }
     end_of_statement();
   }
   void from_import(Module& m) {
-    SourceLoc at_loc = cur().loc;
     next();
     std::string mod = dotted_name();
     if (!accept_name("import")) fail_here("expected 'import' after the module name");
@@ -151,14 +188,23 @@ class Parser {
       if (paren && at_op(")")) break;
       SourceLoc nloc = cur().loc;
       std::string name = expect_name("to import");
-      bool ok = (mod == "torch" && name == "Tensor") ||
-                (mod == "typing" && (name == "List" || name == "Tuple" || name == "Optional"));
-      if (!ok) src_.fail(nloc, fmt::format("from {} import {} is not supported in kiln script", mod, name));
-      m.imported.insert(name);
-      if (at_name("as")) fail_here("import ... as is not supported in kiln script");
+      std::string as = name;
+      if (accept_name("as")) as = expect_name("after 'as'");
+      bool typing = mod == "typing" && (name == "List" || name == "Tuple" || name == "Optional" || name == "Dict");
+      if (mod == "torch" && name == "nn") {
+        m.nn_names.insert(as);
+      } else if ((mod == "torch.nn" && name == "functional") || (mod == "torch" && name == "functional")) {
+        m.functional_names.insert(as);
+      } else if (mod == "torch.nn" && name == "Module" && as == name) {
+        m.imported.insert("Module");
+      } else if (((mod == "torch" && name == "Tensor") || typing) && as == name) {
+        m.imported.insert(name);
+      } else {
+        src_.fail(nloc, fmt::format("from {} import {}{} is not supported in kiln script", mod, name,
+                                    as == name ? "" : " as " + as));
+      }
     } while (accept_op(","));
     if (paren) expect_op(")", "to close the import list");
-    (void)at_loc;
     end_of_statement();
   }
   std::string dotted_name() {
@@ -197,7 +243,9 @@ class Parser {
   }
 
   // ---- functions and statements ----
-  std::unique_ptr<FunctionDef> function() {
+  // A method may leave parameters unannotated (TorchScript reads them as Tensor) and, in __init__,
+  // give them any constant default: __init__ runs once, when the module is built.
+  std::unique_ptr<FunctionDef> function(bool method) {
     auto f = std::make_unique<FunctionDef>();
     next();  // def
     f->loc = cur().loc;
@@ -209,9 +257,12 @@ class Parser {
       Param p;
       p.loc = cur().loc;
       p.name = expect_name("as a parameter");
-      if (!accept_op(":"))
+      if (accept_op(":")) {
+        p.type = type_expr();
+        p.has_type = true;
+      } else if (!method) {
         src_.fail(p.loc, fmt::format("parameter '{}' needs a type annotation (kiln script types every parameter)", p.name));
-      p.type = type_expr();
+      }
       if (accept_op("=")) p.default_value = test();
       f->params.push_back(std::move(p));
       if (!accept_op(",")) break;
@@ -224,6 +275,61 @@ class Parser {
     expect_op(":", "after the function signature");
     f->body = suite();
     return f;
+  }
+
+  std::unique_ptr<ClassDef> class_def(const Module& m) {
+    auto c = std::make_unique<ClassDef>();
+    next();  // class
+    c->loc = cur().loc;
+    c->name = expect_name("after 'class'");
+    if (!accept_op("(")) src_.fail(c->loc, fmt::format("class '{}' must derive from nn.Module in kiln script", c->name));
+    SourceLoc bloc = cur().loc;
+    std::string base = at_op(")") ? std::string() : dotted_name_in("as the base class");
+    expect_op(")", "after the base class");
+    size_t dot = base.rfind('.');
+    std::string owner = dot == std::string::npos ? "" : base.substr(0, dot);
+    bool ok = base == "Module" ? m.imported.count("Module") != 0
+                               : base.substr(dot + 1) == "Module" && (m.nn_names.count(owner) != 0 ||
+                                                                       (owner == "torch.nn" && m.imported.count("torch")));
+    if (!ok)
+      src_.fail(bloc, fmt::format("class '{}' must derive from nn.Module (imported as torch.nn) in kiln script, not '{}'",
+                                  c->name, base));
+    expect_op(":", "after the class header");
+    if (!accept(Tok::Newline)) fail_here("expected an indented class body");
+    if (!accept(Tok::Indent)) fail_here("expected an indented class body");
+    while (!accept(Tok::Dedent)) {
+      if (at(Tok::End)) break;
+      if (accept(Tok::Newline)) continue;
+      if (at_name("def")) {
+        c->methods.push_back(function(true));
+        for (size_t i = 0; i + 1 < c->methods.size(); ++i)
+          if (c->methods[i]->name == c->methods.back()->name)
+            src_.fail(c->methods.back()->loc, fmt::format("method '{}' is defined twice in class '{}'", c->methods.back()->name, c->name));
+      } else if (at(Tok::String) || at_name("pass")) {
+        next();  // a docstring
+        end_of_statement();
+      } else if (at_name("__constants__")) {
+        // TorchScript's list of constant attributes: kiln treats every int/float/bool attribute as one.
+        next();
+        expect_op("=", "after __constants__");
+        expr_list();
+        end_of_statement();
+      } else if (at_op("@")) {
+        fail_here("decorators are not supported in kiln script");
+      } else {
+        fail_here("a class body in kiln script holds methods (def), a docstring and __constants__");
+      }
+    }
+    if (!c->method("forward")) src_.fail(c->loc, fmt::format("class '{}' has no forward method", c->name));
+    return c;
+  }
+  std::string dotted_name_in(std::string_view context) {
+    std::string n = expect_name(context);
+    while (accept_op(".")) {
+      n += '.';
+      n += expect_name("after '.'");
+    }
+    return n;
   }
 
   std::vector<StmtPtr> suite() {
@@ -249,6 +355,7 @@ class Parser {
       if (w == "while") return out.push_back(while_stmt());
       if (w == "for") return out.push_back(for_stmt());
       if (w == "def") fail_here("nested functions are not supported in kiln script; define it at the top level");
+      if (w == "class") fail_here("nested classes are not supported in kiln script; define it at the top level");
       if (w == "import" || w == "from") fail_here("imports are only allowed at the top level of a kiln script");
       if (w == "else" || w == "elif") fail_here(fmt::format("'{}' without a matching 'if'", w));
     }
@@ -316,7 +423,8 @@ class Parser {
         next();
         auto s = make(StmtKind::AugAssign, loc);
         s->op = std::string(a.substr(0, a.size() - 1));
-        if (first->kind != ExprKind::Name) src_.fail(first->loc, "augmented assignment needs a plain name as its target");
+        if (first->kind != ExprKind::Name && first->kind != ExprKind::Attribute && first->kind != ExprKind::Subscript)
+          src_.fail(first->loc, "augmented assignment needs a name, an attribute or a subscript as its target");
         s->targets.push_back(std::move(first));
         s->value = expr_list();
         return s;
@@ -338,12 +446,12 @@ class Parser {
   }
 
   void check_target(const Expr& e) {
-    if (e.kind == ExprKind::Name || e.kind == ExprKind::Subscript) return;
+    // Attributes are targets too: `self.fc = nn.Linear(...)` in __init__ (lowering rejects them elsewhere).
+    if (e.kind == ExprKind::Name || e.kind == ExprKind::Subscript || e.kind == ExprKind::Attribute) return;
     if (e.kind == ExprKind::Tuple || e.kind == ExprKind::List) {
       for (auto& a : e.args) check_target(*a);
       return;
     }
-    if (e.kind == ExprKind::Attribute) src_.fail(e.loc, "assignment to an attribute is not supported in kiln script");
     src_.fail(e.loc, "cannot assign to this expression");
   }
 
@@ -597,7 +705,16 @@ class Parser {
   void call_args(Expr& c) {
     DepthGuard g(*this);
     while (!at_op(")")) {
-      if (at_op("*") || at_op("**")) fail_here("*args and **kwargs are not supported in kiln script");
+      if (at_op("**")) fail_here("**kwargs are not supported in kiln script");
+      if (at_op("*")) {
+        if (!c.keywords.empty()) fail_here("positional argument follows keyword argument");
+        auto st = expr(ExprKind::Starred, cur().loc);
+        next();
+        st->args.push_back(test());
+        c.args.push_back(std::move(st));
+        if (!accept_op(",")) break;
+        continue;
+      }
       if (at(Tok::Name) && peek().kind == Tok::Op && peek().text == "=") {
         Keyword k;
         k.loc = cur().loc;
@@ -715,6 +832,20 @@ class Parser {
 
 }  // namespace
 
-Module parse(const Source& src) { return Parser(src).module(); }
+Module parse(const Source& src, std::vector<std::string>& errors) { return Parser(src).module(errors); }
+
+Module parse(const Source& src) {
+  std::vector<std::string> errors;
+  Module m = parse(src, errors);
+  raise_all(errors);
+  return m;
+}
+
+void raise_all(const std::vector<std::string>& errors) {
+  if (errors.empty()) return;
+  std::string all;
+  for (const std::string& e : errors) all += (all.empty() ? "" : "\n") + e;
+  throw Error(all);
+}
 
 }  // namespace kiln::script

@@ -8,6 +8,7 @@
 #include "core/ir/verifier.h"
 #include "script_frontend/lower.h"
 #include "script_frontend/lowerer.h"
+#include "script_frontend/objects.h"
 #include "script_frontend/parser.h"
 
 namespace kiln {
@@ -28,10 +29,37 @@ std::vector<std::string> ScriptModule::function_names() const {
   return out;
 }
 
+std::vector<std::string> ScriptModule::class_names() const {
+  std::vector<std::string> out;
+  if (file_)
+    for (const auto& c : file_->ast.classes) out.push_back(c->name);
+  return out;
+}
+
+std::shared_ptr<ScriptedModule> ScriptModule::module(const std::string& name, const std::vector<IValue>& args,
+                                                     const std::map<std::string, IValue>& kwargs) const {
+  const script::ClassDef* cls = nullptr;
+  if (file_)
+    for (const auto& c : file_->ast.classes)
+      if (c->name == name) cls = c.get();
+  if (!cls) {
+    std::vector<std::string> names = class_names();
+    std::string all;
+    for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
+    fail("script: no class '{}' in the module (it has: {}){}", name, all.empty() ? "none" : all,
+         script::did_you_mean(name, names));
+  }
+  std::vector<script::Static> sargs;
+  for (const IValue& a : args) sargs.push_back(script::static_of(a));
+  std::map<std::string, script::Static> skw;
+  for (const auto& [k, v] : kwargs) skw[k] = script::static_of(v);
+  std::shared_ptr<ScriptedModule> m = script::construct(file_, *cls, sargs, skw);
+  m->method("forward");
+  return m;
+}
+
 namespace {
-std::map<std::string, std::shared_ptr<ir::Graph>> compile(const std::string& text, const std::string& name) {
-  script::Source src{name, text};
-  script::Module m = script::parse(src);
+std::map<std::string, std::shared_ptr<ir::Graph>> compile(const script::Source& src, const script::Module& m) {
   auto graphs = script::lower(src, m);
   // Lowering builds well-formed graphs; the verifier holds it to that.
   for (auto& [fn, g] : graphs) {
@@ -43,9 +71,13 @@ std::map<std::string, std::shared_ptr<ir::Graph>> compile(const std::string& tex
 }  // namespace
 
 ScriptModule script_source(const std::string& text, const std::string& name) {
+  auto file = std::make_shared<script::File>();
+  file->src = script::Source{name, text};
+  // Parse errors are reported alone: lowering a file with a broken definition would cascade.
+  file->ast = script::parse(file->src);
   std::map<std::string, Function> fns;
-  for (auto& [fn, g] : compile(text, name)) fns.emplace(fn, Function(g, fn));
-  return ScriptModule(std::move(fns));
+  for (auto& [fn, g] : compile(file->src, file->ast)) fns.emplace(fn, Function(g, fn));
+  return ScriptModule(std::move(fns), std::move(file));
 }
 
 ScriptModule script_file(const std::string& path) {
@@ -56,6 +88,10 @@ ScriptModule script_file(const std::string& path) {
   return script_source(ss.str(), path);
 }
 
-void script::check_source(const std::string& text, const std::string& name) { compile(text, name); }
+void script::check_source(const std::string& text, const std::string& name) {
+  script::Source src{name, text};
+  script::Module m = script::parse(src);
+  compile(src, m);
+}
 
 }  // namespace kiln

@@ -6,27 +6,41 @@
 //   kiln::Function f = m.function("forward");
 //   std::vector<kiln::IValue> out = f.call({x, int64_t(3)});
 //
+//   auto net = m.module("Net", {int64_t(10)});   // a class Net(nn.Module): a kiln nn::Module
+//
 // Every error in the file (syntax, names, types, op signatures) is reported before anything runs, as
-// `file:line:col: error: message`, the source line and a caret.
+// `file:line:col: error: message`, the source line and a caret. A class's methods are lowered when
+// module() builds it (its __init__ decides what they see).
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/interp/function.h"
+#include "script_frontend/module.h"
 
 namespace kiln {
 
 class ScriptModule {
  public:
   ScriptModule() = default;
-  explicit ScriptModule(std::map<std::string, Function> functions) : functions_(std::move(functions)) {}
+  ScriptModule(std::map<std::string, Function> functions, std::shared_ptr<const script::File> file)
+      : functions_(std::move(functions)), file_(std::move(file)) {}
   // Raises kiln::Error naming the functions the file has when there is no such function.
   const Function& function(const std::string& name) const;
   bool has_function(const std::string& name) const { return functions_.count(name) != 0; }
   std::vector<std::string> function_names() const;
 
+  // Builds an instance of the file's class `name` (an nn.Module subclass): runs its __init__ with
+  // these arguments (numbers, strings, tuples and lists of them, by position, then by keyword) and
+  // lowers its forward for the module's training mode, so errors in either are raised here.
+  std::shared_ptr<ScriptedModule> module(const std::string& name, const std::vector<IValue>& args = {},
+                                         const std::map<std::string, IValue>& kwargs = {}) const;
+  std::vector<std::string> class_names() const;
+
  private:
   std::map<std::string, Function> functions_;
+  std::shared_ptr<const script::File> file_;
 };
 
 ScriptModule script_source(const std::string& text, const std::string& name = "<script>");

@@ -1,5 +1,6 @@
 #include "backends/interp/interpreter.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <unordered_map>
@@ -8,6 +9,7 @@
 #include "backends/interp/number_ops.h"
 #include "core/ir/printer.h"
 #include "eager/dispatch.h"
+#include "eager/ops.h"
 
 namespace kiln::interp {
 
@@ -215,6 +217,38 @@ class Frame {
         if (x.is_none()) fail("unwrapped an Optional that is None");
         return out(0, x);
       }
+      case Prim::Reshape: return out(0, reshape(in(n, 0).to_tensor(), ints_of(in(n, 1))));
+      case Prim::Full: {
+        IValue v = in(n, 1);
+        Scalar s = v.is_bool() ? Scalar(v.to_bool()) : v.is_int() ? Scalar(v.to_int()) : Scalar(v.to_double());
+        DType dt = n.attrs().has("dtype") ? n.attrs().dtype("dtype") : DType::Float32;
+        return out(0, full(ints_of(in(n, 0)), s, dt));
+      }
+      case Prim::RandLike: return out(0, rand_like(in(n, 0).to_tensor()));
+      case Prim::Slice: {
+        auto bound = [&](size_t i) { return in(n, i).is_none() ? std::nullopt : std::optional<int64_t>(in(n, i).to_int()); };
+        return out(0, in(n, 0).to_tensor().slice(in(n, 1).to_int(), bound(2), bound(3), in(n, 4).to_int()));
+      }
+      case Prim::ListCat: {
+        Tensors xs;
+        for (const IValue& e : in(n, 0).elements()) xs.push_back(e.to_tensor());
+        bool stack_ = n.attrs().has("stack") && n.attrs().i("stack") != 0;
+        return out(0, stack_ ? stack(xs, in(n, 1).to_int()) : cat(xs, in(n, 1).to_int()));
+      }
+      case Prim::Transpose: return out(0, in(n, 0).to_tensor().transpose(in(n, 1).to_int(), in(n, 2).to_int()));
+      case Prim::ListAdd: {
+        std::vector<IValue> es = in(n, 0).elements();
+        const auto& more = in(n, 1).elements();
+        es.insert(es.end(), more.begin(), more.end());
+        return out(0, IValue::list(std::move(es)));
+      }
+      case Prim::ListSlice: {
+        const auto& es = in(n, 0).elements();
+        int64_t len = int64_t(es.size());
+        auto clamp = [&](int64_t i) { return std::clamp(i < 0 ? i + len : i, int64_t(0), len); };
+        int64_t b = clamp(in(n, 1).to_int()), e = clamp(in(n, 2).to_int());
+        return out(0, IValue::list(std::vector<IValue>(es.begin() + b, es.begin() + std::max(b, e))));
+      }
       case Prim::Raise: fail("{}", n.attrs().has("message") ? n.attrs().s("message") : std::string("assertion failed"));
       case Prim::NumAdd:
       case Prim::NumSub:
@@ -237,6 +271,12 @@ class Frame {
       }
       case Prim::Not: return out(0, !to_bool(in(n, 0)));
     }
+  }
+
+  static Shape ints_of(const IValue& list) {
+    Shape s;
+    for (const IValue& e : list.elements()) s.push_back(e.to_int());
+    return s;
   }
 
   static double checked_finite(double d) {

@@ -1,4 +1,4 @@
-# error: 5:1: class is not supported in kiln script
+# error: 5:7: class 'Model' must derive from nn.Module in kiln script
 import torch
 
 

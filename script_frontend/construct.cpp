@@ -1,0 +1,1062 @@
+// __init__ at construction. TorchScript scripts a module after Python ran its __init__; kiln has no
+// Python, so it runs __init__ itself: a small evaluator of the file's statements over Static values
+// (numbers, strings, lists, tensors, modules). What it builds is the object tree lowering reads as
+// `self`, and the nn::Module tree (kiln's own layers for torch.nn's) that owns the parameters.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "eager/autograd/graph.h"
+#include "eager/nn/init.h"
+#include "eager/nn/layers.h"
+#include "eager/ops.h"
+#include "script_frontend/lowerer.h"
+#include "script_frontend/module.h"
+#include "script_frontend/objects.h"
+
+namespace kiln::script {
+
+using Kind = Static::Kind;
+
+std::string Static::type_name() const {
+  switch (kind) {
+    case Kind::None: return "None";
+    case Kind::Int: return "int";
+    case Kind::Float: return "float";
+    case Kind::Bool: return "bool";
+    case Kind::Str: return "str";
+    case Kind::Tuple:
+    case Kind::List: {
+      std::string s = kind == Kind::Tuple ? "Tuple[" : "List[";
+      for (size_t k = 0; k < elems.size() && (kind == Kind::Tuple || k < 1); ++k) s += (k ? ", " : "") + elems[k].type_name();
+      return s + "]";
+    }
+    case Kind::Module: return obj->cls;
+    case Kind::Tensor: return parameter ? "Parameter" : "Tensor";
+  }
+  return "?";
+}
+
+void Object::walk(const std::function<void(const Object&)>& f) const {
+  f(*this);
+  for (const auto& [k, v] : attrs)
+    if (v.kind == Kind::Module) v.obj->walk(f);
+  for (const ObjectPtr& o : items) o->walk(f);
+}
+
+Static static_of(const IValue& v) {
+  if (v.is_none()) return Static::none();
+  if (v.is_bool()) return Static::boolean(v.to_bool());
+  if (v.is_int()) return Static::integer(v.to_int());
+  if (v.is_double()) return Static::number(v.to_double());
+  if (v.is_string()) return Static::str(v.to_string());
+  if (v.is_tensor()) return Static::of_tensor(v.to_tensor(), false);
+  std::vector<Static> es;
+  for (const IValue& e : v.elements()) es.push_back(static_of(e));
+  return Static::seq(v.is_tuple() ? Kind::Tuple : Kind::List, std::move(es));
+}
+
+namespace {
+
+// Layers without state that kiln's eager nn lacks, and ModuleList: children only.
+class Stateless : public nn::Module {
+ public:
+  Stateless(std::string name, std::function<Tensor(const Tensor&)> f) : name_(std::move(name)), f_(std::move(f)) {}
+  Tensor forward(const Tensor& x) override { return f_(x); }
+  std::string name() const override { return name_; }
+
+ private:
+  std::string name_;
+  std::function<Tensor(const Tensor&)> f_;
+};
+
+class ModuleList : public nn::Module {
+ public:
+  void add(std::shared_ptr<nn::Module> m) { register_module(std::to_string(named_children().size()), std::move(m)); }
+  Tensor forward(const Tensor&) override { fail("ModuleList is not callable; iterate over it in forward"); }
+  std::string name() const override { return "ModuleList"; }
+};
+
+// A module object with the nn::Module that owns its tensors.
+struct Built {
+  ObjectPtr obj;
+  std::shared_ptr<nn::Module> module;
+};
+
+// Bound arguments of a call by parameter name; absent optional ones hold their default.
+using Bound = std::map<std::string, Static>;
+
+struct Signature {
+  std::vector<std::string> params;
+  size_t required;
+  std::vector<Static> defaults;  // for params[required..]
+  bool varargs = false;           // nn.Sequential(*modules), nn.Identity(*args)
+};
+
+class Init {
+ public:
+  explicit Init(std::shared_ptr<const File> file) : file_(std::move(file)), src_(file_->src), m_(file_->ast) {}
+
+  std::shared_ptr<ScriptedModule> build(const ClassDef& c, const std::vector<Static>& args, const Bound& kwargs,
+                                        SourceLoc at) {
+    if (++depth_ > 64) fail(at, fmt::format("constructing '{}' nests more than 64 modules deep (a class that builds itself?)", c.name));
+    auto obj = std::make_shared<Object>();
+    obj->layer = Layer::User;
+    obj->cls = c.name;
+    obj->def = &c;
+    auto mod = std::make_shared<ScriptedModule>(file_, obj);
+    obj->module = mod.get();
+    if (const FunctionDef* init = c.method("__init__")) {
+      Static self = Static::module(obj);
+      run_function(*init, &self, args, kwargs, at);
+    } else if (!args.empty() || !kwargs.empty()) {
+      fail(at, fmt::format("{}() takes no arguments (the class has no __init__)", c.name));
+    }
+    --depth_;
+    return mod;
+  }
+
+ private:
+  struct Scope {
+    std::map<std::string, Static> vars;
+    const Static* self = nullptr;
+    const FunctionDef* fn = nullptr;
+  };
+  enum class Flow { Normal, Break, Continue, Return };
+
+  [[noreturn]] void fail(SourceLoc loc, std::string_view msg) const { src_.fail(loc, msg); }
+
+  ScriptedModule& module_of(const Object& o) { return *static_cast<ScriptedModule*>(o.module); }
+
+  // ---- functions and arguments
+
+  Bound bind(const std::string& what, const Signature& sig, std::vector<Static> args, const Bound& kwargs,
+             SourceLoc loc, std::vector<Static>* rest = nullptr) {
+    Bound b;
+    size_t np = sig.params.size();
+    if (args.size() > np && !sig.varargs)
+      fail(loc, fmt::format("{}() takes {} positional argument{} but {} were given", what, np, np == 1 ? "" : "s", args.size()));
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (i < np && !sig.varargs) b[sig.params[i]] = args[i];
+      else if (rest) rest->push_back(args[i]);
+    }
+    for (const auto& [k, v] : kwargs) {
+      auto it = std::find(sig.params.begin(), sig.params.end(), k);
+      if (it == sig.params.end())
+        fail(loc, fmt::format("{}() got an unexpected keyword argument '{}'{}", what, k, did_you_mean(k, sig.params)));
+      if (b.count(k)) fail(loc, fmt::format("{}() got multiple values for argument '{}'", what, k));
+      b[k] = v;
+    }
+    for (size_t i = 0; i < np; ++i) {
+      if (b.count(sig.params[i])) continue;
+      if (i < sig.required) fail(loc, fmt::format("{}() is missing required argument '{}'", what, sig.params[i]));
+      b[sig.params[i]] = sig.defaults[i - sig.required];
+    }
+    return b;
+  }
+
+  Static run_function(const FunctionDef& f, const Static* self, const std::vector<Static>& args, const Bound& kwargs,
+                      SourceLoc at) {
+    if (++depth_ > 64) fail(at, fmt::format("calls nest more than 64 deep in '{}' (recursion?)", f.name));
+    Signature sig;
+    size_t first = self ? 1 : 0;
+    if (self && (f.params.empty() || f.params[0].name != "self"))
+      fail(f.loc, fmt::format("method '{}' must take self as its first parameter", f.name));
+    Scope empty;
+    sig.required = f.params.size() - first;
+    for (size_t i = first; i < f.params.size(); ++i) {
+      sig.params.push_back(f.params[i].name);
+      if (f.params[i].default_value) {
+        if (sig.required == f.params.size() - first) sig.required = i - first;
+        sig.defaults.push_back(eval(*f.params[i].default_value, empty));
+      } else if (sig.required != f.params.size() - first) {
+        fail(f.params[i].loc, "a parameter without a default follows one with a default");
+      }
+    }
+    Scope sc;
+    sc.self = self;
+    sc.fn = &f;
+    sc.vars = bind(f.name, sig, args, kwargs, at);
+    if (self) sc.vars["self"] = *self;
+    Static ret;
+    exec(f.body, sc, ret);
+    --depth_;
+    return ret;
+  }
+
+  // ---- statements
+
+  Flow exec(const std::vector<StmtPtr>& body, Scope& sc, Static& ret) {
+    for (const StmtPtr& s : body) {
+      Flow fl = stmt(*s, sc, ret);
+      if (fl != Flow::Normal) return fl;
+    }
+    return Flow::Normal;
+  }
+
+  Flow stmt(const Stmt& s, Scope& sc, Static& ret) {
+    switch (s.kind) {
+      case StmtKind::Expr:
+        if (s.value->kind != ExprKind::String) eval(*s.value, sc);
+        return Flow::Normal;
+      case StmtKind::Assign: {
+        Static v = eval(*s.value, sc);
+        for (const auto& t : s.targets) assign(*t, v, sc);
+        return Flow::Normal;
+      }
+      case StmtKind::AnnAssign: assign(*s.targets[0], eval(*s.value, sc), sc); return Flow::Normal;
+      case StmtKind::AugAssign: {
+        Static cur = eval(*s.targets[0], sc);
+        assign(*s.targets[0], binary(s.op, cur, eval(*s.value, sc), s.loc), sc);
+        return Flow::Normal;
+      }
+      case StmtKind::If:
+        return truthy(eval(*s.test, sc), s.test->loc) ? exec(s.body, sc, ret) : exec(s.orelse, sc, ret);
+      case StmtKind::While: {
+        for (int64_t n = 0; truthy(eval(*s.test, sc), s.test->loc); ++n) {
+          if (n > 1000000) fail(s.loc, "a while loop in __init__ ran more than a million times");
+          Flow fl = exec(s.body, sc, ret);
+          if (fl == Flow::Break) break;
+          if (fl == Flow::Return) return fl;
+        }
+        return Flow::Normal;
+      }
+      case StmtKind::For: {
+        Static seq = eval(*s.value, sc);
+        std::vector<Static> elems = iterate(seq, s.value->loc);
+        for (const Static& e : elems) {
+          assign(*s.targets[0], e, sc);
+          Flow fl = exec(s.body, sc, ret);
+          if (fl == Flow::Break) break;
+          if (fl == Flow::Return) return fl;
+        }
+        return Flow::Normal;
+      }
+      case StmtKind::Return:
+        ret = s.value ? eval(*s.value, sc) : Static::none();
+        if (sc.fn && sc.fn->name == "__init__" && ret.kind != Kind::None)
+          fail(s.loc, fmt::format("__init__() should return None, not {}", ret.type_name()));
+        return Flow::Return;
+      case StmtKind::Break: return Flow::Break;
+      case StmtKind::Continue: return Flow::Continue;
+      case StmtKind::Pass: return Flow::Normal;
+      case StmtKind::Assert:
+        if (!truthy(eval(*s.test, sc), s.test->loc))
+          fail(s.loc, s.value && s.value->kind == ExprKind::String ? "AssertionError: " + s.value->name : "AssertionError");
+        return Flow::Normal;
+    }
+    return Flow::Normal;
+  }
+
+  std::vector<Static> iterate(const Static& seq, SourceLoc loc) {
+    if (seq.kind == Kind::List || seq.kind == Kind::Tuple) return seq.elems;
+    if (seq.kind == Kind::Module && (seq.obj->layer == Layer::ModuleList || seq.obj->layer == Layer::Sequential)) {
+      std::vector<Static> out;
+      for (const ObjectPtr& o : seq.obj->items) out.push_back(Static::module(o));
+      return out;
+    }
+    fail(loc, fmt::format("cannot iterate over {} in __init__", seq.type_name()));
+  }
+
+  void assign(const Expr& t, const Static& v, Scope& sc) {
+    switch (t.kind) {
+      case ExprKind::Name:
+        if (t.name == "self") fail(t.loc, "cannot assign to self");
+        sc.vars[t.name] = v;
+        return;
+      case ExprKind::Tuple:
+      case ExprKind::List: {
+        std::vector<Static> es = iterate(v, t.loc);
+        if (es.size() != t.args.size())
+          fail(t.loc, fmt::format("cannot unpack {} values into {} names", es.size(), t.args.size()));
+        for (size_t i = 0; i < es.size(); ++i) assign(*t.args[i], es[i], sc);
+        return;
+      }
+      case ExprKind::Attribute: {
+        Static base = eval(*t.args[0], sc);
+        if (base.kind != Kind::Module || base.obj->layer != Layer::User || !sc.self || base.obj != sc.self->obj)
+          fail(t.loc, fmt::format("only attributes of self can be assigned in __init__, not of {}", base.type_name()));
+        return set_attr(*base.obj, t.name, v, t.loc);
+      }
+      case ExprKind::Subscript: {
+        if (t.args[0]->kind != ExprKind::Name || t.args.size() != 2)
+          fail(t.loc, "only a local list's element can be assigned by index in __init__");
+        Static& list = var(t.args[0]->name, sc, t.args[0]->loc);
+        if (list.kind != Kind::List) fail(t.loc, fmt::format("{} does not support item assignment", list.type_name()));
+        int64_t i = index_of(eval(*t.args[1], sc), int64_t(list.elems.size()), t.args[1]->loc);
+        list.elems[size_t(i)] = v;
+        return;
+      }
+      default: fail(t.loc, "cannot assign to this expression");
+    }
+  }
+
+  Static& var(const std::string& name, Scope& sc, SourceLoc loc) {
+    auto it = sc.vars.find(name);
+    if (it != sc.vars.end()) return it->second;
+    std::vector<std::string> names;
+    for (auto& [k, v] : sc.vars) names.push_back(k);
+    fail(loc, fmt::format("undefined name '{}'{}", name, did_you_mean(name, names)));
+  }
+
+  // self.name = v: a submodule, parameter or constant attribute, under the name state_dict uses.
+  void set_attr(Object& o, const std::string& name, const Static& v, SourceLoc loc) {
+    if (name == "training") fail(loc, "self.training is set by train() and eval(), not assigned");
+    ScriptedModule& m = module_of(o);
+    if (const Static* old = o.attr(name)) {
+      if (old->kind == Kind::Module || (old->kind == Kind::Tensor && (old->parameter || buffers_.count(old->tensor.impl()))))
+        fail(loc, fmt::format("'{}' is assigned twice; kiln script registers a submodule, parameter or buffer once", name));
+    }
+    if (v.kind == Kind::Module) {
+      if (!v.obj->path.empty())
+        fail(loc, fmt::format("module '{}' is already a submodule ('{}'); kiln script does not share modules", name, v.obj->path));
+      set_path(*v.obj, prefix(o) + name);
+      m.add_child(name, owned_.at(v.obj.get()));
+    } else if (v.kind == Kind::Tensor && v.parameter) {
+      m.add_parameter(name, v.tensor);
+    }
+    o.attrs[name] = v;
+  }
+
+  static std::string prefix(const Object& o) { return o.path.empty() ? "" : o.path + "."; }
+  void set_path(Object& o, const std::string& p) {
+    o.path = p;
+    for (size_t i = 0; i < o.items.size(); ++i) set_path(*o.items[i], prefix(o) + std::to_string(i));
+    for (auto& [k, v] : o.attrs)
+      if (v.kind == Kind::Module) set_path(*v.obj, prefix(o) + k);
+  }
+
+  // ---- expressions
+
+  bool truthy(const Static& v, SourceLoc loc) {
+    switch (v.kind) {
+      case Kind::None: return false;
+      case Kind::Int:
+      case Kind::Bool: return v.i != 0;
+      case Kind::Float: return v.f != 0;
+      case Kind::Str: return !v.s.empty();
+      case Kind::Tuple:
+      case Kind::List: return !v.elems.empty();
+      case Kind::Module: return true;
+      case Kind::Tensor: break;
+    }
+    fail(loc, fmt::format("cannot use {} as a condition in __init__", v.type_name()));
+  }
+
+  int64_t need_int(const Static& v, SourceLoc loc, std::string_view what) {
+    if (v.kind == Kind::Int || v.kind == Kind::Bool) return v.i;
+    fail(loc, fmt::format("{} must be an int, got {}", what, v.type_name()));
+  }
+  double need_number(const Static& v, SourceLoc loc, std::string_view what) {
+    if (v.is_number()) return v.as_double();
+    fail(loc, fmt::format("{} must be a number, got {}", what, v.type_name()));
+  }
+  bool need_bool(const Static& v, SourceLoc loc, std::string_view what) {
+    if (v.kind == Kind::Bool || v.kind == Kind::Int) return v.i != 0;
+    fail(loc, fmt::format("{} must be a bool, got {}", what, v.type_name()));
+  }
+  // An int or a tuple/list of ints (kernel sizes, shapes).
+  Shape need_ints(const Static& v, SourceLoc loc, std::string_view what) {
+    if (v.kind == Kind::Int) return {v.i};
+    if (v.kind == Kind::Tuple || v.kind == Kind::List) {
+      Shape s;
+      for (const Static& e : v.elems) s.push_back(need_int(e, loc, what));
+      return s;
+    }
+    fail(loc, fmt::format("{} must be an int or a tuple of ints, got {}", what, v.type_name()));
+  }
+  int64_t index_of(const Static& i, int64_t n, SourceLoc loc) {
+    int64_t k = need_int(i, loc, "an index");
+    int64_t j = k < 0 ? k + n : k;
+    if (j < 0 || j >= n) fail(loc, fmt::format("index {} is out of range for {} elements", k, n));
+    return j;
+  }
+
+  Static eval(const Expr& e, Scope& sc) {
+    switch (e.kind) {
+      case ExprKind::Name: return var(e.name, sc, e.loc);
+      case ExprKind::Int: return Static::integer(e.int_value);
+      case ExprKind::Float: return Static::number(e.float_value);
+      case ExprKind::Bool: return Static::boolean(e.int_value != 0);
+      case ExprKind::None: return Static::none();
+      case ExprKind::String: return Static::str(e.name);
+      case ExprKind::Tuple:
+      case ExprKind::List: {
+        std::vector<Static> es;
+        for (const auto& a : e.args) es.push_back(eval(*a, sc));
+        return Static::seq(e.kind == ExprKind::Tuple ? Kind::Tuple : Kind::List, std::move(es));
+      }
+      case ExprKind::Attribute: return attribute(e, sc);
+      case ExprKind::Call: return call(e, sc);
+      case ExprKind::Subscript: {
+        Static base = eval(*e.args[0], sc);
+        if (e.args.size() != 2) fail(e.loc, "only one index is supported in __init__");
+        const Expr& ix = *e.args[1];
+        std::vector<Static> es = iterate(base, e.loc);
+        if (ix.kind == ExprKind::Slice) {
+          int64_t n = int64_t(es.size()), b[3] = {0, n, 1};
+          for (int k = 0; k < 3; ++k)
+            if (ix.args[size_t(k)]) b[k] = need_int(eval(*ix.args[size_t(k)], sc), ix.loc, "a slice bound");
+          if (b[2] != 1) fail(ix.loc, "slices with a step are not supported in __init__");
+          for (int k = 0; k < 2; ++k) b[k] = std::clamp(b[k] < 0 ? b[k] + n : b[k], int64_t(0), n);
+          std::vector<Static> out(es.begin() + b[0], es.begin() + std::max(b[0], b[1]));
+          return Static::seq(base.kind == Kind::Tuple ? Kind::Tuple : Kind::List, std::move(out));
+        }
+        return es[size_t(index_of(eval(ix, sc), int64_t(es.size()), ix.loc))];
+      }
+      case ExprKind::Unary: {
+        Static x = eval(*e.args[0], sc);
+        if (e.op == "not") return Static::boolean(!truthy(x, e.loc));
+        if (e.op == "-" && x.kind == Kind::Float) return Static::number(-x.f);
+        if (e.op == "-" && (x.kind == Kind::Int || x.kind == Kind::Bool)) return Static::integer(-x.i);
+        if (e.op == "+" && x.is_number()) return x;
+        fail(e.loc, fmt::format("bad operand type for unary {}: {}", e.op, x.type_name()));
+      }
+      case ExprKind::Binary: return binary(e.op, eval(*e.args[0], sc), eval(*e.args[1], sc), e.loc);
+      case ExprKind::BoolOp: {
+        Static v;
+        for (const auto& a : e.args) {
+          v = eval(*a, sc);
+          if (truthy(v, a->loc) == (e.op == "or")) return v;
+        }
+        return v;
+      }
+      case ExprKind::Compare: {
+        Static left = eval(*e.args[0], sc);
+        for (size_t k = 0; k < e.ops.size(); ++k) {
+          Static right = eval(*e.args[k + 1], sc);
+          if (!compare(e.ops[k], left, right, e.loc)) return Static::boolean(false);
+          left = right;
+        }
+        return Static::boolean(true);
+      }
+      case ExprKind::IfExp: return truthy(eval(*e.args[0], sc), e.loc) ? eval(*e.args[1], sc) : eval(*e.args[2], sc);
+      case ExprKind::Ellipsis:
+      case ExprKind::Slice:
+      case ExprKind::Starred: break;
+    }
+    fail(e.loc, "this expression is not supported in __init__");
+  }
+
+  static bool equal(const Static& a, const Static& b) {
+    if (a.is_number() && b.is_number()) return a.as_double() == b.as_double();
+    if (a.kind != b.kind) return false;
+    switch (a.kind) {
+      case Kind::None: return true;
+      case Kind::Str: return a.s == b.s;
+      case Kind::Tuple:
+      case Kind::List:
+        if (a.elems.size() != b.elems.size()) return false;
+        for (size_t i = 0; i < a.elems.size(); ++i)
+          if (!equal(a.elems[i], b.elems[i])) return false;
+        return true;
+      case Kind::Module: return a.obj == b.obj;
+      case Kind::Tensor: return a.tensor.impl() == b.tensor.impl();
+      default: return false;
+    }
+  }
+
+  bool compare(const std::string& op, const Static& a, const Static& b, SourceLoc loc) {
+    if (op == "is" || op == "is not") {
+      bool same = (a.kind == Kind::None && b.kind == Kind::None) || (a.kind == b.kind && equal(a, b));
+      return (op == "is") == same;
+    }
+    if (op == "==" || op == "!=") return (op == "==") == equal(a, b);
+    if (op == "in" || op == "not in") {
+      bool found = false;
+      if (b.kind == Kind::Str && a.kind == Kind::Str) found = b.s.find(a.s) != std::string::npos;
+      else
+        for (const Static& x : iterate(b, loc)) found = found || equal(a, x);
+      return (op == "in") == found;
+    }
+    if (a.is_number() && b.is_number()) {
+      double x = a.as_double(), y = b.as_double();
+      return op == "<" ? x < y : op == "<=" ? x <= y : op == ">" ? x > y : x >= y;
+    }
+    if (a.kind == Kind::Str && b.kind == Kind::Str)
+      return op == "<" ? a.s < b.s : op == "<=" ? a.s <= b.s : op == ">" ? a.s > b.s : a.s >= b.s;
+    fail(loc, fmt::format("cannot compare {} and {} with '{}'", a.type_name(), b.type_name(), op));
+  }
+
+  Static binary(const std::string& op, const Static& a, const Static& b, SourceLoc loc) {
+    bool ints = (a.kind == Kind::Int || a.kind == Kind::Bool) && (b.kind == Kind::Int || b.kind == Kind::Bool);
+    if (ints && op != "/" && op != "**") {
+      int64_t x = a.i, y = b.i;
+      if ((op == "//" || op == "%") && y == 0) fail(loc, "integer division or modulo by zero");
+      if (op == "+") return Static::integer(x + y);
+      if (op == "-") return Static::integer(x - y);
+      if (op == "*") return Static::integer(x * y);
+      int64_t q = x / y, r = x % y;
+      if (r != 0 && ((r < 0) != (y < 0))) --q, r += y;
+      if (op == "//") return Static::integer(q);
+      if (op == "%") return Static::integer(r);
+    }
+    if (ints && op == "**" && b.i >= 0) {
+      int64_t r = 1;
+      for (int64_t k = 0; k < b.i; ++k) r *= a.i;
+      return Static::integer(r);
+    }
+    if (a.is_number() && b.is_number()) {
+      double x = a.as_double(), y = b.as_double();
+      if ((op == "/" || op == "//" || op == "%") && y == 0) fail(loc, "float division by zero");
+      if (op == "+") return Static::number(x + y);
+      if (op == "-") return Static::number(x - y);
+      if (op == "*") return Static::number(x * y);
+      if (op == "/") return Static::number(x / y);
+      if (op == "//") return Static::number(std::floor(x / y));
+      if (op == "%") return Static::number(x - std::floor(x / y) * y);
+      if (op == "**") return Static::number(std::pow(x, y));
+    }
+    if (op == "+" && a.kind == b.kind && (a.kind == Kind::List || a.kind == Kind::Tuple)) {
+      std::vector<Static> es = a.elems;
+      es.insert(es.end(), b.elems.begin(), b.elems.end());
+      return Static::seq(a.kind, std::move(es));
+    }
+    if (op == "+" && a.kind == Kind::Str && b.kind == Kind::Str) return Static::str(a.s + b.s);
+    if (op == "*" && (a.kind == Kind::List || a.kind == Kind::Tuple) && b.kind == Kind::Int) {
+      std::vector<Static> es;
+      for (int64_t k = 0; k < b.i; ++k) es.insert(es.end(), a.elems.begin(), a.elems.end());
+      return Static::seq(a.kind, std::move(es));
+    }
+    fail(loc, fmt::format("unsupported operand types for {}: {} and {}", op, a.type_name(), b.type_name()));
+  }
+
+  Static attribute(const Expr& e, Scope& sc) {
+    const Expr& base = *e.args[0];
+    // torch.float64 and friends: dtypes travel as their names (torch.zeros(n, dtype=torch.float64)).
+    if (is_name(base, "torch", sc) && m_.imported.count("torch")) return Static::str(e.name);
+    if (base.kind == ExprKind::Name && base.name == "math" && m_.imported.count("math") && !sc.vars.count("math")) {
+      if (e.name == "pi") return Static::number(M_PI);
+      if (e.name == "e") return Static::number(M_E);
+      if (e.name == "inf") return Static::number(INFINITY);
+      fail(e.loc, fmt::format("math.{} is not supported in kiln script", e.name));
+    }
+    Static b = eval(base, sc);
+    if (b.kind == Kind::Module) {
+      const Object& o = *b.obj;
+      if (e.name == "training") return Static::boolean(o.module->is_training());
+      if (const Static* v = o.attr(e.name)) return *v;
+      if (o.layer != Layer::User) {
+        // A built-in layer's tensors: self.fc.weight (for nn.init calls and weight tying).
+        for (auto& [n, t] : o.module->named_parameters(false))
+          if (n == e.name) return Static::of_tensor(t, true);
+        for (auto& [n, t] : o.module->named_buffers(false))
+          if (n == e.name) return Static::of_tensor(t, false);
+      }
+      std::vector<std::string> names;
+      for (auto& [k, v] : o.attrs) names.push_back(k);
+      fail(e.loc, fmt::format("'{}' object has no attribute '{}'{}", o.cls, e.name, did_you_mean(e.name, names)));
+    }
+    fail(e.loc, fmt::format("{} has no attribute '{}' in __init__", b.type_name(), e.name));
+  }
+
+  // The dotted name of a callee rooted at an import: "nn.Linear" → ("nn", "Linear").
+  bool is_nn(const Expr& e, const Scope& sc) const {
+    if (e.kind == ExprKind::Name) return m_.nn_names.count(e.name) && !sc.vars.count(e.name);
+    return e.kind == ExprKind::Attribute && e.name == "nn" && e.args[0]->kind == ExprKind::Name &&
+           e.args[0]->name == "torch" && m_.imported.count("torch") && !sc.vars.count("torch");
+  }
+  bool is_name(const Expr& e, const char* n, const Scope& sc) const {
+    return e.kind == ExprKind::Name && e.name == n && !sc.vars.count(n);
+  }
+
+  Static call(const Expr& e, Scope& sc) {
+    const Expr& fn = *e.args[0];
+    std::vector<Static> args;
+    Bound kwargs;
+    auto eval_args = [&] {
+      for (size_t i = 1; i < e.args.size(); ++i) {
+        const Expr& a = *e.args[i];
+        if (a.kind == ExprKind::Starred) {
+          for (const Static& x : iterate(eval(*a.args[0], sc), a.loc)) args.push_back(x);
+        } else {
+          args.push_back(eval(a, sc));
+        }
+      }
+      for (const Keyword& k : e.keywords) kwargs[k.name] = eval(*k.value, sc);
+    };
+    if (fn.kind == ExprKind::Attribute) {
+      const Expr& base = *fn.args[0];
+      // super().__init__() and super(Net, self).__init__(): nn.Module's own __init__ has nothing to do.
+      if (fn.name == "__init__" && base.kind == ExprKind::Call && is_name(*base.args[0], "super", sc)) return Static::none();
+      if (is_nn(base, sc)) {
+        eval_args();
+        return layer(fn.name, args, kwargs, e.loc);
+      }
+      if (base.kind == ExprKind::Attribute && base.name == "init" && is_nn(*base.args[0], sc)) {
+        eval_args();
+        return init_fn(fn.name, args, kwargs, e.loc);
+      }
+      if (is_name(base, "torch", sc) && m_.imported.count("torch")) {
+        eval_args();
+        return torch_fn(fn.name, args, kwargs, e.loc);
+      }
+      if (is_name(base, "math", sc) && m_.imported.count("math")) {
+        eval_args();
+        if (args.size() != 1 || !kwargs.empty()) fail(e.loc, fmt::format("math.{}() takes one argument", fn.name));
+        double x = need_number(args[0], e.loc, "the argument");
+        if (fn.name == "sqrt") return Static::number(std::sqrt(x));
+        if (fn.name == "log") return Static::number(std::log(x));
+        if (fn.name == "exp") return Static::number(std::exp(x));
+        if (fn.name == "floor") return Static::integer(int64_t(std::floor(x)));
+        if (fn.name == "ceil") return Static::integer(int64_t(std::ceil(x)));
+        fail(fn.loc, fmt::format("math.{} is not supported in kiln script", fn.name));
+      }
+      eval_args();
+      if ((fn.name == "append" || fn.name == "extend") && base.kind == ExprKind::Name && sc.vars.count(base.name) &&
+          sc.vars[base.name].kind == Kind::List) {
+        // A local list grows in place (lists are values here, so the name is updated).
+        if (args.size() != 1 || !kwargs.empty()) fail(fn.loc, fmt::format("list.{}() takes one argument", fn.name));
+        Static& list = sc.vars[base.name];
+        if (fn.name == "append") list.elems.push_back(args[0]);
+        else
+          for (const Static& x : iterate(args[0], fn.loc)) list.elems.push_back(x);
+        return Static::none();
+      }
+      Static self = eval(base, sc);
+      return method_call(self, fn.name, args, kwargs, fn.loc);
+    }
+    if (fn.kind != ExprKind::Name) fail(fn.loc, "this call is not supported in __init__");
+    eval_args();
+    if (sc.vars.count(fn.name)) fail(fn.loc, fmt::format("'{}' is not callable", fn.name));
+    for (const auto& c : m_.classes)
+      if (c->name == fn.name) {
+        std::shared_ptr<ScriptedModule> m = build(*c, args, kwargs, e.loc);
+        owned_[m->object_ptr().get()] = m;
+        return Static::module(m->object_ptr());
+      }
+    for (const auto& f : m_.functions)
+      if (f->name == fn.name) return run_function(*f, nullptr, args, kwargs, e.loc);
+    return python_builtin(fn.name, args, kwargs, e.loc);
+  }
+
+  Static python_builtin(const std::string& n, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
+    if (!kw.empty()) fail(loc, fmt::format("{}() takes no keyword arguments in __init__", n));
+    auto nargs = [&](size_t lo, size_t hi) {
+      if (a.size() < lo || a.size() > hi)
+        fail(loc, fmt::format("{}() takes {} argument{}, got {}", n, lo == hi ? std::to_string(lo) : fmt::format("{} to {}", lo, hi),
+                              hi == 1 ? "" : "s", a.size()));
+    };
+    if (n == "range") {
+      nargs(1, 3);
+      int64_t b = a.size() > 1 ? need_int(a[0], loc, "range() start") : 0;
+      int64_t e = need_int(a[a.size() > 1 ? 1 : 0], loc, "range() stop");
+      int64_t s = a.size() > 2 ? need_int(a[2], loc, "range() step") : 1;
+      if (s == 0) fail(loc, "range() step must not be zero");
+      std::vector<Static> es;
+      for (int64_t i = b; s > 0 ? i < e : i > e; i += s) es.push_back(Static::integer(i));
+      return Static::seq(Kind::List, std::move(es));
+    }
+    if (n == "len") {
+      nargs(1, 1);
+      if (a[0].kind == Kind::Str) return Static::integer(int64_t(a[0].s.size()));
+      return Static::integer(int64_t(iterate(a[0], loc).size()));
+    }
+    if (n == "int" || n == "float" || n == "bool") {
+      nargs(1, 1);
+      double x = need_number(a[0], loc, "the argument");
+      if (n == "int") return Static::integer(int64_t(std::trunc(x)));
+      if (n == "float") return Static::number(x);
+      return Static::boolean(x != 0);
+    }
+    if (n == "min" || n == "max") {
+      std::vector<Static> xs = a.size() == 1 ? iterate(a[0], loc) : a;
+      if (xs.empty()) fail(loc, fmt::format("{}() of an empty sequence", n));
+      Static best = xs[0];
+      for (const Static& x : xs)
+        if (compare(n == "min" ? "<" : ">", x, best, loc)) best = x;
+      return best;
+    }
+    if (n == "abs") {
+      nargs(1, 1);
+      if (a[0].kind == Kind::Float) return Static::number(std::fabs(a[0].f));
+      return Static::integer(std::abs(need_int(a[0], loc, "the argument")));
+    }
+    if (n == "list" || n == "tuple") {
+      nargs(0, 1);
+      return Static::seq(n == "list" ? Kind::List : Kind::Tuple, a.empty() ? std::vector<Static>{} : iterate(a[0], loc));
+    }
+    if (n == "enumerate") {
+      nargs(1, 1);
+      std::vector<Static> es;
+      for (const Static& x : iterate(a[0], loc)) es.push_back(Static::seq(Kind::Tuple, {Static::integer(int64_t(es.size())), x}));
+      return Static::seq(Kind::List, std::move(es));
+    }
+    if (n == "zip") {
+      std::vector<std::vector<Static>> seqs;
+      size_t len = SIZE_MAX;
+      for (const Static& x : a) {
+        seqs.push_back(iterate(x, loc));
+        len = std::min(len, seqs.back().size());
+      }
+      std::vector<Static> es;
+      for (size_t i = 0; !seqs.empty() && i < len; ++i) {
+        std::vector<Static> t;
+        for (const auto& s : seqs) t.push_back(s[i]);
+        es.push_back(Static::seq(Kind::Tuple, std::move(t)));
+      }
+      return Static::seq(Kind::List, std::move(es));
+    }
+    if (n == "print") return Static::none();
+    fail(loc, fmt::format("unknown function '{}' in __init__{}", n,
+                          did_you_mean(n, {"range", "len", "int", "float", "bool", "min", "max", "abs", "list", "tuple", "enumerate", "zip"})));
+  }
+
+  Static method_call(Static& self, const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
+    if (self.kind != Kind::Module) fail(loc, fmt::format("{} has no method '{}' in __init__", self.type_name(), name));
+    Object& o = *self.obj;
+    if (o.layer == Layer::ModuleList && (name == "append" || name == "extend")) {
+      if (a.size() != 1 || !kw.empty()) fail(loc, fmt::format("ModuleList.{}() takes one argument", name));
+      std::vector<Static> ms = name == "append" ? std::vector<Static>{a[0]} : iterate(a[0], loc);
+      for (const Static& m : ms) add_item(o, m, loc);
+      return Static::none();
+    }
+    if (o.layer != Layer::User) fail(loc, fmt::format("{}.{}() is not supported in __init__", o.cls, name));
+    if (name == "register_buffer") {
+      Signature sig{{"name", "tensor", "persistent"}, 2, {Static::boolean(true)}};
+      Bound b = bind("register_buffer", sig, a, kw, loc);
+      if (b["name"].kind != Kind::Str) fail(loc, "register_buffer() takes the buffer's name as a string");
+      if (b["tensor"].kind != Kind::Tensor) fail(loc, fmt::format("register_buffer() takes a Tensor, got {}", b["tensor"].type_name()));
+      const std::string& n = b["name"].s;
+      if (o.attr(n)) fail(loc, fmt::format("attribute '{}' already exists", n));
+      Tensor t = b["tensor"].tensor;
+      // A buffer that is not persistent stays out of state_dict, as in PyTorch: a plain tensor attribute.
+      if (need_bool(b["persistent"], loc, "persistent")) {
+        module_of(o).add_buffer(n, t);
+        buffers_.insert(t.impl());
+      }
+      o.attrs[n] = Static::of_tensor(t, false);
+      return Static::none();
+    }
+    if (name == "register_parameter" || name == "add_module") {
+      if (a.size() != 2 || a[0].kind != Kind::Str) fail(loc, fmt::format("{}() takes a name and a value", name));
+      set_attr(o, a[0].s, a[1], loc);
+      return Static::none();
+    }
+    if (const FunctionDef* f = o.def->method(name)) return run_function(*f, &self, a, kw, loc);
+    std::vector<std::string> names;
+    for (const auto& f : o.def->methods) names.push_back(f->name);
+    fail(loc, fmt::format("'{}' object has no method '{}'{}", o.cls, name, did_you_mean(name, names)));
+  }
+
+  void add_item(Object& container, const Static& m, SourceLoc loc) {
+    if (m.kind != Kind::Module)
+      fail(loc, fmt::format("{} holds modules, got {}", container.cls, m.type_name()));
+    if (!m.obj->path.empty()) fail(loc, fmt::format("module '{}' is already a submodule; kiln script does not share modules", m.obj->path));
+    std::shared_ptr<nn::Module> owned = owned_.at(m.obj.get());
+    if (container.layer == Layer::ModuleList) static_cast<ModuleList*>(container.module)->add(owned);
+    else static_cast<nn::Sequential*>(container.module)->add(owned);
+    container.items.push_back(m.obj);
+    if (!container.path.empty()) set_path(*container.items.back(), prefix(container) + std::to_string(container.items.size() - 1));
+  }
+
+  // ---- torch.nn
+
+  Static make(Layer l, const std::string& cls, std::shared_ptr<nn::Module> m, Bound attrs) {
+    auto obj = std::make_shared<Object>();
+    obj->layer = l;
+    obj->cls = cls;
+    obj->module = m.get();
+    obj->attrs = std::move(attrs);
+    owned_[obj.get()] = std::move(m);
+    return Static::module(obj);
+  }
+
+  Static layer(const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
+    auto I = Static::integer;
+    auto B = Static::boolean;
+    auto F = Static::number;
+    Static none = Static::none();
+    auto sig = [&](std::vector<std::string> ps, size_t req, std::vector<Static> defs) {
+      return bind("nn." + name, Signature{std::move(ps), req, std::move(defs)}, a, kw, loc);
+    };
+    auto pos_int = [&](const Static& v, const char* what) {
+      int64_t x = need_int(v, loc, what);
+      if (x <= 0) fail(loc, fmt::format("nn.{}: {} must be positive, got {}", name, what, x));
+      return x;
+    };
+    auto flag_off = [&](Bound& b, const char* what) {
+      if (need_bool(b[what], loc, what)) fail(loc, fmt::format("nn.{}({}=True) is not supported in kiln script", name, what));
+    };
+    if (name == "Linear") {
+      Bound b = sig({"in_features", "out_features", "bias"}, 2, {B(true)});
+      auto m = std::make_shared<nn::Linear>(pos_int(b["in_features"], "in_features"),
+                                            pos_int(b["out_features"], "out_features"), need_bool(b["bias"], loc, "bias"));
+      return make(Layer::Linear, name, m, b);
+    }
+    if (name == "Conv2d") {
+      Bound b = sig({"in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias", "padding_mode"},
+                    3, {I(1), I(0), I(1), I(1), B(true), Static::str("zeros")});
+      if (b["padding_mode"].kind != Kind::Str || b["padding_mode"].s != "zeros")
+        fail(loc, "nn.Conv2d: only padding_mode='zeros' is supported in kiln script");
+      Shape k = pair(need_ints(b["kernel_size"], loc, "kernel_size"), loc, "kernel_size");
+      Shape d = pair(need_ints(b["dilation"], loc, "dilation"), loc, "dilation");
+      Shape s = pair(need_ints(b["stride"], loc, "stride"), loc, "stride");
+      Shape p;
+      if (b["padding"].kind == Kind::Str) {
+        if (b["padding"].s == "valid") {
+          p = {0, 0};
+        } else if (b["padding"].s == "same") {
+          if (s != Shape{1, 1}) fail(loc, "nn.Conv2d: padding='same' needs stride 1");
+          for (int i = 0; i < 2; ++i) {
+            int64_t total = d[size_t(i)] * (k[size_t(i)] - 1);
+            if (total % 2) fail(loc, "nn.Conv2d: padding='same' with an even kernel pads unevenly, which kiln does not support");
+            p.push_back(total / 2);
+          }
+        } else {
+          fail(loc, fmt::format("nn.Conv2d: padding '{}' must be 'same', 'valid' or ints", b["padding"].s));
+        }
+      } else {
+        p = pair(need_ints(b["padding"], loc, "padding"), loc, "padding");
+      }
+      b["kernel_size"] = ints(k);
+      b["stride"] = ints(s);
+      b["padding"] = ints(p);
+      b["dilation"] = ints(d);
+      auto m = std::make_shared<nn::Conv2d>(pos_int(b["in_channels"], "in_channels"), pos_int(b["out_channels"], "out_channels"),
+                                            k, s, p, d, pos_int(b["groups"], "groups"), need_bool(b["bias"], loc, "bias"));
+      return make(Layer::Conv2d, name, m, b);
+    }
+    if (name == "BatchNorm2d") {
+      Bound b = sig({"num_features", "eps", "momentum", "affine", "track_running_stats"}, 1, {F(1e-5), F(0.1), B(true), B(true)});
+      if (!need_bool(b["track_running_stats"], loc, "track_running_stats"))
+        fail(loc, "nn.BatchNorm2d(track_running_stats=False) is not supported in kiln script");
+      if (b["momentum"].kind == Kind::None) fail(loc, "nn.BatchNorm2d(momentum=None) (a cumulative average) is not supported in kiln script");
+      auto m = std::make_shared<nn::BatchNorm2d>(pos_int(b["num_features"], "num_features"), need_number(b["eps"], loc, "eps"),
+                                                 need_number(b["momentum"], loc, "momentum"), need_bool(b["affine"], loc, "affine"));
+      return make(Layer::BatchNorm2d, name, m, b);
+    }
+    if (name == "LayerNorm") {
+      Bound b = sig({"normalized_shape", "eps", "elementwise_affine"}, 1, {F(1e-5), B(true)});
+      Shape ns = need_ints(b["normalized_shape"], loc, "normalized_shape");
+      b["normalized_shape"] = ints(ns);
+      auto m = std::make_shared<nn::LayerNorm>(ns, need_number(b["eps"], loc, "eps"), need_bool(b["elementwise_affine"], loc, "elementwise_affine"));
+      return make(Layer::LayerNorm, name, m, b);
+    }
+    if (name == "Dropout") {
+      Bound b = sig({"p", "inplace"}, 0, {F(0.5), B(false)});
+      double p = need_number(b["p"], loc, "p");
+      if (!(p >= 0 && p <= 1)) fail(loc, fmt::format("nn.Dropout: dropout probability has to be between 0 and 1, but got {}", p));
+      b["p"] = F(p);
+      return make(Layer::Dropout, name, std::make_shared<nn::Dropout>(p), b);
+    }
+    if (name == "Embedding") {
+      Bound b = sig({"num_embeddings", "embedding_dim", "padding_idx", "max_norm"}, 2, {none, none});
+      if (b["padding_idx"].kind != Kind::None) fail(loc, "nn.Embedding(padding_idx=...) is not supported in kiln script");
+      if (b["max_norm"].kind != Kind::None) fail(loc, "nn.Embedding(max_norm=...) is not supported in kiln script");
+      auto m = std::make_shared<nn::Embedding>(pos_int(b["num_embeddings"], "num_embeddings"), pos_int(b["embedding_dim"], "embedding_dim"));
+      return make(Layer::Embedding, name, m, b);
+    }
+    if (name == "MaxPool2d" || name == "AvgPool2d") {
+      bool mx = name == "MaxPool2d";
+      Bound b = mx ? sig({"kernel_size", "stride", "padding", "dilation", "return_indices", "ceil_mode"}, 1, {none, I(0), I(1), B(false), B(false)})
+                   : sig({"kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"}, 1, {none, I(0), B(false), B(true)});
+      flag_off(b, "ceil_mode");
+      if (mx) flag_off(b, "return_indices");
+      if (!mx && !need_bool(b["count_include_pad"], loc, "count_include_pad"))
+        fail(loc, "nn.AvgPool2d(count_include_pad=False) is not supported in kiln script");
+      Shape k = pair(need_ints(b["kernel_size"], loc, "kernel_size"), loc, "kernel_size");
+      Shape s = b["stride"].kind == Kind::None ? k : pair(need_ints(b["stride"], loc, "stride"), loc, "stride");
+      Shape p = pair(need_ints(b["padding"], loc, "padding"), loc, "padding");
+      b["kernel_size"] = ints(k);
+      b["stride"] = ints(s);
+      b["padding"] = ints(p);
+      if (mx) b["dilation"] = ints(pair(need_ints(b["dilation"], loc, "dilation"), loc, "dilation"));
+      std::shared_ptr<nn::Module> m;
+      if (mx) m = std::make_shared<nn::MaxPool2d>(k, s, p);
+      else m = std::make_shared<nn::AvgPool2d>(k, s, p);
+      return make(mx ? Layer::MaxPool2d : Layer::AvgPool2d, name, m, b);
+    }
+    if (name == "ReLU" || name == "Tanh" || name == "Sigmoid") {
+      Bound b = name == "ReLU" ? sig({"inplace"}, 0, {B(false)}) : sig({}, 0, {});
+      std::shared_ptr<nn::Module> m;
+      if (name == "ReLU") m = std::make_shared<nn::ReLU>();
+      else if (name == "Tanh") m = std::make_shared<nn::Tanh>();
+      else m = std::make_shared<nn::Sigmoid>();
+      return make(name == "ReLU" ? Layer::ReLU : name == "Tanh" ? Layer::Tanh : Layer::Sigmoid, name, m, b);
+    }
+    if (name == "GELU") {
+      Bound b = sig({"approximate"}, 0, {Static::str("none")});
+      if (b["approximate"].kind != Kind::Str || (b["approximate"].s != "none" && b["approximate"].s != "tanh"))
+        fail(loc, "nn.GELU: approximate must be 'none' or 'tanh'");
+      return make(Layer::GELU, name, std::make_shared<nn::GELU>(b["approximate"].s), b);
+    }
+    if (name == "Flatten") {
+      Bound b = sig({"start_dim", "end_dim"}, 0, {I(1), I(-1)});
+      auto m = std::make_shared<nn::Flatten>(need_int(b["start_dim"], loc, "start_dim"), need_int(b["end_dim"], loc, "end_dim"));
+      return make(Layer::Flatten, name, m, b);
+    }
+    if (name == "Identity") {
+      std::vector<Static> ignored;
+      Bound b = bind("nn.Identity", Signature{{}, 0, {}, true}, a, {}, loc, &ignored);
+      return make(Layer::Identity, name, std::make_shared<Stateless>("Identity", [](const Tensor& x) { return x; }), b);
+    }
+    if (name == "Softmax" || name == "LogSoftmax") {
+      Bound b = sig({"dim"}, 0, {none});
+      if (b["dim"].kind == Kind::None) fail(loc, fmt::format("nn.{}: give dim (the implicit choice is deprecated in PyTorch)", name));
+      int64_t dim = need_int(b["dim"], loc, "dim");
+      bool log = name == "LogSoftmax";
+      auto m = std::make_shared<Stateless>(name, [dim, log](const Tensor& x) { return log ? log_softmax(x, dim) : softmax(x, dim); });
+      return make(log ? Layer::LogSoftmax : Layer::Softmax, name, m, b);
+    }
+    if (name == "Sequential" || name == "ModuleList") {
+      std::vector<Static> mods;
+      bool seq = name == "Sequential";
+      if (!kw.empty()) fail(loc, fmt::format("nn.{}() takes no keyword arguments in kiln script", name));
+      if (seq) {
+        mods = a;
+      } else {
+        if (a.size() > 1) fail(loc, "nn.ModuleList() takes one list of modules");
+        if (!a.empty() && a[0].kind != Kind::None) mods = iterate(a[0], loc);
+      }
+      std::shared_ptr<nn::Module> m;
+      if (seq) m = std::make_shared<nn::Sequential>();
+      else m = std::make_shared<ModuleList>();
+      Static s = make(seq ? Layer::Sequential : Layer::ModuleList, name, m, {});
+      for (const Static& x : mods) add_item(*s.obj, x, loc);
+      return s;
+    }
+    if (name == "Parameter") {
+      Bound b = bind("nn.Parameter", Signature{{"data", "requires_grad"}, 1, {B(true)}}, a, kw, loc);
+      if (b["data"].kind != Kind::Tensor) fail(loc, fmt::format("nn.Parameter() takes a Tensor, got {}", b["data"].type_name()));
+      if (!need_bool(b["requires_grad"], loc, "requires_grad"))
+        fail(loc, "nn.Parameter(requires_grad=False) is not supported in kiln script; use register_buffer");
+      return Static::of_tensor(b["data"].tensor.detach(), true);
+    }
+    std::vector<std::string> known = {"Linear", "Conv2d", "BatchNorm2d", "LayerNorm", "Dropout", "Embedding", "MaxPool2d",
+                                      "AvgPool2d", "ReLU", "GELU", "Tanh", "Sigmoid", "Flatten", "Identity", "Softmax",
+                                      "LogSoftmax", "Sequential", "ModuleList", "Parameter"};
+    fail(loc, fmt::format("nn.{} is not supported in kiln script{}", name, did_you_mean(name, known)));
+  }
+
+  static Static ints(const Shape& s) {
+    std::vector<Static> es;
+    for (int64_t v : s) es.push_back(Static::integer(v));
+    return Static::seq(Kind::Tuple, std::move(es));
+  }
+  Shape pair(const Shape& s, SourceLoc loc, const char* what) {
+    if (s.size() == 1) return {s[0], s[0]};
+    if (s.size() != 2) fail(loc, fmt::format("{} must be an int or a pair of ints, got {} values", what, s.size()));
+    return s;
+  }
+
+  Static init_fn(const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
+    if (a.empty() || a[0].kind != Kind::Tensor) fail(loc, fmt::format("nn.init.{}() takes a Tensor first", name));
+    Tensor t = a[0].tensor;
+    auto num = [&](size_t i, const char* key, double def) {
+      if (kw.count(key)) return need_number(kw.at(key), loc, key);
+      return a.size() > i ? need_number(a[i], loc, key) : def;
+    };
+    if (name == "zeros_") nn::init::zeros_(t);
+    else if (name == "ones_") nn::init::ones_(t);
+    else if (name == "constant_") {
+      NoGradGuard ng;
+      t.copy_(full_like(t, num(1, "val", 0)));
+    } else if (name == "normal_") nn::init::normal_(t, num(1, "mean", 0), num(2, "std", 1));
+    else if (name == "uniform_") nn::init::uniform_(t, num(1, "a", 0), num(2, "b", 1));
+    else if (name == "xavier_uniform_") nn::init::xavier_uniform_(t, num(1, "gain", 1));
+    else if (name == "xavier_normal_") nn::init::xavier_normal_(t, num(1, "gain", 1));
+    else if (name == "kaiming_uniform_" || name == "kaiming_normal_") {
+      std::string mode = kw.count("mode") && kw.at("mode").kind == Kind::Str ? kw.at("mode").s : "fan_in";
+      std::string nl = kw.count("nonlinearity") && kw.at("nonlinearity").kind == Kind::Str ? kw.at("nonlinearity").s : "leaky_relu";
+      if (name == "kaiming_uniform_") nn::init::kaiming_uniform_(t, num(1, "a", 0), mode, nl);
+      else nn::init::kaiming_normal_(t, num(1, "a", 0), mode, nl);
+    } else {
+      fail(loc, fmt::format("nn.init.{} is not supported in kiln script", name));
+    }
+    return a[0];
+  }
+
+  // torch.<factory>(...) in __init__ runs eagerly: the tensor becomes a parameter, buffer or constant.
+  Static torch_fn(const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
+    DType dt = DType::Float32;
+    bool int_dtype = false;
+    for (const auto& [k, v] : kw) {
+      if (k == "dtype") {
+        if (v.kind != Kind::Str) fail(loc, "dtype must be a torch dtype such as torch.float32");
+        dt = dtype_named(v.s, loc);
+        int_dtype = true;
+      } else if (k != "requires_grad" && !(name == "full" && k == "fill_value")) {
+        fail(loc, fmt::format("torch.{}() keyword '{}' is not supported in __init__", name, k));
+      }
+    }
+    auto shape = [&](size_t from) {
+      Shape s;
+      if (a.size() == from + 1 && (a[from].kind == Kind::Tuple || a[from].kind == Kind::List))
+        return need_ints(a[from], loc, "size");
+      for (size_t i = from; i < a.size(); ++i) s.push_back(need_int(a[i], loc, "size"));
+      return s;
+    };
+    if (name == "zeros" || name == "ones" || name == "empty") return Static::of_tensor(name == "ones" ? ones(shape(0), dt) : zeros(shape(0), dt), false);
+    if (name == "randn" || name == "rand") return Static::of_tensor(name == "randn" ? randn(shape(0), dt) : rand(shape(0), dt), false);
+    if (name == "full") {
+      Static v = kw.count("fill_value") ? kw.at("fill_value") : (a.size() >= 2 ? a.back() : Static::none());
+      if (!kw.count("fill_value")) a.pop_back();
+      double x = need_number(v, loc, "fill_value");
+      return Static::of_tensor(full(shape(0), x, dt), false);
+    }
+    if (name == "arange") {
+      std::vector<double> xs;
+      for (const Static& v : a) xs.push_back(need_number(v, loc, "an arange bound"));
+      bool all_int = std::all_of(a.begin(), a.end(), [](const Static& v) { return v.kind == Kind::Int; });
+      if (xs.empty() || xs.size() > 3) fail(loc, "torch.arange() takes 1 to 3 numbers");
+      Tensor t = xs.size() == 1 ? arange(Scalar(xs[0])) : arange(Scalar(xs[0]), Scalar(xs[1]), Scalar(xs.size() > 2 ? xs[2] : 1.0));
+      if (int_dtype) t = t.to(dt);
+      else if (all_int) t = t.to(DType::Int64);
+      return Static::of_tensor(t, false);
+    }
+    if (name == "eye") {
+      if (a.empty() || a.size() > 2) fail(loc, "torch.eye() takes one or two sizes");
+      return Static::of_tensor(eye(need_int(a[0], loc, "n"), a.size() > 1 ? std::optional<int64_t>(need_int(a[1], loc, "m")) : std::nullopt, dt), false);
+    }
+    if (name == "tril" || name == "triu") {
+      if (a.empty() || a[0].kind != Kind::Tensor || a[0].tensor.dim() != 2) fail(loc, fmt::format("torch.{}() takes a 2-D Tensor in __init__", name));
+      int64_t diag = a.size() > 1 ? need_int(a[1], loc, "diagonal") : 0;
+      Tensor t = a[0].tensor.contiguous().to(DType::Float64);
+      int64_t r = t.size(0), c = t.size(1);
+      std::vector<double> v(size_t(r * c));
+      const double* p = t.data_ptr<double>();
+      for (int64_t i = 0; i < r; ++i)
+        for (int64_t j = 0; j < c; ++j) {
+          bool keep = name == "tril" ? j - i <= diag : j - i >= diag;
+          v[size_t(i * c + j)] = keep ? p[i * c + j] : 0.0;
+        }
+      return Static::of_tensor(tensor(v, {r, c}, DType::Float64).to(a[0].tensor.dtype()), false);
+    }
+    if (name == "float32" || name == "float" || name == "float64" || name == "double" || name == "int64" || name == "long" ||
+        name == "int32" || name == "int" || name == "bool")
+      fail(loc, fmt::format("torch.{} is a dtype, not a function", name));
+    fail(loc, fmt::format("torch.{}() is not supported in __init__ (zeros, ones, empty, full, rand, randn, arange, eye, "
+                          "tril and triu are)",
+                          name));
+  }
+
+  DType dtype_named(const std::string& s, SourceLoc loc) {
+    static const std::pair<const char*, DType> names[] = {
+        {"float32", DType::Float32}, {"float", DType::Float32}, {"float64", DType::Float64}, {"double", DType::Float64},
+        {"int64", DType::Int64},     {"long", DType::Int64},    {"int32", DType::Int32},     {"int", DType::Int32},
+        {"bool", DType::Bool}};
+    for (auto& [n, d] : names)
+      if (s == n) return d;
+    fail(loc, fmt::format("unknown dtype torch.{}", s));
+  }
+
+  std::shared_ptr<const File> file_;
+  const Source& src_;
+  const Module& m_;
+  int depth_ = 0;
+  std::map<const Object*, std::shared_ptr<nn::Module>> owned_;  // modules built and not yet attached
+  std::set<const TensorImpl*> buffers_;
+};
+
+}  // namespace
+
+std::shared_ptr<ScriptedModule> construct(const std::shared_ptr<const File>& file, const ClassDef& cls,
+                                          const std::vector<Static>& args, const std::map<std::string, Static>& kwargs) {
+  Init init(file);
+  return init.build(cls, args, kwargs, cls.loc);
+}
+
+}  // namespace kiln::script

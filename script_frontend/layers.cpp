@@ -1,0 +1,229 @@
+// torch.nn layers called in a method (`self.fc(x)`), lowered to op-table rows with the layer's
+// parameters and buffers as bound graph inputs, computing what kiln's eager layers compute. Their
+// composites (softmax, layer norm, dropout, linear) serve torch.nn.functional too.
+#include <fmt/format.h>
+
+#include "eager/nn/layers.h"
+#include "script_frontend/lowerer.h"
+
+namespace kiln::script {
+
+using ir::Prim;
+using Kind = Static::Kind;
+
+namespace {
+const Type kInt = Type::scalar(TypeKind::Int);
+
+Value* number(Lowerer& L, double v) { return L.number_to_tensor(L.constant(v)); }
+
+// mean over dims with keepdim, dividing by the product of the reduced sizes read at run time.
+Value* mean_keep(Lowerer& L, Value* x, const Shape& dims, Value** count) {
+  Value* s = L.op(OpId::Sum, {x}, Attrs().set("dims", dims).set("keepdim", true));
+  Value* n = nullptr;
+  for (int64_t d : dims) {
+    Value* sz = L.prim(Prim::Size, {x, L.constant(d)}, kInt);
+    n = n ? L.prim(Prim::NumMul, {n, sz}, kInt) : sz;
+  }
+  if (count) *count = n;
+  return L.op(OpId::Div, {s, L.number_to_tensor(n)});
+}
+
+Shape ints_attr(const Object& o, const char* name) {
+  Shape s;
+  for (const Static& e : o.attrs.at(name).elems) s.push_back(e.i);
+  return s;
+}
+}  // namespace
+
+Value* softmax_of(Lowerer& L, Value* x, int64_t dim, bool log) {
+  Attrs keep = Attrs().set("dims", Shape{dim}).set("keepdim", true);
+  Value* shifted = L.op(OpId::Sub, {x, L.op(OpId::Amax, {x}, keep)});
+  Value* e = L.op(OpId::Exp, {shifted});
+  Value* s = L.op(OpId::Sum, {e}, keep);
+  if (log) return L.op(OpId::Sub, {shifted, L.op(OpId::Log, {s})});
+  return L.op(OpId::Div, {e, s});
+}
+
+// Inverted dropout: kept elements scaled by 1/(1-p). Dropped ones are x * 0, so a NaN stays NaN as
+// in PyTorch's mask multiply.
+Value* dropout_of(Lowerer& L, Value* x, double p, bool training) {
+  if (!training || p == 0) return x;
+  if (p == 1) return L.op(OpId::Mul, {x, number(L, 0.0)});
+  Value* u = L.prim(Prim::RandLike, {x}, Type::tensor());
+  Value* keep = L.op(OpId::Lt, {u, number(L, 1.0 - p)});
+  return L.op(OpId::Where, {keep, L.op(OpId::Mul, {x, number(L, 1.0 / (1.0 - p))}), L.op(OpId::Mul, {x, number(L, 0.0)})});
+}
+
+Value* layer_norm_of(Lowerer& L, Value* x, const Shape& normalized_shape, Value* weight, Value* bias, double eps) {
+  int64_t k = int64_t(normalized_shape.size());
+  if (k == 0) L.fail(L.loc(), "layer_norm: normalized_shape must not be empty");
+  Shape dims;
+  int64_t count = 1;
+  for (int64_t i = -k; i < 0; ++i) dims.push_back(i);
+  for (int64_t s : normalized_shape) count *= s;
+  // The trailing dims must be normalized_shape, as eager layer_norm checks.
+  Value* shape = L.prim(Prim::Shape, {x}, Type::list(kInt));
+  std::vector<Value*> want;
+  for (int64_t s : normalized_shape) want.push_back(L.constant(s));
+  Value* tail = L.prim(Prim::ListSlice, {shape, L.constant(-k), L.constant(int64_t(INT64_MAX))}, Type::list(kInt));
+  Value* ok = L.prim(Prim::NumEq, {L.prim(Prim::Len, {tail}, kInt), L.constant(k)}, Type::scalar(TypeKind::Bool));
+  for (int64_t i = 0; i < k; ++i)
+    ok = L.if_value(ok,
+                    [&] {
+                      Value* d = L.prim(Prim::ListIndex, {tail, L.constant(i)}, kInt);
+                      return L.prim(Prim::NumEq, {d, want[size_t(i)]}, Type::scalar(TypeKind::Bool));
+                    },
+                    [&] { return L.constant(false); }, L.loc());
+  L.check(ok, fmt::format("layer_norm: normalized_shape {} does not match the trailing dims of the input",
+                          shape_str(normalized_shape)));
+  Attrs keep = Attrs().set("dims", dims).set("keepdim", true);
+  Value* m = L.op(OpId::Div, {L.op(OpId::Sum, {x}, keep), number(L, double(count))});
+  Value* xc = L.op(OpId::Sub, {x, m});
+  Value* var = L.op(OpId::Div, {L.op(OpId::Sum, {L.op(OpId::Mul, {xc, xc})}, keep), number(L, double(count))});
+  Value* y = L.op(OpId::Mul, {xc, L.op(OpId::Rsqrt, {L.op(OpId::Add, {var, number(L, eps)})})});
+  if (weight) y = L.op(OpId::Mul, {y, weight});
+  if (bias) y = L.op(OpId::Add, {y, bias});
+  return y;
+}
+
+Value* linear_of(Lowerer& L, Value* x, Value* weight, Value* bias) {
+  Value* y = L.op(OpId::Matmul, {x, L.op(OpId::Permute, {weight}, Attrs().set("dims", Shape{1, 0}))});
+  return bias ? L.op(OpId::Add, {y, bias}) : y;
+}
+
+Value* call_layer(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, SourceLoc loc) {
+  if (o.layer == Layer::ModuleList) L.fail(loc, "a ModuleList is not callable; iterate over it or index it");
+  // Every layer's forward takes one input (named `input`, as in PyTorch).
+  if (a.pos.size() + a.kw.size() != 1 || (!a.kw.empty() && a.kw[0].name != "input"))
+    L.fail(loc, fmt::format("{}.forward() takes one argument (input), got {}", o.cls, a.pos.size() + a.kw.size()));
+  Value* x = a.pos.empty() ? a.kw[0].value : a.pos[0];
+  SourceLoc xloc = a.pos.empty() ? a.kw[0].loc : a.pos_locs[0];
+  if (o.layer == Layer::Sequential) {
+    for (const ObjectPtr& item : o.items) {
+      Lowerer::CallArgs next;
+      next.pos = {x};
+      next.pos_locs = {xloc};
+      x = L.call_object(*item, next, loc);
+      if (!x->type().is_tensor())
+        L.fail(loc, fmt::format("{} in a Sequential returns {}, not a Tensor", item->cls, x->type().str()));
+    }
+    return x;
+  }
+  if (!x->type().is_tensor()) L.fail(xloc, fmt::format("{}.forward() expects a Tensor, got {}", o.cls, x->type().str()));
+  nn::Module& m = *o.module;
+  std::string prefix = o.path.empty() ? "" : o.path + ".";
+  auto param = [&](const Tensor& t, const char* name) -> Value* {
+    if (!t.defined()) return nullptr;
+    return L.tensor_of(Static::of_tensor(t, true), prefix + name);
+  };
+  bool training = m.is_training();
+  switch (o.layer) {
+    case Layer::Linear: {
+      auto& lin = static_cast<nn::Linear&>(m);
+      return linear_of(L, x, param(lin.weight, "weight"), param(lin.bias, "bias"));
+    }
+    case Layer::Conv2d: {
+      auto& c = static_cast<nn::Conv2d&>(m);
+      std::vector<Value*> ins = {x, param(c.weight, "weight")};
+      if (c.bias.defined()) ins.push_back(param(c.bias, "bias"));
+      return L.op(OpId::Conv2d, ins,
+                  Attrs().set("stride", c.stride).set("padding", c.padding).set("dilation", c.dilation).set("groups", c.groups));
+    }
+    case Layer::BatchNorm2d: {
+      auto& bn = static_cast<nn::BatchNorm2d&>(m);
+      int64_t C = bn.running_mean.numel();
+      Shape cs{C, 1, 1};
+      L.check(L.prim(Prim::NumEq, {L.prim(Prim::Len, {L.prim(Prim::Shape, {x}, Type::list(kInt))}, kInt), L.constant(int64_t(4))},
+                     Type::scalar(TypeKind::Bool)),
+              "BatchNorm2d: expected 4D input");
+      auto per_channel = [&](Value* v) { return L.op(OpId::Reshape, {v}, Attrs().set("shape", cs)); };
+      Value* rm = param(bn.running_mean, "running_mean");
+      Value* rv = param(bn.running_var, "running_var");
+      Value *mean = nullptr, *var = nullptr;
+      if (training) {
+        Value* n = nullptr;
+        mean = mean_keep(L, x, {0, 2, 3}, &n);
+        Value* xc0 = L.op(OpId::Sub, {x, mean});
+        var = mean_keep(L, L.op(OpId::Mul, {xc0, xc0}), {0, 2, 3}, nullptr);
+        L.check(L.prim(Prim::NumGt, {n, L.constant(int64_t(1))}, Type::scalar(TypeKind::Bool)),
+                "BatchNorm2d: expected more than 1 value per channel when training");
+        // The running estimates take the unbiased variance and are written back after the call.
+        double mom = bn.momentum;
+        Value* flat_m = L.op(OpId::Reshape, {mean}, Attrs().set("shape", Shape{C}));
+        Value* flat_v = L.op(OpId::Reshape, {var}, Attrs().set("shape", Shape{C}));
+        Value* nf = L.prim(Prim::ToFloat, {n}, Type::scalar(TypeKind::Float));
+        Value* nm1 = L.prim(Prim::NumSub, {nf, L.constant(1.0)}, Type::scalar(TypeKind::Float));
+        Value* corr = L.number_to_tensor(L.prim(Prim::NumDiv, {nf, nm1}, Type::scalar(TypeKind::Float)));
+        Value* rm_new = L.op(OpId::Add, {L.op(OpId::Mul, {rm, number(L, 1.0 - mom)}), L.op(OpId::Mul, {flat_m, number(L, mom)})});
+        Value* unbiased = L.op(OpId::Mul, {flat_v, corr});
+        Value* rv_new = L.op(OpId::Add, {L.op(OpId::Mul, {rv, number(L, 1.0 - mom)}), L.op(OpId::Mul, {unbiased, number(L, mom)})});
+        Value* nbt = param(bn.num_batches_tracked, "num_batches_tracked");
+        Value* nbt_new = L.op(OpId::Add, {nbt, L.number_to_tensor(L.constant(int64_t(1)))});
+        L.update_buffer(bn.running_mean, rm_new);
+        L.update_buffer(bn.running_var, rv_new);
+        L.update_buffer(bn.num_batches_tracked, nbt_new);
+      } else {
+        mean = per_channel(rm);
+        var = per_channel(rv);
+      }
+      Value* y = L.op(OpId::Mul, {L.op(OpId::Sub, {x, mean}), L.op(OpId::Rsqrt, {L.op(OpId::Add, {var, number(L, bn.eps)})})});
+      if (bn.weight.defined()) y = L.op(OpId::Mul, {y, per_channel(param(bn.weight, "weight"))});
+      if (bn.bias.defined()) y = L.op(OpId::Add, {y, per_channel(param(bn.bias, "bias"))});
+      return y;
+    }
+    case Layer::LayerNorm: {
+      auto& ln = static_cast<nn::LayerNorm&>(m);
+      return layer_norm_of(L, x, ln.normalized_shape, param(ln.weight, "weight"), param(ln.bias, "bias"), ln.eps);
+    }
+    case Layer::Dropout: return dropout_of(L, x, static_cast<nn::Dropout&>(m).p, training);
+    case Layer::Embedding: {
+      auto& em = static_cast<nn::Embedding&>(m);
+      // index_select of the flattened indices, reshaped to indices.shape + [embedding_dim] at run time.
+      Value* w = param(em.weight, "weight");
+      Value* flat = L.op(OpId::Reshape, {x}, Attrs().set("shape", Shape{-1}));
+      Value* rows = L.op(OpId::IndexSelect, {w, flat}, Attrs().set("dim", int64_t(0)));
+      Type li = Type::list(kInt);
+      Value* shape = L.prim(Prim::ListAdd,
+                            {L.prim(Prim::Shape, {x}, li), L.prim(Prim::ListConstruct, {L.constant(em.weight.size(1))}, li)}, li);
+      return L.prim(Prim::Reshape, {rows, shape}, Type::tensor());
+    }
+    case Layer::MaxPool2d:
+      return L.op(OpId::MaxPool2d, {x},
+                  Attrs()
+                      .set("kernel_size", ints_attr(o, "kernel_size"))
+                      .set("stride", ints_attr(o, "stride"))
+                      .set("padding", ints_attr(o, "padding"))
+                      .set("dilation", ints_attr(o, "dilation")));
+    case Layer::AvgPool2d:
+      return L.op(OpId::AvgPool2d, {x},
+                  Attrs()
+                      .set("kernel_size", ints_attr(o, "kernel_size"))
+                      .set("stride", ints_attr(o, "stride"))
+                      .set("padding", ints_attr(o, "padding")));
+    case Layer::ReLU: return L.op(OpId::Relu, {x});
+    case Layer::Tanh: return L.op(OpId::Tanh, {x});
+    case Layer::Sigmoid: return L.op(OpId::Sigmoid, {x});
+    case Layer::GELU: return L.op(static_cast<nn::GELU&>(m).approximate == "tanh" ? OpId::GeluTanh : OpId::Gelu, {x});
+    case Layer::Flatten: {
+      auto& f = static_cast<nn::Flatten&>(m);
+      Value* shape = nullptr;
+      Type li = Type::list(kInt);
+      Value* full = L.prim(Prim::Shape, {x}, li);
+      Value* head = L.prim(Prim::ListSlice, {full, L.constant(int64_t(0)), L.constant(f.start_dim)}, li);
+      shape = L.prim(Prim::ListAdd, {head, L.prim(Prim::ListConstruct, {L.constant(int64_t(-1))}, li)}, li);
+      if (f.end_dim != -1)
+        shape = L.prim(Prim::ListAdd,
+                       {shape, L.prim(Prim::ListSlice, {full, L.constant(f.end_dim + 1), L.constant(int64_t(INT64_MAX))}, li)}, li);
+      return L.prim(Prim::Reshape, {x, shape}, Type::tensor());
+    }
+    case Layer::Identity: return x;
+    case Layer::Softmax:
+    case Layer::LogSoftmax: return softmax_of(L, x, o.attrs.at("dim").i, o.layer == Layer::LogSoftmax);
+    case Layer::User:
+    case Layer::Sequential:
+    case Layer::ModuleList: break;
+  }
+  L.fail(loc, fmt::format("internal error: {} has no lowering", o.cls));
+}
+
+}  // namespace kiln::script

@@ -1,0 +1,59 @@
+#include "script_frontend/module.h"
+
+#include <fmt/format.h>
+
+#include "core/ir/verifier.h"
+#include "script_frontend/lowerer.h"
+#include "script_frontend/objects.h"
+
+namespace kiln {
+
+ScriptedModule::ScriptedModule(std::shared_ptr<const script::File> file, std::shared_ptr<script::Object> object)
+    : file_(std::move(file)), object_(std::move(object)) {}
+
+std::string ScriptedModule::name() const { return object_->cls; }
+
+Function ScriptedModule::method(const std::string& name) {
+  const script::ClassDef& c = *object_->def;
+  const script::FunctionDef* f = c.method(name);
+  if (!f || name == "__init__") {
+    std::vector<std::string> names;
+    std::string all;
+    for (const auto& m : c.methods)
+      if (m->name != "__init__") {
+        names.push_back(m->name);
+        all += (all.empty() ? "" : ", ") + m->name;
+      }
+    fail("script: class {} has no method '{}' (it has: {}){}", c.name, name, all, script::did_you_mean(name, names));
+  }
+  // Dropout and batch norm lower differently in training and evaluation: one graph per combination
+  // of the tree's flags (in practice two: all training, all evaluating).
+  std::string key = name + ":";
+  object_->walk([&](const script::Object& o) { key += o.module->is_training() ? '1' : '0'; });
+  auto it = methods_.find(key);
+  if (it != methods_.end()) return it->second;
+  script::Lowerer lowerer(file_->src, file_->ast);
+  script::MethodGraph mg = lowerer.lower_method(*f, *object_);
+  std::vector<std::string> errs = ir::verify_errors(*mg.graph);
+  if (!errs.empty())
+    fail("script: internal error: the graph of {}.{} does not verify: {}\n{}", c.name, name, errs[0], mg.graph->str());
+  Function::Binding binding;
+  binding.bound = std::move(mg.bound);
+  binding.writebacks = std::move(mg.writebacks);
+  Function fn(mg.graph, c.name + "." + name, std::move(binding));
+  methods_.emplace(key, fn);
+  return fn;
+}
+
+std::vector<IValue> ScriptedModule::call(const std::vector<IValue>& args, const std::string& method_name) {
+  return method(method_name).call(args);
+}
+
+Tensor ScriptedModule::forward(const Tensor& x) {
+  std::vector<IValue> out = call({x});
+  if (out.size() != 1 || !out[0].is_tensor())
+    fail("{}.forward returns {}, not one Tensor; use call()", name(), out.empty() ? std::string("nothing") : out[0].type_name());
+  return out[0].to_tensor();
+}
+
+}  // namespace kiln

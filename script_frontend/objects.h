@@ -1,0 +1,126 @@
+#pragma once
+// What a class's __init__ builds, as lowering sees `self`: a tree of module objects, each holding its
+// attributes (numbers, strings, lists, submodules, parameters and buffers) and the kiln nn::Module
+// that owns its tensors. Internal to script_frontend.
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/ir/ivalue.h"
+#include "core/tensor.h"
+#include "eager/nn/module.h"
+#include "script_frontend/ast.h"
+#include "script_frontend/source.h"
+
+namespace kiln {
+class ScriptedModule;
+}
+
+namespace kiln::script {
+
+// A parsed file kept alive by every module built from it (its methods are lowered on first call).
+struct File {
+  Source src;
+  Module ast;
+};
+
+struct Object;
+using ObjectPtr = std::shared_ptr<Object>;
+
+// A value __init__ computes. Tensors are parameters, buffers or plain tensor attributes.
+struct Static {
+  enum class Kind : uint8_t { None, Int, Float, Bool, Str, Tuple, List, Module, Tensor };
+  Kind kind = Kind::None;
+  int64_t i = 0;
+  double f = 0;
+  std::string s;
+  std::vector<Static> elems;
+  ObjectPtr obj;
+  Tensor tensor;
+  bool parameter = false;  // a Tensor wrapped in nn.Parameter (registered when assigned to self)
+
+  static Static none() { return {}; }
+  static Static integer(int64_t v) {
+    Static x;
+    x.kind = Kind::Int;
+    x.i = v;
+    return x;
+  }
+  static Static number(double v) {
+    Static x;
+    x.kind = Kind::Float;
+    x.f = v;
+    return x;
+  }
+  static Static boolean(bool v) {
+    Static x;
+    x.kind = Kind::Bool;
+    x.i = v;
+    return x;
+  }
+  static Static str(std::string v) {
+    Static x;
+    x.kind = Kind::Str;
+    x.s = std::move(v);
+    return x;
+  }
+  static Static seq(Kind k, std::vector<Static> es) {
+    Static x;
+    x.kind = k;
+    x.elems = std::move(es);
+    return x;
+  }
+  static Static module(ObjectPtr o) {
+    Static x;
+    x.kind = Kind::Module;
+    x.obj = std::move(o);
+    return x;
+  }
+  static Static of_tensor(Tensor t, bool parameter) {
+    Static x;
+    x.kind = Kind::Tensor;
+    x.tensor = std::move(t);
+    x.parameter = parameter;
+    return x;
+  }
+  bool is_number() const { return kind == Kind::Int || kind == Kind::Float || kind == Kind::Bool; }
+  double as_double() const { return kind == Kind::Float ? f : double(i); }
+  std::string type_name() const;  // "int", "List[int]", "Linear", ...
+};
+
+// The layers of torch.nn that kiln script builds and lowers; User is a class of the file.
+enum class Layer : uint8_t {
+  User, Linear, Conv2d, BatchNorm2d, LayerNorm, Dropout, Embedding, MaxPool2d, AvgPool2d, ReLU, GELU, Tanh,
+  Sigmoid, Flatten, Identity, Softmax, LogSoftmax, Sequential, ModuleList
+};
+
+struct Object {
+  Layer layer = Layer::User;
+  std::string cls;                // "Net", "Linear", ...
+  const ClassDef* def = nullptr;  // Layer::User
+  nn::Module* module = nullptr;   // owned by the parent module's children (the caller owns the root)
+  // User classes: what __init__ assigned to self, by name. Layers: their constructor arguments.
+  std::map<std::string, Static> attrs;
+  std::vector<ObjectPtr> items;  // Sequential / ModuleList, in order
+  std::string path;              // its state_dict prefix: "", "features", "layers.0"
+
+  const Static* attr(const std::string& name) const {
+    auto it = attrs.find(name);
+    return it == attrs.end() ? nullptr : &it->second;
+  }
+  // Depth-first: this object, then its submodules (attributes and items), each once.
+  void walk(const std::function<void(const Object&)>& f) const;
+};
+
+// Runs `cls.__init__(args, kwargs)`: builds the object tree and registers every submodule, parameter
+// and buffer in the returned module under PyTorch's names. Raises kiln::Error at the first problem,
+// pointing into the file.
+std::shared_ptr<ScriptedModule> construct(const std::shared_ptr<const File>& file, const ClassDef& cls,
+                                          const std::vector<Static>& args, const std::map<std::string, Static>& kwargs);
+// An IValue given to module() as a constructor argument.
+Static static_of(const IValue& v);
+
+}  // namespace kiln::script

@@ -1,0 +1,223 @@
+// script(): classes deriving from nn.Module, checked against values worked out by hand (the model
+// files of tests/script/models are checked against PyTorch in test_script_modules.cpp), and the
+// errors a class or a file with several broken definitions gets.
+#include <string>
+
+#include "support.h"
+
+using namespace kiln;
+using kiln::test::check_close;
+using kiln::test::check_error;
+using kiln::test::values;
+
+namespace {
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("script class: __init__ arguments become constants; parameters, buffers and helper methods") {
+  const char* src = R"(
+import torch
+import torch.nn as nn
+from torch import Tensor
+
+
+class Scaled(nn.Module):
+    def __init__(self, n: int, scale: float = 2.0, repeats=2):
+        super().__init__()
+        self.scale = scale
+        self.repeats = repeats
+        self.weight = nn.Parameter(torch.ones(n))
+        self.register_buffer("offset", torch.full((n,), 0.5))
+        self.register_buffer("scratch", torch.zeros(n), persistent=False)
+
+    def step(self, x: Tensor, k: int) -> Tensor:
+        return x * self.weight * self.scale + self.offset * k
+
+    def forward(self, x):
+        for i in range(self.repeats):
+            x = self.step(x, i)
+        return x + self.scratch
+)";
+  auto m = script_source(src, "scaled.py").module("Scaled", {int64_t(3)}, {{"repeats", int64_t(3)}});
+  std::vector<std::string> params, buffers;
+  for (auto& [n, t] : m->named_parameters()) params.push_back(n);
+  for (auto& [n, t] : m->named_buffers()) buffers.push_back(n);
+  CHECK(params == std::vector<std::string>{"weight"});
+  CHECK(buffers == std::vector<std::string>{"offset"});  // persistent=False stays out of state_dict
+  CHECK(m->name() == "Scaled");
+  // x -> 2x -> 4x + 0.5 -> 8x + 1 + 1
+  Tensor y = (*m)(tensor({1.0, 2.0, 3.0}));
+  CHECK(values(y) == std::vector<double>{10, 18, 26});
+  // The scale is baked in as a constant; the weight is read at each call, so updates are seen.
+  {
+    NoGradGuard ng;
+    m->named_parameters()[0].second.copy_(full({3}, 0.5));
+  }
+  // x -> x + 0 -> x/2... with weight 0.5 and scale 2: x -> x -> x + 0.5 -> x + 1.5
+  CHECK(values((*m)(tensor({1.0, 2.0, 3.0}))) == std::vector<double>{2.5, 3.5, 4.5});
+  // Other methods are functions too.
+  CHECK(values(m->method("step").call({tensor({1.0}), int64_t(2)})[0].to_tensor())[0] == 0.5 * 2 + 1.0);
+  std::string e = error_of([&] { m->method("stp"); });
+  CHECK(e == "script: class Scaled has no method 'stp' (it has: step, forward); did you mean step?");
+}
+
+TEST_CASE("script class: submodules of the file, conditions on configuration, ModuleList by index and enumerate") {
+  const char* src = R"(
+import torch
+from torch import nn
+
+
+class Affine(nn.Module):
+    def __init__(self, a: float, b: float):
+        super().__init__()
+        self.a = a
+        self.b = b
+
+    def forward(self, x):
+        return x * self.a + self.b
+
+
+class Stack(nn.Module):
+    def __init__(self, coefs, last=None):
+        super().__init__()
+        self.layers = nn.ModuleList()
+        for c in coefs:
+            self.layers.append(Affine(c, 1.0))
+        self.last = last if last is None else Affine(last, 0.0)
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x) + i
+        x = self.layers[0](x)
+        if self.last is not None:
+            x = self.last(x)
+        return x
+)";
+  ScriptModule file = script_source(src, "stack.py");
+  auto plain = file.module("Stack", {IValue::list({2.0, 3.0})});
+  // ((x*2+1)+0)*3+1+1 then *2+1: x=1 -> 3 -> 11 -> 23
+  CHECK(values((*plain)(tensor({1.0})))[0] == 23);
+  auto with_last = file.module("Stack", {IValue::list({2.0, 3.0})}, {{"last", 10.0}});
+  CHECK(values((*with_last)(tensor({1.0})))[0] == 230);
+  std::vector<std::string> children;
+  for (auto& [n, c] : with_last->named_children()) children.push_back(n);
+  CHECK(children == std::vector<std::string>{"layers", "last"});
+}
+
+TEST_CASE("script class: bad classes and bad uses of self name the file, the line and the facts") {
+  auto build = [](const std::string& body, const std::string& cls = "Net", std::vector<IValue> args = {}) {
+    std::string src = "import torch\nimport torch.nn as nn\n\n\n" + body;
+    return error_of([&] { script_source(src, "net.py").module(cls, args); });
+  };
+  CHECK(build("class Net(object):\n    def forward(self, x):\n        return x\n") ==
+        "net.py:5:11: error: class 'Net' must derive from nn.Module (imported as torch.nn) in kiln script, not 'object'\n"
+        "class Net(object):\n          ^");
+  std::string e;
+  INFO(e);
+  e = build(
+      "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linaer(2, 3)\n\n"
+      "    def forward(self, x):\n        return self.fc(x)\n");
+  CHECK(e.find("net.py:8:22: error: nn.Linaer is not supported in kiln script; did you mean Linear?") == 0);
+  e = build("class Net(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.fc = nn.Linear(n, 3)\n\n"
+            "    def forward(self, x):\n        return self.fc2(x)\n");
+  CHECK(e.find("net.py:5:1") == std::string::npos);
+  CHECK(e.find("is missing required argument 'n'") != std::string::npos);
+  e = build("class Net(nn.Module):\n    def __init__(self, n):\n        super().__init__()\n        self.fc = nn.Linear(n, 3)\n\n"
+            "    def forward(self, x):\n        return self.fcc(x)\n",
+            "Net", {int64_t(2)});
+  CHECK(e.find("net.py:11:21: error: 'Net' object has no attribute 'fcc'; did you mean fc?") == 0);
+  e = build("class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.n = 1\n\n"
+            "    def forward(self, x):\n        self.n = 2\n        return x\n");
+  CHECK(e.find("net.py:11:14: error: cannot assign to attribute 'n' outside __init__") == 0);
+  e = build("class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.blocks = nn.ModuleList([nn.ReLU()])\n\n"
+            "    def forward(self, x):\n        return self.blocks(x)\n");
+  CHECK(e.find("a ModuleList is not callable; iterate over it or index it") != std::string::npos);
+  e = build("class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(2, 3, bias=None, device=1)\n\n"
+            "    def forward(self, x):\n        return self.fc(x)\n");
+  CHECK(e.find("nn.Linear() got an unexpected keyword argument 'device'") != std::string::npos);
+  e = build("class Net(nn.Module):\n    def forward(self, x):\n        return x\n", "Nett");
+  CHECK(e == "script: no class 'Nett' in the module (it has: Net); did you mean Net?");
+  e = build("class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n\n");
+  CHECK(e.find("net.py:5:7: error: class 'Net' has no forward method") == 0);
+}
+
+TEST_CASE("script class: train() and eval() pick the dropout and batch norm lowering") {
+  const char* src = R"(
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout(0.5)
+        self.bn = nn.BatchNorm2d(2)
+
+    def forward(self, x):
+        return self.drop(self.bn(x))
+)";
+  auto m = script_source(src, "net.py").module("Net");
+  auto graph_text = [&] { return m->method().graph().str(); };
+  CHECK(graph_text().find("prim::rand_like") != std::string::npos);
+  Tensor x = test::seq({2, 2, 2, 2});
+  (*m)(x);
+  // The running statistics were written back: mean of channel 0 moved from 0 by momentum 0.1.
+  Tensor rm = m->state_dict().at("bn.running_mean");
+  CHECK(values(rm)[0] != 0.0);
+  CHECK(values(m->state_dict().at("bn.num_batches_tracked"))[0] == 1);
+  m->eval();
+  CHECK(graph_text().find("prim::rand_like") == std::string::npos);
+  Tensor y = (*m)(x);
+  CHECK(values(m->state_dict().at("bn.num_batches_tracked"))[0] == 1);  // eval leaves the buffers alone
+  Tensor rv = m->state_dict().at("bn.running_var");
+  Tensor want = div(sub(x, reshape(rm, {2, 1, 1})), sqrt(add(reshape(rv, {2, 1, 1}), 1e-5)));
+  check_close(y, want, 1e-5, 1e-6);
+}
+
+TEST_CASE("script: every broken definition in a file is reported, each once") {
+  const char* src = R"(import torch
+from torch import Tensor
+
+
+def f(x: Tensor) -> Tensor:
+    return x +
+
+
+def g(x: Tensor) -> Tensor:
+    return x
+
+
+def h(x: Tensor) Tensor:
+    return x
+)";
+  std::string e = error_of([&] { script_source(src, "two.py"); });
+  INFO(e);
+  CHECK(e.find("two.py:6:15: error:") == 0);
+  CHECK(e.find("two.py:13:18: error: expected ':' after the function signature") != std::string::npos);
+  const char* sema = R"(import torch
+from torch import Tensor
+
+
+def f(x: Tensor) -> Tensor:
+    return x + (1, 2)
+
+
+def g(x: Tensor) -> int:
+    return x
+
+
+def h(x: Tensor) -> Tensor:
+    return f(x)
+)";
+  e = error_of([&] { script_source(sema, "sema.py"); });
+  CHECK(e.find("sema.py:6:12: error: cannot add Tensor and Tuple[int, int]") == 0);
+  CHECK(e.find("sema.py:10:12: error: function 'g' is declared to return int but returns Tensor") != std::string::npos);
+  // h inlines f and meets f's error again: reported once.
+  CHECK(e.find("sema.py:6:12") == e.rfind("sema.py:6:12"));
+}

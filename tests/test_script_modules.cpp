@@ -1,0 +1,119 @@
+// script(): model files written as PyTorch users write them (tests/script/models/*.py), built with
+// module("Class", args), loaded with the PyTorch state_dict saved by tests/script/models/make_fixtures.py,
+// and compared with PyTorch's eager outputs (which that script checked against torch.jit.script) on
+// the interpreter and through compile(); training steps with kiln's SGD against PyTorch's.
+#include <map>
+#include <string>
+
+#include "support.h"
+
+using namespace kiln;
+using kiln::test::check_close;
+using kiln::test::check_error;
+
+namespace {
+
+const std::string kModels = std::string(KILN_TEST_DATA) + "/../script/models/";
+
+// A fixture file's tensors whose key starts with `prefix`, the prefix removed.
+std::map<std::string, Tensor> part(const std::map<std::string, Tensor>& all, const std::string& prefix) {
+  std::map<std::string, Tensor> out;
+  for (const auto& [k, v] : all)
+    if (k.rfind(prefix, 0) == 0) out[k.substr(prefix.size())] = v;
+  return out;
+}
+
+struct Model {
+  std::shared_ptr<ScriptedModule> net;
+  std::map<std::string, Tensor> data;
+};
+
+Model build(const std::string& file, const std::string& cls, const std::vector<IValue>& args = {}) {
+  Model m;
+  m.net = script_file(kModels + file + ".py").module(cls, args);
+  m.data = load_safetensors(kModels + "data/" + file + ".safetensors");
+  m.net->load_state_dict(part(m.data, "state."));  // strict: the key names are PyTorch's
+  return m;
+}
+
+const Tensor& at(const Model& m, const std::string& key) {
+  auto it = m.data.find(key);
+  REQUIRE_MESSAGE(it != m.data.end(), "fixture lacks " << key);
+  return it->second;
+}
+
+// The eval-mode outputs on the interpreter and compiled (without grad, so the JIT's kernels run
+// rather than the interpreter that records autograd).
+void check_eval(Model& m, const std::vector<std::vector<IValue>>& calls) {
+  m.net->eval();
+  Function compiled = compile(m.net->method());
+  NoGradGuard no_grad;
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const Tensor& want = at(m, "output." + std::to_string(k));
+    check_close(m.net->call(calls[k])[0].to_tensor(), want, 1e-4, 1e-5);
+    check_close(compiled.call(calls[k])[0].to_tensor(), want, 1e-4, 1e-5);
+  }
+  jit::CacheStats st = compile_stats(compiled);
+  CHECK(st.eager_calls == 0);
+  CHECK(st.misses >= 1);
+}
+
+// Three SGD steps on cross_entropy in training mode, as make_fixtures.py took them in PyTorch.
+void check_training(Model& m) {
+  m.net->train();
+  optim::SGD opt(m.net->parameters(), {0.1});
+  const Tensor& x = at(m, "input.0");
+  for (int step = 0; step < 3; ++step) {
+    Tensor y = (*m.net)(x);
+    if (step == 0) check_close(y, at(m, "train_output.0"), 1e-4, 1e-5);
+    Tensor loss = cross_entropy(y, at(m, "target.0"));
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  }
+  std::map<std::string, Tensor> trained = part(m.data, "trained.");
+  std::map<std::string, Tensor> mine = m.net->state_dict();
+  REQUIRE(mine.size() == trained.size());
+  for (const auto& [k, v] : trained) {
+    INFO(k);
+    REQUIRE(mine.count(k));
+    check_close(mine.at(k), v, 1e-4, 1e-5);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("script module: an MLP from nn.Sequential(*layers) matches PyTorch and trains with kiln's SGD") {
+  Model m = build("mlp", "MLP", {int64_t(12), int64_t(16), int64_t(3)});
+  std::vector<std::string> names;
+  for (const auto& [n, t] : m.net->named_parameters()) names.push_back(n);
+  CHECK(names == std::vector<std::string>{"body.0.weight", "body.0.bias", "body.2.weight", "body.2.bias", "head.weight",
+                                          "head.bias"});
+  check_eval(m, {{at(m, "input.0")}});
+  check_training(m);
+}
+
+TEST_CASE("script module: LeNet with dropout and log_softmax matches PyTorch in eval mode") {
+  Model m = build("lenet", "LeNet");
+  check_eval(m, {{at(m, "input.0")}});
+  // In training mode dropout draws a new mask at each call; eval() turns it off again.
+  m.net->train();
+  manual_seed(7);
+  Tensor a = (*m.net)(at(m, "input.0"));
+  Tensor b = (*m.net)(at(m, "input.0"));
+  CHECK(test::values(a) != test::values(b));
+  m.net->eval();
+  check_close((*m.net)(at(m, "input.0")), at(m, "output.0"), 1e-4, 1e-5);
+}
+
+TEST_CASE("script module: a ResNet of BasicBlocks (BatchNorm, ModuleList, optional downsample) matches PyTorch") {
+  Model m = build("resnet", "ResNet");
+  check_eval(m, {{at(m, "input.0")}});
+  // Training mode normalises with batch statistics and updates the running ones in place.
+  check_training(m);
+}
+
+TEST_CASE("script module: a transformer encoder layer (LayerNorm, softmax attention, mask) matches PyTorch") {
+  Model m = build("transformer", "EncoderLayer", {int64_t(16), int64_t(4), int64_t(32)});
+  check_eval(m, {{at(m, "input.0"), IValue()}, {at(m, "input.0"), at(m, "input.1")}});
+}
