@@ -13,6 +13,7 @@
 #include "backends/cuda/driver_api.h"
 #include "backends/cuda/fusion_compiler.h"
 #include "backends/cuda/kernel_cache.h"
+#include "backends/cuda/launch_params.h"
 #include "backends/cuda/nvrtc_compile.h"
 #include "backends/cuda/runtime.h"
 #include "core/ir/parser.h"
@@ -136,6 +137,41 @@ void BM_CudaLaunchOverhead(benchmark::State& state) {
   cuda::synchronize();
 }
 BENCHMARK(BM_CudaLaunchOverhead)->Unit(benchmark::kMicrosecond);
+
+// The driver's own floor under that: cuLaunchKernel of an empty kernel, no kiln in between.
+void BM_CudaLaunchDriverOnly(benchmark::State& state) {
+  auto& dev = cuda::device_state(0);
+  CUfunction fn = cuda::function_for(0, "extern \"C\" __global__ void kiln_bench_nop(int) {}", "kiln_bench_nop");
+  int arg = 0;
+  void* args[] = {&arg};
+  for (auto _ : state) KILN_CU(cuLaunchKernel, fn, 1, 1, 1, 32, 1, 1, 0, dev.stream, args, nullptr);
+  cuda::synchronize();
+}
+BENCHMARK(BM_CudaLaunchDriverOnly)->Unit(benchmark::kMicrosecond);
+
+// The same with an elementwise kernel's parameter block (LoopParams, 704 bytes) passed by value.
+void BM_CudaLaunchDriverOnlyLoopParams(benchmark::State& state) {
+  auto& dev = cuda::device_state(0);
+  CUfunction fn = cuda::function_for(0, "struct P { char b[704]; };\nextern \"C\" __global__ void kiln_bench_nop_big(const P) {}",
+                                     "kiln_bench_nop_big");
+  cuda::LoopParams p{};
+  void* args[] = {&p};
+  for (auto _ : state) KILN_CU(cuLaunchKernel, fn, 1, 1, 1, 32, 1, 1, 0, dev.stream, args, nullptr);
+  cuda::synchronize();
+}
+BENCHMARK(BM_CudaLaunchDriverOnlyLoopParams)->Unit(benchmark::kMicrosecond);
+
+// kiln's share of a launch, by part: a cached device allocation and the CPU dispatch of the same add.
+void BM_CudaEmptyOneElement(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(empty({1}, kCuda));
+}
+BENCHMARK(BM_CudaEmptyOneElement)->Unit(benchmark::kMicrosecond);
+
+void BM_CpuAddOneElement(benchmark::State& state) {
+  Tensor a = ones({1}), b = ones({1});
+  for (auto _ : state) benchmark::DoNotOptimize(add(a, b));
+}
+BENCHMARK(BM_CpuAddOneElement)->Unit(benchmark::kMicrosecond);
 
 void BM_CudaMatmul(benchmark::State& state) {
   int64_t n = state.range(0);

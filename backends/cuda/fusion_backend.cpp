@@ -1,7 +1,9 @@
 #include "backends/cuda/fusion_backend.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <mutex>
 
 #include "backends/cuda/driver_api.h"
 #include "backends/cuda/fusion_compiler.h"
@@ -126,10 +128,19 @@ class CudaFusedKernel final : public backends::FusedKernel {
     int noff = std::max<int>(1, int(ops.size()));
     std::vector<char> params = pack_params(nd, n, nout, nred, sizes, ptrs, strides, nptr, noff);
 
+    // The vector variant: one dim, every operand contiguous and aligned to four elements, or (inputs
+    // only) a broadcast scalar.
+    bool vec = !k_.reduces && nd == 1 && n >= 4;
+    for (size_t k = 0; k < ops.size() && vec; ++k) {
+      int64_t item = int64_t(ops[k]->element_size());
+      int64_t stride = strides[k][0];
+      vec = stride == item ? reinterpret_cast<uintptr_t>(ptrs[k]) % uintptr_t(4 * item) == 0
+                           : stride == 0 && k < in.size();
+    }
     DeviceState& s = device_state(dev.index);
-    CUfunction fn = function_for(dev.index, k_.source, k_.name);
+    CUfunction fn = function(dev.index, vec);
     int threads = k_.reduces ? kFusedReduceThreads : 256;
-    int64_t work = k_.reduces ? nout : (n + threads - 1) / threads;
+    int64_t work = k_.reduces ? nout : ((vec ? n / 4 : n) + threads - 1) / threads;
     int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(work, int64_t(s.sm_count) * 32));
     void* args[] = {params.data()};
     KILN_CU(cuLaunchKernel, fn, unsigned(blocks), 1, 1, unsigned(threads), 1, 1, 0, s.stream, args, nullptr);
@@ -137,7 +148,18 @@ class CudaFusedKernel final : public backends::FusedKernel {
   }
 
  private:
+  // Loaded once per device and variant: function_for hashes the whole source, too slow for every launch.
+  CUfunction function(int device, bool vec) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (size_t(device) >= fns_.size()) fns_.resize(size_t(device) + 1);
+    CUfunction& fn = fns_[size_t(device)][vec];
+    if (!fn) fn = function_for(device, k_.source, vec ? k_.name + "_v" : k_.name);
+    return fn;
+  }
+
   FusedKernelSource k_;
+  mutable std::mutex mu_;
+  mutable std::vector<std::array<CUfunction, 2>> fns_;
 };
 
 class CudaBackend final : public backends::FusionBackend {

@@ -8,7 +8,9 @@
 //
 // The kernel takes one struct by value: per operand (inputs, then elementwise outputs) a pointer and
 // byte strides over up to 16 collapsed dims, dim 0 innermost; the reduction's output pointer last. An
-// elementwise group is a grid-stride loop over the elements; a reducing one gives each output element
+// elementwise group is a grid-stride loop over the elements, rendered twice: `<name>` for any strides and
+// `<name>_v` for one merged dim where every operand is contiguous and 16-byte aligned or a broadcast
+// scalar (four elements a thread, vector loads, no index arithmetic); a reducing one gives each output element
 // to a block of 256 threads that folds its row (the last dim, or everything) and stores the
 // elementwise outputs on the way.
 #include <string>

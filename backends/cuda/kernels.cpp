@@ -5,6 +5,7 @@
 
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <limits>
 #include <mutex>
@@ -33,23 +34,27 @@ constexpr int kThreads = 256;
 
 bool is_half(DType t) { return t == DType::BFloat16 || t == DType::Float16; }
 
-// Loaded functions by (device, kernel name): a kernel's name fixes its source, so the launch path
-// renders and hashes nothing after the first call.
-CUfunction function(int device, const std::string& name, const std::string& symbol,
-                    const std::function<std::string()>& render) {
-  static std::mutex mu;
-  static auto* table = new std::unordered_map<std::string, CUfunction>();
-  std::string key = std::to_string(device) + "/" + symbol;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = table->find(key);
-    if (it != table->end()) return it->second;
-  }
-  CUfunction fn = function_for(device, render(), symbol);
-  (void)name;
-  std::lock_guard<std::mutex> lock(mu);
-  (*table)[key] = fn;
+// Loaded functions per thread by (device, kernel name, variant): a kernel's name fixes its source, so
+// the launch path renders, hashes and allocates nothing after the first call.
+enum Variant { kPlain, kVector, kStrided };  // "<name>", "<name>_v", "<name>_s"
+CUfunction function(int device, const std::string& name, Variant variant, const std::function<std::string()>& render) {
+  thread_local std::vector<std::unordered_map<std::string, std::array<CUfunction, 3>>> tables;
+  if (size_t(device) >= tables.size()) tables.resize(size_t(device) + 1);
+  CUfunction& fn = tables[size_t(device)][name][variant];
+  if (!fn) fn = function_for(device, render(), name + (variant == kVector ? "_v" : variant == kStrided ? "_s" : ""));
   return fn;
+}
+
+// Specs by (op, operand dtypes): building one formats its name, and every eager launch needs one.
+template <class Make>
+const ElementwiseSpec& cached_spec(uint64_t key, Make make) {
+  thread_local std::unordered_map<uint64_t, ElementwiseSpec> specs;
+  auto it = specs.find(key);
+  if (it == specs.end()) it = specs.emplace(key, make()).first;
+  return it->second;
+}
+uint64_t spec_key(OpId op, DType a, DType b = DType::Bool, DType c = DType::Bool) {
+  return uint64_t(op) << 24 | uint64_t(a) << 16 | uint64_t(b) << 8 | uint64_t(c);
 }
 
 void launch(int device, CUfunction fn, void* params, int64_t work, int threads) {
@@ -87,7 +92,7 @@ ElementwiseSpec binary_spec_for(OpId op, DType a, DType b, DType promoted) {
 
 Tensors unary(OpId op, const Tensors& in, const Attrs&) {
   const Tensor& x = in.at(0);
-  ElementwiseSpec spec = unary_spec_for(op, x.dtype());
+  const ElementwiseSpec& spec = cached_spec(spec_key(op, x.dtype()), [&] { return unary_spec_for(op, x.dtype()); });
   Tensor out = Tensor::empty(x.sizes(), spec.out, x.device());
   run_elementwise(spec, out, {&x});
   return {out};
@@ -96,7 +101,9 @@ Tensors unary(OpId op, const Tensors& in, const Attrs&) {
 Tensors binary(OpId op, const Tensors& in, const Attrs&) {
   Device dev = device_of(in);
   Shape shape = broadcast_shapes(op_name(op), in.at(0).sizes(), in.at(1).sizes());
-  ElementwiseSpec spec = binary_spec_for(op, in[0].dtype(), in[1].dtype(), result_type(in[0], in[1]));
+  DType promoted = result_type(in[0], in[1]);
+  const ElementwiseSpec& spec = cached_spec(spec_key(op, in[0].dtype(), in[1].dtype(), promoted),
+                                            [&] { return binary_spec_for(op, in[0].dtype(), in[1].dtype(), promoted); });
   Tensor a = on_device(in[0], dev), b = on_device(in[1], dev);
   Tensor out = Tensor::empty(shape, spec.out, dev);
   run_elementwise(spec, out, {&a, &b});
@@ -182,7 +189,7 @@ void run_reduce(const ReduceSpec& spec, const Tensor& x, const std::vector<bool>
   p.in = static_cast<char*>(x.raw_data());
   p.out = static_cast<char*>(out.raw_data());
   int dev = x.device().index;
-  CUfunction fn = function(dev, spec.name, spec.name, [&] { return render_module({}, {spec}); });
+  CUfunction fn = function(dev, spec.name, kPlain, [&] { return render_module({}, {spec}); });
   launch(dev, fn, &p, p.nout * tpo, kThreads);
 }
 
@@ -434,8 +441,7 @@ void run_elementwise(const ElementwiseSpec& spec, const Tensor& out, const std::
     vec = st == item ? reinterpret_cast<uintptr_t>(L.ptr[k]) % uintptr_t(4 * item) == 0 : (st == 0 && k > 0);
   }
   int dev = out.device().index;
-  std::string symbol = spec.name + (vec ? "_v" : "_s");
-  CUfunction fn = function(dev, spec.name, symbol, [&] { return render_module({spec}, {}); });
+  CUfunction fn = function(dev, spec.name, vec ? kVector : kStrided, [&] { return render_module({spec}, {}); });
   launch(dev, fn, &p, vec ? (n + 3) / 4 : n, kThreads);
 }
 

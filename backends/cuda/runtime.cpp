@@ -11,7 +11,24 @@
 
 namespace kiln::cuda {
 
+namespace {
+// This thread's view: the states it has used and the context it last made current. Every launch asks
+// for its device's state, and the lock and cuCtxSetCurrent cost more than the launch's own work.
+// (kiln and cuBLAS use only primary contexts, so nothing else moves this thread's context.)
+constexpr int kCachedDevices = 16;
+thread_local DeviceState* t_states[kCachedDevices] = {};
+thread_local CUcontext t_current = nullptr;
+}  // namespace
+
 DeviceState& device_state(int index) {
+  if (index >= 0 && index < kCachedDevices && t_states[index]) {
+    DeviceState* s = t_states[index];
+    if (t_current != s->context) {
+      check(driver().cuCtxSetCurrent(s->context), "cuCtxSetCurrent");
+      t_current = s->context;
+    }
+    return *s;
+  }
   static std::mutex mu;
   static std::vector<std::unique_ptr<DeviceState>> states;  // never destroyed: storage may outlive main
   const DriverApi& d = driver();
@@ -44,6 +61,8 @@ DeviceState& device_state(int index) {
   }
   // Cheap, and makes the runtime under cuBLAS use the same context from any thread.
   check(d.cuCtxSetCurrent(s->context), "cuCtxSetCurrent");
+  t_current = s->context;
+  if (index < kCachedDevices) t_states[index] = s;
   return *s;
 }
 

@@ -37,9 +37,15 @@ SavedTensor::SavedTensor(const Tensor& x, bool values) : t(x), meta_only(!values
     version = x.version();
     return;
   }
-  static const auto no_data = std::make_shared<Storage>();
+  // Shape, dtype and device only: a derivative that reads no values still builds on x's device.
+  static const auto no_cpu_data = std::make_shared<Storage>();
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = no_data;
+  if (x.device().is_cpu()) {
+    impl->storage = no_cpu_data;
+  } else {
+    impl->storage = std::make_shared<Storage>();
+    impl->storage->device = x.device();
+  }
   impl->sizes = x.sizes();
   impl->strides = contiguous_strides(x.sizes());
   impl->dtype = x.dtype();
