@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 pkgs=(meson ninja-build pkg-config g++ cmake libfmt-dev libspdlog-dev doctest-dev libbenchmark-dev
-      libopenblas-dev libdnnl-dev libxbyak-dev libasmjit-dev llvm-14-tools python3-numpy python3-sklearn
+      libopenblas-dev libdnnl-dev libxbyak-dev llvm-14-tools python3-numpy python3-sklearn
       libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,6 +1,7 @@
 #include "core/op.h"
 
 #include <array>
+#include <iterator>
 
 namespace kiln {
 namespace {
@@ -13,9 +14,26 @@ constexpr std::array<OpInfo, kNumOps> kTable = {{
 #include "core/ops.def"
 }};
 
+constexpr bool Yes = true, No = false;
+constexpr OpCost Cheap = OpCost::Cheap, Saved = OpCost::Saved;
+constexpr OpFacts kFacts[] = {
+#define KILN_FACTS(Id, grad, reads, cost) {OpId::Id, grad, reads, cost},
+#include "core/op_facts.def"
+};
+
+// op_facts.def follows ops.def row for row: a missing, extra or misplaced row fails the build here.
+constexpr bool facts_in_table_order() {
+  for (size_t i = 0; i < std::size(kFacts); ++i)
+    if (kFacts[i].id != OpId(i)) return false;
+  return true;
+}
+static_assert(std::size(kFacts) == kNumOps, "core/op_facts.def needs one row per row of core/ops.def");
+static_assert(facts_in_table_order(), "core/op_facts.def's rows must follow core/ops.def's order");
+
 }  // namespace
 
 const OpInfo& op_info(OpId op) { return kTable[size_t(op)]; }
+const OpFacts& op_facts(OpId op) { return kFacts[size_t(op)]; }
 
 bool op_from_name(std::string_view name, OpId* out) {
   for (size_t i = 0; i < kTable.size(); ++i)

@@ -31,7 +31,18 @@ struct OpInfo {
   std::string_view expr;     // the scalar expression, for code generators; empty for non-elementwise ops
 };
 
+// core/op_facts.def's row of an op: what autograd and the JIT's partitioner need to know of it.
+enum class OpCost : uint8_t { Cheap, Saved };
+struct OpFacts {
+  OpId id;
+  bool differentiable;
+  uint8_t grad_reads;  // bit i: the derivative reads input i's values (inputs past 7 share bit 7)
+  OpCost cost;
+  bool derivative_reads(size_t input) const { return grad_reads >> (input < 7 ? input : 7) & 1; }
+};
+
 const OpInfo& op_info(OpId op);
+const OpFacts& op_facts(OpId op);
 inline std::string_view op_name(OpId op) { return op_info(op).name; }
 // Looks a name up in the table; returns false when no row has it.
 bool op_from_name(std::string_view name, OpId* out);

@@ -111,20 +111,9 @@ int64_t bytes_of(const ir::Value* v) {
   return n * int64_t(itemsize(*t.dtype));
 }
 
-// Cheap enough to run twice: elementwise ops, views and copies (memory-bound, and fusible), and amax/
+// Cheap enough to run twice (core/op_facts.def): elementwise ops, views and copies (memory-bound, and fusible), and amax/
 // amin, which eager's own formulas run again and which give the same bits in any order.
-bool recomputable(const ir::Node& n) {
-  if (!n.is_op()) return false;
-  OpKind k = op_info(n.op()).kind;
-  if (k == OpKind::Unary || k == OpKind::Binary || k == OpKind::View) return true;
-  switch (n.op()) {
-    case OpId::Where: case OpId::Contiguous: case OpId::Clone: case OpId::Cast: case OpId::SliceBackward:
-    case OpId::Amax: case OpId::Amin:
-      return true;
-    default:
-      return false;
-  }
-}
+bool recomputable(const ir::Node& n) { return n.is_op() && op_facts(n.op()).cost == OpCost::Cheap; }
 
 // Read by eq/ne (amax's and maximum's formulas find the winners with x == max): a recomputation one
 // ulp off (another kernel, another fusion) would match nothing, so such values are never recomputed.

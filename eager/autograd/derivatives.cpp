@@ -65,42 +65,9 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
   return r;
 }
 
-bool is_differentiable(OpId op) {
-  switch (op) {
-    case OpId::Sign:
-    case OpId::LogicalNot:
-    case OpId::Eq:
-    case OpId::Ne:
-    case OpId::Lt:
-    case OpId::Le:
-    case OpId::Gt:
-    case OpId::Ge:
-    case OpId::LogicalAnd:
-    case OpId::LogicalOr:
-    case OpId::Argmax:
-    case OpId::Argmin:
-      return false;
-    default:
-      return true;
-  }
-}
+bool is_differentiable(OpId op) { return op_facts(op).differentiable; }
 
-bool derivative_reads_input(OpId op, size_t i) {
-  switch (op) {
-    case OpId::Add: case OpId::Sub: case OpId::Neg: case OpId::Sum: case OpId::Reshape: case OpId::Squeeze:
-    case OpId::Unsqueeze: case OpId::Permute: case OpId::Expand: case OpId::Contiguous: case OpId::Clone:
-    case OpId::Cast: case OpId::Slice: case OpId::Select: case OpId::Cat: case OpId::SliceBackward:
-    case OpId::AvgPool2d: case OpId::AvgPool2dBackward:
-      return false;
-    case OpId::IndexSelect: case OpId::Gather: case OpId::IndexAdd: case OpId::ScatterAdd:
-    case OpId::Where:
-      return i == 1 || (op == OpId::Where && i == 0);  // the index or the condition
-    case OpId::Conv2d:
-      return i < 2;  // the bias gradient is a sum of g
-    default:
-      return true;
-  }
-}
+bool derivative_reads_input(OpId op, size_t i) { return op_facts(op).derivative_reads(i); }
 
 Tensors derivative(OpId op, const Attrs& attrs, const Tensors& in, const Tensors& grads,
                    const std::vector<bool>& needs) {
