@@ -101,32 +101,104 @@ std::optional<Dims> matmul_dims(const Dims& a, const Dims& b) {
   return out;
 }
 
-std::optional<Dims> view_dims(const ir::Node& n, const Dims& in) {
+// One spatial dim of a sliding window (conv, pool): (in + 2p - d(k - 1) - 1) / s + 1. Unknown when the
+// input or the window is, or when the sizes do not fit (the kernel raises then, with the facts).
+Dim window_dim(const Dim& in, const Dim& k, int64_t s, int64_t p, int64_t d) {
+  if (!in.is_known() || !k.is_known() || s <= 0) return Dim::unknown();
+  int64_t span = in.size + 2 * p - d * (k.size - 1) - 1;
+  return span < 0 ? Dim::unknown() : Dim::known(span / s + 1);
+}
+
+Shape pair_or(const Attrs& a, const char* name, Shape fallback) {
+  if (!a.has(name) || a.ints(name).empty()) return fallback;
+  return a.ints(name).size() == 2 ? a.ints(name) : Shape{};
+}
+
+// conv2d and the pools: the leading dims kept (conv2d: the channels become the weight's rows), the
+// last two slide. window: [kh, kw] of the kernel, as dims.
+std::optional<Dims> window_dims(const ir::Node& n, const Dims& in, const Dim& channels, const Dims& window,
+                                bool dilated) {
   const Attrs& a = n.attrs();
+  Shape k = {window[0].size, window[1].size};
+  Shape s = pair_or(a, "stride", k), p = pair_or(a, "padding", {0, 0}), d = dilated ? pair_or(a, "dilation", {1, 1}) : Shape{1, 1};
+  if (in.size() < 3 || s.size() != 2 || p.size() != 2 || d.size() != 2) return std::nullopt;
+  Dims out = in;
+  size_t r = in.size();
+  if (channels.is_known() || !channels.sym.empty()) out[r - 3] = channels;
+  out[r - 2] = window_dim(in[r - 2], window[0], s[0], p[0], d[0]);
+  out[r - 1] = window_dim(in[r - 1], window[1], s[1], p[1], d[1]);
+  return out;
+}
+
+std::optional<Dims> cat_dims(const ir::Node& n) {
+  auto first = dims_of(n.input(0));
+  if (!first || first->empty()) return std::nullopt;
+  int64_t d = wrap(n.attrs().i_or("dim", 0), first->size());
+  if (d < 0 || d >= int64_t(first->size())) return std::nullopt;
+  Dims out = *first;
+  int64_t total = 0;
+  for (const ir::Value* v : n.inputs()) {
+    auto dv = dims_of(v);
+    if (!dv || dv->size() != out.size()) return std::nullopt;
+    const Dim& x = (*dv)[size_t(d)];
+    total = total >= 0 && x.is_known() ? total + x.size : -1;
+    for (size_t i = 0; i < out.size(); ++i)
+      if (int64_t(i) != d && !out[i].is_known()) out[i] = (*dv)[i];
+  }
+  out[size_t(d)] = total >= 0 ? Dim::known(total) : Dim::unknown();
+  return out;
+}
+
+Dims known_dims(const Shape& shape) {
+  Dims out;
+  for (int64_t s : shape) out.push_back(Dim::known(s));
+  return out;
+}
+
+// One case per row of ops.def, no default: a new row does not build until its shape rule is here.
+std::optional<Dims> out_dims(const ir::Node& n) {
+  auto in0 = dims_of(n.input(0));
+  auto in1 = n.inputs().size() > 1 ? dims_of(n.input(1)) : std::nullopt;
+  const Attrs& a = n.attrs();
+  if (!in0 && op_info(n.op()).kind == OpKind::View) return std::nullopt;
   switch (n.op()) {
-    case OpId::Reshape: return reshape_dims(in, a.ints("shape"));
+#define KILN_UNARY(Id, name, rule, expr) case OpId::Id:
+#include "core/ops.def"
+      return in0;
+#define KILN_BINARY(Id, name, rule, expr) case OpId::Id:
+#include "core/ops.def"
+    case OpId::Where:
+      return broadcast(n.inputs());
+#define KILN_REDUCE(Id, name) case OpId::Id:
+#include "core/ops.def"
+      return in0 ? reduce_dims(*in0, a, "dims", false) : std::nullopt;
+    case OpId::Argmax: case OpId::Argmin:
+      if (!in0) return std::nullopt;
+      if (!a.has("dim")) return Dims{};
+      return reduce_dims(*in0, a, "dim", true);
+    case OpId::Reshape: return reshape_dims(*in0, a.ints("shape"));
     case OpId::Permute: {
       Dims out;
       for (int64_t d : a.ints("dims")) {
-        int64_t w = wrap(d, in.size());
-        if (w < 0 || w >= int64_t(in.size())) return std::nullopt;
-        out.push_back(in[size_t(w)]);
+        int64_t w = wrap(d, in0->size());
+        if (w < 0 || w >= int64_t(in0->size())) return std::nullopt;
+        out.push_back((*in0)[size_t(w)]);
       }
       return out;
     }
     case OpId::Expand: {
       const Shape& s = a.ints("shape");
-      if (s.size() < in.size()) return std::nullopt;
+      if (s.size() < in0->size()) return std::nullopt;
       Dims out;
-      size_t off = s.size() - in.size();
-      for (size_t i = 0; i < s.size(); ++i) out.push_back(s[i] == -1 && i >= off ? in[i - off] : Dim::known(s[i]));
+      size_t off = s.size() - in0->size();
+      for (size_t i = 0; i < s.size(); ++i) out.push_back(s[i] == -1 && i >= off ? (*in0)[i - off] : Dim::known(s[i]));
       return out;
     }
     case OpId::Slice: {
-      int64_t d = wrap(a.i("dim"), in.size());
-      if (d < 0 || d >= int64_t(in.size())) return std::nullopt;
-      Dims out = in;
-      const Dim& src = in[size_t(d)];
+      int64_t d = wrap(a.i("dim"), in0->size());
+      if (d < 0 || d >= int64_t(in0->size())) return std::nullopt;
+      Dims out = *in0;
+      const Dim& src = (*in0)[size_t(d)];
       if (!src.is_known()) {
         out[size_t(d)] = Dim::unknown();
         return out;
@@ -142,56 +214,58 @@ std::optional<Dims> view_dims(const ir::Node& n, const Dims& in) {
       return out;
     }
     case OpId::Select: {
-      int64_t d = wrap(a.i("dim"), in.size());
-      if (d < 0 || d >= int64_t(in.size())) return std::nullopt;
-      Dims out = in;
+      int64_t d = wrap(a.i("dim"), in0->size());
+      if (d < 0 || d >= int64_t(in0->size())) return std::nullopt;
+      Dims out = *in0;
       out.erase(out.begin() + d);
       return out;
     }
     case OpId::Squeeze: {
       Shape ds = a.has("dims") ? a.ints("dims") : Shape{};
       Dims out;
-      for (size_t i = 0; i < in.size(); ++i) {
+      for (size_t i = 0; i < in0->size(); ++i) {
         bool listed = ds.empty();
-        for (int64_t d : ds) listed |= wrap(d, in.size()) == int64_t(i);
-        if (listed && !in[i].is_known()) return std::nullopt;  // squeezed or not depends on the run
-        if (!(listed && in[i].size == 1)) out.push_back(in[i]);
+        for (int64_t d : ds) listed |= wrap(d, in0->size()) == int64_t(i);
+        if (listed && !(*in0)[i].is_known()) return std::nullopt;  // squeezed or not depends on the run
+        if (!(listed && (*in0)[i].size == 1)) out.push_back((*in0)[i]);
       }
       return out;
     }
     case OpId::Unsqueeze: {
-      int64_t d = wrap(a.i("dim"), in.size() + 1);
-      if (d < 0 || d > int64_t(in.size())) return std::nullopt;
-      Dims out = in;
+      int64_t d = wrap(a.i("dim"), in0->size() + 1);
+      if (d < 0 || d > int64_t(in0->size())) return std::nullopt;
+      Dims out = *in0;
       out.insert(out.begin() + d, Dim::known(1));
       return out;
     }
-    default: return std::nullopt;
-  }
-}
-
-std::optional<Dims> out_dims(const ir::Node& n) {
-  auto in0 = dims_of(n.input(0));
-  OpId op = n.op();
-  switch (op_info(op).kind) {
-    case OpKind::Unary: return in0;
-    case OpKind::Binary: return broadcast(n.inputs());
-    case OpKind::Reduce: return in0 ? reduce_dims(*in0, n.attrs(), "dims", false) : std::nullopt;
-    case OpKind::View: return in0 ? view_dims(n, *in0) : std::nullopt;
-    case OpKind::Other:
-      switch (op) {
-        case OpId::Where: return broadcast(n.inputs());
-        case OpId::Argmax: case OpId::Argmin:
-          if (!in0) return std::nullopt;
-          if (!n.attrs().has("dim")) return Dims{};
-          return reduce_dims(*in0, n.attrs(), "dim", true);
-        case OpId::Contiguous: case OpId::Clone: case OpId::Cast: return in0;
-        case OpId::Matmul: {
-          auto b = dims_of(n.input(1));
-          return in0 && b ? matmul_dims(*in0, *b) : std::nullopt;
-        }
-        default: return std::nullopt;
-      }
+    case OpId::Contiguous: case OpId::Clone: case OpId::Cast:
+    case OpId::IndexAdd: case OpId::ScatterAdd:
+      return in0;
+    case OpId::Matmul:
+      return in0 && in1 ? matmul_dims(*in0, *in1) : std::nullopt;
+    case OpId::Conv2d:  // weight [O, C/groups, kh, kw]
+      if (!in0 || !in1 || in1->size() != 4) return std::nullopt;
+      return window_dims(n, *in0, (*in1)[0], Dims{(*in1)[2], (*in1)[3]}, true);
+    case OpId::MaxPool2d: case OpId::AvgPool2d: {
+      if (!in0 || !a.has("kernel_size") || a.ints("kernel_size").size() != 2) return std::nullopt;
+      const Shape& k = a.ints("kernel_size");
+      return window_dims(n, *in0, Dim::unknown(), known_dims(k), n.is_op(OpId::MaxPool2d));
+    }
+    case OpId::Cat:
+      return cat_dims(n);
+    case OpId::IndexSelect: {  // the dim takes the index's length
+      if (!in0 || !in1 || in1->size() > 1) return std::nullopt;
+      int64_t d = wrap(a.i("dim"), in0->size());
+      if (d < 0 || d >= int64_t(in0->size())) return std::nullopt;
+      Dims out = *in0;
+      out[size_t(d)] = in1->empty() ? Dim::known(1) : (*in1)[0];
+      return out;
+    }
+    case OpId::Gather:
+      return in1;
+    case OpId::SliceBackward: case OpId::AvgPool2dBackward: case OpId::Conv2dBackwardInput:
+    case OpId::Conv2dBackwardWeight:  // the gradient of a value of this shape
+      return a.has("shape") ? std::optional<Dims>(known_dims(a.ints("shape"))) : std::nullopt;
   }
   return std::nullopt;
 }
@@ -211,13 +285,18 @@ int64_t run_block(ir::Block& b) {
   int64_t changed = 0;
   for (ir::Node* n : b.nodes()) {
     for (ir::Block* sub : n->blocks()) changed += run_block(*sub);
-    if (!n->is_op() || n->outputs().size() != 1 || n->inputs().empty()) continue;
-    Type t = Type::tensor(ir::op_result_dtype(*n, /*others_keep_first=*/true), out_dims(*n));
-    const Type& old = n->output()->type();
-    if (knowledge(t) > knowledge(old) || (knowledge(t) == knowledge(old) && t != old && knowledge(t) > 0 &&
-                                          !old.has_static_shape())) {
-      n->output()->set_type(t);
-      ++changed;
+    if (!n->is_op() || n->inputs().empty()) continue;
+    // max_pool2d's second output holds the indices: the same dims, int64
+    if (n->outputs().size() != (n->is_op(OpId::MaxPool2d) ? 2u : 1u)) continue;
+    auto dims = out_dims(*n);
+    for (size_t i = 0; i < n->outputs().size(); ++i) {
+      Type t = Type::tensor(i == 0 ? ir::op_result_dtype(*n, /*others_keep_first=*/true) : DType::Int64, dims);
+      const Type& old = n->outputs()[i]->type();
+      if (knowledge(t) > knowledge(old) || (knowledge(t) == knowledge(old) && t != old && knowledge(t) > 0 &&
+                                            !old.has_static_shape())) {
+        n->outputs()[i]->set_type(t);
+        ++changed;
+      }
     }
   }
   return changed;
