@@ -53,7 +53,21 @@ std::optional<DType> op_result_dtype(const Node& n, bool others_keep_first) {
         case OpId::Argmin: return DType::Int64;
         case OpId::Contiguous:
         case OpId::Clone: return in[0];
-        default: return others_keep_first ? std::optional<DType>(in[0]) : std::nullopt;
+        // the first input's dtype: these rows take one dtype (the kernels check it) or, for the
+        // indexing rows, keep self's
+        case OpId::Matmul: case OpId::Conv2d: case OpId::MaxPool2d: case OpId::AvgPool2d: case OpId::Cat:
+        case OpId::IndexSelect: case OpId::Gather: case OpId::IndexAdd: case OpId::ScatterAdd:
+        case OpId::SliceBackward: case OpId::AvgPool2dBackward: case OpId::Conv2dBackwardInput:
+        case OpId::Conv2dBackwardWeight:
+          return others_keep_first ? std::optional<DType>(in[0]) : std::nullopt;
+        // not Other rows: handled by their kind above
+#define KILN_UNARY(Id, name, rule, expr) case OpId::Id:
+#define KILN_BINARY(Id, name, rule, expr) case OpId::Id:
+#define KILN_REDUCE(Id, name) case OpId::Id:
+#include "core/ops.def"
+        case OpId::Reshape: case OpId::Permute: case OpId::Expand: case OpId::Slice: case OpId::Select:
+        case OpId::Squeeze: case OpId::Unsqueeze:
+          return std::nullopt;
       }
   }
   return std::nullopt;
