@@ -23,6 +23,13 @@ inline T kabs(T x) {
   else return x < T(0) ? T(-x) : x;
 }
 
+// floor; integers and bool are whole already.
+template <class T>
+inline T kfloor(T x) {
+  if constexpr (std::is_floating_point_v<T>) return std::floor(x);
+  else return x;
+}
+
 // pow; integers exactly (wrapping on overflow, as torch), where a negative exponent leaves 1 and -1 and
 // truncates every other base to 0.
 template <class T>

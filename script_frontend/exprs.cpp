@@ -340,8 +340,18 @@ Value* Lowerer::binary(const std::string& op, Value* a, Value* b, SourceLoc loc)
     }
     if (op == "&") return this->op(OpId::LogicalAnd, {x, y});
     if (op == "|") return this->op(OpId::LogicalOr, {x, y});
-    if (op == "//" || op == "%")
-      fail(loc, fmt::format("'{}' on tensors is not supported in kiln script (the op table has no floor)", op));
+    if (op == "//" || op == "%") {
+      // floor(a / b) and a - floor(a / b) * b, the composites eager's floor_divide and remainder run for
+      // floats. Integer tensors need an exact integer division the op table does not have, and a
+      // float division would change their dtype, so a tensor's dtype must be known to be floating.
+      auto floating = [](const Type& t) { return t.kind == TypeKind::Float || (t.is_tensor() && t.dtype && is_floating(*t.dtype)); };
+      if (!floating(ta) && !floating(tb))
+        fail(loc, fmt::format("'{}' on tensors needs a floating operand of known dtype in kiln script (got {} and {}); "
+                              "integer tensors are not supported yet", op, ta.str(), tb.str()));
+      Value* q = this->op(OpId::Floor, {this->op(OpId::Div, {x, y})});
+      if (op == "//") return q;
+      return this->op(OpId::Sub, {x, this->op(OpId::Mul, {q, y})});
+    }
     return bad();
   }
   if (is_number(ta) && is_number(tb)) {

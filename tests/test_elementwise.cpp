@@ -75,6 +75,7 @@ const std::map<std::string_view, Ref1> kUnaryRef = {
     {"silu", [](double x) { return x / (1.0 + std::exp(-x)); }},
     {"erf", [](double x) { return std::erf(x); }},
     {"reciprocal", [](double x) { return 1.0 / x; }},
+    {"floor", [](double x) { return std::floor(x); }},
     // NaN propagates and zeros keep their sign (NumPy's sign; torch 1.13 maps NaN to 0)
     {"sign", [](double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : x); }},
     {"logical_not", [](double x) { return x == 0 ? 1.0 : 0.0; }},
@@ -500,7 +501,7 @@ const UnaryPromotionRow kUnaryPromotion[] = {
     {"log1p", "fffBxfd"}, {"sqrt", "fffBxfd"},     {"rsqrt", "fffBxfd"},      {"sin", "fffBxfd"},
     {"cos", "fffBxfd"},  {"tanh", "fffBxfd"},      {"sigmoid", "fffBxfd"},    {"relu", "xilBxfd"},
     {"gelu", "xxxBxfd"}, {"gelu_tanh", "xxxBxfd"}, {"silu", "xxxBxfd"},       {"erf", "fffBxfd"},
-    {"reciprocal", "fffBhfd"}, {"sign", "bilBhfd"}, {"logical_not", "bbbbbbb"},
+    {"reciprocal", "fffBhfd"}, {"floor", "xilBhfd"}, {"sign", "bilBhfd"}, {"logical_not", "bbbbbbb"},
 };
 
 Tensor operand(DType d, bool zero_dim) { return zero_dim ? kiln::ones({}, d) : kiln::ones({2}, d); }

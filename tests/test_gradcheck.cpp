@@ -60,6 +60,7 @@ Case case_for(OpId op) {
                   {(input({3, 4}, 0.2, 2, true) * tensor({1.0, -1.0, 1.0}, {3, 1}).to(DType::Float64)).detach().requires_grad_()}};
     case OpId::Log: case OpId::Log1p: case OpId::Sqrt: case OpId::Rsqrt: case OpId::Reciprocal:
       return unary(0.5, 2);
+    case OpId::Floor: return unary(0.1, 0.9);  // between the steps: a zero gradient both ways
     case OpId::Add: case OpId::Sub: case OpId::Mul: return binary(-2, 2);
     case OpId::Div: case OpId::Pow: return binary(0.5, 2);
     case OpId::Maximum: case OpId::Minimum: return binary(-2, 2, false);

@@ -207,3 +207,25 @@ def f(a: int, b: int, c: int) -> int:
   CHECK(m.function("f").call({int64_t(1), int64_t(-5), int64_t(3)})[0].to_int() == 4);
   CHECK(m.function("f").call({int64_t(1), int64_t(500), int64_t(3)})[0].to_int() == 1);
 }
+
+TEST_CASE("script: // and % on float tensors floor like Python and torch, the remainder taking the divisor's sign") {
+  const char* src =
+      "import torch\n"
+      "def fd(x: torch.Tensor) -> torch.Tensor:\n    return x // 1.5\n"
+      "def md(x: torch.Tensor) -> torch.Tensor:\n    return x % -1.5\n"
+      "def both(x: torch.Tensor) -> torch.Tensor:\n    return x // 2.0 + 7.0 % x\n";
+  Tensor x = tensor({-4.0, -1.5, -0.25, 0.0, 0.25, 2.9, 3.0}).to(DType::Float32);
+  check_close(call1(src, "fd", {x}).to_tensor(), tensor({-3.0, -1.0, -1.0, 0.0, 0.0, 1.0, 2.0}).to(DType::Float32));
+  check_close(call1(src, "md", {x}).to_tensor(), tensor({-1.0, 0.0, -0.25, 0.0, -1.25, -0.1, 0.0}).to(DType::Float32),
+              1e-5, 1e-6);
+  Tensor y = tensor({1.0, 2.5, -3.0}).to(DType::Float32);
+  check_close(call1(src, "both", {y}).to_tensor(), add(floor_divide(y, full({}, 2.0)), remainder(full({3}, 7.0), y)));
+  // torch's values for the same inputs: torch.remainder(x, -1.5), torch.floor_divide(x, 1.5)
+  check_close(remainder(x, full({}, -1.5)), call1(src, "md", {x}).to_tensor(), 1e-5, 1e-6);
+  // integer tensors: exact, and in their own dtype
+  Tensor i = tensor(std::vector<int64_t>{-7, -1, 0, 5, 7}, {5});
+  Tensor q = floor_divide(i, tensor(std::vector<int64_t>{2, 2, 3, -2, 7}, {5}));
+  CHECK(q.dtype() == DType::Int64);
+  CHECK(values(q) == std::vector<double>{-4, -1, 0, -3, 1});
+  CHECK(values(remainder(i, tensor(std::vector<int64_t>{2, 2, 3, -2, 7}, {5}))) == std::vector<double>{1, 1, 0, -1, 0});
+}

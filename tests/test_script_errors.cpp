@@ -54,3 +54,8 @@ TEST_CASE("script errors: type errors are found before anything runs") {
       "def f(n: int) -> int:\n    if n > 100:\n        return n + (1, 2)\n    return n\n");
   CHECK(e.find("m.py:3:16: error: cannot add int and Tuple[int, int]") == 0);
 }
+
+TEST_CASE("script errors: // and % need a tensor of known floating dtype") {
+  CHECK(error_of("import torch\ndef f(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:\n    return x // y\n")
+            .find("'//' on tensors needs a floating operand of known dtype in kiln script") != std::string::npos);
+}

@@ -62,6 +62,9 @@ template <class T> __device__ __forceinline__ T kabs(T x) { return x < T(0) ? T(
 template <> __device__ __forceinline__ float kabs<float>(float x) { return fabsf(x); }
 template <> __device__ __forceinline__ double kabs<double>(double x) { return fabs(x); }
 template <> __device__ __forceinline__ bool kabs<bool>(bool x) { return x; }
+template <class T> __device__ __forceinline__ T kfloor(T x) { return x; }
+template <> __device__ __forceinline__ float kfloor<float>(float x) { return floorf(x); }
+template <> __device__ __forceinline__ double kfloor<double>(double x) { return floor(x); }
 template <class T> __device__ __forceinline__ T kpow(T a, T b) {
   typedef unsigned long long U;
   if (b < 0) return a == T(1) ? T(1) : a == T(-1) ? ((b & 1) ? T(-1) : T(1)) : T(0);

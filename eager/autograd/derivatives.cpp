@@ -104,6 +104,7 @@ Tensors derivative(OpId op, const Attrs& attrs, const Tensors& in, const Tensors
     case OpId::Silu: { Tensor s = sigmoid(x); r[0] = g * s * (x * (1 - s) + 1); break; }
     case OpId::Erf: r[0] = g * exp(-(x * x)) * M_2_SQRTPI; break;
     case OpId::Reciprocal: r[0] = -(g / (x * x)); break;
+    case OpId::Floor: r[0] = zeros_like(g); break;  // piecewise constant, as torch
     // ---- binary ----
     case OpId::Add: r[0] = g; r[1] = g; break;
     case OpId::Sub: r[0] = g; if (need(1)) r[1] = -g; break;

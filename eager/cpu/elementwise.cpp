@@ -126,6 +126,20 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
   if (hi) r = minimum(r, *hi);
   return r;
 }
+// torch.floor_divide / Python's // : the quotient rounded down. Integer operands divide in float64, which is
+// exact while |a| < 2^53, and come back in their promoted integer dtype.
+Tensor floor_divide(const Tensor& a, const Tensor& b) {
+  DType t = result_type(a, b);
+  if (t == DType::Bool) fail("floor_divide: bool tensors cannot be divided, got {} and {}", dtype_name(a.dtype()), dtype_name(b.dtype()));
+  if (is_floating(t)) return floor(div(a, b));
+  return floor(div(a.to(DType::Float64), b.to(DType::Float64))).to(t);
+}
+// torch.remainder / Python's % : a - floor(a / b) * b, so the result takes the divisor's sign.
+Tensor remainder(const Tensor& a, const Tensor& b) {
+  Tensor q = floor_divide(a, b);
+  return sub(a, mul(q, b)).to(result_type(a, b));
+}
+
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   if (approximate == "none") return gelu(x);
   if (approximate == "tanh") return gelu_tanh(x);
