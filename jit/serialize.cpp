@@ -80,7 +80,7 @@ void save(const Function& fn, const std::string& path) {
   std::vector<std::string> writebacks;
   for (auto [in, out] : b.writebacks) writebacks.push_back(fmt::format("{}:{}", in, out));
   meta["writebacks"] = join_ints(writebacks);
-  meta["exact_shapes"] = b.exact_shapes ? "1" : "0";
+  meta["exact_shapes"] = std::to_string(int(b.exact_shapes));
   meta["exact_shapes_reason"] = b.exact_shapes_reason;
   meta["guards"] = std::to_string(b.guards.size());
   for (size_t i = 0; i < b.guards.size(); ++i) {
