@@ -5,15 +5,14 @@
 // graph before the graph verifier has the last word.
 #include "jit/serialize.h"
 
-#include <cerrno>
-#include <cstdlib>
+#include <cctype>
+#include <functional>
 #include <map>
 #include <set>
 
 #include "core/ir/parser.h"
 #include "core/ir/printer.h"
 #include "core/ir/verifier.h"
-#include "eager/autograd/graph.h"
 #include "eager/io.h"
 #include "jit/ir_utils.h"
 #include "jit/kiln_file.h"
@@ -22,8 +21,9 @@ namespace kiln {
 
 namespace {
 
-// Keys beside the tensors' (value names, which never hold ':'): guard values and the binding.
+// The attribute of a constant that names its tensor in the tensor section.
 constexpr const char* kTensorAttr = "tensor";
+// Guard values are stored beside the values' tensors under keys no value name can have (they never hold ':').
 std::string guard_key(size_t i) { return fmt::format("guard:{}", i); }
 
 bool name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; }
@@ -39,7 +39,7 @@ void for_each_value(ir::Block& b, const std::function<void(ir::Value*)>& f) {
 // The tensor as the file stores it: its own elements, on the CPU, without autograd history.
 Tensor stored(const Tensor& t) { return t.detach().cpu().contiguous(); }
 
-std::string join_ints(const std::vector<std::string>& parts) { return fmt::format("{}", fmt::join(parts, ",")); }
+std::string join_commas(const std::vector<std::string>& parts) { return fmt::format("{}", fmt::join(parts, ",")); }
 
 }  // namespace
 
@@ -76,10 +76,10 @@ void save(const Function& fn, const std::string& path) {
     requires_grad.push_back(b.bound[i].requires_grad() ? "1" : "0");
   }
   meta["bound"] = std::to_string(b.bound.size());
-  meta["bound_requires_grad"] = join_ints(requires_grad);
+  meta["bound_requires_grad"] = join_commas(requires_grad);
   std::vector<std::string> writebacks;
   for (auto [in, out] : b.writebacks) writebacks.push_back(fmt::format("{}:{}", in, out));
-  meta["writebacks"] = join_ints(writebacks);
+  meta["writebacks"] = join_commas(writebacks);
   meta["exact_shapes"] = std::to_string(int(b.exact_shapes));
   meta["exact_shapes_reason"] = b.exact_shapes_reason;
   meta["guards"] = std::to_string(b.guards.size());

@@ -203,6 +203,18 @@ TEST_CASE("serialize: write-backs, exact shapes and guards are kept") {
   CHECK_THROWS_AS(lg({tensor({-1.0, -2.0})}), GuardFailure);
 }
 
+TEST_CASE("serialize: value names the text form cannot spell are respelled") {
+  TraceOptions o;
+  o.input_names = {"my input", "b-2"};
+  Function f = trace([](const Tensors& in) { return Tensors{in[0] * in[1]}; }, {randn({3}), randn({3})}, o);
+  save(f, tmp("names.kiln"));
+  Function g = load(tmp("names.kiln"));
+  CHECK(g.graph().inputs()[0]->name() == "my_input");
+  CHECK(g.graph().inputs()[1]->name() == "b_2");
+  Tensor a = randn({3}), b = randn({3});
+  check_same(g({a, b})[0], f({a, b})[0]);
+}
+
 TEST_CASE("serialize: a fresh process running kiln run gives the same outputs") {
   Function f = mlp_with_constant();
   std::string model = tmp("fresh.kiln"), in = tmp("fresh_x.npy"), out = tmp("fresh_y.npy"), err = tmp("fresh.err");
