@@ -21,6 +21,7 @@
 #include "backends/x86/isa.h"
 #include "core/format.h"
 #include "core/ir/dot.h"
+#include "eager/autograd/graph.h"
 #include "eager/io.h"
 #include "eager/ops.h"
 #include "jit/compiled_function.h"
@@ -123,6 +124,9 @@ void flatten(const kiln::IValue& v, std::vector<kiln::IValue>& out) {
 }
 
 int run(const Options& o) {
+  // Inference: a saved model's parameters require grad, which would send compiled calls down the
+  // training path (a forward that keeps activations for a backward that never comes).
+  kiln::NoGradGuard no_grad;
   kiln::Function f = function_of(o);
   if (o.backend == "x86") {
     if (kiln::x86::best_isa() == kiln::x86::Isa::None) kiln::fail("kiln run: --backend x86 needs a CPU with AVX2");
