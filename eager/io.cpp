@@ -36,6 +36,13 @@ class InFile {
     f_ = std::fopen(path.c_str(), "rb");
     if (!f_) fail("{}: {}: cannot open: {}", op_, path_, std::strerror(errno));
   }
+  // The bytes [offset, offset + length) of the file, read as if they were the whole file.
+  InFile(std::string_view op, const std::string& path, uint64_t offset, uint64_t length) : InFile(op, path) {
+    if (offset > size_ || length > size_ - offset)
+      fail("{}: {}: file is truncated: {} bytes, a section at offset {} needs {}", op_, path_, size_, offset, length);
+    base_ = offset;
+    size_ = length;
+  }
   ~InFile() { std::fclose(f_); }
   InFile(const InFile&) = delete;
   InFile& operator=(const InFile&) = delete;
@@ -44,8 +51,8 @@ class InFile {
   // Callers have checked that [at, at + n) lies inside the file; a short read is an I/O failure.
   void read(void* dst, uint64_t n, uint64_t at) {
     if (n == 0) return;
-    if (fseeko(f_, off_t(at), SEEK_SET) != 0 || std::fread(dst, 1, n, f_) != n)
-      fail("{}: {}: read of {} bytes at offset {} failed: {}", op_, path_, n, at,
+    if (fseeko(f_, off_t(base_ + at), SEEK_SET) != 0 || std::fread(dst, 1, n, f_) != n)
+      fail("{}: {}: read of {} bytes at offset {} failed: {}", op_, path_, n, base_ + at,
            std::ferror(f_) ? std::strerror(errno) : "file shrank while reading");
   }
 
@@ -53,6 +60,7 @@ class InFile {
   std::string_view op_;
   const std::string& path_;
   std::FILE* f_ = nullptr;
+  uint64_t base_ = 0;
   uint64_t size_ = 0;
 };
 
@@ -657,18 +665,25 @@ std::string json_string(std::string_view s) {
 
 }  // namespace
 
-std::map<std::string, Tensor> load_safetensors(const std::string& path) {
-  constexpr std::string_view op = "load_safetensors";
-  InFile f(op, path);
-  StFile st = read_st_header(op, path, f);
-  std::map<std::string, Tensor> out;
+namespace {
+SafetensorsContents read_st(std::string_view op, const std::string& label, InFile& f) {
+  StFile st = read_st_header(op, label, f);
+  SafetensorsContents out;
   for (const StEntry& e : st.entries) {
     Tensor t = Tensor::empty(e.shape, e.dtype);
     f.read(t.raw_data(), e.end - e.begin, st.data_start + e.begin);
     normalize_bools(t);
-    out.emplace(e.name, std::move(t));
+    out.tensors.emplace(e.name, std::move(t));
   }
+  out.metadata = std::move(st.metadata);
   return out;
+}
+}  // namespace
+
+std::map<std::string, Tensor> load_safetensors(const std::string& path) {
+  constexpr std::string_view op = "load_safetensors";
+  InFile f(op, path);
+  return read_st(op, path, f).tensors;
 }
 
 std::map<std::string, std::string> load_safetensors_metadata(const std::string& path) {
@@ -677,10 +692,11 @@ std::map<std::string, std::string> load_safetensors_metadata(const std::string& 
   return read_st_header(op, path, f).metadata;
 }
 
-void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
-                      const std::map<std::string, std::string>& metadata) {
-  constexpr std::string_view op = "save_safetensors";
-  std::vector<Tensor> data;
+namespace {
+
+// The header (length and json) of a safetensors file, and the row-major tensors its data area holds.
+std::string st_header(std::string_view op, const std::string& path, const std::map<std::string, Tensor>& tensors,
+                      const std::map<std::string, std::string>& metadata, std::vector<Tensor>& data) {
   std::string header = "{";
   if (!metadata.empty()) {
     header += "\"__metadata__\":{";
@@ -706,13 +722,38 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   // As the safetensors library does: pad with spaces so the data starts 8-byte aligned.
   header.append((8 - (8 + header.size()) % 8) % 8, ' ');
 
-  uint8_t lb[8];
-  for (int k = 0; k < 8; ++k) lb[k] = uint8_t((uint64_t(header.size()) >> (8 * k)) & 0xff);
+  std::string out(8, '\0');
+  for (int k = 0; k < 8; ++k) out[size_t(k)] = char((uint64_t(header.size()) >> (8 * k)) & 0xff);
+  return out + header;
+}
+
+uint64_t nbytes(const Tensor& c) { return uint64_t(c.numel()) * c.element_size(); }
+
+}  // namespace
+
+void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  constexpr std::string_view op = "save_safetensors";
+  std::vector<Tensor> data;
+  std::string header = st_header(op, path, tensors, metadata, data);
   OutFile f(op, path);
-  f.write(lb, 8);
   f.write(header);
-  for (const Tensor& c : data) f.write(c.raw_data(), uint64_t(c.numel()) * c.element_size());
+  for (const Tensor& c : data) f.write(c.raw_data(), nbytes(c));
   f.close();
+}
+
+std::string safetensors_bytes(const std::map<std::string, Tensor>& tensors,
+                              const std::map<std::string, std::string>& metadata, std::string_view op) {
+  std::vector<Tensor> data;
+  std::string out = st_header(op, "<memory>", tensors, metadata, data);
+  for (const Tensor& c : data) out.append(static_cast<const char*>(c.raw_data()), nbytes(c));
+  return out;
+}
+
+SafetensorsContents load_safetensors_section(const std::string& path, uint64_t offset, uint64_t length,
+                                             std::string_view op, const std::string& label) {
+  InFile f(op, path, offset, length);
+  return read_st(op, label, f);
 }
 
 }  // namespace kiln

@@ -13,7 +13,9 @@
 // Saved tensors may be any view: they are written in row-major order. Every unreadable, corrupt,
 // truncated or unsupported file raises kiln::Error naming the function, the path and the problem.
 #include <map>
+#include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "core/tensor.h"
 
@@ -27,5 +29,18 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path);
 std::map<std::string, std::string> load_safetensors_metadata(const std::string& path);
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
+
+// For file formats that embed a safetensors image (kiln::save's .kiln files):
+// the bytes save_safetensors would write, and a section [offset, offset + length) of a file read as a
+// whole .safetensors file, its errors saying `op: label: ...`.
+struct SafetensorsContents {
+  std::map<std::string, Tensor> tensors;
+  std::map<std::string, std::string> metadata;
+};
+std::string safetensors_bytes(const std::map<std::string, Tensor>& tensors,
+                              const std::map<std::string, std::string>& metadata = {},
+                              std::string_view op = "safetensors_bytes");
+SafetensorsContents load_safetensors_section(const std::string& path, uint64_t offset, uint64_t length,
+                                             std::string_view op, const std::string& label);
 
 }  // namespace kiln

@@ -32,4 +32,5 @@
 #include "jit/compiled_function.h"
 #include "jit/train_step.h"
 #include "jit/pass_manager.h"
+#include "jit/serialize.h"
 #include "script_frontend/script.h"

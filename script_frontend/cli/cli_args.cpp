@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "eager/io.h"
+#include "eager/ops.h"
 
 namespace kiln::cli {
 
@@ -49,6 +50,29 @@ IValue parse_arg(const std::string& text, const ir::Type& type, const std::strin
     case ir::TypeKind::Tuple: break;
   }
   fail("kiln run: parameter '{}' has type {}, which the command line cannot pass", param, type.str());
+}
+
+IValue random_arg(const std::string& shape, const ir::Type& type, const std::string& param) {
+  if (type.kind != ir::TypeKind::Tensor)
+    fail("kiln run: --randn {} for parameter '{}' ({}): --randn gives a tensor", shape, param, type.str());
+  DType dtype = type.dtype.value_or(DType::Float32);
+  if (!is_floating(dtype))
+    fail("kiln run: --randn {} for parameter '{}' ({}): --randn gives floating tensors", shape, param, type.str());
+  Shape sizes;
+  for (size_t start = 0; start < shape.size();) {
+    size_t end = shape.find_first_of("x,", start);
+    std::string part = shape.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    char* stop = nullptr;
+    errno = 0;
+    long long v = std::strtoll(part.c_str(), &stop, 10);
+    if (part.empty() || *stop || errno == ERANGE || v < 0)
+      fail("kiln run: --randn {}: '{}' is not a size; shapes read like 64x784", shape, part);
+    sizes.push_back(v);
+    if (end == std::string::npos) break;
+    start = end + 1;
+    if (start == shape.size()) fail("kiln run: --randn {}: the shape ends in a separator", shape);
+  }
+  return IValue(randn(sizes).to(dtype));
 }
 
 }  // namespace kiln::cli

@@ -1,10 +1,16 @@
-// kiln: the command-line face of script().
+// kiln: the command-line face of script() and of kiln::load.
 //
 //   kiln run FILE.py FUNC ARG... [-o OUT.npy]... [--backend interp|x86]
-//                                  run FUNC; each ARG a .npy path (Tensor) or a literal; x86: through the JIT
+//                                  run FUNC; each ARG a .npy path (Tensor), a literal, or --randn SHAPE;
+//                                  x86: through the JIT
+//   kiln run MODEL.kiln ARG... [-o OUT.npy]... [--backend interp|x86]
+//                                  the same for a function saved with kiln::save
 //   kiln ir FILE.py FUNC [--after PASS]   print FUNC's IR (after the JIT pipeline up to PASS)
+//   kiln ir MODEL.kiln [--after PASS]     the same for a saved function
 //   kiln dot FILE.py FUNC [--after PASS]  the same as Graphviz
 //   kiln check FILE.py                    report errors only
+//
+// A FILE is read as a saved function when its name ends in .kiln or it starts with the magic "KILN".
 //
 // Options are parsed into one struct before any command runs.
 #include <cstring>
@@ -15,9 +21,13 @@
 #include "backends/x86/isa.h"
 #include "core/format.h"
 #include "core/ir/dot.h"
+#include "eager/autograd/graph.h"
 #include "eager/io.h"
+#include "eager/ops.h"
 #include "jit/compiled_function.h"
+#include "jit/kiln_file.h"
 #include "jit/pass_manager.h"
+#include "jit/serialize.h"
 #include "script_frontend/cli/cli_args.h"
 #include "script_frontend/script.h"
 
@@ -25,23 +35,36 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: kiln run FILE.py FUNC ARG... [-o OUT.npy]... [--backend interp|x86]\n"
-    "       kiln ir FILE.py FUNC [--after PASS]\n"
-    "       kiln dot FILE.py FUNC [--after PASS]\n"
-    "       kiln check FILE.py\n";
+    "       kiln run MODEL.kiln ARG... [-o OUT.npy]... [--backend interp|x86]\n"
+    "       kiln ir FILE.py FUNC [--after PASS]    (or MODEL.kiln)\n"
+    "       kiln dot FILE.py FUNC [--after PASS]   (or MODEL.kiln)\n"
+    "       kiln check FILE.py\n"
+    "ARG: a .npy file (a tensor), a literal (int, float, bool, None, a,b,c for a list), or --randn 64x784\n";
+
+// A command-line argument for a parameter: its text, or the shape of a --randn tensor.
+struct Arg {
+  std::string text;
+  bool randn = false;
+};
 
 struct Options {
   std::string command;
   std::string file;
+  bool saved = false;                // file is a .kiln file from kiln::save
   std::string function;
-  std::vector<std::string> args;     // run: one per parameter
+  std::vector<Arg> args;             // run: one per parameter
   std::vector<std::string> outputs;  // run: -o paths, one per returned tensor
   std::string backend = "interp";    // run: interp (the reference interpreter) or x86 (the JIT)
   std::string after;                 // ir, dot: run the JIT pipeline up to this pass first
 };
 
+bool is_saved_function(const std::string& file) {
+  return (file.size() > 5 && file.compare(file.size() - 5, 5, ".kiln") == 0) || kiln::jit::has_kiln_magic(file);
+}
+
 Options parse_options(int argc, char** argv) {
   Options o;
-  std::vector<std::string> positional;
+  std::vector<Arg> positional;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "-o") {
@@ -50,26 +73,35 @@ Options parse_options(int argc, char** argv) {
     } else if (a == "--backend" || a == "--after") {
       if (i + 1 >= argc) kiln::fail("kiln: {} needs a value", a);
       (a == "--backend" ? o.backend : o.after) = argv[++i];
+    } else if (a == "--randn") {
+      if (i + 1 >= argc) kiln::fail("kiln: --randn needs a shape, e.g. --randn 64x784");
+      positional.push_back({argv[++i], true});
     } else if (a == "-h" || a == "--help") {
       std::cout << kUsage;
       std::exit(0);
     } else if (a.size() > 1 && a[0] == '-' && a[1] == '-') {
       kiln::fail("kiln: unknown option {}", a);
     } else {
-      positional.push_back(a);
+      positional.push_back({a});
     }
   }
-  if (positional.empty()) kiln::fail("kiln: missing command\n{}", kUsage);
-  o.command = positional[0];
+  // The command, the file and FUNC are plain words; --randn stands only for an argument.
+  size_t words = 0;
+  while (words < positional.size() && !positional[words].randn) ++words;
+  if (words == 0) kiln::fail("kiln: missing command\n{}", kUsage);
+  o.command = positional[0].text;
   if (o.command != "run" && o.command != "ir" && o.command != "dot" && o.command != "check")
     kiln::fail("kiln: unknown command '{}'\n{}", o.command, kUsage);
-  if (positional.size() < 2) kiln::fail("kiln {}: missing FILE.py\n{}", o.command, kUsage);
-  o.file = positional[1];
-  if (positional.size() >= 3) o.function = positional[2];
-  o.args.assign(positional.begin() + std::min<size_t>(3, positional.size()), positional.end());
-  bool needs_fn = o.command != "check";
+  if (words < 2) kiln::fail("kiln {}: missing FILE.py or MODEL.kiln\n{}", o.command, kUsage);
+  o.file = positional[1].text;
+  o.saved = o.command != "check" && is_saved_function(o.file);
+  size_t first_arg = 2;
+  if (!o.saved && words >= 3) o.function = positional[first_arg++].text;
+  o.args.assign(positional.begin() + std::min(first_arg, positional.size()), positional.end());
+  bool needs_fn = o.command != "check" && !o.saved;
   if (needs_fn && o.function.empty()) kiln::fail("kiln {}: missing FUNC\n{}", o.command, kUsage);
-  if (o.command != "run" && !o.args.empty()) kiln::fail("kiln {}: unexpected argument '{}'", o.command, o.args[0]);
+  if (o.command != "run" && !o.args.empty())
+    kiln::fail("kiln {}: unexpected argument '{}'", o.command, o.args[0].randn ? "--randn" : o.args[0].text);
   if (o.command != "run" && !o.outputs.empty()) kiln::fail("kiln {}: -o is only for kiln run", o.command);
   if (o.backend != "interp" && o.backend != "x86") kiln::fail("kiln: unknown backend '{}' (interp, x86)", o.backend);
   if (o.command != "run" && o.backend != "interp") kiln::fail("kiln {}: --backend is only for kiln run", o.command);
@@ -79,6 +111,12 @@ Options parse_options(int argc, char** argv) {
   return o;
 }
 
+// The function a run, ir or dot command works on: FUNC of the script, or the saved function.
+kiln::Function function_of(const Options& o) {
+  if (o.saved) return kiln::load(o.file);
+  return kiln::script_file(o.file).function(o.function);
+}
+
 void flatten(const kiln::IValue& v, std::vector<kiln::IValue>& out) {
   if (v.is_tuple() || v.is_list())
     for (const kiln::IValue& e : v.elements()) flatten(e, out);
@@ -86,24 +124,30 @@ void flatten(const kiln::IValue& v, std::vector<kiln::IValue>& out) {
 }
 
 int run(const Options& o) {
-  kiln::ScriptModule m = kiln::script_file(o.file);
-  kiln::Function f = m.function(o.function);
+  // Inference: a saved model's parameters require grad, which would send compiled calls down the
+  // training path (a forward that keeps activations for a backward that never comes).
+  kiln::NoGradGuard no_grad;
+  kiln::Function f = function_of(o);
   if (o.backend == "x86") {
     if (kiln::x86::best_isa() == kiln::x86::Isa::None) kiln::fail("kiln run: --backend x86 needs a CPU with AVX2");
     f = kiln::compile(f);
   }
   std::vector<kiln::ir::Type> types = f.input_types();
   if (o.args.size() != types.size())
-    kiln::fail("kiln run: {} takes {} arguments, got {}", o.function, types.size(), o.args.size());
+    kiln::fail("kiln run: {} takes {} arguments, got {}", f.name(), types.size(), o.args.size());
+  kiln::manual_seed(0);  // --randn inputs are the same on every run
   std::vector<kiln::IValue> ins;
-  for (size_t i = 0; i < types.size(); ++i)
-    ins.push_back(kiln::cli::parse_arg(o.args[i], types[i], f.graph().inputs()[i]->name()));
+  for (size_t i = 0; i < types.size(); ++i) {
+    const std::string& param = f.graph().inputs()[i]->name();
+    ins.push_back(o.args[i].randn ? kiln::cli::random_arg(o.args[i].text, types[i], param)
+                                  : kiln::cli::parse_arg(o.args[i].text, types[i], param));
+  }
   std::vector<kiln::IValue> flat;
   for (const kiln::IValue& v : f.call(ins)) flatten(v, flat);
   size_t tensors = 0;
   for (const kiln::IValue& v : flat) tensors += v.is_tensor();
   if (!o.outputs.empty() && o.outputs.size() != tensors)
-    kiln::fail("kiln run: {} returns {} tensors but {} -o files were given", o.function, tensors, o.outputs.size());
+    kiln::fail("kiln run: {} returns {} tensors but {} -o files were given", f.name(), tensors, o.outputs.size());
   size_t next = 0;
   for (const kiln::IValue& v : flat) {
     if (v.is_tensor() && !o.outputs.empty()) kiln::save_npy(o.outputs[next++], v.to_tensor());
@@ -120,12 +164,11 @@ int dispatch(const Options& o) {
     return 0;
   }
   if (o.command == "ir" || o.command == "dot") {
-    kiln::ScriptModule m = kiln::script_file(o.file);
-    const kiln::Function& f = m.function(o.function);
+    kiln::Function f = function_of(o);
     std::unique_ptr<kiln::ir::Graph> g = f.graph().copy();
     if (!o.after.empty()) kiln::jit::run_pipeline(*g, {.stop_after = o.after});
     if (o.command == "ir") std::cout << g->str();
-    else std::cout << kiln::ir::to_dot(*g, o.function);
+    else std::cout << kiln::ir::to_dot(*g, f.name());
     return 0;
   }
   kiln::fail("kiln: unknown command '{}'\n{}", o.command, kUsage);
