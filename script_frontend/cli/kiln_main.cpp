@@ -5,6 +5,8 @@
 //   kiln ir FILE.py FUNC [--after PASS]   print FUNC's IR (after the JIT pipeline up to PASS)
 //   kiln dot FILE.py FUNC [--after PASS]  the same as Graphviz
 //   kiln check FILE.py                    report errors only
+//   kiln profile FILE.py FUNC ARG... [--trace OUT.json]
+//                                  run FUNC under kiln::Profiler; print ops, FLOPs, time and memory
 //
 // Options are parsed into one struct before any command runs.
 #include <cstring>
@@ -16,6 +18,7 @@
 #include "core/format.h"
 #include "core/ir/dot.h"
 #include "eager/io.h"
+#include "eager/profiler/profiler.h"
 #include "jit/compiled_function.h"
 #include "jit/pass_manager.h"
 #include "script_frontend/cli/cli_args.h"
@@ -27,7 +30,8 @@ constexpr const char* kUsage =
     "usage: kiln run FILE.py FUNC ARG... [-o OUT.npy]... [--backend interp|x86]\n"
     "       kiln ir FILE.py FUNC [--after PASS]\n"
     "       kiln dot FILE.py FUNC [--after PASS]\n"
-    "       kiln check FILE.py\n";
+    "       kiln check FILE.py\n"
+    "       kiln profile FILE.py FUNC ARG... [--trace OUT.json]\n";
 
 struct Options {
   std::string command;
@@ -37,6 +41,7 @@ struct Options {
   std::vector<std::string> outputs;  // run: -o paths, one per returned tensor
   std::string backend = "interp";    // run: interp (the reference interpreter) or x86 (the JIT)
   std::string after;                 // ir, dot: run the JIT pipeline up to this pass first
+  std::string trace;                 // profile: write a Chrome trace here
 };
 
 Options parse_options(int argc, char** argv) {
@@ -47,9 +52,9 @@ Options parse_options(int argc, char** argv) {
     if (a == "-o") {
       if (i + 1 >= argc) kiln::fail("kiln: -o needs a file name");
       o.outputs.push_back(argv[++i]);
-    } else if (a == "--backend" || a == "--after") {
+    } else if (a == "--backend" || a == "--after" || a == "--trace") {
       if (i + 1 >= argc) kiln::fail("kiln: {} needs a value", a);
-      (a == "--backend" ? o.backend : o.after) = argv[++i];
+      (a == "--backend" ? o.backend : a == "--after" ? o.after : o.trace) = argv[++i];
     } else if (a == "-h" || a == "--help") {
       std::cout << kUsage;
       std::exit(0);
@@ -61,7 +66,7 @@ Options parse_options(int argc, char** argv) {
   }
   if (positional.empty()) kiln::fail("kiln: missing command\n{}", kUsage);
   o.command = positional[0];
-  if (o.command != "run" && o.command != "ir" && o.command != "dot" && o.command != "check")
+  if (o.command != "run" && o.command != "ir" && o.command != "dot" && o.command != "check" && o.command != "profile")
     kiln::fail("kiln: unknown command '{}'\n{}", o.command, kUsage);
   if (positional.size() < 2) kiln::fail("kiln {}: missing FILE.py\n{}", o.command, kUsage);
   o.file = positional[1];
@@ -69,12 +74,13 @@ Options parse_options(int argc, char** argv) {
   o.args.assign(positional.begin() + std::min<size_t>(3, positional.size()), positional.end());
   bool needs_fn = o.command != "check";
   if (needs_fn && o.function.empty()) kiln::fail("kiln {}: missing FUNC\n{}", o.command, kUsage);
-  if (o.command != "run" && !o.args.empty()) kiln::fail("kiln {}: unexpected argument '{}'", o.command, o.args[0]);
+  if (o.command != "run" && o.command != "profile" && !o.args.empty()) kiln::fail("kiln {}: unexpected argument '{}'", o.command, o.args[0]);
   if (o.command != "run" && !o.outputs.empty()) kiln::fail("kiln {}: -o is only for kiln run", o.command);
   if (o.backend != "interp" && o.backend != "x86") kiln::fail("kiln: unknown backend '{}' (interp, x86)", o.backend);
   if (o.command != "run" && o.backend != "interp") kiln::fail("kiln {}: --backend is only for kiln run", o.command);
   if (o.command != "ir" && o.command != "dot" && !o.after.empty())
     kiln::fail("kiln {}: --after is only for kiln ir and kiln dot", o.command);
+  if (o.command != "profile" && !o.trace.empty()) kiln::fail("kiln {}: --trace is only for kiln profile", o.command);
   if (!o.after.empty()) kiln::jit::find_pass(o.after);  // raises listing the passes
   return o;
 }
@@ -85,6 +91,17 @@ void flatten(const kiln::IValue& v, std::vector<kiln::IValue>& out) {
   else out.push_back(v);
 }
 
+// FUNC's arguments from their command-line texts, by the parameter types.
+std::vector<kiln::IValue> call_args(const Options& o, const kiln::Function& f) {
+  std::vector<kiln::ir::Type> types = f.input_types();
+  if (o.args.size() != types.size())
+    kiln::fail("kiln {}: {} takes {} arguments, got {}", o.command, o.function, types.size(), o.args.size());
+  std::vector<kiln::IValue> ins;
+  for (size_t i = 0; i < types.size(); ++i)
+    ins.push_back(kiln::cli::parse_arg(o.args[i], types[i], f.graph().inputs()[i]->name()));
+  return ins;
+}
+
 int run(const Options& o) {
   kiln::ScriptModule m = kiln::script_file(o.file);
   kiln::Function f = m.function(o.function);
@@ -92,12 +109,7 @@ int run(const Options& o) {
     if (kiln::x86::best_isa() == kiln::x86::Isa::None) kiln::fail("kiln run: --backend x86 needs a CPU with AVX2");
     f = kiln::compile(f);
   }
-  std::vector<kiln::ir::Type> types = f.input_types();
-  if (o.args.size() != types.size())
-    kiln::fail("kiln run: {} takes {} arguments, got {}", o.function, types.size(), o.args.size());
-  std::vector<kiln::IValue> ins;
-  for (size_t i = 0; i < types.size(); ++i)
-    ins.push_back(kiln::cli::parse_arg(o.args[i], types[i], f.graph().inputs()[i]->name()));
+  std::vector<kiln::IValue> ins = call_args(o, f);
   std::vector<kiln::IValue> flat;
   for (const kiln::IValue& v : f.call(ins)) flatten(v, flat);
   size_t tensors = 0;
@@ -113,8 +125,22 @@ int run(const Options& o) {
   return 0;
 }
 
+// Runs FUNC once on the interpreter under the profiler (every op passes the dispatcher there).
+int profile(const Options& o) {
+  kiln::ScriptModule m = kiln::script_file(o.file);
+  kiln::Function f = m.function(o.function);
+  std::vector<kiln::IValue> ins = call_args(o, f);
+  kiln::Profiler prof;
+  f.call(ins);
+  prof.stop();
+  std::cout << prof.table();
+  if (!o.trace.empty()) prof.save_chrome_trace(o.trace);
+  return 0;
+}
+
 int dispatch(const Options& o) {
   if (o.command == "run") return run(o);
+  if (o.command == "profile") return profile(o);
   if (o.command == "check") {
     kiln::script_file(o.file);
     return 0;
