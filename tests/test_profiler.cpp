@@ -9,6 +9,7 @@
 #include <sstream>
 #include <variant>
 
+#include "eager/profiler/flops.h"
 #include "op_cases.h"
 #include "samples/digits_models.h"
 
@@ -176,10 +177,12 @@ TEST_CASE("profiler: every row of the op table runs under the profiler with its 
     Profiler p;
     Tensors out = dispatch(op, oc.inputs, oc.attrs);
     p.stop();
-    CAPTURE(op_name(op));
-    REQUIRE(p.ops().size() == 1);
-    const OpProfile& r = p.ops()[0];
-    CHECK(r.name == op_name(op));
+    std::string name(op_name(op));
+    CAPTURE(name);
+    std::vector<OpProfile> rows = p.ops();
+    REQUIRE(rows.size() == 1);
+    const OpProfile& r = rows[0];
+    CHECK(r.name == name);
     CHECK(r.count == 1);
     CHECK(r.flops == op_flops(op, oc.inputs, oc.attrs, out));
     switch (op_info(op).kind) {
@@ -334,7 +337,7 @@ TEST_CASE("profiler: the chrome trace is JSON with complete events in microsecon
   CHECK(counters == n_ops);
   CHECK(scopes == 5);  // Sequential, its three layers, backward
   CHECK(flops == p.total_flops());
-  check_error([] { JsonParser(std::string("{\"a\":[1,2,}")).document(); }, "json:");
+  test::check_error([] { JsonParser(std::string("{\"a\":[1,2,}")).document(); }, "json:");
 }
 
 TEST_CASE("profiler: nothing is recorded outside a profiler, and profilers nest") {
