@@ -5,8 +5,9 @@
 //   kiln ir FILE.py FUNC [--after PASS]   print FUNC's IR (after the JIT pipeline up to PASS)
 //   kiln dot FILE.py FUNC [--after PASS]  the same as Graphviz
 //   kiln check FILE.py                    report errors only
-//   kiln profile FILE.py FUNC ARG... [--trace OUT.json]
-//                                  run FUNC under kiln::Profiler; print ops, FLOPs, time and memory
+//   kiln profile FILE.py FUNC ARG... [--trace OUT.json] [--warmup N]
+//                                  run FUNC under kiln::Profiler after N unprofiled runs (default 1);
+//                                  print ops, FLOPs, time and memory
 //
 // Options are parsed into one struct before any command runs.
 #include <cstring>
@@ -31,7 +32,7 @@ constexpr const char* kUsage =
     "       kiln ir FILE.py FUNC [--after PASS]\n"
     "       kiln dot FILE.py FUNC [--after PASS]\n"
     "       kiln check FILE.py\n"
-    "       kiln profile FILE.py FUNC ARG... [--trace OUT.json]\n";
+    "       kiln profile FILE.py FUNC ARG... [--trace OUT.json] [--warmup N]\n";
 
 struct Options {
   std::string command;
@@ -42,6 +43,7 @@ struct Options {
   std::string backend = "interp";    // run: interp (the reference interpreter) or x86 (the JIT)
   std::string after;                 // ir, dot: run the JIT pipeline up to this pass first
   std::string trace;                 // profile: write a Chrome trace here
+  std::string warmup = "1";          // profile: unprofiled runs first (BLAS start-up, allocator cache)
 };
 
 Options parse_options(int argc, char** argv) {
@@ -52,9 +54,9 @@ Options parse_options(int argc, char** argv) {
     if (a == "-o") {
       if (i + 1 >= argc) kiln::fail("kiln: -o needs a file name");
       o.outputs.push_back(argv[++i]);
-    } else if (a == "--backend" || a == "--after" || a == "--trace") {
+    } else if (a == "--backend" || a == "--after" || a == "--trace" || a == "--warmup") {
       if (i + 1 >= argc) kiln::fail("kiln: {} needs a value", a);
-      (a == "--backend" ? o.backend : a == "--after" ? o.after : o.trace) = argv[++i];
+      (a == "--backend" ? o.backend : a == "--after" ? o.after : a == "--trace" ? o.trace : o.warmup) = argv[++i];
     } else if (a == "-h" || a == "--help") {
       std::cout << kUsage;
       std::exit(0);
@@ -81,6 +83,8 @@ Options parse_options(int argc, char** argv) {
   if (o.command != "ir" && o.command != "dot" && !o.after.empty())
     kiln::fail("kiln {}: --after is only for kiln ir and kiln dot", o.command);
   if (o.command != "profile" && !o.trace.empty()) kiln::fail("kiln {}: --trace is only for kiln profile", o.command);
+  if (o.warmup.empty() || o.warmup.find_first_not_of("0123456789") != std::string::npos)
+    kiln::fail("kiln: --warmup expects a count, got '{}'", o.warmup);
   if (!o.after.empty()) kiln::jit::find_pass(o.after);  // raises listing the passes
   return o;
 }
@@ -130,6 +134,7 @@ int profile(const Options& o) {
   kiln::ScriptModule m = kiln::script_file(o.file);
   kiln::Function f = m.function(o.function);
   std::vector<kiln::IValue> ins = call_args(o, f);
+  for (int i = 0; i < std::stoi(o.warmup); ++i) f.call(ins);
   kiln::Profiler prof;
   f.call(ins);
   prof.stop();
