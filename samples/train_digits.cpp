@@ -134,7 +134,8 @@ bool run(const std::string& tag, const std::function<std::shared_ptr<nn::Module>
 // creates Adam's state, as in the steady state of training).
 void profile_step(const std::string& tag, nn::Module& model, const Split& d) {
   optim::Adam opt(model.parameters(), {3e-3});
-  Tensor xb = d.x_train.slice(0, 0, 32), yb = d.y_train.slice(0, 0, 32);
+  // Copies: a saved slice would keep (and charge as an activation) the whole data set's storage.
+  Tensor xb = d.x_train.slice(0, 0, 32).clone(), yb = d.y_train.slice(0, 0, 32).clone();
   auto step = [&] {
     Tensor loss = cross_entropy(model(xb), yb);
     opt.zero_grad();
