@@ -8,7 +8,7 @@ namespace kiln {
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
   auto s = std::make_shared<Storage>();
-  s->category = s->charged = current_memory_category();
+  s->category = s->charged = current_memory_category();  // what the bytes are for (memory_category.h)
   s->data = device.is_cpu() ? cpu_allocator::allocate(nbytes, s->charged)
                             : device_runtime(device).allocate(device.index, nbytes);
   s->nbytes = nbytes;
