@@ -68,7 +68,7 @@ Cache& cache() {
 
 namespace cpu_allocator {
 
-void* allocate(size_t nbytes) {
+void* allocate(size_t nbytes, MemoryCategory category) {
   if (nbytes == 0) nbytes = 1;
   Cache& c = cache();
   size_t sz = size_class(nbytes);
@@ -76,7 +76,11 @@ void* allocate(size_t nbytes) {
     std::lock_guard<std::mutex> lock(c.mu);
     c.stats.alloc_count++;
     c.stats.current_bytes += int64_t(sz);
-    if (c.stats.current_bytes > c.stats.peak_bytes) c.stats.peak_bytes = c.stats.current_bytes;
+    c.stats.category_bytes[size_t(category)] += int64_t(sz);
+    if (c.stats.current_bytes > c.stats.peak_bytes) {
+      c.stats.peak_bytes = c.stats.current_bytes;
+      c.stats.category_peak_bytes = c.stats.category_bytes;
+    }
     auto it = c.free_blocks.find(sz);
     if (it != c.free_blocks.end()) {
       void* p = it->second;
@@ -97,12 +101,13 @@ void* allocate(size_t nbytes) {
   if (!p) {
     std::lock_guard<std::mutex> lock(c.mu);
     c.stats.current_bytes -= int64_t(sz);
+    c.stats.category_bytes[size_t(category)] -= int64_t(sz);
     fail("out of memory: cannot allocate {} bytes on cpu", nbytes);
   }
   return p;
 }
 
-void release(void* p, size_t nbytes) {
+void release(void* p, size_t nbytes, MemoryCategory category) {
   if (!p) return;
   if (nbytes == 0) nbytes = 1;
   Cache& c = cache();
@@ -110,6 +115,7 @@ void release(void* p, size_t nbytes) {
   {
     std::lock_guard<std::mutex> lock(c.mu);
     c.stats.current_bytes -= int64_t(sz);
+    c.stats.category_bytes[size_t(category)] -= int64_t(sz);
     if (c.enabled) {
       KILN_POISON(p, sz);
       c.free_blocks.emplace(sz, p);
@@ -118,6 +124,19 @@ void release(void* p, size_t nbytes) {
     }
   }
   std::free(p);
+}
+
+void recharge(size_t nbytes, MemoryCategory from, MemoryCategory to) {
+  if (from == to) return;
+  if (nbytes == 0) nbytes = 1;
+  Cache& c = cache();
+  int64_t sz = int64_t(size_class(nbytes));
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.stats.category_bytes[size_t(from)] -= sz;
+  c.stats.category_bytes[size_t(to)] += sz;
+  // Still at the peak (nothing allocated since): the peak's split is the current one. A tensor is
+  // typically allocated as a temporary and saved or made a .grad right after.
+  if (c.stats.current_bytes == c.stats.peak_bytes) c.stats.category_peak_bytes = c.stats.category_bytes;
 }
 
 }  // namespace cpu_allocator
@@ -132,6 +151,7 @@ void reset_peak_memory_stats() {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
   c.stats.peak_bytes = c.stats.current_bytes;
+  c.stats.category_peak_bytes = c.stats.category_bytes;
 }
 
 void empty_cache() {

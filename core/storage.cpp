@@ -8,7 +8,9 @@ namespace kiln {
 
 std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
   auto s = std::make_shared<Storage>();
-  s->data = device.is_cpu() ? cpu_allocator::allocate(nbytes) : device_runtime(device).allocate(device.index, nbytes);
+  s->category = s->charged = current_memory_category();  // what the bytes are for (memory_category.h)
+  s->data = device.is_cpu() ? cpu_allocator::allocate(nbytes, s->charged)
+                            : device_runtime(device).allocate(device.index, nbytes);
   s->nbytes = nbytes;
   s->device = device;
   return s;
@@ -16,7 +18,7 @@ std::shared_ptr<Storage> Storage::allocate(size_t nbytes, Device device) {
 
 Storage::~Storage() {
   if (!owned || !data) return;
-  if (device.is_cpu()) cpu_allocator::release(data, nbytes);
+  if (device.is_cpu()) cpu_allocator::release(data, nbytes, charged);
   else device_runtime(device).release(device.index, data, nbytes);
 }
 

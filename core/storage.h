@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "core/device.h"
+#include "core/memory_category.h"
 
 namespace kiln {
 
@@ -15,6 +16,11 @@ struct Storage {
   Device device;
   std::atomic<uint64_t> version{0};
   bool owned = true;  // false: borrowed memory (from_blob), never freed by kiln
+  // Memory accounting (core/memory_category.h): the role, how many saved-for-backward holders it has,
+  // and the category the allocator counts its bytes under (the role, or Activation while saved).
+  MemoryCategory category = MemoryCategory::Temporary;
+  MemoryCategory charged = MemoryCategory::Temporary;
+  std::atomic<int32_t> saved{0};
 
   static std::shared_ptr<Storage> allocate(size_t nbytes, Device device = Device::cpu());
   Storage() = default;

@@ -3,6 +3,7 @@
 #include "core/device_runtime.h"
 #include "eager/cpu/copy.h"
 #include "eager/kernels.h"
+#include "eager/profiler/profile_hooks.h"
 
 namespace kiln {
 namespace {
@@ -55,11 +56,14 @@ Tensors dispatch(OpId op, const Tensors& inputs, const Attrs& attrs) {
   }
   Device device = ref ? ref->device() : Device::cpu();
   TraceHooks* tracer = trace_hooks();
+  ProfileHooks* profiler = profile_hooks();  // null unless a Profiler records on this thread
+  int64_t start_ns = profiler ? profile_clock_ns() : 0;
   Tensors out;
   {
     QuietTraceReads quiet;  // kernels read their inputs; that is not user code reading values
     out = device.is_cpu() ? cpu::kernel_for(op)(op, inputs, attrs) : device_kernels(device).kernel_for(op)(op, inputs, attrs);
     if (g_autograd) g_autograd(op, inputs, attrs, out);
+    if (profiler) profiler->on_op(op, inputs, attrs, out, start_ns, profile_clock_ns());
   }
   if (tracer) tracer->on_op(op, inputs, attrs, out);
   return out;

@@ -1,8 +1,10 @@
 // Trains an MLP and a small CNN on the 8x8 handwritten digits that python3-sklearn ships
 // (converted to .npy by .ci/setup.sh), with kiln's eager autograd, nn and optim.
-//   train_digits [mlp|cnn|both] [data_dir] [--compile]
+//   train_digits [mlp|cnn|both] [data_dir] [--compile] [--profile]
 // --compile trains each model a second time from the same initial weights with the whole step
 // compiled (CompiledTrainStep: compiled forward and backward, fused Adam) and prints both ms/step.
+// --profile instead runs one eager step (after one to warm up) under kiln::Profiler and prints its table:
+// ops, modules, FLOPs and memory by category.
 //
 // Data-parallel: started by mpirun (`mpirun -np 2 train_digits mlp`), each rank trains on its share of
 // every epoch (DistributedSampler) with the model wrapped in DistributedDataParallel; the global batch
@@ -128,13 +130,31 @@ bool run(const std::string& tag, const std::function<std::shared_ptr<nn::Module>
   return e.accuracy >= 0.95 && c.accuracy >= 0.95;
 }
 
+// One eager training step on the first batch, profiled (the step before it warms the caches up and
+// creates Adam's state, as in the steady state of training).
+void profile_step(const std::string& tag, nn::Module& model, const Split& d) {
+  optim::Adam opt(model.parameters(), {3e-3});
+  // Copies: a saved slice would keep (and charge as an activation) the whole data set's storage.
+  Tensor xb = d.x_train.slice(0, 0, 32).clone(), yb = d.y_train.slice(0, 0, 32).clone();
+  auto step = [&] {
+    Tensor loss = cross_entropy(model(xb), yb);
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  };
+  step();
+  Profiler prof = profile(step);
+  std::printf("%s: one training step (batch 32)\n%s\n", tag.c_str(), prof.table().c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<std::string> args;
-  bool compile_too = false;
+  bool compile_too = false, profile_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--compile") compile_too = true;
+    else if (std::string(argv[i]) == "--profile") profile_only = true;
     else args.push_back(argv[i]);
   }
   std::string which = args.size() > 0 ? args[0] : "both";
@@ -150,6 +170,13 @@ int main(int argc, char** argv) {
   if (ranks.rank == 0)
     std::printf("digits: %lld train, %lld test, %lld features%s\n", (long long)n_train, (long long)(n - n_train),
                 (long long)x.size(1), ranks.distributed ? fmt::format(", {} ranks", ranks.world).c_str() : "");
+  if (profile_only) {
+    manual_seed(1);
+    if (which == "mlp" || which == "both") profile_step("mlp", *kiln::samples::digits_mlp(), d);
+    Split img{d.x_train.reshape({-1, 1, 8, 8}), d.y_train, d.x_test.reshape({-1, 1, 8, 8}), d.y_test};
+    if (which == "cnn" || which == "both") profile_step("cnn", *kiln::samples::digits_cnn(), img);
+    return 0;
+  }
   bool ok = true;
   if (which == "mlp" || which == "both") {
     ok = run("mlp", [] { return kiln::samples::digits_mlp(); }, d, 20, compile_too) && ok;

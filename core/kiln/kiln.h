@@ -28,6 +28,7 @@
 #include "eager/nn/module.h"
 #include "eager/ops.h"
 #include "eager/optim/optimizer.h"
+#include "eager/profiler/profiler.h"
 #include "tracer/trace.h"
 #include "jit/compiled_function.h"
 #include "jit/train_step.h"

@@ -8,6 +8,7 @@
 
 #include "eager/autograd/nodes.h"
 #include "eager/ops.h"
+#include "eager/profiler/profile_hooks.h"
 
 namespace kiln {
 namespace {
@@ -148,11 +149,13 @@ void queue_callback(std::function<void()> callback) {
 }
 
 void backward(const Tensors& roots, const Tensors& grad_roots, bool retain_graph, bool create_graph) {
+  ProfileScope scope("backward");  // the profiler's span around the derivative ops
   run(roots, grad_roots, retain_graph || create_graph, create_graph, nullptr);
 }
 
 Tensors grad(const Tensors& outputs, const Tensors& inputs, const Tensors& grad_outputs, bool retain_graph,
              bool create_graph, bool allow_unused) {
+  ProfileScope scope("grad");  // the profiler's span around the derivative ops
   std::vector<Target> targets;
   for (size_t i = 0; i < inputs.size(); ++i) {
     Edge e = gradient_edge(inputs[i]);

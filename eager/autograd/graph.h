@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/attrs.h"
+#include "core/memory_category.h"
 #include "core/op.h"
 #include "core/tensor.h"
 
@@ -38,6 +39,7 @@ struct SavedTensor {
   Tensor t;
   uint64_t version = 0;
   bool meta_only = false;
+  SavedForBackward hold;  // memory accounting: t's storage counts as an activation while saved
   SavedTensor() = default;
   SavedTensor(const Tensor& x, bool values);
   const Tensor& unpack(const std::string& node_name) const;

@@ -35,6 +35,7 @@ SavedTensor::SavedTensor(const Tensor& x, bool values) : t(x), meta_only(!values
   if (!x.defined()) return;
   if (values) {
     version = x.version();
+    hold = SavedForBackward(x.storage());
     return;
   }
   // Shape, dtype and device only: a derivative that reads no values still builds on x's device.
@@ -110,6 +111,7 @@ Tensors AccumulateGrad::apply(const Tensors& grad_outputs) {
   // often arrives transposed), so optimizers take their fused single-pass loop.
   if (!m.grad.defined() && t.is_contiguous() && !g.is_contiguous()) g = g.contiguous();
   m.grad = m.grad.defined() ? add(m.grad, g) : g;
+  set_memory_category(m.grad, MemoryCategory::Gradient);  // memory accounting: .grad holds it now
   return {};
 }
 

@@ -89,7 +89,7 @@ Sequential& Sequential::add(std::shared_ptr<Module> m) {
 }
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
-  for (auto& m : layers_) h = m->forward(h);
+  for (auto& m : layers_) h = (*m)(h);
   return h;
 }
 

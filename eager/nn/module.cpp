@@ -7,13 +7,21 @@ namespace kiln::nn {
 
 Tensor Module::register_parameter(const std::string& name, Tensor t, bool requires_grad) {
   if (requires_grad) t.requires_grad_(true);
+  set_memory_category(t, MemoryCategory::Parameter);
   params_.emplace_back(name, t);
   return t;
 }
 
+// Buffers (running statistics) are counted with the parameters: model state that is not trained.
 Tensor Module::register_buffer(const std::string& name, Tensor t) {
+  set_memory_category(t, MemoryCategory::Parameter);
   buffers_.emplace_back(name, t);
   return t;
+}
+
+Tensor Module::profiled_forward(const Tensor& x) {
+  ProfileScope scope(name(), this);
+  return forward(x);
 }
 
 void Module::collect(const std::string& prefix, bool params, bool recurse,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "eager/profiler/profile_hooks.h"
 
 namespace kiln::nn {
 
@@ -15,7 +16,8 @@ class Module {
  public:
   virtual ~Module() = default;
   virtual Tensor forward(const Tensor& x) = 0;
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  // Calls forward; under a Profiler, inside a scope named after this module (one thread-local load otherwise).
+  Tensor operator()(const Tensor& x) { return profile_hooks() ? profiled_forward(x) : forward(x); }
   virtual std::string name() const = 0;
 
   std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
@@ -48,6 +50,7 @@ class Module {
   }
 
  private:
+  Tensor profiled_forward(const Tensor& x);
   void collect(const std::string& prefix, bool params, bool recurse,
                std::vector<std::pair<std::string, Tensor>>& out) const;
   std::vector<std::pair<std::string, Tensor>> params_;

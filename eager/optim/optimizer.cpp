@@ -5,13 +5,16 @@
 #include "eager/autograd/graph.h"
 #include "eager/optim/fused_update.h"
 #include "eager/ops.h"
+#include "eager/profiler/profile_hooks.h"
 
 namespace kiln::optim {
 
 Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(params)), lr_(lr), initial_lr_(lr) {
   if (lr < 0) fail("optimizer: invalid learning rate {}", lr);
-  for (size_t i = 0; i < params_.size(); ++i)
+  for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].requires_grad()) fail("optimizer: parameter {} does not require grad", i);
+    set_memory_category(params_[i], MemoryCategory::Parameter);  // also tensors trained outside a Module
+  }
 }
 
 void Optimizer::zero_grad() {
@@ -26,20 +29,27 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions opt) : Optimizer(std::move(param
 
 void SGD::step() {
   NoGradGuard ng;
+  ProfileScope scope("SGD.step");
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
     if (opt_.fused && can_fuse_update(p, g, {})) {
       bool first = opt_.momentum != 0 && !momentum_[i].defined();
-      if (first) momentum_[i] = empty_like(p);
+      if (first) {
+        MemoryCategoryScope state(MemoryCategory::OptimizerState);
+        momentum_[i] = empty_like(p);
+      }
       fused_sgd(p, g, momentum_[i], {lr_, opt_.momentum, opt_.dampening, opt_.weight_decay, opt_.nesterov, first});
       continue;
     }
     if (opt_.weight_decay != 0) g = g + p * opt_.weight_decay;
     if (opt_.momentum != 0) {
       Tensor& buf = momentum_[i];
-      if (!buf.defined()) buf = g.clone();
+      if (!buf.defined()) {
+        MemoryCategoryScope state(MemoryCategory::OptimizerState);
+        buf = g.clone();
+      }
       else buf.mul_(opt_.momentum).add_(g * (1 - opt_.dampening));
       g = opt_.nesterov ? g + buf * opt_.momentum : buf;
     }
@@ -57,6 +67,7 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions opt, bool decoupled)
 
 void Adam::step() {
   NoGradGuard ng;
+  ProfileScope scope(decoupled_ ? "AdamW.step" : "Adam.step");
   ++t_;
   double bc1 = 1 - std::pow(opt_.beta1, double(t_)), bc2 = 1 - std::pow(opt_.beta2, double(t_));
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -65,6 +76,7 @@ void Adam::step() {
     if (!g.defined()) continue;
     if (opt_.fused && can_fuse_update(p, g, {})) {
       if (!m_[i].defined()) {
+        MemoryCategoryScope state(MemoryCategory::OptimizerState);
         m_[i] = zeros_like(p);
         v_[i] = zeros_like(p);
       }
@@ -78,6 +90,7 @@ void Adam::step() {
       else g = g + p * opt_.weight_decay;
     }
     if (!m_[i].defined()) {
+      MemoryCategoryScope state(MemoryCategory::OptimizerState);
       m_[i] = zeros_like(p);
       v_[i] = zeros_like(p);
     }

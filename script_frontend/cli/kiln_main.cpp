@@ -9,6 +9,9 @@
 //   kiln ir MODEL.kiln [--after PASS]     the same for a saved function
 //   kiln dot FILE.py FUNC [--after PASS]  the same as Graphviz
 //   kiln check FILE.py                    report errors only
+//   kiln profile FILE.py FUNC ARG... [--trace OUT.json] [--warmup N]
+//                                  run FUNC under kiln::Profiler after N unprofiled runs (default 1);
+//                                  print ops, FLOPs, time and memory
 //
 // A FILE is read as a saved function when its name ends in .kiln or it starts with the magic "KILN".
 //
@@ -24,6 +27,7 @@
 #include "eager/autograd/graph.h"
 #include "eager/io.h"
 #include "eager/ops.h"
+#include "eager/profiler/profiler.h"
 #include "jit/compiled_function.h"
 #include "jit/kiln_file.h"
 #include "jit/pass_manager.h"
@@ -39,6 +43,7 @@ constexpr const char* kUsage =
     "       kiln ir FILE.py FUNC [--after PASS]    (or MODEL.kiln)\n"
     "       kiln dot FILE.py FUNC [--after PASS]   (or MODEL.kiln)\n"
     "       kiln check FILE.py\n"
+    "       kiln profile FILE.py FUNC ARG... [--trace OUT.json] [--warmup N]   (or MODEL.kiln ARG...)\n"
     "ARG: a .npy file (a tensor), a literal (int, float, bool, None, a,b,c for a list), or --randn 64x784\n";
 
 // A command-line argument for a parameter: its text, or the shape of a --randn tensor.
@@ -56,6 +61,8 @@ struct Options {
   std::vector<std::string> outputs;  // run: -o paths, one per returned tensor
   std::string backend = "interp";    // run: interp (the reference interpreter) or x86 (the JIT)
   std::string after;                 // ir, dot: run the JIT pipeline up to this pass first
+  std::string trace;                 // profile: write a Chrome trace here
+  std::string warmup = "1";          // profile: unprofiled runs first (BLAS start-up, allocator cache)
 };
 
 bool is_saved_function(const std::string& file) {
@@ -70,9 +77,9 @@ Options parse_options(int argc, char** argv) {
     if (a == "-o") {
       if (i + 1 >= argc) kiln::fail("kiln: -o needs a file name");
       o.outputs.push_back(argv[++i]);
-    } else if (a == "--backend" || a == "--after") {
+    } else if (a == "--backend" || a == "--after" || a == "--trace" || a == "--warmup") {
       if (i + 1 >= argc) kiln::fail("kiln: {} needs a value", a);
-      (a == "--backend" ? o.backend : o.after) = argv[++i];
+      (a == "--backend" ? o.backend : a == "--after" ? o.after : a == "--trace" ? o.trace : o.warmup) = argv[++i];
     } else if (a == "--randn") {
       if (i + 1 >= argc) kiln::fail("kiln: --randn needs a shape, e.g. --randn 64x784");
       positional.push_back({argv[++i], true});
@@ -90,7 +97,7 @@ Options parse_options(int argc, char** argv) {
   while (words < positional.size() && !positional[words].randn) ++words;
   if (words == 0) kiln::fail("kiln: missing command\n{}", kUsage);
   o.command = positional[0].text;
-  if (o.command != "run" && o.command != "ir" && o.command != "dot" && o.command != "check")
+  if (o.command != "run" && o.command != "ir" && o.command != "dot" && o.command != "check" && o.command != "profile")
     kiln::fail("kiln: unknown command '{}'\n{}", o.command, kUsage);
   if (words < 2) kiln::fail("kiln {}: missing FILE.py or MODEL.kiln\n{}", o.command, kUsage);
   o.file = positional[1].text;
@@ -100,13 +107,16 @@ Options parse_options(int argc, char** argv) {
   o.args.assign(positional.begin() + std::min(first_arg, positional.size()), positional.end());
   bool needs_fn = o.command != "check" && !o.saved;
   if (needs_fn && o.function.empty()) kiln::fail("kiln {}: missing FUNC\n{}", o.command, kUsage);
-  if (o.command != "run" && !o.args.empty())
+  if (o.command != "run" && o.command != "profile" && !o.args.empty())
     kiln::fail("kiln {}: unexpected argument '{}'", o.command, o.args[0].randn ? "--randn" : o.args[0].text);
   if (o.command != "run" && !o.outputs.empty()) kiln::fail("kiln {}: -o is only for kiln run", o.command);
   if (o.backend != "interp" && o.backend != "x86") kiln::fail("kiln: unknown backend '{}' (interp, x86)", o.backend);
   if (o.command != "run" && o.backend != "interp") kiln::fail("kiln {}: --backend is only for kiln run", o.command);
   if (o.command != "ir" && o.command != "dot" && !o.after.empty())
     kiln::fail("kiln {}: --after is only for kiln ir and kiln dot", o.command);
+  if (o.command != "profile" && !o.trace.empty()) kiln::fail("kiln {}: --trace is only for kiln profile", o.command);
+  if (o.warmup.empty() || o.warmup.find_first_not_of("0123456789") != std::string::npos)
+    kiln::fail("kiln: --warmup expects a count, got '{}'", o.warmup);
   if (!o.after.empty()) kiln::jit::find_pass(o.after);  // raises listing the passes
   return o;
 }
@@ -123,6 +133,21 @@ void flatten(const kiln::IValue& v, std::vector<kiln::IValue>& out) {
   else out.push_back(v);
 }
 
+// FUNC's arguments from their command-line texts, by the parameter types.
+std::vector<kiln::IValue> call_args(const Options& o, const kiln::Function& f) {
+  std::vector<kiln::ir::Type> types = f.input_types();
+  if (o.args.size() != types.size())
+    kiln::fail("kiln {}: {} takes {} arguments, got {}", o.command, f.name(), types.size(), o.args.size());
+  kiln::manual_seed(0);  // --randn inputs are the same on every run
+  std::vector<kiln::IValue> ins;
+  for (size_t i = 0; i < types.size(); ++i) {
+    const std::string& param = f.graph().inputs()[i]->name();
+    ins.push_back(o.args[i].randn ? kiln::cli::random_arg(o.args[i].text, types[i], param)
+                                  : kiln::cli::parse_arg(o.args[i].text, types[i], param));
+  }
+  return ins;
+}
+
 int run(const Options& o) {
   // Inference: a saved model's parameters require grad, which would send compiled calls down the
   // training path (a forward that keeps activations for a backward that never comes).
@@ -132,16 +157,7 @@ int run(const Options& o) {
     if (kiln::x86::best_isa() == kiln::x86::Isa::None) kiln::fail("kiln run: --backend x86 needs a CPU with AVX2");
     f = kiln::compile(f);
   }
-  std::vector<kiln::ir::Type> types = f.input_types();
-  if (o.args.size() != types.size())
-    kiln::fail("kiln run: {} takes {} arguments, got {}", f.name(), types.size(), o.args.size());
-  kiln::manual_seed(0);  // --randn inputs are the same on every run
-  std::vector<kiln::IValue> ins;
-  for (size_t i = 0; i < types.size(); ++i) {
-    const std::string& param = f.graph().inputs()[i]->name();
-    ins.push_back(o.args[i].randn ? kiln::cli::random_arg(o.args[i].text, types[i], param)
-                                  : kiln::cli::parse_arg(o.args[i].text, types[i], param));
-  }
+  std::vector<kiln::IValue> ins = call_args(o, f);
   std::vector<kiln::IValue> flat;
   for (const kiln::IValue& v : f.call(ins)) flatten(v, flat);
   size_t tensors = 0;
@@ -157,8 +173,23 @@ int run(const Options& o) {
   return 0;
 }
 
+// Runs FUNC once on the interpreter under the profiler (every op passes the dispatcher there).
+int profile(const Options& o) {
+  kiln::ScriptModule m = kiln::script_file(o.file);
+  kiln::Function f = m.function(o.function);
+  std::vector<kiln::IValue> ins = call_args(o, f);
+  for (int i = 0; i < std::stoi(o.warmup); ++i) f.call(ins);
+  kiln::Profiler prof;
+  f.call(ins);
+  prof.stop();
+  std::cout << prof.table();
+  if (!o.trace.empty()) prof.save_chrome_trace(o.trace);
+  return 0;
+}
+
 int dispatch(const Options& o) {
   if (o.command == "run") return run(o);
+  if (o.command == "profile") return profile(o);
   if (o.command == "check") {
     kiln::script_file(o.file);
     return 0;

@@ -1,0 +1,73 @@
+// One formula per row of the op table: the switch has no default, so under -Werror=switch a new row
+// does not build until it says what it costs (a copy says 0 on purpose, never by omission).
+#include "eager/profiler/flops.h"
+
+#include "core/tensor.h"
+
+namespace kiln {
+namespace {
+
+int64_t window(const Attrs& attrs) {
+  const Shape& k = attrs.ints("kernel_size");
+  int64_t n = 1;
+  for (int64_t d : k) n *= d;
+  return n;
+}
+
+// Multiply-adds per output element of a convolution: one per weight element feeding it,
+// w = [out_channels, in_channels/groups, kh, kw] (groups already divide the channels).
+int64_t conv_macs_per_output(const Tensor& w) { return w.size(1) * w.size(2) * w.size(3); }
+
+}  // namespace
+
+int64_t op_flops(OpId op, const Tensors& in, const Attrs& attrs, const Tensors& out) {
+  switch (op) {
+#define KILN_UNARY(Id, name, rule, expr) case OpId::Id:
+#define KILN_BINARY(Id, name, rule, expr) case OpId::Id:
+#include "core/ops.def"
+    case OpId::Where:
+      return out[0].numel();
+#define KILN_REDUCE(Id, name) case OpId::Id:
+#include "core/ops.def"
+    case OpId::Argmax:
+    case OpId::Argmin:
+      return in[0].numel();
+    case OpId::Reshape:
+    case OpId::Permute:
+    case OpId::Expand:
+    case OpId::Slice:
+    case OpId::Select:
+    case OpId::Squeeze:
+    case OpId::Unsqueeze:
+    case OpId::Contiguous:
+    case OpId::Clone:
+    case OpId::Cast:
+    case OpId::Cat:
+    case OpId::IndexSelect:
+    case OpId::Gather:
+    case OpId::SliceBackward:
+      return 0;  // data movement
+    case OpId::Matmul: {
+      // Every output element is a dot product over a's last dim (1-D and batched cases alike).
+      int64_t k = in[0].dim() == 0 ? 1 : in[0].size(-1);
+      return 2 * out[0].numel() * k;
+    }
+    case OpId::Conv2d:  // the bias add is not counted, as torch's conv counter
+      return 2 * out[0].numel() * conv_macs_per_output(in[1]);
+    case OpId::Conv2dBackwardInput:  // inputs grad, w: a transposed convolution of the same size
+      return 2 * in[0].numel() * conv_macs_per_output(in[1]);
+    case OpId::Conv2dBackwardWeight:  // inputs grad, x; output shaped as w
+      return 2 * in[0].numel() * (out[0].numel() / out[0].size(0));
+    case OpId::MaxPool2d:
+    case OpId::AvgPool2d:
+      return out[0].numel() * window(attrs);
+    case OpId::AvgPool2dBackward:
+      return in[0].numel() * window(attrs);
+    case OpId::IndexAdd:
+    case OpId::ScatterAdd:
+      return in[2].numel();
+  }
+  return 0;  // unreachable: every OpId has a case above
+}
+
+}  // namespace kiln

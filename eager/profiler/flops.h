@@ -1,0 +1,18 @@
+#pragma once
+// Floating-point operations per op of the table, from its inputs, attributes and outputs. What counts
+// (docs/profiler.md): a multiply-add is 2, as torch.utils.flop_counter counts matmul and conv;
+// elementwise ops 1 per output element (transcendentals too); reductions 1 per input element; pools
+// 1 per window element; views, copies, casts and gathers 0.
+#include <cstdint>
+#include <vector>
+
+#include "core/attrs.h"
+#include "core/op.h"
+
+namespace kiln {
+
+class Tensor;
+
+int64_t op_flops(OpId op, const std::vector<Tensor>& inputs, const Attrs& attrs, const std::vector<Tensor>& outputs);
+
+}  // namespace kiln
