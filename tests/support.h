@@ -3,12 +3,54 @@
 #include <doctest/doctest.h>
 #include <kiln/kiln.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
 #include <functional>
 #include <string>
 #include <vector>
 
 namespace kiln::test {
+
+inline std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(in.good());
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+inline void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+  REQUIRE(out.good());
+}
+
+// Same dtype, shape and bit-identical values (NaN included).
+inline void check_bit_identical(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.dtype() == b.dtype());
+  REQUIRE(a.sizes() == b.sizes());
+  Tensor ca = a.contiguous(), cb = b.contiguous();
+  CHECK(std::memcmp(ca.raw_data(), cb.raw_data(), size_t(ca.numel()) * ca.element_size()) == 0);
+}
+
+// A file path in this process's scratch directory for `prefix`, which is removed at exit.
+inline std::string scratch_path(const std::string& prefix, const std::string& name) {
+  struct Scratch {
+    std::filesystem::path dir;
+    explicit Scratch(std::filesystem::path d) : dir(std::move(d)) { std::filesystem::create_directories(dir); }
+    ~Scratch() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  };
+  static std::map<std::string, std::unique_ptr<Scratch>> dirs;
+  auto& s = dirs[prefix];
+  if (!s) s = std::make_unique<Scratch>(std::filesystem::temp_directory_path() / (prefix + "_" + std::to_string(::getpid())));
+  return (s->dir / name).string();
+}
 
 // Every element, in logical (row-major) order, as double.
 inline std::vector<double> values(const Tensor& t) {

@@ -17,39 +17,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A scratch directory for this process, removed at exit.
-struct Scratch {
-  fs::path dir = fs::temp_directory_path() / ("kiln_io_test_" + std::to_string(::getpid()));
-  Scratch() { fs::create_directories(dir); }
-  ~Scratch() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
-std::string tmp(const std::string& name) {
-  static Scratch s;
-  return (s.dir / name).string();
-}
+std::string tmp(const std::string& name) { return test::scratch_path("kiln_io_test", name); }
 std::string data(const std::string& rel) { return std::string(KILN_TEST_DATA) + "/" + rel; }
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in.good());
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-  REQUIRE(out.good());
-}
-
-// Same dtype, shape and bit-identical values (NaN included).
-void check_same(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.dtype() == b.dtype());
-  REQUIRE(a.sizes() == b.sizes());
-  Tensor ca = a.contiguous(), cb = b.contiguous();
-  CHECK(std::memcmp(ca.raw_data(), cb.raw_data(), size_t(ca.numel()) * ca.element_size()) == 0);
-}
 
 // Every dtype with awkward values, plus 0-d and empty shapes.
 std::vector<std::pair<std::string, Tensor>> samples() {
@@ -82,10 +52,10 @@ std::vector<std::pair<std::string, Tensor>> views() {
 // kiln::Error naming the file. Returns how many raised.
 template <class Load>
 int fuzz(const std::string& valid, const std::string& scratch, Load load) {
-  std::string bytes = read_bytes(valid);
+  std::string bytes = test::read_bytes(valid);
   int errors = 0;
   auto attempt = [&](const std::string& b) {
-    write_bytes(scratch, b);
+    test::write_bytes(scratch, b);
     try {
       load(scratch);
     } catch (const Error& e) {
@@ -114,7 +84,7 @@ TEST_CASE("io: npy round trip for every numpy dtype, 0-d and empty") {
     CAPTURE(name);
     std::string p = tmp(name + ".npy");
     save_npy(p, t);
-    check_same(load_npy(p), t);
+    test::check_bit_identical(load_npy(p), t);
   }
 }
 
@@ -125,7 +95,7 @@ TEST_CASE("io: npy saves views in row-major order") {
     save_npy(p, t);
     Tensor back = load_npy(p);
     CHECK(back.is_contiguous());
-    check_same(back, t);
+    test::check_bit_identical(back, t);
   }
 }
 
@@ -138,8 +108,8 @@ TEST_CASE("io: npy bytes are identical to numpy's for the same array") {
   Tensor t = load_npy(data("npy/f4_2x3.npy"));
   std::string p = tmp("same_as_numpy.npy");
   save_npy(p, t);
-  std::string ours = read_bytes(p);
-  CHECK(ours == read_bytes(data("npy/f4_2x3.npy")));
+  std::string ours = test::read_bytes(p);
+  CHECK(ours == test::read_bytes(data("npy/f4_2x3.npy")));
   CHECK(ours.substr(0, 8) == std::string("\x93NUMPY\x01\x00", 8));
   CHECK(ours.find("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }") == 10);
   size_t header_end = 10 + size_t(uint8_t(ours[8]) | (uint8_t(ours[9]) << 8));
@@ -150,9 +120,9 @@ TEST_CASE("io: npy bytes are identical to numpy's for the same array") {
 TEST_CASE("io: npy shapes with one dim print numpy's 1-tuple") {
   std::string p = tmp("one_dim.npy");
   save_npy(p, arange(3));
-  CHECK(read_bytes(p).find("'shape': (3,), }") != std::string::npos);
+  CHECK(test::read_bytes(p).find("'shape': (3,), }") != std::string::npos);
   save_npy(p, scalar_tensor(1.5));
-  CHECK(read_bytes(p).find("'shape': (), }") != std::string::npos);
+  CHECK(test::read_bytes(p).find("'shape': (), }") != std::string::npos);
 }
 
 TEST_CASE("io: npy files written by numpy") {
@@ -196,7 +166,7 @@ TEST_CASE("io: npy files written by numpy") {
 
 TEST_CASE("io: npy fortran order, big-endian data and format versions 2.0 and 3.0") {
   Tensor f = load_npy(data("npy/f4_fortran_2x3x4.npy"));
-  check_same(f, arange(0, 24, 1, DType::Float32).reshape({2, 3, 4}));
+  test::check_bit_identical(f, arange(0, 24, 1, DType::Float32).reshape({2, 3, 4}));
   CHECK(f.is_contiguous());
 
   Tensor be = load_npy(data("npy/f8_bigendian_2x2.npy"));
@@ -208,7 +178,7 @@ TEST_CASE("io: npy fortran order, big-endian data and format versions 2.0 and 3.
 
   for (const char* v : {"npy/f4_v2_3.npy", "npy/f4_v3_3.npy"}) {
     CAPTURE(v);
-    check_same(load_npy(data(v)), tensor(std::vector<double>{1, 2, 3}));
+    test::check_bit_identical(load_npy(data(v)), tensor(std::vector<double>{1, 2, 3}));
   }
 }
 
@@ -219,7 +189,7 @@ TEST_CASE("io: npy writes version 2.0 when the header outgrows 1.0") {
   *t.data_ptr<int32_t>() = 7;
   std::string p = tmp("v2.npy");
   save_npy(p, t);
-  std::string b = read_bytes(p);
+  std::string b = test::read_bytes(p);
   CHECK(b[6] == 2);
   CHECK(b[7] == 0);
   uint64_t hl = uint8_t(b[8]) | (uint8_t(b[9]) << 8) | (uint64_t(uint8_t(b[10])) << 16);
@@ -238,10 +208,10 @@ TEST_CASE("io: npy dtypes kiln cannot hold are rejected by name") {
 }
 
 TEST_CASE("io: corrupt npy files give errors naming the file and the problem") {
-  std::string good = read_bytes(data("npy/f4_2x3.npy"));  // 128-byte header, 24 bytes of data
+  std::string good = test::read_bytes(data("npy/f4_2x3.npy"));  // 128-byte header, 24 bytes of data
   std::string p = tmp("corrupt.npy");
   auto with = [&](const std::string& bytes) {
-    write_bytes(p, bytes);
+    test::write_bytes(p, bytes);
     return [&] { load_npy(p); };
   };
   check_error([] { load_npy(tmp("does_not_exist.npy")); }, "load_npy: " + tmp("does_not_exist.npy") + ": cannot open: No such file or directory");
@@ -312,11 +282,11 @@ TEST_CASE("io: safetensors round trip for every dtype with metadata") {
   for (auto& [name, t] : in) {
     CAPTURE(name);
     REQUIRE(out.count(name) == 1);
-    check_same(out[name], t);
+    test::check_bit_identical(out[name], t);
   }
   CHECK(load_safetensors_metadata(p) == meta);
 
-  std::string bytes = read_bytes(p);
+  std::string bytes = test::read_bytes(p);
   uint64_t n = 0;
   std::memcpy(&n, bytes.data(), 8);
   CHECK((8 + n) % 8 == 0);  // data 8-byte aligned, as the reference writer does
@@ -372,7 +342,7 @@ TEST_CASE("io: corrupt safetensors files give errors naming the file and the pro
     std::string b(8, '\0');
     uint64_t n = len >= 0 ? uint64_t(len) : json.size();
     std::memcpy(b.data(), &n, 8);
-    write_bytes(p, b + json + payload);
+    test::write_bytes(p, b + json + payload);
     return [&] { load_safetensors(p); };
   };
   const std::string one = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
@@ -381,7 +351,7 @@ TEST_CASE("io: corrupt safetensors files give errors naming the file and the pro
 
   check_error([] { load_safetensors(tmp("missing.safetensors")); }, "cannot open: No such file or directory");
   check_error(file("", "", 0), "header does not start with '{'");
-  write_bytes(p, "abc");
+  test::write_bytes(p, "abc");
   check_error([&] { load_safetensors(p); },
               "load_safetensors: " + p + ": file is truncated: 3 bytes, too short for the 8-byte header length");
   check_error(file(one, eight, 500),

@@ -23,36 +23,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Scratch {
-  fs::path dir = fs::temp_directory_path() / ("kiln_serialize_test_" + std::to_string(::getpid()));
-  Scratch() { fs::create_directories(dir); }
-  ~Scratch() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
-std::string tmp(const std::string& name) {
-  static Scratch s;
-  return (s.dir / name).string();
-}
+std::string tmp(const std::string& name) { return test::scratch_path("kiln_serialize_test", name); }
 
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  REQUIRE(in.good());
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), std::streamsize(bytes.size()));
-  REQUIRE(out.good());
-}
-
-void check_same(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.dtype() == b.dtype());
-  REQUIRE(a.sizes() == b.sizes());
-  Tensor ca = a.contiguous(), cb = b.contiguous();
-  CHECK(std::memcmp(ca.raw_data(), cb.raw_data(), size_t(ca.numel()) * ca.element_size()) == 0);
-}
 
 // The sections of a .kiln image, and an image made of sections with a correct header (or a given version).
 struct Sections {
@@ -120,17 +92,17 @@ TEST_CASE("serialize: a traced module with parameters and a large constant loads
   CHECK(g.name() == f.name());
   REQUIRE(g.binding().bound.size() == f.binding().bound.size());
   for (size_t i = 0; i < f.binding().bound.size(); ++i) {
-    check_same(g.binding().bound[i], f.binding().bound[i]);
+    test::check_bit_identical(g.binding().bound[i], f.binding().bound[i]);
     CHECK(g.binding().bound[i].requires_grad());
   }
   for (int k = 0; k < 3; ++k) {
     Tensor x = randn({8, 64});
-    check_same(g({x})[0], f({x})[0]);
+    test::check_bit_identical(g({x})[0], f({x})[0]);
   }
   // The file round trip is a fixed point: a loaded function saves to the same bytes.
   std::string again = tmp("mlp_again.kiln");
   save(g, again);
-  CHECK(read_bytes(again) == read_bytes(path));
+  CHECK(test::read_bytes(again) == test::read_bytes(path));
 }
 
 TEST_CASE("serialize: loaded parameters train like the original's") {
@@ -143,7 +115,7 @@ TEST_CASE("serialize: loaded parameters train like the original's") {
   cross_entropy(g({x})[0], y).backward();
   for (size_t i = 0; i < f.binding().bound.size(); ++i) {
     REQUIRE(g.binding().bound[i].grad().defined());
-    check_same(g.binding().bound[i].grad(), f.binding().bound[i].grad());
+    test::check_bit_identical(g.binding().bound[i].grad(), f.binding().bound[i].grad());
   }
 }
 
@@ -155,7 +127,7 @@ TEST_CASE("serialize: a scripted function with loops and branches, and a compile
   for (int64_t n : {0, 1, 4}) {
     std::vector<IValue> a = f.call({x, n}), b = g.call({x, n});
     REQUIRE(b.size() == 1);
-    check_same(b[0].to_tensor(), a[0].to_tensor());
+    test::check_bit_identical(b[0].to_tensor(), a[0].to_tensor());
   }
 
   // A compiled function saves its graph; the loaded one runs, and compiles again.
@@ -212,7 +184,7 @@ TEST_CASE("serialize: value names the text form cannot spell are respelled") {
   CHECK(g.graph().inputs()[0]->name() == "my_input");
   CHECK(g.graph().inputs()[1]->name() == "b_2");
   Tensor a = randn({3}), b = randn({3});
-  check_same(g({a, b})[0], f({a, b})[0]);
+  test::check_bit_identical(g({a, b})[0], f({a, b})[0]);
 }
 
 TEST_CASE("serialize: a fresh process running kiln run gives the same outputs") {
@@ -222,8 +194,8 @@ TEST_CASE("serialize: a fresh process running kiln run gives the same outputs") 
   Tensor x = randn({8, 64});
   save_npy(in, x);
   std::string cmd = fmt::format("'{}' run '{}' '{}' -o '{}' 2>'{}'", KILN_EXE, model, in, out, err);
-  REQUIRE_MESSAGE(run_command(cmd) == 0, read_bytes(err));
-  check_same(load_npy(out), f({x})[0]);
+  REQUIRE_MESSAGE(run_command(cmd) == 0, test::read_bytes(err));
+  test::check_bit_identical(load_npy(out), f({x})[0]);
 
   // The JIT backend in the other process agrees to float tolerance.
   std::string out_x86 = tmp("fresh_y86.npy");
@@ -233,7 +205,7 @@ TEST_CASE("serialize: a fresh process running kiln run gives the same outputs") 
   // --randn inputs, printed outputs
   std::string printed = tmp("fresh.out");
   REQUIRE(run_command(fmt::format("'{}' run '{}' --randn 8x64 >'{}' 2>'{}'", KILN_EXE, model, printed, err)) == 0);
-  CHECK(read_bytes(printed).rfind("tensor(", 0) == 0);
+  CHECK(test::read_bytes(printed).rfind("tensor(", 0) == 0);
 
   // A scripted function with an int argument
   Function s = script_source(kLoopScript, "loop.py").function("f");
@@ -242,24 +214,24 @@ TEST_CASE("serialize: a fresh process running kiln run gives the same outputs") 
   Tensor lx = randn({3, 4});
   save_npy(in, lx);
   REQUIRE(run_command(fmt::format("'{}' run '{}' '{}' 3 -o '{}' 2>'{}'", KILN_EXE, loop, in, out, err)) == 0);
-  check_same(load_npy(out), s.call({lx, int64_t(3)})[0].to_tensor());
+  test::check_bit_identical(load_npy(out), s.call({lx, int64_t(3)})[0].to_tensor());
 
   // A broken file: exit status 1 and the error names the file.
-  std::string bytes = read_bytes(model);
+  std::string bytes = test::read_bytes(model);
   bytes[bytes.size() / 2] ^= 0x10;
-  write_bytes(model, bytes);
+  test::write_bytes(model, bytes);
   CHECK(run_command(fmt::format("'{}' run '{}' '{}' 2>'{}'", KILN_EXE, model, in, err)) == 1);
-  CHECK(read_bytes(err).find("load: " + model + ": checksum mismatch") != std::string::npos);
+  CHECK(test::read_bytes(err).find("load: " + model + ": checksum mismatch") != std::string::npos);
 }
 
 TEST_CASE("serialize: broken files raise kiln::Error naming the file and the problem") {
   Function f = mlp_with_constant();
   std::string good = tmp("good.kiln");
   save(f, good);
-  const std::string bytes = read_bytes(good);
+  const std::string bytes = test::read_bytes(good);
   std::string bad = tmp("bad.kiln");
   auto with = [&](const std::string& b) {
-    write_bytes(bad, b);
+    test::write_bytes(bad, b);
     return [&] { load(bad); };
   };
 
@@ -346,7 +318,7 @@ TEST_CASE("serialize fuzz: mutated files load or raise kiln::Error, never crash"
   std::vector<std::string> seeds;
   save(mlp_with_constant(), tmp("seed0.kiln"));
   save(script_source(kLoopScript, "loop.py").function("f"), tmp("seed1.kiln"));
-  for (const char* s : {"seed0.kiln", "seed1.kiln"}) seeds.push_back(read_bytes(tmp(s)));
+  for (const char* s : {"seed0.kiln", "seed1.kiln"}) seeds.push_back(test::read_bytes(tmp(s)));
 
   std::mt19937_64 rng(20240515);
   auto below = [&](size_t n) { return n ? size_t(rng() % n) : 0; };
@@ -398,7 +370,7 @@ TEST_CASE("serialize fuzz: mutated files load or raise kiln::Error, never crash"
     if (b == seed) continue;
     // A new file each time: ext4 flushes a file rewritten in place on close, which made this I/O bound.
     std::string path = tmp(fmt::format("fuzz{}.kiln", iter));
-    write_bytes(path, b);
+    test::write_bytes(path, b);
     struct Remove {
       std::string path;
       ~Remove() { std::remove(path.c_str()); }
