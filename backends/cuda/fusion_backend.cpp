@@ -131,12 +131,8 @@ class CudaFusedKernel final : public backends::FusedKernel {
     // The vector variant: one dim, every operand contiguous and aligned to four elements, or (inputs
     // only) a broadcast scalar.
     bool vec = !k_.reduces && nd == 1 && n >= 4;
-    for (size_t k = 0; k < ops.size() && vec; ++k) {
-      int64_t item = int64_t(ops[k]->element_size());
-      int64_t stride = strides[k][0];
-      vec = stride == item ? reinterpret_cast<uintptr_t>(ptrs[k]) % uintptr_t(4 * item) == 0
-                           : stride == 0 && k < in.size();
-    }
+    for (size_t k = 0; k < ops.size() && vec; ++k)
+      vec = vector_operand(strides[k][0], int64_t(ops[k]->element_size()), ptrs[k], k < in.size());
     DeviceState& s = device_state(dev.index);
     CUfunction fn = function(dev.index, vec);
     int threads = k_.reduces ? kFusedReduceThreads : 256;

@@ -437,8 +437,7 @@ void run_elementwise(const ElementwiseSpec& spec, const Tensor& out, const std::
   bool vec = spec.index == IndexMode::None && L.ndim == 1 && n >= 4;
   for (int k = 0; k < L.nops && vec; ++k) {
     int64_t item = int64_t(k == 0 ? out.element_size() : inputs[size_t(k - 1)]->element_size());
-    int64_t st = L.strides[k][0];
-    vec = st == item ? reinterpret_cast<uintptr_t>(L.ptr[k]) % uintptr_t(4 * item) == 0 : (st == 0 && k > 0);
+    vec = vector_operand(L.strides[k][0], item, L.ptr[k], k > 0);
   }
   int dev = out.device().index;
   CUfunction fn = function(dev, spec.name, vec ? kVector : kStrided, [&] { return render_module({spec}, {}); });

@@ -29,6 +29,12 @@ struct ReduceParams {
   int64_t ksizes[kMaxDims], kstrides[kMaxDims], rsizes[kMaxDims], rstrides[kMaxDims];
 };
 
+// Whether an operand can take a 4-wide vector kernel (eager `_v` and fused `<name>_v`): contiguous and
+// aligned to four elements, or, for an input, a broadcast scalar (stride 0).
+inline bool vector_operand(int64_t stride, int64_t item, const void* ptr, bool input) {
+  return stride == item ? reinterpret_cast<uintptr_t>(ptr) % uintptr_t(4 * item) == 0 : stride == 0 && input;
+}
+
 static_assert(sizeof(LoopParams) == 8 + 8 + 8 * kMaxOperands + 8 * kMaxDims + 8 * kMaxOperands * kMaxDims + 16);
 static_assert(sizeof(ReduceParams) == 16 + 16 + 16 + 4 * 8 * kMaxDims);
 
