@@ -7,17 +7,18 @@ namespace kiln {
 namespace {
 
 constexpr std::array<OpInfo, kNumOps> kTable = {{
-#define KILN_UNARY(Id, name, rule, expr) {#name, OpKind::Unary, DTypeRule::rule, #expr},
-#define KILN_BINARY(Id, name, rule, expr) {#name, OpKind::Binary, DTypeRule::rule, #expr},
-#define KILN_REDUCE(Id, name) {#name, OpKind::Reduce, DTypeRule::None, ""},
-#define KILN_OP(Id, name, kind) {#name, OpKind::kind, DTypeRule::None, ""},
+#define KILN_UNARY(Id, name, rule, expr) {#name, OpKind::Unary, DTypeRule::rule, #expr, ""},
+#define KILN_BINARY(Id, name, rule, expr) {#name, OpKind::Binary, DTypeRule::rule, #expr, ""},
+#define KILN_REDUCE(Id, name, init, fold) {#name, OpKind::Reduce, DTypeRule::None, #fold, #init},
+#define KILN_OP(Id, name, kind) {#name, OpKind::kind, DTypeRule::None, "", ""},
 #include "core/ops.def"
 }};
 
 constexpr bool Yes = true, No = false;
-constexpr OpCost Cheap = OpCost::Cheap, Saved = OpCost::Saved;
+constexpr OpCost Cheap = OpCost::Cheap, Math = OpCost::Math, Saved = OpCost::Saved;
+constexpr OpUnit NoUnit{}, Zero{true, true, 0}, ZeroRight{true, false, 0}, One{true, true, 1}, OneRight{true, false, 1};
 constexpr OpFacts kFacts[] = {
-#define KILN_FACTS(Id, grad, reads, cost) {OpId::Id, grad, reads, cost},
+#define KILN_FACTS(Id, grad, reads, cost, unit) {OpId::Id, grad, reads, cost, unit},
 #include "core/op_facts.def"
 };
 

@@ -8,7 +8,7 @@ namespace kiln {
 enum class OpId : uint16_t {
 #define KILN_UNARY(Id, name, rule, expr) Id,
 #define KILN_BINARY(Id, name, rule, expr) Id,
-#define KILN_REDUCE(Id, name) Id,
+#define KILN_REDUCE(Id, name, ...) Id,
 #define KILN_OP(Id, name, kind) Id,
 #include "core/ops.def"
 };
@@ -16,7 +16,7 @@ enum class OpId : uint16_t {
 constexpr int kNumOps = 0
 #define KILN_UNARY(Id, name, rule, expr) +1
 #define KILN_BINARY(Id, name, rule, expr) +1
-#define KILN_REDUCE(Id, name) +1
+#define KILN_REDUCE(Id, name, ...) +1
 #define KILN_OP(Id, name, kind) +1
 #include "core/ops.def"
     ;
@@ -28,16 +28,23 @@ struct OpInfo {
   std::string_view name;     // "add"
   OpKind kind;
   DTypeRule rule;
-  std::string_view expr;     // the scalar expression, for code generators; empty for non-elementwise ops
+  std::string_view expr;     // the scalar expression, for code generators (a reduction: its fold); empty for the rest
+  std::string_view init;     // a reduction's start value (an expression in its accumulator type A)
 };
 
 // core/op_facts.def's row of an op: what autograd and the JIT's partitioner need to know of it.
-enum class OpCost : uint8_t { Cheap, Saved };
+enum class OpCost : uint8_t { Cheap, Math, Saved };
+// A binary op's unit u: x op u == x (right), and u op x == x too when `left`.
+struct OpUnit {
+  bool exists = false, left = false;
+  int value = 0;
+};
 struct OpFacts {
   OpId id;
   bool differentiable;
   uint8_t grad_reads;  // bit i: the derivative reads input i's values (inputs past 7 share bit 7)
   OpCost cost;
+  OpUnit unit;
   bool derivative_reads(size_t input) const { return grad_reads >> (input < 7 ? input : 7) & 1; }
 };
 

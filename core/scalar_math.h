@@ -2,6 +2,7 @@
 // The scalar functions that ops.def expressions call, beyond the std:: ones. The CUDA renderer
 // defines the same names as __device__ functions, so one expression text serves both.
 #include <cmath>
+#include <limits>
 #include <type_traits>
 
 namespace kiln::scalar_math {
@@ -21,6 +22,19 @@ inline T kabs(T x) {
   if constexpr (std::is_floating_point_v<T>) return std::fabs(x);  // abs(-0.0) is +0.0, as in torch
   else if constexpr (std::is_same_v<T, bool>) return x;
   else return x < T(0) ? T(-x) : x;
+}
+
+// The identities of max and min (ops.def's KILN_REDUCE rows): infinities for floats, the ends of the range
+// for integers, false / true for bool.
+template <class T>
+inline T klowest() {
+  if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
+  else return std::numeric_limits<T>::lowest();
+}
+template <class T>
+inline T khighest() {
+  if constexpr (std::numeric_limits<T>::has_infinity) return std::numeric_limits<T>::infinity();
+  else return std::numeric_limits<T>::max();
 }
 
 // floor; integers and bool are whole already.

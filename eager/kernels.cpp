@@ -9,7 +9,7 @@ Kernel kernel_for(OpId op) {
   case OpId::Id: return &kernel_unary;
 #define KILN_BINARY(Id, name, rule, expr) \
   case OpId::Id: return &kernel_binary;
-#define KILN_REDUCE(Id, name) \
+#define KILN_REDUCE(Id, name, ...) \
   case OpId::Id: return &kernel_##name;
 #define KILN_OP(Id, name, kind) \
   case OpId::Id: return &kernel_##name;

@@ -12,7 +12,7 @@ Kernel kernel_for(OpId op);
 
 Tensors kernel_unary(OpId op, const Tensors& inputs, const Attrs& attrs);
 Tensors kernel_binary(OpId op, const Tensors& inputs, const Attrs& attrs);
-#define KILN_REDUCE(Id, name) Tensors kernel_##name(OpId op, const Tensors& inputs, const Attrs& attrs);
+#define KILN_REDUCE(Id, name, ...) Tensors kernel_##name(OpId op, const Tensors& inputs, const Attrs& attrs);
 #define KILN_OP(Id, name, kind) Tensors kernel_##name(OpId op, const Tensors& inputs, const Attrs& attrs);
 #include "core/ops.def"
 

@@ -113,7 +113,7 @@ int64_t bytes_of(const ir::Value* v) {
 
 // Cheap enough to run twice (core/op_facts.def): elementwise ops, views and copies (memory-bound, and fusible), and amax/
 // amin, which eager's own formulas run again and which give the same bits in any order.
-bool recomputable(const ir::Node& n) { return n.is_op() && op_facts(n.op()).cost == OpCost::Cheap; }
+bool recomputable(const ir::Node& n) { return n.is_op() && op_facts(n.op()).cost != OpCost::Saved; }
 
 // Read by eq/ne (amax's and maximum's formulas find the winners with x == max): a recomputation one
 // ulp off (another kernel, another fusion) would match nothing, so such values are never recomputed.

@@ -23,7 +23,7 @@ OpCase case_for(OpId op, uint64_t seed) {
 #include "core/ops.def"
       if (op == OpId::Pow) return {{abs(a) + 0.1, b}, {}};
       return {{a, b}, {}};
-#define KILN_REDUCE(Id, name) case OpId::Id:
+#define KILN_REDUCE(Id, name, ...) case OpId::Id:
 #include "core/ops.def"
       return {{a}, Attrs().set("dims", Shape{1}).set("keepdim", false)};
     case OpId::Where: return {{gt(a, 0.0), a, b}, {}};

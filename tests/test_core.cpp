@@ -103,7 +103,7 @@ TEST_CASE("core: the op table") {
   int n = 0;
 #define KILN_UNARY(Id, name, rule, expr) CHECK(op_info(OpId::Id).kind == OpKind::Unary); ++n;
 #define KILN_BINARY(Id, name, rule, expr) CHECK(op_info(OpId::Id).kind == OpKind::Binary); ++n;
-#define KILN_REDUCE(Id, name) CHECK(op_info(OpId::Id).kind == OpKind::Reduce); ++n;
+#define KILN_REDUCE(Id, name, ...) CHECK(op_info(OpId::Id).kind == OpKind::Reduce); ++n;
 #define KILN_OP(Id, name, k) CHECK(op_info(OpId::Id).kind == OpKind::k); ++n;
 #include "core/ops.def"
   CHECK(n == kNumOps);

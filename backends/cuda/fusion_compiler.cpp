@@ -18,7 +18,7 @@ bool is_half(DType t) { return t == DType::BFloat16 || t == DType::Float16; }
 // The half types are storage: they compute in float, as the eager kernels do.
 DType compute_of(DType t) { return is_half(t) ? DType::Float32 : t; }
 
-bool is_reduce_op(OpId op) { return op == OpId::Sum || op == OpId::Prod || op == OpId::Amax || op == OpId::Amin; }
+bool is_reduce_op(OpId op) { return op_info(op).kind == OpKind::Reduce; }
 
 std::optional<DType> dtype_of(const ir::Value* v) {
   const ir::Type& t = v->type();
@@ -295,12 +295,9 @@ extern "C" __global__ void {0}_v(const {0}_params p) {{
     k.keepdim = red->attrs().b_or("keepdim", false);
     k.red_dtype = *dtype_of(red->output());
     DType acc = *dtype_of(red->input(0)) == DType::Float64 ? DType::Float64 : DType::Float32;
-    // can_fuse admitted only these four. NaN wins, as on the CPU: once acc is NaN no comparison
-    // replaces it.
-    std::string ident = "A(0)", fold = "acc = acc + x;";
-    if (red->is_op(OpId::Prod)) ident = "A(1)", fold = "acc = acc * x;";
-    if (red->is_op(OpId::Amax)) ident = "klowest<A>()", fold = "if ((x > acc) | (x != x)) acc = x;";
-    if (red->is_op(OpId::Amin)) ident = "khighest<A>()", fold = "if ((x < acc) | (x != x)) acc = x;";
+    // The start value and step from the reduction's row of core/ops.def (NaN wins a max or min).
+    const OpInfo& row = op_info(red->op());
+    std::string ident(row.init), fold = fmt::format("acc = {};", row.expr);
     std::string indented;
     for (size_t b = 0; b < elem.size();) {
       size_t e = elem.find('\n', b);

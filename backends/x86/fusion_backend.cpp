@@ -21,7 +21,7 @@ bool is_scalar_constant(const ir::Value* v) {
 }
 
 bool reduction_ok(const ir::Node& n) {
-  if (!(n.is_op(OpId::Sum) || n.is_op(OpId::Prod) || n.is_op(OpId::Amax) || n.is_op(OpId::Amin))) return false;
+  if (!n.is_op() || op_info(n.op()).kind != OpKind::Reduce) return false;
   const auto& in = n.input(0)->type().dims;
   if (!in) return false;
   if (!n.attrs().has("dims") || n.attrs().ints("dims").empty()) return true;

@@ -22,6 +22,7 @@
 #include "backends/x86/program.h"
 #include "core/error.h"
 #include "core/ir/graph.h"
+#include "core/scalar_math.h"
 
 namespace kiln::x86 {
 using detail::Program;
@@ -131,23 +132,33 @@ void run_range(detail::KernelFn fn, const Loop& L, char* const* base, int64_t be
   }
 }
 
-template <class T>
-T identity(OpId op) {
+// A reduction's start value and step, from its row of core/ops.def.
+template <class A>
+A identity(OpId op) {
+  using namespace scalar_math;
   switch (op) {
-    case OpId::Sum: return T(0);
-    case OpId::Prod: return T(1);
-    case OpId::Amax: return -std::numeric_limits<T>::infinity();
-    default: return std::numeric_limits<T>::infinity();
+#define KILN_REDUCE(Id, name, init, fold) \
+  case OpId::Id:                          \
+    return init;
+#define KILN_OTHER(Id) \
+  case OpId::Id:       \
+    break;
+#include "core/ops.def"
   }
+  fail("x86: {} is not a reduction", op_name(op));
 }
-template <class T>
-T combine(OpId op, T a, T b) {
+template <class A>
+A combine(OpId op, A acc, A x) {
   switch (op) {
-    case OpId::Sum: return a + b;
-    case OpId::Prod: return a * b;
-    case OpId::Amax: return a != a ? a : (b != b ? b : (a > b ? a : b));
-    default: return a != a ? a : (b != b ? b : (a < b ? a : b));
+#define KILN_REDUCE(Id, name, init, fold) \
+  case OpId::Id:                          \
+    return fold;
+#define KILN_OTHER(Id) \
+  case OpId::Id:       \
+    break;
+#include "core/ops.def"
   }
+  fail("x86: {} is not a reduction", op_name(op));
 }
 
 std::string default_name(const Program& p) {
@@ -402,15 +413,7 @@ Tensors Kernel::run(const Tensors& in_given) const {
   // so only groups of cheap ops stream.
   bool cheap = true;
   for (const auto& v : p.vals)
-    if (v.kind == PValue::Node)
-      switch (v.op) {
-        case OpId::Exp: case OpId::Log: case OpId::Log1p: case OpId::Sin: case OpId::Cos: case OpId::Tanh:
-        case OpId::Sigmoid: case OpId::Gelu: case OpId::GeluTanh: case OpId::Silu: case OpId::Erf:
-        case OpId::Pow: case OpId::Div: case OpId::Sqrt: case OpId::Rsqrt: case OpId::Reciprocal:
-          cheap = false;
-          break;
-        default: break;
-      }
+    if (v.kind == PValue::Node && op_facts(v.op).cost == OpCost::Math) cheap = false;
   bool nt = false;
   if (cheap && !ew.empty() && L.nd == 1 && !(has_red && !red_all)) {
     int64_t bytes = 0;

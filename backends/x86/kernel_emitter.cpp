@@ -612,7 +612,18 @@ class KernelGen : public VecMath<Vmm> {
         this->blend(d, m, O1());
         break;
       }
-      default: fallback(pv.op); break;
+      case OpId::Floor: this->vround(d, R0(), 1); break;
+      // Reductions are the program's trailing step (emit_reduce), and the rest never joins a fusion group
+      // (backends/x86/fusion_backend.cpp admits elementwise rows, where and the four reductions).
+#define KILN_REDUCE(Id, name, init, fold) case OpId::Id:
+#include "core/ops.def"
+      case OpId::Argmax: case OpId::Argmin: case OpId::Reshape: case OpId::Permute: case OpId::Expand: case
+      OpId::Slice: case OpId::Select: case OpId::Squeeze: case OpId::Unsqueeze: case OpId::Contiguous: case
+      OpId::Clone: case OpId::Cast: case OpId::Matmul: case OpId::Conv2d: case OpId::MaxPool2d: case
+      OpId::AvgPool2d: case OpId::Cat: case OpId::IndexSelect: case OpId::Gather: case OpId::IndexAdd: case
+      OpId::ScatterAdd: case OpId::SliceBackward: case OpId::AvgPool2dBackward: case OpId::Conv2dBackwardInput: case
+      OpId::Conv2dBackwardWeight:
+        fail("x86: {} is not an elementwise op", op_name(pv.op));
     }
   }
 };

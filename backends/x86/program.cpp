@@ -72,7 +72,7 @@ Program lower(const ir::Graph& g) {
     OpId op = n->op();
     const OpInfo& info = op_info(op);
     if (n->outputs().size() != 1) fail("x86: {} with {} outputs", info.name, n->outputs().size());
-    if (op == OpId::Sum || op == OpId::Prod || op == OpId::Amax || op == OpId::Amin) {
+    if (info.kind == OpKind::Reduce) {
       if (n->inputs().size() != 1) fail("x86: {} takes one input", info.name);
       int a = arg(n, 0);
       if (p.vals[size_t(a)].is_bool) fail("x86: {} of a bool value", info.name);

@@ -44,9 +44,12 @@ const void* scalar_fn(OpId op, bool f64) {
 #define KILN_BINARY(Id, name, rule, expr) \
   case OpId::Id:                          \
     return f64 ? reinterpret_cast<const void*>(&binary_lanes<double, Fn_##Id>) : reinterpret_cast<const void*>(&binary_lanes<float, Fn_##Id>);
+#define KILN_OTHER(Id) \
+  case OpId::Id:       \
+    return nullptr;
 #include "core/ops.def"
-    default: return nullptr;
   }
+  return nullptr;
 }
 
 }  // namespace kiln::x86::detail

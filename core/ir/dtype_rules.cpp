@@ -63,7 +63,7 @@ std::optional<DType> op_result_dtype(const Node& n, bool others_keep_first) {
         // not Other rows: handled by their kind above
 #define KILN_UNARY(Id, name, rule, expr) case OpId::Id:
 #define KILN_BINARY(Id, name, rule, expr) case OpId::Id:
-#define KILN_REDUCE(Id, name) case OpId::Id:
+#define KILN_REDUCE(Id, name, ...) case OpId::Id:
 #include "core/ops.def"
         case OpId::Reshape: case OpId::Permute: case OpId::Expand: case OpId::Slice: case OpId::Select:
         case OpId::Squeeze: case OpId::Unsqueeze:

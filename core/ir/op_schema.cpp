@@ -31,7 +31,7 @@ OpSchema schema_of(OpId op) {
 #define KILN_BINARY(Id, name, rule, expr) case OpId::Id:
 #include "core/ops.def"
       return {2, 2, 1, {}, {}};
-#define KILN_REDUCE(Id, name) case OpId::Id:
+#define KILN_REDUCE(Id, name, ...) case OpId::Id:
 #include "core/ops.def"
       return {1, 1, 1, {}, {{"dims", K::Ints}, {"keepdim", K::Bool}}};
     case OpId::Where: return {3, 3, 1, {}, {}};

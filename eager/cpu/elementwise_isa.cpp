@@ -221,8 +221,10 @@ void unary(OpId op, DType t, const StridedLoop& L) {
   case OpId::Id:                                                                             \
     return visit_compute(t, DTypeRule::rule == DTypeRule::Float,                             \
                          [&](auto v) { unary_loop<decltype(v)>(L, Fn_##Id{}); });
+#define KILN_OTHER(Id) \
+  case OpId::Id:       \
+    break;
 #include "core/ops.def"
-    default: break;
   }
   fail("elementwise: {} is not a unary op", op_name(op));
 }
@@ -233,8 +235,10 @@ void binary(OpId op, DType t, const StridedLoop& L) {
   case OpId::Id:                                                                             \
     return visit_compute(t, DTypeRule::rule == DTypeRule::Float,                             \
                          [&](auto v) { binary_loop<decltype(v)>(L, Fn_##Id{}); });
+#define KILN_OTHER(Id) \
+  case OpId::Id:       \
+    break;
 #include "core/ops.def"
-    default: break;
   }
   fail("elementwise: {} is not a binary op", op_name(op));
 }

@@ -27,7 +27,7 @@ int64_t op_flops(OpId op, const Tensors& in, const Attrs& attrs, const Tensors& 
 #include "core/ops.def"
     case OpId::Where:
       return out[0].numel();
-#define KILN_REDUCE(Id, name) case OpId::Id:
+#define KILN_REDUCE(Id, name, ...) case OpId::Id:
 #include "core/ops.def"
     case OpId::Argmax:
     case OpId::Argmin:

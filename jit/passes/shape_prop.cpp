@@ -169,7 +169,7 @@ std::optional<Dims> out_dims(const ir::Node& n) {
 #include "core/ops.def"
     case OpId::Where:
       return broadcast(n.inputs());
-#define KILN_REDUCE(Id, name) case OpId::Id:
+#define KILN_REDUCE(Id, name, ...) case OpId::Id:
 #include "core/ops.def"
       return in0 ? reduce_dims(*in0, a, "dims", false) : std::nullopt;
     case OpId::Argmax: case OpId::Argmin:

@@ -30,36 +30,29 @@ bool is_int_tensor(const ir::Value* v) {
   return v->type().is_tensor() && dt && !is_floating(*dt) && *dt != DType::Bool;
 }
 
-// The value n can be replaced by, or null.
+// The value n can be replaced by, or null. Units come from core/op_facts.def; the rest are patterns.
 ir::Value* identity_operand(ir::Node* n) {
   if (!n->is_op()) return nullptr;
   ir::Value* out = n->output();
   auto pick = [&](ir::Value* x) { return same_type(x, out) ? x : nullptr; };
-  switch (n->op()) {
-    case OpId::Add:
-      if (is_value(n->input(1), 0)) return pick(n->input(0));
-      if (is_value(n->input(0), 0)) return pick(n->input(1));
-      return nullptr;
-    case OpId::Sub: return is_value(n->input(1), 0) ? pick(n->input(0)) : nullptr;
-    case OpId::Mul:
-      if (is_value(n->input(1), 1)) return pick(n->input(0));
-      if (is_value(n->input(0), 1)) return pick(n->input(1));
-      return nullptr;
-    case OpId::Div:
-    case OpId::Pow: return is_value(n->input(1), 1) ? pick(n->input(0)) : nullptr;
-    case OpId::Neg: {
-      ir::Node* inner = n->input(0)->node();
-      return inner->is_op(OpId::Neg) ? pick(inner->input(0)) : nullptr;
-    }
-    case OpId::Reshape: return pick(n->input(0));  // reshape to its own shape
-    case OpId::Permute: {
-      const Shape& d = n->attrs().ints("dims");
-      for (size_t i = 0; i < d.size(); ++i)
-        if (d[i] != int64_t(i)) return nullptr;
-      return pick(n->input(0));
-    }
-    default: return nullptr;
+  const OpUnit& u = op_facts(n->op()).unit;
+  if (u.exists) {
+    if (is_value(n->input(1), u.value)) return pick(n->input(0));
+    if (u.left && is_value(n->input(0), u.value)) return pick(n->input(1));
+    return nullptr;
   }
+  if (n->is_op(OpId::Neg)) {
+    ir::Node* inner = n->input(0)->node();
+    return inner->is_op(OpId::Neg) ? pick(inner->input(0)) : nullptr;
+  }
+  if (n->is_op(OpId::Reshape)) return pick(n->input(0));  // reshape to its own shape
+  if (n->is_op(OpId::Permute)) {
+    const Shape& d = n->attrs().ints("dims");
+    for (size_t i = 0; i < d.size(); ++i)
+      if (d[i] != int64_t(i)) return nullptr;
+    return pick(n->input(0));
+  }
+  return nullptr;
 }
 
 // x - x, x * 0 on integer tensors of static shape: a zero constant.
