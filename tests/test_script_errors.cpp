@@ -27,7 +27,7 @@ TEST_CASE("script errors: unsupported Python is named") {
   CHECK(error_of("def f(x: int) -> int:\n    return [i for i in range(3)][0]\n").find("list comprehensions are not supported") !=
         std::string::npos);
   CHECK(error_of("def f(x: int) -> int:\n    yield x\n").find("yield is not supported") != std::string::npos);
-  CHECK(error_of("def f(x: int) -> int:\n    return {}\n").find("dict and set literals are not supported") != std::string::npos);
+  CHECK(error_of("def f(x: int) -> int:\n    return {x, 1}\n").find("set literals are not supported") != std::string::npos);
 }
 
 TEST_CASE("script errors: unknown names suggest the closest known one") {
