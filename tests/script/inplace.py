@@ -72,7 +72,7 @@ def inplace_methods(x: Tensor, y: Tensor) -> Tensor:
     x.add_(y)
     x.mul_(2.0)
     x.relu_()
-    x.sub_(y, alpha=0.5)
+    x.sub_(y * 0.5)
     x.clamp_(min=0.25)
     x[0].zero_()
     x[1].fill_(3.0)

@@ -1,4 +1,4 @@
-# error: 8:14: KeyError: 'loss' (the dict has keys ['logits'])
+# error: 8:16: KeyError: 'loss' (the dict has keys ['logits'])
 import torch
 from torch import Tensor
 
