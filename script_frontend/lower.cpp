@@ -624,6 +624,20 @@ void Lowerer::branch(Value* cond, const std::function<void()>& then_fn, const st
       partial_after.insert(k);
       continue;
     }
+    // A function returning Optional[T]: None on one path and a T on another merge into an Optional[T].
+    const Type& rt = frame().ret_type;
+    bool optional_ret = k == kRetValue && rt.kind == TypeKind::Optional;
+    auto fits = [&](const Type& t) {
+      return t.kind == TypeKind::None || t.kind == TypeKind::Optional || same_type(t, rt.elems[0]);
+    };
+    if (optional_ret && !same_type(v[0]->type(), v[1]->type()) && fits(v[0]->type()) && fits(v[1]->type())) {
+      blocks[0]->register_output(v[0]);
+      blocks[1]->register_output(v[1]);
+      Value* o = n->add_output(rt);
+      o->set_name(ir_name(k));
+      merged[k] = o;
+      continue;
+    }
     if (!same_type(v[0]->type(), v[1]->type())) {
       // A refined optional against its original: the merged value stays optional.
       if (k == kRetValue)
@@ -767,7 +781,9 @@ void Lowerer::loop(Value* trip, Value* cond, const std::vector<StmtPtr>& body, c
       Value* v = frame().env.count(carried[i]) ? frame().env.at(carried[i]) : nullptr;
       if (!v)
         fail(loc, fmt::format("variable '{}' is not defined on every path through the loop body", carried[i]));
-      if (!same_type(v->type(), types[i]))
+      bool optional_ret = carried[i] == kRetValue && types[i].kind == TypeKind::Optional &&
+                          (v->type().kind == TypeKind::None || same_type(v->type(), types[i].elems[0]));
+      if (!same_type(v->type(), types[i]) && !optional_ret)
         fail(loc, fmt::format("variable '{}' is {} before the loop and {} after an iteration; a loop must keep each "
                               "variable's type",
                               carried[i], types[i].str(), v->type().str()));

@@ -117,8 +117,44 @@ TEST_CASE("script: returns of different types are refused naming both types") {
       "t.py:9:12: error: function 'f' is declared to return Tensor but returns int");
   check_error(
       [&] {
-        script_source(file("def f(x: Tensor, c: bool) -> Optional[Tensor]:\n    if c:\n        return None\n    return x\n"),
+        script_source(file("def f(x: Tensor, c: bool) -> Optional[Tensor]:\n    if c:\n        return 1\n    return x\n"),
                       "t.py");
       },
-      "the returns of this function give");
+      "t.py:8:16: error: function 'f' is declared to return Optional[Tensor] but returns int");
+}
+
+TEST_CASE("script: an Optional[Tensor] function returns None on some paths and a Tensor on others") {
+  const char* src = R"(
+import torch
+from torch import Tensor
+from typing import Optional
+
+
+def f(x: Tensor, c: bool) -> Optional[Tensor]:
+    if c:
+        return None
+    return x
+
+
+def g(x: Tensor, n: int) -> Optional[Tensor]:
+    for i in range(n):
+        if i == 2:
+            return x * i
+    return None
+
+
+def h(x: Tensor, c: bool) -> Tensor:
+    y = f(x, c)
+    if y is not None:
+        return y + 1.0
+    return x * 0.0
+)";
+  auto m = script_source(src, "t.py");
+  Tensor x = tensor({1.0, 2.0});
+  CHECK(m.function("f").call({x, true})[0].is_none());
+  CHECK(values(m.function("f").call({x, false})[0].to_tensor()) == std::vector<double>{1, 2});
+  CHECK(values(m.function("g").call({x, int64_t(3)})[0].to_tensor()) == std::vector<double>{2, 4});
+  CHECK(m.function("g").call({x, int64_t(1)})[0].is_none());
+  CHECK(values(m.function("h").call({x, false})[0].to_tensor()) == std::vector<double>{2, 3});
+  CHECK(values(m.function("h").call({x, true})[0].to_tensor()) == std::vector<double>{0, 0});
 }
