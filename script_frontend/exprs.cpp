@@ -736,6 +736,14 @@ Value* Lowerer::attribute(const Expr& e) {
     fail(e.loc, fmt::format("math.{} is not supported in kiln script", e.name));
   }
   if (const Object* o = static_object(base)) return object_attribute(*o, e.name, e.loc);
+  // ClassName.attr: a class-level attribute of a class of the file, a constant
+  if (base.kind == ExprKind::Name && !frame().env.count(base.name))
+    for (const auto& c : m_.classes)
+      if (c->name == base.name) {
+        for (const auto& [name, value] : c->attrs)
+          if (name == e.name) return expr(*value);
+        fail(e.loc, fmt::format("class '{}' has no class attribute '{}'", c->name, e.name));
+      }
   Value* x = expr(base);
   loc_ = e.loc;
   if (x->type().is_tensor())

@@ -83,7 +83,7 @@ TEST_CASE("script dict: unknown keys, run-time keys and keys that differ between
               "t.py:7:11: error: set literals are not supported in kiln script");
 }
 
-TEST_CASE("script class: class-level attributes are constants of every instance; ClassName.attr in __init__") {
+TEST_CASE("script class: class-level attributes are constants of every instance; ClassName.attr too") {
   const char* src = R"(
 import torch
 import torch.nn as nn
@@ -100,7 +100,7 @@ class Block(nn.Module):
         nn.init.ones_(self.fc.weight)
 
     def forward(self, x):
-        return self.fc(x) * self.scale + self.expansion + self.wide
+        return self.fc(x) * self.scale + Block.expansion + self.wide
 )";
   auto m = script_source(src, "t.py").module("Block", {int64_t(2)});
   Tensor y = (*m)(tensor({1.0f, 2.0f}, {1, 2}));
