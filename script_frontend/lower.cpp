@@ -930,6 +930,11 @@ void Lowerer::for_stmt(const Stmt& s) {
          [&](Value* iter) {
            Value* e = t.kind == TypeKind::List ? prim(Prim::ListIndex, {seq, iter}, t.elems[0])
                                                : select_dynamic(seq, 0, iter);
+           // torch's rows are views of the tensor iterated over; the loop does not carry it, so a write
+           // through one cannot be followed.
+           if (t.kind == TypeKind::Tensor)
+             opaque_[e] = "it is a row of the tensor the for loop iterates over, which kiln script does not write "
+                          "back; index it instead (for i in range(len(x)): x[i] += ...)";
            assign(target, e, target.loc);
          },
          next, s.loc);

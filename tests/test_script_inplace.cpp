@@ -186,6 +186,18 @@ TEST_CASE("script inplace: aliasing kiln cannot follow is refused with file:line
                       "t.py");
       },
       "t.py:8:5: error: cannot write in place to 'x': 't' holds it in a Tuple[Tensor, int]");
+  check_error(
+      [&] {
+        script_source(err("def f(x: Tensor) -> Tensor:\n    y = x * 1.0\n    for r in y:\n        r += 1.0\n    return y\n"),
+                      "t.py");
+      },
+      "t.py:8:9: error: cannot write in place to 'r': it is a row of the tensor the for loop iterates over");
+  check_error(
+      [&] {
+        script_source(err("def f(x: Tensor) -> Tensor:\n    xs = [x * 1.0, x]\n    t = xs[0]\n    t.relu_()\n    return x\n"),
+                      "t.py");
+      },
+      "t.py:8:7: error: cannot write in place to 't': 'xs' holds it in a List[Tensor]");
   check_error([&] { script_source(err("def f(x: Tensor) -> Tensor:\n    y = x * 1.0\n    y[0], y[1] = 1.0, 2.0\n    return y\n"), "t.py"); },
               "supported only as a statement of its own");
 }
