@@ -26,9 +26,9 @@ namespace {
 const Type kIntT = Type::scalar(TypeKind::Int);
 
 // An op or prim whose output may share its input's memory (torch's views, contiguous of a
-// contiguous tensor, an element of a list or tuple).
+// contiguous tensor, .float() / .to() of a tensor already of that dtype, an element of a list or tuple).
 bool aliases_input(const Node& n) {
-  if (n.is_op()) return op_info(n.op()).kind == OpKind::View || n.op() == OpId::Contiguous;
+  if (n.is_op()) return op_info(n.op()).kind == OpKind::View || n.op() == OpId::Contiguous || n.op() == OpId::Cast;
   switch (n.prim()) {
     case Prim::Reshape:
     case Prim::Transpose:
