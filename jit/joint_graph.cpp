@@ -32,6 +32,11 @@ bool can_differentiate(const ir::Graph& g, std::string* why_not) {
         return no(fmt::format("line {}: {} reads a tensor's value", n->line, n->kind_name()));
       case ir::Prim::RandLike:
         return no(fmt::format("line {}: {} draws new numbers at each call", n->line, n->kind_name()));
+      case ir::Prim::Print:
+        return no(fmt::format("line {}: {} prints at each call", n->line, n->kind_name()));
+      case ir::Prim::Detach:
+        return no(fmt::format("line {}: {} cuts the gradient, which a recorded graph cannot express", n->line,
+                              n->kind_name()));
       default:
         break;
     }

@@ -7,6 +7,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/source_error.h"
@@ -33,6 +34,7 @@ enum class ExprKind : uint8_t {
   Compare,    // args[0] ops[0] args[1] ops[1] args[2] ... ("<", "==", "is", "is not", "in", ...)
   IfExp,      // args[1] if args[0] else args[2]
   Starred,    // *args[0], as a call argument (nn.Sequential(*layers) in __init__)
+  Dict,       // {args[0]: args[1], args[2]: args[3], ...}
 };
 
 struct Expr;
@@ -115,6 +117,7 @@ struct ClassDef {
   std::string name;
   SourceLoc loc;
   std::vector<std::unique_ptr<FunctionDef>> methods;
+  std::vector<std::pair<std::string, ExprPtr>> attrs;  // class-level `name = value`, in order
   const FunctionDef* method(std::string_view n) const {
     for (const auto& m : methods)
       if (m->name == n) return m.get();

@@ -108,6 +108,11 @@ class Init {
     obj->def = &c;
     auto mod = std::make_shared<ScriptedModule>(file_, obj);
     obj->module = mod.get();
+    // Class-level attributes first: __init__ reads them through self and may rebind them.
+    for (const auto& [name, value] : c.attrs) {
+      Scope sc;
+      obj->attrs[name] = eval(*value, sc);
+    }
     if (const FunctionDef* init = c.method("__init__")) {
       Static self = Static::module(obj);
       run_function(*init, &self, args, kwargs, at);
@@ -436,6 +441,7 @@ class Init {
       case ExprKind::Ellipsis:
       case ExprKind::Slice:
       case ExprKind::Starred: break;
+      case ExprKind::Dict: fail(e.loc, "dicts are not supported in __init__ (kiln script supports them in methods)");
     }
     fail(e.loc, "this expression is not supported in __init__");
   }
@@ -533,6 +539,17 @@ class Init {
       if (e.name == "inf") return Static::number(INFINITY);
       fail(e.loc, fmt::format("math.{} is not supported in kiln script", e.name));
     }
+    // ClassName.attr: a class-level attribute of a class of the file
+    if (base.kind == ExprKind::Name && !sc.vars.count(base.name))
+      for (const auto& c : m_.classes)
+        if (c->name == base.name) {
+          for (const auto& [name, value] : c->attrs)
+            if (name == e.name) {
+              Scope inner;
+              return eval(*value, inner);
+            }
+          fail(e.loc, fmt::format("class '{}' has no class attribute '{}'", c->name, e.name));
+        }
     Static b = eval(base, sc);
     if (b.kind == Kind::Module) {
       const Object& o = *b.obj;
@@ -819,14 +836,47 @@ class Init {
                                             k, s, p, d, pos_int(b["groups"], "groups"), need_bool(b["bias"], loc, "bias"));
       return make(Layer::Conv2d, name, m, b);
     }
-    if (name == "BatchNorm2d") {
+    if (name == "BatchNorm2d" || name == "BatchNorm1d") {
       Bound b = sig({"num_features", "eps", "momentum", "affine", "track_running_stats"}, 1, {F(1e-5), F(0.1), B(true), B(true)});
       if (!need_bool(b["track_running_stats"], loc, "track_running_stats"))
-        fail(loc, "nn.BatchNorm2d(track_running_stats=False) is not supported in kiln script");
-      if (b["momentum"].kind == Kind::None) fail(loc, "nn.BatchNorm2d(momentum=None) (a cumulative average) is not supported in kiln script");
-      auto m = std::make_shared<nn::BatchNorm2d>(pos_int(b["num_features"], "num_features"), need_number(b["eps"], loc, "eps"),
-                                                 need_number(b["momentum"], loc, "momentum"), need_bool(b["affine"], loc, "affine"));
-      return make(Layer::BatchNorm2d, name, m, b);
+        fail(loc, fmt::format("nn.{}(track_running_stats=False) is not supported in kiln script", name));
+      if (b["momentum"].kind == Kind::None)
+        fail(loc, fmt::format("nn.{}(momentum=None) (a cumulative average) is not supported in kiln script", name));
+      int64_t n = pos_int(b["num_features"], "num_features");
+      double eps = need_number(b["eps"], loc, "eps"), mom = need_number(b["momentum"], loc, "momentum");
+      bool affine = need_bool(b["affine"], loc, "affine");
+      if (name == "BatchNorm1d") return make(Layer::BatchNorm1d, name, std::make_shared<nn::BatchNorm1d>(n, eps, mom, affine), b);
+      return make(Layer::BatchNorm2d, name, std::make_shared<nn::BatchNorm2d>(n, eps, mom, affine), b);
+    }
+    if (name == "Conv1d") {
+      Bound b = sig({"in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias", "padding_mode"},
+                    3, {I(1), I(0), I(1), I(1), B(true), Static::str("zeros")});
+      if (b["padding_mode"].kind != Kind::Str || b["padding_mode"].s != "zeros")
+        fail(loc, "nn.Conv1d: only padding_mode='zeros' is supported in kiln script");
+      auto one = [&](const char* what) {
+        Shape v = need_ints(b[what], loc, what);
+        if (v.size() != 1) fail(loc, fmt::format("nn.Conv1d: {} must be an int or a 1-tuple, got {} values", what, v.size()));
+        return v[0];
+      };
+      int64_t k = one("kernel_size"), st = one("stride"), d = one("dilation"), p = 0;
+      if (b["padding"].kind == Kind::Str) {
+        if (b["padding"].s == "same") {
+          if (st != 1) fail(loc, "nn.Conv1d: padding='same' needs stride 1");
+          if (d * (k - 1) % 2) fail(loc, "nn.Conv1d: padding='same' with an even kernel pads unevenly, which kiln does not support");
+          p = d * (k - 1) / 2;
+        } else if (b["padding"].s != "valid") {
+          fail(loc, fmt::format("nn.Conv1d: padding '{}' must be 'same', 'valid' or an int", b["padding"].s));
+        }
+      } else {
+        p = one("padding");
+      }
+      b["kernel_size"] = I(k);
+      b["stride"] = I(st);
+      b["padding"] = I(p);
+      b["dilation"] = I(d);
+      auto m = std::make_shared<nn::Conv1d>(pos_int(b["in_channels"], "in_channels"), pos_int(b["out_channels"], "out_channels"),
+                                            k, st, p, d, pos_int(b["groups"], "groups"), need_bool(b["bias"], loc, "bias"));
+      return make(Layer::Conv1d, name, m, b);
     }
     if (name == "LayerNorm") {
       Bound b = sig({"normalized_shape", "eps", "elementwise_affine"}, 1, {F(1e-5), B(true)});
@@ -844,9 +894,15 @@ class Init {
     }
     if (name == "Embedding") {
       Bound b = sig({"num_embeddings", "embedding_dim", "padding_idx", "max_norm"}, 2, {none, none});
-      if (b["padding_idx"].kind != Kind::None) fail(loc, "nn.Embedding(padding_idx=...) is not supported in kiln script");
       if (b["max_norm"].kind != Kind::None) fail(loc, "nn.Embedding(max_norm=...) is not supported in kiln script");
-      auto m = std::make_shared<nn::Embedding>(pos_int(b["num_embeddings"], "num_embeddings"), pos_int(b["embedding_dim"], "embedding_dim"));
+      int64_t num = pos_int(b["num_embeddings"], "num_embeddings");
+      std::optional<int64_t> pad;
+      if (b["padding_idx"].kind != Kind::None) {
+        pad = need_int(b["padding_idx"], loc, "padding_idx");
+        if (*pad < -num || *pad >= num)
+          fail(loc, fmt::format("nn.Embedding: padding_idx {} must be within num_embeddings {}", *pad, num));
+      }
+      auto m = std::make_shared<nn::Embedding>(num, pos_int(b["embedding_dim"], "embedding_dim"), pad);
       return make(Layer::Embedding, name, m, b);
     }
     if (name == "MaxPool2d" || name == "AvgPool2d") {
@@ -925,7 +981,7 @@ class Init {
         fail(loc, "nn.Parameter(requires_grad=False) is not supported in kiln script; use register_buffer");
       return Static::of_tensor(b["data"].tensor.detach(), true);
     }
-    std::vector<std::string> known = {"Linear", "Conv2d", "BatchNorm2d", "LayerNorm", "Dropout", "Embedding", "MaxPool2d",
+    std::vector<std::string> known = {"Linear", "Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm", "Dropout", "Embedding", "MaxPool2d",
                                       "AvgPool2d", "ReLU", "GELU", "Tanh", "Sigmoid", "Flatten", "Identity", "Softmax",
                                       "LogSoftmax", "Sequential", "ModuleList", "Parameter"};
     fail(loc, fmt::format("nn.{} is not supported in kiln script{}", name, did_you_mean(name, known)));

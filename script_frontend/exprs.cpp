@@ -282,6 +282,7 @@ Value* Lowerer::expr(const Expr& e) {
     case ExprKind::BoolOp: v = bool_op(e, 0); break;
     case ExprKind::Compare: v = compare_chain(e, 0, expr(*e.args[0])); break;
     case ExprKind::Starred: fail(e.loc, "starred expressions are only supported in __init__ (nn.Sequential(*layers))");
+    case ExprKind::Dict: v = dict_literal(e); break;
     case ExprKind::IfExp: {
       if (std::optional<bool> known = static_condition(*e.args[0])) {
         v = expr(*e.args[*known ? 1 : 2]);
@@ -345,9 +346,9 @@ Value* Lowerer::binary(const std::string& op, Value* a, Value* b, SourceLoc loc)
       // floats. Integer tensors need an exact integer division the op table does not have, and a
       // float division would change their dtype, so a tensor's dtype must be known to be floating.
       auto floating = [](const Type& t) { return t.kind == TypeKind::Float || (t.is_tensor() && t.dtype && is_floating(*t.dtype)); };
+      // Otherwise eager's floor_divide / remainder, exact for integer tensors as torch.
       if (!floating(ta) && !floating(tb))
-        fail(loc, fmt::format("'{}' on tensors needs a floating operand of known dtype in kiln script (got {} and {}); "
-                              "integer tensors are not supported yet", op, ta.str(), tb.str()));
+        return prim(op == "//" ? Prim::FloorDivide : Prim::Remainder, {x, y}, Type::tensor());
       Value* q = this->op(OpId::Floor, {this->op(OpId::Div, {x, y})});
       if (op == "//") return q;
       return this->op(OpId::Sub, {x, this->op(OpId::Mul, {q, y})});
@@ -398,7 +399,18 @@ Value* Lowerer::compare(const std::string& op, const Expr& ea, Value* a, const E
   if (op == "in" || op == "not in") {
     // Over a tuple or list whose elements are known here: a chain of ==, decided now when all are
     // constants.
+    if (const auto* keys = dict_keys(b)) {
+      auto k = const_str(Arg{&ea, nullptr, ea.loc});
+      if (!k) fail(ea.loc, "'in' over a dict needs a string constant key in kiln script");
+      bool found = std::find(keys->begin(), keys->end(), *k) != keys->end();
+      return constant(op == "in" ? found : !found);
+    }
     ir::Node* n = b->node();
+    if (tb.kind == TypeKind::List && n->prim() != Prim::ListConstruct) {
+      // A list built at run time: a loop over its elements.
+      Value* found = list_contains(b, a, loc);
+      return op == "in" ? found : prim(Prim::Not, {found}, kBool);
+    }
     if (n->prim() != Prim::TupleConstruct && n->prim() != Prim::ListConstruct)
       fail(loc, fmt::format("'{}' needs a tuple or list written out in kiln script, got {}", op, tb.str()));
     Value* found = constant(false);
@@ -450,7 +462,40 @@ Value* Lowerer::compare(const std::string& op, const Expr& ea, Value* a, const E
     return prim(p, {a, b}, kBool);
   }
   if ((op == "==" || op == "!=") && ta.kind == TypeKind::None && tb.kind == TypeKind::None) return constant(op == "==");
+  // Strings known when lowering (a dict's keys in a loop over items()): decided now.
+  if ((op == "==" || op == "!=") && ta.kind == TypeKind::Str && tb.kind == TypeKind::Str) {
+    const AttrValue* ca = const_attr(a);
+    const AttrValue* cb = const_attr(b);
+    if (ca && cb) return constant((std::get<std::string>(*ca) == std::get<std::string>(*cb)) == (op == "=="));
+    fail(loc, "kiln script compares strings known when lowering only");
+  }
   fail(loc, fmt::format("cannot compare {} and {} with '{}'", ta.str(), tb.str(), op));
+}
+
+Value* Lowerer::list_contains(Value* list, Value* x, SourceLoc loc) {
+  const Type& et = list->type().elems[0];
+  if (!is_number(et) || !is_number(x->type()))
+    fail(loc, fmt::format("'in' over a {} built at run time compares numbers in kiln script, got {}", list->type().str(),
+                          x->type().str()));
+  // found = False; for e in list: found = found or e == x   (a prim::Loop that stops once found)
+  Value* trip = prim(Prim::Len, {list}, kInt);
+  Value* go = constant(true);
+  Value* none_yet = constant(false);
+  Node* n = emit(g_->create(Prim::Loop, 0));
+  n->add_input(trip);
+  n->add_input(go);
+  n->add_input(none_yet);
+  ir::Block* b = n->add_block();
+  Value* i = b->add_input(kInt, "iter");
+  b->add_input(kBool, "found");
+  {
+    ir::InsertPointGuard guard(*g_);
+    g_->set_insert_point(b);
+    Value* eq = prim(Prim::NumEq, {prim(Prim::ListIndex, {list, i}, et), x}, kBool);
+    b->register_output(prim(Prim::Not, {eq}, kBool));
+    b->register_output(eq);
+  }
+  return n->add_output(kBool);
 }
 
 // a < b < c is (a < b) and (b < c), with b evaluated once, short-circuiting as Python does.
@@ -521,6 +566,10 @@ Value* Lowerer::subscript(const Expr& e) {
   loc_ = e.loc;
   const Type& t = x->type();
   if (t.is_tensor()) return tensor_index(x, e);
+  if (dict_keys(x)) {
+    if (e.args.size() != 2) fail(e.loc, "a dict takes one key");
+    return dict_get(x, *e.args[1]);
+  }
   if (e.args.size() != 2) fail(e.loc, fmt::format("{} takes one index", t.str()));
   const Expr& ix = *e.args[1];
   if (t.kind == TypeKind::Tuple) {
@@ -593,7 +642,15 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
           if (k == 2 && *c <= 0) fail(ix.args[2]->loc, "tensor slice steps must be positive");
           a.set(names[k], *c);
         }
-      if (!dynamic) return op(OpId::Slice, {x}, std::move(a));
+      if (!dynamic) {
+        ViewStep st{ViewStep::Slice, dim};
+        if (a.has("start")) st.start = constant(a.i("start"));
+        if (a.has("end")) st.end = constant(a.i("end"));
+        st.step = a.has("step") ? a.i("step") : 1;
+        Value* v = op(OpId::Slice, {x}, std::move(a));
+        record_view(v, x, st);
+        return v;
+      }
       // A bound computed at run time (x[:, :n]): prim::slice, which takes the bounds as values.
       Value* bounds[2];
       for (int k = 0; k < 2; ++k) {
@@ -610,18 +667,36 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
       int64_t step = a.has("step") ? a.i("step") : 1;
       Type opt_int = Type::optional(kInt);
       for (Value*& b : bounds) b->set_type(b->type().kind == TypeKind::None ? opt_int : b->type());
-      return prim(Prim::Slice, {x, constant(dim), bounds[0], bounds[1], constant(step)}, Type::tensor());
+      Value* v = prim(Prim::Slice, {x, constant(dim), bounds[0], bounds[1], constant(step)}, Type::tensor());
+      ViewStep st{ViewStep::Slice, dim};
+      st.start = bounds[0]->type().kind == TypeKind::Int ? bounds[0] : nullptr;
+      st.end = bounds[1]->type().kind == TypeKind::Int ? bounds[1] : nullptr;
+      st.step = step;
+      record_view(v, x, st);
+      return v;
     }
-    if (ix.kind == ExprKind::None) return op(OpId::Unsqueeze, {x}, Attrs().set("dim", dim));
+    if (ix.kind == ExprKind::None) {
+      Value* v = op(OpId::Unsqueeze, {x}, Attrs().set("dim", dim));
+      record_view(v, x, ViewStep{ViewStep::Unsqueeze, dim});
+      return v;
+    }
     if (auto c = const_int(Arg{&ix, nullptr, ix.loc})) {
       *removes = true;
-      return op(OpId::Select, {x}, Attrs().set("dim", dim).set("index", *c));
+      ViewStep st{ViewStep::Select, dim};
+      st.index = constant(*c);
+      Value* v = op(OpId::Select, {x}, Attrs().set("dim", dim).set("index", *c));
+      record_view(v, x, st);
+      return v;
     }
     Value* i = expr(ix);
     loc_ = ix.loc;
     if (i->type().kind == TypeKind::Int) {
       *removes = true;
-      return select_dynamic(x, dim, i);
+      ViewStep st{ViewStep::Select, dim};
+      st.index = i;
+      Value* v = select_dynamic(x, dim, i);
+      record_view(v, x, st);
+      return v;
     }
     if (i->type().is_tensor()) fail(ix.loc, "indexing a tensor with a tensor is not supported in kiln script; use torch.index_select or torch.where");
     fail(ix.loc, fmt::format("tensor indices must be int or slices, got {}", i->type().str()));
@@ -661,6 +736,14 @@ Value* Lowerer::attribute(const Expr& e) {
     fail(e.loc, fmt::format("math.{} is not supported in kiln script", e.name));
   }
   if (const Object* o = static_object(base)) return object_attribute(*o, e.name, e.loc);
+  // ClassName.attr: a class-level attribute of a class of the file, a constant
+  if (base.kind == ExprKind::Name && !frame().env.count(base.name))
+    for (const auto& c : m_.classes)
+      if (c->name == base.name) {
+        for (const auto& [name, value] : c->attrs)
+          if (name == e.name) return expr(*value);
+        fail(e.loc, fmt::format("class '{}' has no class attribute '{}'", c->name, e.name));
+      }
   Value* x = expr(base);
   loc_ = e.loc;
   if (x->type().is_tensor())
@@ -741,11 +824,25 @@ Value* Lowerer::call(const Expr& e) {
     loc_ = e.loc;
     if (!self->type().is_tensor())
       fail(fn.loc, fmt::format("{} has no method '{}' in kiln script", self->type().str(), fn.name));
+    if (fn.name.size() > 1 && fn.name.back() == '_' && fn.name[fn.name.size() - 2] != '_')
+      return inplace_method(e, self, fn.name);
     return call_builtin(*this, fn.name, e, self);
   }
   if (fn.kind != ExprKind::Name) fail(fn.loc, "only functions of this file, torch.<function> and tensor methods can be called");
   for (const auto& f : m_.functions)
     if (f->name == fn.name) return inline_call(*f, e);
+  if (fn.name == "print" && !frame().env.count("print")) {
+    // A side effect kept by dead-code elimination; printed as Python prints, space-separated.
+    if (!e.keywords.empty()) fail(e.keywords[0].loc, fmt::format("print() keyword '{}' is not supported in kiln script", e.keywords[0].name));
+    Node* n = g_->create(Prim::Print, 0);
+    for (size_t i = 1; i < e.args.size(); ++i) {
+      if (e.args[i]->kind == ExprKind::Starred) fail(e.args[i]->loc, "starred arguments are only supported in __init__");
+      n->add_input(expr(*e.args[i]));
+    }
+    loc_ = e.loc;
+    emit(n);
+    return g_->insert_none();
+  }
   return call_builtin(*this, fn.name, e, nullptr);
 }
 

@@ -129,13 +129,43 @@ Value* call_layer(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, Sourc
       return L.op(OpId::Conv2d, ins,
                   Attrs().set("stride", c.stride).set("padding", c.padding).set("dilation", c.dilation).set("groups", c.groups));
     }
+    case Layer::Conv1d: {
+      // conv2d over a height of 1, as eager conv1d
+      auto& c = static_cast<nn::Conv1d&>(m);
+      std::vector<Value*> ins = {L.op(OpId::Unsqueeze, {x}, Attrs().set("dim", int64_t(2))),
+                                 L.op(OpId::Unsqueeze, {param(c.weight, "weight")}, Attrs().set("dim", int64_t(2)))};
+      if (c.bias.defined()) ins.push_back(param(c.bias, "bias"));
+      Value* y = L.op(OpId::Conv2d, ins,
+                      Attrs()
+                          .set("stride", Shape{1, c.stride})
+                          .set("padding", Shape{0, c.padding})
+                          .set("dilation", Shape{1, c.dilation})
+                          .set("groups", c.groups));
+      return L.op(OpId::Squeeze, {y}, Attrs().set("dims", Shape{2}));
+    }
+    case Layer::BatchNorm1d:
     case Layer::BatchNorm2d: {
       auto& bn = static_cast<nn::BatchNorm2d&>(m);
       int64_t C = bn.running_mean.numel();
       Shape cs{C, 1, 1};
-      L.check(L.prim(Prim::NumEq, {L.prim(Prim::Len, {L.prim(Prim::Shape, {x}, Type::list(kInt))}, kInt), L.constant(int64_t(4))},
-                     Type::scalar(TypeKind::Bool)),
-              "BatchNorm2d: expected 4D input");
+      Value* rank = L.prim(Prim::Len, {L.prim(Prim::Shape, {x}, Type::list(kInt))}, kInt);
+      Value* x_in = x;
+      if (o.layer == Layer::BatchNorm1d) {
+        // (N, C) and (N, C, L) as (N, C, L', 1): the same statistics per channel
+        Value* ok = L.if_value(L.prim(Prim::NumEq, {rank, L.constant(int64_t(2))}, Type::scalar(TypeKind::Bool)),
+                               [&] { return L.constant(true); },
+                               [&] { return L.prim(Prim::NumEq, {rank, L.constant(int64_t(3))}, Type::scalar(TypeKind::Bool)); },
+                               loc);
+        L.check(ok, "BatchNorm1d: expected 2D or 3D input");
+        Type li = Type::list(kInt);
+        Value* shape4 = L.prim(Prim::ListConstruct,
+                               {L.prim(Prim::Size, {x, L.constant(int64_t(0))}, kInt), L.prim(Prim::Size, {x, L.constant(int64_t(1))}, kInt),
+                                L.constant(int64_t(-1)), L.constant(int64_t(1))},
+                               li);
+        x = L.prim(Prim::Reshape, {x, shape4}, Type::tensor());
+      } else {
+        L.check(L.prim(Prim::NumEq, {rank, L.constant(int64_t(4))}, Type::scalar(TypeKind::Bool)), "BatchNorm2d: expected 4D input");
+      }
       auto per_channel = [&](Value* v) { return L.op(OpId::Reshape, {v}, Attrs().set("shape", cs)); };
       Value* rm = param(bn.running_mean, "running_mean");
       Value* rv = param(bn.running_var, "running_var");
@@ -169,6 +199,7 @@ Value* call_layer(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, Sourc
       Value* y = L.op(OpId::Mul, {L.op(OpId::Sub, {x, mean}), L.op(OpId::Rsqrt, {L.op(OpId::Add, {var, number(L, bn.eps)})})});
       if (bn.weight.defined()) y = L.op(OpId::Mul, {y, per_channel(param(bn.weight, "weight"))});
       if (bn.bias.defined()) y = L.op(OpId::Add, {y, per_channel(param(bn.bias, "bias"))});
+      if (o.layer == Layer::BatchNorm1d) y = L.prim(Prim::Reshape, {y, L.prim(Prim::Shape, {x_in}, Type::list(kInt))}, Type::tensor());
       return y;
     }
     case Layer::LayerNorm: {
@@ -182,6 +213,13 @@ Value* call_layer(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, Sourc
       Value* w = param(em.weight, "weight");
       Value* flat = L.op(OpId::Reshape, {x}, Attrs().set("shape", Shape{-1}));
       Value* rows = L.op(OpId::IndexSelect, {w, flat}, Attrs().set("dim", int64_t(0)));
+      if (em.padding_idx) {
+        // The padding row's value without a path back to the weight: it gets no gradient, as torch.
+        Value* pad = L.op(OpId::Eq, {flat, L.number_to_tensor(L.constant(*em.padding_idx))});
+        pad = L.op(OpId::Reshape, {pad}, Attrs().set("shape", Shape{-1, 1}));
+        Value* fixed = L.op(OpId::IndexSelect, {L.prim(Prim::Detach, {w}, Type::tensor()), flat}, Attrs().set("dim", int64_t(0)));
+        rows = L.op(OpId::Where, {pad, fixed, rows});
+      }
       Type li = Type::list(kInt);
       Value* shape = L.prim(Prim::ListAdd,
                             {L.prim(Prim::Shape, {x}, li), L.prim(Prim::ListConstruct, {L.constant(em.weight.size(1))}, li)}, li);

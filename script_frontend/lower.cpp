@@ -143,7 +143,9 @@ Value* Lowerer::coerce(Value* v, const Type& want, SourceLoc loc, std::string_vi
 Lowerer::Frame Lowerer::new_frame(const FunctionDef& f, const Object* self) {
   Frame fr{&f, Type::scalar(TypeKind::None)};
   fr.self = self;
-  if (f.has_returns) {
+  if (f.has_returns && (f.returns.name == "Dict" || f.returns.name == "dict")) {
+    fr.infer_ret = true;  // a dict is a tuple whose element types come from the return
+  } else if (f.has_returns) {
     fr.ret_type = type_from_annotation(src_, f.returns, m_.imported);
   } else if (self) {
     fr.infer_ret = true;  // TorchScript infers a method's return type from its returns
@@ -173,6 +175,9 @@ std::shared_ptr<ir::Graph> Lowerer::lower_top(const FunctionDef& f, const Object
   bound_.clear();
   bound_inputs_.clear();
   buffer_vars_.clear();
+  views_.clear();
+  opaque_.clear();
+  param_of_.clear();
   inlining_ = {&f};
   loc_ = f.loc;
   Frame fr = new_frame(f, self);
@@ -188,6 +193,7 @@ std::shared_ptr<ir::Graph> Lowerer::lower_top(const FunctionDef& f, const Object
     if (p.default_value && p.default_value->kind != ExprKind::None && !self)
       fail(p.default_value->loc, "only None is supported as a parameter default in kiln script");
     fr.env[p.name] = g_->add_input(t, p.name);
+    param_of_[fr.env[p.name]] = fmt::format("parameter '{}' of '{}'", p.name, f.name);
   }
   frames_.push_back(std::move(fr));
   Value* result = nullptr;
@@ -292,6 +298,12 @@ Value* Lowerer::inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc
     }
     fr.env[p.name] = coerce(bound[i], t, locs[i], fmt::format("argument '{}' of {}()", p.name, f.name));
   }
+  // While the callee runs, its parameters are the caller's values: writing to them is refused.
+  std::map<Value*, std::string> saved_params = param_of_;
+  for (size_t i = 0; i < nparams; ++i) {
+    Value* v = fr.env[f.params[i + first].name];
+    if (!param_of_.count(v)) param_of_[v] = fmt::format("parameter '{}' of '{}'", f.params[i + first].name, f.name);
+  }
   // Updated buffers are state of the whole module tree: the callee sees and updates them.
   for (auto& [impl, var] : buffer_vars_)
     if (frame().env.count(var)) fr.env[var] = frame().env.at(var);
@@ -324,6 +336,7 @@ Value* Lowerer::inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc
   for (auto& [impl, var] : buffer_vars_)
     if (frame().env.count(var)) buffers[var] = frame().env.at(var);
   frames_.pop_back();
+  param_of_ = std::move(saved_params);
   for (auto& [var, v] : buffers) frame().env[var] = v;
   std::swap(saved_loops, loops_);
   inlining_.pop_back();
@@ -390,6 +403,8 @@ Value* Lowerer::exit_condition(unsigned flags) {
 
 void Lowerer::target_names(const Expr& t, std::set<std::string>& out) const {
   if (t.kind == ExprKind::Name) out.insert(t.name);
+  // x[i] = v and x[i].add_(v) write x (a new value in the graph, so a loop carries it)
+  if (t.kind == ExprKind::Subscript) target_names(*t.args[0], out);
   if (t.kind == ExprKind::Tuple || t.kind == ExprKind::List)
     for (const auto& a : t.args) target_names(*a, out);
 }
@@ -402,6 +417,9 @@ void Lowerer::assigned_names(const std::vector<StmtPtr>& b, std::set<std::string
     if (v && v->kind == ExprKind::Call && v->args[0]->kind == ExprKind::Attribute && v->args[0]->name == "append" &&
         v->args[0]->args[0]->kind == ExprKind::Name)
       out.insert(v->args[0]->args[0]->name);
+    if (v && v->kind == ExprKind::Call && v->args[0]->kind == ExprKind::Attribute && v->args[0]->name.size() > 1 &&
+        v->args[0]->name.back() == '_')
+      target_names(*v->args[0]->args[0], out);
     assigned_names(s->body, out);
     assigned_names(s->orelse, out);
   }
@@ -433,25 +451,33 @@ void Lowerer::stmt(const Stmt& s) {
   switch (s.kind) {
     case StmtKind::Expr: {
       if (s.value->kind == ExprKind::String || s.value->kind == ExprKind::Ellipsis) return;  // docstring
-      if (s.value->kind == ExprKind::Call && s.value->args[0]->kind == ExprKind::Name && s.value->args[0]->name == "print")
-        fail(s.value->loc, "print is not supported in kiln script");
       expr(*s.value);
       return;
     }
     case StmtKind::Assign: {
+      if (s.targets.size() == 1 && s.targets[0]->kind == ExprKind::Subscript)
+        return write_inplace(*s.targets[0], "", *s.value, s.loc);
       if (s.targets.size() == 1) return assign_from_expr(*s.targets[0], *s.value);
       Value* v = expr(*s.value);
       for (const auto& t : s.targets) assign(*t, v, t->loc);
       return;
     }
     case StmtKind::AugAssign: {
+      if (s.targets[0]->kind == ExprKind::Subscript) return write_inplace(*s.targets[0], s.op, *s.value, s.loc);
       if (s.targets[0]->kind != ExprKind::Name) return assign(*s.targets[0], nullptr, s.targets[0]->loc);
       Value* cur = name(*s.targets[0]);
+      // On a tensor, torch updates it in place: names sharing its memory see the change.
+      if (cur->type().is_tensor()) return write_inplace(*s.targets[0], s.op, *s.value, s.loc);
       Value* rhs = expr(*s.value);
       loc_ = s.loc;
       return assign(*s.targets[0], binary(s.op, cur, rhs, s.loc), s.loc);
     }
     case StmtKind::AnnAssign: {
+      if (s.annotation.name == "Dict" || s.annotation.name == "dict") {
+        Value* d = expr(*s.value);
+        if (!dict_keys(d)) fail(s.value->loc, fmt::format("the annotation of '{}' is a dict, got {}", s.targets[0]->name, d->type().str()));
+        return assign(*s.targets[0], d, s.loc);
+      }
       Type t = type_from_annotation(src_, s.annotation, m_.imported);
       Value* v = nullptr;
       if (s.value->kind == ExprKind::List && s.value->args.empty() && t.kind == TypeKind::List)
@@ -540,8 +566,8 @@ void Lowerer::assign(const Expr& target, Value* v, SourceLoc loc) {
                           "when it is built)",
                           target.name));
   if (target.kind == ExprKind::Subscript)
-    fail(loc, "assignment to an element or slice is not supported in kiln script (tensors are immutable here; "
-              "build the value with torch.cat or torch.where)");
+    fail(loc, "assignment to an element or slice is supported only as a statement of its own (x[i] = v), not in "
+              "unpacking or chained assignment");
   fail(loc, "cannot assign to this expression");
 }
 
@@ -603,6 +629,20 @@ void Lowerer::branch(Value* cond, const std::function<void()>& then_fn, const st
       partial_after.insert(k);
       continue;
     }
+    // A function returning Optional[T]: None on one path and a T on another merge into an Optional[T].
+    const Type& rt = frame().ret_type;
+    bool optional_ret = k == kRetValue && rt.kind == TypeKind::Optional;
+    auto fits = [&](const Type& t) {
+      return t.kind == TypeKind::None || t.kind == TypeKind::Optional || same_type(t, rt.elems[0]);
+    };
+    if (optional_ret && !same_type(v[0]->type(), v[1]->type()) && fits(v[0]->type()) && fits(v[1]->type())) {
+      blocks[0]->register_output(v[0]);
+      blocks[1]->register_output(v[1]);
+      Value* o = n->add_output(rt);
+      o->set_name(ir_name(k));
+      merged[k] = o;
+      continue;
+    }
     if (!same_type(v[0]->type(), v[1]->type())) {
       // A refined optional against its original: the merged value stays optional.
       if (k == kRetValue)
@@ -616,8 +656,11 @@ void Lowerer::branch(Value* cond, const std::function<void()>& then_fn, const st
     blocks[1]->register_output(v[1]);
     Value* o = n->add_output(v[0]->type().is_tensor() ? Type::tensor() : v[0]->type());
     o->set_name(ir_name(k));
+    merge_dict(o, v[0], v[1], k, loc, "if");
     merged[k] = o;
   }
+  mark_merged_aliases(before, merged, loc, "code before the if");
+  for (int b = 0; b < 2; ++b) mark_merged_aliases(envs[b], merged, loc, b ? "else branch of the if" : "if branch of the if");
   frame().env = std::move(merged);
   for (auto& [k, v] : frame().env) partial_after.erase(k);
   frame().partial = std::move(partial_after);
@@ -667,6 +710,7 @@ void Lowerer::if_stmt(const Stmt& s) {
   // A condition on the module's configuration (`self.downsample is not None`, `self.training`) is
   // decided now, as TorchScript does: the other branch may not even type-check for this module.
   if (std::optional<bool> known = static_condition(*s.test)) return block(*known ? s.body : s.orelse);
+  if (std::optional<bool> known = dict_condition(*s.test)) return block(*known ? s.body : s.orelse);
   Value* c = to_condition(expr(*s.test), s.test->loc);
   auto run = [&](const std::vector<StmtPtr>& body, bool then_branch) {
     if (auto opt = refine_none(*s.test, then_branch)) {
@@ -716,7 +760,10 @@ void Lowerer::loop(Value* trip, Value* cond, const std::vector<StmtPtr>& body, c
     n->add_input(init);
     types.push_back(init->type().is_tensor() ? Type::tensor() : init->type());
     F.env[k] = b->add_input(types.back(), ir_name(k));
+    if (const auto* keys = dict_keys(init)) dict_keys_[F.env[k]] = *keys;
   }
+  mark_merged_aliases(before, F.env, loc, "code before the loop");
+  std::map<std::string, Value*> body_env;
   std::set<std::string> partial_before = F.partial;
   loops_.push_back(ctx);
   {
@@ -739,12 +786,15 @@ void Lowerer::loop(Value* trip, Value* cond, const std::vector<StmtPtr>& body, c
       Value* v = frame().env.count(carried[i]) ? frame().env.at(carried[i]) : nullptr;
       if (!v)
         fail(loc, fmt::format("variable '{}' is not defined on every path through the loop body", carried[i]));
-      if (!same_type(v->type(), types[i]))
+      bool optional_ret = carried[i] == kRetValue && types[i].kind == TypeKind::Optional &&
+                          (v->type().kind == TypeKind::None || same_type(v->type(), types[i].elems[0]));
+      if (!same_type(v->type(), types[i]) && !optional_ret)
         fail(loc, fmt::format("variable '{}' is {} before the loop and {} after an iteration; a loop must keep each "
                               "variable's type",
                               carried[i], types[i].str(), v->type().str()));
       b->register_output(v);
     }
+    body_env = frame().env;
   }
   loops_.pop_back();
   --loop_depth_;
@@ -756,8 +806,11 @@ void Lowerer::loop(Value* trip, Value* cond, const std::vector<StmtPtr>& body, c
   for (size_t i = 0; i < carried.size(); ++i) {
     Value* o = n->add_output(types[i].is_tensor() ? Type::tensor() : types[i]);
     o->set_name(ir_name(carried[i]));
+    merge_dict(o, n->input(i + 2), body_env.at(carried[i]), carried[i], loc, "loop");
     F2.env[carried[i]] = o;
   }
+  mark_merged_aliases(before, F2.env, loc, "code before the loop");
+  mark_merged_aliases(body_env, F2.env, loc, "loop body");
   if (!ctx.brk.empty()) F2.env.erase(ctx.brk);
   if (!ctx.cont.empty()) F2.env.erase(ctx.cont);
   F2.partial = partial_before;
@@ -838,6 +891,7 @@ void Lowerer::for_stmt(const Stmt& s) {
          next, s.loc);
     return;
   }
+  if (dict_for(s)) return;
   // A tuple written in the for header is unrolled from its elements, without building the tuple.
   Value* seq = nullptr;
   if (it.kind == ExprKind::Tuple && !it.args.empty()) {
@@ -881,6 +935,11 @@ void Lowerer::for_stmt(const Stmt& s) {
          [&](Value* iter) {
            Value* e = t.kind == TypeKind::List ? prim(Prim::ListIndex, {seq, iter}, t.elems[0])
                                                : select_dynamic(seq, 0, iter);
+           // torch's rows are views of the tensor iterated over; the loop does not carry it, so a write
+           // through one cannot be followed.
+           if (t.kind == TypeKind::Tensor)
+             opaque_[e] = "it is a row of the tensor the for loop iterates over, which kiln script does not write "
+                          "back; index it instead (for i in range(len(x)): x[i] += ...)";
            assign(target, e, target.loc);
          },
          next, s.loc);

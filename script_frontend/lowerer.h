@@ -113,6 +113,23 @@ class Lowerer {
   // A runtime check: raises `message` (with the file and line) when cond is false.
   void check(Value* cond, const std::string& message);
 
+  // ---- writes through views (inplace.cpp)
+  // How an indexing view was made from its base, so a write to it can be scattered back.
+  struct ViewStep {
+    enum Kind : uint8_t { Select, Slice, Unsqueeze } kind = Select;
+    int64_t dim = 0;
+    Value* index = nullptr;              // Select: an int value
+    Value *start = nullptr, *end = nullptr;  // Slice: int values, null when absent
+    int64_t step = 1;
+  };
+  // Records that `view` is base[step] (tensor_index calls it for every index it applies).
+  void record_view(Value* view, Value* base, const ViewStep& step);
+  // `target op= rhs` (op empty: plain `target[...] = rhs`) for a tensor target: the new value is
+  // written through every name that shares its memory, as torch's in-place ops are seen.
+  void write_inplace(const Expr& target, const std::string& op, const Expr& rhs, SourceLoc loc);
+  // x.add_(y), x.relu_(), ...: the out-of-place result cast to x's dtype, written through x.
+  Value* inplace_method(const Expr& call, Value* self, const std::string& name);
+
  private:
   // A function being lowered (the top one or an inlined callee): its variables and exit flags.
   struct Frame {
@@ -162,6 +179,31 @@ class Lowerer {
   Value* exit_condition(unsigned flags);
   void assigned_names(const std::vector<StmtPtr>& b, std::set<std::string>& out) const;
   void target_names(const Expr& t, std::set<std::string>& out) const;
+  // dicts.cpp: a dict is a tuple of its values; dict_keys_ holds its keys
+  const std::vector<std::string>* dict_keys(Value* v) const;
+  Value* make_dict(const std::vector<std::string>& keys, const std::vector<Value*>& values);
+  std::vector<Value*> dict_values(Value* d);
+  std::string dict_key(const Expr& key);
+  Value* dict_literal(const Expr& e);
+  Value* dict_get(Value* d, const Expr& key);
+  void dict_store(const Expr& target, const std::string& op, const Expr& rhs, SourceLoc loc);
+  bool dict_for(const Stmt& s);  // false when s does not loop over a dict
+  // `"k" in d` / `not in` as an if's test: decided now (a branch may add the key, changing d's type).
+  std::optional<bool> dict_condition(const Expr& test);
+  // An If or Loop output `out` merging a and b: it is a dict when they are, with the same keys.
+  void merge_dict(Value* out, Value* a, Value* b, const std::string& var, SourceLoc loc, const char* where);
+  Value* list_contains(Value* list, Value* x, SourceLoc loc);
+  // inplace.cpp
+  // Scatters `updated` (the view's new value; `fresh` when made for this write, so it stays a view
+  // of the new base) up to the root and rebinds every name aliasing it; the new value of `view`.
+  Value* write_through(Value* view, Value* updated, SourceLoc loc, const std::string& what, bool fresh);
+  Value* copy_into(Value* self, Value* src);  // self.copy_(src): src broadcast and cast to self
+  std::string described(const Expr& target) const;
+  Value* alias_root(Value* v) const;  // following indexing views and the view ops
+  // After an If or Loop merges `names`, their new values lose the aliasing the old ones had: a later
+  // write through them is refused (`opaque_`) where that aliasing could be seen.
+  void mark_merged_aliases(const std::map<std::string, Value*>& env, const std::map<std::string, Value*>& merged,
+                           SourceLoc loc, const char* where);
 
   // expressions
   Value* name(const Expr& e);
@@ -192,6 +234,10 @@ class Lowerer {
   std::map<const TensorImpl*, std::string> buffer_vars_;  // updated buffers: their env variable
   std::vector<std::pair<size_t, size_t>> writebacks_;
   std::vector<const FunctionDef*> inlining_;
+  std::map<Value*, std::pair<Value*, ViewStep>> views_;  // indexing views: base and step
+  std::map<Value*, std::string> opaque_;                // values a write must not go through: why
+  std::map<Value*, std::string> param_of_;
+  std::map<Value*, std::vector<std::string>> dict_keys_;              // function parameters' values: the function
   int loop_depth_ = 0;
   SourceLoc loc_;
 

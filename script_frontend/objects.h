@@ -93,7 +93,7 @@ struct Static {
 
 // The layers of torch.nn that kiln script builds and lowers; User is a class of the file.
 enum class Layer : uint8_t {
-  User, Linear, Conv2d, BatchNorm2d, LayerNorm, Dropout, Embedding, MaxPool2d, AvgPool2d, ReLU, GELU, Tanh,
+  User, Linear, Conv1d, Conv2d, BatchNorm1d, BatchNorm2d, LayerNorm, Dropout, Embedding, MaxPool2d, AvgPool2d, ReLU, GELU, Tanh,
   Sigmoid, Flatten, Identity, Softmax, LogSoftmax, Sequential, ModuleList
 };
 

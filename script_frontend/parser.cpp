@@ -316,8 +316,18 @@ class Parser {
         end_of_statement();
       } else if (at_op("@")) {
         fail_here("decorators are not supported in kiln script");
+      } else if (at(Tok::Name) && !is_keyword(cur().text) && peek().kind == Tok::Op &&
+                 (peek().text == "=" || peek().text == ":")) {
+        // A class-level attribute (`expansion = 1`): a constant every instance starts with.
+        StmtPtr st = simple_statement();
+        end_of_statement();
+        if ((st->kind != StmtKind::Assign && st->kind != StmtKind::AnnAssign) || st->targets.size() != 1 ||
+            st->targets[0]->kind != ExprKind::Name || !st->value)
+          src_.fail(st->loc, "a class-level attribute in kiln script is `name = value`");
+        c->attrs.emplace_back(st->targets[0]->name, std::move(st->value));
       } else {
-        fail_here("a class body in kiln script holds methods (def), a docstring and __constants__");
+        fail_here("a class body in kiln script holds methods (def), class attributes (name = value), a docstring and "
+                  "__constants__");
       }
     }
     if (!c->method("forward")) src_.fail(c->loc, fmt::format("class '{}' has no forward method", c->name));
@@ -811,7 +821,20 @@ class Parser {
           expect_op("]", "to close the list");
           return l;
         }
-        if (t.text == "{") fail_here("dict and set literals are not supported in kiln script");
+        if (t.text == "{") {
+          next();
+          auto d = expr(ExprKind::Dict, loc);
+          while (!at_op("}")) {
+            d->args.push_back(test());
+            if (!at_op(":")) fail_here("set literals are not supported in kiln script");
+            next();
+            d->args.push_back(test());
+            if (at_name("for")) fail_here("dict comprehensions are not supported in kiln script");
+            if (!accept_op(",")) break;
+          }
+          expect_op("}", "to close the dict");
+          return d;
+        }
         if (t.text == "...") return next(), expr(ExprKind::Ellipsis, loc);
         if (t.text == "*") fail_here("starred expressions are not supported in kiln script");
         fail_here(fmt::format("invalid syntax: unexpected '{}'", t.text));

@@ -2,14 +2,19 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <unordered_map>
 #include <unordered_set>
+
+#include <fmt/format.h>
 
 #include "backends/interp/number_ops.h"
 #include "core/ir/printer.h"
 #include "eager/dispatch.h"
 #include "eager/ops.h"
+#include "eager/slice_scatter.h"
+#include "eager/slice_scatter.h"
 
 namespace kiln::interp {
 
@@ -236,6 +241,40 @@ class Frame {
         return out(0, stack_ ? stack(xs, in(n, 1).to_int()) : cat(xs, in(n, 1).to_int()));
       }
       case Prim::Transpose: return out(0, in(n, 0).to_tensor().transpose(in(n, 1).to_int(), in(n, 2).to_int()));
+      case Prim::SliceScatter: {
+        auto bound = [&](size_t i) { return in(n, i).is_none() ? std::nullopt : std::optional<int64_t>(in(n, i).to_int()); };
+        return out(0, slice_scatter(in(n, 0).to_tensor(), in(n, 1).to_tensor(), in(n, 2).to_int(), bound(3), bound(4),
+                                    in(n, 5).to_int()));
+      }
+      case Prim::SelectScatter:
+        return out(0, select_scatter(in(n, 0).to_tensor(), in(n, 1).to_tensor(), in(n, 2).to_int(), in(n, 3).to_int()));
+      case Prim::InplaceResult: {
+        const Tensor& r = in(n, 0).to_tensor();
+        const Tensor& self = in(n, 1).to_tensor();
+        bool copy = n.attrs().has("copy") && n.attrs().i("copy") != 0;  // copy_ / fill_ cast freely
+        if (!copy && !can_cast(r.dtype(), self.dtype()))
+          fail("result type {} can't be cast to the desired output type {}", dtype_name(r.dtype()), dtype_name(self.dtype()));
+        if (r.sizes() == self.sizes()) return out(0, r.to(self.dtype()));
+        bool fits = r.dim() <= self.dim();
+        for (int64_t k = 1; fits && k <= r.dim(); ++k)
+          fits = r.sizes()[size_t(r.dim() - k)] == 1 || r.sizes()[size_t(r.dim() - k)] == self.sizes()[size_t(self.dim() - k)];
+        if (!fits)
+          fail("output with shape {} doesn't match the broadcast shape {}", shape_str(self.sizes()), shape_str(r.sizes()));
+        return out(0, r.to(self.dtype()).expand(self.sizes()).contiguous());
+      }
+      case Prim::Detach: return out(0, in(n, 0).to_tensor().detach());
+      case Prim::FloorDivide: return out(0, floor_divide(in(n, 0).to_tensor(), in(n, 1).to_tensor()));
+      case Prim::Remainder: return out(0, remainder(in(n, 0).to_tensor(), in(n, 1).to_tensor()));
+      case Prim::Print: {
+        std::string line;
+        for (size_t i = 0; i < n.inputs().size(); ++i) {
+          if (i) line += ' ';
+          line += python_str(in(n, i));
+        }
+        fmt::print("{}\n", line);
+        std::fflush(stdout);
+        return;
+      }
       case Prim::ListAdd: {
         std::vector<IValue> es = in(n, 0).elements();
         const auto& more = in(n, 1).elements();
@@ -271,6 +310,38 @@ class Frame {
       }
       case Prim::Not: return out(0, !to_bool(in(n, 0)));
     }
+  }
+
+  // torch's can_cast for in-place results: no float into an integer tensor, nothing but bool into bool.
+  static bool can_cast(DType from, DType to) {
+    if (is_floating(from) && !is_floating(to)) return false;
+    if (from != DType::Bool && to == DType::Bool) return false;
+    return true;
+  }
+
+  // What Python's print writes for a value (str(), with repr() inside tuples and lists).
+  static std::string python_str(const IValue& v, bool inner = false) {
+    if (v.is_none()) return "None";
+    if (v.is_bool()) return v.to_bool() ? "True" : "False";
+    if (v.is_int()) return std::to_string(v.to_int());
+    if (v.is_double()) {
+      double d = v.to_double();
+      if (std::isnan(d)) return "nan";
+      if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
+      std::string s = fmt::format("{}", d);
+      if (s.find_first_of(".e") == std::string::npos) s += ".0";
+      return s;
+    }
+    if (v.is_string()) return inner ? fmt::format("'{}'", v.to_string()) : v.to_string();
+    if (v.is_tensor()) return v.to_tensor().str();
+    std::string s = v.is_tuple() ? "(" : "[";
+    const auto& es = v.elements();
+    for (size_t i = 0; i < es.size(); ++i) {
+      if (i) s += ", ";
+      s += python_str(es[i], true);
+    }
+    if (v.is_tuple() && es.size() == 1) s += ",";
+    return s + (v.is_tuple() ? ")" : "]");
   }
 
   static Shape ints_of(const IValue& list) {

@@ -110,9 +110,14 @@ class Verifier {
       error(n, "{} ({}) must be {}, got {}", what, name(v), Type::scalar(k).str(), v->type().str());
   }
 
+  // An Optional[T] output may take a None or a T from a block (script: `return None` on one path).
+  static bool fits_optional(const Type& got, const Type& want) {
+    return want.kind == TypeKind::Optional && (got.kind == TypeKind::None || got.kind == want.elems[0].kind);
+  }
+
   void same_kinds(const Node& n, const std::vector<Value*>& got, const std::vector<Value*>& want, const char* what) {
     for (size_t i = 0; i < std::min(got.size(), want.size()); ++i)
-      if (got[i]->type().kind != want[i]->type().kind)
+      if (got[i]->type().kind != want[i]->type().kind && !fits_optional(got[i]->type(), want[i]->type()))
         error(n, "{} {} is {} but the node's output {} is {}", what, i, got[i]->type().str(), i, want[i]->type().str());
   }
 

@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "eager/nn/init.h"
+#include "eager/autograd/graph.h"
+#include "eager/conv1d.h"
 #include "eager/ops.h"
 
 namespace kiln::nn {
@@ -35,6 +37,16 @@ Conv2d::Conv2d(int64_t in, int64_t out, Shape k, Shape s, Shape p, Shape d, int6
   default_init(weight, bias);
 }
 Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, stride, padding, dilation, groups); }
+
+Conv1d::Conv1d(int64_t in, int64_t out, int64_t k, int64_t s, int64_t p, int64_t d, int64_t g, bool with_bias)
+    : stride(s), padding(p), dilation(d), groups(g) {
+  if (g <= 0 || in % g != 0 || out % g != 0)
+    fail("Conv1d: in_channels {} and out_channels {} must be divisible by groups {}", in, out, g);
+  weight = register_parameter("weight", empty({out, in / g, k}));
+  if (with_bias) bias = register_parameter("bias", empty({out}));
+  default_init(weight, bias);
+}
+Tensor Conv1d::forward(const Tensor& x) { return conv1d(x, weight, bias, stride, padding, dilation, groups); }
 
 Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, kernel_size, stride, padding); }
 Tensor AvgPool2d::forward(const Tensor& x) { return avg_pool2d(x, kernel_size, stride, padding); }
@@ -73,11 +85,33 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   return batch_norm(x, running_mean, running_var, weight, bias, is_training(), momentum, eps);
 }
 
-Embedding::Embedding(int64_t num, int64_t dim) {
+Tensor BatchNorm1d::forward(const Tensor& x) {
+  if (x.dim() != 2 && x.dim() != 3) fail("BatchNorm1d: expected 2D or 3D input, got shape {}", shape_str(x.sizes()));
+  // As (N, C, L, 1): batch_norm's statistics per channel over every other dim.
+  Tensor x4 = x.dim() == 2 ? x.unsqueeze(2).unsqueeze(3) : x.unsqueeze(3);
+  if (is_training()) num_batches_tracked.add_(1);
+  Tensor y = batch_norm(x4, running_mean, running_var, weight, bias, is_training(), momentum, eps);
+  return x.dim() == 2 ? y.squeeze(3).squeeze(2) : y.squeeze(3);
+}
+
+Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad) {
+  if (pad && (*pad < -num || *pad >= num))
+    fail("Embedding: padding_idx {} must be within num_embeddings {}", *pad, num);
+  if (pad) padding_idx = *pad < 0 ? *pad + num : *pad;
   weight = register_parameter("weight", empty({num, dim}));
   init::normal_(weight, 0, 1);
+  if (padding_idx) {
+    NoGradGuard no_grad;
+    weight.select(0, *padding_idx).zero_();
+  }
 }
-Tensor Embedding::forward(const Tensor& idx) { return embedding(weight, idx); }
+Tensor Embedding::forward(const Tensor& idx) {
+  Tensor rows = embedding(weight, idx);
+  if (!padding_idx) return rows;
+  // The padding row's value without a path back to the weight: it gets no gradient.
+  Tensor pad = (idx == Scalar(*padding_idx)).unsqueeze(-1);
+  return where(pad, embedding(weight.detach(), idx), rows);
+}
 
 Sequential::Sequential(std::vector<std::shared_ptr<Module>> layers) {
   for (auto& m : layers) add(m);

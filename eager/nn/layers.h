@@ -1,6 +1,7 @@
 #pragma once
 // The layers of torch.nn that kiln has, with torch's parameter names and default initialisation.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,17 @@ class Conv2d : public Module {
   Tensor weight, bias;
   Shape stride, padding, dilation;
   int64_t groups;
+};
+
+// Conv2d's arguments with one spatial dim: (N, C, L) inputs, weight (out, in / groups, kernel).
+class Conv1d : public Module {
+ public:
+  Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1, int64_t padding = 0,
+         int64_t dilation = 1, int64_t groups = 1, bool bias = true);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Conv1d"; }
+  Tensor weight, bias;
+  int64_t stride, padding, dilation, groups;
 };
 
 // The pooling layers share their window arguments; stride empty means kernel_size (torch).
@@ -103,12 +115,22 @@ class BatchNorm2d : public Module {
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 };
 
+// BatchNorm2d's parameters and statistics over (N, C) or (N, C, L) inputs.
+class BatchNorm1d : public BatchNorm2d {
+ public:
+  using BatchNorm2d::BatchNorm2d;
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "BatchNorm1d"; }
+};
+
+// padding_idx (negative counts from the end, as torch): that row starts at zero and gets no gradient.
 class Embedding : public Module {
  public:
-  Embedding(int64_t num_embeddings, int64_t embedding_dim);
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt);
   Tensor forward(const Tensor& indices) override;
   std::string name() const override { return "Embedding"; }
   Tensor weight;
+  std::optional<int64_t> padding_idx;  // in [0, num_embeddings)
 };
 
 // Children named "0", "1", ... as torch.nn.Sequential.

@@ -44,7 +44,7 @@ def save(path, tensors):
 def randomize_batch_norm(model):
     # Fresh running statistics are 0 and 1: make them (and the affine parameters) something to get wrong.
     for m in model.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):
+        if isinstance(m, (torch.nn.BatchNorm1d, torch.nn.BatchNorm2d)):
             with torch.no_grad():
                 m.running_mean.uniform_(-0.5, 0.5)
                 m.running_var.uniform_(0.5, 1.5)
@@ -64,7 +64,14 @@ def case(name, cls, ctor, inputs, train_classes=None):
     with torch.no_grad():
         for k, args in enumerate(inputs[1]):
             y = model(*args)
-            assert torch.allclose(y, scripted(*args), rtol=1e-5, atol=1e-6), f"{name}: eager and torch.jit.script differ"
+            ys = scripted(*args)
+            if isinstance(y, dict):  # named outputs: output.K.NAME, in the dict's order (kiln returns them as a tuple)
+                assert list(y) == list(ys), f"{name}: eager and torch.jit.script keys differ"
+                for i, key in enumerate(y):
+                    assert torch.allclose(y[key], ys[key], rtol=1e-5, atol=1e-6), f"{name}: eager and torch.jit.script differ"
+                    out[f"output.{k}.{i}.{key}"] = y[key]
+                continue
+            assert torch.allclose(y, ys, rtol=1e-5, atol=1e-6), f"{name}: eager and torch.jit.script differ"
             out[f"output.{k}"] = y
     if train_classes:
         model.train()
@@ -74,6 +81,8 @@ def case(name, cls, ctor, inputs, train_classes=None):
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         for step in range(3):
             y = model(x)
+            if isinstance(y, dict):
+                y = y["logits"]
             if step == 0:
                 out["train_output.0"] = y.detach().clone()
             loss = F.cross_entropy(y, target)
@@ -101,6 +110,12 @@ def main():
     mask = torch.triu(torch.full((5, 5), float("-inf")), diagonal=1)
     save(os.path.join(dest, "transformer.safetensors"),
          case("transformer", "EncoderLayer", (16, 4, 32), ([x, mask], [(x,), (x, mask)])))
+    torch.manual_seed(1)
+    tokens = torch.randint(1, 20, (4, 7))
+    tokens[0, 5:] = 0  # padding
+    tokens[2, 3:] = 0
+    save(os.path.join(dest, "token_cnn.safetensors"),
+         case("token_cnn", "TokenCNN", (20, 8, 3), ([tokens], [(tokens,)]), train_classes=3))
 
 
 if __name__ == "__main__":

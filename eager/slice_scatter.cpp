@@ -1,0 +1,63 @@
+// slice_scatter / select_scatter: the functional form of `x[..., a:b] = v` and `x[i] = v` (torch's names),
+// which script lowers writes through views to. Written with differentiable ops (slice_backward places
+// the source, where picks it), so autograd flows to both the base and the source.
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/shape.h"
+#include "eager/ops.h"
+#include "eager/slice_scatter.h"
+
+namespace kiln {
+
+namespace {
+// src broadcasts to `to` without changing it (torch's copy_ rule).
+bool broadcastable(const Shape& src, const Shape& to) {
+  if (src.size() > to.size()) return false;
+  for (size_t k = 0; k < src.size(); ++k) {
+    int64_t a = src[src.size() - 1 - k], b = to[to.size() - 1 - k];
+    if (a != 1 && a != b) return false;
+  }
+  return true;
+}
+}  // namespace
+
+Tensor slice_scatter(const Tensor& base, const Tensor& src, int64_t dim, std::optional<int64_t> start,
+                     std::optional<int64_t> end, int64_t step) {
+  if (base.dim() == 0) fail("slice_scatter: cannot slice a 0-d tensor");
+  if (step <= 0) fail("slice_scatter: step must be positive, got {}", step);
+  int64_t d = wrap_dim("slice_scatter", dim, base.dim());
+  int64_t size = base.sizes()[size_t(d)];
+  auto clamp = [&](std::optional<int64_t> v, int64_t dflt) {
+    if (!v) return dflt;
+    int64_t i = *v < 0 ? *v + size : *v;
+    return std::clamp(i, int64_t(0), size);
+  };
+  int64_t s = clamp(start, 0), e = std::max(s, clamp(end, size));
+  Shape view = base.sizes();
+  view[size_t(d)] = (e - s + step - 1) / step;
+  if (!broadcastable(src.sizes(), view))
+    fail("slice_scatter: cannot write a value of shape {} into a slice of shape {}", shape_str(src.sizes()),
+         shape_str(view));
+  // As torch's copy_: the value takes the base's dtype and broadcasts to the slice.
+  Tensor placed = slice_backward(src.to(base.dtype()).expand(view).contiguous(), base.sizes(), d, s, e, step);
+  Tensor mask = slice_backward(ones(view, DType::Bool), base.sizes(), d, s, e, step);
+  return where(mask, placed, base);
+}
+
+Tensor select_scatter(const Tensor& base, const Tensor& src, int64_t dim, int64_t index) {
+  if (base.dim() == 0) fail("select_scatter: cannot index a 0-d tensor");
+  int64_t d = wrap_dim("select_scatter", dim, base.dim());
+  int64_t size = base.sizes()[size_t(d)];
+  if (index < -size || index >= size)
+    fail("select_scatter: index {} is out of bounds for dimension {} with size {}", index, d, size);
+  if (index < 0) index += size;
+  Shape view = base.sizes();
+  view.erase(view.begin() + d);
+  if (!broadcastable(src.sizes(), view))
+    fail("select_scatter: cannot write a value of shape {} into an element of shape {}", shape_str(src.sizes()),
+         shape_str(view));
+  return slice_scatter(base, src.to(base.dtype()).expand(view).unsqueeze(d), d, index, index + 1, 1);
+}
+
+}  // namespace kiln
