@@ -9,6 +9,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -126,10 +127,11 @@ std::shared_ptr<Pool> pool() {
 }
 
 // The state one run_steps call shares with the helpers it posted. Helpers hold it by shared_ptr and
-// may start after the call returned: they then see `done` and leave without touching g, work or run.
+// may start after the call returned: they then see `done` and leave without touching g, small_step or
+// run.
 struct Run {
   const StepGraph& g;
-  const std::function<int64_t(int)>& work;
+  const std::function<bool(int)>& small_step;
   const std::function<void(int)>& run;
   bool grad;
   MemoryCategory category;
@@ -137,21 +139,23 @@ struct Run {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<int> deps;
-  std::deque<int> small;  // ready, run by anyone
-  std::deque<int> alone;  // ready, run by the caller with nothing else in flight
+  // Ready steps, taken lowest index first: program order is the order the memory planner chose, and
+  // keeping close to it keeps the peak of live values close to a sequential run's.
+  std::set<int> small;  // run by anyone
+  std::set<int> alone;  // run by the caller with nothing else in flight
   int in_flight = 0;
   size_t left = 0;
   std::exception_ptr error;
   bool done = false;
 
-  Run(const StepGraph& g_, const std::function<int64_t(int)>& w, const std::function<void(int)>& r)
-      : g(g_), work(w), run(r), grad(GradMode::enabled()), category(current_memory_category()),
+  Run(const StepGraph& g_, const std::function<bool(int)>& sm, const std::function<void(int)>& r)
+      : g(g_), small_step(sm), run(r), grad(GradMode::enabled()), category(current_memory_category()),
         deps(g_.num_deps), left(g_.num_deps.size()) {}
 
   bool is_alone(int i) {
     if (g.exclusive[size_t(i)]) return true;
     try {
-      return work(i) >= kInteropSmallWork;
+      return !small_step(i);
     } catch (...) {
       return true;  // the step raises when it runs, in order
     }
@@ -179,7 +183,7 @@ struct Run {
     for (int s : ready) alone_flags.push_back(is_alone(s));
     {
       std::lock_guard<std::mutex> lock(mu);
-      for (size_t k = 0; k < ready.size(); ++k) (alone_flags[k] ? alone : small).push_back(ready[k]);
+      for (size_t k = 0; k < ready.size(); ++k) (alone_flags[k] ? alone : small).insert(ready[k]);
       --in_flight;
       if (!ep) --left;
     }
@@ -193,8 +197,8 @@ struct Run {
     for (;;) {
       if (done || error || left == 0) return;
       if (alone.empty() && !small.empty()) {
-        int i = small.front();
-        small.pop_front();
+        int i = *small.begin();
+        small.erase(small.begin());
         ++in_flight;
         lock.unlock();
         ++t_small_step;
@@ -212,15 +216,15 @@ struct Run {
 
 bool in_interop_worker() { return t_worker || t_small_step > 0; }
 
-void run_steps(const StepGraph& g, const std::function<int64_t(int)>& work, const std::function<void(int)>& run) {
+void run_steps(const StepGraph& g, const std::function<bool(int)>& small, const std::function<void(int)>& run) {
   std::shared_ptr<Pool> p = in_interop_worker() ? nullptr : pool();
   if (!p) {
     for (size_t i = 0; i < g.num_deps.size(); ++i) run(int(i));  // program order is a topological order
     return;
   }
-  auto r = std::make_shared<Run>(g, work, run);
+  auto r = std::make_shared<Run>(g, small, run);
   for (size_t i = 0; i < g.num_deps.size(); ++i)
-    if (g.num_deps[i] == 0) (r->is_alone(int(i)) ? r->alone : r->small).push_back(int(i));
+    if (g.num_deps[i] == 0) (r->is_alone(int(i)) ? r->alone : r->small).insert(int(i));
   for (int k = 0; k < p->workers(); ++k) p->post([r] { r->help(); });
 
   const int threads = omp_get_max_threads();
@@ -228,8 +232,8 @@ void run_steps(const StepGraph& g, const std::function<int64_t(int)>& work, cons
   for (;;) {
     if (r->in_flight == 0 && (r->error || r->left == 0)) break;
     if (!r->error && !r->alone.empty() && r->in_flight == 0) {
-      int i = r->alone.front();
-      r->alone.pop_front();
+      int i = *r->alone.begin();
+      r->alone.erase(r->alone.begin());
       ++r->in_flight;
       lock.unlock();
       r->execute(i);
@@ -237,8 +241,8 @@ void run_steps(const StepGraph& g, const std::function<int64_t(int)>& work, cons
       continue;
     }
     if (!r->error && r->alone.empty() && !r->small.empty()) {
-      int i = r->small.front();
-      r->small.pop_front();
+      int i = *r->small.begin();
+      r->small.erase(r->small.begin());
       ++r->in_flight;
       lock.unlock();
       omp_set_num_threads(1);

@@ -28,14 +28,13 @@ struct StepGraph {
   std::vector<bool> exclusive;
 };
 
-// A step estimated below this many flops (or elements) is small.
-constexpr int64_t kInteropSmallWork = int64_t(1) << 23;
-
-// Runs every step of g once, each after its predecessors: work(i) estimates step i's cost when it is
-// ready, run(i) runs it. Small ready steps run concurrently on the pool, large and exclusive ones
-// alone on this thread with all its OpenMP threads. The first error (in program order of detection)
-// is rethrown here, as thrown, after the steps in flight finished; no further step starts.
-void run_steps(const StepGraph& g, const std::function<int64_t(int)>& work, const std::function<void(int)>& run);
+// Runs every step of g once, each after its predecessors: small(i) says, when step i is ready, whether
+// it is too small to use every core; run(i) runs it. Small ready steps run concurrently, on the pool
+// and on this thread, each with one OpenMP thread; large and exclusive ones alone on this thread with
+// all its OpenMP threads. Which steps get one thread depends on g and small() only, never on timing,
+// so results are the same from run to run. The first error is rethrown here, as thrown, after the
+// steps in flight finished; no further step starts.
+void run_steps(const StepGraph& g, const std::function<bool(int)>& small, const std::function<void(int)>& run);
 
 // Whether this thread is one of the pool's: a graph run from inside a step runs sequentially, so
 // nested calls never wait on the pool they occupy.

@@ -231,31 +231,41 @@ int64_t max_numel(const std::vector<Tensor>& ts) {
   return m;
 }
 
-// A step's work before it runs, for the small/large split: matmul and conv in flops (the profiler's
-// formulas: 2 per multiply-add, eager/profiler/flops.cpp), anything else in elements.
-int64_t op_work(OpId op, const std::vector<Tensor>& in, const Attrs& attrs) {
+// Where a step stops being small. Elementwise kernels, reductions and the x86 group kernels split
+// work across threads only from 2 * 32768 elements (eager/cpu/strided_loop.h, backends/x86/kernel.cpp):
+// below that they run on one thread anyway, so one thread changes neither their speed nor a bit of their
+// result. GEMMs and convolutions go by flops (2 per multiply-add, the profiler's formulas): 8 MFLOP is
+// about 0.2 ms on one core here.
+constexpr int64_t kSmallElements = int64_t(1) << 16;
+constexpr int64_t kSmallFlops = int64_t(1) << 23;
+
+// The flops of a GEMM or convolution from its inputs (before it runs); -1 for other ops.
+int64_t gemm_flops(OpId op, const std::vector<Tensor>& in, const Attrs& attrs) {
   switch (op) {
     case OpId::Matmul:  // 2 * out.numel * K, out = a's rows by b's columns
       if (in.size() == 2 && in[1].dim() >= 1) return 2 * in[0].numel() * (in[1].dim() >= 2 ? in[1].size(-1) : 1);
-      break;
+      return 0;
     case OpId::Conv2d:  // x [N,C,H,W], w [O,C/g,kh,kw]: about 2 * N*H*W * w.numel (stride 1)
-      if (in.size() >= 2 && in[0].dim() == 4 && in[0].size(1) > 0)
-        return 2 * (in[0].numel() / in[0].size(1)) * in[1].numel();
-      break;
+      if (in.size() >= 2 && in[0].dim() == 4 && in[0].size(1) > 0) return 2 * (in[0].numel() / in[0].size(1)) * in[1].numel();
+      return 0;
     case OpId::Conv2dBackwardInput:  // grad [N,O,OH,OW], w [O,C/g,kh,kw]
       if (in.size() == 2 && in[1].dim() == 4 && in[1].size(0) > 0) return 2 * in[0].numel() * (in[1].numel() / in[1].size(0));
-      break;
+      return 0;
     case OpId::Conv2dBackwardWeight:  // grad, x; attr shape is w's
       if (attrs.has("shape")) {
         const Shape& w = attrs.ints("shape");
         int64_t per = 1;
         for (size_t d = 1; d < w.size(); ++d) per *= w[d];
-        return 2 * in[0].numel() * per;
+        return 2 * (in.empty() ? 0 : in[0].numel()) * per;
       }
-      break;
-    default: break;
+      return 0;
+    default: return -1;
   }
-  return max_numel(in);
+}
+
+bool small_op(OpId op, const std::vector<Tensor>& in, const Attrs& attrs) {
+  int64_t f = gemm_flops(op, in, attrs);
+  return f >= 0 ? f < kSmallFlops : max_numel(in) < kSmallElements;
 }
 
 class Frame {
@@ -304,7 +314,7 @@ class Frame {
       for (size_t i = 0; i < bp.releases.size(); ++i) left[i].store(bp.releases[i], std::memory_order_relaxed);
     }
     run_steps(
-        bp.order, [&](int i) { return work(bp.steps[size_t(i)]); },
+        bp.order, [&](int i) { return small(bp.steps[size_t(i)]); },
         [&](int i) {
           const Plan::Step& s = bp.steps[size_t(i)];
           step(s);
@@ -315,28 +325,28 @@ class Frame {
         });
   }
 
-  int64_t work(const Plan::Step& s) const {
+  bool small(const Plan::Step& s) const {
     const Node& n = *s.node;
     std::vector<Tensor> ins;
     for (int i : s.in)
       if (const IValue& v = env_[size_t(i)]; v.is_tensor() && v.to_tensor().defined()) ins.push_back(v.to_tensor());
-    if (n.is_op()) return op_work(n.op(), ins, n.attrs());
-    if (n.prim() != Prim::FusionGroup) return max_numel(ins);
-    // A group's ops, each over its largest input (a gemm group's matmul by its own formula).
+    if (n.is_op()) return small_op(n.op(), ins, n.attrs());
+    if (n.prim() != Prim::FusionGroup) return max_numel(ins) < kSmallElements;
+    // A gemm group (its epilogue runs inside the GEMM call) by its matmul's flops; an elementwise group
+    // by its largest input (a broadcast output is no larger).
     const Block& body = *n.blocks()[0];
-    int64_t total = 0;
     for (const Node* m : body.nodes()) {
-      if (!m->is_op()) continue;
+      if (!m->is_op() || m->op() != OpId::Matmul) continue;
       std::vector<Tensor> args;
       for (const Value* v : m->inputs()) {
         auto it = std::find(body.inputs().begin(), body.inputs().end(), v);
-        if (it != body.inputs().end() && size_t(it - body.inputs().begin()) < s.in.size())
-          if (const IValue& x = env_[size_t(s.in[size_t(it - body.inputs().begin())])]; x.is_tensor())
-            args.push_back(x.to_tensor());
+        size_t k = size_t(it - body.inputs().begin());
+        if (it == body.inputs().end() || k >= s.in.size() || !env_[size_t(s.in[k])].is_tensor()) return false;
+        args.push_back(env_[size_t(s.in[k])].to_tensor());
       }
-      total += m->op() == OpId::Matmul && args.size() == 2 ? op_work(m->op(), args, m->attrs()) : max_numel(ins);
+      return small_op(m->op(), args, m->attrs());
     }
-    return total;
+    return max_numel(ins) < kSmallElements;
   }
 
   int line_of(const Node& n) {
