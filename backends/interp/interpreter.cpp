@@ -1,19 +1,24 @@
 #include "backends/interp/interpreter.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 
 #include <fmt/format.h>
 
+#include "backends/interp/interop_scheduler.h"
 #include "backends/interp/number_ops.h"
 #include "core/ir/printer.h"
+#include "core/trace_hooks.h"
+#include "eager/autograd/graph.h"
 #include "eager/dispatch.h"
 #include "eager/ops.h"
-#include "eager/slice_scatter.h"
+#include "eager/profiler/profile_hooks.h"
 #include "eager/slice_scatter.h"
 
 namespace kiln::interp {
@@ -33,11 +38,91 @@ using ir::Value;
 struct Plan::Step {
   const Node* node;
   std::vector<int> in, out, dead;
+  std::vector<int> reads;  // distinct slots read, by the node or its nested blocks
 };
 struct Plan::BlockPlan {
   std::vector<Step> steps;
   std::vector<int> args, results;
+  // For the inter-op scheduler: the steps' dependencies, and whether two steps could run at once.
+  StepGraph order;
+  bool concurrent = false;
+  // Top level with free_dead_values: per slot, how many steps read it when its value is released
+  // after the last of them (0: kept).
+  std::vector<int> releases;
 };
+
+namespace {
+
+// Control flow, random ops and raise keep their place: they run alone, in program order (the RNG
+// sequence and which error is raised match a sequential run).
+bool ordered(const Node& n) {
+  if (!n.is_op() && (n.prim() == Prim::If || n.prim() == Prim::Loop || n.prim() == Prim::Raise ||
+                     n.prim() == Prim::RandLike))
+    return true;
+  for (const Block* b : n.blocks())
+    for (const Node* m : b->nodes())
+      if (ordered(*m)) return true;
+  return false;
+}
+
+// Values a node reads from outside itself: its inputs and what its nested blocks read from above.
+void outer_reads(const Node& n, std::vector<const Value*>& out) {
+  for (const Value* v : n.inputs()) out.push_back(v);
+  if (n.blocks().empty()) return;
+  std::unordered_set<const Value*> inside;
+  std::vector<const Value*> reads;
+  std::function<void(const Block&)> walk = [&](const Block& b) {
+    for (const Value* a : b.inputs()) inside.insert(a);
+    for (const Node* m : b.nodes()) {
+      for (const Value* v : m->inputs()) reads.push_back(v);
+      for (const Block* sub : m->blocks()) walk(*sub);
+      for (const Value* v : m->outputs()) inside.insert(v);
+    }
+    for (const Value* v : b.outputs()) reads.push_back(v);
+  };
+  for (const Block* b : n.blocks()) walk(*b);
+  for (const Value* v : reads)
+    if (!inside.count(v)) out.push_back(v);
+}
+
+// Step j waits for the steps writing what it reads; an ordered step waits for every step before it
+// and every step after it waits for it. Sets `concurrent` when two non-constant steps have the same
+// depth (longest path from a step with no predecessor), so some pair can run at once.
+void build_order(Plan::BlockPlan& bp, const std::unordered_map<int, int>& writer) {
+  size_t n = bp.steps.size();
+  StepGraph& o = bp.order;
+  o.num_deps.assign(n, 0);
+  o.succs.assign(n, {});
+  o.exclusive.assign(n, false);
+  auto edge = [&](size_t from, size_t to) {
+    o.succs[from].push_back(int(to));
+    ++o.num_deps[to];
+  };
+  int last_ordered = -1;
+  for (size_t j = 0; j < n; ++j) {
+    const Plan::Step& s = bp.steps[j];
+    for (int slot : s.reads)
+      if (auto it = writer.find(slot); it != writer.end()) edge(size_t(it->second), j);
+    if (ordered(*s.node)) {
+      o.exclusive[j] = true;
+      for (size_t i = size_t(last_ordered + 1); i < j; ++i) edge(i, j);
+      if (last_ordered >= 0) edge(size_t(last_ordered), j);
+      last_ordered = int(j);
+    } else if (last_ordered >= 0) {
+      edge(size_t(last_ordered), j);
+    }
+  }
+  std::vector<int> depth(n, 0);
+  std::unordered_map<int, int> at_depth;
+  for (size_t j = 0; j < n; ++j) {
+    for (int s : o.succs[j]) depth[size_t(s)] = std::max(depth[size_t(s)], depth[j] + 1);
+    const Node& node = *bp.steps[j].node;
+    if (node.is_op() || node.prim() != Prim::Constant)
+      if (++at_depth[depth[j]] > 1) bp.concurrent = true;
+  }
+}
+
+}  // namespace
 
 Plan::Plan(const ir::Graph& g, bool free_dead_values) : graph_(g) {
   std::unordered_map<const Value*, int> slot;
@@ -47,21 +132,40 @@ Plan::Plan(const ir::Graph& g, bool free_dead_values) : graph_(g) {
     owned = std::make_unique<BlockPlan>();
     BlockPlan& bp = *owned;
     for (const Value* a : b.inputs()) bp.args.push_back(number(a));
+    std::unordered_map<int, int> writer;  // slot → the step of this block writing it
     for (Node* n : b.nodes()) {
-      Step s{n, {}, {}, {}};
+      Step s{n, {}, {}, {}, {}};
       for (const Value* v : n->inputs()) {
         auto it = slot.find(v);
         if (it == slot.end()) fail("interp: {} reads a value before its definition (run the verifier)", n->kind_name());
         s.in.push_back(it->second);
       }
       for (Block* sub : n->blocks()) build(*sub);
-      for (const Value* v : n->outputs()) s.out.push_back(number(v));
+      std::vector<const Value*> reads;
+      outer_reads(*n, reads);
+      for (const Value* v : reads)
+        if (auto it = slot.find(v); it != slot.end() && std::find(s.reads.begin(), s.reads.end(), it->second) == s.reads.end())
+          s.reads.push_back(it->second);
+      for (const Value* v : n->outputs()) {
+        s.out.push_back(number(v));
+        writer[s.out.back()] = int(bp.steps.size());
+      }
       bp.steps.push_back(std::move(s));
     }
     for (const Value* v : b.outputs()) bp.results.push_back(slot.at(v));
+    build_order(bp, writer);
   };
   build(*g.block());
   num_slots_ = int(slot.size());
+  std::function<void(const Block&)> scan = [&](const Block& b) {
+    for (const Node* n : b.nodes()) {
+      if (!n->is_op() && n->prim() == Prim::Constant && n->tensor().defined() &&
+          (n->tensor().requires_grad() || !n->tensor().device().is_cpu()))
+        constants_allow_interop_ = false;
+      for (const Block* sub : n->blocks()) scan(*sub);
+    }
+  };
+  scan(*g.block());
   if (!free_dead_values) return;
   // The last top-level step reading each top-level value; graph outputs are never released.
   BlockPlan& top = *blocks_.at(g.block());
@@ -92,6 +196,12 @@ Plan::Plan(const ir::Graph& g, bool free_dead_values) : graph_(g) {
   for (const Value* v : g.inputs()) consider(v);
   for (Node* n : g.block()->nodes())
     for (const Value* v : n->outputs()) consider(v);
+  top.releases.assign(size_t(num_slots_), 0);
+  for (const Step& s : top.steps)
+    for (int d : s.dead) top.releases[size_t(d)] = -1;  // marked; counted below
+  for (const Step& s : top.steps)
+    for (int r : s.reads)
+      if (top.releases[size_t(r)] != 0) top.releases[size_t(r)] = std::max(top.releases[size_t(r)], 0) + 1;
 }
 
 Plan::~Plan() = default;
@@ -100,27 +210,87 @@ const Plan::BlockPlan& Plan::block_plan(const ir::Block& b) const { return *bloc
 
 namespace {
 
+// The step this thread runs: with inter-op threads, several steps of one frame run at once.
+thread_local const Plan::Step* t_step = nullptr;
+
+bool on_cpu(const IValue& v) {
+  if (v.is_tensor()) return !v.to_tensor().defined() || v.to_tensor().device().is_cpu();
+  if (v.is_tuple() || v.is_list())
+    for (const IValue& e : v.elements())
+      if (!on_cpu(e)) return false;
+  return true;
+}
+
+bool requires_grad(const IValue& v) {
+  if (v.is_tensor()) return v.to_tensor().defined() && v.to_tensor().requires_grad();
+  if (v.is_tuple() || v.is_list())
+    for (const IValue& e : v.elements())
+      if (requires_grad(e)) return true;
+  return false;
+}
+
+int64_t max_numel(const std::vector<Tensor>& ts) {
+  int64_t m = 0;
+  for (const Tensor& t : ts) m = std::max(m, t.numel());
+  return m;
+}
+
+// Where a step stops being small. Elementwise kernels, reductions and the x86 group kernels split
+// work across threads only from 2 * 32768 elements (eager/cpu/strided_loop.h, backends/x86/kernel.cpp):
+// below that they run on one thread anyway, so one thread changes neither their speed nor a bit of their
+// result. GEMMs and convolutions go by flops (2 per multiply-add, the profiler's formulas): 8 MFLOP is
+// about 0.2 ms on one core here.
+constexpr int64_t kSmallElements = int64_t(1) << 16;
+constexpr int64_t kSmallFlops = int64_t(1) << 23;
+
+// The flops of a GEMM or convolution from its inputs (before it runs); -1 for other ops.
+int64_t gemm_flops(OpId op, const std::vector<Tensor>& in, const Attrs& attrs) {
+  switch (op) {
+    case OpId::Matmul:  // 2 * out.numel * K, out = a's rows by b's columns
+      if (in.size() == 2 && in[1].dim() >= 1) return 2 * in[0].numel() * (in[1].dim() >= 2 ? in[1].size(-1) : 1);
+      return 0;
+    case OpId::Conv2d:  // x [N,C,H,W], w [O,C/g,kh,kw]: about 2 * N*H*W * w.numel (stride 1)
+      if (in.size() >= 2 && in[0].dim() == 4 && in[0].size(1) > 0) return 2 * (in[0].numel() / in[0].size(1)) * in[1].numel();
+      return 0;
+    case OpId::Conv2dBackwardInput:  // grad [N,O,OH,OW], w [O,C/g,kh,kw]
+      if (in.size() == 2 && in[1].dim() == 4 && in[1].size(0) > 0) return 2 * in[0].numel() * (in[1].numel() / in[1].size(0));
+      return 0;
+    case OpId::Conv2dBackwardWeight:  // grad, x; attr shape is w's
+      if (attrs.has("shape")) {
+        const Shape& w = attrs.ints("shape");
+        int64_t per = 1;
+        for (size_t d = 1; d < w.size(); ++d) per *= w[d];
+        return 2 * (in.empty() ? 0 : in[0].numel()) * per;
+      }
+      return 0;
+    default: return -1;
+  }
+}
+
+bool small_op(OpId op, const std::vector<Tensor>& in, const Attrs& attrs) {
+  int64_t f = gemm_flops(op, in, attrs);
+  return f >= 0 ? f < kSmallFlops : max_numel(in) < kSmallElements;
+}
+
 class Frame {
  public:
-  Frame(const Plan& plan, NodeRunner* runner) : plan_(plan), g_(plan.graph()), runner_(runner), env_(size_t(plan.num_slots())) {}
+  Frame(const Plan& plan, NodeRunner* runner, bool interop)
+      : plan_(plan), g_(plan.graph()), runner_(runner), interop_(interop), env_(size_t(plan.num_slots())) {}
 
   // Runs b with its arguments bound to args and returns its results.
   std::vector<IValue> block(const Block& b, std::vector<IValue> args) {
     const Plan::BlockPlan& bp = plan_.block_plan(b);
     for (size_t i = 0; i < args.size(); ++i) env_[size_t(bp.args[i])] = std::move(args[i]);
-    const Plan::Step* saved = step_;  // a nested block runs inside its owner's step
-    for (const Plan::Step& s : bp.steps) {
-      step_ = &s;
-      const Node& n = *s.node;
-      try {
-        if (!(runner_ && delegate(s))) node(n);
+    const Plan::Step* saved = t_step;  // a nested block runs inside its owner's step
+    if (interop_ && bp.concurrent && !in_interop_worker()) {
+      concurrent(bp);
+    } else {
+      for (const Plan::Step& s : bp.steps) {
+        step(s);
         for (int d : s.dead) env_[size_t(d)] = IValue();
-      } catch (const Error& e) {
-        if (std::string_view(e.what()).rfind("interp: ", 0) == 0) throw;
-        fail("interp: line {} ({}): {}", line_of(n), n.kind_name(), e.what());
       }
     }
-    step_ = saved;
+    t_step = saved;
     std::vector<IValue> results;
     results.reserve(bp.results.size());
     for (int r : bp.results) results.push_back(env_[size_t(r)]);
@@ -128,14 +298,70 @@ class Frame {
   }
 
  private:
+  void step(const Plan::Step& s) {
+    t_step = &s;
+    const Node& n = *s.node;
+    try {
+      if (!(runner_ && delegate(s))) node(n);
+    } catch (const Error& e) {
+      if (std::string_view(e.what()).rfind("interp: ", 0) == 0) throw;
+      fail("interp: line {} ({}): {}", line_of(n), n.kind_name(), e.what());
+    }
+  }
+
+  // The block's steps on the inter-op pool. A value is released when the last step reading it
+  // finished, whichever that is: program order no longer says.
+  void concurrent(const Plan::BlockPlan& bp) {
+    std::unique_ptr<std::atomic<int>[]> left;
+    if (!bp.releases.empty()) {
+      left = std::make_unique<std::atomic<int>[]>(bp.releases.size());
+      for (size_t i = 0; i < bp.releases.size(); ++i) left[i].store(bp.releases[i], std::memory_order_relaxed);
+    }
+    run_steps(
+        bp.order, [&](int i) { return small(bp.steps[size_t(i)]); },
+        [&](int i) {
+          const Plan::Step& s = bp.steps[size_t(i)];
+          step(s);
+          if (left)
+            for (int r : s.reads)
+              if (bp.releases[size_t(r)] > 0 && left[size_t(r)].fetch_sub(1, std::memory_order_acq_rel) == 1)
+                env_[size_t(r)] = IValue();
+        });
+  }
+
+  bool small(const Plan::Step& s) const {
+    const Node& n = *s.node;
+    std::vector<Tensor> ins;
+    for (int i : s.in)
+      if (const IValue& v = env_[size_t(i)]; v.is_tensor() && v.to_tensor().defined()) ins.push_back(v.to_tensor());
+    if (n.is_op()) return small_op(n.op(), ins, n.attrs());
+    if (n.prim() != Prim::FusionGroup) return max_numel(ins) < kSmallElements;
+    // A gemm group (its epilogue runs inside the GEMM call) by its matmul's flops; an elementwise group
+    // by its largest input (a broadcast output is no larger).
+    const Block& body = *n.blocks()[0];
+    for (const Node* m : body.nodes()) {
+      if (!m->is_op() || m->op() != OpId::Matmul) continue;
+      std::vector<Tensor> args;
+      for (const Value* v : m->inputs()) {
+        auto it = std::find(body.inputs().begin(), body.inputs().end(), v);
+        size_t k = size_t(it - body.inputs().begin());
+        if (it == body.inputs().end() || k >= s.in.size() || !env_[size_t(s.in[k])].is_tensor()) return false;
+        args.push_back(env_[size_t(s.in[k])].to_tensor());
+      }
+      return small_op(m->op(), args, m->attrs());
+    }
+    return max_numel(ins) < kSmallElements;
+  }
+
   int line_of(const Node& n) {
     if (n.line) return n.line;
+    std::lock_guard<std::mutex> lock(printed_mu_);
     if (!printed_) printed_ = std::make_unique<ir::PrintedGraph>(ir::print_graph(g_));
     auto it = printed_->lines.find(&n);
     return it == printed_->lines.end() ? 0 : it->second;
   }
 
-  void out(size_t i, IValue x) { env_[size_t(step_->out[i])] = std::move(x); }
+  void out(size_t i, IValue x) { env_[size_t(t_step->out[i])] = std::move(x); }
 
   bool delegate(const Plan::Step& s) {
     std::vector<IValue> ins, outs;
@@ -150,7 +376,7 @@ class Frame {
 
   const IValue& in(const Node& n, size_t i) const {
     (void)n;
-    return env_[size_t(step_->in.at(i))];
+    return env_[size_t(t_step->in.at(i))];
   }
 
   void node(const Node& n) {
@@ -430,8 +656,9 @@ class Frame {
   const Plan& plan_;
   const ir::Graph& g_;
   NodeRunner* runner_;
+  bool interop_;
   std::vector<IValue> env_;
-  const Plan::Step* step_ = nullptr;
+  std::mutex printed_mu_;
   std::unique_ptr<ir::PrintedGraph> printed_;
 };
 
@@ -445,7 +672,15 @@ std::vector<IValue> run(const Plan& plan, std::vector<IValue>&& inputs, NodeRunn
   const ir::Graph& g = plan.graph();
   if (inputs.size() != g.inputs().size())
     fail("interp: the graph takes {} inputs, got {}", g.inputs().size(), inputs.size());
-  Frame f(plan, runner);
+  // Autograd's tape, the tracer's graph and the profiler's events are kept in program order by
+  // running sequentially while any of them records.
+  bool interop = plan.constants_allow_interop() && get_num_interop_threads() > 1 && !in_interop_worker() &&
+                 !trace_hooks() && !profile_hooks();
+  for (const IValue& v : inputs) {
+    if (!interop) break;
+    if (!on_cpu(v) || (GradMode::enabled() && requires_grad(v))) interop = false;
+  }
+  Frame f(plan, runner, interop);
   return f.block(*g.block(), std::move(inputs));
 }
 

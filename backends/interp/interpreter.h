@@ -33,16 +33,24 @@ class Plan {
   struct Step;
   struct BlockPlan;
   const BlockPlan& block_plan(const ir::Block& b) const;
+  // False when a constant tensor requires grad or lives off the CPU: calls then run sequentially.
+  bool constants_allow_interop() const { return constants_allow_interop_; }
 
  private:
   const ir::Graph& graph_;
   int num_slots_ = 0;
+  bool constants_allow_interop_ = true;
   std::unordered_map<const ir::Block*, std::unique_ptr<BlockPlan>> blocks_;
 };
 
 std::vector<IValue> run(const Plan& plan, const std::vector<IValue>& inputs, NodeRunner* runner = nullptr);
 // Takes the inputs over: with a plan that frees dead values, an input is released after its last use.
 std::vector<IValue> run(const Plan& plan, std::vector<IValue>&& inputs, NodeRunner* runner = nullptr);
+
+// Independent steps of a block run concurrently on the inter-op pool (interop_scheduler.h) unless
+// this thread traces, profiles, records autograd for a call whose inputs require grad, is itself
+// running a step of another graph, or a tensor is off the CPU; a runner must then be safe to call from
+// several threads at once.
 
 // Runs g on inputs (one per graph input) and returns one value per graph output. Errors from a
 // node name it: `interp: line 4 (add): add: shapes [2] and [3] cannot be broadcast`. With

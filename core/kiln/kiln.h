@@ -12,6 +12,7 @@
 #include "core/ir/verifier.h"
 #include "core/tensor.h"
 #include "backends/interp/function.h"
+#include "backends/interp/interop_scheduler.h"
 #include "backends/interp/interpreter.h"
 #include "backends/cuda/api.h"
 #include "eager/autograd/engine.h"

@@ -1,0 +1,290 @@
+// Inter-op scheduling: independent steps of a graph run at once on the inter-op pool; results,
+// random streams and errors are those of a sequential run.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "support.h"
+
+using namespace kiln;
+using kiln::test::check_bit_identical;
+using kiln::test::check_error;
+
+namespace {
+
+// Restores the inter-op thread count a test changed.
+struct InteropThreads {
+  int saved = get_num_interop_threads();
+  explicit InteropThreads(int n) { set_num_interop_threads(n); }
+  ~InteropThreads() { set_num_interop_threads(saved); }
+};
+
+// Two MLP towers on one input, concatenated: the branches share nothing until the cat.
+const char* kTwoTowers = R"(graph(%x : f32[16,64], %wa : f32[64,64], %ba : f32[64], %wb : f32[64,64], %bb : f32[64], %wc : f32[64,64], %bc : f32[64], %wd : f32[64,64], %bd : f32[64]):
+  %a0 : f32[16,64] = matmul(%x, %wa)
+  %a1 : f32[16,64] = add(%a0, %ba)
+  %a2 : f32[16,64] = relu(%a1)
+  %a3 : f32[16,64] = matmul(%a2, %wb)
+  %a4 : f32[16,64] = add(%a3, %bb)
+  %a5 : f32[16,64] = tanh(%a4)
+  %c0 : f32[16,64] = matmul(%x, %wc)
+  %c1 : f32[16,64] = add(%c0, %bc)
+  %c2 : f32[16,64] = relu(%c1)
+  %c3 : f32[16,64] = matmul(%c2, %wd)
+  %c4 : f32[16,64] = add(%c3, %bd)
+  %c5 : f32[16,64] = sigmoid(%c4)
+  %y : f32[16,128] = cat[dim=1](%a5, %c5)
+  return (%y)
+)";
+
+std::vector<IValue> tower_inputs() {
+  manual_seed(7);
+  std::vector<IValue> ins{randn({16, 64})};
+  for (int i = 0; i < 4; ++i) {
+    ins.emplace_back(randn({64, 64}) * 0.1);
+    ins.emplace_back(randn({64}));
+  }
+  return ins;
+}
+
+Function tower_function() {
+  auto g = ir::parse_ir(kTwoTowers);
+  ir::verify(*g);
+  return Function(std::shared_ptr<ir::Graph>(std::move(g)), "towers");
+}
+
+// Parks the first node it sees of each of two kinds until a node of the other kind has started, so
+// the two can only both finish if they run at once. The wait is bounded only so that a broken
+// scheduler fails the test instead of hanging the suite.
+class Rendezvous final : public interp::NodeRunner {
+ public:
+  Rendezvous(OpId a, OpId b) : a_(a), b_(b) {}
+  bool run(const ir::Node& n, const std::vector<IValue>&, std::vector<IValue>&) override {
+    if (!n.is_op() || (n.op() != a_ && n.op() != b_)) return false;
+    std::unique_lock<std::mutex> lock(mu_);
+    threads_.insert(std::this_thread::get_id());
+    int& mine = n.op() == a_ ? seen_a_ : seen_b_;
+    const int& other = n.op() == a_ ? seen_b_ : seen_a_;
+    ++mine;
+    cv_.notify_all();
+    if (!cv_.wait_for(lock, std::chrono::seconds(20), [&] { return other > 0; })) timed_out_ = true;
+    return false;
+  }
+  bool timed_out() const { return timed_out_; }
+  size_t threads() const { return threads_.size(); }
+
+ private:
+  OpId a_, b_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int seen_a_ = 0, seen_b_ = 0;
+  bool timed_out_ = false;
+  std::set<std::thread::id> threads_;
+};
+
+// Records on which threads nodes ran.
+class ThreadLog final : public interp::NodeRunner {
+ public:
+  bool run(const ir::Node&, const std::vector<IValue>&, std::vector<IValue>&) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    threads_.insert(std::this_thread::get_id());
+    return false;
+  }
+  std::set<std::thread::id> threads() const { return threads_; }
+
+ private:
+  std::mutex mu_;
+  std::set<std::thread::id> threads_;
+};
+
+const char* kTwoBranches = R"(graph(%x : f32[8], %y : f32[8]):
+  %a : f32[8] = tanh(%x)
+  %b : f32[8] = sigmoid(%y)
+  %c : f32[8] = add(%a, %b)
+  return (%c)
+)";
+
+}  // namespace
+
+TEST_CASE("interop: the two-tower graph is bit-identical at 1 and 2 inter-op threads, interpreted and compiled") {
+  std::vector<IValue> ins = tower_inputs();
+  Function f = tower_function();
+  Function c = compile(f);
+  Tensor seq_interp, seq_compiled;
+  {
+    InteropThreads one(1);
+    seq_interp = f.call(ins)[0].to_tensor();
+    seq_compiled = c.call(ins)[0].to_tensor();
+  }
+  InteropThreads two(2);
+  for (int rep = 0; rep < 20; ++rep) {
+    check_bit_identical(f.call(ins)[0].to_tensor(), seq_interp);
+    check_bit_identical(c.call(ins)[0].to_tensor(), seq_compiled);
+  }
+  // The compiled graph released values after their last reader, whichever branch finished last.
+  CHECK(compile_stats(c).gemm_kernels > 0);
+  // The same values as eager code.
+  Tensor x = ins[0].to_tensor();
+  auto t = [&](size_t i) { return ins[i].to_tensor(); };
+  Tensor a = tanh(matmul(relu(matmul(x, t(1)) + t(2)), t(3)) + t(4));
+  Tensor b = sigmoid(matmul(relu(matmul(x, t(5)) + t(6)), t(7)) + t(8));
+  check_bit_identical(seq_interp, cat({a, b}, 1));
+}
+
+TEST_CASE("interop: independent small steps run at the same time on two threads") {
+  auto g = ir::parse_ir(kTwoBranches);
+  Tensor x = arange(8).to(DType::Float32), y = x * 0.5;
+  InteropThreads two(2);
+  Rendezvous meet(OpId::Tanh, OpId::Sigmoid);
+  auto r = interp::run(*g, {x, y}, &meet);
+  CHECK_FALSE(meet.timed_out());
+  CHECK(meet.threads() == 2);
+  check_bit_identical(r[0].to_tensor(), tanh(x) + sigmoid(y));
+}
+
+TEST_CASE("interop: set_num_interop_threads(1) runs every step on the calling thread") {
+  auto g = ir::parse_ir(kTwoBranches);
+  Tensor x = arange(8).to(DType::Float32), y = x * 0.5;
+  InteropThreads one(1);
+  CHECK(get_num_interop_threads() == 1);
+  ThreadLog log;
+  for (int rep = 0; rep < 10; ++rep) interp::run(*g, {x, y}, &log);
+  CHECK(log.threads() == std::set<std::thread::id>{std::this_thread::get_id()});
+  check_error([] { set_num_interop_threads(0); }, "set_num_interop_threads: expected a positive count, got 0");
+}
+
+TEST_CASE("interop: steps run sequentially while autograd records") {
+  auto g = ir::parse_ir(kTwoBranches);
+  Tensor x = arange(8).to(DType::Float32).requires_grad_(), y = arange(8).to(DType::Float32) * 0.5;
+  InteropThreads two(2);
+  ThreadLog log;
+  Tensor c = interp::run(*g, {x, y}, &log)[0].to_tensor();
+  CHECK(log.threads() == std::set<std::thread::id>{std::this_thread::get_id()});
+  c.sum().backward();
+  kiln::test::check_close(x.grad(), 1.0 - tanh(x.detach()) * tanh(x.detach()));
+}
+
+TEST_CASE("interop: an error in one branch reaches the caller as the same kiln::Error") {
+  // The right branch multiplies [4,3] by [4,3]: the matmul fails on whichever thread runs it.
+  auto g = ir::parse_ir(R"(graph(%x : f32[4,3], %w : f32[4,3]):
+  %a : f32[4,3] = tanh(%x)
+  %b : f32[4,3] = sigmoid(%a)
+  %m : Tensor = matmul(%x, %w)
+  %n : Tensor = relu(%m)
+  %c : f32[4,3] = add(%b, %n)
+  return (%c)
+)");
+  Tensor x = ones({4, 3}), w = ones({4, 3});
+  std::string sequential;
+  {
+    InteropThreads one(1);
+    try {
+      interp::run(*g, {x, w});
+    } catch (const Error& e) {
+      sequential = e.what();
+    }
+  }
+  REQUIRE(sequential.find("matmul") != std::string::npos);
+  InteropThreads two(2);
+  for (int rep = 0; rep < 20; ++rep) check_error([&] { interp::run(*g, {x, w}); }, sequential);
+  // What a runner throws crosses the pool as thrown: kiln::Error named by the interpreter, anything
+  // else unchanged.
+  struct Boom final : public interp::NodeRunner {
+    bool kiln_error = true;
+    bool run(const ir::Node& n, const std::vector<IValue>&, std::vector<IValue>&) override {
+      if (!n.is_op() || n.op() != OpId::Sigmoid) return false;
+      if (kiln_error) fail("boom: sigmoid refused");
+      throw std::runtime_error("not a kiln error");
+    }
+  } boom;
+  auto ok = ir::parse_ir(kTwoBranches);
+  check_error([&] { interp::run(*ok, {ones({8}), ones({8})}, &boom); }, "interp: line 3 (sigmoid): boom: sigmoid refused");
+  boom.kiln_error = false;
+  CHECK_THROWS_AS(interp::run(*ok, {ones({8}), ones({8})}, &boom), std::runtime_error);
+}
+
+TEST_CASE("interop: random ops keep the sequential RNG order") {
+  auto g = ir::parse_ir(R"(graph(%x : f32[64], %y : f32[64]):
+  %a : f32[64] = tanh(%x)
+  %ra : f32[64] = prim::rand_like(%a)
+  %a2 : f32[64] = mul(%a, %ra)
+  %b : f32[64] = sigmoid(%y)
+  %rb : f32[64] = prim::rand_like(%b)
+  %b2 : f32[64] = mul(%b, %rb)
+  %c : f32[64] = sub(%a2, %b2)
+  return (%c, %ra, %rb)
+)");
+  Tensor x = randn({64}), y = randn({64});
+  std::vector<IValue> seq;
+  {
+    InteropThreads one(1);
+    manual_seed(3);
+    seq = interp::run(*g, {x, y});
+  }
+  InteropThreads two(2);
+  for (int rep = 0; rep < 10; ++rep) {
+    manual_seed(3);
+    std::vector<IValue> par = interp::run(*g, {x, y});
+    for (size_t i = 0; i < 3; ++i) check_bit_identical(par[i].to_tensor(), seq[i].to_tensor());
+  }
+}
+
+TEST_CASE("interop: a Function called from inside a step does not deadlock") {
+  Function inner = tower_function();
+  std::vector<IValue> ins = tower_inputs();
+  Tensor expected;
+  {
+    InteropThreads one(1);
+    expected = inner.call(ins)[0].to_tensor();
+  }
+  // Both branches of the outer graph call the two-tower function from the step they run in.
+  struct Nested final : public interp::NodeRunner {
+    const Function& fn;
+    const std::vector<IValue>& ins;
+    std::mutex mu;
+    std::vector<Tensor> results;
+    Nested(const Function& f, const std::vector<IValue>& i) : fn(f), ins(i) {}
+    bool run(const ir::Node& n, const std::vector<IValue>&, std::vector<IValue>&) override {
+      if (!n.is_op() || (n.op() != OpId::Tanh && n.op() != OpId::Sigmoid)) return false;
+      Tensor r = fn.call(ins)[0].to_tensor();
+      std::lock_guard<std::mutex> lock(mu);
+      results.push_back(r);
+      return false;
+    }
+  } nested(inner, ins);
+  auto g = ir::parse_ir(kTwoBranches);
+  InteropThreads two(2);
+  for (int rep = 0; rep < 5; ++rep) interp::run(*g, {ones({8}), ones({8})}, &nested);
+  REQUIRE(nested.results.size() == 10);
+  for (const Tensor& r : nested.results) check_bit_identical(r, expected);
+  // Calls from several user threads at once share the pool.
+  std::vector<std::thread> users;
+  std::vector<Tensor> outs(4);
+  for (size_t k = 0; k < outs.size(); ++k) users.emplace_back([&, k] { outs[k] = inner.call(ins)[0].to_tensor(); });
+  for (auto& t : users) t.join();
+  for (const Tensor& r : outs) check_bit_identical(r, expected);
+}
+
+TEST_CASE("interop: control flow runs in order, its blocks may run their own branches at once") {
+  auto g = ir::parse_ir(R"(graph(%x : f32[8], %n : int):
+  %true : bool = prim::Constant[value=true]()
+  %acc : f32[8] = prim::Loop(%n, %true, %x)
+    block0(%i : int, %a : f32[8]):
+      %p : f32[8] = tanh(%a)
+      %q : f32[8] = sigmoid(%a)
+      %s : f32[8] = add(%p, %q)
+      -> (%true, %s)
+  %e : f32[8] = exp(%x)
+  %y : f32[8] = mul(%acc, %e)
+  return (%y)
+)");
+  Tensor x = arange(8).to(DType::Float32) * 0.1;
+  Tensor expect = x;
+  for (int i = 0; i < 4; ++i) expect = tanh(expect) + sigmoid(expect);
+  expect = expect * exp(x);
+  InteropThreads two(2);
+  for (int rep = 0; rep < 10; ++rep) check_bit_identical(interp::run(*g, {x, int64_t(4)})[0].to_tensor(), expect);
+}
