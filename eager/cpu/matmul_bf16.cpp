@@ -45,7 +45,7 @@ Entry make(const Key& k) {
     e.prim = dnnl::matmul(pd);
     e.ok = true;
   } catch (const dnnl::error&) {
-    e.impl = "none";
+    e.impl = "oneDNN has no bf16 matmul for this CPU";
   }
   return e;
 }
