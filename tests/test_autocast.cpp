@@ -433,3 +433,38 @@ TEST_CASE("autocast: digits MLP trained 300 steps under bf16 autocast matches fl
   CHECK(a32 > 0.9);
   CHECK(std::fabs(a16 - a32) <= 0.01);
 }
+
+TEST_CASE("grad_scaler: float16 autocast training backs off from an overflowing scale, then steps") {
+  manual_seed(3);
+  Tensor x = randn({32, 16});
+  Tensor y = argmax(matmul(x, randn({16, 4})), 1);  // a learnable labelling
+  nn::Linear model(16, 4);
+  optim::SGD opt(model.parameters(), {.lr = 0.5});
+  // 2^24 times a gradient of the f16 logits overflows float16 (max 65504): the first steps must be skipped.
+  GradScaler scaler({.init_scale = double(1 << 24), .growth_interval = 1000});
+  auto loss_now = [&] {
+    AutocastGuard ac(DType::Float16);
+    return cross_entropy(model(x), y);
+  };
+  double first = loss_now().item<double>();
+  int skipped = 0, stepped = 0;
+  bool first_skipped = false;
+  for (int s = 0; s < 40; ++s) {
+    Tensor loss = loss_now();
+    CHECK(loss.dtype() == DType::Float32);
+    opt.zero_grad();
+    scaler.scale(loss).backward();
+    REQUIRE(model.weight.grad().dtype() == DType::Float32);
+    bool did = scaler.step(opt);
+    if (s == 0) first_skipped = !did;
+    (did ? stepped : skipped) += 1;
+    scaler.update();
+  }
+  MESSAGE("float16 + GradScaler: " << skipped << " skipped, " << stepped << " stepped, final scale "
+                                   << scaler.get_scale());
+  CHECK(first_skipped);
+  CHECK(skipped >= 1);
+  CHECK(stepped >= 20);
+  CHECK(scaler.get_scale() < double(1 << 24));
+  CHECK(loss_now().item<double>() < first * 0.7);
+}

@@ -44,8 +44,8 @@ Entry make(const Key& k) {
     if (e.impl.rfind("ref", 0) == 0) return e;
     e.prim = dnnl::matmul(pd);
     e.ok = true;
-  } catch (const dnnl::error&) {
-    e.impl = "oneDNN has no bf16 matmul for this CPU";
+  } catch (const dnnl::error& err) {
+    e.impl = std::string("oneDNN has no bf16 matmul for this CPU: ") + err.what();
   }
   return e;
 }
