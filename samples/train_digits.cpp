@@ -7,7 +7,7 @@
 // ops, modules, FLOPs and memory by category.
 // --bf16 trains each model a second time from the same initial weights with forward and loss under
 // bf16 autocast (AutocastGuard: matmul/conv in bf16, losses in float32, float32 master weights) and
-// prints both accuracies and ms/step.
+// prints both accuracies and ms/step; with --profile, the profiled step runs under bf16 autocast.
 //
 // Data-parallel: started by mpirun (`mpirun -np 2 train_digits mlp`), each rank trains on its share of
 // every epoch (DistributedSampler) with the model wrapped in DistributedDataParallel; the global batch
@@ -155,7 +155,11 @@ void profile_step(const std::string& tag, nn::Module& model, const Split& d) {
   // Copies: a saved slice would keep (and charge as an activation) the whole data set's storage.
   Tensor xb = d.x_train.slice(0, 0, 32).clone(), yb = d.y_train.slice(0, 0, 32).clone();
   auto step = [&] {
-    Tensor loss = cross_entropy(model(xb), yb);
+    Tensor loss;
+    {
+      AutocastGuard autocast(DType::BFloat16, use_bf16);
+      loss = cross_entropy(model(xb), yb);
+    }
     opt.zero_grad();
     loss.backward();
     opt.step();
@@ -191,6 +195,7 @@ int main(int argc, char** argv) {
                 (long long)x.size(1), ranks.distributed ? fmt::format(", {} ranks", ranks.world).c_str() : "");
   if (bf16_too && ranks.rank == 0) std::printf("bf16 autocast on this CPU: %s\n", autocast_cpu_info().c_str());
   if (profile_only) {
+    use_bf16 = bf16_too;  // --profile --bf16: the step under bf16 autocast
     manual_seed(1);
     if (which == "mlp" || which == "both") profile_step("mlp", *kiln::samples::digits_mlp(), d);
     Split img{d.x_train.reshape({-1, 1, 8, 8}), d.y_train, d.x_test.reshape({-1, 1, 8, 8}), d.y_test};

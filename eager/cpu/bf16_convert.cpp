@@ -11,6 +11,7 @@ namespace kiln::cpu {
 namespace {
 
 bool detect_avx512_bf16() {
+  __builtin_cpu_init();  // this runs as a static initialiser, possibly before libgcc's own
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
   bool bf16 = (a >> 5) & 1u;

@@ -1,7 +1,8 @@
 #pragma once
 // float32 <-> bfloat16 over contiguous buffers: AVX512_BF16's vcvtne2ps2bf16 where the CPU has it
 // (chosen at run time by cpuid), a round-to-nearest-even loop elsewhere. Both round like
-// kiln::BFloat16(float) and keep NaN a quiet NaN.
+// kiln::BFloat16(float) and keep NaN a quiet NaN; the instruction also flushes float32 denormals
+// (below 1.2e-38) to a signed zero, where the loop rounds them to bf16 denormals.
 #include <cstdint>
 
 namespace kiln::cpu {
