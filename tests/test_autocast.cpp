@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <thread>
 
 #include "eager/cpu/bf16_convert.h"
 #include "samples/digits_models.h"
@@ -55,6 +56,17 @@ TEST_CASE("autocast: scope state nests, restores and switches off") {
   CHECK_FALSE(autocast_enabled());
   check_error([] { AutocastGuard g(DType::Float64); }, "autocast: dtype must be bfloat16 or float16");
   CHECK_FALSE(autocast_enabled());
+}
+
+TEST_CASE("autocast: the scope is per thread, and mixed dtypes outside it still raise") {
+  AutocastGuard ac;
+  bool other_thread_enabled = true;
+  std::thread t([&] { other_thread_enabled = autocast_enabled(); });
+  t.join();
+  CHECK_FALSE(other_thread_enabled);
+  AutocastGuard off(false);
+  check_error([] { matmul(f32({2, 3}).to(DType::BFloat16), f32({3, 4})); },
+              "matmul: expected both inputs to have the same dtype, got bfloat16 and float32");
 }
 
 TEST_CASE("autocast: policy table rows") {
