@@ -1,7 +1,7 @@
 // Training steps (issue: compiled training): the MLP 784-256-10 at batch 64 and the digits CNN at
 // batch 64, each as kiln eager (forward, backward, Adam) and as a CompiledTrainStep (compiled forward
 // and backward, fused Adam); Adam over a 1M-parameter model fused vs the per-tensor op loop; the
-// compile latency of a whole step. bench/compare_train runs it beside PyTorch eager, torch.compile
+// compile latency of a whole step; the eager steps under bf16 autocast (BM_*StepBf16). bench/compare_train runs it beside PyTorch eager, torch.compile
 // and jax.jit(grad); bench/RESULTS.md has the figures.
 #include <benchmark/benchmark.h>
 
@@ -26,19 +26,25 @@ Workload make(bool image) {
 }
 
 // fused = false: the op-by-op Adam kiln eager ran before the fused loops (for comparison).
-void step_eager(benchmark::State& state, bool image, bool fused_adam = true) {
+// bf16: forward and loss under bf16 autocast (float32 master weights and Adam), as torch.autocast("cpu").
+void step_eager(benchmark::State& state, bool image, bool fused_adam = true, bool bf16 = false) {
   set_num_threads(int(state.range(0)));
   Workload w = make(image);
   optim::AdamOptions o{1e-3};
   o.fused = fused_adam;
   optim::Adam opt(w.model->parameters(), o);
   for (auto _ : state) {
-    Tensor loss = cross_entropy((*w.model)(w.x), w.y);
+    Tensor loss;
+    {
+      AutocastGuard autocast(DType::BFloat16, bf16);
+      loss = cross_entropy((*w.model)(w.x), w.y);
+    }
     opt.zero_grad();
     loss.backward();
     opt.step();
     benchmark::DoNotOptimize(loss.raw_data());
   }
+  if (bf16) state.SetLabel(autocast_cpu_info());
 }
 
 void step_compiled(benchmark::State& state, bool image) {
@@ -63,12 +69,16 @@ void BM_CnnStepEagerLoopAdam(benchmark::State& s) { step_eager(s, true, false); 
 void BM_MlpStepCompiled(benchmark::State& s) { step_compiled(s, false); }
 void BM_CnnStepEager(benchmark::State& s) { step_eager(s, true); }
 void BM_CnnStepCompiled(benchmark::State& s) { step_compiled(s, true); }
+void BM_MlpStepBf16(benchmark::State& s) { step_eager(s, false, true, true); }
+void BM_CnnStepBf16(benchmark::State& s) { step_eager(s, true, true, true); }
 BENCHMARK(BM_MlpStepEagerLoopAdam)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_CnnStepEagerLoopAdam)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_MlpStepEager)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_MlpStepCompiled)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_CnnStepEager)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_CnnStepCompiled)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_MlpStepBf16)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_CnnStepBf16)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // Trace + joint graph + partition + passes + x86 kernels + the first step, on a fresh model each time.
 void BM_CompileMlpStep(benchmark::State& state) {

@@ -5,10 +5,12 @@ digits CNN (conv 1->16, pool, conv 16->32, pool, linear 128->10), batch 64, cros
   --fw torch       PyTorch eager (and, with --compile, torch.compile of the whole step: Inductor compiles
                    forward and backward through AOTAutograd; the optimizer step is compiled too)
   --fw jax         jax.jit of value_and_grad plus an Adam update written in jax.numpy, one jitted step
+  --bf16           with --fw torch: also the eager step with forward and loss under
+                   torch.autocast("cpu", dtype=torch.bfloat16) (kiln's BM_*StepBf16), as <name>_bf16_s
 Prints JSON: per workload the best per-step time over `reps` timed batches, and the first call's
 time (compile included). A framework that is not installed is reported as missing.
 
-Usage: train_workloads.py --fw torch|jax --threads N [--reps R] [--compile]
+Usage: train_workloads.py --fw torch|jax --threads N [--reps R] [--compile] [--bf16]
 """
 import argparse
 import json
@@ -19,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sota_workloads import first_call, timed  # noqa: E402  (one timing loop for every comparison)
 
 
-def torch_steps(threads, reps, compile_too):
+def torch_steps(threads, reps, compile_too, bf16=False):
     import torch
     import torch.nn as nn
     torch.set_num_threads(threads)
@@ -45,6 +47,19 @@ def torch_steps(threads, reps, compile_too):
             return loss
 
         out[name + "_eager_s"] = timed(step, reps)
+        if bf16:
+            model3, x3 = models()[name]
+            opt3 = torch.optim.Adam(model3.parameters(), lr=1e-3)
+
+            def bstep():
+                opt3.zero_grad(set_to_none=True)
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    loss = nn.functional.cross_entropy(model3(x3), y)
+                loss.backward()
+                opt3.step()
+                return loss
+
+            out[name + "_bf16_s"] = timed(bstep, reps)
         if compile_too and hasattr(torch, "compile"):
             model2, x2 = models()[name]
             opt2 = torch.optim.Adam(model2.parameters(), lr=1e-3)
@@ -141,9 +156,10 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--bf16", action="store_true")
     a = ap.parse_args()
     try:
-        r = torch_steps(a.threads, a.reps, a.compile) if a.fw == "torch" else jax_steps(a.threads, a.reps)
+        r = torch_steps(a.threads, a.reps, a.compile, a.bf16) if a.fw == "torch" else jax_steps(a.threads, a.reps)
     except ImportError as e:
         r = {"missing": str(e)}
     json.dump(r, sys.stdout)

@@ -1,6 +1,7 @@
 #include "eager/dispatch.h"
 
 #include "core/device_runtime.h"
+#include "eager/autocast/autocast.h"
 #include "eager/cpu/copy.h"
 #include "eager/kernels.h"
 #include "eager/profiler/profile_hooks.h"
@@ -44,7 +45,12 @@ void copy_into(const Tensor& dst, const Tensor& src) {
   if (!moved.is_same(dst)) copy_into(dst, moved);
 }
 
-Tensors dispatch(OpId op, const Tensors& inputs, const Attrs& attrs) {
+Tensors dispatch(OpId op, const Tensors& inputs_in, const Attrs& attrs) {
+  // Autocast's casts are dispatched ops themselves, recorded before this op by autograd and the tracer.
+  bool autocast = autocast_enabled();
+  Tensors cast;
+  if (autocast) cast = autocast_inputs(op, inputs_in);
+  const Tensors& inputs = autocast ? cast : inputs_in;
   const Tensor* ref = nullptr;  // the first input that fixes the device
   for (const Tensor& t : inputs) {
     if (!t.defined()) fail("{}: an input tensor is undefined", op_name(op));

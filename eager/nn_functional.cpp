@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "eager/autocast/autocast.h"
 #include "eager/dispatch.h"
 #include "eager/ops.h"
 
@@ -45,7 +46,8 @@ Shape channel_shape(int64_t C, int64_t rank) {
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim) {
+Tensor softmax(const Tensor& x_in, int64_t dim) {
+  Tensor x = autocast_input("softmax", x_in);
   if (x.dim() == 0) return reshape(softmax(reshape(x, {1}), dim), {});
   int64_t d = wrap_dim("softmax", dim, x.dim());
   // Subtracting the max keeps exp from overflowing; the result is unchanged mathematically, and so is
@@ -55,14 +57,16 @@ Tensor softmax(const Tensor& x, int64_t dim) {
   return div(e, sum(e, {d}, true));
 }
 
-Tensor log_softmax(const Tensor& x, int64_t dim) {
+Tensor log_softmax(const Tensor& x_in, int64_t dim) {
+  Tensor x = autocast_input("log_softmax", x_in);
   if (x.dim() == 0) return reshape(log_softmax(reshape(x, {1}), dim), {});
   int64_t d = wrap_dim("log_softmax", dim, x.dim());
   Tensor s = sub(x, amax(x.detach(), {d}, true));  // detached as in softmax
   return sub(s, log(sum(exp(s), {d}, true)));
 }
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const std::string& reduction) {
+Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, const std::string& reduction) {
+  Tensor log_probs = autocast_input("nll_loss", log_probs_in);
   check_reduction("nll_loss", reduction);
   if (log_probs.dim() == 0) fail("nll_loss: expected input with at least 1 dimension, got a 0-d tensor");
   if (target.dtype() != DType::Int64)
@@ -94,7 +98,8 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const std::string
   return div(sum(loss), sum(keep).to(log_probs.dtype()));
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::string& reduction) {
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const std::string& reduction) {
+  Tensor logits = autocast_input("cross_entropy", logits_in);
   check_reduction("cross_entropy", reduction);
   if (logits.dim() == 0) fail("cross_entropy: expected input with at least 1 dimension, got a 0-d tensor");
   int64_t cdim = logits.dim() == 1 ? 0 : 1;
@@ -110,11 +115,14 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::stri
 
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
   check_reduction("mse_loss", reduction);
-  return reduce_loss(square(sub(input, target)), reduction);
+  Tensors in = autocast_inputs("mse_loss", {input, target});
+  return reduce_loss(square(sub(in[0], in[1])), reduction);
 }
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Shape stride, Shape padding, Shape dilation,
-              int64_t groups) {
+Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, Shape stride, Shape padding,
+              Shape dilation, int64_t groups) {
+  Tensors cast = autocast_inputs("conv2d", {x_in, weight_in, bias_in});
+  const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
   Attrs a;
   a.set("stride", pair("conv2d", "stride", stride))
       .set("padding", pair("conv2d", "padding", padding))
@@ -151,8 +159,10 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   return reshape(index_select(weight, 0, reshape(indices, {-1})), out);
 }
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in, const Tensor& bias_in,
                   double eps) {
+  Tensors cast = autocast_inputs("layer_norm", {x_in, weight_in, bias_in});
+  const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
   int64_t k = int64_t(normalized_shape.size());
   bool fits = k >= 1 && k <= x.dim();
   for (int64_t i = 0; fits && i < k; ++i)
@@ -174,8 +184,11 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   return y;
 }
 
-Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum, double eps) {
+Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight_in,
+                  const Tensor& bias_in, bool training, double momentum, double eps) {
+  // The running statistics are updated in place, so they are never cast.
+  Tensors cast = autocast_inputs("batch_norm", {x_in, weight_in, bias_in});
+  const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
   if (x.dim() < 2) fail("batch_norm: expected input with at least 2 dims [N,C,...], got shape {}", shape_str(x.sizes()));
   int64_t C = x.size(1);
   const char* names[] = {"running_mean", "running_var", "weight", "bias"};

@@ -1,6 +1,7 @@
 // Public wrappers of the non-elementwise primitives, and the shape composites built from them.
 #include "eager/ops.h"
 
+#include "eager/autocast/autocast.h"
 #include "eager/dispatch.h"
 
 namespace kiln {
@@ -41,8 +42,9 @@ Tensor cat(const Tensors& xs, int64_t dim) {
   return dispatch1(OpId::Cat, xs, Attrs().set("dim", dim));
 }
 
-Tensor stack(const Tensors& xs, int64_t dim) {
-  if (xs.empty()) fail("stack: expected a non-empty list of tensors");
+Tensor stack(const Tensors& xs_in, int64_t dim) {
+  if (xs_in.empty()) fail("stack: expected a non-empty list of tensors");
+  Tensors xs = autocast_inputs("stack", xs_in);
   int64_t d = wrap_dim("stack", dim, xs[0].dim() + 1);
   Tensors us;
   for (const Tensor& x : xs) {
@@ -104,14 +106,19 @@ Tensor slice_backward(const Tensor& grad, const Shape& shape, int64_t dim, int64
                    Attrs().set("shape", shape).set("dim", dim).set("start", start).set("end", end).set("step", step));
 }
 
-Tensor matmul(const Tensor& a, const Tensor& b) { return dispatch1(OpId::Matmul, {a, b}); }
-Tensor mm(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a, const Tensor& b) { return dispatch1(OpId::Matmul, autocast_inputs("matmul", {a, b})); }
+Tensor mm(const Tensor& a_in, const Tensor& b_in) {
+  Tensors cast = autocast_inputs("mm", {a_in, b_in});
+  const Tensor &a = cast[0], &b = cast[1];
   if (a.dim() != 2 || b.dim() != 2)
     fail("mm: expected 2-D tensors, got shapes {} and {}", shape_str(a.sizes()), shape_str(b.sizes()));
   return matmul(a, b);
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  // The bias is cast too, so the add stays in the lower precision (torch's linear is one op).
+  Tensors cast = autocast_inputs("linear", {x_in, weight_in, bias_in});
+  const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
   if (weight.dim() != 2 && weight.dim() != 1)
     fail("linear: weight must be 1-D or 2-D, got shape {}", shape_str(weight.sizes()));
   Tensor y = matmul(x, weight.dim() == 2 ? weight.t() : weight);

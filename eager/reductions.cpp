@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "eager/autocast/autocast.h"
 #include "eager/dispatch.h"
 #include "eager/ops.h"
 
@@ -74,7 +75,8 @@ std::pair<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
   return {amin(x, {dim}, keepdim), argmin(x, dim, keepdim)};
 }
 
-Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
+Tensor mean(const Tensor& x_in, const Shape& dims, bool keepdim) {
+  Tensor x = autocast_input("mean", x_in);
   if (!x.is_floating_point())
     fail("mean: could not infer output dtype. input dtype must be floating point, got {}", dtype_name(x.dtype()));
   int64_t n = reduced_count("mean", x, dims);
@@ -83,7 +85,8 @@ Tensor mean(const Tensor& x, const Shape& dims, bool keepdim) {
   return div(sum(x, dims, keepdim), double(n));  // an empty reduction gives 0 / 0 = nan, as torch
 }
 
-Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+Tensor var(const Tensor& x_in, const Shape& dims, int64_t correction, bool keepdim) {
+  Tensor x = autocast_input("var", x_in);
   require_floating("var", x);
   if (is_half(x.dtype())) return var(x.to(DType::Float32), dims, correction, keepdim).to(x.dtype());
   int64_t n = reduced_count("var", x, dims);
@@ -93,12 +96,14 @@ Tensor var(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim)
   return div(sum(mul(d, d), dims, keepdim), double(std::max<int64_t>(n - correction, 0)));
 }
 
-Tensor std(const Tensor& x, const Shape& dims, int64_t correction, bool keepdim) {
+Tensor std(const Tensor& x_in, const Shape& dims, int64_t correction, bool keepdim) {
+  Tensor x = autocast_input("std", x_in);
   require_floating("std", x);
   return sqrt(var(x, dims, correction, keepdim));
 }
 
-Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim) {
+Tensor logsumexp(const Tensor& x_in, const Shape& dims, bool keepdim) {
+  Tensor x = autocast_input("logsumexp", x_in);
   reduced_count("logsumexp", x, dims);
   Tensor xf = x.is_floating_point() ? x : x.to(default_dtype());
   // amax has nothing to reduce on an empty input; there the sum is 0 and the result -inf

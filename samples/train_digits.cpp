@@ -1,10 +1,13 @@
 // Trains an MLP and a small CNN on the 8x8 handwritten digits that python3-sklearn ships
 // (converted to .npy by .ci/setup.sh), with kiln's eager autograd, nn and optim.
-//   train_digits [mlp|cnn|both] [data_dir] [--compile] [--profile]
+//   train_digits [mlp|cnn|both] [data_dir] [--compile] [--profile] [--bf16]
 // --compile trains each model a second time from the same initial weights with the whole step
 // compiled (CompiledTrainStep: compiled forward and backward, fused Adam) and prints both ms/step.
 // --profile instead runs one eager step (after one to warm up) under kiln::Profiler and prints its table:
 // ops, modules, FLOPs and memory by category.
+// --bf16 trains each model a second time from the same initial weights with forward and loss under
+// bf16 autocast (AutocastGuard: matmul/conv in bf16, losses in float32, float32 master weights) and
+// prints both accuracies and ms/step; with --profile, the profiled step runs under bf16 autocast.
 //
 // Data-parallel: started by mpirun (`mpirun -np 2 train_digits mlp`), each rank trains on its share of
 // every epoch (DistributedSampler) with the model wrapped in DistributedDataParallel; the global batch
@@ -39,8 +42,9 @@ struct Split {
   Tensor x_train, y_train, x_test, y_test;
 };
 
-double accuracy(nn::Module& model, const Tensor& x, const Tensor& y) {
+double accuracy(nn::Module& model, const Tensor& x, const Tensor& y, bool bf16) {
   NoGradGuard ng;
+  AutocastGuard autocast(DType::BFloat16, bf16);
   model.eval();
   Tensor pred = argmax(model(x), 1);
   model.train();
@@ -57,6 +61,7 @@ struct Ranks {
   int rank = 0, world = 1;
 };
 Ranks ranks;
+bool use_bf16 = false;  // the run's forward and loss under bf16 autocast
 
 // This epoch's sample order: a seeded permutation, or this rank's share of one.
 Tensor epoch_order(int64_t n, int epoch) {
@@ -87,6 +92,7 @@ Result train(const std::string& tag, nn::Module& model, const Split& d, int epoc
       Tensor idx = perm.slice(0, s, s + batch);
       Tensor xb = index_select(d.x_train, 0, idx), yb = index_select(d.y_train, 0, idx);
       Tensor loss;
+      AutocastGuard autocast(DType::BFloat16, use_bf16);
       if (compiled) {
         loss = step({xb, yb});
       } else {
@@ -101,7 +107,7 @@ Result train(const std::string& tag, nn::Module& model, const Split& d, int epoc
     double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (epoch > 1) total_ms += ms, total_steps += steps;  // epoch 1 pays the compile
     sched.step();
-    r.accuracy = accuracy(model, d.x_test, d.y_test);
+    r.accuracy = accuracy(model, d.x_test, d.y_test, use_bf16);
     if (ranks.rank == 0)
       std::printf("%s epoch %2d  loss %.4f  test accuracy %.2f%%  %.3f ms/step\n", tag.c_str(), epoch, loss_sum / steps,
                 r.accuracy * 100, ms / steps);
@@ -112,7 +118,7 @@ Result train(const std::string& tag, nn::Module& model, const Split& d, int epoc
 
 // Eager, then (with --compile) compiled from the same initial weights; both ms/step.
 bool run(const std::string& tag, const std::function<std::shared_ptr<nn::Module>()>& make, const Split& d, int epochs,
-         bool compile_too) {
+         bool compile_too, bool bf16_too) {
   // Distributed, the model is wrapped: rank 0's initial weights reach every rank, gradients are averaged.
   auto wrap = [](std::shared_ptr<nn::Module> m) -> std::shared_ptr<nn::Module> {
     return ranks.distributed ? std::make_shared<dist::DistributedDataParallel>(m) : m;
@@ -120,6 +126,18 @@ bool run(const std::string& tag, const std::function<std::shared_ptr<nn::Module>
   manual_seed(1);
   auto model = wrap(make());
   Result e = train(tag, *model, d, epochs, 3e-3, 32, false);
+  if (bf16_too) {
+    manual_seed(1);
+    auto model2 = wrap(make());
+    use_bf16 = true;
+    Result h = train(tag + " bf16", *model2, d, epochs, 3e-3, 32, false);
+    use_bf16 = false;
+    if (ranks.rank == 0)
+      std::printf("%s: float32 %.3f ms/step, bf16 autocast %.3f ms/step (%.2fx), test accuracy %.2f%% / %.2f%%\n",
+                  tag.c_str(), e.ms_per_step, h.ms_per_step, e.ms_per_step / h.ms_per_step, e.accuracy * 100,
+                  h.accuracy * 100);
+    return e.accuracy >= 0.95 && h.accuracy >= 0.95;
+  }
   if (!compile_too) return e.accuracy >= 0.95;
   manual_seed(1);
   auto model2 = wrap(make());
@@ -137,7 +155,11 @@ void profile_step(const std::string& tag, nn::Module& model, const Split& d) {
   // Copies: a saved slice would keep (and charge as an activation) the whole data set's storage.
   Tensor xb = d.x_train.slice(0, 0, 32).clone(), yb = d.y_train.slice(0, 0, 32).clone();
   auto step = [&] {
-    Tensor loss = cross_entropy(model(xb), yb);
+    Tensor loss;
+    {
+      AutocastGuard autocast(DType::BFloat16, use_bf16);
+      loss = cross_entropy(model(xb), yb);
+    }
     opt.zero_grad();
     loss.backward();
     opt.step();
@@ -151,10 +173,11 @@ void profile_step(const std::string& tag, nn::Module& model, const Split& d) {
 
 int main(int argc, char** argv) {
   std::vector<std::string> args;
-  bool compile_too = false, profile_only = false;
+  bool compile_too = false, profile_only = false, bf16_too = false;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--compile") compile_too = true;
     else if (std::string(argv[i]) == "--profile") profile_only = true;
+    else if (std::string(argv[i]) == "--bf16") bf16_too = true;
     else args.push_back(argv[i]);
   }
   std::string which = args.size() > 0 ? args[0] : "both";
@@ -170,7 +193,9 @@ int main(int argc, char** argv) {
   if (ranks.rank == 0)
     std::printf("digits: %lld train, %lld test, %lld features%s\n", (long long)n_train, (long long)(n - n_train),
                 (long long)x.size(1), ranks.distributed ? fmt::format(", {} ranks", ranks.world).c_str() : "");
+  if (bf16_too && ranks.rank == 0) std::printf("bf16 autocast on this CPU: %s\n", autocast_cpu_info().c_str());
   if (profile_only) {
+    use_bf16 = bf16_too;  // --profile --bf16: the step under bf16 autocast
     manual_seed(1);
     if (which == "mlp" || which == "both") profile_step("mlp", *kiln::samples::digits_mlp(), d);
     Split img{d.x_train.reshape({-1, 1, 8, 8}), d.y_train, d.x_test.reshape({-1, 1, 8, 8}), d.y_test};
@@ -179,11 +204,11 @@ int main(int argc, char** argv) {
   }
   bool ok = true;
   if (which == "mlp" || which == "both") {
-    ok = run("mlp", [] { return kiln::samples::digits_mlp(); }, d, 20, compile_too) && ok;
+    ok = run("mlp", [] { return kiln::samples::digits_mlp(); }, d, 20, compile_too, bf16_too) && ok;
   }
   if (which == "cnn" || which == "both") {
     Split img{d.x_train.reshape({-1, 1, 8, 8}), d.y_train, d.x_test.reshape({-1, 1, 8, 8}), d.y_test};
-    ok = run("cnn", kiln::samples::digits_cnn, img, 15, compile_too) && ok;
+    ok = run("cnn", kiln::samples::digits_cnn, img, 15, compile_too, bf16_too) && ok;
   }
   if (ranks.distributed) dist::destroy_process_group();
   return ok ? 0 : 1;

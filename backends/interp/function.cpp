@@ -1,8 +1,12 @@
 #include "backends/interp/function.h"
 
+#include <spdlog/spdlog.h>
+
+#include <mutex>
 #include <ostream>
 
 #include "backends/interp/interpreter.h"
+#include "eager/autocast/autocast.h"
 #include "eager/autograd/graph.h"
 
 namespace kiln {
@@ -110,6 +114,16 @@ void Function::check_signature(const std::vector<IValue>& inputs) const {
 
 std::vector<IValue> Function::call(const std::vector<IValue>& inputs) const {
   check_signature(inputs);
+  // A graph runs as recorded: casts autocast made while tracing are nodes of it, and an enclosing
+  // scope must not cast again in the interpreter (compiled kernels could not follow it either).
+  if (autocast_enabled()) {
+    static std::once_flag once;
+    std::call_once(once, [&] {
+      spdlog::info("{}: a traced, scripted or compiled function runs its graph as recorded; the enclosing "
+                   "autocast scope does not apply to it (trace under autocast to record its casts)", name_);
+    });
+  }
+  AutocastGuard graph_as_recorded(false);
   std::vector<IValue> all = inputs;
   for (const Tensor& t : binding_.bound) all.emplace_back(t);
   std::vector<IValue> out = executor_ ? executor_->run(all) : interp::run(graph(), all);

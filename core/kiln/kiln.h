@@ -15,6 +15,8 @@
 #include "backends/interp/interop_scheduler.h"
 #include "backends/interp/interpreter.h"
 #include "backends/cuda/api.h"
+#include "eager/autocast/autocast.h"
+#include "eager/autocast/grad_scaler.h"
 #include "eager/autograd/engine.h"
 #include "eager/dispatch.h"
 #include "eager/dist/ddp.h"

@@ -6,6 +6,7 @@
 #include <deque>
 #include <unordered_map>
 
+#include "eager/autocast/autocast.h"
 #include "eager/autograd/nodes.h"
 #include "eager/ops.h"
 #include "eager/profiler/profile_hooks.h"
@@ -78,6 +79,9 @@ Tensors run(const Tensors& roots, const Tensors& grad_roots, bool retain_graph, 
     ~Restore() { GradMode::set(prev); }
   } restore{GradMode::enabled()};
   GradMode::set(create_graph);  // with create_graph the formulas record, so gradients are differentiable
+  // Derivatives run in the dtypes forward chose (torch runs backward outside autocast too); the
+  // gradients are then cast back to each input's own dtype.
+  AutocastGuard no_autocast(false);
   std::vector<std::function<void()>> callbacks;
   queued_callbacks.push_back(&callbacks);
   struct PopCallbacks {

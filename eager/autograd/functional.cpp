@@ -1,5 +1,6 @@
 #include "eager/autograd/functional.h"
 
+#include "eager/autocast/autocast.h"
 #include "eager/autograd/engine.h"
 #include "eager/autograd/nodes.h"
 #include "eager/ops.h"
@@ -48,6 +49,8 @@ struct CheckpointNode : Node {
   std::vector<bool> input_requires_grad;
   int n_outputs = 0;
   bool released = false;
+  bool autocast = false;  // the forward's autocast scope, which the recomputation must see again
+  DType autocast_dtype = DType::BFloat16;
   std::string name() const override { return "CheckpointBackward"; }
   int num_outputs() const override { return n_outputs; }
   void release_saved() override {
@@ -71,6 +74,7 @@ struct CheckpointNode : Node {
     Tensors ys;
     {
       EnableGradGuard eg;
+      AutocastGuard ac(autocast_dtype, autocast);
       ys = fn(xs);
     }
     Tensors roots, seeds;
@@ -102,6 +106,8 @@ Tensors checkpoint(const TensorsFn& fn, const Tensors& inputs) {
   auto node = std::make_shared<CheckpointNode>();
   node->fn = fn;
   node->n_outputs = int(ys.size());
+  node->autocast = autocast_enabled();
+  node->autocast_dtype = autocast_dtype();
   for (const Tensor& x : inputs) {
     node->inputs.emplace_back(x, true);
     node->input_requires_grad.push_back(x.requires_grad());

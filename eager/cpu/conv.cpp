@@ -105,7 +105,8 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Te
 
 }  // namespace
 
-Tensors kernel_conv2d(OpId, const Tensors& in, const Attrs& attrs) {
+Tensors kernel_conv2d(OpId op, const Tensors& in, const Attrs& attrs) {
+  if (all_half(in)) return run_in_float32(kernel_conv2d, op, in, attrs);
   if (in.size() < 2 || in.size() > 3) fail("conv2d: expected 2 or 3 inputs (input, weight[, bias]), got {}", in.size());
   Tensor x = in[0], w = in[1], b = in.size() == 3 ? in[2] : Tensor();
   if (x.dim() != 3 && x.dim() != 4)

@@ -125,7 +125,8 @@ void avg_pool_backward(const T* gy, T* gx, const im2col::PoolGeom& g) {
 
 }  // namespace
 
-Tensors kernel_conv2d_backward_input(OpId, const Tensors& in, const Attrs& attrs) {
+Tensors kernel_conv2d_backward_input(OpId id, const Tensors& in, const Attrs& attrs) {
+  if (all_half(in)) return run_in_float32(kernel_conv2d_backward_input, id, in, attrs);
   const char* op = "conv2d_backward_input";
   if (in.size() != 2) fail("{}: expected 2 inputs (grad_output, weight), got {}", op, in.size());
   const Tensor &grad = in[0], &w = in[1];
@@ -151,7 +152,8 @@ Tensors kernel_conv2d_backward_input(OpId, const Tensors& in, const Attrs& attrs
   return {out};
 }
 
-Tensors kernel_conv2d_backward_weight(OpId, const Tensors& in, const Attrs& attrs) {
+Tensors kernel_conv2d_backward_weight(OpId id, const Tensors& in, const Attrs& attrs) {
+  if (all_half(in)) return run_in_float32(kernel_conv2d_backward_weight, id, in, attrs);
   const char* op = "conv2d_backward_weight";
   if (in.size() != 2) fail("{}: expected 2 inputs (grad_output, input), got {}", op, in.size());
   const Tensor &grad = in[0], &x = in[1];

@@ -1,5 +1,6 @@
 #include "eager/cpu/copy.h"
 
+#include "eager/cpu/bf16_convert.h"
 #include "eager/cpu/isa_kernels.h"
 #include "eager/kernels.h"
 
@@ -41,8 +42,36 @@ void copy_into(const Tensor& dst, const Tensor& src_in) {
          shape_str(dst.sizes()));
   // A source overlapping the destination is read as it was before the copy.
   Tensor src = partially_overlaps(dst, src_in) ? cast_to(src_in, src_in.dtype()) : src_in;
+  // autocast's casts: dense float32 <-> bfloat16 take the AVX512_BF16 kernels where the CPU has them.
+  if (dst.sizes() == src.sizes() && dst.is_contiguous() && src.is_contiguous()) {
+    if (dst.dtype() == DType::BFloat16 && src.dtype() == DType::Float32)
+      return f32_to_bf16(static_cast<const float*>(src.raw_data()), static_cast<uint16_t*>(dst.raw_data()), dst.numel());
+    if (dst.dtype() == DType::Float32 && src.dtype() == DType::BFloat16)
+      return bf16_to_f32(static_cast<const uint16_t*>(src.raw_data()), static_cast<float*>(dst.raw_data()), dst.numel());
+  }
   auto L = make_loop("copy_", dst, {&src});
   isa_kernels().cast(dst.dtype(), src.dtype(), L);
+}
+
+bool all_half(const Tensors& in) {
+  if (in.empty() || !in[0].defined()) return false;
+  DType h = in[0].dtype();
+  if (h != DType::BFloat16 && h != DType::Float16) return false;
+  for (const Tensor& t : in)
+    if (t.defined() && is_floating(t.dtype()) && t.dtype() != h) return false;
+  return true;
+}
+
+Tensors run_in_float32(Tensors (*kernel)(OpId, const Tensors&, const Attrs&), OpId op, const Tensors& in,
+                       const Attrs& attrs) {
+  DType h = in[0].dtype();
+  Tensors wide = in;
+  for (Tensor& t : wide)
+    if (t.defined() && t.dtype() == h) t = cast_to(t, DType::Float32);
+  Tensors out = kernel(op, wide, attrs);
+  for (Tensor& t : out)
+    if (t.defined() && t.dtype() == DType::Float32) t = cast_to(t, h);
+  return out;
 }
 
 Tensors kernel_contiguous(OpId, const Tensors& in, const Attrs&) {

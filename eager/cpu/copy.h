@@ -1,5 +1,6 @@
 #pragma once
 // Copies between layouts and dtypes: the kernels behind contiguous, clone, to and copy_.
+#include "core/attrs.h"
 #include "core/op.h"
 #include "core/tensor.h"
 
@@ -11,5 +12,12 @@ void binary_inplace(OpId op, const Tensor& self, const Tensor& other);  // self 
 // True when a and b share memory but are not the very same view (elementwise writes would then
 // clobber elements still to be read).
 bool partially_overlaps(const Tensor& a, const Tensor& b);
+
+// For kernels with no bf16/f16 loop (conv2d and its gradients, as autocast feeds them): true when
+// in[0] is bf16/f16 and every other floating input has that dtype; run_in_float32 then runs `kernel`
+// on the inputs widened to float32 and narrows its floating outputs back.
+bool all_half(const Tensors& in);
+Tensors run_in_float32(Tensors (*kernel)(OpId, const Tensors&, const Attrs&), OpId op, const Tensors& in,
+                       const Attrs& attrs);
 
 }  // namespace kiln::cpu

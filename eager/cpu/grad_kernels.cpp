@@ -39,7 +39,9 @@ Tensors kernel_slice_backward(OpId, const Tensors& in, const Attrs& attrs) {
   return {out};
 }
 
-Tensors kernel_index_add(OpId, const Tensors& in, const Attrs& attrs) {
+Tensors kernel_index_add(OpId op, const Tensors& in, const Attrs& attrs) {
+  // bf16/f16 gradients (autocast) accumulate in float32: summing in half would lose most of them.
+  if (all_half(in)) return run_in_float32(kernel_index_add, op, in, attrs);
   const Tensor &self = in.at(0), &index = in.at(1), &src = in.at(2);
   int64_t d = wrap_dim("index_add", attrs.i("dim"), self.dim());
   if (index.dtype() != DType::Int64 && index.dtype() != DType::Int32)
@@ -65,7 +67,8 @@ Tensors kernel_index_add(OpId, const Tensors& in, const Attrs& attrs) {
   return {out};
 }
 
-Tensors kernel_scatter_add(OpId, const Tensors& in, const Attrs& attrs) {
+Tensors kernel_scatter_add(OpId op, const Tensors& in, const Attrs& attrs) {
+  if (all_half(in)) return run_in_float32(kernel_scatter_add, op, in, attrs);
   const Tensor &self = in.at(0), &index = in.at(1), &src = in.at(2);
   int64_t nd = self.dim();
   int64_t d = wrap_dim("scatter_add", attrs.i("dim"), nd);

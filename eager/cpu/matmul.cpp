@@ -1,6 +1,7 @@
 // matmul through BLAS: 1-D, 2-D and batched with broadcasting of the batch dims (torch.matmul).
 #include "eager/cpu/blas.h"
 #include "eager/cpu/copy.h"
+#include "eager/cpu/matmul_bf16.h"
 #include "eager/cpu/views.h"
 #include "eager/kernels.h"
 
@@ -44,7 +45,7 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
   int64_t M = a.sizes()[0], K = a.sizes()[1], N = b.sizes()[1];
   if (M == 0 || N == 0) return;
   DType t = a.dtype();
-  if (t != DType::Float32 && t != DType::Float64) {
+  if (t != DType::Float32 && t != DType::Float64 && t != DType::BFloat16) {
     visit_dtype(t, [&](auto v) {
       using T = decltype(v);
       if constexpr (std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>) gemm_naive<T>(a, b, out);
@@ -57,6 +58,16 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
     return;
   }
   BlasMat A = as_blas(a), B = as_blas(b);
+  if (t == DType::BFloat16) {
+    if (gemm_bf16(A.trans, B.trans, M, N, K, static_cast<const BFloat16*>(A.t.raw_data()), A.ld,
+                  static_cast<const BFloat16*>(B.t.raw_data()), B.ld, static_cast<BFloat16*>(out.raw_data()),
+                  out.strides()[0]))
+      return;
+    Tensor c = Tensor::empty({M, N}, DType::Float32);  // a layout oneDNN declined: float32
+    gemm(cast_to(a, DType::Float32), cast_to(b, DType::Float32), c);
+    copy_into(out, c);
+    return;
+  }
   if (t == DType::Float32)
     blas::gemm(A.trans, B.trans, M, N, K, static_cast<const float*>(A.t.raw_data()), A.ld,
                static_cast<const float*>(B.t.raw_data()), B.ld, 0.0f, static_cast<float*>(out.raw_data()),
@@ -79,7 +90,8 @@ Tensors kernel_matmul(OpId, const Tensors& in, const Attrs&) {
          dtype_name(b.dtype()));
   DType t = a.dtype();
   if (t == DType::Bool) fail("matmul: dtype bool is not supported");
-  if (t == DType::BFloat16 || t == DType::Float16) {
+  // bf16 runs on oneDNN's bf16 kernels where this CPU has them; elsewhere, and for f16, in float32.
+  if (t == DType::Float16 || (t == DType::BFloat16 && !bf16_gemm_available())) {
     Tensors r = kernel_matmul(OpId::Matmul, {cast_to(a, DType::Float32), cast_to(b, DType::Float32)}, {});
     return {cast_to(r[0], t)};
   }

@@ -16,6 +16,7 @@ class Optimizer {
   double lr() const { return lr_; }
   void set_lr(double lr) { lr_ = lr; }
   double initial_lr() const { return initial_lr_; }
+  const std::vector<Tensor>& params() const { return params_; }  // torch's param_groups, flattened
 
  protected:
   std::vector<Tensor> params_;

@@ -1,0 +1,136 @@
+#include "eager/autocast/autocast.h"
+
+#include <spdlog/spdlog.h>
+
+#include <array>
+#include <mutex>
+
+#include "core/error.h"
+#include "eager/cpu/bf16_convert.h"
+#include "eager/cpu/matmul_bf16.h"
+
+namespace kiln {
+namespace {
+
+struct State {
+  bool enabled = false;
+  DType dtype = DType::BFloat16;
+};
+thread_local State t_state;
+
+constexpr std::array<AutocastPolicy, size_t(kNumOps)> op_table() {
+  std::array<AutocastPolicy, size_t(kNumOps)> t{};
+#define KILN_AUTOCAST_OP(Id, policy) t[size_t(OpId::Id)] = AutocastPolicy::policy;
+#include "eager/autocast/policy.def"
+  return t;
+}
+constexpr auto kOpPolicy = op_table();
+
+struct FnRow {
+  std::string_view name;
+  AutocastPolicy policy;
+};
+constexpr FnRow kFnPolicy[] = {
+#define KILN_AUTOCAST_FN(name, policy) {#name, AutocastPolicy::policy},
+#include "eager/autocast/policy.def"
+};
+
+void warn_once_without_bf16() {
+  static std::once_flag once;
+  if (cpu::cpu_has_avx512_bf16()) return;
+  std::call_once(once, [] {
+    spdlog::warn("autocast: this CPU has no AVX512_BF16; bf16 ops convert in software and compute in float32, "
+                 "expect them to be slower than float32");
+  });
+}
+
+bool eligible(const Tensor& t) { return t.defined() && t.device().is_cpu() && is_floating(t.dtype()); }
+
+Tensors apply(AutocastPolicy policy, const Tensors& inputs) {
+  if (policy == AutocastPolicy::None) return inputs;
+  DType target = t_state.dtype;
+  if (policy == AutocastPolicy::Promote) {
+    // 0-d tensors (wrapped C++ scalars among them) do not decide, as in torch's promotion.
+    bool any = false;
+    for (const Tensor& t : inputs)
+      if (eligible(t) && t.dim() > 0) {
+        target = any ? promote_types(target, t.dtype()) : t.dtype();
+        any = true;
+      }
+    if (!any) return inputs;
+  }
+  Tensors out = inputs;
+  for (Tensor& t : out) {
+    if (!eligible(t)) continue;
+    DType d = t.dtype();
+    switch (policy) {
+      case AutocastPolicy::LowerPrecision:
+        if (d == DType::Float32) t = t.to(target);
+        break;
+      case AutocastPolicy::Fp32:
+        if (d == DType::BFloat16 || d == DType::Float16) t = t.to(DType::Float32);
+        break;
+      case AutocastPolicy::Promote:
+        if (d != target) t = t.to(target);
+        break;
+      case AutocastPolicy::None: break;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+AutocastGuard::AutocastGuard(DType dtype, bool enabled) : prev_enabled_(t_state.enabled), prev_dtype_(t_state.dtype) {
+  if (dtype != DType::BFloat16 && dtype != DType::Float16)
+    fail("autocast: dtype must be bfloat16 or float16 on the cpu, got {}", dtype_name(dtype));
+  t_state = {enabled, dtype};
+  if (enabled && dtype == DType::BFloat16) warn_once_without_bf16();
+}
+
+AutocastGuard::AutocastGuard(bool enabled) : AutocastGuard(t_state.dtype, enabled) {}
+
+AutocastGuard::~AutocastGuard() { t_state = {prev_enabled_, prev_dtype_}; }
+
+std::string autocast_cpu_info() {
+  return fmt::format("avx512_bf16: {}; bf16 matmul: {}", cpu::cpu_has_avx512_bf16() ? "yes" : "no",
+                     cpu::bf16_matmul_impl());
+}
+
+bool autocast_enabled() { return t_state.enabled; }
+DType autocast_dtype() { return t_state.dtype; }
+
+std::string_view autocast_policy_name(AutocastPolicy p) {
+  switch (p) {
+    case AutocastPolicy::None: return "none";
+    case AutocastPolicy::LowerPrecision: return "lower_precision";
+    case AutocastPolicy::Fp32: return "fp32";
+    case AutocastPolicy::Promote: return "promote";
+  }
+  return "none";
+}
+
+AutocastPolicy autocast_policy(OpId op) { return kOpPolicy[size_t(op)]; }
+
+AutocastPolicy autocast_policy(std::string_view fn) {
+  for (const FnRow& r : kFnPolicy)
+    if (r.name == fn) return r.policy;
+  return AutocastPolicy::None;
+}
+
+Tensors autocast_inputs(OpId op, const Tensors& inputs) {
+  if (!t_state.enabled) return inputs;
+  return apply(kOpPolicy[size_t(op)], inputs);
+}
+
+Tensors autocast_inputs(std::string_view fn, const Tensors& inputs) {
+  if (!t_state.enabled) return inputs;
+  return apply(autocast_policy(fn), inputs);
+}
+
+Tensor autocast_input(std::string_view fn, const Tensor& x) {
+  if (!t_state.enabled) return x;
+  return apply(autocast_policy(fn), {x})[0];
+}
+
+}  // namespace kiln

@@ -1,0 +1,45 @@
+#pragma once
+// torch.autocast for the CPU: inside an AutocastGuard the ops of eager/autocast/policy.def run in
+// bf16 (or f16), in float32, or in the widest of their inputs' dtypes; docs/autocast.md has the table.
+#include <string>
+#include <string_view>
+
+#include "core/dtype.h"
+#include "core/op.h"
+#include "core/tensor.h"
+
+namespace kiln {
+
+// RAII, per thread, nestable: the scope's state is restored when the guard dies. enabled=false
+// switches autocast off inside an enclosing scope. dtype: BFloat16 (default) or Float16.
+class AutocastGuard {
+ public:
+  explicit AutocastGuard(DType dtype = DType::BFloat16, bool enabled = true);
+  explicit AutocastGuard(bool enabled);  // keeps the enclosing dtype
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  bool prev_enabled_;
+  DType prev_dtype_;
+};
+
+bool autocast_enabled();
+DType autocast_dtype();  // the innermost scope's lower-precision dtype (bf16 when none)
+
+// What bf16 runs on here, for logs and benchmarks: "avx512_bf16: yes; bf16 matmul: brg:avx512_core_amx".
+std::string autocast_cpu_info();
+
+enum class AutocastPolicy : uint8_t { None, LowerPrecision, Fp32, Promote };
+std::string_view autocast_policy_name(AutocastPolicy p);
+AutocastPolicy autocast_policy(OpId op);
+AutocastPolicy autocast_policy(std::string_view fn);  // a composite's row ("linear"); None when absent
+
+// The inputs an op or composite runs on in the current scope: `inputs` itself outside a scope or for
+// ops with no row. Undefined tensors, non-floating ones and tensors off the CPU pass through.
+Tensors autocast_inputs(OpId op, const Tensors& inputs);
+Tensors autocast_inputs(std::string_view fn, const Tensors& inputs);
+Tensor autocast_input(std::string_view fn, const Tensor& x);
+
+}  // namespace kiln
