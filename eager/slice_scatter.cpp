@@ -5,6 +5,8 @@
 
 #include "core/error.h"
 #include "core/shape.h"
+#include "core/trace_hooks.h"
+#include "eager/autograd/graph.h"
 #include "eager/ops.h"
 #include "eager/slice_scatter.h"
 
@@ -39,6 +41,13 @@ Tensor slice_scatter(const Tensor& base, const Tensor& src, int64_t dim, std::op
   if (!broadcastable(src.sizes(), view))
     fail("slice_scatter: cannot write a value of shape {} into a slice of shape {}", shape_str(src.sizes()),
          shape_str(view));
+  // Without autograd or a tracer to see it, one copy of the base and a store into its slice: the
+  // composite below costs two full-size slice_backwards and a where per write.
+  if (!trace_hooks() && !(GradMode::enabled() && (base.requires_grad() || src.requires_grad()))) {
+    Tensor out = base.clone();
+    out.slice(d, s, e, step).copy_(src);  // copy_ broadcasts and converts, as torch's
+    return out;
+  }
   // As torch's copy_: the value takes the base's dtype and broadcasts to the slice.
   Tensor placed = slice_backward(src.to(base.dtype()).expand(view).contiguous(), base.sizes(), d, s, e, step);
   Tensor mask = slice_backward(ones(view, DType::Bool), base.sizes(), d, s, e, step);
