@@ -93,7 +93,7 @@ std::atomic<bool> g_shut_down{false};  // trivially destructible: safe to read a
 
 struct Settings {
   std::mutex mu;
-  int threads = 0;  // 0: not read from the environment yet
+  std::atomic<int> threads{0};  // 0: not read from the environment yet; read unlocked once set
   std::shared_ptr<Pool> pool;
   ~Settings() {
     g_shut_down = true;
@@ -113,6 +113,13 @@ Settings& settings() {
 int threads_locked(Settings& s) {
   if (s.threads == 0) s.threads = default_threads();
   return s.threads;
+}
+
+// Every graph run asks: no lock once the count is known.
+int threads(Settings& s) {
+  if (int n = s.threads.load(std::memory_order_relaxed)) return n;
+  std::lock_guard<std::mutex> lock(s.mu);
+  return threads_locked(s);
 }
 
 // The pool for a scheduled run, or null when inter-op threads are off.
@@ -276,10 +283,6 @@ void set_num_interop_threads(int n) {
   // `old` joins here, outside the lock; a run still holding it keeps it until it returns.
 }
 
-int get_num_interop_threads() {
-  interp::Settings& s = interp::settings();
-  std::lock_guard<std::mutex> lock(s.mu);
-  return interp::threads_locked(s);
-}
+int get_num_interop_threads() { return interp::threads(interp::settings()); }
 
 }  // namespace kiln
