@@ -1,5 +1,6 @@
 // Inter-op scheduling: independent steps of a graph run at once on the inter-op pool; results,
 // random streams and errors are those of a sequential run.
+#include <cstdlib>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -287,4 +288,9 @@ TEST_CASE("interop: control flow runs in order, its blocks may run their own bra
   expect = expect * exp(x);
   InteropThreads two(2);
   for (int rep = 0; rep < 10; ++rep) check_bit_identical(interp::run(*g, {x, int64_t(4)})[0].to_tensor(), expect);
+}
+
+TEST_CASE("interop: off unless asked for") {
+  // The default keeps every program's results and peak memory as a sequential run's (docs/jit.md).
+  if (std::getenv("KILN_NUM_INTEROP_THREADS") == nullptr) CHECK(get_num_interop_threads() == 1);
 }

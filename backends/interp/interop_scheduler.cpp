@@ -85,8 +85,9 @@ int default_threads() {
       fail("KILN_NUM_INTEROP_THREADS: expected a positive integer, got '{}'", env);
     return int(n);
   }
-  unsigned cores = std::thread::hardware_concurrency();
-  return cores > 1 ? int(cores) : 1;
+  // Off unless asked for: concurrent steps raise the peak memory (a compiled training step's would pass
+  // eager's) and a K-split GEMM on one thread rounds differently, so the default stays sequential.
+  return 1;
 }
 
 std::atomic<bool> g_shut_down{false};  // trivially destructible: safe to read after Settings died
