@@ -1,9 +1,9 @@
 // Inter-op scheduling: independent steps of a graph run at once on the inter-op pool; results,
 // random streams and errors are those of a sequential run.
-#include <cstdlib>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <thread>
