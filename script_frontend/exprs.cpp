@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "script_frontend/lowerer.h"
+#include "script_frontend/operators.h"
 
 namespace kiln::script {
 
@@ -24,17 +25,6 @@ const AttrValue* const_attr(const Value* v) {
   return nullptr;
 }
 
-const char* verb(const std::string& op) {
-  if (op == "+") return "add";
-  if (op == "-") return "subtract";
-  if (op == "*") return "multiply";
-  if (op == "/") return "divide";
-  if (op == "//") return "floor-divide";
-  if (op == "%") return "take the remainder of";
-  if (op == "**") return "raise";
-  if (op == "@") return "matrix-multiply";
-  return nullptr;
-}
 }  // namespace
 
 // int op int on two constants folds to a constant (Python's floor semantics), so `2 ** 3` and
@@ -67,16 +57,6 @@ bool fold(Prim p, int64_t u, int64_t v, int64_t* out) {
   }
   *out = r;
   return true;
-}
-
-Prim number_prim(const std::string& op) {
-  if (op == "+") return Prim::NumAdd;
-  if (op == "-") return Prim::NumSub;
-  if (op == "*") return Prim::NumMul;
-  if (op == "//") return Prim::NumFloorDiv;
-  if (op == "%") return Prim::NumMod;
-  if (op == "**") return Prim::NumPow;
-  return Prim::Op;
 }
 }  // namespace
 
@@ -113,7 +93,8 @@ std::optional<int64_t> Lowerer::static_int(const Expr& e) {
     return e.op == "-" ? -*v : *v;
   }
   if (e.kind == ExprKind::Binary) {
-    Prim p = number_prim(e.op);
+    const Operator* o = find_operator(e.op);
+    Prim p = o ? o->number : Prim::Op;
     if (p == Prim::Op) return std::nullopt;
     auto a = static_int(*e.args[0]);
     if (!a) return std::nullopt;
@@ -320,27 +301,19 @@ Value* Lowerer::binary(const std::string& op, Value* a, Value* b, SourceLoc loc)
   const Type& ta = a->type();
   const Type& tb = b->type();
   bool tensors = (ta.is_tensor() || is_number(ta)) && (tb.is_tensor() || is_number(tb)) && (ta.is_tensor() || tb.is_tensor());
+  const Operator* row = find_operator(op);
   auto bad = [&]() -> Value* {
-    if (const char* v = verb(op)) {
+    if (row && !row->verb.empty()) {
       if (op == "**") fail(loc, fmt::format("cannot raise {} to the power {}", ta.str(), tb.str()));
-      fail(loc, fmt::format("cannot {} {} and {}", v, ta.str(), tb.str()));
+      fail(loc, fmt::format("cannot {} {} and {}", row->verb, ta.str(), tb.str()));
     }
     fail(loc, fmt::format("unsupported operand types for {}: {} and {}", op, ta.str(), tb.str()));
   };
   if (tensors) {
     Value* x = ta.is_tensor() ? a : number_to_tensor(a);
     Value* y = tb.is_tensor() ? b : number_to_tensor(b);
-    if (op == "+") return this->op(OpId::Add, {x, y});
-    if (op == "-") return this->op(OpId::Sub, {x, y});
-    if (op == "*") return this->op(OpId::Mul, {x, y});
-    if (op == "/") return this->op(OpId::Div, {x, y});
-    if (op == "**") return this->op(OpId::Pow, {x, y});
-    if (op == "@") {
-      if (!ta.is_tensor() || !tb.is_tensor()) return bad();
-      return this->op(OpId::Matmul, {x, y});
-    }
-    if (op == "&") return this->op(OpId::LogicalAnd, {x, y});
-    if (op == "|") return this->op(OpId::LogicalOr, {x, y});
+    if (op == "@" && (!ta.is_tensor() || !tb.is_tensor())) return bad();
+    if (row && row->tensor) return this->op(*row->tensor, {x, y});
     if (op == "//" || op == "%") {
       // floor(a / b) and a - floor(a / b) * b, the composites eager's floor_divide and remainder run for
       // floats. Integer tensors need an exact integer division the op table does not have, and a
@@ -356,15 +329,8 @@ Value* Lowerer::binary(const std::string& op, Value* a, Value* b, SourceLoc loc)
     return bad();
   }
   if (is_number(ta) && is_number(tb)) {
-    Prim p;
-    if (op == "+") p = Prim::NumAdd;
-    else if (op == "-") p = Prim::NumSub;
-    else if (op == "*") p = Prim::NumMul;
-    else if (op == "/") p = Prim::NumDiv;
-    else if (op == "//") p = Prim::NumFloorDiv;
-    else if (op == "%") p = Prim::NumMod;
-    else if (op == "**") p = Prim::NumPow;
-    else return bad();
+    Prim p = row ? row->number : Prim::Op;
+    if (p == Prim::Op) return bad();
     if (Value* folded = fold_ints(p, a, b)) return folded;
     bool any_float = ta.kind == TypeKind::Float || tb.kind == TypeKind::Float;
     Type out = (p == Prim::NumDiv || any_float) ? kFloat : kInt;
@@ -452,14 +418,10 @@ Value* Lowerer::compare(const std::string& op, const Expr& ea, Value* a, const E
   if (tensors) {
     Value* x = ta.is_tensor() ? a : number_to_tensor(a);
     Value* y = tb.is_tensor() ? b : number_to_tensor(b);
-    OpId id = op == "<" ? OpId::Lt : op == "<=" ? OpId::Le : op == ">" ? OpId::Gt : op == ">=" ? OpId::Ge
-              : op == "==" ? OpId::Eq : OpId::Ne;
-    return this->op(id, {x, y});
+    return this->op(*find_operator(op)->tensor, {x, y});
   }
   if (is_number(ta) && is_number(tb)) {
-    Prim p = op == "<" ? Prim::NumLt : op == "<=" ? Prim::NumLe : op == ">" ? Prim::NumGt : op == ">=" ? Prim::NumGe
-             : op == "==" ? Prim::NumEq : Prim::NumNe;
-    return prim(p, {a, b}, kBool);
+    return prim(find_operator(op)->number, {a, b}, kBool);
   }
   if ((op == "==" || op == "!=") && ta.kind == TypeKind::None && tb.kind == TypeKind::None) return constant(op == "==");
   // Strings known when lowering (a dict's keys in a loop over items()): decided now.
