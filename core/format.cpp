@@ -229,7 +229,7 @@ std::string Tensor::str() const {
   std::vector<std::string> suffixes;
   // A device tensor prints from a host copy, with torch's device='cuda:0' suffix.
   if (!device().is_cpu()) suffixes.push_back("device='" + device().str() + "'");
-  const Tensor host = device().is_cpu() ? *this : detach().to(Device::cpu());
+  const Tensor host = device().is_cpu() ? *this : host_contiguous();
   const Tensor& t = host;
   std::string body;
   DType dt = t.dtype();

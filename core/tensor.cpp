@@ -1,5 +1,9 @@
 #include "core/tensor.h"
 
+#include <cstring>
+
+#include "core/device_runtime.h"
+
 namespace kiln {
 
 namespace detail {
@@ -69,11 +73,43 @@ double Tensor::item_double() const {
   note_trace_read(impl_.get(), TraceRead::Item);
   int64_t n = numel_of(checked()->sizes);
   if (n != 1) fail("item: a tensor with {} elements cannot be converted to a scalar", n);
-  if (!device().is_cpu()) return detach().cpu().item_double();
+  if (!device().is_cpu()) return host_contiguous().item_double();
   return visit_dtype(dtype(), [&](auto v) -> double {
     using T = decltype(v);
     return static_cast<double>(*static_cast<const T*>(raw_data()));
   });
+}
+
+Tensor Tensor::host_contiguous() const {
+  if (device().is_cpu() && is_contiguous()) return *this;
+  const Shape& sz = sizes();
+  const Shape& st = strides();
+  const int64_t item = int64_t(itemsize(dtype()));
+  // the span of storage elements the view reaches, staged on the host for a device tensor
+  int64_t lo = storage_offset(), hi = storage_offset();
+  for (size_t d = 0; d < sz.size(); ++d) {
+    if (sz[d] == 0) return Tensor::empty(sz, dtype());
+    (st[d] < 0 ? lo : hi) += (sz[d] - 1) * st[d];
+  }
+  const char* base = static_cast<const char*>(storage()->data) + lo * item;
+  std::vector<char> staged;
+  if (!device().is_cpu()) {
+    staged.resize(size_t((hi - lo + 1) * item));
+    device_runtime(device()).copy_bytes(staged.data(), Device::cpu(), base, device(), staged.size());
+    base = staged.data();
+  }
+  Tensor out = Tensor::empty(sz, dtype());
+  char* dst = static_cast<char*>(out.raw_data());
+  std::vector<int64_t> idx(sz.size(), 0);
+  for (int64_t i = 0, n = numel(); i < n; ++i) {
+    int64_t off = storage_offset() - lo;
+    for (size_t d = 0; d < sz.size(); ++d) off += idx[d] * st[d];
+    std::memcpy(dst + i * item, base + off * item, size_t(item));
+    for (size_t d = sz.size(); d-- > 0;)
+      if (++idx[d] < sz[d]) break;
+      else idx[d] = 0;
+  }
+  return out;
 }
 
 }  // namespace kiln

@@ -141,6 +141,9 @@ class Tensor {
   Tensor cuda(int index = 0) const { return to(Device::cuda(index)); }
   Tensor cpu() const { return to(Device::cpu()); }
   Tensor detach() const;  // shares storage, no autograd history
+  // A contiguous CPU tensor with this one's values (itself when it is one), made with core alone:
+  // printing and item() use it below the eager layer.
+  Tensor host_contiguous() const;
 
   // ---- in-place (bump the version counter) ----
   Tensor& add_(const Tensor& other);

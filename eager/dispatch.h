@@ -5,6 +5,7 @@
 #include "core/attrs.h"
 #include "core/op.h"
 #include "core/tensor.h"
+#include "eager/kernel_type.h"
 
 namespace kiln {
 
@@ -16,7 +17,6 @@ inline Tensor dispatch1(OpId op, const Tensors& inputs, const Attrs& attrs = {})
 // A device backend's kernels: kernel_for(op) for every row of ops.def (raising for rows it has no
 // kernel for), and the strided, converting copy within one device that copy_, fill_ and the factories
 // use. backends/cuda registers its table when the library loads; devices with none raise.
-using Kernel = Tensors (*)(OpId op, const Tensors& inputs, const Attrs& attrs);
 struct DeviceKernels {
   Kernel (*kernel_for)(OpId op);
   void (*copy_into)(const Tensor& dst, const Tensor& src);  // src broadcast to dst, converted

@@ -4,10 +4,10 @@
 #include "core/attrs.h"
 #include "core/op.h"
 #include "core/tensor.h"
+#include "eager/kernel_type.h"
 
 namespace kiln::cpu {
 
-using Kernel = Tensors (*)(OpId op, const Tensors& inputs, const Attrs& attrs);
 Kernel kernel_for(OpId op);
 
 Tensors kernel_unary(OpId op, const Tensors& inputs, const Attrs& attrs);

@@ -24,8 +24,29 @@ namespace {
 
 constexpr int64_t kSymbolic = -1;
 
+enum class InputKind : uint8_t { Tensor, Int, Float, Bool, Str, None, Other };
+
+InputKind kind_of(const IValue& v) {
+  return v.is_tensor() ? InputKind::Tensor : v.is_int() ? InputKind::Int : v.is_double() ? InputKind::Float
+       : v.is_bool() ? InputKind::Bool : v.is_string() ? InputKind::Str : v.is_none() ? InputKind::None
+       : InputKind::Other;
+}
+
+std::string_view kind_name(InputKind k) {
+  switch (k) {
+    case InputKind::Tensor: return "Tensor";
+    case InputKind::Int: return "int";
+    case InputKind::Float: return "float";
+    case InputKind::Bool: return "bool";
+    case InputKind::Str: return "str";
+    case InputKind::None: return "None";
+    case InputKind::Other: return "other";
+  }
+  return "?";
+}
+
 struct InputSig {
-  char kind;  // 't' tensor, 'i' int, 'f' float, 'b' bool, 's' str, 'n' None, 'o' other
+  InputKind kind = InputKind::Other;
   DType dtype = DType::Float32;
   Shape dims;  // kSymbolic for a symbolic dim
   bool contiguous = true;
@@ -41,7 +62,7 @@ struct Signature {
 };
 
 std::string sig_str(const InputSig& s) {
-  if (s.kind != 't') return std::string(1, s.kind);
+  if (s.kind != InputKind::Tensor) return std::string(kind_name(s.kind));
   std::string d;
   for (size_t i = 0; i < s.dims.size(); ++i) {
     // appended piece by piece: GCC 12's -Wrestrict misfires on `const char* + std::string` here
@@ -133,7 +154,7 @@ class CompiledFunction final : public Function::Executor {
     if (opts_.backend || !opts_.use_default_backend) return c;
     std::vector<Device> devices;
     for (const InputSig& in : sig.inputs)
-      if (in.kind == 't') devices.push_back(in.device);
+      if (in.kind == InputKind::Tensor) devices.push_back(in.device);
     const Backend* b = backend_for(devices);
     c.compile = compiler_of(b);
     if (!c.pipeline.backend) c.pipeline.backend = b;
@@ -167,10 +188,10 @@ class CompiledFunction final : public Function::Executor {
       const InputSig& want = s.inputs[i];
       const IValue& v = inputs[i];
       if (!v.is_tensor()) {
-        if (want.kind == 't') return false;
+        if (want.kind == InputKind::Tensor) return false;
         continue;  // numbers and such: their kinds were checked by the Function's signature
       }
-      if (want.kind != 't') return false;
+      if (want.kind != InputKind::Tensor) return false;
       const Tensor& t = v.to_tensor();
       const TensorImpl* impl = t.impl();
       if (impl->dtype != want.dtype || impl->sizes.size() != want.dims.size() || t.requires_grad() != want.requires_grad)
@@ -202,9 +223,9 @@ class CompiledFunction final : public Function::Executor {
     for (size_t i = 0; i < inputs.size(); ++i) {
       const IValue& v = inputs[i];
       InputSig in;
+      in.kind = kind_of(v);
       if (v.is_tensor()) {
         const Tensor& t = v.to_tensor();
-        in.kind = 't';
         in.dtype = t.dtype();
         in.dims = t.impl()->sizes;
         in.contiguous = t.is_contiguous();
@@ -213,8 +234,6 @@ class CompiledFunction final : public Function::Executor {
         if (!exact_dims)
           for (size_t d = 0; d < in.dims.size(); ++d)
             if (symbolic_.count({int(i), int(d)})) in.dims[d] = kSymbolic;
-      } else {
-        in.kind = v.is_int() ? 'i' : v.is_double() ? 'f' : v.is_bool() ? 'b' : v.is_string() ? 's' : v.is_none() ? 'n' : 'o';
       }
       s.inputs.push_back(std::move(in));
     }
@@ -354,7 +373,7 @@ class CompiledFunction final : public Function::Executor {
     bool changed = false;
     for (size_t i = 0; i < sig.inputs.size() && i < g->inputs().size(); ++i) {
       const InputSig& in = sig.inputs[i];
-      if (in.kind != 't') continue;
+      if (in.kind != InputKind::Tensor) continue;
       std::vector<ir::Dim> dims;
       for (size_t d = 0; d < in.dims.size(); ++d)
         dims.push_back(in.dims[d] == kSymbolic ? ir::Dim::symbolic(fmt::format("s{}_{}", i, d)) : ir::Dim::known(in.dims[d]));

@@ -19,6 +19,14 @@ void for_each_node(const ir::Block& b, const std::function<void(ir::Node*)>& f) 
   }
 }
 
+int64_t sum_over_blocks(ir::Block& b, const std::function<int64_t(ir::Block&)>& f) {
+  int64_t total = 0;
+  for (ir::Node* n : b.nodes())
+    if (n->prim() != Prim::FusionGroup)
+      for (ir::Block* sub : n->blocks()) total += sum_over_blocks(*sub, f);
+  return total + f(b);
+}
+
 const Tensor* tensor_constant(const ir::Value* v) {
   const ir::Node* n = v->node();
   if (n->prim() != Prim::Constant || !n->tensor().defined()) return nullptr;

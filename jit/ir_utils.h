@@ -12,6 +12,9 @@ namespace kiln::jit {
 bool is_pure(const ir::Node& n);
 // Calls f on every node of b and of the blocks nested in it, in order.
 void for_each_node(const ir::Block& b, const std::function<void(ir::Node*)>& f);
+// Sums f over b and every block nested in it, innermost first, so a rewrite of b sees its nested blocks
+// already rewritten. A fusion group's block is its kernel's business and is not entered.
+int64_t sum_over_blocks(ir::Block& b, const std::function<int64_t(ir::Block&)>& f);
 // The tensor of a prim::Constant, or null.
 const Tensor* tensor_constant(const ir::Value* v);
 // The value of a one-element tensor constant or a number constant.

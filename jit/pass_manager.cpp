@@ -28,7 +28,7 @@ const std::vector<Pass>& all_passes() {
       {"fuse_horizontal", "independent groups over one iteration space into one kernel",
        [](ir::Graph& g) { return fuse_horizontal(g); },
        [](ir::Graph& g, const PipelineOptions& o) { return fuse_horizontal(g, o.backend); }},
-      {"memory_plan", "liveness-based buffer reuse; reports the planned peak", plan_memory},
+      {"memory_report", "reports the peak with liveness-based buffer reuse (the executor frees dead values)", report_memory},
   };
   return passes;
 }

@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstring>
 
 #include "core/ir/op_schema.h"
-#include "eager/ops.h"
 #include "script_frontend/lowerer.h"
 #include "script_frontend/parser.h"
 
@@ -83,7 +83,12 @@ Value* Lowerer::number_to_tensor(Value* v) { return prim(Prim::NumToTensor, {v},
 Value* Lowerer::placeholder(const Type& t) {
   Value* v = nullptr;
   switch (t.kind) {
-    case TypeKind::Tensor: v = g_->insert_constant(scalar_tensor(0.0)); break;
+    case TypeKind::Tensor: {
+      Tensor zero = Tensor::empty({}, default_dtype());
+      std::memset(zero.raw_data(), 0, itemsize(zero.dtype()));
+      v = g_->insert_constant(zero);
+      break;
+    }
     case TypeKind::Int: v = g_->insert_constant(int64_t(0)); break;
     case TypeKind::Float: v = g_->insert_constant(0.0); break;
     case TypeKind::Bool: v = g_->insert_constant(false); break;

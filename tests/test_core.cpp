@@ -114,8 +114,10 @@ TEST_CASE("core: the op table") {
     OpId back;
     REQUIRE(op_from_name(info.name, &back));
     CHECK(back == OpId(i));
-    bool elementwise = info.kind == OpKind::Unary || info.kind == OpKind::Binary;
-    CHECK(elementwise == !info.expr.empty());  // code generators need the expression of every elementwise row
+    // code generators need the expression of every elementwise row and a reduction's start value and fold
+    bool generated = info.kind == OpKind::Unary || info.kind == OpKind::Binary || info.kind == OpKind::Reduce;
+    CHECK(generated == !info.expr.empty());
+    CHECK((info.kind == OpKind::Reduce) == !info.init.empty());
   }
   CHECK(op_name(OpId::Add) == "add");
   CHECK(op_info(OpId::Div).rule == DTypeRule::Float);

@@ -6,10 +6,10 @@
 #include "core/attrs.h"
 #include "core/op.h"
 #include "core/tensor.h"
+#include "eager/kernel_type.h"
 
 namespace kiln::cuda {
 
-using Kernel = Tensors (*)(OpId op, const Tensors& inputs, const Attrs& attrs);
 // The kernel of a row of ops.def on CUDA; rows without one raise `conv2d: no cuda kernel`.
 Kernel kernel_for(OpId op);
 

@@ -604,26 +604,21 @@ class KernelGen : public VecMath<Vmm> {
         this->mask_to_01(d, m);
         break;
       }
-      case OpId::Where: {
-        Mask m = this->mtmp();
-        this->vcmp(m, R0(), this->C(0.0), B::kNe);
-        Address m2 = this->ptr[this->rax];
-        this->vld(d, opnd(pv.args[2], m2));
-        this->blend(d, m, O1());
-        break;
-      }
       case OpId::Floor: this->vround(d, R0(), 1); break;
-      // Reductions are the program's trailing step (emit_reduce), and the rest never joins a fusion group
-      // (backends/x86/fusion_backend.cpp admits elementwise rows, where and the four reductions).
+      // Of the other rows only where joins a fusion group; reductions are the program's trailing step
+      // (emit_reduce), and the rest never join (backends/x86/fusion_backend.cpp's can_fuse).
 #define KILN_REDUCE(Id, name, init, fold) case OpId::Id:
+#define KILN_OP(Id, name, kind) case OpId::Id:
 #include "core/ops.def"
-      case OpId::Argmax: case OpId::Argmin: case OpId::Reshape: case OpId::Permute: case OpId::Expand: case
-      OpId::Slice: case OpId::Select: case OpId::Squeeze: case OpId::Unsqueeze: case OpId::Contiguous: case
-      OpId::Clone: case OpId::Cast: case OpId::Matmul: case OpId::Conv2d: case OpId::MaxPool2d: case
-      OpId::AvgPool2d: case OpId::Cat: case OpId::IndexSelect: case OpId::Gather: case OpId::IndexAdd: case
-      OpId::ScatterAdd: case OpId::SliceBackward: case OpId::AvgPool2dBackward: case OpId::Conv2dBackwardInput: case
-      OpId::Conv2dBackwardWeight:
-        fail("x86: {} is not an elementwise op", op_name(pv.op));
+        if (pv.op != OpId::Where) fail("x86: {} is not an elementwise op", op_name(pv.op));
+        {
+          Mask m = this->mtmp();
+          this->vcmp(m, R0(), this->C(0.0), B::kNe);
+          Address m2 = this->ptr[this->rax];
+          this->vld(d, opnd(pv.args[2], m2));
+          this->blend(d, m, O1());
+        }
+        break;
     }
   }
 };

@@ -36,7 +36,7 @@ std::string quoted(const std::string& s) {
 
 std::string tensor_elements(const Tensor& t) {
   if (t.numel() > kMaxPrintedElements) return fmt::format("<{} elements>", t.numel());
-  Tensor c = t.contiguous();
+  Tensor c = t.host_contiguous();
   std::string s = "[";
   visit_dtype(c.dtype(), [&](auto zero) {
     using T = decltype(zero);

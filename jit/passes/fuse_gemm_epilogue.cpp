@@ -19,6 +19,7 @@
 // the kernel reads its strides and copies nothing.
 #include "jit/fusion_group.h"
 #include "jit/gemm_group.h"
+#include "jit/ir_utils.h"
 #include "jit/passes/passes.h"
 
 namespace kiln::jit {
@@ -98,11 +99,8 @@ std::vector<ir::Node*> epilogue_chain(ir::Node* mm) {
 int64_t fuse_block(ir::Graph& g, ir::Block& b) {
   int64_t fused = 0;
   std::vector<ir::Node*> matmuls;
-  for (ir::Node* n : b.nodes()) {
-    if (n->prim() != ir::Prim::FusionGroup)  // a group made earlier (or parsed) stays as it is
-      for (ir::Block* sub : n->blocks()) fused += fuse_block(g, *sub);
+  for (ir::Node* n : b.nodes())
     if (n->is_op(OpId::Matmul)) matmuls.push_back(n);
-  }
   // Chains are disjoint (every member but the last has one user, the next), so fusing one leaves
   // the others' nodes in place.
   for (ir::Node* mm : matmuls) {
@@ -120,6 +118,6 @@ int64_t fuse_block(ir::Graph& g, ir::Block& b) {
 
 }  // namespace
 
-PassResult fuse_gemm_epilogue(ir::Graph& g) { return {fuse_block(g, *g.block()), {}}; }
+PassResult fuse_gemm_epilogue(ir::Graph& g) { return {sum_over_blocks(*g.block(), [&](ir::Block& b) { return fuse_block(g, b); }), {}}; }
 
 }  // namespace kiln::jit

@@ -4,6 +4,7 @@
 // their input, not their output, and stay apart.
 #include "jit/fusion_group.h"
 #include "jit/gemm_group.h"
+#include "jit/ir_utils.h"
 #include "jit/passes/passes.h"
 
 namespace kiln::jit {
@@ -52,9 +53,6 @@ bool independent(ir::Node* a, ir::Node* b) {
 
 int64_t merge_block(ir::Graph& g, ir::Block& blk, const Backend* backend) {
   int64_t merged = 0;
-  for (ir::Node* n : blk.nodes())
-    if (n->prim() != ir::Prim::FusionGroup)
-      for (ir::Block* sub : n->blocks()) merged += merge_block(g, *sub, backend);
   for (bool again = true; again;) {
     again = false;
     std::vector<ir::Node*> cands;
@@ -83,6 +81,6 @@ int64_t merge_block(ir::Graph& g, ir::Block& blk, const Backend* backend) {
 
 }  // namespace
 
-PassResult fuse_horizontal(ir::Graph& g, const Backend* backend) { return {merge_block(g, *g.block(), backend), {}}; }
+PassResult fuse_horizontal(ir::Graph& g, const Backend* backend) { return {sum_over_blocks(*g.block(), [&](ir::Block& b) { return merge_block(g, b, backend); }), {}}; }
 
 }  // namespace kiln::jit

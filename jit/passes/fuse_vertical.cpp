@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "jit/fusion_group.h"
+#include "jit/ir_utils.h"
 #include "jit/passes/passes.h"
 
 namespace kiln::jit {
@@ -16,12 +17,7 @@ namespace {
 int64_t fuse_block(ir::Graph& g, ir::Block& b, const Backend* backend) {
   int64_t fused = 0;
   std::vector<ir::Node*> order;
-  for (ir::Node* n : b.nodes()) {
-    // A group's block is its kernel's business (a gemm group's epilogue must stay a flat chain).
-    if (n->prim() != ir::Prim::FusionGroup)
-      for (ir::Block* sub : n->blocks()) fused += fuse_block(g, *sub, backend);
-    order.push_back(n);
-  }
+  for (ir::Node* n : b.nodes()) order.push_back(n);
   std::unordered_map<const ir::Node*, size_t> pos;
   for (size_t i = 0; i < order.size(); ++i) pos[order[i]] = i;
   // the top-level node of b holding a use (a use may sit in a nested block)
@@ -75,6 +71,9 @@ int64_t fuse_block(ir::Graph& g, ir::Block& b, const Backend* backend) {
 
 }  // namespace
 
-PassResult fuse_vertical(ir::Graph& g, const Backend* backend) { return {fuse_block(g, *g.block(), backend), {}}; }
+// A group's block is not entered: a gemm group's epilogue must stay a flat chain.
+PassResult fuse_vertical(ir::Graph& g, const Backend* backend) {
+  return {sum_over_blocks(*g.block(), [&](ir::Block& b) { return fuse_block(g, b, backend); }), {}};
+}
 
 }  // namespace kiln::jit

@@ -19,6 +19,6 @@ PassResult fuse_gemm_epilogue(ir::Graph& g);     // fuse_gemm_epilogue.cpp
 // The fusion passes build groups `backend` can compile (Backend::can_fuse); null: the x86 backend's rule.
 PassResult fuse_vertical(ir::Graph& g, const Backend* backend = nullptr);    // fuse_vertical.cpp
 PassResult fuse_horizontal(ir::Graph& g, const Backend* backend = nullptr);  // fuse_horizontal.cpp
-PassResult plan_memory(ir::Graph& g);            // memory_plan.cpp
+PassResult report_memory(ir::Graph& g);            // memory_report.cpp
 
 }  // namespace kiln::jit

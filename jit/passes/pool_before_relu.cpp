@@ -7,6 +7,7 @@
 // Only when %r feeds nothing else and the indices are unused: where a whole window is negative, the
 // pooled value is 0 either way, but pooling the relu'd zeros picks the window's first element while
 // pooling %x picks its largest, and that index is not a gradient's business (relu's mask zeroes it).
+#include "jit/ir_utils.h"
 #include "jit/passes/passes.h"
 
 namespace kiln::jit {
@@ -16,10 +17,8 @@ namespace {
 int64_t rewrite_block(ir::Graph& g, ir::Block& b) {
   int64_t changed = 0;
   std::vector<ir::Node*> pools;
-  for (ir::Node* n : b.nodes()) {
-    for (ir::Block* sub : n->blocks()) changed += rewrite_block(g, *sub);
+  for (ir::Node* n : b.nodes())
     if (n->is_op(OpId::MaxPool2d) && n->outputs().size() == 2 && !n->output(1)->has_uses()) pools.push_back(n);
-  }
   for (ir::Node* pool : pools) {
     ir::Node* relu = pool->input(0)->node();
     if (!relu->is_op(OpId::Relu) || relu->owning_block() != &b || relu->output()->uses().size() != 1) continue;
@@ -43,6 +42,6 @@ int64_t rewrite_block(ir::Graph& g, ir::Block& b) {
 
 }  // namespace
 
-PassResult pool_before_relu(ir::Graph& g) { return {rewrite_block(g, *g.block()), {}}; }
+PassResult pool_before_relu(ir::Graph& g) { return {sum_over_blocks(*g.block(), [&](ir::Block& b) { return rewrite_block(g, b); }), {}}; }
 
 }  // namespace kiln::jit

@@ -126,7 +126,6 @@ bool transpose_matmul(ir::Graph& g, ir::Node* n) {
 int64_t run_block(ir::Graph& g, ir::Block& b) {
   int64_t changed = 0;
   for (ir::Node* n : b.nodes()) {
-    for (ir::Block* sub : n->blocks()) changed += run_block(g, *sub);
     if (!n->is_op()) continue;
     if (fold_to_zero(g, n) || transpose_matmul(g, n)) {
       ++changed;
@@ -146,7 +145,7 @@ int64_t run_block(ir::Graph& g, ir::Block& b) {
 
 PassResult simplify_algebra(ir::Graph& g) {
   int64_t total = 0;
-  for (int64_t k; (k = run_block(g, *g.block())) > 0;) total += k;
+  for (int64_t k; (k = sum_over_blocks(*g.block(), [&](ir::Block& b) { return run_block(g, b); })) > 0;) total += k;
   return {total, {}};
 }
 

@@ -1,8 +1,8 @@
-// Memory planning for the top-level block: each tensor value of static shape lives from its
-// definition to its last use; buffers are reused greedily (the smallest free buffer that fits) once
-// their value is dead. The executor realises the plan by dropping values after their last use
-// (interp::run with free_dead_values) so the caching allocator hands the block to the next node;
-// this pass reports what that saves: the planned peak against one buffer per value.
+// A report, not a rewrite: the peak memory of the top-level block if each tensor value of static shape
+// lives from its definition to its last use and buffers are reused greedily (the smallest free buffer
+// that fits) once their value is dead, against one buffer per value. The executor gets that reuse
+// without an assignment: it drops each value after its last use (interp::run with free_dead_values) and
+// the caching allocator hands the block to the next node of that size.
 #include <functional>
 #include <map>
 #include <unordered_set>
@@ -22,7 +22,7 @@ int64_t bytes_of(const ir::Value* v) {
 
 }  // namespace
 
-PassResult plan_memory(ir::Graph& g) {
+PassResult report_memory(ir::Graph& g) {
   std::vector<ir::Node*> order;
   std::unordered_map<const ir::Node*, size_t> index;
   for (ir::Node* n : g.block()->nodes()) {
