@@ -62,8 +62,7 @@ bool all_half(const Tensors& in) {
   return true;
 }
 
-Tensors run_in_float32(Tensors (*kernel)(OpId, const Tensors&, const Attrs&), OpId op, const Tensors& in,
-                       const Attrs& attrs) {
+Tensors run_in_float32(Kernel kernel, OpId op, const Tensors& in, const Attrs& attrs) {
   DType h = in[0].dtype();
   Tensors wide = in;
   for (Tensor& t : wide)

@@ -1,8 +1,8 @@
 #pragma once
 // Copies between layouts and dtypes: the kernels behind contiguous, clone, to and copy_.
-#include "core/attrs.h"
 #include "core/op.h"
 #include "core/tensor.h"
+#include "eager/kernel_type.h"
 
 namespace kiln::cpu {
 
@@ -17,7 +17,6 @@ bool partially_overlaps(const Tensor& a, const Tensor& b);
 // in[0] is bf16/f16 and every other floating input has that dtype; run_in_float32 then runs `kernel`
 // on the inputs widened to float32 and narrows its floating outputs back.
 bool all_half(const Tensors& in);
-Tensors run_in_float32(Tensors (*kernel)(OpId, const Tensors&, const Attrs&), OpId op, const Tensors& in,
-                       const Attrs& attrs);
+Tensors run_in_float32(Kernel kernel, OpId op, const Tensors& in, const Attrs& attrs);
 
 }  // namespace kiln::cpu
