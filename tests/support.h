@@ -83,6 +83,19 @@ inline void check_close(const Tensor& actual, const Tensor& expected, double rto
 }
 
 // x_i = sin(a*i + b) in row-major order: deterministic inputs that PyTorch scripts can reproduce.
+#ifdef KILN_TEST_DATA
+// The 8x8 digits .ci/setup.sh writes for the samples (1797 images, 64 features, labels 0-9).
+inline std::pair<Tensor, Tensor> digits() {
+  std::string dir = std::string(KILN_TEST_DATA) + "/../../samples/data";
+  try {
+    return {load_npy(dir + "/digits_x.npy"), load_npy(dir + "/digits_y.npy")};
+  } catch (const Error& e) {
+    FAIL("the digits data is missing (bash .ci/setup.sh makes it): " << e.what());
+    throw;
+  }
+}
+#endif
+
 inline Tensor seq(const Shape& shape, double a = 0.3, double b = 0.1, DType dtype = DType::Float64) {
   std::vector<double> v(size_t(numel_of(shape)));
   for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(a * double(i) + b);

@@ -405,16 +405,6 @@ TEST_CASE("autocast: traced graphs record the casts, and calls run the graph as 
 
 namespace {
 
-std::pair<Tensor, Tensor> digits() {
-  std::string dir = std::string(KILN_TEST_DATA) + "/../../samples/data";
-  try {
-    return {load_npy(dir + "/digits_x.npy"), load_npy(dir + "/digits_y.npy")};
-  } catch (const Error& e) {
-    FAIL("the digits data is missing (bash .ci/setup.sh makes it): " << e.what());
-    throw;
-  }
-}
-
 // 300 Adam steps of batch 32 on the first 1500 digits; test accuracy on the other 297.
 double train_digits_mlp(bool bf16) {
   auto [x, y] = digits();

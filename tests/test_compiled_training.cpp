@@ -243,17 +243,6 @@ TEST_CASE("compiled training: random graphs, gradients == eager on both ISAs") {
 
 namespace {
 
-// The 8x8 digits .ci/setup.sh writes for the samples (1797 images, 64 features, labels 0-9).
-std::pair<Tensor, Tensor> digits() {
-  std::string dir = std::string(KILN_TEST_DATA) + "/../../samples/data";
-  try {
-    return {load_npy(dir + "/digits_x.npy"), load_npy(dir + "/digits_y.npy")};
-  } catch (const Error& e) {
-    FAIL("the digits data is missing (bash .ci/setup.sh makes it): " << e.what());
-    throw;
-  }
-}
-
 struct Trajectory {
   std::vector<double> losses;
   int64_t step_peak_bytes = 0;  // allocator peak over one step (after the first), above what was live before it
