@@ -407,7 +407,7 @@ namespace {
 
 // 300 Adam steps of batch 32 on the first 1500 digits; test accuracy on the other 297.
 double train_digits_mlp(bool bf16) {
-  auto [x, y] = digits();
+  auto [x, y] = test::digits();
   int64_t n_train = 1500;
   Tensor xt = x.slice(0, 0, n_train), yt = y.slice(0, 0, n_train);
   manual_seed(5);

@@ -250,7 +250,7 @@ struct Trajectory {
 
 // 50 Adam steps on batches of 32; `compiled` runs forward+loss through compile(trace_module(...)).
 Trajectory train(nn::Module& model, bool compiled, bool image, int steps = 50) {
-  auto [x, y] = digits();
+  auto [x, y] = test::digits();
   if (image) x = x.reshape({-1, 1, 8, 8});
   optim::Adam opt(model.parameters(), {3e-3});
   auto loss_fn = [&](const Tensors& in) { return Tensors{cross_entropy(model(in[0]), in[1])}; };
@@ -318,7 +318,7 @@ TEST_CASE("compiled training: the digits CNN follows eager's loss trajectory ove
 }
 
 TEST_CASE("compiled training: a whole step (forward, loss, backward, fused optimizer) equals eager's, every optimizer") {
-  auto [x, y] = digits();
+  auto [x, y] = test::digits();
   using MakeOpt = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
   std::vector<std::pair<const char*, MakeOpt>> opts = {
       {"sgd momentum", [](std::vector<Tensor> p) { return std::make_unique<optim::SGD>(p, optim::SGDOptions{0.05, 0.9}); }},
@@ -353,7 +353,7 @@ TEST_CASE("compiled training: a whole step (forward, loss, backward, fused optim
 }
 
 TEST_CASE("compiled training: a batch of another shape traces again; a loss that is not a scalar is an error") {
-  auto [x, y] = digits();
+  auto [x, y] = test::digits();
   manual_seed(2);
   auto m = digits_mlp();
   optim::SGD opt(m->parameters(), {0.1});
@@ -370,7 +370,7 @@ TEST_CASE("compiled training: a batch of another shape traces again; a loss that
 }
 
 TEST_CASE("compiled training: a step that branches on a tensor value recompiles when the branch flips, never trains on a stale graph") {
-  auto [x, y] = digits();
+  auto [x, y] = test::digits();
   x = x - mean(x).item<double>();  // per-batch pixel sums of both signs
   auto loss_of = [](nn::Module& m, const Tensors& b) {
     Tensor l = cross_entropy(m(b[0]), b[1]);
