@@ -90,7 +90,7 @@ inline std::pair<Tensor, Tensor> digits() {
   try {
     return {load_npy(dir + "/digits_x.npy"), load_npy(dir + "/digits_y.npy")};
   } catch (const Error& e) {
-    FAIL("the digits data is missing (bash .ci/setup.sh makes it): " << e.what());
+    FAIL("the digits data is missing (bash .ci/setup.sh makes it): " << std::string(e.what()));
     throw;
   }
 }
