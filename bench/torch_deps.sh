@@ -16,3 +16,7 @@ if [ "${KILN_NEED_SOTA:-1}" != 0 ] && [ "${KILN_SOTA:-1}" != 0 ] && [ ! -x "$VEN
   python3 -m venv "$VENV" && "$VENV/bin/pip" install -q torch jax numpy >&2 ||
     echo "[bench] venv setup failed; skipping torch.compile/jax" >&2
 fi
+# PyTorch's strongest CPU kernels here: AVX-512 where the CPU has it (Intel Xeons), AVX2 elsewhere (the
+# AMD EPYCs these runs also land on; forcing avx512 there dies with an illegal instruction).
+TORCH_ISA=avx2
+if grep -qw avx512f /proc/cpuinfo; then TORCH_ISA=avx512; fi
