@@ -197,6 +197,13 @@ Value* Lowerer::write_through(Value* view, Value* updated, SourceLoc loc, const 
   }
   // Scatter up the chain: the new value of each base.
   std::map<Value*, Value*> now;
+  // A slice's absent bound, as the None its prims take.
+  auto bound = [&](Value* b) {
+    if (b) return b;
+    Value* n = g_->insert_none();
+    n->set_type(Type::optional(kIntT));
+    return n;
+  };
   Value* cur = view;
   Value* nv = updated;
   while (views_.count(cur)) {
@@ -205,12 +212,6 @@ Value* Lowerer::write_through(Value* view, Value* updated, SourceLoc loc, const 
     switch (st.kind) {
       case ViewStep::Select: nb = prim(Prim::SelectScatter, {base, nv, constant(st.dim), st.index}, Type::tensor()); break;
       case ViewStep::Slice: {
-        auto bound = [&](Value* b) {
-          if (b) return b;
-          Value* n = g_->insert_none();
-          n->set_type(Type::optional(kIntT));
-          return n;
-        };
         nb = prim(Prim::SliceScatter, {base, nv, constant(st.dim), bound(st.start), bound(st.end), constant(st.step)},
                   Type::tensor());
         break;
@@ -245,12 +246,6 @@ Value* Lowerer::write_through(Value* view, Value* updated, SourceLoc loc, const 
         break;
       }
       case ViewStep::Slice: {
-        auto bound = [&](Value* x) {
-          if (x) return x;
-          Value* n = g_->insert_none();
-          n->set_type(Type::optional(kIntT));
-          return n;
-        };
         out = prim(Prim::Slice, {b, constant(st.dim), bound(st.start), bound(st.end), constant(st.step)}, Type::tensor());
         break;
       }
