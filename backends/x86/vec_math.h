@@ -22,8 +22,8 @@
 //   log      f32 2.3 ulp, f64 2 ulp   exponent/mantissa split (denormals pre-scaled), atanh series of
 //            (m-1)/(m+1) on [sqrt(1/2), sqrt(2))
 //   log1p    f32 4.2 ulp, f64 4 ulp   log(1+x) * (x / ((1+x)-1)) (Goldberg), x where 1+x == 1
-//   tanh     f32 2.3 ulp, f64 2 ulp   AVX2 f32: e/(e+2), e = expm1(2|x|) on one path (no blend of two);
-//            otherwise odd polynomial (f32) / Cephes rational (f64) for |x| < 0.625, else 1 - 2/(exp(2|x|)+1)
+//   tanh     f32 2.3 ulp, f64 2 ulp   f32: e/(e+2), e = expm1(2|x|) on one path (no blend of two); f64:
+//            Cephes rational for |x| < 0.625, else 1 - 2/(exp(2|x|)+1)
 //   sigmoid  f32 3 ulp, f64 4 ulp     (silu 3 / 4): f32 AVX-512 reciprocal by rcp14 + Newton, else division
 //   erf      f32 2.5e-7 absolute      Taylor for |x| < 0.8, Abramowitz-Stegun 7.1.26 above; f64 calls
 //            std::erf per lane (exact)
@@ -444,24 +444,18 @@ class VecMath : public Xbyak::CodeGenerator {
     blend(d, m, C(nan()));
   }
 
-  // d = tanh(x); d != x
+  // d = tanh(x); d != x. f64 keeps two paths: expm1 by Taylor would need twice the terms.
   void tanh_(const Vmm& d, const Vmm& x) {
-    if (!kAvx512 && !f64_) return tanh_expm1_(d, x);
+    if (!f64_) return tanh_expm1_(d, x);
     Scope sc(*this);
-    // small |x|: x + x z P(z)
+    // small |x|: x + x z P(z)/Q(z)
     {
       Scope s2(*this);
-      Vmm z = tmp();
+      Vmm z = tmp(), q = tmp();
       vmul(z, x, x);
-      if (f64_) {
-        Vmm q = tmp();
-        poly(d, z, {-1.61468768441708447952E3, -9.92877231001918586564E1, -9.64399179425052238628E-1});
-        poly(q, z, {4.84406305325125486048E3, 2.23548839060100448583E3, 1.12811678491632931402E2, 1.0});
-        vdiv(d, d, q);
-      } else {
-        poly(d, z, {-3.33332819422E-1, 1.33314422036E-1, -5.37397155531E-2, 2.06390887954E-2,
-                    -5.70498872745E-3});
-      }
+      poly(d, z, {-1.61468768441708447952E3, -9.92877231001918586564E1, -9.64399179425052238628E-1});
+      poly(q, z, {4.84406305325125486048E3, 2.23548839060100448583E3, 1.12811678491632931402E2, 1.0});
+      vdiv(d, d, q);
       vmul(d, d, z);
       fma213(d, x, x);  // d = x*d + x
     }
