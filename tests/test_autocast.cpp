@@ -440,6 +440,58 @@ TEST_CASE("autocast: digits MLP trained 300 steps under bf16 autocast matches fl
   CHECK(std::fabs(a16 - a32) <= 0.01);
 }
 
+TEST_CASE("autocast: the weight cache casts a parameter once per outermost scope, as torch's") {
+  Tensor x = f32({4, 8}), w0 = f32({3, 8}, 0.7);
+  auto grads = [&](bool cache, size_t* cached) {
+    Tensor w = w0.clone().requires_grad_(true);
+    {
+      AutocastGuard ac(DType::BFloat16, true, cache);
+      Tensor y = linear(x, w) + linear(x * 2.0, w);  // the weight read twice
+      if (cached) *cached = autocast_cached_casts();
+      sum(y.to(DType::Float32)).backward();
+    }
+    CHECK(autocast_cached_casts() == 0);  // emptied when the outermost guard dies
+    return w.grad();
+  };
+  size_t with_cache = 0, without = 0;
+  Tensor g1 = grads(true, &with_cache), g0 = grads(false, &without);
+  CHECK(with_cache == 1);
+  CHECK(without == 0);
+  // One cast node feeding both uses: its two incoming gradients add in bf16 before the cast back, where
+  // two casts each convert first and add in float32 (torch's cache does the same): bf16-close.
+  check_close(g1, g0, 1e-2, 1e-2);
+
+  Tensor w = w0.clone().requires_grad_(true);
+  AutocastGuard outer;
+  Tensor a = linear(x, w);
+  {
+    AutocastGuard inner(false);  // a nested guard's end keeps the cache
+  }
+  CHECK(autocast_cached_casts() == 1);
+  {
+    NoGradGuard ng;
+    w.mul_(2.0);  // written in place: the next read casts again
+  }
+  Tensor b = linear(x, w);
+  check_close(b.to(DType::Float32), (a.to(DType::Float32)) * 2.0, 2e-2, 2e-2);
+  {
+    NoGradGuard ng;  // no autograd node: not cached, so a later recording op still reaches w
+    (void)linear(x, w.detach().requires_grad_(true));
+  }
+  CHECK(autocast_cached_casts() == 1);
+  // Tracing never reads the cache: a cast made before the trace began would enter the graph as a
+  // constant, and the traced model would not see its weight change.
+  manual_seed(2);
+  auto lin = std::make_shared<nn::Linear>(8, 3);
+  (void)(*lin)(x);  // the weight's cast is cached now
+  Function traced = trace_module(*lin, [&](const Tensors& in) { return Tensors{(*lin)(in[0])}; }, {x});
+  {
+    NoGradGuard ng;
+    lin->weight.mul_(-1.0);
+  }
+  check_close(traced({x})[0].to(DType::Float32), (*lin)(x).to(DType::Float32), 0, 0);
+}
+
 TEST_CASE("autocast: a compiled training step traced under autocast trains like eager autocast") {
   auto [x, y] = test::digits();
   auto run = [&](bool compiled) {

@@ -4,8 +4,11 @@
 
 #include <array>
 #include <mutex>
+#include <unordered_map>
 
 #include "core/error.h"
+#include "core/trace_hooks.h"
+#include "eager/autograd/graph.h"
 #include "eager/cpu/bf16_convert.h"
 #include "eager/cpu/matmul_bf16.h"
 
@@ -15,8 +18,34 @@ namespace {
 struct State {
   bool enabled = false;
   DType dtype = DType::BFloat16;
+  bool cache_enabled = true;
 };
 thread_local State t_state;
+thread_local int t_nesting = 0;  // guards alive on this thread, enabled or not (torch's nesting count)
+
+// torch's weight cache: inside the outermost scope, a float32 leaf parameter is cast to the lower
+// precision once and every later op reads the same cast (and its one autograd node), however often the
+// weight is used. Keyed by the tensor; the source is held so its address is not reused while cached.
+struct CachedCast {
+  Tensor source, cast;
+  uint64_t version;
+};
+thread_local std::unordered_map<const TensorImpl*, CachedCast> t_cast_cache;
+
+// Only where reuse cannot change a result: not while tracing (a cast made before the trace began would
+// enter the graph as a constant), not under no_grad (the cached cast would have no autograd node for a
+// later op that records), and not for a parameter written in place since (the version check).
+Tensor cached_cast(const Tensor& t, DType target) {
+  bool cacheable = t_state.cache_enabled && t.requires_grad() && t.is_leaf() &&
+                   GradMode::enabled() && !trace_hooks();
+  if (!cacheable) return t.to(target);
+  auto it = t_cast_cache.find(t.impl());
+  if (it != t_cast_cache.end() && it->second.cast.dtype() == target && it->second.version == t.version())
+    return it->second.cast;
+  Tensor c = t.to(target);
+  t_cast_cache[t.impl()] = {t, c, t.version()};
+  return c;
+}
 
 constexpr std::array<AutocastPolicy, size_t(kNumOps)> op_table() {
   std::array<AutocastPolicy, size_t(kNumOps)> t{};
@@ -65,7 +94,7 @@ Tensors apply(AutocastPolicy policy, const Tensors& inputs) {
     DType d = t.dtype();
     switch (policy) {
       case AutocastPolicy::LowerPrecision:
-        if (d == DType::Float32) t = t.to(target);
+        if (d == DType::Float32) t = cached_cast(t, target);
         break;
       case AutocastPolicy::Fp32:
         if (d == DType::BFloat16 || d == DType::Float16) t = t.to(DType::Float32);
@@ -81,16 +110,23 @@ Tensors apply(AutocastPolicy policy, const Tensors& inputs) {
 
 }  // namespace
 
-AutocastGuard::AutocastGuard(DType dtype, bool enabled) : prev_enabled_(t_state.enabled), prev_dtype_(t_state.dtype) {
+AutocastGuard::AutocastGuard(DType dtype, bool enabled, bool cache_enabled)
+    : prev_enabled_(t_state.enabled), prev_cache_enabled_(t_state.cache_enabled), prev_dtype_(t_state.dtype) {
   if (dtype != DType::BFloat16 && dtype != DType::Float16)
     fail("autocast: dtype must be bfloat16 or float16 on the cpu, got {}", dtype_name(dtype));
-  t_state = {enabled, dtype};
+  t_state = {enabled, dtype, cache_enabled};
+  ++t_nesting;
   if (enabled && dtype == DType::BFloat16) warn_once_without_bf16();
 }
 
-AutocastGuard::AutocastGuard(bool enabled) : AutocastGuard(t_state.dtype, enabled) {}
+AutocastGuard::AutocastGuard(bool enabled) : AutocastGuard(t_state.dtype, enabled, t_state.cache_enabled) {}
 
-AutocastGuard::~AutocastGuard() { t_state = {prev_enabled_, prev_dtype_}; }
+AutocastGuard::~AutocastGuard() {
+  t_state = {prev_enabled_, prev_dtype_, prev_cache_enabled_};
+  if (--t_nesting == 0) t_cast_cache.clear();
+}
+
+size_t autocast_cached_casts() { return t_cast_cache.size(); }
 
 std::string autocast_cpu_info() {
   return fmt::format("avx512_bf16: {}; bf16 matmul: {}", cpu::cpu_has_avx512_bf16() ? "yes" : "no",

@@ -12,21 +12,24 @@ namespace kiln {
 
 // RAII, per thread, nestable: the scope's state is restored when the guard dies. enabled=false
 // switches autocast off inside an enclosing scope. dtype: BFloat16 (default) or Float16.
+// cache_enabled (torch's): a float32 leaf parameter is cast once per outermost scope and the cast reused
+// by every op that reads it; the cache empties when the outermost guard dies.
 class AutocastGuard {
  public:
-  explicit AutocastGuard(DType dtype = DType::BFloat16, bool enabled = true);
-  explicit AutocastGuard(bool enabled);  // keeps the enclosing dtype
+  explicit AutocastGuard(DType dtype = DType::BFloat16, bool enabled = true, bool cache_enabled = true);
+  explicit AutocastGuard(bool enabled);  // keeps the enclosing dtype and cache setting
   ~AutocastGuard();
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;
 
  private:
-  bool prev_enabled_;
+  bool prev_enabled_, prev_cache_enabled_;
   DType prev_dtype_;
 };
 
 bool autocast_enabled();
 DType autocast_dtype();  // the innermost scope's lower-precision dtype (bf16 when none)
+size_t autocast_cached_casts();  // casts held by this thread's weight cache (for tests and logs)
 
 // What bf16 runs on here, for logs and benchmarks: "avx512_bf16: yes; bf16 matmul: brg:avx512_core_amx".
 std::string autocast_cpu_info();
