@@ -219,7 +219,13 @@ std::shared_ptr<ir::Graph> Lowerer::lower_top(const FunctionDef& f, const Object
       F.env[kRetValue] = placeholder(F.ret_type);
       F.env[kRetValue]->set_name("ret_value");
     }
-    block(body);
+    top_body_ = &body;
+    try {
+      block(body);
+    } catch (const Error&) {
+      if (!self) recover_after(body, top_index_);
+      throw;
+    }
     Frame& F2 = frame();
     result = F2.flag_returns ? F2.env.at(kRetValue) : F2.final_return;
     if (F2.ret_type.kind == TypeKind::None) result = nullptr;
@@ -410,18 +416,69 @@ void Lowerer::target_names(const Expr& t, std::set<std::string>& out) const {
 }
 
 void Lowerer::assigned_names(const std::vector<StmtPtr>& b, std::set<std::string>& out) const {
-  for (const auto& s : b) {
-    for (const auto& t : s->targets) target_names(*t, out);
-    // xs.append(v) rebinds xs (lists are values in the graph)
-    const Expr* v = s->kind == StmtKind::Expr ? s->value.get() : nullptr;
-    if (v && v->kind == ExprKind::Call && v->args[0]->kind == ExprKind::Attribute && v->args[0]->name == "append" &&
-        v->args[0]->args[0]->kind == ExprKind::Name)
-      out.insert(v->args[0]->args[0]->name);
-    if (v && v->kind == ExprKind::Call && v->args[0]->kind == ExprKind::Attribute && v->args[0]->name.size() > 1 &&
-        v->args[0]->name.back() == '_')
-      target_names(*v->args[0]->args[0], out);
-    assigned_names(s->body, out);
-    assigned_names(s->orelse, out);
+  for (const auto& s : b) assigned_names(*s, out);
+}
+
+void Lowerer::assigned_names(const Stmt& s, std::set<std::string>& out) const {
+  for (const auto& t : s.targets) target_names(*t, out);
+  // xs.append(v) rebinds xs (lists are values in the graph)
+  const Expr* v = s.kind == StmtKind::Expr ? s.value.get() : nullptr;
+  if (v && v->kind == ExprKind::Call && v->args[0]->kind == ExprKind::Attribute && v->args[0]->name == "append" &&
+      v->args[0]->args[0]->kind == ExprKind::Name)
+    out.insert(v->args[0]->args[0]->name);
+  if (v && v->kind == ExprKind::Call && v->args[0]->kind == ExprKind::Attribute && v->args[0]->name.size() > 1 &&
+      v->args[0]->name.back() == '_')
+    target_names(*v->args[0]->args[0], out);
+  assigned_names(s.body, out);
+  assigned_names(s.orelse, out);
+}
+
+namespace {
+
+void names_read(const Expr* e, std::set<std::string>& out) {
+  if (!e) return;
+  if (e->kind == ExprKind::Name) out.insert(e->name);
+  for (const auto& a : e->args) names_read(a.get(), out);
+  for (const auto& k : e->keywords) names_read(k.value.get(), out);
+}
+
+void names_read(const Stmt& s, std::set<std::string>& out) {
+  for (const auto& t : s.targets)
+    if (t->kind != ExprKind::Name || s.kind == StmtKind::AugAssign) names_read(t.get(), out);  // x[i] = v reads x
+  names_read(s.value.get(), out);
+  names_read(s.test.get(), out);
+  for (const auto& b : s.body) names_read(*b, out);
+  for (const auto& b : s.orelse) names_read(*b, out);
+}
+
+}  // namespace
+
+// Lowers the statements after the failed top-level one for their errors alone (the graph is discarded):
+// each from a clean state at the function's top level, skipped when it reads a name that a failed or
+// skipped statement assigns, since its errors would be the first one's consequences.
+void Lowerer::recover_after(const std::vector<StmtPtr>& body, size_t failed) {
+  std::set<std::string> poisoned;
+  auto poison = [&](size_t i) { assigned_names(*body[i], poisoned); };
+  poison(failed);
+  const size_t depth = 1;
+  for (size_t i = failed + 1; i < body.size(); ++i) {
+    std::set<std::string> reads;
+    names_read(*body[i], reads);
+    bool tainted = std::any_of(reads.begin(), reads.end(), [&](const std::string& n) { return poisoned.count(n); });
+    if (!tainted) {
+      while (frames_.size() > depth) frames_.pop_back();
+      loops_.clear();
+      inlining_.resize(1);
+      g_->set_insert_point(g_->block());
+      try {
+        stmt(*body[i]);
+        continue;
+      } catch (const RecursionError&) {
+      } catch (const Error& e) {
+        later_errors_.push_back(e.what());
+      }
+    }
+    poison(i);
   }
 }
 
@@ -430,6 +487,7 @@ void Lowerer::assigned_names(const std::vector<StmtPtr>& b, std::set<std::string
 void Lowerer::block(const std::vector<StmtPtr>& body, size_t from) {
   for (size_t i = from; i < body.size(); ++i) {
     const Stmt& s = *body[i];
+    if (&body == top_body_) top_index_ = i;
     stmt(s);
     if (i + 1 == body.size()) return;
     if (s.kind == StmtKind::Return || s.kind == StmtKind::Break || s.kind == StmtKind::Continue ||
@@ -1072,14 +1130,15 @@ std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const
   }
   std::set<RecursionError::Cycle> cycles;  // each reported once, whichever function meets it first
   for (const auto& f : m.functions) {
+    Lowerer L(src, m);
     try {
-      Lowerer L(src, m);
       out[f->name] = L.lower_function(*f);
     } catch (const RecursionError& e) {
       if (cycles.insert(e.cycle).second) report(e.what());
     } catch (const Error& e) {
       report(e.what());
     }
+    for (const std::string& e : L.later_errors()) report(e);
   }
   return out;
 }

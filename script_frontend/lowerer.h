@@ -51,6 +51,9 @@ class Lowerer {
   Lowerer(const Source& src, const Module& m);
   std::shared_ptr<ir::Graph> lower_function(const FunctionDef& f);
   MethodGraph lower_method(const FunctionDef& f, const Object& self);
+  // After lower_function raised: the errors of the function's later top-level statements that do not
+  // read a name a failed statement assigns (clang-style: independent mistakes all reported, no cascades).
+  const std::vector<std::string>& later_errors() const { return later_errors_; }
 
   // ---- used by builtins.cpp ----
   const Source& src() const { return src_; }
@@ -178,7 +181,9 @@ class Lowerer {
   bool always_returns(const std::vector<StmtPtr>& b) const;
   Value* exit_condition(unsigned flags);
   void assigned_names(const std::vector<StmtPtr>& b, std::set<std::string>& out) const;
+  void assigned_names(const Stmt& s, std::set<std::string>& out) const;
   void target_names(const Expr& t, std::set<std::string>& out) const;
+  void recover_after(const std::vector<StmtPtr>& body, size_t failed);
   // dicts.cpp: a dict is a tuple of its values; dict_keys_ holds its keys
   const std::vector<std::string>* dict_keys(Value* v) const;
   Value* make_dict(const std::vector<std::string>& keys, const std::vector<Value*>& values);
@@ -229,6 +234,9 @@ class Lowerer {
   std::shared_ptr<ir::Graph> g_;
   std::deque<Frame> frames_;  // a deque: inlining pushes frames while outer ones are referenced
   std::vector<LoopCtx> loops_;
+  const std::vector<StmtPtr>* top_body_ = nullptr;  // the function's own body (not an inlined one's)
+  size_t top_index_ = 0;                            // the top-level statement being lowered
+  std::vector<std::string> later_errors_;
   std::vector<Tensor> bound_;                           // tensors read by this graph, in input order
   std::map<const TensorImpl*, Value*> bound_inputs_;    // their graph inputs
   std::map<const TensorImpl*, std::string> buffer_vars_;  // updated buffers: their env variable

@@ -1,5 +1,5 @@
 // Script errors: one `file:line:col: error: message` per problem, with the source line and a caret,
-// before anything runs. (tests/script/bad/*.py check many more through `kiln check`.)
+// before anything runs; every independent mistake of a file, none of their consequences. (tests/script/bad/*.py check many more through `kiln check`.)
 #include "script_frontend/script.h"
 #include "support.h"
 
@@ -57,4 +57,32 @@ TEST_CASE("script errors: type errors are found before anything runs") {
 
 TEST_CASE("script errors: // and % on tensors of unknown dtype lower (integer tensors: test_script_inplace.cpp)") {
   CHECK(error_of("import torch\ndef f(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:\n    return x // y\n").empty());
+}
+
+TEST_CASE("script errors: independent mistakes in one function are all reported, their consequences are not") {
+  std::string e = error_of(
+      "import torch\n"
+      "def f(x: torch.Tensor) -> torch.Tensor:\n"
+      "    a = x.nosuchmethod()\n"       // 1
+      "    b = torch.relu(x, 3, 4)\n"    // 2
+      "    c = a + b\n"                  // reads a and b: skipped, not an error of its own
+      "    d = x + undefined_name\n"     // 3
+      "    if x.sum() > 0:\n"
+      "        e = x * 2\n"
+      "    else:\n"
+      "        e = x.another_missing()\n"  // 4
+      "    return c + d + e\n");         // reads c, d, e: skipped
+  CAPTURE(e);
+  auto count = [&](const std::string& s) {
+    size_t n = 0;
+    for (size_t at = e.find(s); at != std::string::npos; at = e.find(s, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count("error:") == 4);
+  CHECK(e.find("m.py:3:11: error: unknown tensor method 'nosuchmethod'") != std::string::npos);
+  CHECK(e.find("m.py:4:") != std::string::npos);
+  CHECK(e.find("m.py:6:13: error: undefined name 'undefined_name'") != std::string::npos);
+  CHECK(e.find("m.py:10:15: error: unknown tensor method 'another_missing'") != std::string::npos);
+  CHECK(e.find("m.py:3:") < e.find("m.py:4:"));  // in source order
+  CHECK(error_of("import torch\ndef f(x: torch.Tensor) -> torch.Tensor:\n    y = x * 2\n    return y + 1\n").empty());
 }
