@@ -466,9 +466,14 @@ void Lowerer::recover_after(const std::vector<StmtPtr>& body, size_t failed) {
     names_read(*body[i], reads);
     bool tainted = std::any_of(reads.begin(), reads.end(), [&](const std::string& n) { return poisoned.count(n); });
     if (!tainted) {
+      // A failed statement can stop anywhere: drop what it left half done (inlined frames, loop state,
+      // alias chains, whose rebinding a half-done write may have left circular); the statements checked
+      // here then see names only, which can miss an aliasing error but never invent one.
       while (frames_.size() > depth) frames_.pop_back();
       loops_.clear();
+      loop_depth_ = 0;
       inlining_.resize(1);
+      views_.clear();
       g_->set_insert_point(g_->block());
       try {
         stmt(*body[i]);
