@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <iterator>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -13,6 +14,7 @@
 
 #include "backends/interp/interop_scheduler.h"
 #include "backends/interp/number_ops.h"
+#include "backends/interp/takeover.h"
 #include "core/ir/printer.h"
 #include "core/trace_hooks.h"
 #include "eager/autograd/graph.h"
@@ -39,6 +41,8 @@ struct Plan::Step {
   const Node* node;
   std::vector<int> in, out, dead;
   std::vector<int> reads;  // distinct slots read, by the node or its nested blocks
+  // A step that takes a tensor over (takeover.h): the block's values to drop once it has read its inputs.
+  std::vector<int> drop;
 };
 struct Plan::BlockPlan {
   std::vector<Step> steps;
@@ -134,7 +138,7 @@ Plan::Plan(const ir::Graph& g, bool free_dead_values) : graph_(g) {
     for (const Value* a : b.inputs()) bp.args.push_back(number(a));
     std::unordered_map<int, int> writer;  // slot → the step of this block writing it
     for (Node* n : b.nodes()) {
-      Step s{n, {}, {}, {}, {}};
+      Step s{n, {}, {}, {}, {}, {}};
       for (const Value* v : n->inputs()) {
         auto it = slot.find(v);
         if (it == slot.end()) fail("interp: {} reads a value before its definition (run the verifier)", n->kind_name());
@@ -153,6 +157,8 @@ Plan::Plan(const ir::Graph& g, bool free_dead_values) : graph_(g) {
       bp.steps.push_back(std::move(s));
     }
     for (const Value* v : b.outputs()) bp.results.push_back(slot.at(v));
+    for (const Takeover& t : takeovers(b))
+      for (const Value* v : t.dead) bp.steps[t.step].drop.push_back(slot.at(v));
     build_order(bp, writer);
   };
   build(*g.block());
@@ -212,6 +218,9 @@ namespace {
 
 // The step this thread runs: with inter-op threads, several steps of one frame run at once.
 thread_local const Plan::Step* t_step = nullptr;
+// Whether the block this thread runs steps of runs them one after another, in program order: only
+// then has every earlier reader of a value finished when a step drops it.
+thread_local bool t_in_order = false;
 
 bool on_cpu(const IValue& v) {
   if (v.is_tensor()) return !v.to_tensor().defined() || v.to_tensor().device().is_cpu();
@@ -282,18 +291,27 @@ class Frame {
     const Plan::BlockPlan& bp = plan_.block_plan(b);
     for (size_t i = 0; i < args.size(); ++i) env_[size_t(bp.args[i])] = std::move(args[i]);
     const Plan::Step* saved = t_step;  // a nested block runs inside its owner's step
+    bool saved_in_order = t_in_order;
     if (interop_ && bp.concurrent && !in_interop_worker()) {
+      t_in_order = false;
       concurrent(bp);
     } else {
+      t_in_order = true;
       for (const Plan::Step& s : bp.steps) {
         step(s);
         for (int d : s.dead) env_[size_t(d)] = IValue();
       }
     }
     t_step = saved;
+    t_in_order = saved_in_order;
     std::vector<IValue> results;
     results.reserve(bp.results.size());
     for (int r : bp.results) results.push_back(env_[size_t(r)]);
+    // The block's own values are not read after it ends: release them, so a loop's next iteration
+    // holds its carried tensors alone (a scatter may then write into them).
+    for (int a : bp.args) env_[size_t(a)] = IValue();
+    for (const Plan::Step& s : bp.steps)
+      for (int o : s.out) env_[size_t(o)] = IValue();
     return results;
   }
 
@@ -469,11 +487,18 @@ class Frame {
       case Prim::Transpose: return out(0, in(n, 0).to_tensor().transpose(in(n, 1).to_int(), in(n, 2).to_int()));
       case Prim::SliceScatter: {
         auto bound = [&](size_t i) { return in(n, i).is_none() ? std::nullopt : std::optional<int64_t>(in(n, i).to_int()); };
-        return out(0, slice_scatter(in(n, 0).to_tensor(), in(n, 1).to_tensor(), in(n, 2).to_int(), bound(3), bound(4),
-                                    in(n, 5).to_int()));
+        Tensor base = in(n, 0).to_tensor(), src = in(n, 1).to_tensor();
+        int64_t dim = in(n, 2).to_int(), step = in(n, 5).to_int();
+        std::optional<int64_t> start = bound(3), end = bound(4);
+        drop_dead();
+        return out(0, slice_scatter(std::move(base), src, dim, start, end, step));
       }
-      case Prim::SelectScatter:
-        return out(0, select_scatter(in(n, 0).to_tensor(), in(n, 1).to_tensor(), in(n, 2).to_int(), in(n, 3).to_int()));
+      case Prim::SelectScatter: {
+        Tensor base = in(n, 0).to_tensor(), src = in(n, 1).to_tensor();
+        int64_t dim = in(n, 2).to_int(), index = in(n, 3).to_int();
+        drop_dead();
+        return out(0, select_scatter(std::move(base), src, dim, index));
+      }
       case Prim::InplaceResult: {
         const Tensor& r = in(n, 0).to_tensor();
         const Tensor& self = in(n, 1).to_tensor();
@@ -536,6 +561,14 @@ class Frame {
       }
       case Prim::Not: return out(0, !to_bool(in(n, 0)));
     }
+  }
+
+  // Called by a step that takes a tensor over, once it has read its inputs: the block's values dead by
+  // now are dropped (in a block run in order), so the step holds the tensor alone unless something live
+  // (a caller's handle, a constant, a view, autograd) does too.
+  void drop_dead() {
+    if (!t_in_order) return;
+    for (int d : t_step->drop) env_[size_t(d)] = IValue();
   }
 
   // torch's can_cast for in-place results: no float into an integer tensor, nothing but bool into bool.
@@ -642,10 +675,11 @@ class Frame {
     bool cond = to_bool(in(n, 1));
     std::vector<IValue> carried;
     for (size_t i = 2; i < n.inputs().size(); ++i) carried.push_back(in(n, i));
+    drop_dead();
     const Block& body = *n.blocks()[0];
     for (int64_t it = 0; it < trip && cond; ++it) {
-      std::vector<IValue> args{IValue(it)};
-      args.insert(args.end(), carried.begin(), carried.end());
+      std::vector<IValue> args{IValue(it)};  // carried values move in: the body holds them alone
+      args.insert(args.end(), std::make_move_iterator(carried.begin()), std::make_move_iterator(carried.end()));
       std::vector<IValue> r = block(body, std::move(args));
       cond = to_bool(r[0]);
       for (size_t i = 0; i < carried.size(); ++i) carried[i] = std::move(r[i + 1]);
