@@ -794,9 +794,15 @@ Value* Lowerer::call(const Expr& e) {
   for (const auto& f : m_.functions)
     if (f->name == fn.name) return inline_call(*f, e);
   if (fn.name == "print" && !frame().env.count("print")) {
-    // A side effect kept by dead-code elimination; printed as Python prints, space-separated.
-    if (!e.keywords.empty()) fail(e.keywords[0].loc, fmt::format("print() keyword '{}' is not supported in kiln script", e.keywords[0].name));
+    // A side effect kept by dead-code elimination; printed as Python prints (sep and end as attributes).
     Node* n = g_->create(Prim::Print, 0);
+    for (const Keyword& k : e.keywords) {
+      if (k.name != "sep" && k.name != "end")
+        fail(k.loc, fmt::format("print() keyword '{}' is not supported in kiln script (sep and end are)", k.name));
+      std::optional<std::string> text = const_str(Arg{k.value.get(), nullptr, k.value->loc});
+      if (!text) fail(k.value->loc, fmt::format("print() {} must be a string constant in kiln script", k.name));
+      n->attrs().set(k.name, *text);
+    }
     for (size_t i = 1; i < e.args.size(); ++i) {
       if (e.args[i]->kind == ExprKind::Starred) fail(e.args[i]->loc, "starred arguments are only supported in __init__");
       n->add_input(expr(*e.args[i]));

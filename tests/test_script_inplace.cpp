@@ -239,3 +239,32 @@ def f(x: Tensor, n: int) -> Tensor:
   std::string again = captured_stdout([&] { c.call({tensor({1.0, 2.0}), int64_t(3)}); });
   CHECK(again == text);
 }
+
+TEST_CASE("script: print's sep and end are Python's; other keywords are refused") {
+  const char* src = R"(
+import torch
+from torch import Tensor
+
+
+def f(n: int) -> int:
+    print("n is", n, 2.5, sep="-", end="|\n")
+    print("a", "b", sep="")
+    print(n, end="")
+    print()
+    return n
+)";
+  Function f = script_source(src, "t.py").function("f");
+  // what python3 prints for the same calls
+  CHECK(captured_stdout([&] { f.call({int64_t(3)}); }) == "n is-3-2.5|\nab\n3\n");
+  NoGradGuard no_grad;
+  Function c = compile(f);
+  CHECK(captured_stdout([&] { c.call({int64_t(3)}); }) == "n is-3-2.5|\nab\n3\n");
+  auto err = [](const char* line) {
+    return std::string("import torch\nfrom torch import Tensor\n\n\ndef f(n: int) -> int:\n    ") + line +
+           "\n    return n\n";
+  };
+  check_error([&] { script_source(err("print(n, flush=True)"), "t.py"); },
+              "t.py:6:14: error: print() keyword 'flush' is not supported in kiln script (sep and end are)");
+  check_error([&] { script_source(err("print(n, sep=n)"), "t.py"); },
+              "print() sep must be a string constant in kiln script");
+}

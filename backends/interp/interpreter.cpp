@@ -517,12 +517,13 @@ class Frame {
       case Prim::FloorDivide: return out(0, floor_divide(in(n, 0).to_tensor(), in(n, 1).to_tensor()));
       case Prim::Remainder: return out(0, remainder(in(n, 0).to_tensor(), in(n, 1).to_tensor()));
       case Prim::Print: {
+        std::string sep = n.attrs().has("sep") ? n.attrs().s("sep") : " ";
         std::string line;
         for (size_t i = 0; i < n.inputs().size(); ++i) {
-          if (i) line += ' ';
+          if (i) line += sep;
           line += python_str(in(n, i));
         }
-        fmt::print("{}\n", line);
+        fmt::print("{}{}", line, n.attrs().has("end") ? n.attrs().s("end") : "\n");
         std::fflush(stdout);
         return;
       }
