@@ -779,7 +779,10 @@ Value* Lowerer::call(const Expr& e) {
         v = coerce(v, et, e.args[1]->loc, fmt::format("append to {}", xs->type().str()));
       loc_ = e.loc;
       Value* one = prim(Prim::ListConstruct, {v}, xs->type());
-      assign(base, prim(Prim::ListAdd, {xs, one}, xs->type()), base.loc);
+      Value* now = prim(Prim::ListAdd, {xs, one}, xs->type());
+      for (auto& [k, x] : frame().env)  // `ys = xs` names the same list: it sees the append
+        if (k[0] != '$' && x == xs) x = now;
+      assign(base, now, base.loc);
       return g_->insert_none();
     }
     Value* self = expr(base);

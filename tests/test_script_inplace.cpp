@@ -268,3 +268,35 @@ def f(n: int) -> int:
   check_error([&] { script_source(err("print(n, sep=n)"), "t.py"); },
               "print() sep must be a string constant in kiln script");
 }
+
+TEST_CASE("script: list element assignment rebinds every name of the list; Python's index rules") {
+  const char* src = R"(
+import torch
+from torch import Tensor
+from typing import List
+
+
+def f(x: Tensor, i: int) -> List[Tensor]:
+    xs = [x, x * 2.0]
+    ys = xs
+    xs[i] = x * 10.0
+    ns = [1, 2]
+    ns[-1] += 5
+    xs.append(x * float(ns[1]))
+    return ys
+)";
+  Function f = script_source(src, "t.py").function("f");
+  auto out = f.call({tensor({1.0}), int64_t(-2)})[0].elements();
+  REQUIRE(out.size() == 3);
+  CHECK(values(out[0].to_tensor()) == std::vector<double>{10});
+  CHECK(values(out[1].to_tensor()) == std::vector<double>{2});
+  CHECK(values(out[2].to_tensor()) == std::vector<double>{7});
+  check_error([&] { f.call({tensor({1.0}), int64_t(2)}); }, "list assignment index 2 is out of range for a list of 2 elements");
+  check_error(
+      [&] {
+        script_source("import torch\nfrom torch import Tensor\n\n\ndef f(x: Tensor) -> Tensor:\n    xs = [x * 1.0]\n"
+                      "    xs[0] += 1.0\n    return xs[0]\n",
+                      "t.py");
+      },
+      "t.py:7:5: error: 'xs[i] += v' writes the tensor in place, which kiln script does not track inside a list");
+}

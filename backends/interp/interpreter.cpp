@@ -540,6 +540,14 @@ class Frame {
         int64_t b = clamp(in(n, 1).to_int()), e = clamp(in(n, 2).to_int());
         return out(0, IValue::list(std::vector<IValue>(es.begin() + b, es.begin() + std::max(b, e))));
       }
+      case Prim::ListSet: {
+        std::vector<IValue> es = in(n, 0).elements();
+        int64_t len = int64_t(es.size()), i = in(n, 1).to_int();
+        int64_t j = i < 0 ? i + len : i;
+        if (j < 0 || j >= len) fail("list assignment index {} is out of range for a list of {} elements", i, len);
+        es[size_t(j)] = in(n, 2);
+        return out(0, IValue::list(std::move(es)));
+      }
       case Prim::Raise: fail("{}", n.attrs().has("message") ? n.attrs().s("message") : std::string("assertion failed"));
       case Prim::NumAdd:
       case Prim::NumSub:
