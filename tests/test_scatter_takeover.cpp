@@ -102,6 +102,15 @@ TEST_CASE("scatter takeover: the interpreter writes into a base at its last use,
   Tensor y2 = interp::run(plan, std::move(ins))[0].to_tensor();
   CHECK(address(y2) == p);
   CHECK(values(y2.sum()) == std::vector<double>{4});
+  // Through Function::call and compile(): the caller's x keeps its values, each call.
+  Function fn(std::shared_ptr<ir::Graph>(ir::parse_ir(g->str())), "f");
+  NoGradGuard no_grad;
+  Function c = compile(fn);
+  for (const Function* f : {&fn, &c, &c}) {
+    Tensor out = f->call({x, ones({4})})[0].to_tensor();
+    CHECK(values(x.sum()) == std::vector<double>{0});
+    CHECK(values(out.sum()) == std::vector<double>{4});
+  }
 
   // Read after the write (the base is returned too): copied, the base keeps its old values.
   auto g2 = ir::parse_ir(R"(graph(%v : f32[4]):
