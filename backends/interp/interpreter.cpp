@@ -107,6 +107,13 @@ void build_order(Plan::BlockPlan& bp, const std::unordered_map<int, int>& writer
     const Plan::Step& s = bp.steps[j];
     for (int slot : s.reads)
       if (auto it = writer.find(slot); it != writer.end()) edge(size_t(it->second), j);
+    // A step that drops values (takeover.h) runs after every step writing or reading them: the values are
+    // dead after it, and the tensor it takes over must be unshared when it runs.
+    for (int slot : s.drop) {
+      if (auto it = writer.find(slot); it != writer.end()) edge(size_t(it->second), j);
+      for (size_t i = 0; i < j; ++i)
+        if (std::find(bp.steps[i].reads.begin(), bp.steps[i].reads.end(), slot) != bp.steps[i].reads.end()) edge(i, j);
+    }
     if (ordered(*s.node)) {
       o.exclusive[j] = true;
       for (size_t i = size_t(last_ordered + 1); i < j; ++i) edge(i, j);
@@ -218,9 +225,6 @@ namespace {
 
 // The step this thread runs: with inter-op threads, several steps of one frame run at once.
 thread_local const Plan::Step* t_step = nullptr;
-// Whether the block this thread runs steps of runs them one after another, in program order: only
-// then has every earlier reader of a value finished when a step drops it.
-thread_local bool t_in_order = false;
 
 bool on_cpu(const IValue& v) {
   if (v.is_tensor()) return !v.to_tensor().defined() || v.to_tensor().device().is_cpu();
@@ -291,19 +295,15 @@ class Frame {
     const Plan::BlockPlan& bp = plan_.block_plan(b);
     for (size_t i = 0; i < args.size(); ++i) env_[size_t(bp.args[i])] = std::move(args[i]);
     const Plan::Step* saved = t_step;  // a nested block runs inside its owner's step
-    bool saved_in_order = t_in_order;
     if (interop_ && bp.concurrent && !in_interop_worker()) {
-      t_in_order = false;
       concurrent(bp);
     } else {
-      t_in_order = true;
       for (const Plan::Step& s : bp.steps) {
         step(s);
         for (int d : s.dead) env_[size_t(d)] = IValue();
       }
     }
     t_step = saved;
-    t_in_order = saved_in_order;
     std::vector<IValue> results;
     results.reserve(bp.results.size());
     for (int r : bp.results) results.push_back(env_[size_t(r)]);
@@ -573,10 +573,10 @@ class Frame {
   }
 
   // Called by a step that takes a tensor over, once it has read its inputs: the block's values dead by
-  // now are dropped (in a block run in order), so the step holds the tensor alone unless something live
-  // (a caller's handle, a constant, a view, autograd) does too.
+  // now are dropped (every step reading them has run: program order, or the inter-op order's edges), so
+  // the step holds the tensor alone unless something live (a caller's handle, a constant, a view,
+  // autograd) does too.
   void drop_dead() {
-    if (!t_in_order) return;
     for (int d : t_step->drop) env_[size_t(d)] = IValue();
   }
 
