@@ -208,9 +208,27 @@ std::vector<Builtin> make_builtins() {
       {"ge", OpId::Ge},           {"logical_and", OpId::LogicalAnd}, {"logical_or", OpId::LogicalOr}};
   for (auto& [n, id] : binary) {
     OpId op = id;
+    if (op == OpId::Add || op == OpId::Sub) continue;
     add(n, kFn | kMethod, {"input", "other"}, 2, [op](Lowerer& L, Args& a, const Expr&) {
       Value* x = L.tensor_arg(a[0], "input", true);
       return L.op(op, {x, L.tensor_arg(a[1], "other", true)});
+    });
+  }
+  // torch.add(x, y, alpha=a) is x + a * y (sub: x - a * y); an integer tensor takes no float alpha.
+  for (auto& [n, id] : binary) {
+    OpId op = id;
+    if (op != OpId::Add && op != OpId::Sub) continue;
+    std::string name = n;
+    add(n, kFn | kMethod, {"input", "other", "alpha"}, 2, [op, name](Lowerer& L, Args& a, const Expr&) {
+      Value* x = L.tensor_arg(a[0], "input", true);
+      Value* y = L.tensor_arg(a[1], "other", true);
+      if (a[2].present()) {
+        Value* alpha = L.value_of(a[2]);
+        if (!is_number(alpha->type()) || alpha->type().kind == TypeKind::Bool)
+          L.fail(a[2].loc, fmt::format("{}(): alpha must be an int or a float, got {}", name, alpha->type().str()));
+        y = L.op(OpId::Mul, {y, L.number_to_tensor(alpha)});
+      }
+      return L.op(op, {x, y});
     });
   }
   static const std::pair<const char*, OpId> reductions[] = {

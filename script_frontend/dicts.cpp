@@ -78,11 +78,41 @@ Value* Lowerer::dict_get(Value* d, const Expr& key) {
   return dict_values(d)[size_t(at - keys.begin())];
 }
 
+bool is_dict_annotation(const TypeExpr& t) { return t.name == "Dict" || t.name == "dict"; }
+
+const Param* dict_param(const FunctionDef& f) {
+  for (const Param& p : f.params)
+    if (p.has_type && is_dict_annotation(p.type)) return &p;
+  return nullptr;
+}
+
+// A Dict[str, T] parameter of a function the lowering inlines: the caller's dict, keys and all. Its
+// values must be T (a Tensor, a number, ...), as TorchScript checks.
+Value* Lowerer::dict_argument(const Param& p, const FunctionDef& f, Value* arg, SourceLoc loc) {
+  const TypeExpr& t = p.type;
+  if (t.args.size() != 2 || t.args[0].name != "str")
+    fail(t.loc, fmt::format("parameter '{}': kiln script dicts are Dict[str, T] (string keys)", p.name));
+  Type vt = type_from_annotation(src_, t.args[1], m_.imported);
+  if (!dict_keys(arg))
+    fail(loc, fmt::format("argument '{}' of {}() expects Dict[str, {}], got {}", p.name, f.name, vt.str(), arg->type().str()));
+  const std::vector<std::string>& keys = *dict_keys(arg);
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (!same_type(arg->type().elems[i], vt))
+      fail(loc, fmt::format("argument '{}' of {}() expects Dict[str, {}], but its entry '{}' is {}", p.name, f.name,
+                            vt.str(), keys[i], arg->type().elems[i].str()));
+  return arg;
+}
+
 void Lowerer::dict_store(const Expr& target, const std::string& op, const Expr& rhs, SourceLoc loc) {
   const Expr& base = *target.args[0];
   if (base.kind != ExprKind::Name) fail(target.loc, "kiln script assigns to dict entries of a variable only (d[\"k\"] = v)");
   if (target.args.size() != 2) fail(target.loc, "a dict takes one key");
   Value* d = name(base);
+  auto p = param_of_.find(d);
+  if (p != param_of_.end())
+    fail(loc, fmt::format("cannot assign to an entry of '{}': it is {}, and the caller would see the change, which "
+                          "kiln script does not track; build a new dict instead",
+                          base.name, p->second));
   std::vector<std::string> keys = *dict_keys(d);
   std::vector<Value*> values = dict_values(d);
   std::string k = dict_key(*target.args[1]);

@@ -779,7 +779,10 @@ Value* Lowerer::call(const Expr& e) {
         v = coerce(v, et, e.args[1]->loc, fmt::format("append to {}", xs->type().str()));
       loc_ = e.loc;
       Value* one = prim(Prim::ListConstruct, {v}, xs->type());
-      assign(base, prim(Prim::ListAdd, {xs, one}, xs->type()), base.loc);
+      Value* now = prim(Prim::ListAdd, {xs, one}, xs->type());
+      for (auto& [k, x] : frame().env)  // `ys = xs` names the same list: it sees the append
+        if (k[0] != '$' && x == xs) x = now;
+      assign(base, now, base.loc);
       return g_->insert_none();
     }
     Value* self = expr(base);
@@ -794,9 +797,15 @@ Value* Lowerer::call(const Expr& e) {
   for (const auto& f : m_.functions)
     if (f->name == fn.name) return inline_call(*f, e);
   if (fn.name == "print" && !frame().env.count("print")) {
-    // A side effect kept by dead-code elimination; printed as Python prints, space-separated.
-    if (!e.keywords.empty()) fail(e.keywords[0].loc, fmt::format("print() keyword '{}' is not supported in kiln script", e.keywords[0].name));
+    // A side effect kept by dead-code elimination; printed as Python prints (sep and end as attributes).
     Node* n = g_->create(Prim::Print, 0);
+    for (const Keyword& k : e.keywords) {
+      if (k.name != "sep" && k.name != "end")
+        fail(k.loc, fmt::format("print() keyword '{}' is not supported in kiln script (sep and end are)", k.name));
+      std::optional<std::string> text = const_str(Arg{k.value.get(), nullptr, k.value->loc});
+      if (!text) fail(k.value->loc, fmt::format("print() {} must be a string constant in kiln script", k.name));
+      n->attrs().set(k.name, *text);
+    }
     for (size_t i = 1; i < e.args.size(); ++i) {
       if (e.args[i]->kind == ExprKind::Starred) fail(e.args[i]->loc, "starred arguments are only supported in __init__");
       n->add_input(expr(*e.args[i]));

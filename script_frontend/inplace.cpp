@@ -75,6 +75,7 @@ void Lowerer::write_inplace(const Expr& target, const std::string& op, const Exp
   if (target.kind == ExprKind::Subscript && target.args[0]->kind == ExprKind::Name) {
     auto it = frame().env.find(target.args[0]->name);
     if (it != frame().env.end() && dict_keys(it->second)) return dict_store(target, op, rhs, loc);
+    if (it != frame().env.end() && it->second->type().kind == TypeKind::List) return list_store(target, op, rhs, loc);
   }
   Value* r = nullptr;
   if (op.empty()) r = expr(rhs);  // Python evaluates the value of `x[i] = v` first

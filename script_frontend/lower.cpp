@@ -297,6 +297,11 @@ Value* Lowerer::inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc
   }
   for (size_t i = 0; i < nparams; ++i) {
     const Param& p = f.params[i + first];
+    if (p.has_type && is_dict_annotation(p.type)) {
+      if (!bound[i]) fail(call_loc, fmt::format("{}() is missing argument '{}'", f.name, p.name));
+      fr.env[p.name] = dict_argument(p, f, bound[i], locs[i]);
+      continue;
+    }
     Type t = p.has_type ? type_from_annotation(src_, p.type, m_.imported) : Type::tensor();
     if (!bound[i]) {
       if (!p.default_value) fail(call_loc, fmt::format("{}() is missing argument '{}'", f.name, p.name));
@@ -1135,6 +1140,10 @@ std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const
   }
   std::set<RecursionError::Cycle> cycles;  // each reported once, whichever function meets it first
   for (const auto& f : m.functions) {
+    if (dict_param(*f)) {  // lowered where a function of the file calls it (ScriptModule::function says so)
+      out.erase(f->name);
+      continue;
+    }
     Lowerer L(src, m);
     try {
       out[f->name] = L.lower_function(*f);

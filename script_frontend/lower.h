@@ -19,4 +19,9 @@ std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const
 std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const Module& m,
                                                          std::vector<std::string>& errors);
 
+// A function taking a Dict parameter is lowered only where another function of the file calls it
+// (calls are inlined, so the dict's keys are known there); it has no graph of its own.
+bool is_dict_annotation(const TypeExpr& t);
+const Param* dict_param(const FunctionDef& f);
+
 }  // namespace kiln::script

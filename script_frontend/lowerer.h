@@ -192,6 +192,9 @@ class Lowerer {
   Value* dict_literal(const Expr& e);
   Value* dict_get(Value* d, const Expr& key);
   void dict_store(const Expr& target, const std::string& op, const Expr& rhs, SourceLoc loc);
+  Value* dict_argument(const Param& p, const FunctionDef& f, Value* arg, SourceLoc loc);
+  // list_store.cpp: xs[i] = v
+  void list_store(const Expr& target, const std::string& op, const Expr& rhs, SourceLoc loc);
   bool dict_for(const Stmt& s);  // false when s does not loop over a dict
   // `"k" in d` / `not in` as an if's test: decided now (a branch may add the key, changing d's type).
   std::optional<bool> dict_condition(const Expr& test);

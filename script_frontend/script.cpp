@@ -16,6 +16,13 @@ namespace kiln {
 const Function& ScriptModule::function(const std::string& name) const {
   auto it = functions_.find(name);
   if (it != functions_.end()) return it->second;
+  if (file_)
+    for (const auto& f : file_->ast.functions)
+      if (const script::Param* p = f->name == name ? script::dict_param(*f) : nullptr)
+        fail("script: function '{}' takes the dict parameter '{}', so it can only be called by the file's functions "
+             "(calls are inlined, where the dict's keys are known); kiln script functions called from outside take "
+             "tensors, numbers, tuples and lists",
+             name, p->name);
   std::vector<std::string> names = function_names();
   std::string all;
   for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;

@@ -158,3 +158,39 @@ def h(x: Tensor, c: bool) -> Tensor:
   CHECK(values(m.function("h").call({x, false})[0].to_tensor()) == std::vector<double>{2, 3});
   CHECK(values(m.function("h").call({x, true})[0].to_tensor()) == std::vector<double>{0, 0});
 }
+
+TEST_CASE("script dict: a Dict[str, T] parameter of a function the file calls; writes to it are refused") {
+  const char* src = R"(
+import torch
+from torch import Tensor
+from typing import Dict
+
+
+def total(d: Dict[str, Tensor], scale: float) -> Tensor:
+    s = d["a"] * scale
+    for k, v in d.items():
+        if k != "a":
+            s = s + v
+    return s
+
+
+def f(x: Tensor) -> Tensor:
+    return total({"a": x, "b": x * 3.0}, 2.0)
+)";
+  ScriptModule m = script_source(src, "t.py");
+  CHECK(values(m.function("f").call({tensor({1.0, 2.0})})[0].to_tensor()) == std::vector<double>{5, 10});
+  check_error([&] { m.function("total"); },
+              "script: function 'total' takes the dict parameter 'd', so it can only be called by the file's functions");
+  auto with = [](const char* body, const char* call) {
+    return std::string("import torch\nfrom torch import Tensor\nfrom typing import Dict\n\n\n"
+                       "def g(d: Dict[str, Tensor]) -> Tensor:\n") + body +
+           "\n\n\ndef f(x: Tensor) -> Tensor:\n    return " + call + "\n";
+  };
+  check_error([&] { script_source(with("    d[\"a\"] = d[\"a\"] * 2.0\n    return d[\"a\"]", "g({\"a\": x})"), "t.py"); },
+              "t.py:7:5: error: cannot assign to an entry of 'd': it is parameter 'd' of 'g', and the caller would see "
+              "the change");
+  check_error([&] { script_source(with("    return d[\"a\"]", "g({\"a\": 1})"), "t.py"); },
+              "argument 'd' of g() expects Dict[str, Tensor], but its entry 'a' is int");
+  check_error([&] { script_source(with("    return d[\"a\"]", "g(x)"), "t.py"); },
+              "argument 'd' of g() expects Dict[str, Tensor], got Tensor");
+}

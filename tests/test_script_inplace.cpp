@@ -239,3 +239,64 @@ def f(x: Tensor, n: int) -> Tensor:
   std::string again = captured_stdout([&] { c.call({tensor({1.0, 2.0}), int64_t(3)}); });
   CHECK(again == text);
 }
+
+TEST_CASE("script: print's sep and end are Python's; other keywords are refused") {
+  const char* src = R"(
+import torch
+from torch import Tensor
+
+
+def f(n: int) -> int:
+    print("n is", n, 2.5, sep="-", end="|\n")
+    print("a", "b", sep="")
+    print(n, end="")
+    print()
+    return n
+)";
+  Function f = script_source(src, "t.py").function("f");
+  // what python3 prints for the same calls
+  CHECK(captured_stdout([&] { f.call({int64_t(3)}); }) == "n is-3-2.5|\nab\n3\n");
+  NoGradGuard no_grad;
+  Function c = compile(f);
+  CHECK(captured_stdout([&] { c.call({int64_t(3)}); }) == "n is-3-2.5|\nab\n3\n");
+  auto err = [](const char* line) {
+    return std::string("import torch\nfrom torch import Tensor\n\n\ndef f(n: int) -> int:\n    ") + line +
+           "\n    return n\n";
+  };
+  check_error([&] { script_source(err("print(n, flush=True)"), "t.py"); },
+              "t.py:6:14: error: print() keyword 'flush' is not supported in kiln script (sep and end are)");
+  check_error([&] { script_source(err("print(n, sep=n)"), "t.py"); },
+              "print() sep must be a string constant in kiln script");
+}
+
+TEST_CASE("script: list element assignment rebinds every name of the list; Python's index rules") {
+  const char* src = R"(
+import torch
+from torch import Tensor
+from typing import List
+
+
+def f(x: Tensor, i: int) -> List[Tensor]:
+    xs = [x, x * 2.0]
+    ys = xs
+    xs[i] = x * 10.0
+    ns = [1, 2]
+    ns[-1] += 5
+    xs.append(x * float(ns[1]))
+    return ys
+)";
+  Function f = script_source(src, "t.py").function("f");
+  auto out = f.call({tensor({1.0}), int64_t(-2)})[0].elements();
+  REQUIRE(out.size() == 3);
+  CHECK(values(out[0].to_tensor()) == std::vector<double>{10});
+  CHECK(values(out[1].to_tensor()) == std::vector<double>{2});
+  CHECK(values(out[2].to_tensor()) == std::vector<double>{7});
+  check_error([&] { f.call({tensor({1.0}), int64_t(2)}); }, "list assignment index 2 is out of range for a list of 2 elements");
+  check_error(
+      [&] {
+        script_source("import torch\nfrom torch import Tensor\n\n\ndef f(x: Tensor) -> Tensor:\n    xs = [x * 1.0]\n"
+                      "    xs[0] += 1.0\n    return xs[0]\n",
+                      "t.py");
+      },
+      "t.py:7:5: error: 'xs[i] += v' writes the tensor in place, which kiln script does not track inside a list");
+}

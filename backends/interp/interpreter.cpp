@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <iterator>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -13,6 +14,7 @@
 
 #include "backends/interp/interop_scheduler.h"
 #include "backends/interp/number_ops.h"
+#include "backends/interp/takeover.h"
 #include "core/ir/printer.h"
 #include "core/trace_hooks.h"
 #include "eager/autograd/graph.h"
@@ -39,6 +41,8 @@ struct Plan::Step {
   const Node* node;
   std::vector<int> in, out, dead;
   std::vector<int> reads;  // distinct slots read, by the node or its nested blocks
+  // A step that takes a tensor over (takeover.h): the block's values to drop once it has read its inputs.
+  std::vector<int> drop;
 };
 struct Plan::BlockPlan {
   std::vector<Step> steps;
@@ -103,6 +107,13 @@ void build_order(Plan::BlockPlan& bp, const std::unordered_map<int, int>& writer
     const Plan::Step& s = bp.steps[j];
     for (int slot : s.reads)
       if (auto it = writer.find(slot); it != writer.end()) edge(size_t(it->second), j);
+    // A step that drops values (takeover.h) runs after every step writing or reading them: the values are
+    // dead after it, and the tensor it takes over must be unshared when it runs.
+    for (int slot : s.drop) {
+      if (auto it = writer.find(slot); it != writer.end()) edge(size_t(it->second), j);
+      for (size_t i = 0; i < j; ++i)
+        if (std::find(bp.steps[i].reads.begin(), bp.steps[i].reads.end(), slot) != bp.steps[i].reads.end()) edge(i, j);
+    }
     if (ordered(*s.node)) {
       o.exclusive[j] = true;
       for (size_t i = size_t(last_ordered + 1); i < j; ++i) edge(i, j);
@@ -134,7 +145,7 @@ Plan::Plan(const ir::Graph& g, bool free_dead_values) : graph_(g) {
     for (const Value* a : b.inputs()) bp.args.push_back(number(a));
     std::unordered_map<int, int> writer;  // slot → the step of this block writing it
     for (Node* n : b.nodes()) {
-      Step s{n, {}, {}, {}, {}};
+      Step s{n, {}, {}, {}, {}, {}};
       for (const Value* v : n->inputs()) {
         auto it = slot.find(v);
         if (it == slot.end()) fail("interp: {} reads a value before its definition (run the verifier)", n->kind_name());
@@ -153,6 +164,8 @@ Plan::Plan(const ir::Graph& g, bool free_dead_values) : graph_(g) {
       bp.steps.push_back(std::move(s));
     }
     for (const Value* v : b.outputs()) bp.results.push_back(slot.at(v));
+    for (const Takeover& t : takeovers(b))
+      for (const Value* v : t.dead) bp.steps[t.step].drop.push_back(slot.at(v));
     build_order(bp, writer);
   };
   build(*g.block());
@@ -294,6 +307,11 @@ class Frame {
     std::vector<IValue> results;
     results.reserve(bp.results.size());
     for (int r : bp.results) results.push_back(env_[size_t(r)]);
+    // The block's own values are not read after it ends: release them, so a loop's next iteration
+    // holds its carried tensors alone (a scatter may then write into them).
+    for (int a : bp.args) env_[size_t(a)] = IValue();
+    for (const Plan::Step& s : bp.steps)
+      for (int o : s.out) env_[size_t(o)] = IValue();
     return results;
   }
 
@@ -469,11 +487,18 @@ class Frame {
       case Prim::Transpose: return out(0, in(n, 0).to_tensor().transpose(in(n, 1).to_int(), in(n, 2).to_int()));
       case Prim::SliceScatter: {
         auto bound = [&](size_t i) { return in(n, i).is_none() ? std::nullopt : std::optional<int64_t>(in(n, i).to_int()); };
-        return out(0, slice_scatter(in(n, 0).to_tensor(), in(n, 1).to_tensor(), in(n, 2).to_int(), bound(3), bound(4),
-                                    in(n, 5).to_int()));
+        Tensor base = in(n, 0).to_tensor(), src = in(n, 1).to_tensor();
+        int64_t dim = in(n, 2).to_int(), step = in(n, 5).to_int();
+        std::optional<int64_t> start = bound(3), end = bound(4);
+        drop_dead();
+        return out(0, slice_scatter(std::move(base), src, dim, start, end, step));
       }
-      case Prim::SelectScatter:
-        return out(0, select_scatter(in(n, 0).to_tensor(), in(n, 1).to_tensor(), in(n, 2).to_int(), in(n, 3).to_int()));
+      case Prim::SelectScatter: {
+        Tensor base = in(n, 0).to_tensor(), src = in(n, 1).to_tensor();
+        int64_t dim = in(n, 2).to_int(), index = in(n, 3).to_int();
+        drop_dead();
+        return out(0, select_scatter(std::move(base), src, dim, index));
+      }
       case Prim::InplaceResult: {
         const Tensor& r = in(n, 0).to_tensor();
         const Tensor& self = in(n, 1).to_tensor();
@@ -492,12 +517,13 @@ class Frame {
       case Prim::FloorDivide: return out(0, floor_divide(in(n, 0).to_tensor(), in(n, 1).to_tensor()));
       case Prim::Remainder: return out(0, remainder(in(n, 0).to_tensor(), in(n, 1).to_tensor()));
       case Prim::Print: {
+        std::string sep = n.attrs().has("sep") ? n.attrs().s("sep") : " ";
         std::string line;
         for (size_t i = 0; i < n.inputs().size(); ++i) {
-          if (i) line += ' ';
+          if (i) line += sep;
           line += python_str(in(n, i));
         }
-        fmt::print("{}\n", line);
+        fmt::print("{}{}", line, n.attrs().has("end") ? n.attrs().s("end") : "\n");
         std::fflush(stdout);
         return;
       }
@@ -513,6 +539,14 @@ class Frame {
         auto clamp = [&](int64_t i) { return std::clamp(i < 0 ? i + len : i, int64_t(0), len); };
         int64_t b = clamp(in(n, 1).to_int()), e = clamp(in(n, 2).to_int());
         return out(0, IValue::list(std::vector<IValue>(es.begin() + b, es.begin() + std::max(b, e))));
+      }
+      case Prim::ListSet: {
+        std::vector<IValue> es = in(n, 0).elements();
+        int64_t len = int64_t(es.size()), i = in(n, 1).to_int();
+        int64_t j = i < 0 ? i + len : i;
+        if (j < 0 || j >= len) fail("list assignment index {} is out of range for a list of {} elements", i, len);
+        es[size_t(j)] = in(n, 2);
+        return out(0, IValue::list(std::move(es)));
       }
       case Prim::Raise: fail("{}", n.attrs().has("message") ? n.attrs().s("message") : std::string("assertion failed"));
       case Prim::NumAdd:
@@ -536,6 +570,14 @@ class Frame {
       }
       case Prim::Not: return out(0, !to_bool(in(n, 0)));
     }
+  }
+
+  // Called by a step that takes a tensor over, once it has read its inputs: the block's values dead by
+  // now are dropped (every step reading them has run: program order, or the inter-op order's edges), so
+  // the step holds the tensor alone unless something live (a caller's handle, a constant, a view,
+  // autograd) does too.
+  void drop_dead() {
+    for (int d : t_step->drop) env_[size_t(d)] = IValue();
   }
 
   // torch's can_cast for in-place results: no float into an integer tensor, nothing but bool into bool.
@@ -642,10 +684,11 @@ class Frame {
     bool cond = to_bool(in(n, 1));
     std::vector<IValue> carried;
     for (size_t i = 2; i < n.inputs().size(); ++i) carried.push_back(in(n, i));
+    drop_dead();
     const Block& body = *n.blocks()[0];
     for (int64_t it = 0; it < trip && cond; ++it) {
-      std::vector<IValue> args{IValue(it)};
-      args.insert(args.end(), carried.begin(), carried.end());
+      std::vector<IValue> args{IValue(it)};  // carried values move in: the body holds them alone
+      args.insert(args.end(), std::make_move_iterator(carried.begin()), std::make_move_iterator(carried.end()));
       std::vector<IValue> r = block(body, std::move(args));
       cond = to_bool(r[0]);
       for (size_t i = 0; i < carried.size(); ++i) carried[i] = std::move(r[i + 1]);

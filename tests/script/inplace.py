@@ -127,3 +127,35 @@ def print_values(x: Tensor, n: int) -> Tensor:
     print("n is", n, 2.5, True, None)
     print(x.sum() > 100.0)
     return x * n
+
+
+# CASE: alpha_float randn(3,4) randn(3,4)
+def alpha_float(x: Tensor, y: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    z = x.clone()
+    z.sub_(y, alpha=2)
+    z.add_(y, alpha=0.5)
+    return z, torch.add(x, y, alpha=3), x.sub(y, alpha=-1.5)
+
+
+# CASE: alpha_int randint(-5,5,3,4) randint(-5,5,3,4)
+def alpha_int(a: Tensor, b: Tensor) -> Tuple[Tensor, Tensor]:
+    c = a.clone()
+    c.add_(b, alpha=2)
+    c.sub_(b, alpha=-3)
+    return c, torch.sub(a, b, alpha=4)
+
+
+# CASE: list_store randn(2,3) 1
+# CASE: list_store randn(2,3) -3
+def list_store(x: Tensor, i: int) -> Tuple[Tensor, Tensor, Tensor, int, int, int, float]:
+    xs = [x, x * 2.0, x * 3.0]
+    ys = xs
+    xs[i] = x + 100.0
+    xs[-1] = xs[0] * 0.5
+    ns = [1, 2, 3]
+    for k in range(3):
+        ns[k] += k * 10
+    ns[0] = 7
+    fs = [0.5, 1.5]
+    fs[1] = fs[0] * 4.0
+    return xs[0], xs[1], ys[2], ns[0], ns[1], ns[2], fs[1]

@@ -1,7 +1,7 @@
 """Tuple returns and unpacking, loops over tuples, and calls between the file's functions (inlined)."""
 import torch
 from torch import Tensor
-from typing import Tuple
+from typing import Dict, Tuple
 
 
 def stats(x: Tensor) -> Tuple[Tensor, Tensor]:
@@ -37,8 +37,23 @@ def helper(x: Tensor, k: int) -> Tensor:
     return y
 
 
+def weighted(d: Dict[str, Tensor], scale: float) -> Tensor:
+    s = d["a"] * scale
+    for k, v in d.items():
+        if k != "a":
+            s = s + v.sum()
+    if "c" in d:
+        s = s * 10.0
+    return s
+
+
+def dict_argument(x: Tensor, y: Tensor) -> Tensor:
+    return weighted({"a": x, "b": y}, 2.0) + weighted({"b": y * 2.0, "a": x, "c": x}, 1.0)
+
+
 # CASE: stats randn(3,4)
 # CASE: normalize randn(3,5)
 # CASE: fib randn(2) randn(2) 6
 # CASE: through_tuple randn(2,2)
 # CASE: uses_later randn(3)
+# CASE: dict_argument randn(3) randn(2,2)

@@ -1,0 +1,41 @@
+// `xs[i] = v` on a list: lists are values in the graph (as for xs.append), so the store makes a new
+// list (prim::list_set) and rebinds xs and every name bound to the same list, which is what torch
+// shows for `ys = xs; xs[0] = v`.
+#include <fmt/format.h>
+
+#include "script_frontend/lowerer.h"
+
+namespace kiln::script {
+
+using ir::Prim;
+
+void Lowerer::list_store(const Expr& target, const std::string& op, const Expr& rhs, SourceLoc loc) {
+  const Expr& base = *target.args[0];
+  if (target.args.size() != 2 || target.args[1]->kind == ExprKind::Slice)
+    fail(target.loc, "kiln script assigns one list element at a time (xs[i] = v), not slices");
+  Value* v = nullptr;
+  if (op.empty()) v = expr(rhs);  // Python evaluates the value of `xs[i] = v` first
+  Value* xs = name(base);
+  const Type& et = xs->type().elems[0];
+  Value* i = expr(*target.args[1]);
+  if (i->type().kind != TypeKind::Int)
+    fail(target.args[1]->loc, fmt::format("list indices must be int, got {}", i->type().str()));
+  loc_ = loc;
+  if (!op.empty()) {
+    if (et.is_tensor())
+      fail(loc, fmt::format("'{}[i] {}= v' writes the tensor in place, which kiln script does not track inside a "
+                            "list; write {}[i] = {}[i] {} v",
+                            base.name, op, base.name, base.name, op));
+    Value* cur = prim(Prim::ListIndex, {xs, i}, et);
+    Value* r = expr(rhs);
+    loc_ = loc;
+    v = binary(op, cur, r, loc);
+  }
+  if (!same_type(v->type(), et)) v = coerce(v, et, rhs.loc, fmt::format("assign to an element of {}", xs->type().str()));
+  loc_ = loc;
+  Value* now = prim(Prim::ListSet, {xs, i, v}, xs->type());
+  for (auto& [k, x] : frame().env)
+    if (k[0] != '$' && x == xs) x = now;
+}
+
+}  // namespace kiln::script
