@@ -22,6 +22,8 @@ const std::vector<Pass>& all_passes() {
       {"dce", "removes pure nodes whose results are unused", eliminate_dead_code},
       {"fuse_gemm_epilogue", "2-D float32 matmul + bias/relu/gelu/residual epilogue into one GEMM call",
        fuse_gemm_epilogue},
+      {"fuse_conv_backward", "conv2d's input, weight and bias gradients of one gradient into one pass over it",
+       fuse_conv_backward},
       {"fuse_vertical", "elementwise chains (and a trailing reduction) into fusion groups",
        [](ir::Graph& g) { return fuse_vertical(g); },
        [](ir::Graph& g, const PipelineOptions& o) { return fuse_vertical(g, o.backend); }},

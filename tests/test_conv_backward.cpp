@@ -1,9 +1,11 @@
 // The gradient kernels of conv2d and avg_pool2d (conv2d_backward_input, conv2d_backward_weight,
 // avg_pool2d_backward): each against a float64 reference computed here with direct loops, then
-// conv2d / avg_pool2d backward through autograd against finite differences.
+// conv2d / avg_pool2d backward through autograd against finite differences; the one-pass
+// conv2d_backward (the JIT's conv-backward groups) against the ops.
 #include <cmath>
 
 #include "eager/autograd/gradcheck.h"
+#include "eager/cpu/conv_backward.h"
 #include "support.h"
 
 namespace kiln {
@@ -114,6 +116,39 @@ TEST_CASE("conv backward: backward_input and backward_weight match direct loops"
       check_close(gw, ref_backward_weight(g, x, c.w, c.a), tol, tol);
     }
   }
+}
+
+TEST_CASE("conv backward: the one-pass conv2d_backward equals the ops, any subset of its gradients") {
+  for (DType dt : {DType::Float64, DType::Float32}) {
+    for (const Case& c : kCases) {
+      CAPTURE(shape_str(c.x));
+      CAPTURE(shape_str(c.w));
+      Tensor x = seq(c.x, 0.37, 0.2, dt), w = seq(c.w, 0.61, 0.5, dt), g = seq(conv_out_shape(c), 0.29, 0.7, dt);
+      double tol = dt == DType::Float64 ? 1e-12 : 1e-4;
+      Tensor gx = dispatch1(OpId::Conv2dBackwardInput, {g, w}, c.a.attrs(c.x));
+      Tensor gw = dispatch1(OpId::Conv2dBackwardWeight, {g, x}, c.a.attrs(c.w));
+      Tensor gb = sum(g, {0, 2, 3});
+      for (int mask = 1; mask < 8; ++mask) {
+        CAPTURE(mask);
+        bool in = mask & 1, wt = mask & 2, b = mask & 4;
+        std::optional<cpu::ConvGrads> r = cpu::conv2d_backward(g, x, w, c.x, c.w, c.a.attrs(c.x), in, wt, b);
+        REQUIRE(r.has_value());
+        CHECK(r->input.defined() == in);
+        CHECK(r->weight.defined() == wt);
+        CHECK(r->bias.defined() == b);
+        if (in) check_close(r->input, gx, tol, tol);
+        if (wt) check_close(r->weight, gw, tol, tol);
+        if (b) check_close(r->bias, gb, tol, tol);
+      }
+    }
+  }
+  // What it does not take, the caller runs as ops: a 3-D input, an integer gradient.
+  ConvArgs a{{1, 1}, {1, 1}, {1, 1}, 1};
+  Tensor w = seq({2, 3, 3, 3}, 0.1);
+  CHECK_FALSE(cpu::conv2d_backward(seq({2, 5, 5}, 0.1), Tensor(), w, {3, 5, 5}, w.sizes(), a.attrs({}), true, false,
+                                   true));
+  CHECK_FALSE(cpu::conv2d_backward(seq({1, 2, 5, 5}, 0.1).to(DType::Int64), Tensor(), w, {1, 3, 5, 5}, w.sizes(),
+                                   a.attrs({}), true, false, false));
 }
 
 TEST_CASE("conv backward: a batch split into chunks") {

@@ -2,6 +2,7 @@
 // shape and do not depend on each other become one kernel with both sets of outputs, so inputs they
 // share are read once and one loop runs instead of two. Groups ending in a reduction iterate over
 // their input, not their output, and stay apart.
+#include "jit/conv_backward_group.h"
 #include "jit/fusion_group.h"
 #include "jit/gemm_group.h"
 #include "jit/ir_utils.h"
@@ -12,9 +13,9 @@ namespace kiln::jit {
 namespace {
 
 bool candidate(const ir::Node& n, const Backend* backend) {
-  // A gemm group is a GEMM call, not a loop over its output: merged, it would become a group no
-  // backend compiles.
-  if (is_gemm_group(n)) return false;
+  // A gemm group is a GEMM call, not a loop over its output, and a conv-backward group GEMMs and
+  // folds: merged, either would become a group no backend compiles.
+  if (is_gemm_group(n) || is_conv_backward_group(n)) return false;
   if (n.prim() == ir::Prim::FusionGroup) {
     for (const ir::Node* inner : n.blocks()[0]->nodes())
       if (inner->is_op() && op_info(inner->op()).kind == OpKind::Reduce) return false;
