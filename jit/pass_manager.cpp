@@ -24,6 +24,8 @@ const std::vector<Pass>& all_passes() {
        fuse_gemm_epilogue},
       {"fuse_conv_backward", "conv2d's input, weight and bias gradients of one gradient into one pass over it",
        fuse_conv_backward},
+      {"fuse_scatter_zeros", "scatter_add into a zero constant writes its result once, no copy of the zeros",
+       fuse_scatter_zeros},
       {"fuse_vertical", "elementwise chains (and a trailing reduction) into fusion groups",
        [](ir::Graph& g) { return fuse_vertical(g); },
        [](ir::Graph& g, const PipelineOptions& o) { return fuse_vertical(g, o.backend); }},
