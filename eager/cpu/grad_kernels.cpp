@@ -117,6 +117,15 @@ Tensor scatter_add_impl(const Tensor& self, const Shape& shape, DType dtype, con
         for (int64_t a = 0; a < outer; ++a) {
           T* obase = o + a * dim_size * inner;
           if (fresh) std::fill(obase, obase + dim_size * inner, T(0));
+          if (inner == 1) {  // the rows of max_pool2d's and nll_loss's gradient: one index per value
+            const int64_t* irow = ix + a * L;
+            const T* srow = s + a * L;
+            for (int64_t j = 0; j < L; ++j) {
+              check(irow[j]);
+              obase[irow[j]] += srow[j];
+            }
+            continue;
+          }
           for (int64_t j = 0; j < L; ++j) {
             const int64_t* irow = ix + (a * L + j) * inner;
             const T* srow = s + (a * L + j) * inner;
