@@ -4,6 +4,8 @@
 // conv2d_backward (the JIT's conv-backward groups) against the ops.
 #include <cmath>
 
+#include "backends/x86/conv_onednn.h"
+#include "backends/x86/gemm_epilogue.h"
 #include "eager/autograd/gradcheck.h"
 #include "eager/cpu/conv_backward.h"
 #include "support.h"
@@ -149,6 +151,42 @@ TEST_CASE("conv backward: the one-pass conv2d_backward equals the ops, any subse
                                    true));
   CHECK_FALSE(cpu::conv2d_backward(seq({1, 2, 5, 5}, 0.1).to(DType::Int64), Tensor(), w, {1, 3, 5, 5}, w.sizes(),
                                    a.attrs({}), true, false, false));
+}
+
+TEST_CASE("conv backward: oneDNN's primitives (the JIT's conv-backward groups) equal kiln's one-pass kernel") {
+  struct OneDnnCase {
+    Shape x, w;
+    ConvArgs a;
+  };
+  const OneDnnCase cases[] = {
+      {{4, 16, 4, 4}, {32, 16, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}},  // the digits CNN's second conv
+      {{3, 8, 7, 6}, {5, 8, 3, 2}, {{2, 1}, {1, 0}, {1, 2}, 1}},      // stride, padding, dilation per dim
+  };
+  for (const OneDnnCase& c : cases) {
+    CAPTURE(shape_str(c.x));
+    Shape gs = conv_out_shape(Case{c.x, c.w, c.a});
+    Tensor x = seq(c.x, 0.37, 0.2, DType::Float32), w = seq(c.w, 0.61, 0.5, DType::Float32),
+           g = seq(gs, 0.29, 0.7, DType::Float32);
+    for (int mask : {7, 6, 1, 2, 3}) {
+      CAPTURE(mask);
+      bool in = mask & 1, wt = mask & 2, b = mask & 4;
+      std::optional<cpu::ConvGrads> want = cpu::conv2d_backward(g, x, w, c.x, c.w, c.a.attrs(c.x), in, wt, b);
+      std::optional<cpu::ConvGrads> got = x86::onednn_conv2d_backward(g, x, w, c.x, c.w, c.a.attrs(c.x), in, wt, b);
+      REQUIRE(want.has_value());
+      if (!x86::onednn_gemm_enabled()) {
+        CHECK_FALSE(got.has_value());
+        continue;
+      }
+      REQUIRE(got.has_value());
+      if (in) check_close(got->input, want->input, 1e-5, 1e-4);
+      if (wt) check_close(got->weight, want->weight, 1e-5, 1e-4);
+      if (b) check_close(got->bias, want->bias, 1e-5, 1e-4);
+    }
+  }
+  // Few input channels (kiln's im2col path is as fast) and groups decline.
+  Tensor w4 = seq({4, 4, 3, 3}, 0.1, 0.1, DType::Float32), g4 = seq({2, 4, 5, 5}, 0.2, 0.1, DType::Float32);
+  ConvArgs a{{1, 1}, {1, 1}, {1, 1}, 1};
+  CHECK_FALSE(x86::onednn_conv2d_backward(g4, Tensor(), w4, {2, 4, 5, 5}, w4.sizes(), a.attrs({}), true, false, false));
 }
 
 TEST_CASE("conv backward: a batch split into chunks") {
