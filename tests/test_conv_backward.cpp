@@ -153,7 +153,7 @@ TEST_CASE("conv backward: the one-pass conv2d_backward equals the ops, any subse
                                    a.attrs({}), true, false, false));
 }
 
-TEST_CASE("conv backward: oneDNN's primitives (the JIT's conv-backward groups) equal kiln's one-pass kernel") {
+TEST_CASE("conv backward: oneDNN's primitives (compiled conv2d nodes and conv-backward groups) equal kiln's kernels") {
   struct OneDnnCase {
     Shape x, w;
     ConvArgs a;
@@ -181,6 +181,19 @@ TEST_CASE("conv backward: oneDNN's primitives (the JIT's conv-backward groups) e
       if (in) check_close(got->input, want->input, 1e-5, 1e-4);
       if (wt) check_close(got->weight, want->weight, 1e-5, 1e-4);
       if (b) check_close(got->bias, want->bias, 1e-5, 1e-4);
+    }
+    // The forward, with and without a bias (compiled graphs' conv2d nodes run on it).
+    Tensor bias = seq({c.w[0]}, 0.3, 0.1, DType::Float32);
+    Attrs fa = c.a.attrs({}).without("shape");
+    for (bool with_bias : {true, false}) {
+      std::optional<Tensor> y = x86::onednn_conv2d(x, w, with_bias ? bias : Tensor(), fa);
+      if (!x86::onednn_gemm_enabled()) {
+        CHECK_FALSE(y.has_value());
+        continue;
+      }
+      REQUIRE(y.has_value());
+      check_close(*y, with_bias ? conv2d(x, w, bias, c.a.s, c.a.p, c.a.d) : conv2d(x, w, Tensor(), c.a.s, c.a.p, c.a.d),
+                  1e-5, 1e-4);
     }
   }
   // Few input channels (kiln's im2col path is as fast) and groups decline.

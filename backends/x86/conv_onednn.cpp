@@ -20,6 +20,8 @@ namespace kiln::x86 {
 
 #if !KILN_HAVE_DNNL
 
+std::optional<Tensor> onednn_conv2d(const Tensor&, const Tensor&, const Tensor&, const Attrs&) { return std::nullopt; }
+
 std::optional<cpu::ConvGrads> onednn_conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const Shape&,
                                                      const Shape&, const Attrs&, bool, bool, bool) {
   return std::nullopt;
@@ -40,10 +42,16 @@ struct ConvPrims {
   dnnl::memory::desc w_diff_dst, w_src, w_diff_weights, w_diff_bias;
 };
 
+struct ForwardPrim {
+  dnnl::convolution_forward prim;
+  dnnl::memory::desc src, weights, dst;
+};
+
 struct State {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   std::mutex mu;
   std::map<std::vector<int64_t>, std::shared_ptr<const ConvPrims>> cache;
+  std::map<std::vector<int64_t>, std::shared_ptr<const ForwardPrim>> forward;
 };
 
 State& state() {
@@ -116,7 +124,88 @@ void to_plain(const dnnl::memory& m, const Tensor& out, const dnnl::memory::desc
   dnnl::reorder(m, user).execute(s, const_cast<dnnl::memory&>(m), user);
 }
 
+// The conv's geometry as oneDNN dims, when it is one taken here (see the header).
+struct Geometry {
+  dims src, wei, dst, strides, dilates, pad;
+};
+std::optional<Geometry> geometry(const Shape& input_shape, const Shape& weight_shape, const Attrs& attrs) {
+  if (input_shape.size() != 4 || weight_shape.size() != 4 || attrs.i_or("groups", 1) != 1 || input_shape[1] < 8 ||
+      weight_shape[1] != input_shape[1])
+    return std::nullopt;
+  const Shape &st = attrs.ints("stride"), &pd = attrs.ints("padding"), &dl = attrs.ints("dilation");
+  if (st.size() != 2 || pd.size() != 2 || dl.size() != 2) return std::nullopt;
+  Geometry g{dims(input_shape.begin(), input_shape.end()), dims(weight_shape.begin(), weight_shape.end()), {},
+             {st[0], st[1]}, {dl[0] - 1, dl[1] - 1}, {pd[0], pd[1]}};
+  int64_t oh = (input_shape[2] + 2 * pd[0] - dl[0] * (weight_shape[2] - 1) - 1), ow = (input_shape[3] + 2 * pd[1] - dl[1] * (weight_shape[3] - 1) - 1);
+  if (oh < 0 || ow < 0 || st[0] <= 0 || st[1] <= 0) return std::nullopt;
+  g.dst = {input_shape[0], weight_shape[0], oh / st[0] + 1, ow / st[1] + 1};
+  return g;
+}
+
 }  // namespace
+
+std::optional<Tensor> onednn_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Attrs& attrs) {
+  if (!onednn_gemm_enabled() || !x.defined() || !w.defined() || x.dtype() != DType::Float32 ||
+      w.dtype() != DType::Float32 || !x.device().is_cpu() || !w.device().is_cpu() || x.dim() != 4 || w.dim() != 4)
+    return std::nullopt;
+  if (b.defined() && (b.dtype() != DType::Float32 || !b.device().is_cpu() || b.dim() != 1 || b.size(0) != w.size(0)))
+    return std::nullopt;
+  std::optional<Geometry> g = geometry(x.sizes(), w.sizes(), attrs);
+  if (!g || x.numel() == 0 || w.numel() == 0) return std::nullopt;
+  std::vector<int64_t> key = g->src;
+  key.insert(key.end(), g->wei.begin(), g->wei.end());
+  for (const dims* d : {&g->strides, &g->dilates, &g->pad}) key.insert(key.end(), d->begin(), d->end());
+  key.push_back(b.defined());
+  key.push_back(omp_get_max_threads());
+  State& s = state();
+  std::shared_ptr<const ForwardPrim> p;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto it = s.forward.find(key);
+    if (it != s.forward.end()) p = it->second;
+  }
+  if (!p) {
+    try {
+      dnnl::memory::desc bias(dims{g->wei[0]}, dnnl::memory::data_type::f32, tag::x);
+      auto alg = dnnl::algorithm::convolution_direct;
+      auto kind = dnnl::prop_kind::forward_training;
+      auto d = b.defined() ? dnnl::convolution_forward::desc(kind, alg, any(g->src), any(g->wei), bias, any(g->dst),
+                                                             g->strides, g->dilates, g->pad, g->pad)
+                           : dnnl::convolution_forward::desc(kind, alg, any(g->src), any(g->wei), any(g->dst),
+                                                             g->strides, g->dilates, g->pad, g->pad);
+      dnnl::convolution_forward::primitive_desc pd(d, s.engine);
+      p = std::make_shared<ForwardPrim>(ForwardPrim{dnnl::convolution_forward(pd), pd.src_desc(), pd.weights_desc(),
+                                                    pd.dst_desc()});
+    } catch (const dnnl::error& e) {
+      spdlog::debug("conv2d: onednn declined input {} weight {}: {}", shape_str(x.sizes()), shape_str(w.sizes()),
+                    e.what());
+      return std::nullopt;
+    }
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.forward.size() >= 1024) s.forward.clear();
+    s.forward.emplace(key, p);
+  }
+  auto f32 = [](const dims& d, tag t) { return dnnl::memory::desc(d, dnnl::memory::data_type::f32, t); };
+  dnnl::memory::desc src_plain = f32(g->src, tag::nchw), dst_plain = f32(g->dst, tag::nchw),
+                     wei_plain = f32(g->wei, tag::oihw);
+  Tensor xc = x.contiguous(), wc = w.contiguous(), bc = b.defined() ? b.contiguous() : b;
+  Tensor out = Tensor::empty(Shape(g->dst.begin(), g->dst.end()), DType::Float32);
+  std::vector<Tensor> keep;
+  try {
+    thread_local dnnl::stream stream(s.engine);
+    dnnl::memory xm = in_layout(xc, src_plain, p->src, stream, keep);
+    dnnl::memory wm = in_layout(wc, wei_plain, p->weights, stream, keep);
+    dnnl::memory ym = out_layout(out, dst_plain, p->dst, keep);
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym}};
+    if (bc.defined()) args.emplace(DNNL_ARG_BIAS, dnnl::memory(f32({g->wei[0]}, tag::x), s.engine, bc.raw_data()));
+    p->prim.execute(stream, args);
+    to_plain(ym, out, dst_plain, stream);
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    fail("conv2d: onednn input {} weight {} failed: {}", shape_str(x.sizes()), shape_str(w.sizes()), e.what());
+  }
+  return out;
+}
 
 std::optional<cpu::ConvGrads> onednn_conv2d_backward(const Tensor& grad, const Tensor& x, const Tensor& w,
                                                      const Shape& input_shape, const Shape& weight_shape,
