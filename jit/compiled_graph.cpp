@@ -4,18 +4,31 @@
 
 #include <chrono>
 
+#include "backends/x86/conv_onednn.h"
+#include "jit/conv_backward_group.h"
 #include "jit/gemm_group.h"
 #include "jit/ir_utils.h"
+#include "jit/scatter_zeros_group.h"
 
 namespace kiln::jit {
 
 namespace {
 
-// Runs fusion groups with their compiled kernels; the interpreter does the rest.
+// Runs fusion groups with their compiled kernels, and conv2d on oneDNN's convolution primitive where
+// it takes the conv (backends/x86/conv_onednn.h; eager's im2col + sgemm is 2-3x slower on convs with
+// many input channels); the interpreter does the rest.
 class GroupRunner final : public interp::NodeRunner {
  public:
   explicit GroupRunner(const std::unordered_map<const ir::Node*, std::shared_ptr<GroupKernel>>& k) : kernels_(k) {}
   bool run(const ir::Node& n, const std::vector<IValue>& in, std::vector<IValue>& out) override {
+    if (n.is_op(OpId::Conv2d) && (in.size() == 2 || in.size() == 3) && in[0].is_tensor() && in[1].is_tensor()) {
+      Tensor b = in.size() == 3 && in[2].is_tensor() ? in[2].to_tensor() : Tensor();
+      if (in.size() == 3 && !b.defined()) return false;
+      std::optional<Tensor> y = x86::onednn_conv2d(in[0].to_tensor(), in[1].to_tensor(), b, n.attrs());
+      if (!y) return false;
+      out.emplace_back(std::move(*y));
+      return true;
+    }
     if (n.prim() != ir::Prim::FusionGroup) return false;
     auto it = kernels_.find(&n);
     if (it == kernels_.end()) return false;
@@ -60,14 +73,17 @@ std::shared_ptr<CompiledGraph> compile_graph(std::shared_ptr<ir::Graph> g, const
   run_pipeline(*c->graph, pipeline);
   for_each_node(*c->graph->block(), [&](ir::Node* n) {
     if (n->prim() != ir::Prim::FusionGroup) return;
-    // A gemm group has its own kernel (a BLAS or oneDNN call), whichever backend compiles the others.
-    bool gemm = is_gemm_group(*n);
-    if (!gemm && !backend) return;
+    // A gemm group has its own kernel (a BLAS or oneDNN call), a conv-backward group its own pass over
+    // the gradient, and a scatter-into-zeros group its own scatter, whichever backend compiles the others.
+    bool gemm = is_gemm_group(*n), conv = is_conv_backward_group(*n), scatter = is_scatter_zeros_group(*n);
+    if (!gemm && !conv && !scatter && !backend) return;
     auto t0 = std::chrono::steady_clock::now();
     std::string why;
     std::string kname = fmt::format("{}_{}", name, n->attrs().s("name"));
-    std::shared_ptr<GroupKernel> k =
-        gemm ? compile_gemm_group(*group_graph(*n), kname, backend, &why) : backend(*group_graph(*n), kname, &why);
+    std::shared_ptr<GroupKernel> k = gemm ? compile_gemm_group(*group_graph(*n), kname, backend, &why)
+                                     : conv ? compile_conv_backward_group(*group_graph(*n), kname, &why)
+                                     : scatter ? compile_scatter_zeros_group(*group_graph(*n), kname, &why)
+                                            : backend(*group_graph(*n), kname, &why);
     if (!k) {
       ++stats.interpreted_groups;
       spdlog::debug("{}: fusion group {} runs on the interpreter: {}", name, kname, why);

@@ -136,6 +136,33 @@ TEST_CASE("compiled training: relu then max pool is pooled first; gradients equa
   CHECK(relu_after);
 }
 
+TEST_CASE("compiled training: each conv's gradients are one conv-backward group; gradients equal eager's") {
+  manual_seed(8);
+  auto model = digits_cnn();
+  Tensor x = randn({16, 1, 8, 8}), y = argmax(randn({16, 10}), 1);
+  Function f = trace_module(*model, [&](const Tensors& in) { return Tensors{cross_entropy((*model)(in[0]), in[1])}; },
+                            {x, y});
+  Tensors ps = model->parameters();
+  auto grads = [&](const Function& fn) {
+    for (Tensor& p : ps) p.set_grad(Tensor());
+    fn({x, y})[0].backward();
+    Tensors g;
+    for (const Tensor& p : ps) g.push_back(p.grad().clone());
+    return g;
+  };
+  Tensors want = grads(f);
+  Function c = compile(f);
+  Tensors got = grads(c);
+  for (size_t i = 0; i < ps.size(); ++i) check_close(got[i], want[i], 1e-5, 1e-6);
+  // conv 2: input, weight and bias gradients; conv 1: weight and bias (the images need no gradient).
+  std::shared_ptr<const ir::Graph> bwd = compiled_backward_graph(c, {IValue(x), IValue(y)});
+  std::vector<size_t> outputs;
+  for (ir::Node* n : bwd->block()->nodes())
+    if (n->prim() == ir::Prim::FusionGroup && n->attrs().has("conv_backward")) outputs.push_back(n->outputs().size());
+  CHECK(outputs == std::vector<size_t>{3, 2});
+  CHECK(compile_stats(c).interpreted_groups == 0);
+}
+
 TEST_CASE("compiled training: a compiled block inside an eager model; errors for double backward") {
   manual_seed(4);
   Tensor w1 = randn({6, 6}).requires_grad_(), w2 = randn({6, 3}).requires_grad_();

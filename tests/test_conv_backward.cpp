@@ -1,9 +1,13 @@
 // The gradient kernels of conv2d and avg_pool2d (conv2d_backward_input, conv2d_backward_weight,
 // avg_pool2d_backward): each against a float64 reference computed here with direct loops, then
-// conv2d / avg_pool2d backward through autograd against finite differences.
+// conv2d / avg_pool2d backward through autograd against finite differences; the one-pass
+// conv2d_backward (the JIT's conv-backward groups) against the ops.
 #include <cmath>
 
+#include "backends/x86/conv_onednn.h"
+#include "backends/x86/gemm_epilogue.h"
 #include "eager/autograd/gradcheck.h"
+#include "eager/cpu/conv_backward.h"
 #include "support.h"
 
 namespace kiln {
@@ -114,6 +118,88 @@ TEST_CASE("conv backward: backward_input and backward_weight match direct loops"
       check_close(gw, ref_backward_weight(g, x, c.w, c.a), tol, tol);
     }
   }
+}
+
+TEST_CASE("conv backward: the one-pass conv2d_backward equals the ops, any subset of its gradients") {
+  for (DType dt : {DType::Float64, DType::Float32}) {
+    for (const Case& c : kCases) {
+      CAPTURE(shape_str(c.x));
+      CAPTURE(shape_str(c.w));
+      Tensor x = seq(c.x, 0.37, 0.2, dt), w = seq(c.w, 0.61, 0.5, dt), g = seq(conv_out_shape(c), 0.29, 0.7, dt);
+      double tol = dt == DType::Float64 ? 1e-12 : 1e-4;
+      Tensor gx = dispatch1(OpId::Conv2dBackwardInput, {g, w}, c.a.attrs(c.x));
+      Tensor gw = dispatch1(OpId::Conv2dBackwardWeight, {g, x}, c.a.attrs(c.w));
+      Tensor gb = sum(g, {0, 2, 3});
+      for (int mask = 1; mask < 8; ++mask) {
+        CAPTURE(mask);
+        bool in = mask & 1, wt = mask & 2, b = mask & 4;
+        std::optional<cpu::ConvGrads> r = cpu::conv2d_backward(g, x, w, c.x, c.w, c.a.attrs(c.x), in, wt, b);
+        REQUIRE(r.has_value());
+        CHECK(r->input.defined() == in);
+        CHECK(r->weight.defined() == wt);
+        CHECK(r->bias.defined() == b);
+        if (in) check_close(r->input, gx, tol, tol);
+        if (wt) check_close(r->weight, gw, tol, tol);
+        if (b) check_close(r->bias, gb, tol, tol);
+      }
+    }
+  }
+  // What it does not take, the caller runs as ops: a 3-D input, an integer gradient.
+  ConvArgs a{{1, 1}, {1, 1}, {1, 1}, 1};
+  Tensor w = seq({2, 3, 3, 3}, 0.1);
+  CHECK_FALSE(cpu::conv2d_backward(seq({2, 5, 5}, 0.1), Tensor(), w, {3, 5, 5}, w.sizes(), a.attrs({}), true, false,
+                                   true));
+  CHECK_FALSE(cpu::conv2d_backward(seq({1, 2, 5, 5}, 0.1).to(DType::Int64), Tensor(), w, {1, 3, 5, 5}, w.sizes(),
+                                   a.attrs({}), true, false, false));
+}
+
+TEST_CASE("conv backward: oneDNN's primitives (compiled conv2d nodes and conv-backward groups) equal kiln's kernels") {
+  struct OneDnnCase {
+    Shape x, w;
+    ConvArgs a;
+  };
+  const OneDnnCase cases[] = {
+      {{4, 16, 4, 4}, {32, 16, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}},  // the digits CNN's second conv
+      {{3, 8, 7, 6}, {5, 8, 3, 2}, {{2, 1}, {1, 0}, {1, 2}, 1}},      // stride, padding, dilation per dim
+  };
+  for (const OneDnnCase& c : cases) {
+    CAPTURE(shape_str(c.x));
+    Shape gs = conv_out_shape(Case{c.x, c.w, c.a});
+    Tensor x = seq(c.x, 0.37, 0.2, DType::Float32), w = seq(c.w, 0.61, 0.5, DType::Float32),
+           g = seq(gs, 0.29, 0.7, DType::Float32);
+    for (int mask : {7, 6, 1, 2, 3}) {
+      CAPTURE(mask);
+      bool in = mask & 1, wt = mask & 2, b = mask & 4;
+      std::optional<cpu::ConvGrads> want = cpu::conv2d_backward(g, x, w, c.x, c.w, c.a.attrs(c.x), in, wt, b);
+      std::optional<cpu::ConvGrads> got = x86::onednn_conv2d_backward(g, x, w, c.x, c.w, c.a.attrs(c.x), in, wt, b);
+      REQUIRE(want.has_value());
+      if (!x86::onednn_gemm_enabled()) {
+        CHECK_FALSE(got.has_value());
+        continue;
+      }
+      REQUIRE(got.has_value());
+      if (in) check_close(got->input, want->input, 1e-5, 1e-4);
+      if (wt) check_close(got->weight, want->weight, 1e-5, 1e-4);
+      if (b) check_close(got->bias, want->bias, 1e-5, 1e-4);
+    }
+    // The forward, with and without a bias (compiled graphs' conv2d nodes run on it).
+    Tensor bias = seq({c.w[0]}, 0.3, 0.1, DType::Float32);
+    Attrs fa = c.a.attrs({}).without("shape");
+    for (bool with_bias : {true, false}) {
+      std::optional<Tensor> y = x86::onednn_conv2d(x, w, with_bias ? bias : Tensor(), fa);
+      if (!x86::onednn_gemm_enabled()) {
+        CHECK_FALSE(y.has_value());
+        continue;
+      }
+      REQUIRE(y.has_value());
+      check_close(*y, with_bias ? conv2d(x, w, bias, c.a.s, c.a.p, c.a.d) : conv2d(x, w, Tensor(), c.a.s, c.a.p, c.a.d),
+                  1e-5, 1e-4);
+    }
+  }
+  // Few input channels (kiln's im2col path is as fast) and groups decline.
+  Tensor w4 = seq({4, 4, 3, 3}, 0.1, 0.1, DType::Float32), g4 = seq({2, 4, 5, 5}, 0.2, 0.1, DType::Float32);
+  ConvArgs a{{1, 1}, {1, 1}, {1, 1}, 1};
+  CHECK_FALSE(x86::onednn_conv2d_backward(g4, Tensor(), w4, {2, 4, 5, 5}, w4.sizes(), a.attrs({}), true, false, false));
 }
 
 TEST_CASE("conv backward: a batch split into chunks") {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "eager/cpu/scatter.h"
 #include "support.h"
 
 namespace kiln {
@@ -507,6 +508,34 @@ TEST_CASE("nn ops: scatter_add") {
   Tensor neg_t = full_like(i1, -1).transpose(0, 2).contiguous().transpose(0, 2);
   check_error([&] { scatter_add(self, 1, neg_t, src_t); },
               "scatter_add: index -1 is out of bounds for dimension 1 with size 5");
+}
+
+TEST_CASE("nn ops: scatter_add into fresh zeros (the JIT's scatter-into-zeros groups) equals scatter_add of zeros") {
+  Tensor src = seq({2, 4, 3}, 0.7), src2 = seq({2, 5, 3}, 0.9);
+  Tensor i1 = tensor(std::vector<int64_t>{4, 0, 0, 1, 4, 4, 2, 2, 3, 0, 1, 2, 3, 3, 3, 4, 0, 1, 1, 1, 2, 0, 0, 4},
+                     {2, 4, 3});
+  Tensor i2 = tensor(std::vector<int64_t>{2, 0, 2, 1, 1, 1, 0, 2, 0, 2, 2, 2, 0, 0, 1, 1, 0, 1, 2, 2, 0, 0, 1, 0,
+                                          1, 1, 1, 2, 2, 2},
+                     {2, 5, 3});
+  Tensor i0 = tensor(std::vector<int64_t>{1, 0, 1, 1, 1, 0}, {1, 2, 3});
+  Tensor src_t = src.transpose(0, 2).contiguous().transpose(0, 2);
+  struct Case {
+    int64_t dim;
+    Tensor index, src;
+  };
+  // Dense rows along dims 1 and 2, the general loop along dim 0 and for a strided src.
+  for (const Case& c : {Case{1, i1, src}, Case{2, i2, src2}, Case{0, i0, src}, Case{1, i1, src_t}}) {
+    CAPTURE(c.dim);
+    for (DType dt : {DType::Float64, DType::Float32}) {
+      Tensor s = c.src.to(dt), z = zeros({2, 5, 3}, {dt});
+      std::optional<Tensor> got = cpu::scatter_add_into_zeros({2, 5, 3}, dt, c.index, s, c.dim);
+      REQUIRE(got.has_value());
+      check_close(*got, scatter_add(z, c.dim, c.index, s), 0, 0);
+    }
+  }
+  CHECK_FALSE(cpu::scatter_add_into_zeros({2, 5, 3}, DType::Int64, i1, i1, 1).has_value());
+  check_error([&] { cpu::scatter_add_into_zeros({2, 5, 3}, DType::Float64, full_like(i1, 5), src, 1); },
+              "scatter_add: index 5 is out of bounds for dimension 1 with size 5");
 }
 
 TEST_CASE("nn ops: softmax and log_softmax") {

@@ -1,9 +1,14 @@
 // The gradients of conv2d and avg_pool2d, as kernels of their own ops (see core/ops.def):
 //   conv2d_backward_input:  per sample and group, col = W_g^T · grad_g, then col2im onto the input;
 //   conv2d_backward_weight: per sample and group, grad_w_g += grad_g · im2col(x)_g^T;
-//   avg_pool2d_backward:    each output gradient spread evenly over its window (count_include_pad).
+//   avg_pool2d_backward:    each output gradient spread evenly over its window (count_include_pad);
+// and conv2d_backward (conv_backward.h), any of conv2d's three gradients from one pass over grad.
 // Attrs are parsed by the same helpers as the forward kernels (eager/cpu/im2col.h).
+#include "eager/cpu/conv_backward.h"
+
 #include <algorithm>
+#include <vector>
+
 
 #include "eager/cpu/copy.h"
 #include "eager/cpu/im2col.h"
@@ -52,54 +57,84 @@ const T* grad_chunk(const T* G, const ConvGeom& g, int64_t n0, int64_t nb, T* sc
   return scratch;
 }
 
+// What one pass over a chunked gradient computes: any of dX (needs W), dW (needs X) and db, each null
+// when not wanted. Per chunk of samples the gradient is gathered to [O, nb*ohw] once for all three;
+// dX is col = W_g^T . grad_g folded back onto the input planes, dW accumulates grad_g . im2col(x)_g^T
+// (the column scratch is shared: dX's fold is done with it before x is unfolded into it), and db sums
+// the gathered rows in double, as the sum kernel does.
+// A row summed in double with eight independent partial sums, which the compiler keeps in vector
+// registers (one running sum would be a chain of dependent adds).
 template <class T>
-void conv_backward_input(const Tensor& grad, const Tensor& w, const Tensor& out, const ConvGeom& g) {
-  const T* G = static_cast<const T*>(grad.raw_data());
-  const T* Wt = static_cast<const T*>(w.raw_data());
-  T* X = static_cast<T*>(out.raw_data());
-  int64_t ohw = g.ohw(), K = g.K(), Og = g.O / g.groups;
-  if (Og == 0 || K == 0) {
-    std::fill(X, X + out.numel(), T(0));
-    return;
-  }
-  // Per chunk of samples: col = W_g^T . grad_g as one GEMM, then folded back onto the input planes.
-  int64_t chunk = im2col::chunk_samples(g, sizeof(T));
-  Tensor col_holder, g_holder;
-  T* col = im2col::scratch<T>(col_holder, g.C * g.kh * g.kw * chunk * ohw);
-  T* gs = chunk > 1 ? im2col::scratch<T>(g_holder, g.O * chunk * ohw) : nullptr;
-  for (int64_t n0 = 0; n0 < g.N; n0 += chunk) {
-    int64_t nb = std::min(chunk, g.N - n0), ld = nb * ohw;
-    const T* Gc = grad_chunk(G, g, n0, nb, gs);
-    for (int64_t grp = 0; grp < g.groups; ++grp)
-      im2col::gemm(true, false, Wt + grp * Og * K, Gc + grp * Og * ld, col + grp * K * ld, K, ld, Og, K, ld, ld);
-    im2col::fold(col, g, n0, nb, X);
-  }
+double row_sum(const T* p, int64_t n) {
+  double acc[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += double(p[i + j]);
+  for (; i < n; ++i) acc[0] += double(p[i]);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
 template <class T>
-void conv_backward_weight(const Tensor& grad, const Tensor& x, const Tensor& out, const ConvGeom& g) {
-  const T* G = static_cast<const T*>(grad.raw_data());
-  const T* X = static_cast<const T*>(x.raw_data());
-  T* DW = static_cast<T*>(out.raw_data());
+struct ConvBackwardArgs {
+  const T* G;
+  const T* W = nullptr;  // for dX
+  const T* X = nullptr;  // for dW
+  T* dX = nullptr;
+  T* dW = nullptr;
+  T* dB = nullptr;
+};
+
+template <class T>
+void conv_backward(const ConvBackwardArgs<T>& a, const ConvGeom& g) {
   int64_t ohw = g.ohw(), K = g.K(), Og = g.O / g.groups, chw = g.C * g.H * g.W;
-  std::fill(DW, DW + g.O * K, T(0));
-  if (Og == 0 || K == 0) return;
-  // A 1x1, stride-1, unpadded conv reads each sample as its own column matrix, so it goes a sample at
-  // a time; otherwise a chunk of samples is unfolded and each group is one GEMM over all of them.
+  if (a.dW) std::fill(a.dW, a.dW + g.O * K, T(0));
+  std::vector<double> bias_acc(a.dB ? size_t(g.O) : 0, 0.0);
+  bool gemms = Og > 0 && K > 0;
+  if (a.dX && !gemms) std::fill(a.dX, a.dX + g.N * chw, T(0));
+  // A 1x1, stride-1, unpadded conv reads each sample as its own column matrix for dW, so it goes a
+  // sample at a time; otherwise a chunk of samples is unfolded and each group is one GEMM over all of them.
   bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0;
-  int64_t chunk = pointwise ? 1 : im2col::chunk_samples(g, sizeof(T));
+  bool need_col = gemms && (a.dX || (a.dW && !pointwise));
+  int64_t chunk = pointwise && a.dW ? 1 : im2col::chunk_samples(g, sizeof(T));
   Tensor col_holder, g_holder;
-  T* col = pointwise ? nullptr : im2col::scratch<T>(col_holder, g.C * g.kh * g.kw * chunk * ohw);
+  T* col = need_col ? im2col::scratch<T>(col_holder, g.C * g.kh * g.kw * chunk * ohw) : nullptr;
   T* gs = chunk > 1 ? im2col::scratch<T>(g_holder, g.O * chunk * ohw) : nullptr;
   for (int64_t n0 = 0; n0 < g.N; n0 += chunk) {
     int64_t nb = std::min(chunk, g.N - n0), ld = nb * ohw;
-    if (!pointwise) im2col::unfold(X, g, n0, nb, col);
-    const T* C = pointwise ? X + n0 * chw : col;
-    const T* Gc = grad_chunk(G, g, n0, nb, gs);
-    for (int64_t grp = 0; grp < g.groups; ++grp)
-      im2col::gemm(false, true, Gc + grp * Og * ld, C + grp * K * ld, DW + grp * Og * K, Og, K, ld, ld, ld, K,
-                   /*accumulate=*/true);
+    const T* Gc = grad_chunk(a.G, g, n0, nb, gs);
+    if (a.dB)
+      for (int64_t o = 0; o < g.O; ++o) bias_acc[size_t(o)] += row_sum(Gc + o * ld, ld);
+    if (!gemms) continue;
+    if (a.dX) {
+      for (int64_t grp = 0; grp < g.groups; ++grp)
+        im2col::gemm(true, false, a.W + grp * Og * K, Gc + grp * Og * ld, col + grp * K * ld, K, ld, Og, K, ld, ld);
+      im2col::fold(col, g, n0, nb, a.dX);
+    }
+    if (a.dW) {
+      if (!pointwise) im2col::unfold(a.X, g, n0, nb, col);
+      const T* C = pointwise ? a.X + n0 * chw : col;
+      for (int64_t grp = 0; grp < g.groups; ++grp)
+        im2col::gemm(false, true, Gc + grp * Og * ld, C + grp * K * ld, a.dW + grp * Og * K, Og, K, ld, ld, ld, K,
+                     /*accumulate=*/true);
+    }
   }
+  for (int64_t o = 0; o < (a.dB ? g.O : 0); ++o) a.dB[o] = T(bias_acc[size_t(o)]);
+}
+
+template <class T>
+void backward_input(const Tensor& grad, const Tensor& w, const Tensor& out, const ConvGeom& g) {
+  ConvBackwardArgs<T> a{static_cast<const T*>(grad.raw_data())};
+  a.W = static_cast<const T*>(w.raw_data());
+  a.dX = static_cast<T*>(out.raw_data());
+  conv_backward(a, g);
+}
+
+template <class T>
+void backward_weight(const Tensor& grad, const Tensor& x, const Tensor& out, const ConvGeom& g) {
+  ConvBackwardArgs<T> a{static_cast<const T*>(grad.raw_data())};
+  a.X = static_cast<const T*>(x.raw_data());
+  a.dW = static_cast<T*>(out.raw_data());
+  conv_backward(a, g);
 }
 
 template <class T>
@@ -145,8 +180,8 @@ Tensors kernel_conv2d_backward_input(OpId id, const Tensors& in, const Attrs& at
   Tensor out = Tensor::empty(batched(shape), grad.dtype());
   if (out.numel() > 0) {
     Tensor gc = dense(batched(grad)), wc = dense(w);
-    if (grad.dtype() == DType::Float32) conv_backward_input<float>(gc, wc, out, g);
-    else conv_backward_input<double>(gc, wc, out, g);
+    if (grad.dtype() == DType::Float32) backward_input<float>(gc, wc, out, g);
+    else backward_input<double>(gc, wc, out, g);
   }
   if (unbatched) return {make_view(out, shape, {g.H * g.W, g.W, 1}, 0)};
   return {out};
@@ -172,10 +207,42 @@ Tensors kernel_conv2d_backward_weight(OpId id, const Tensors& in, const Attrs& a
   Tensor out = Tensor::empty(shape, grad.dtype());
   if (out.numel() > 0) {
     Tensor gc = dense(batched(grad)), xc = dense(batched(x));
-    if (grad.dtype() == DType::Float32) conv_backward_weight<float>(gc, xc, out, g);
-    else conv_backward_weight<double>(gc, xc, out, g);
+    if (grad.dtype() == DType::Float32) backward_weight<float>(gc, xc, out, g);
+    else backward_weight<double>(gc, xc, out, g);
   }
   return {out};
+}
+
+std::optional<ConvGrads> conv2d_backward(const Tensor& grad, const Tensor& x, const Tensor& w, const Shape& input_shape,
+                                         const Shape& weight_shape, const Attrs& attrs, bool need_input,
+                                         bool need_weight, bool need_bias) {
+  const char* op = "conv2d_backward";
+  DType dt = grad.dtype();
+  if (dt != DType::Float32 && dt != DType::Float64) return std::nullopt;
+  if (!grad.device().is_cpu() || input_shape.size() != 4 || weight_shape.size() != 4 || grad.dim() != 4)
+    return std::nullopt;
+  for (const Tensor* t : {need_weight ? &x : nullptr, need_input ? &w : nullptr})
+    if (t && (!t->defined() || t->dtype() != dt || !t->device().is_cpu())) return std::nullopt;
+  if (need_weight && x.sizes() != input_shape) return std::nullopt;
+  if (need_input && w.sizes() != weight_shape) return std::nullopt;
+  ConvGeom g = im2col::conv_geometry(op, input_shape, weight_shape, attrs, input_shape);
+  check_grad_shape(op, grad, g, false);
+  if (grad.numel() == 0) return std::nullopt;  // nothing to gain; the ops' own kernels handle the empty cases
+  ConvGrads r;
+  if (need_input) r.input = Tensor::empty(input_shape, dt);
+  if (need_weight) r.weight = Tensor::empty(weight_shape, dt);
+  if (need_bias) r.bias = Tensor::empty({g.O}, dt);
+  Tensor gc = dense(grad), wc = need_input ? dense(w) : Tensor(), xc = need_weight ? dense(x) : Tensor();
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    ConvBackwardArgs<T> a{static_cast<const T*>(gc.raw_data())};
+    auto ptr = [](const Tensor& t) { return t.defined() ? static_cast<T*>(t.raw_data()) : nullptr; };
+    a.W = ptr(wc), a.X = ptr(xc), a.dX = ptr(r.input), a.dW = ptr(r.weight), a.dB = ptr(r.bias);
+    conv_backward(a, g);
+  };
+  if (dt == DType::Float32) run(float(0));
+  else run(double(0));
+  return r;
 }
 
 Tensors kernel_avg_pool2d_backward(OpId, const Tensors& in, const Attrs& attrs) {

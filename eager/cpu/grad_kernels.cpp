@@ -1,4 +1,9 @@
-// Kernels that scatter gradients back: slice_backward, index_add, scatter_add.
+// Kernels that scatter gradients back: slice_backward, index_add, scatter_add (and scatter_add into
+// fresh zeros, eager/cpu/scatter.h).
+#include "eager/cpu/scatter.h"
+
+#include <algorithm>
+
 #include "eager/cpu/copy.h"
 #include "eager/cpu/views.h"
 #include "eager/kernels.h"
@@ -67,57 +72,73 @@ Tensors kernel_index_add(OpId op, const Tensors& in, const Attrs& attrs) {
   return {out};
 }
 
-Tensors kernel_scatter_add(OpId op, const Tensors& in, const Attrs& attrs) {
-  if (all_half(in)) return run_in_float32(kernel_scatter_add, op, in, attrs);
-  const Tensor &self = in.at(0), &index = in.at(1), &src = in.at(2);
-  int64_t nd = self.dim();
-  int64_t d = wrap_dim("scatter_add", attrs.i("dim"), nd);
+namespace {
+
+// scatter_add of src at index along dim into a copy of self, or (self undefined) into zeros of
+// `shape`: then each row along dim is zeroed just before its values land, so the output is written
+// once, while in cache, instead of filled (or copied from a zero tensor) and then scattered into.
+Tensor scatter_add_impl(const Tensor& self, const Shape& shape, DType dtype, const Tensor& index, const Tensor& src,
+                        int64_t dim) {
+  int64_t nd = int64_t(shape.size());
+  int64_t d = wrap_dim("scatter_add", dim, nd);
   if (index.dtype() != DType::Int64) fail("scatter_add: index must be int64, got {}", dtype_name(index.dtype()));
   if (index.dim() != nd || src.dim() != nd)
     fail("scatter_add: index {} and src {} must have the rank of self {}", shape_str(index.sizes()),
-         shape_str(src.sizes()), shape_str(self.sizes()));
+         shape_str(src.sizes()), shape_str(shape));
   for (int64_t k = 0; k < nd; ++k)
-    if (index.sizes()[size_t(k)] > src.sizes()[size_t(k)] ||
-        (k != d && index.sizes()[size_t(k)] > self.sizes()[size_t(k)]))
+    if (index.sizes()[size_t(k)] > src.sizes()[size_t(k)] || (k != d && index.sizes()[size_t(k)] > shape[size_t(k)]))
       fail("scatter_add: index {} is larger than src {} or self {} at dim {}", shape_str(index.sizes()),
-           shape_str(src.sizes()), shape_str(self.sizes()), k);
-  if (src.dtype() != self.dtype())
-    fail("scatter_add: src dtype {} differs from self dtype {}", dtype_name(src.dtype()), dtype_name(self.dtype()));
-  Tensor out = cast_to(self, self.dtype());
+           shape_str(src.sizes()), shape_str(shape), k);
+  if (src.dtype() != dtype)
+    fail("scatter_add: src dtype {} differs from self dtype {}", dtype_name(src.dtype()), dtype_name(dtype));
+  bool fresh = !self.defined();
+  Tensor out = fresh ? Tensor::empty(shape, dtype) : cast_to(self, dtype);
   int64_t total = index.numel();
-  if (total == 0) return {out};
-  visit_dtype(self.dtype(), [&](auto v) {
+  if (total == 0 && !fresh) return out;
+  visit_dtype(dtype, [&](auto v) {
     using T = decltype(v);
     if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, BFloat16> || std::is_same_v<T, Float16>) {
-      fail("scatter_add: dtype {} is not supported", dtype_name(self.dtype()));
+      fail("scatter_add: dtype {} is not supported", dtype_name(dtype));
     } else {
       T* o = static_cast<T*>(out.raw_data());
       const T* s = static_cast<const T*>(src.raw_data());
       const int64_t* ix = static_cast<const int64_t*>(index.raw_data());
-      int64_t dim_size = nd > 0 ? self.sizes()[size_t(d)] : 1;
+      int64_t dim_size = nd > 0 ? shape[size_t(d)] : 1;
       auto check = [&](int64_t t) {
         if (t < 0 || t >= dim_size)
           fail("scatter_add: index {} is out of bounds for dimension {} with size {}", t, d, dim_size);
       };
-      if (dense_along(index, src, self, d)) {
+      if (total > 0 && dense_along(index, src, out, d)) {
         // [outer, L, inner] onto [outer, dim_size, inner] with plain offsets: max_pool2d's and
         // nll_loss's backward, where the general loop's per-element index arithmetic was most of the time.
         int64_t L = index.sizes()[size_t(d)], inner = 1;
         for (int64_t k = d + 1; k < nd; ++k) inner *= index.sizes()[size_t(k)];
         int64_t outer = total / (L * inner);
-        for (int64_t a = 0; a < outer; ++a)
+        for (int64_t a = 0; a < outer; ++a) {
+          T* obase = o + a * dim_size * inner;
+          if (fresh) std::fill(obase, obase + dim_size * inner, T(0));
+          if (inner == 1) {  // the rows of max_pool2d's and nll_loss's gradient: one index per value
+            const int64_t* irow = ix + a * L;
+            const T* srow = s + a * L;
+            for (int64_t j = 0; j < L; ++j) {
+              check(irow[j]);
+              obase[irow[j]] += srow[j];
+            }
+            continue;
+          }
           for (int64_t j = 0; j < L; ++j) {
             const int64_t* irow = ix + (a * L + j) * inner;
             const T* srow = s + (a * L + j) * inner;
-            T* obase = o + a * dim_size * inner;
             for (int64_t b = 0; b < inner; ++b) {
               int64_t t = irow[b];
               check(t);
               obase[t * inner + b] += srow[b];
             }
           }
+        }
         return;
       }
+      if (fresh) std::fill(o, o + out.numel(), T(0));
       Shape pos(static_cast<size_t>(nd), 0);
       for (int64_t e = 0; e < total; ++e) {
         int64_t io = 0, so = 0, oo = 0;
@@ -137,7 +158,22 @@ Tensors kernel_scatter_add(OpId op, const Tensors& in, const Attrs& attrs) {
       }
     }
   });
-  return {out};
+  return out;
+}
+
+}  // namespace
+
+Tensors kernel_scatter_add(OpId op, const Tensors& in, const Attrs& attrs) {
+  if (all_half(in)) return run_in_float32(kernel_scatter_add, op, in, attrs);
+  const Tensor& self = in.at(0);
+  return {scatter_add_impl(self, self.sizes(), self.dtype(), in.at(1), in.at(2), attrs.i("dim"))};
+}
+
+std::optional<Tensor> scatter_add_into_zeros(const Shape& shape, DType dtype, const Tensor& index, const Tensor& src,
+                                             int64_t dim) {
+  if ((dtype != DType::Float32 && dtype != DType::Float64) || !index.device().is_cpu() || !src.device().is_cpu())
+    return std::nullopt;
+  return scatter_add_impl(Tensor(), shape, dtype, index, src, dim);
 }
 
 }  // namespace kiln::cpu

@@ -1,0 +1,286 @@
+#include "backends/x86/conv_onednn.h"
+
+#include <omp.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/x86/gemm_epilogue.h"
+#include "kiln_config.h"
+#if KILN_HAVE_DNNL
+#include <spdlog/spdlog.h>
+
+#include <dnnl.hpp>
+#endif
+
+namespace kiln::x86 {
+
+#if !KILN_HAVE_DNNL
+
+std::optional<Tensor> onednn_conv2d(const Tensor&, const Tensor&, const Tensor&, const Attrs&) { return std::nullopt; }
+
+std::optional<cpu::ConvGrads> onednn_conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const Shape&,
+                                                     const Shape&, const Attrs&, bool, bool, bool) {
+  return std::nullopt;
+}
+
+#else
+
+namespace {
+
+using dims = dnnl::memory::dims;
+using tag = dnnl::memory::format_tag;
+
+// The primitives for one conv geometry and set of wanted gradients, and the layouts they read and write.
+struct ConvPrims {
+  std::optional<dnnl::convolution_backward_data> data;
+  std::optional<dnnl::convolution_backward_weights> weights;
+  dnnl::memory::desc data_diff_dst, data_weights, data_diff_src;
+  dnnl::memory::desc w_diff_dst, w_src, w_diff_weights, w_diff_bias;
+};
+
+struct ForwardPrim {
+  dnnl::convolution_forward prim;
+  dnnl::memory::desc src, weights, dst;
+};
+
+struct State {
+  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+  std::mutex mu;
+  std::map<std::vector<int64_t>, std::shared_ptr<const ConvPrims>> cache;
+  std::map<std::vector<int64_t>, std::shared_ptr<const ForwardPrim>> forward;
+};
+
+State& state() {
+  static State* s = new State;  // never destroyed: primitives must not outlive their engine
+  return *s;
+}
+
+dnnl::memory::desc any(const dims& d) { return dnnl::memory::desc(d, dnnl::memory::data_type::f32, tag::any); }
+
+std::shared_ptr<const ConvPrims> create(const dims& src, const dims& wei, const dims& dst, const dims& strides,
+                                        const dims& dilates, const dims& pad, bool need_input, bool need_weight,
+                                        bool need_bias) {
+  const dnnl::engine& eng = state().engine;
+  auto alg = dnnl::algorithm::convolution_direct;
+  dnnl::memory::desc bias(dims{wei[0]}, dnnl::memory::data_type::f32, tag::x);
+  // The forward's description is the hint both backward primitives are chosen against.
+  dnnl::convolution_forward::primitive_desc fwd(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, any(src), any(wei), bias, any(dst),
+                                      strides, dilates, pad, pad),
+      eng);
+  auto p = std::make_shared<ConvPrims>();
+  if (need_input) {
+    dnnl::convolution_backward_data::primitive_desc pd(
+        dnnl::convolution_backward_data::desc(alg, any(src), any(wei), any(dst), strides, dilates, pad, pad), eng, fwd);
+    p->data.emplace(pd);
+    p->data_diff_dst = pd.diff_dst_desc();
+    p->data_weights = pd.weights_desc();
+    p->data_diff_src = pd.diff_src_desc();
+  }
+  if (need_weight || need_bias) {
+    auto d = need_bias ? dnnl::convolution_backward_weights::desc(alg, any(src), any(wei), bias, any(dst), strides,
+                                                                    dilates, pad, pad)
+                       : dnnl::convolution_backward_weights::desc(alg, any(src), any(wei), any(dst), strides, dilates,
+                                                                    pad, pad);
+    dnnl::convolution_backward_weights::primitive_desc pd(d, eng, fwd);
+    p->weights.emplace(pd);
+    p->w_diff_dst = pd.diff_dst_desc();
+    p->w_src = pd.src_desc();
+    p->w_diff_weights = pd.diff_weights_desc();
+    if (need_bias) p->w_diff_bias = pd.diff_bias_desc();
+  }
+  return p;
+}
+
+// A memory of layout `want` holding t (plain, `plain`): t itself when the layouts agree, else a
+// reorder into a buffer from kiln's allocator (kept alive by `keep`).
+dnnl::memory in_layout(const Tensor& t, const dnnl::memory::desc& plain, const dnnl::memory::desc& want,
+                       dnnl::stream& s, std::vector<Tensor>& keep) {
+  const dnnl::engine& eng = state().engine;
+  dnnl::memory user(plain, eng, t.raw_data());
+  if (want == plain) return user;
+  keep.push_back(Tensor::empty({int64_t(want.get_size() / sizeof(float)) + 1}, DType::Float32));
+  dnnl::memory m(want, eng, keep.back().raw_data());
+  dnnl::reorder(user, m).execute(s, user, m);
+  return m;
+}
+
+// A memory of layout `have` for a result that ends up in `out` (plain): out itself when they agree.
+dnnl::memory out_layout(const Tensor& out, const dnnl::memory::desc& plain, const dnnl::memory::desc& have,
+                        std::vector<Tensor>& keep) {
+  const dnnl::engine& eng = state().engine;
+  if (have == plain) return dnnl::memory(plain, eng, out.raw_data());
+  keep.push_back(Tensor::empty({int64_t(have.get_size() / sizeof(float)) + 1}, DType::Float32));
+  return dnnl::memory(have, eng, keep.back().raw_data());
+}
+
+void to_plain(const dnnl::memory& m, const Tensor& out, const dnnl::memory::desc& plain, dnnl::stream& s) {
+  if (m.get_desc() == plain) return;
+  dnnl::memory user(plain, state().engine, out.raw_data());
+  dnnl::reorder(m, user).execute(s, const_cast<dnnl::memory&>(m), user);
+}
+
+// The conv's geometry as oneDNN dims, when it is one taken here (see the header).
+struct Geometry {
+  dims src, wei, dst, strides, dilates, pad;
+};
+std::optional<Geometry> geometry(const Shape& input_shape, const Shape& weight_shape, const Attrs& attrs) {
+  if (input_shape.size() != 4 || weight_shape.size() != 4 || attrs.i_or("groups", 1) != 1 || input_shape[1] < 8 ||
+      weight_shape[1] != input_shape[1])
+    return std::nullopt;
+  const Shape &st = attrs.ints("stride"), &pd = attrs.ints("padding"), &dl = attrs.ints("dilation");
+  if (st.size() != 2 || pd.size() != 2 || dl.size() != 2) return std::nullopt;
+  Geometry g{dims(input_shape.begin(), input_shape.end()), dims(weight_shape.begin(), weight_shape.end()), {},
+             {st[0], st[1]}, {dl[0] - 1, dl[1] - 1}, {pd[0], pd[1]}};
+  int64_t oh = (input_shape[2] + 2 * pd[0] - dl[0] * (weight_shape[2] - 1) - 1), ow = (input_shape[3] + 2 * pd[1] - dl[1] * (weight_shape[3] - 1) - 1);
+  if (oh < 0 || ow < 0 || st[0] <= 0 || st[1] <= 0) return std::nullopt;
+  g.dst = {input_shape[0], weight_shape[0], oh / st[0] + 1, ow / st[1] + 1};
+  return g;
+}
+
+}  // namespace
+
+std::optional<Tensor> onednn_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Attrs& attrs) {
+  if (!onednn_gemm_enabled() || !x.defined() || !w.defined() || x.dtype() != DType::Float32 ||
+      w.dtype() != DType::Float32 || !x.device().is_cpu() || !w.device().is_cpu() || x.dim() != 4 || w.dim() != 4)
+    return std::nullopt;
+  if (b.defined() && (b.dtype() != DType::Float32 || !b.device().is_cpu() || b.dim() != 1 || b.size(0) != w.size(0)))
+    return std::nullopt;
+  std::optional<Geometry> g = geometry(x.sizes(), w.sizes(), attrs);
+  if (!g || x.numel() == 0 || w.numel() == 0) return std::nullopt;
+  std::vector<int64_t> key = g->src;
+  key.insert(key.end(), g->wei.begin(), g->wei.end());
+  for (const dims* d : {&g->strides, &g->dilates, &g->pad}) key.insert(key.end(), d->begin(), d->end());
+  key.push_back(b.defined());
+  key.push_back(omp_get_max_threads());
+  State& s = state();
+  std::shared_ptr<const ForwardPrim> p;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto it = s.forward.find(key);
+    if (it != s.forward.end()) p = it->second;
+  }
+  if (!p) {
+    try {
+      dnnl::memory::desc bias(dims{g->wei[0]}, dnnl::memory::data_type::f32, tag::x);
+      auto alg = dnnl::algorithm::convolution_direct;
+      auto kind = dnnl::prop_kind::forward_training;
+      auto d = b.defined() ? dnnl::convolution_forward::desc(kind, alg, any(g->src), any(g->wei), bias, any(g->dst),
+                                                             g->strides, g->dilates, g->pad, g->pad)
+                           : dnnl::convolution_forward::desc(kind, alg, any(g->src), any(g->wei), any(g->dst),
+                                                             g->strides, g->dilates, g->pad, g->pad);
+      dnnl::convolution_forward::primitive_desc pd(d, s.engine);
+      p = std::make_shared<ForwardPrim>(ForwardPrim{dnnl::convolution_forward(pd), pd.src_desc(), pd.weights_desc(),
+                                                    pd.dst_desc()});
+    } catch (const dnnl::error& e) {
+      spdlog::debug("conv2d: onednn declined input {} weight {}: {}", shape_str(x.sizes()), shape_str(w.sizes()),
+                    e.what());
+      return std::nullopt;
+    }
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.forward.size() >= 1024) s.forward.clear();
+    s.forward.emplace(key, p);
+  }
+  auto f32 = [](const dims& d, tag t) { return dnnl::memory::desc(d, dnnl::memory::data_type::f32, t); };
+  dnnl::memory::desc src_plain = f32(g->src, tag::nchw), dst_plain = f32(g->dst, tag::nchw),
+                     wei_plain = f32(g->wei, tag::oihw);
+  Tensor xc = x.contiguous(), wc = w.contiguous(), bc = b.defined() ? b.contiguous() : b;
+  Tensor out = Tensor::empty(Shape(g->dst.begin(), g->dst.end()), DType::Float32);
+  std::vector<Tensor> keep;
+  try {
+    thread_local dnnl::stream stream(s.engine);
+    dnnl::memory xm = in_layout(xc, src_plain, p->src, stream, keep);
+    dnnl::memory wm = in_layout(wc, wei_plain, p->weights, stream, keep);
+    dnnl::memory ym = out_layout(out, dst_plain, p->dst, keep);
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym}};
+    if (bc.defined()) args.emplace(DNNL_ARG_BIAS, dnnl::memory(f32({g->wei[0]}, tag::x), s.engine, bc.raw_data()));
+    p->prim.execute(stream, args);
+    to_plain(ym, out, dst_plain, stream);
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    fail("conv2d: onednn input {} weight {} failed: {}", shape_str(x.sizes()), shape_str(w.sizes()), e.what());
+  }
+  return out;
+}
+
+std::optional<cpu::ConvGrads> onednn_conv2d_backward(const Tensor& grad, const Tensor& x, const Tensor& w,
+                                                     const Shape& input_shape, const Shape& weight_shape,
+                                                     const Attrs& attrs, bool need_input, bool need_weight,
+                                                     bool need_bias) {
+  if (!onednn_gemm_enabled() || grad.dtype() != DType::Float32 || !grad.device().is_cpu() || grad.dim() != 4)
+    return std::nullopt;
+  if (input_shape.size() != 4 || weight_shape.size() != 4 || attrs.i_or("groups", 1) != 1 || input_shape[1] < 8)
+    return std::nullopt;
+  for (const Tensor* t : {need_weight ? &x : nullptr, need_input ? &w : nullptr})
+    if (t && (!t->defined() || t->dtype() != DType::Float32 || !t->device().is_cpu())) return std::nullopt;
+  if ((need_weight && x.sizes() != input_shape) || (need_input && w.sizes() != weight_shape)) return std::nullopt;
+  if (grad.numel() == 0 || (need_bias && !need_weight)) return std::nullopt;
+  const Shape &st = attrs.ints("stride"), &pd = attrs.ints("padding"), &dl = attrs.ints("dilation");
+  if (st.size() != 2 || pd.size() != 2 || dl.size() != 2) return std::nullopt;
+  dims src(input_shape.begin(), input_shape.end()), wei(weight_shape.begin(), weight_shape.end()),
+      dst(grad.sizes().begin(), grad.sizes().end());
+  dims strides{st[0], st[1]}, dilates{dl[0] - 1, dl[1] - 1}, pad{pd[0], pd[1]};
+  std::vector<int64_t> key{src[0], src[1], src[2], src[3], wei[0], wei[2], wei[3], st[0], st[1], dl[0], dl[1],
+                           pd[0], pd[1], need_input, need_weight, need_bias, int64_t(omp_get_max_threads())};
+  State& s = state();
+  std::shared_ptr<const ConvPrims> p;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto it = s.cache.find(key);
+    if (it != s.cache.end()) p = it->second;
+  }
+  if (!p) {
+    try {
+      p = create(src, wei, dst, strides, dilates, pad, need_input, need_weight, need_bias);
+    } catch (const dnnl::error& e) {
+      spdlog::debug("conv backward: onednn declined input {} weight {}: {}", shape_str(input_shape),
+                    shape_str(weight_shape), e.what());
+      return std::nullopt;
+    }
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.cache.size() >= 1024) s.cache.clear();
+    s.cache.emplace(key, p);
+  }
+  auto f32 = [](const dims& d, tag t) { return dnnl::memory::desc(d, dnnl::memory::data_type::f32, t); };
+  dnnl::memory::desc src_plain = f32(src, tag::nchw), dst_plain = f32(dst, tag::nchw), wei_plain = f32(wei, tag::oihw);
+  Tensor gc = grad.contiguous(), xc = need_weight ? x.contiguous() : Tensor(), wc = need_input ? w.contiguous() : Tensor();
+  cpu::ConvGrads r;
+  std::vector<Tensor> keep;
+  try {
+    thread_local dnnl::stream stream(s.engine);
+    if (need_input) {
+      r.input = Tensor::empty(input_shape, DType::Float32);
+      dnnl::memory g = in_layout(gc, dst_plain, p->data_diff_dst, stream, keep);
+      dnnl::memory wm = in_layout(wc, wei_plain, p->data_weights, stream, keep);
+      dnnl::memory dx = out_layout(r.input, src_plain, p->data_diff_src, keep);
+      p->data->execute(stream, {{DNNL_ARG_DIFF_DST, g}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DIFF_SRC, dx}});
+      to_plain(dx, r.input, src_plain, stream);
+    }
+    if (need_weight) {
+      Tensor dw = Tensor::empty(weight_shape, DType::Float32);
+      dnnl::memory g = in_layout(gc, dst_plain, p->w_diff_dst, stream, keep);
+      dnnl::memory xm = in_layout(xc, src_plain, p->w_src, stream, keep);
+      dnnl::memory dwm = out_layout(dw, wei_plain, p->w_diff_weights, keep);
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DIFF_DST, g}, {DNNL_ARG_SRC, xm}, {DNNL_ARG_DIFF_WEIGHTS, dwm}};
+      if (need_bias) {
+        r.bias = Tensor::empty({wei[0]}, DType::Float32);
+        args.emplace(DNNL_ARG_DIFF_BIAS, dnnl::memory(p->w_diff_bias, s.engine, r.bias.raw_data()));
+      }
+      p->weights->execute(stream, args);
+      to_plain(dwm, dw, wei_plain, stream);
+      r.weight = dw;
+    }
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    fail("conv backward: onednn input {} weight {} failed: {}", shape_str(input_shape), shape_str(weight_shape), e.what());
+  }
+  return r;
+}
+
+#endif
+
+}  // namespace kiln::x86
