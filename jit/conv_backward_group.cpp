@@ -6,6 +6,7 @@
 #include "backends/interp/interpreter.h"
 #include "backends/x86/conv_onednn.h"
 #include "eager/cpu/conv_backward.h"
+#include "jit/ir_utils.h"
 
 namespace kiln::jit {
 
@@ -23,12 +24,6 @@ struct ConvLayout {
   Shape weight_shape;  // from conv2d_backward_weight's "shape"; else w's size at run time
   std::vector<Grad> outputs;
 };
-
-std::optional<size_t> argument_index(const ir::Graph& g, const ir::Value* v) {
-  for (size_t i = 0; i < g.inputs().size(); ++i)
-    if (g.inputs()[i] == v) return i;
-  return std::nullopt;
-}
 
 std::optional<ConvLayout> read_layout(const ir::Graph& g, std::string* why) {
   auto no = [&](std::string s) -> std::optional<ConvLayout> {

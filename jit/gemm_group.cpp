@@ -7,6 +7,7 @@
 #include "backends/interp/interpreter.h"
 #include "backends/x86/gemm_epilogue.h"
 #include "eager/dispatch.h"
+#include "jit/ir_utils.h"
 
 namespace kiln::jit {
 
@@ -20,12 +21,6 @@ struct GemmLayout {
   std::vector<x86::GemmPostOp> ops;
   std::vector<size_t> addends;
 };
-
-std::optional<size_t> argument_index(const ir::Graph& g, const ir::Value* v) {
-  for (size_t i = 0; i < g.inputs().size(); ++i)
-    if (g.inputs()[i] == v) return i;
-  return std::nullopt;
-}
 
 std::optional<GemmLayout> read_layout(const ir::Graph& g, std::string* why) {
   auto no = [&](std::string s) -> std::optional<GemmLayout> {

@@ -36,6 +36,12 @@ const Tensor* tensor_constant(const ir::Value* v) {
 
 bool is_constant(const ir::Value* v) { return v->node()->prim() == Prim::Constant; }
 
+std::optional<size_t> argument_index(const ir::Graph& g, const ir::Value* v) {
+  for (size_t i = 0; i < g.inputs().size(); ++i)
+    if (g.inputs()[i] == v) return i;
+  return std::nullopt;
+}
+
 std::optional<double> scalar_constant(const ir::Value* v) {
   if (const Tensor* t = tensor_constant(v)) {
     if (t->numel() != 1) return std::nullopt;

@@ -22,5 +22,7 @@ std::optional<double> scalar_constant(const ir::Value* v);
 bool is_constant(const ir::Value* v);
 // Elementwise: a Unary or Binary row, or where.
 bool is_elementwise(const ir::Node& n);
+// Which input of g (a group's standalone graph) v is, if any.
+std::optional<size_t> argument_index(const ir::Graph& g, const ir::Value* v);
 
 }  // namespace kiln::jit

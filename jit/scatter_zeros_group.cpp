@@ -11,12 +11,6 @@ namespace kiln::jit {
 
 namespace {
 
-std::optional<size_t> argument_index(const ir::Graph& g, const ir::Value* v) {
-  for (size_t i = 0; i < g.inputs().size(); ++i)
-    if (g.inputs()[i] == v) return i;
-  return std::nullopt;
-}
-
 class ScatterZerosKernel final : public GroupKernel {
  public:
   ScatterZerosKernel(std::string name, Shape shape, DType dtype, size_t index, size_t src, int64_t dim,
