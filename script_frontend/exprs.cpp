@@ -778,6 +778,7 @@ Value* Lowerer::call(const Expr& e) {
       if (!same_type(v->type(), et))
         v = coerce(v, et, e.args[1]->loc, fmt::format("append to {}", xs->type().str()));
       loc_ = e.loc;
+      if (base.kind == ExprKind::Name) check_list_shared(xs, base.name, base.loc);
       Value* one = prim(Prim::ListConstruct, {v}, xs->type());
       Value* now = prim(Prim::ListAdd, {xs, one}, xs->type());
       for (auto& [k, x] : frame().env)  // `ys = xs` names the same list: it sees the append

@@ -16,6 +16,7 @@ void Lowerer::list_store(const Expr& target, const std::string& op, const Expr& 
   Value* v = nullptr;
   if (op.empty()) v = expr(rhs);  // Python evaluates the value of `xs[i] = v` first
   Value* xs = name(base);
+  check_list_shared(xs, base.name, loc);
   const Type& et = xs->type().elems[0];
   Value* i = expr(*target.args[1]);
   if (i->type().kind != TypeKind::Int)
@@ -36,6 +37,19 @@ void Lowerer::list_store(const Expr& target, const std::string& op, const Expr& 
   Value* now = prim(Prim::ListSet, {xs, i, v}, xs->type());
   for (auto& [k, x] : frame().env)
     if (k[0] != '$' && x == xs) x = now;
+}
+
+void Lowerer::check_list_shared(Value* xs, const std::string& name, SourceLoc loc) {
+  if (loop_depth_ == 0 && branch_depth_ == 0) return;
+  auto refuse = [&](const std::string& k) {
+    fail(loc, fmt::format("cannot change list '{}' inside an if or a loop while '{}' names the same list: kiln script "
+                            "keeps two names of one list linked in straight-line code only; build '{}' as a list of "
+                            "its own",
+                            name, k, k));
+  };
+  for (const auto& [k, x] : frame().env)
+    if (k[0] != '$' && k != name && x == xs) refuse(k);
+  if (auto it = shared_list_.find(xs); it != shared_list_.end()) refuse(it->second);
 }
 
 }  // namespace kiln::script

@@ -176,6 +176,7 @@ std::shared_ptr<ir::Graph> Lowerer::lower_top(const FunctionDef& f, const Object
   bound_inputs_.clear();
   buffer_vars_.clear();
   views_.clear();
+  shared_list_.clear();
   opaque_.clear();
   param_of_.clear();
   inlining_ = {&f};
@@ -477,6 +478,7 @@ void Lowerer::recover_after(const std::vector<StmtPtr>& body, size_t failed) {
       while (frames_.size() > depth) frames_.pop_back();
       loops_.clear();
       loop_depth_ = 0;
+      branch_depth_ = 0;
       inlining_.resize(1);
       views_.clear();
       g_->set_insert_point(g_->block());
@@ -652,6 +654,11 @@ void Lowerer::branch(Value* cond, const std::function<void()>& then_fn, const st
   const std::function<void()>* fns[2] = {&then_fn, &else_fn};
   {
     ir::InsertPointGuard guard(*g_);
+    struct Depth {
+      int& d;
+      explicit Depth(int& x) : d(++x) {}
+      ~Depth() { --d; }
+    } depth(branch_depth_);
     for (int b = 0; b < 2; ++b) {
       g_->set_insert_point(blocks[b]);
       frame().env = before;
@@ -829,6 +836,9 @@ void Lowerer::loop(Value* trip, Value* cond, const std::vector<StmtPtr>& body, c
     types.push_back(init->type().is_tensor() ? Type::tensor() : init->type());
     F.env[k] = b->add_input(types.back(), ir_name(k));
     if (const auto* keys = dict_keys(init)) dict_keys_[F.env[k]] = *keys;
+    if (init->type().kind == TypeKind::List)
+      for (const auto& [o, v] : before)
+        if (o[0] != '$' && o != k && v == init) shared_list_[F.env[k]] = o;
   }
   mark_merged_aliases(before, F.env, loc, "code before the loop");
   std::map<std::string, Value*> body_env;

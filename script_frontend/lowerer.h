@@ -184,6 +184,9 @@ class Lowerer {
   void assigned_names(const Stmt& s, std::set<std::string>& out) const;
   void target_names(const Expr& t, std::set<std::string>& out) const;
   void recover_after(const std::vector<StmtPtr>& body, size_t failed);
+  // Before a list mutation rebinds every name of the list: refused inside an if or a loop when another
+  // name shares it, since the branch's merge would unlink the names without a word.
+  void check_list_shared(Value* xs, const std::string& name, SourceLoc loc);
   // dicts.cpp: a dict is a tuple of its values; dict_keys_ holds its keys
   const std::vector<std::string>* dict_keys(Value* v) const;
   Value* make_dict(const std::vector<std::string>& keys, const std::vector<Value*>& values);
@@ -250,6 +253,8 @@ class Lowerer {
   std::map<Value*, std::string> param_of_;
   std::map<Value*, std::vector<std::string>> dict_keys_;              // function parameters' values: the function
   int loop_depth_ = 0;
+  int branch_depth_ = 0;  // if blocks being lowered (written ones and the guards of early exits)
+  std::map<Value*, std::string> shared_list_;  // a loop's carried list: a name that held it before the loop
   SourceLoc loc_;
 
   Frame& frame() { return frames_.back(); }
