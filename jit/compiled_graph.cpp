@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "backends/x86/conv_onednn.h"
+#include "eager/profiler/profile_hooks.h"
 #include "jit/conv_backward_group.h"
 #include "jit/gemm_group.h"
 #include "jit/ir_utils.h"
@@ -56,11 +57,13 @@ std::unique_ptr<ir::Graph> group_graph(const ir::Node& group) {
 }
 
 std::vector<IValue> CompiledGraph::run(const std::vector<IValue>& inputs) const {
+  ProfileScope scope(name);
   GroupRunner runner(kernels);
   return interp::run(*plan, inputs, &runner);
 }
 
 std::vector<IValue> CompiledGraph::run(std::vector<IValue>&& inputs) const {
+  ProfileScope scope(name);
   GroupRunner runner(kernels);
   return interp::run(*plan, std::move(inputs), &runner);
 }
@@ -69,6 +72,7 @@ std::shared_ptr<CompiledGraph> compile_graph(std::shared_ptr<ir::Graph> g, const
                                              const PipelineOptions& pipeline, const GroupCompiler& backend,
                                              GroupCompileStats& stats) {
   auto c = std::make_shared<CompiledGraph>();
+  c->name = name;
   c->graph = std::move(g);
   run_pipeline(*c->graph, pipeline);
   for_each_node(*c->graph->block(), [&](ir::Node* n) {

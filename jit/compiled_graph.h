@@ -13,6 +13,7 @@
 namespace kiln::jit {
 
 struct CompiledGraph {
+  std::string name;  // the profiler's scope for a run: "step_fwd"
   std::shared_ptr<ir::Graph> graph;
   std::unordered_map<const ir::Node*, std::shared_ptr<GroupKernel>> kernels;
   std::unique_ptr<interp::Plan> plan;

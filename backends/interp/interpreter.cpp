@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "backends/interp/interop_scheduler.h"
+#include "backends/interp/kernel_flops.h"
 #include "backends/interp/number_ops.h"
 #include "backends/interp/takeover.h"
 #include "core/ir/printer.h"
@@ -385,10 +386,37 @@ class Frame {
     std::vector<IValue> ins, outs;
     ins.reserve(s.in.size());
     for (int i : s.in) ins.push_back(env_[size_t(i)]);
-    if (!runner_->run(*s.node, ins, outs)) return false;
+    if (ProfileHooks* prof = profile_hooks()) {
+      if (!profiled_run(*prof, *s.node, ins, outs)) return false;
+    } else if (!runner_->run(*s.node, ins, outs)) {
+      return false;
+    }
     if (outs.size() != s.out.size())
       fail("{} produced {} outputs, the node has {}", s.node->kind_name(), outs.size(), s.out.size());
     for (size_t i = 0; i < outs.size(); ++i) env_[size_t(s.out[i])] = std::move(outs[i]);
+    return true;
+  }
+
+  // A compiled kernel is one row of the profile: what it calls inside (a GEMM's fallback to the
+  // dispatcher) is its own time, not ops of the graph.
+  bool profiled_run(ProfileHooks& prof, const Node& n, const std::vector<IValue>& ins, std::vector<IValue>& outs) {
+    int64_t start = profile_clock_ns();
+    detail::t_profile_hooks = nullptr;
+    bool ran = false;
+    try {
+      ran = runner_->run(n, ins, outs);
+    } catch (...) {
+      detail::t_profile_hooks = &prof;
+      throw;
+    }
+    detail::t_profile_hooks = &prof;
+    if (!ran) return false;
+    int64_t end = profile_clock_ns();
+    std::vector<Tensor> ts;
+    for (const IValue& v : ins)
+      if (v.is_tensor()) ts.push_back(v.to_tensor());
+    std::string name = n.is_op() || !n.attrs().has("name") ? std::string(n.kind_name()) : n.attrs().s("name");
+    prof.on_kernel(name, ts, kernel_flops(n, ins, outs), start, end);
     return true;
   }
 

@@ -30,7 +30,7 @@ std::string Profiler::chrome_trace() const {
   out += R"({"name":"process_name","ph":"M","pid":1,"tid":1,"args":{"name":"kiln"}})";
   for (const ProfileEvent& e : events()) {
     out += fmt::format(",\n{{\"name\":{},\"cat\":\"{}\",\"ph\":\"X\",\"ts\":{:.3f},\"dur\":{:.3f},\"pid\":1,\"tid\":1",
-                       json_string(e.name), e.is_scope ? "scope" : "op", us(e.start_ns), us(e.dur_ns));
+                       json_string(e.name), e.is_scope ? "scope" : e.is_kernel ? "kernel" : "op", us(e.start_ns), us(e.dur_ns));
     if (e.is_scope) {
       out += "}";
       continue;

@@ -16,22 +16,22 @@ int64_t window(const Attrs& attrs) {
 
 // Multiply-adds per output element of a convolution: one per weight element feeding it,
 // w = [out_channels, in_channels/groups, kh, kw] (groups already divide the channels).
-int64_t conv_macs_per_output(const Tensor& w) { return w.size(1) * w.size(2) * w.size(3); }
+int64_t conv_macs_per_output(const Shape& w) { return w.at(1) * w.at(2) * w.at(3); }
 
 }  // namespace
 
-int64_t op_flops(OpId op, const Tensors& in, const Attrs& attrs, const Tensors& out) {
+int64_t op_flops(OpId op, const std::vector<Shape>& in, const Attrs& attrs, const std::vector<Shape>& out) {
   switch (op) {
 #define KILN_UNARY(Id, name, rule, expr) case OpId::Id:
 #define KILN_BINARY(Id, name, rule, expr) case OpId::Id:
 #include "core/ops.def"
     case OpId::Where:
-      return out[0].numel();
+      return numel_of(out.at(0));
 #define KILN_REDUCE(Id, name, ...) case OpId::Id:
 #include "core/ops.def"
     case OpId::Argmax:
     case OpId::Argmin:
-      return in[0].numel();
+      return numel_of(in.at(0));
     case OpId::Reshape:
     case OpId::Permute:
     case OpId::Expand:
@@ -49,25 +49,35 @@ int64_t op_flops(OpId op, const Tensors& in, const Attrs& attrs, const Tensors& 
       return 0;  // data movement
     case OpId::Matmul: {
       // Every output element is a dot product over a's last dim (1-D and batched cases alike).
-      int64_t k = in[0].dim() == 0 ? 1 : in[0].size(-1);
-      return 2 * out[0].numel() * k;
+      int64_t k = in.at(0).empty() ? 1 : in[0].back();
+      return 2 * numel_of(out.at(0)) * k;
     }
     case OpId::Conv2d:  // the bias add is not counted, as torch's conv counter
-      return 2 * out[0].numel() * conv_macs_per_output(in[1]);
+      return 2 * numel_of(out.at(0)) * conv_macs_per_output(in.at(1));
     case OpId::Conv2dBackwardInput:  // inputs grad, w: a transposed convolution of the same size
-      return 2 * in[0].numel() * conv_macs_per_output(in[1]);
+      return 2 * numel_of(in.at(0)) * conv_macs_per_output(in.at(1));
     case OpId::Conv2dBackwardWeight:  // inputs grad, x; output shaped as w
-      return 2 * in[0].numel() * (out[0].numel() / out[0].size(0));
+      return 2 * numel_of(in.at(0)) * (numel_of(out.at(0)) / out[0].at(0));
     case OpId::MaxPool2d:
     case OpId::AvgPool2d:
-      return out[0].numel() * window(attrs);
+      return numel_of(out.at(0)) * window(attrs);
     case OpId::AvgPool2dBackward:
-      return in[0].numel() * window(attrs);
+      return numel_of(in.at(0)) * window(attrs);
     case OpId::IndexAdd:
     case OpId::ScatterAdd:
-      return in[2].numel();
+      return numel_of(in.at(2));
   }
   return 0;  // unreachable: every OpId has a case above
+}
+
+int64_t op_flops(OpId op, const Tensors& in, const Attrs& attrs, const Tensors& out) {
+  auto shapes = [](const Tensors& ts) {
+    std::vector<Shape> s;
+    s.reserve(ts.size());
+    for (const Tensor& t : ts) s.push_back(t.defined() ? t.sizes() : Shape{});
+    return s;
+  };
+  return op_flops(op, shapes(in), attrs, shapes(out));
 }
 
 }  // namespace kiln

@@ -8,11 +8,14 @@
 
 #include "core/attrs.h"
 #include "core/op.h"
+#include "core/shape.h"
 
 namespace kiln {
 
 class Tensor;
 
 int64_t op_flops(OpId op, const std::vector<Tensor>& inputs, const Attrs& attrs, const std::vector<Tensor>& outputs);
+// The same from shapes alone: what a compiled kernel's profile counts for each op of its fused block.
+int64_t op_flops(OpId op, const std::vector<Shape>& inputs, const Attrs& attrs, const std::vector<Shape>& outputs);
 
 }  // namespace kiln

@@ -19,6 +19,10 @@ struct ProfileHooks {
   virtual ~ProfileHooks() = default;
   virtual void on_op(OpId op, const std::vector<Tensor>& inputs, const Attrs& attrs, const std::vector<Tensor>& outputs,
                      int64_t start_ns, int64_t end_ns) = 0;
+  // A compiled kernel (a fusion group, or an op a backend ran in place of the table's kernel), which
+  // does not pass through the dispatcher: its name, inputs and the flops of the ops it fused.
+  virtual void on_kernel(std::string_view name, const std::vector<Tensor>& inputs, int64_t flops, int64_t start_ns,
+                         int64_t end_ns) = 0;
   // `module` (may be null) names the scope after its place in the enclosing module's children.
   virtual void push_scope(std::string_view name, const nn::Module* module) = 0;
   virtual void pop_scope() = 0;

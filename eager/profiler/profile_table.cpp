@@ -1,4 +1,6 @@
 // Profiler::table: the text report (ops, scopes, memory by category).
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "eager/profiler/profiler.h"
@@ -33,12 +35,16 @@ std::string Profiler::table() const {
   int64_t total_ns = 0, total_count = 0;
   for (const OpProfile& r : rows) total_ns += r.total_ns, total_count += r.count;
   int64_t flops = total_flops();
-  std::string out = fmt::format("{:<28}{:>8}{:>12}{:>11}{:>8}{:>10}\n", "op", "calls", "FLOPs", "time ms", "time %", "GFLOP/s");
+  auto label = [](const OpProfile& r) { return r.kernel ? r.name + " (jit)" : r.name; };
+  size_t w = 28;  // fused kernels' names are long: the column widens to the longest
+  for (const OpProfile& r : rows) w = std::max(w, label(r).size() + 2);
+  std::string out = fmt::format("{:<{}}{:>8}{:>12}{:>11}{:>8}{:>10}\n", "op", w, "calls", "FLOPs", "time ms", "time %",
+                                "GFLOP/s");
   auto gflops = [](int64_t f, int64_t ns) { return ns > 0 ? fmt::format("{:.2f}", double(f) / double(ns)) : "-"; };
   for (const OpProfile& r : rows)
-    out += fmt::format("{:<28}{:>8}{:>12}{:>11.3f}{:>8.1f}{:>10}\n", r.name, r.count, si(r.flops), ms(r.total_ns),
+    out += fmt::format("{:<{}}{:>8}{:>12}{:>11.3f}{:>8.1f}{:>10}\n", label(r), w, r.count, si(r.flops), ms(r.total_ns),
                        total_ns > 0 ? 100.0 * double(r.total_ns) / double(total_ns) : 0.0, gflops(r.flops, r.total_ns));
-  out += fmt::format("{:<28}{:>8}{:>12}{:>11.3f}{:>8}{:>10}\n", "total", total_count, si(flops), ms(total_ns), "",
+  out += fmt::format("{:<{}}{:>8}{:>12}{:>11.3f}{:>8}{:>10}\n", "total", w, total_count, si(flops), ms(total_ns), "",
                      gflops(flops, total_ns));
 
   std::vector<ScopeProfile> sc = scopes();

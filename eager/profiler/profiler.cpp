@@ -39,6 +39,8 @@ struct Profiler::State final : ProfileHooks {
   ProfileHooks* prev = nullptr;
   bool active = false;
   std::vector<OpProfile> op_rows = std::vector<OpProfile>(size_t(kNumOps));
+  std::vector<OpProfile> kernel_rows;  // by first run
+  std::unordered_map<std::string, size_t> kernel_ids;
   std::vector<ScopeProfile> scopes;
   std::unordered_map<std::string, int> scope_ids;
   std::vector<Open> stack;
@@ -47,17 +49,28 @@ struct Profiler::State final : ProfileHooks {
 
   void on_op(OpId op, const Tensors& inputs, const Attrs& attrs, const Tensors& outputs, int64_t start_ns,
              int64_t end_ns) override {
-    int64_t flops = op_flops(op, inputs, attrs, outputs);
-    OpProfile& row = op_rows[size_t(op)];
+    record(op_rows[size_t(op)], op_name(op), inputs, op_flops(op, inputs, attrs, outputs), start_ns, end_ns);
+  }
+
+  void on_kernel(std::string_view name, const Tensors& inputs, int64_t flops, int64_t start_ns,
+                 int64_t end_ns) override {
+    auto [it, fresh] = kernel_ids.emplace(std::string(name), kernel_rows.size());
+    if (fresh) kernel_rows.push_back({std::string(name), true, 0, 0, 0});
+    record(kernel_rows[it->second], name, inputs, flops, start_ns, end_ns);
+  }
+
+  void record(OpProfile& row, std::string_view name, const Tensors& inputs, int64_t flops, int64_t start_ns,
+              int64_t end_ns) {
     row.count++;
     row.flops += flops;
     row.total_ns += end_ns - start_ns;
     for (const Open& o : stack) scopes[size_t(o.id)].flops += flops;
     ProfileEvent e;
-    e.name = std::string(op_name(op));
+    e.name = std::string(name);
     e.start_ns = start_ns - t0;
     e.dur_ns = end_ns - start_ns;
     e.flops = flops;
+    e.is_kernel = row.kernel;
     for (const Tensor& t : inputs) {
       if (!e.shapes.empty()) e.shapes += ' ';
       e.shapes += shape_str(t.sizes());
@@ -149,6 +162,7 @@ std::vector<OpProfile> Profiler::ops() const {
     r.name = std::string(op_name(OpId(i)));
     out.push_back(std::move(r));
   }
+  out.insert(out.end(), s_->kernel_rows.begin(), s_->kernel_rows.end());
   std::stable_sort(out.begin(), out.end(), [](const OpProfile& a, const OpProfile& b) { return a.total_ns > b.total_ns; });
   return out;
 }
@@ -162,8 +176,10 @@ MemoryProfile Profiler::memory() const {
 
 int64_t Profiler::total_flops() const {
   int64_t n = 0;
-  if (s_)
+  if (s_) {
     for (const OpProfile& r : s_->op_rows) n += r.flops;
+    for (const OpProfile& r : s_->kernel_rows) n += r.flops;
+  }
   return n;
 }
 

@@ -22,7 +22,8 @@
 namespace kiln {
 
 struct OpProfile {
-  std::string name;       // the op table's name ("matmul")
+  std::string name;       // the op table's name ("matmul"), or a compiled kernel's ("fused_sub_exp_sum")
+  bool kernel = false;    // a compiled kernel of a JIT-compiled function rather than an op of the table
   int64_t count = 0;
   int64_t flops = 0;
   int64_t total_ns = 0;   // kernel and autograd recording; host time (GPU launches are asynchronous)
@@ -52,6 +53,7 @@ struct ProfileEvent {
   std::string shapes;   // ops: the input shapes, "[64,64] [64,128]"
   std::string scope;    // ops: the innermost scope's path
   bool is_scope = false;
+  bool is_kernel = false;  // a compiled kernel (OpProfile::kernel)
   std::array<int64_t, kNumMemoryCategories> memory{};  // ops: live bytes by category after the op
 };
 
@@ -65,7 +67,7 @@ class Profiler {
   void stop();  // idempotent; results stay readable
   bool recording() const;
 
-  std::vector<OpProfile> ops() const;        // by total time, longest first
+  std::vector<OpProfile> ops() const;        // ops and compiled kernels by total time, longest first
   std::vector<ScopeProfile> scopes() const;  // in order of first entry
   MemoryProfile memory() const;              // live figures while recording
   int64_t total_flops() const;
