@@ -105,6 +105,34 @@ TEST_CASE("matmul: transposed and strided operands") {
   }
 }
 
+TEST_CASE("matmul: a transposed operand's gradient is computed transposed, so a weight gets it contiguous") {
+  // As torch's mm_mat1/mat2_backward: the same values as with dense operands, and a Linear-style
+  // weight (used as w.t()) receives a contiguous .grad without a copy of a strided one.
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    CAPTURE(dtype_name(dt));
+    Tensor x = rnd({6, 5}, dt, 50).requires_grad_(), w = rnd({7, 5}, dt, 51).requires_grad_();
+    Tensor at = rnd({5, 6}, dt, 52).requires_grad_();  // used as at.t(): column-major [6,5]
+    Tensor g = rnd({6, 7}, dt, 53);
+    kiln::sum(matmul(x, w.t()) * g).backward();
+    kiln::sum(matmul(at.t(), w.t().contiguous()) * g).backward();
+    Tensor xd = x.detach().clone().requires_grad_(), wd = w.detach().t().contiguous().requires_grad_();
+    Tensor ad = at.detach().t().contiguous().requires_grad_();
+    kiln::sum(matmul(xd, wd) * g).backward();
+    kiln::sum(matmul(ad, wd.detach()) * g).backward();
+    CHECK(w.grad().is_contiguous());
+    CHECK(at.grad().is_contiguous());
+    check_close(x.grad(), xd.grad());
+    check_close(at.grad(), ad.grad().t());
+    // w took two gradients: from x @ w.t() and from at.t() @ w.t().contiguous()
+    Tensor wd2 = w.detach().t().contiguous().requires_grad_();
+    kiln::sum(matmul(x.detach(), wd2) * g).backward();
+    kiln::sum(matmul(at.detach().t(), wd2) * g).backward();
+    check_close(w.grad(), wd2.grad().t());
+  }
+  CHECK(gradcheck([](const Tensors& in) { return matmul(in[0].t(), in[1].t()); },
+                  {rnd({4, 3}, DType::Float64, 54).requires_grad_(), rnd({5, 4}, DType::Float64, 55).requires_grad_()}));
+}
+
 TEST_CASE("matmul: integer and half dtypes") {
   for (DType dt : {DType::Int32, DType::Int64}) {
     check_matmul(rnd({4, 5}, dt, 50), rnd({5, 3}, dt, 51));
