@@ -245,9 +245,11 @@ TEST_CASE("nn ops: max_pool2d matches a direct loop") {
     }
   }
   // The 2x2 windows of small images take a vector path four outputs at a time (rows of 16, 10, 8 and
-  // 4 columns; 10 leaves one output to the scalar loop): values from a small set so windows tie, at
-  // zero as after a relu, and a few NaNs.
-  for (Shape xs : {Shape{2, 3, 6, 16}, Shape{1, 2, 4, 10}, Shape{3, 2, 8, 8}, Shape{2, 2, 4, 4}}) {
+  // 4 columns; 10 leaves one output to the scalar loop; rows two outputs wide go two rows at a time
+  // across planes, an odd last row and an odd input height or width included): values from a small
+  // set so windows tie, at zero as after a relu, and a few NaNs.
+  for (Shape xs : {Shape{2, 3, 6, 16}, Shape{1, 2, 4, 10}, Shape{3, 2, 8, 8}, Shape{2, 2, 4, 4}, Shape{1, 3, 5, 4},
+                   Shape{1, 1, 2, 5}, Shape{3, 1, 6, 4}, Shape{64, 32, 4, 4}}) {
     CAPTURE(shape_str(xs));
     Tensor x = (randint(-2, 3, xs).to(DType::Float32)).clone();
     float* px = static_cast<float*>(x.raw_data());
