@@ -4,7 +4,6 @@
 
 #include <chrono>
 
-#include "backends/x86/conv_onednn.h"
 #include "eager/profiler/profile_hooks.h"
 #include "jit/conv_backward_group.h"
 #include "jit/gemm_group.h"
@@ -15,21 +14,12 @@ namespace kiln::jit {
 
 namespace {
 
-// Runs fusion groups with their compiled kernels, and conv2d on oneDNN's convolution primitive where
-// it takes the conv (backends/x86/conv_onednn.h; eager's im2col + sgemm is 2-3x slower on convs with
-// many input channels); the interpreter does the rest.
+// Runs fusion groups with their compiled kernels; the interpreter does the rest (conv2d nodes included:
+// eager's kernel takes oneDNN's convolution where it applies, eager/cpu/conv_onednn.h).
 class GroupRunner final : public interp::NodeRunner {
  public:
   explicit GroupRunner(const std::unordered_map<const ir::Node*, std::shared_ptr<GroupKernel>>& k) : kernels_(k) {}
   bool run(const ir::Node& n, const std::vector<IValue>& in, std::vector<IValue>& out) override {
-    if (n.is_op(OpId::Conv2d) && (in.size() == 2 || in.size() == 3) && in[0].is_tensor() && in[1].is_tensor()) {
-      Tensor b = in.size() == 3 && in[2].is_tensor() ? in[2].to_tensor() : Tensor();
-      if (in.size() == 3 && !b.defined()) return false;
-      std::optional<Tensor> y = x86::onednn_conv2d(in[0].to_tensor(), in[1].to_tensor(), b, n.attrs());
-      if (!y) return false;
-      out.emplace_back(std::move(*y));
-      return true;
-    }
     if (n.prim() != ir::Prim::FusionGroup) return false;
     auto it = kernels_.find(&n);
     if (it == kernels_.end()) return false;

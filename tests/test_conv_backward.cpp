@@ -4,7 +4,7 @@
 // conv2d_backward (the JIT's conv-backward groups) against the ops.
 #include <cmath>
 
-#include "backends/x86/conv_onednn.h"
+#include "eager/cpu/conv_onednn.h"
 #include "backends/x86/gemm_epilogue.h"
 #include "eager/autograd/gradcheck.h"
 #include "eager/cpu/conv_backward.h"
@@ -171,7 +171,7 @@ TEST_CASE("conv backward: oneDNN's primitives (compiled conv2d nodes and conv-ba
       CAPTURE(mask);
       bool in = mask & 1, wt = mask & 2, b = mask & 4;
       std::optional<cpu::ConvGrads> want = cpu::conv2d_backward(g, x, w, c.x, c.w, c.a.attrs(c.x), in, wt, b);
-      std::optional<cpu::ConvGrads> got = x86::onednn_conv2d_backward(g, x, w, c.x, c.w, c.a.attrs(c.x), in, wt, b);
+      std::optional<cpu::ConvGrads> got = cpu::onednn_conv2d_backward(g, x, w, c.x, c.w, c.a.attrs(c.x), in, wt, b);
       REQUIRE(want.has_value());
       if (!x86::onednn_gemm_enabled()) {
         CHECK_FALSE(got.has_value());
@@ -186,7 +186,7 @@ TEST_CASE("conv backward: oneDNN's primitives (compiled conv2d nodes and conv-ba
     Tensor bias = seq({c.w[0]}, 0.3, 0.1, DType::Float32);
     Attrs fa = c.a.attrs({}).without("shape");
     for (bool with_bias : {true, false}) {
-      std::optional<Tensor> y = x86::onednn_conv2d(x, w, with_bias ? bias : Tensor(), fa);
+      std::optional<Tensor> y = cpu::onednn_conv2d(x, w, with_bias ? bias : Tensor(), fa);
       if (!x86::onednn_gemm_enabled()) {
         CHECK_FALSE(y.has_value());
         continue;
@@ -199,7 +199,7 @@ TEST_CASE("conv backward: oneDNN's primitives (compiled conv2d nodes and conv-ba
   // Few input channels (kiln's im2col path is as fast) and groups decline.
   Tensor w4 = seq({4, 4, 3, 3}, 0.1, 0.1, DType::Float32), g4 = seq({2, 4, 5, 5}, 0.2, 0.1, DType::Float32);
   ConvArgs a{{1, 1}, {1, 1}, {1, 1}, 1};
-  CHECK_FALSE(x86::onednn_conv2d_backward(g4, Tensor(), w4, {2, 4, 5, 5}, w4.sizes(), a.attrs({}), true, false, false));
+  CHECK_FALSE(cpu::onednn_conv2d_backward(g4, Tensor(), w4, {2, 4, 5, 5}, w4.sizes(), a.attrs({}), true, false, false));
 }
 
 TEST_CASE("conv backward: a batch split into chunks") {

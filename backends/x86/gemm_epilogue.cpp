@@ -28,27 +28,9 @@ namespace kiln::x86 {
 
 namespace {
 
-// -1: not decided yet (read KILN_ONEDNN_GEMM on first use); 0 off; 1 on.
-std::atomic<int> g_enabled{-1};
 std::atomic<int64_t> g_runs{0}, g_created{0};
 
 }  // namespace
-
-bool onednn_gemm_enabled() {
-#if KILN_HAVE_DNNL
-  int e = g_enabled.load(std::memory_order_relaxed);
-  if (e < 0) {
-    const char* env = std::getenv("KILN_ONEDNN_GEMM");
-    e = env && std::strcmp(env, "0") == 0 ? 0 : 1;
-    g_enabled.store(e, std::memory_order_relaxed);
-  }
-  return e == 1;
-#else
-  return false;
-#endif
-}
-
-void set_onednn_gemm(bool on) { g_enabled.store(on ? 1 : 0, std::memory_order_relaxed); }
 
 GemmEpilogueStats gemm_epilogue_stats() {
   return {g_runs.load(std::memory_order_relaxed), g_created.load(std::memory_order_relaxed)};

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "eager/cpu/onednn_switch.h"
 
 namespace kiln::x86 {
 
@@ -18,11 +19,9 @@ enum class GemmPostOp : uint8_t {
   Gelu,  // erf form, ops.def's gelu
 };
 
-// Whether gemm_epilogue() can run at all: built with oneDNN, and not switched off by
-// set_onednn_gemm(false) or the environment (KILN_ONEDNN_GEMM=0).
-bool onednn_gemm_enabled();
-// Overrides the environment; tests and benchmarks use it to take the fallback on a oneDNN build.
-void set_onednn_gemm(bool on);
+// Whether gemm_epilogue() can run at all (eager/cpu/onednn_switch.h, shared with the convolutions).
+using cpu::onednn_gemm_enabled;
+using cpu::set_onednn_gemm;
 
 // epilogue(a @ b) for a [M,K] and b [K,N] on the cpu, one addend per Add in `ops`. Any strides with
 // one of the two unit-stride: a transposed view of a weight is read in place, not copied (the

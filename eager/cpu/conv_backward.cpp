@@ -10,6 +10,7 @@
 #include <vector>
 
 
+#include "eager/cpu/conv_onednn.h"
 #include "eager/cpu/copy.h"
 #include "eager/cpu/im2col.h"
 #include "eager/cpu/strided_loop.h"
@@ -177,6 +178,9 @@ Tensors kernel_conv2d_backward_input(OpId id, const Tensors& in, const Attrs& at
   bool unbatched = shape.size() == 3;
   ConvGeom g = im2col::conv_geometry(op, batched(shape), w.sizes(), attrs, shape);
   check_grad_shape(op, grad, g, unbatched);
+  if (!unbatched)
+    if (std::optional<ConvGrads> r = onednn_conv2d_backward(grad, Tensor(), w, shape, w.sizes(), attrs, true, false, false))
+      return {r->input};
   Tensor out = Tensor::empty(batched(shape), grad.dtype());
   if (out.numel() > 0) {
     Tensor gc = dense(batched(grad)), wc = dense(w);
@@ -204,6 +208,9 @@ Tensors kernel_conv2d_backward_weight(OpId id, const Tensors& in, const Attrs& a
   bool unbatched = x.dim() == 3;
   ConvGeom g = im2col::conv_geometry(op, batched(x.sizes()), shape, attrs, x.sizes());
   check_grad_shape(op, grad, g, unbatched);
+  if (!unbatched)
+    if (std::optional<ConvGrads> r = onednn_conv2d_backward(grad, x, Tensor(), x.sizes(), shape, attrs, false, true, false))
+      return {r->weight};
   Tensor out = Tensor::empty(shape, grad.dtype());
   if (out.numel() > 0) {
     Tensor gc = dense(batched(grad)), xc = dense(batched(x));

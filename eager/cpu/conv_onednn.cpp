@@ -1,4 +1,4 @@
-#include "backends/x86/conv_onednn.h"
+#include "eager/cpu/conv_onednn.h"
 
 #include <omp.h>
 
@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backends/x86/gemm_epilogue.h"
+#include "eager/cpu/onednn_switch.h"
 #include "kiln_config.h"
 #if KILN_HAVE_DNNL
 #include <spdlog/spdlog.h>
@@ -16,13 +16,13 @@
 #include <dnnl.hpp>
 #endif
 
-namespace kiln::x86 {
+namespace kiln::cpu {
 
 #if !KILN_HAVE_DNNL
 
 std::optional<Tensor> onednn_conv2d(const Tensor&, const Tensor&, const Tensor&, const Attrs&) { return std::nullopt; }
 
-std::optional<cpu::ConvGrads> onednn_conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const Shape&,
+std::optional<ConvGrads> onednn_conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const Shape&,
                                                      const Shape&, const Attrs&, bool, bool, bool) {
   return std::nullopt;
 }
@@ -207,7 +207,7 @@ std::optional<Tensor> onednn_conv2d(const Tensor& x, const Tensor& w, const Tens
   return out;
 }
 
-std::optional<cpu::ConvGrads> onednn_conv2d_backward(const Tensor& grad, const Tensor& x, const Tensor& w,
+std::optional<ConvGrads> onednn_conv2d_backward(const Tensor& grad, const Tensor& x, const Tensor& w,
                                                      const Shape& input_shape, const Shape& weight_shape,
                                                      const Attrs& attrs, bool need_input, bool need_weight,
                                                      bool need_bias) {
@@ -248,7 +248,7 @@ std::optional<cpu::ConvGrads> onednn_conv2d_backward(const Tensor& grad, const T
   auto f32 = [](const dims& d, tag t) { return dnnl::memory::desc(d, dnnl::memory::data_type::f32, t); };
   dnnl::memory::desc src_plain = f32(src, tag::nchw), dst_plain = f32(dst, tag::nchw), wei_plain = f32(wei, tag::oihw);
   Tensor gc = grad.contiguous(), xc = need_weight ? x.contiguous() : Tensor(), wc = need_input ? w.contiguous() : Tensor();
-  cpu::ConvGrads r;
+  ConvGrads r;
   std::vector<Tensor> keep;
   try {
     thread_local dnnl::stream stream(s.engine);
@@ -283,4 +283,4 @@ std::optional<cpu::ConvGrads> onednn_conv2d_backward(const Tensor& grad, const T
 
 #endif
 
-}  // namespace kiln::x86
+}  // namespace kiln::cpu

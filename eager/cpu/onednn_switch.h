@@ -1,0 +1,12 @@
+#pragma once
+// Whether kiln's kernels may call oneDNN's primitives (convolutions, the JIT's GEMM epilogues): built
+// with oneDNN (meson option dnnl), and not switched off by set_onednn_gemm(false) or the environment
+// (KILN_ONEDNN_GEMM=0). GEMMs through dnnl_sgemm (eager/cpu/blas.cpp) do not ask: it is the BLAS.
+
+namespace kiln::cpu {
+
+bool onednn_gemm_enabled();
+// Overrides the environment; tests and benchmarks use it to take the fallbacks on a oneDNN build.
+void set_onednn_gemm(bool on);
+
+}  // namespace kiln::cpu
