@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -20,6 +21,27 @@
 namespace kiln {
 namespace interp {
 namespace {
+
+// A thread that runs out of work spins this long for more before it sleeps on a condition variable.
+// On the 2-core VM the benchmarks run on, a futex wake-up costs the waker 5-20 us of system time and
+// the sleeper as much again to be scheduled back in, while a small step lasts 2-30 us: blocking
+// between steps made two threads slower than one (bench/RESULTS.md, "Inter-op scheduling"). The
+// bound keeps a thread with nothing to do from holding a core long, since the caller may next run a
+// large step on every core.
+constexpr std::chrono::microseconds kSpin{100};
+
+// Polls ready() until it holds (true) or kSpin passed (false).
+template <class Ready>
+bool spin_until(Ready ready) {
+  auto start = std::chrono::steady_clock::now();
+  for (unsigned k = 1;; ++k) {
+    if (ready()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if (k % 64 == 0 && std::chrono::steady_clock::now() - start > kSpin) return false;
+  }
+}
 
 thread_local bool t_worker = false;
 // > 0 while this thread runs a small step next to others: a graph it runs goes sequentially.
@@ -46,11 +68,14 @@ class Pool {
 
   int workers() const { return int(threads_.size()); }
   void post(std::function<void()> job) {
+    bool wake;
     {
       std::lock_guard<std::mutex> lock(mu_);
       jobs_.push_back(std::move(job));
+      queued_.fetch_add(1, std::memory_order_release);
+      wake = sleeping_ > 0;  // a spinning worker sees queued_ without the syscall
     }
-    cv_.notify_one();
+    if (wake) cv_.notify_one();
   }
 
  private:
@@ -58,13 +83,19 @@ class Pool {
     t_worker = true;
     omp_set_num_threads(1);  // also what dnnl_sgemm (OpenMP runtime) reads on this thread
     for (;;) {
+      spin_until([&] { return queued_.load(std::memory_order_acquire) > 0 || stop_.load(std::memory_order_relaxed); });
       std::function<void()> job;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+        if (!stop_ && jobs_.empty()) {
+          ++sleeping_;
+          cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+          --sleeping_;
+        }
         if (stop_) return;
         job = std::move(jobs_.front());
         jobs_.pop_front();
+        queued_.fetch_sub(1, std::memory_order_relaxed);
       }
       job();
     }
@@ -73,7 +104,9 @@ class Pool {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> jobs_;
-  bool stop_ = false;
+  std::atomic<int> queued_{0};   // jobs_.size(), read while spinning
+  int sleeping_ = 0;             // workers blocked on cv_
+  std::atomic<bool> stop_{false};
   std::vector<std::jthread> threads_;  // last: joined before the members above go
 };
 
@@ -155,6 +188,9 @@ struct Run {
   size_t left = 0;
   std::exception_ptr error;
   bool done = false;
+  // Bumped, under mu, by every change a waiting thread may be waiting for; read while spinning.
+  std::atomic<unsigned> changes{0};
+  int sleeping = 0;  // threads blocked on cv
 
   Run(const StepGraph& g_, const std::function<bool(int)>& sm, const std::function<void(int)>& r)
       : g(g_), small_step(sm), run(r), grad(GradMode::enabled()), category(current_memory_category()),
@@ -189,13 +225,37 @@ struct Run {
     // caller does not think the run finished meanwhile.
     std::vector<bool> alone_flags;
     for (int s : ready) alone_flags.push_back(is_alone(s));
+    bool wake;
     {
       std::lock_guard<std::mutex> lock(mu);
       for (size_t k = 0; k < ready.size(); ++k) (alone_flags[k] ? alone : small).insert(ready[k]);
       --in_flight;
       if (!ep) --left;
+      wake = changed();
     }
-    cv.notify_all();
+    if (wake) cv.notify_all();
+  }
+
+  // With mu held: records a change; whether a thread sleeps on cv and must be woken.
+  bool changed() {
+    changes.fetch_add(1, std::memory_order_release);
+    return sleeping > 0;
+  }
+
+  // With mu held by lock: returns once something changed, or spuriously; the caller checks again.
+  // Spins first when `spin` (a helper does not while a large step waits for every core: it would
+  // take one from that step).
+  void wait(std::unique_lock<std::mutex>& lock, bool spin) {
+    unsigned seen = changes.load(std::memory_order_relaxed);
+    if (spin) {
+      lock.unlock();
+      bool moved = spin_until([&] { return changes.load(std::memory_order_acquire) != seen; });
+      lock.lock();
+      if (moved) return;
+    }
+    ++sleeping;
+    cv.wait(lock, [&] { return changes.load(std::memory_order_relaxed) != seen; });
+    --sleeping;
   }
 
   void help() {
@@ -215,7 +275,7 @@ struct Run {
         lock.lock();
         continue;
       }
-      cv.wait(lock);
+      wait(lock, alone.empty());
     }
   }
 };
@@ -261,12 +321,13 @@ void run_steps(const StepGraph& g, const std::function<bool(int)>& small, const 
       lock.lock();
       continue;
     }
-    r->cv.wait(lock);
+    r->wait(lock, true);
   }
   r->done = true;
   std::exception_ptr error = r->error;
+  bool wake = r->changed();
   lock.unlock();
-  r->cv.notify_all();
+  if (wake) r->cv.notify_all();
   if (error) std::rethrow_exception(error);
 }
 
