@@ -1,4 +1,4 @@
-// Inter-op scheduling: independent steps of a graph run at once on the inter-op pool; results,
+// Inter-op scheduling: independent steps of a graph run at once on the caller's OpenMP team; results,
 // random streams and errors are those of a sequential run.
 #include <atomic>
 #include <chrono>
@@ -153,9 +153,9 @@ TEST_CASE("interop: independent small steps run at the same time on two threads"
 }
 
 TEST_CASE("interop: a thread that went to sleep between runs or between steps is woken") {
-  // A thread out of work spins for a while, then sleeps: the pool's worker between these runs, spaced
-  // further apart than that, and the thread that finished its branch while the other is held. A lost
-  // wake-up leaves the next run's first step waiting alone (timed_out) or the run unfinished.
+  // A thread out of work spins for a while, then sleeps: the team's other thread between these runs,
+  // spaced further apart than that, and the thread that finished its branch while the other is held. A
+  // lost wake-up leaves the next run's first step waiting alone (timed_out) or the run unfinished.
   auto g = ir::parse_ir(kTwoBranches);
   Tensor x = arange(8).to(DType::Float32), y = x * 0.5;
   InteropThreads two(2);
@@ -285,7 +285,7 @@ TEST_CASE("interop: a Function called from inside a step does not deadlock") {
   for (int rep = 0; rep < 5; ++rep) interp::run(*g, {ones({8}), ones({8})}, &nested);
   REQUIRE(nested.results.size() == 10);
   for (const Tensor& r : nested.results) check_bit_identical(r, expected);
-  // Calls from several user threads at once share the pool.
+  // Calls from several user threads at once, each on its own team.
   std::vector<std::thread> users;
   std::vector<Tensor> outs(4);
   for (size_t k = 0; k < outs.size(); ++k) users.emplace_back([&, k] { outs[k] = inner.call(ins)[0].to_tensor(); });
