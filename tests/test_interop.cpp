@@ -127,10 +127,13 @@ TEST_CASE("interop: the two-tower graph is bit-identical at 1 and 2 inter-op thr
     seq_compiled = c.call(ins)[0].to_tensor();
   }
   InteropThreads two(2);
+  const int intra = get_num_threads();
   for (int rep = 0; rep < 20; ++rep) {
     check_bit_identical(f.call(ins)[0].to_tensor(), seq_interp);
     check_bit_identical(c.call(ins)[0].to_tensor(), seq_compiled);
   }
+  // Each step's one OpenMP thread was set inside the team: the caller keeps its count.
+  CHECK(get_num_threads() == intra);
   // The compiled graph released values after their last reader, whichever branch finished last.
   CHECK(compile_stats(c).gemm_kernels > 0);
   // The same values as eager code.
