@@ -57,11 +57,11 @@ struct Plan::BlockPlan {
 
 namespace {
 
-// Control flow, random ops, raise, unwrap and print keep their place: they run alone, in program order
-// (the RNG sequence, which error is raised and the printed text match a sequential run).
+// Control flow, random ops, raise and print keep their place: they run alone, in program order (the
+// RNG sequence, which error is raised and the printed text match a sequential run).
 bool ordered(const Node& n) {
   if (!n.is_op() && (n.prim() == Prim::If || n.prim() == Prim::Loop || n.prim() == Prim::Raise ||
-                     n.prim() == Prim::RandLike || n.prim() == Prim::Unwrap || n.prim() == Prim::Print))
+                     n.prim() == Prim::RandLike || n.prim() == Prim::Print))
     return true;
   for (const Block* b : n.blocks())
     for (const Node* m : b->nodes())
