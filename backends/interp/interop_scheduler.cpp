@@ -88,6 +88,8 @@ struct Run {
   // Bumped, under mu, by every change a waiting thread may be waiting for; read while spinning.
   std::atomic<unsigned> changes{0};
   int sleeping = 0;  // threads blocked on cv
+  // More threads than cores: a spinning thread would hold a core a thread with a step needs.
+  bool spin = true;
 
   Run(const StepGraph& g_, const std::function<bool(int)>& sm, const std::function<void(int)>& r)
       : g(g_), small_step(sm), run(r), grad(GradMode::enabled()), category(current_memory_category()),
@@ -137,10 +139,12 @@ struct Run {
   // With mu held by lock: returns once something changed, or spuriously; the caller checks again.
   void wait(std::unique_lock<std::mutex>& lock) {
     unsigned seen = changes.load(std::memory_order_relaxed);
-    lock.unlock();
-    bool moved = spin_until([&] { return changes.load(std::memory_order_acquire) != seen; });
-    lock.lock();
-    if (moved) return;
+    if (spin) {
+      lock.unlock();
+      bool moved = spin_until([&] { return changes.load(std::memory_order_acquire) != seen; });
+      lock.lock();
+      if (moved) return;
+    }
     ++sleeping;
     cv.wait(lock, [&] { return changes.load(std::memory_order_relaxed) != seen; });
     --sleeping;
@@ -185,6 +189,7 @@ void run_steps(const StepGraph& g, const std::function<bool(int)>& small, const 
     return;
   }
   Run r(g, small, run);
+  r.spin = n <= omp_get_num_procs();
   for (size_t i = 0; i < g.num_deps.size(); ++i)
     if (g.num_deps[i] == 0) (r.is_alone(int(i)) ? r.alone : r.small).insert(int(i));
 
