@@ -1,4 +1,4 @@
-// Inter-op scheduling: independent steps of a graph run at once on the inter-op pool; results,
+// Inter-op scheduling: independent steps of a graph run at once on the caller's OpenMP team; results,
 // random streams and errors are those of a sequential run.
 #include <atomic>
 #include <chrono>
@@ -60,9 +60,12 @@ Function tower_function() {
 // Parks the first node it sees of each of two kinds until a node of the other kind has started, so
 // the two can only both finish if they run at once. The wait is bounded only so that a broken
 // scheduler fails the test instead of hanging the suite.
+// After they met, the node of kind a is held for hold_a more, so that the other thread runs out of work
+// while it waits.
 class Rendezvous final : public interp::NodeRunner {
  public:
-  Rendezvous(OpId a, OpId b) : a_(a), b_(b) {}
+  Rendezvous(OpId a, OpId b, std::chrono::milliseconds hold_a = std::chrono::milliseconds(0))
+      : a_(a), b_(b), hold_a_(hold_a) {}
   bool run(const ir::Node& n, const std::vector<IValue>&, std::vector<IValue>&) override {
     if (!n.is_op() || (n.op() != a_ && n.op() != b_)) return false;
     std::unique_lock<std::mutex> lock(mu_);
@@ -72,6 +75,8 @@ class Rendezvous final : public interp::NodeRunner {
     ++mine;
     cv_.notify_all();
     if (!cv_.wait_for(lock, std::chrono::seconds(20), [&] { return other > 0; })) timed_out_ = true;
+    lock.unlock();
+    if (n.op() == a_) std::this_thread::sleep_for(hold_a_);
     return false;
   }
   bool timed_out() const { return timed_out_; }
@@ -79,6 +84,7 @@ class Rendezvous final : public interp::NodeRunner {
 
  private:
   OpId a_, b_;
+  std::chrono::milliseconds hold_a_;
   std::mutex mu_;
   std::condition_variable cv_;
   int seen_a_ = 0, seen_b_ = 0;
@@ -121,10 +127,13 @@ TEST_CASE("interop: the two-tower graph is bit-identical at 1 and 2 inter-op thr
     seq_compiled = c.call(ins)[0].to_tensor();
   }
   InteropThreads two(2);
+  const int intra = get_num_threads();
   for (int rep = 0; rep < 20; ++rep) {
     check_bit_identical(f.call(ins)[0].to_tensor(), seq_interp);
     check_bit_identical(c.call(ins)[0].to_tensor(), seq_compiled);
   }
+  // Each step's one OpenMP thread was set inside the team: the caller keeps its count.
+  CHECK(get_num_threads() == intra);
   // The compiled graph released values after their last reader, whichever branch finished last.
   CHECK(compile_stats(c).gemm_kernels > 0);
   // The same values as eager code.
@@ -144,6 +153,24 @@ TEST_CASE("interop: independent small steps run at the same time on two threads"
   CHECK_FALSE(meet.timed_out());
   CHECK(meet.threads() == 2);
   check_bit_identical(r[0].to_tensor(), tanh(x) + sigmoid(y));
+}
+
+TEST_CASE("interop: a thread that went to sleep between runs or between steps is woken") {
+  // A thread out of work spins for a while, then sleeps: the team's other thread between these runs,
+  // spaced further apart than that, and the thread that finished its branch while the other is held. A
+  // lost wake-up leaves the next run's first step waiting alone (timed_out) or the run unfinished.
+  auto g = ir::parse_ir(kTwoBranches);
+  Tensor x = arange(8).to(DType::Float32), y = x * 0.5;
+  InteropThreads two(2);
+  for (int rep = 0; rep < 5; ++rep) {
+    CAPTURE(rep);
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    Rendezvous meet(OpId::Tanh, OpId::Sigmoid, std::chrono::milliseconds(3));
+    auto r = interp::run(*g, {x, y}, &meet);
+    CHECK_FALSE(meet.timed_out());
+    CHECK(meet.threads() == 2);
+    check_bit_identical(r[0].to_tensor(), tanh(x) + sigmoid(y));
+  }
 }
 
 TEST_CASE("interop: set_num_interop_threads(1) runs every step on the calling thread") {
@@ -261,7 +288,7 @@ TEST_CASE("interop: a Function called from inside a step does not deadlock") {
   for (int rep = 0; rep < 5; ++rep) interp::run(*g, {ones({8}), ones({8})}, &nested);
   REQUIRE(nested.results.size() == 10);
   for (const Tensor& r : nested.results) check_bit_identical(r, expected);
-  // Calls from several user threads at once share the pool.
+  // Calls from several user threads at once, each on its own team.
   std::vector<std::thread> users;
   std::vector<Tensor> outs(4);
   for (size_t k = 0; k < outs.size(); ++k) users.emplace_back([&, k] { outs[k] = inner.call(ins)[0].to_tensor(); });

@@ -146,7 +146,7 @@ TEST_CASE("scatter takeover: a scripted loop filling rows writes in place, inter
   };
   // A copy per write would hold two [256, 64] tensors at once; in place, one and a row.
   CHECK(peak_of(f) < bytes * 3 / 2);
-  // With the inter-op pool the loop body's independent steps may run at once: the scatter still waits
+  // With inter-op threads the loop body's independent steps may run at once: the scatter still waits
   // for every reader of what it drops.
   int saved = get_num_interop_threads();
   set_num_interop_threads(2);

@@ -240,6 +240,27 @@ def f(x: Tensor, n: int) -> Tensor:
   CHECK(again == text);
 }
 
+TEST_CASE("script: prints keep program order when inter-op threads could run them at once") {
+  const char* src = R"(
+import torch
+from torch import Tensor
+
+
+def f(n: int) -> int:
+    print("a", n)
+    print("b")
+    print("c", n + 1)
+    return n
+)";
+  Function f = script_source(src, "t.py").function("f");
+  struct Restore {
+    int saved = get_num_interop_threads();
+    ~Restore() { set_num_interop_threads(saved); }
+  } restore;
+  set_num_interop_threads(2);
+  for (int rep = 0; rep < 20; ++rep) CHECK(captured_stdout([&] { f.call({int64_t(3)}); }) == "a 3\nb\nc 4\n");
+}
+
 TEST_CASE("script: print's sep and end are Python's; other keywords are refused") {
   const char* src = R"(
 import torch

@@ -3,15 +3,14 @@
 #include <omp.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
-#include <deque>
 #include <exception>
-#include <memory>
 #include <mutex>
 #include <set>
 #include <string>
-#include <thread>
+#include <vector>
 
 #include "core/error.h"
 #include "core/memory_category.h"
@@ -21,61 +20,28 @@ namespace kiln {
 namespace interp {
 namespace {
 
-thread_local bool t_worker = false;
+// A thread that runs out of work spins this long for more before it sleeps on a condition variable.
+// On the 2-core VM the benchmarks run on, a futex wake-up costs the waker 5-20 us of system time and
+// the sleeper as much again to be scheduled back in, while a small step lasts 2-30 us: blocking
+// between steps made two threads slower than one (bench/RESULTS.md, "Inter-op scheduling"). The
+// bound keeps a thread with nothing to do from holding a core long.
+constexpr std::chrono::microseconds kSpin{100};
+
+// Polls ready() until it holds (true) or kSpin passed (false).
+template <class Ready>
+bool spin_until(Ready ready) {
+  auto start = std::chrono::steady_clock::now();
+  for (unsigned k = 1;; ++k) {
+    if (ready()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if (k % 64 == 0 && std::chrono::steady_clock::now() - start > kSpin) return false;
+  }
+}
+
 // > 0 while this thread runs a small step next to others: a graph it runs goes sequentially.
 thread_local int t_small_step = 0;
-
-// Threads that take jobs in order. Each runs its OpenMP regions on one thread: the cores are
-// already shared out between the steps running at once.
-class Pool {
- public:
-  explicit Pool(int workers) {
-    for (int i = 0; i < workers; ++i) threads_.emplace_back([this] { loop(); });
-  }
-  ~Pool() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-      jobs_.clear();  // helpers are optional: the caller finishes its steps alone
-    }
-    cv_.notify_all();
-    threads_.clear();  // joins
-  }
-  Pool(const Pool&) = delete;
-  Pool& operator=(const Pool&) = delete;
-
-  int workers() const { return int(threads_.size()); }
-  void post(std::function<void()> job) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      jobs_.push_back(std::move(job));
-    }
-    cv_.notify_one();
-  }
-
- private:
-  void loop() {
-    t_worker = true;
-    omp_set_num_threads(1);  // also what dnnl_sgemm (OpenMP runtime) reads on this thread
-    for (;;) {
-      std::function<void()> job;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
-        if (stop_) return;
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      job();
-    }
-  }
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;
-  bool stop_ = false;
-  std::vector<std::jthread> threads_;  // last: joined before the members above go
-};
 
 int default_threads() {
   if (const char* env = std::getenv("KILN_NUM_INTEROP_THREADS"); env && *env) {
@@ -90,53 +56,18 @@ int default_threads() {
   return 1;
 }
 
-std::atomic<bool> g_shut_down{false};  // trivially destructible: safe to read after Settings died
-
-struct Settings {
-  std::mutex mu;
-  std::atomic<int> threads{0};  // 0: not read from the environment yet; read unlocked once set
-  std::shared_ptr<Pool> pool;
-  ~Settings() {
-    g_shut_down = true;
-    std::shared_ptr<Pool> p;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      p = std::move(pool);
-    }
-  }
-};
-
-Settings& settings() {
-  static Settings s;
-  return s;
-}
-
-int threads_locked(Settings& s) {
-  if (s.threads == 0) s.threads = default_threads();
-  return s.threads;
-}
+std::mutex g_mu;
+std::atomic<int> g_threads{0};  // 0: not read from the environment yet; read unlocked once set
 
 // Every graph run asks: no lock once the count is known.
-int threads(Settings& s) {
-  if (int n = s.threads.load(std::memory_order_relaxed)) return n;
-  std::lock_guard<std::mutex> lock(s.mu);
-  return threads_locked(s);
+int threads() {
+  if (int n = g_threads.load(std::memory_order_relaxed)) return n;
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_threads == 0) g_threads = default_threads();
+  return g_threads;
 }
 
-// The pool for a scheduled run, or null when inter-op threads are off.
-std::shared_ptr<Pool> pool() {
-  if (g_shut_down) return nullptr;
-  Settings& s = settings();
-  std::lock_guard<std::mutex> lock(s.mu);
-  int n = threads_locked(s);
-  if (n <= 1) return nullptr;
-  if (!s.pool || s.pool->workers() != n - 1) s.pool = std::make_shared<Pool>(n - 1);
-  return s.pool;
-}
-
-// The state one run_steps call shares with the helpers it posted. Helpers hold it by shared_ptr and
-// may start after the call returned: they then see `done` and leave without touching g, small_step or
-// run.
+// The state one run_steps call shares with the threads of its OpenMP team.
 struct Run {
   const StepGraph& g;
   const std::function<bool(int)>& small_step;
@@ -149,12 +80,16 @@ struct Run {
   std::vector<int> deps;
   // Ready steps, taken lowest index first: program order is the order the memory planner chose, and
   // keeping close to it keeps the peak of live values close to a sequential run's.
-  std::set<int> small;  // run by anyone
-  std::set<int> alone;  // run by the caller with nothing else in flight
+  std::set<int> small;  // run by any thread of the team
+  std::set<int> alone;  // run by the caller, outside the team, with nothing else in flight
   int in_flight = 0;
   size_t left = 0;
   std::exception_ptr error;
-  bool done = false;
+  // Bumped, under mu, by every change a waiting thread may be waiting for; read while spinning.
+  std::atomic<unsigned> changes{0};
+  int sleeping = 0;  // threads blocked on cv
+  // More threads than cores: a spinning thread would hold a core a thread with a step needs.
+  bool spin = true;
 
   Run(const StepGraph& g_, const std::function<bool(int)>& sm, const std::function<void(int)>& r)
       : g(g_), small_step(sm), run(r), grad(GradMode::enabled()), category(current_memory_category()),
@@ -185,88 +120,104 @@ struct Run {
         for (int s : g.succs[size_t(i)])
           if (--deps[size_t(s)] == 0) ready.push_back(s);
     }
-    // Classifying reads the successors' inputs, written by now; in_flight still counts i, so the
-    // caller does not think the run finished meanwhile.
+    // Classifying reads the successors' inputs, written by now; in_flight still counts i, so no
+    // thread thinks the phase finished meanwhile.
     std::vector<bool> alone_flags;
     for (int s : ready) alone_flags.push_back(is_alone(s));
+    bool wake;
     {
       std::lock_guard<std::mutex> lock(mu);
       for (size_t k = 0; k < ready.size(); ++k) (alone_flags[k] ? alone : small).insert(ready[k]);
       --in_flight;
       if (!ep) --left;
+      changes.fetch_add(1, std::memory_order_release);
+      wake = sleeping > 0;  // a spinning thread sees `changes` without the syscall
     }
-    cv.notify_all();
+    if (wake) cv.notify_all();
   }
 
-  void help() {
+  // With mu held by lock: returns once something changed, or spuriously; the caller checks again.
+  void wait(std::unique_lock<std::mutex>& lock) {
+    unsigned seen = changes.load(std::memory_order_relaxed);
+    if (spin) {
+      lock.unlock();
+      bool moved = spin_until([&] { return changes.load(std::memory_order_acquire) != seen; });
+      lock.lock();
+      if (moved) return;
+    }
+    ++sleeping;
+    cv.wait(lock, [&] { return changes.load(std::memory_order_relaxed) != seen; });
+    --sleeping;
+  }
+
+  // One thread's part of a phase: small steps while there are any. It ends, for every thread of the
+  // team, once none is ready or running: the run is over, or a large step waits for every core.
+  void phase() {
+    omp_set_num_threads(1);  // this task's count: what dnnl_sgemm and the kernels read
+    const bool saved_grad = GradMode::enabled();  // a team thread outlives the run
     GradMode::set(grad);
     MemoryCategoryScope scope(category);
+    ++t_small_step;
     std::unique_lock<std::mutex> lock(mu);
     for (;;) {
-      if (done || error || left == 0) return;
-      if (alone.empty() && !small.empty()) {
+      if (!error && alone.empty() && !small.empty()) {
         int i = *small.begin();
         small.erase(small.begin());
         ++in_flight;
         lock.unlock();
-        ++t_small_step;
         execute(i);
-        --t_small_step;
         lock.lock();
         continue;
       }
-      cv.wait(lock);
+      if (in_flight == 0) break;
+      wait(lock);
     }
+    lock.unlock();
+    --t_small_step;
+    GradMode::set(saved_grad);
   }
 };
 
 }  // namespace
 
-bool in_interop_worker() { return t_worker || t_small_step > 0; }
+bool in_interop_worker() { return t_small_step > 0; }
 
 void run_steps(const StepGraph& g, const std::function<bool(int)>& small, const std::function<void(int)>& run) {
-  std::shared_ptr<Pool> p = in_interop_worker() ? nullptr : pool();
-  if (!p) {
+  const int n = in_interop_worker() ? 1 : threads();
+  if (n <= 1) {
     for (size_t i = 0; i < g.num_deps.size(); ++i) run(int(i));  // program order is a topological order
     return;
   }
-  auto r = std::make_shared<Run>(g, small, run);
+  Run r(g, small, run);
+  r.spin = n <= omp_get_num_procs();
   for (size_t i = 0; i < g.num_deps.size(); ++i)
-    if (g.num_deps[i] == 0) (r->is_alone(int(i)) ? r->alone : r->small).insert(int(i));
-  for (int k = 0; k < p->workers(); ++k) p->post([r] { r->help(); });
+    if (g.num_deps[i] == 0) (r.is_alone(int(i)) ? r.alone : r.small).insert(int(i));
 
-  const int threads = omp_get_max_threads();
-  std::unique_lock<std::mutex> lock(r->mu);
+  std::unique_lock<std::mutex> lock(r.mu);
   for (;;) {
-    if (r->in_flight == 0 && (r->error || r->left == 0)) break;
-    if (!r->error && !r->alone.empty() && r->in_flight == 0) {
-      int i = *r->alone.begin();
-      r->alone.erase(r->alone.begin());
-      ++r->in_flight;
+    // Between phases nothing is in flight.
+    if (r.error || r.left == 0) break;
+    if (!r.alone.empty()) {
+      int i = *r.alone.begin();
+      r.alone.erase(r.alone.begin());
+      ++r.in_flight;
       lock.unlock();
-      r->execute(i);
+      r.execute(i);
       lock.lock();
       continue;
     }
-    if (!r->error && r->alone.empty() && !r->small.empty()) {
-      int i = *r->small.begin();
-      r->small.erase(r->small.begin());
-      ++r->in_flight;
-      lock.unlock();
-      omp_set_num_threads(1);
-      ++t_small_step;
-      r->execute(i);
-      --t_small_step;
-      omp_set_num_threads(threads);
-      lock.lock();
-      continue;
-    }
-    r->cv.wait(lock);
+    if (r.small.empty()) fail("interop: no step is ready and {} are left (a cycle in the step graph)", r.left);
+    lock.unlock();
+    // The small steps run on this thread's OpenMP team rather than on threads of their own: the team's
+    // idle threads spin for a while after each region (GOMP_SPINCOUNT), so a thread of ours would share
+    // its core with one of them whenever a step with every OpenMP thread ran shortly before; the team
+    // thread itself takes the work instead, and a parallel region is how it is handed over.
+#pragma omp parallel num_threads(n)
+    r.phase();
+    lock.lock();
   }
-  r->done = true;
-  std::exception_ptr error = r->error;
+  std::exception_ptr error = r.error;
   lock.unlock();
-  r->cv.notify_all();
   if (error) std::rethrow_exception(error);
 }
 
@@ -274,16 +225,10 @@ void run_steps(const StepGraph& g, const std::function<bool(int)>& small, const 
 
 void set_num_interop_threads(int n) {
   if (n < 1) fail("set_num_interop_threads: expected a positive count, got {}", n);
-  std::shared_ptr<interp::Pool> old;
-  interp::Settings& s = interp::settings();
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    s.threads = n;
-    if (s.pool && s.pool->workers() != n - 1) old = std::move(s.pool);
-  }
-  // `old` joins here, outside the lock; a run still holding it keeps it until it returns.
+  std::lock_guard<std::mutex> lock(interp::g_mu);
+  interp::g_threads = n;
 }
 
-int get_num_interop_threads() { return interp::threads(interp::settings()); }
+int get_num_interop_threads() { return interp::threads(); }
 
 }  // namespace kiln

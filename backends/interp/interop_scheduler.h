@@ -1,8 +1,8 @@
 #pragma once
-// Inter-op parallelism: the independent steps of one straight-line block run at the same time on a
-// small pool of threads when each is too small to keep every core busy (two branches of a network).
-// Each small step runs with one OpenMP thread, so the cores are shared between steps instead of
-// between the threads of one step; a large step runs alone with all of them. Every step is computed
+// Inter-op parallelism: the independent steps of one straight-line block run at the same time on the
+// calling thread's OpenMP team when each is too small to keep every core busy (two branches of a
+// network). Each small step runs with one OpenMP thread, so the cores are shared between steps instead
+// of between the threads of one step; a large step runs alone with all of them. Every step is computed
 // by the same kernel as in a sequential run, so results are bit-identical; only the order changes.
 #include <cstdint>
 #include <functional>
@@ -11,7 +11,7 @@
 namespace kiln {
 
 // How many steps may run at once (the calling thread included); 1 runs every graph sequentially.
-// Default: KILN_NUM_INTEROP_THREADS, else the number of cores.
+// Default: KILN_NUM_INTEROP_THREADS, else 1.
 void set_num_interop_threads(int n);
 int get_num_interop_threads();
 
@@ -29,15 +29,15 @@ struct StepGraph {
 };
 
 // Runs every step of g once, each after its predecessors: small(i) says, when step i is ready, whether
-// it is too small to use every core; run(i) runs it. Small ready steps run concurrently, on the pool
-// and on this thread, each with one OpenMP thread; large and exclusive ones alone on this thread with
-// all its OpenMP threads. Which steps get one thread depends on g and small() only, never on timing,
+// it is too small to use every core; run(i) runs it. Small ready steps run concurrently, on this
+// thread and the other threads of an OpenMP team of get_num_interop_threads(), each with one OpenMP
+// thread; large and exclusive ones alone on this thread, outside the team, with all its OpenMP threads. Which steps get one thread depends on g and small() only, never on timing,
 // so results are the same from run to run. The first error is rethrown here, as thrown, after the
 // steps in flight finished; no further step starts.
 void run_steps(const StepGraph& g, const std::function<bool(int)>& small, const std::function<void(int)>& run);
 
-// Whether this thread is one of the pool's: a graph run from inside a step runs sequentially, so
-// nested calls never wait on the pool they occupy.
+// Whether this thread runs a small step next to others: a graph run from inside a step runs
+// sequentially, so nested calls never wait on the team they occupy.
 bool in_interop_worker();
 
 }  // namespace kiln::interp

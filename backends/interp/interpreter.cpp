@@ -58,11 +58,11 @@ struct Plan::BlockPlan {
 
 namespace {
 
-// Control flow, random ops and raise keep their place: they run alone, in program order (the RNG
-// sequence and which error is raised match a sequential run).
+// Control flow, random ops, raise and print keep their place: they run alone, in program order (the
+// RNG sequence, which error is raised and the printed text match a sequential run).
 bool ordered(const Node& n) {
   if (!n.is_op() && (n.prim() == Prim::If || n.prim() == Prim::Loop || n.prim() == Prim::Raise ||
-                     n.prim() == Prim::RandLike))
+                     n.prim() == Prim::RandLike || n.prim() == Prim::Print))
     return true;
   for (const Block* b : n.blocks())
     for (const Node* m : b->nodes())
@@ -328,7 +328,7 @@ class Frame {
     }
   }
 
-  // The block's steps on the inter-op pool. A value is released when the last step reading it
+  // The block's steps on the inter-op scheduler. A value is released when the last step reading it
   // finished, whichever that is: program order no longer says.
   void concurrent(const Plan::BlockPlan& bp) {
     std::unique_ptr<std::atomic<int>[]> left;

@@ -47,7 +47,7 @@ std::vector<IValue> run(const Plan& plan, const std::vector<IValue>& inputs, Nod
 // Takes the inputs over: with a plan that frees dead values, an input is released after its last use.
 std::vector<IValue> run(const Plan& plan, std::vector<IValue>&& inputs, NodeRunner* runner = nullptr);
 
-// Independent steps of a block run concurrently on the inter-op pool (interop_scheduler.h) unless
+// Independent steps of a block run concurrently on the inter-op scheduler (interop_scheduler.h) unless
 // this thread traces, profiles, records autograd for a call whose inputs require grad, is itself
 // running a step of another graph, or a tensor is off the CPU; a runner must then be safe to call from
 // several threads at once.
