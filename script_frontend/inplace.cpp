@@ -67,6 +67,10 @@ Value* Lowerer::alias_root(Value* v) const {
     }
     const Node* n = v->node();
     if (n->inputs().empty() || !aliases_input(*n)) return v;
+    // A write through x[None] leaves the new base as a squeeze of the new view, and the view recorded
+    // as a view of that base: the two are views of each other, and the base is the root.
+    auto back = views_.find(n->input(0));
+    if (back != views_.end() && back->second.first == v) return v;
     v = n->input(0);
   }
 }

@@ -159,3 +159,15 @@ def list_store(x: Tensor, i: int) -> Tuple[Tensor, Tensor, Tensor, int, int, int
     fs = [0.5, 1.5]
     fs[1] = fs[0] * 4.0
     return xs[0], xs[1], ys[2], ns[0], ns[1], ns[2], fs[1]
+
+
+# CASE: writes_through_a_none_index randn(3,4)
+def writes_through_a_none_index(x: Tensor) -> Tuple[Tensor, Tensor]:
+    x = x.clone()
+    y = x[None]
+    y += 1.0
+    y[0] += 1.0
+    y[0, 1] = 2.0
+    y.mul_(3.0)
+    x[None][0, 2] = -4.0
+    return x, y
