@@ -9,8 +9,6 @@
 
 #include <array>
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -23,6 +21,7 @@
 #endif
 
 #include "core/error.h"
+#include "eager/cpu/primitive_cache.h"
 
 namespace kiln::x86 {
 
@@ -112,8 +111,7 @@ struct Primitive {
 // and at exit neither needs to go (a pointer in static storage keeps LeakSanitizer content).
 struct State {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  std::mutex mu;
-  std::unordered_map<Key, std::shared_ptr<const Primitive>, KeyHash> cache;
+  cpu::PrimitiveCache<std::unordered_map<Key, std::shared_ptr<const Primitive>, KeyHash>> cache{4096};
 };
 
 State& state() {
@@ -157,7 +155,7 @@ std::shared_ptr<const Primitive> create(int64_t M, int64_t K, int64_t N, const O
 
 std::optional<Tensor> gemm_epilogue(const Tensor& a, const Tensor& b, const std::vector<GemmPostOp>& ops,
                                     const Tensors& addends) {
-  if (!onednn_gemm_enabled() || ops.size() > kMaxGemmPostOps) return std::nullopt;
+  if (!cpu::onednn_gemm_enabled() || ops.size() > kMaxGemmPostOps) return std::nullopt;
   if (a.dim() != 2 || b.dim() != 2 || a.dtype() != DType::Float32 || b.dtype() != DType::Float32) return std::nullopt;
   if (!a.device().is_cpu() || !b.device().is_cpu()) return std::nullopt;
   int64_t M = a.sizes()[0], K = a.sizes()[1], N = b.sizes()[1];
@@ -195,25 +193,13 @@ std::optional<Tensor> gemm_epilogue(const Tensor& a, const Tensor& b, const std:
 
   State& st = state();
   std::shared_ptr<const Primitive> p;
-  {
-    std::lock_guard<std::mutex> lock(st.mu);
-    auto it = st.cache.find(key);
-    if (it != st.cache.end()) p = it->second;
-  }
-  if (!p) {
-    try {
-      p = create(M, K, N, A, B, ops, adds);
-    } catch (const dnnl::error& e) {
-      // Not an error of the program: this oneDNN has no implementation for the layout; the caller's
-      // fallback computes the same thing.
-      spdlog::debug("gemm epilogue: onednn declined [{},{}]x[{},{}]: {}", M, K, K, N, e.what());
-      return std::nullopt;
-    }
-    std::lock_guard<std::mutex> lock(st.mu);
-    // Shapes that keep changing (a symbolic batch dim) would grow the cache without bound; starting
-    // over costs one creation per live layout.
-    if (st.cache.size() >= 4096) st.cache.clear();
-    st.cache.emplace(key, p);
+  try {
+    p = st.cache.get(key, [&] { return create(M, K, N, A, B, ops, adds); });
+  } catch (const dnnl::error& e) {
+    // Not an error of the program: this oneDNN has no implementation for the layout; the caller's
+    // fallback computes the same thing.
+    spdlog::debug("gemm epilogue: onednn declined [{},{}]x[{},{}]: {}", M, K, K, N, e.what());
+    return std::nullopt;
   }
 
   Tensor out = Tensor::empty({M, N}, DType::Float32);

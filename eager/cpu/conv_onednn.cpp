@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "eager/cpu/onednn_switch.h"
+#include "eager/cpu/primitive_cache.h"
 #include "kiln_config.h"
 #if KILN_HAVE_DNNL
 #include <spdlog/spdlog.h>
@@ -49,9 +50,8 @@ struct ForwardPrim {
 
 struct State {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  std::mutex mu;
-  std::map<std::vector<int64_t>, std::shared_ptr<const ConvPrims>> cache;
-  std::map<std::vector<int64_t>, std::shared_ptr<const ForwardPrim>> forward;
+  PrimitiveCache<std::map<std::vector<int64_t>, std::shared_ptr<const ConvPrims>>> cache{1024};
+  PrimitiveCache<std::map<std::vector<int64_t>, std::shared_ptr<const ForwardPrim>>> forward{1024};
 };
 
 State& state() {
@@ -159,13 +159,8 @@ std::optional<Tensor> onednn_conv2d(const Tensor& x, const Tensor& w, const Tens
   key.push_back(omp_get_max_threads());
   State& s = state();
   std::shared_ptr<const ForwardPrim> p;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    auto it = s.forward.find(key);
-    if (it != s.forward.end()) p = it->second;
-  }
-  if (!p) {
-    try {
+  try {
+    p = s.forward.get(key, [&] {
       dnnl::memory::desc bias(dims{g->wei[0]}, dnnl::memory::data_type::f32, tag::x);
       auto alg = dnnl::algorithm::convolution_direct;
       auto kind = dnnl::prop_kind::forward_training;
@@ -174,16 +169,13 @@ std::optional<Tensor> onednn_conv2d(const Tensor& x, const Tensor& w, const Tens
                            : dnnl::convolution_forward::desc(kind, alg, any(g->src), any(g->wei), any(g->dst),
                                                              g->strides, g->dilates, g->pad, g->pad);
       dnnl::convolution_forward::primitive_desc pd(d, s.engine);
-      p = std::make_shared<ForwardPrim>(ForwardPrim{dnnl::convolution_forward(pd), pd.src_desc(), pd.weights_desc(),
-                                                    pd.dst_desc()});
-    } catch (const dnnl::error& e) {
-      spdlog::debug("conv2d: onednn declined input {} weight {}: {}", shape_str(x.sizes()), shape_str(w.sizes()),
-                    e.what());
-      return std::nullopt;
-    }
-    std::lock_guard<std::mutex> lock(s.mu);
-    if (s.forward.size() >= 1024) s.forward.clear();
-    s.forward.emplace(key, p);
+      return std::make_shared<const ForwardPrim>(
+          ForwardPrim{dnnl::convolution_forward(pd), pd.src_desc(), pd.weights_desc(), pd.dst_desc()});
+    });
+  } catch (const dnnl::error& e) {
+    spdlog::debug("conv2d: onednn declined input {} weight {}: {}", shape_str(x.sizes()), shape_str(w.sizes()),
+                  e.what());
+    return std::nullopt;
   }
   auto f32 = [](const dims& d, tag t) { return dnnl::memory::desc(d, dnnl::memory::data_type::f32, t); };
   dnnl::memory::desc src_plain = f32(g->src, tag::nchw), dst_plain = f32(g->dst, tag::nchw),
@@ -228,22 +220,12 @@ std::optional<ConvGrads> onednn_conv2d_backward(const Tensor& grad, const Tensor
                            pd[0], pd[1], need_input, need_weight, need_bias, int64_t(omp_get_max_threads())};
   State& s = state();
   std::shared_ptr<const ConvPrims> p;
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    auto it = s.cache.find(key);
-    if (it != s.cache.end()) p = it->second;
-  }
-  if (!p) {
-    try {
-      p = create(src, wei, dst, strides, dilates, pad, need_input, need_weight, need_bias);
-    } catch (const dnnl::error& e) {
-      spdlog::debug("conv backward: onednn declined input {} weight {}: {}", shape_str(input_shape),
-                    shape_str(weight_shape), e.what());
-      return std::nullopt;
-    }
-    std::lock_guard<std::mutex> lock(s.mu);
-    if (s.cache.size() >= 1024) s.cache.clear();
-    s.cache.emplace(key, p);
+  try {
+    p = s.cache.get(key, [&] { return create(src, wei, dst, strides, dilates, pad, need_input, need_weight, need_bias); });
+  } catch (const dnnl::error& e) {
+    spdlog::debug("conv backward: onednn declined input {} weight {}: {}", shape_str(input_shape),
+                  shape_str(weight_shape), e.what());
+    return std::nullopt;
   }
   auto f32 = [](const dims& d, tag t) { return dnnl::memory::desc(d, dnnl::memory::data_type::f32, t); };
   dnnl::memory::desc src_plain = f32(src, tag::nchw), dst_plain = f32(dst, tag::nchw), wei_plain = f32(wei, tag::oihw);
