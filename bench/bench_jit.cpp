@@ -118,8 +118,8 @@ void BM_LinearReluCompiled(benchmark::State& state) {
   kiln::NoGradGuard no_grad;
   kiln::jit::CompileOptions o;
   if (mode == kEpilogueOff) o.pipeline.disable = {"fuse_gemm_epilogue"};
-  bool onednn = kiln::x86::onednn_gemm_enabled();
-  kiln::x86::set_onednn_gemm(onednn && mode == kEpilogueOnednn);
+  bool onednn = kiln::cpu::onednn_gemm_enabled();
+  kiln::cpu::set_onednn_gemm(onednn && mode == kEpilogueOnednn);
   if (mode == kEpilogueOnednn && !onednn) {
     state.SkipWithError("built without oneDNN");
     return;
@@ -129,7 +129,7 @@ void BM_LinearReluCompiled(benchmark::State& state) {
       o);
   { auto warm = f({x}); }
   for (auto _ : state) benchmark::DoNotOptimize(f({x})[0].impl());
-  kiln::x86::set_onednn_gemm(onednn);
+  kiln::cpu::set_onednn_gemm(onednn);
   state.counters["GFLOPs"] =
       benchmark::Counter(2.0 * 64 * double(in * out) * double(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["gemm_groups"] = double(kiln::compile_stats(f).gemm_kernels);

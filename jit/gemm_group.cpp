@@ -134,7 +134,7 @@ std::shared_ptr<GroupKernel> compile_gemm_group(const ir::Graph& group, const st
   // With oneDNN on, the epilogue runs apart only for operands it declines (another device, an odd
   // shape): not worth generating code for at every compile.
   std::shared_ptr<GroupKernel> compiled;
-  if (!x86::onednn_gemm_enabled() && epilogue_backend) {
+  if (!cpu::onednn_gemm_enabled() && epilogue_backend) {
     std::string why;
     compiled = epilogue_backend(*epilogue, name + "_epilogue", &why);
     if (!compiled) spdlog::debug("{}: the epilogue runs on the interpreter: {}", name, why);

@@ -66,15 +66,15 @@ int count_op(const ir::Graph& g, OpId op) {
 
 // Sets whether gemm groups run on oneDNN for the guard's lifetime.
 struct OnednnGemm {
-  explicit OnednnGemm(bool on) : saved_(x86::onednn_gemm_enabled()) { x86::set_onednn_gemm(on); }
-  ~OnednnGemm() { x86::set_onednn_gemm(saved_); }
+  explicit OnednnGemm(bool on) : saved_(cpu::onednn_gemm_enabled()) { cpu::set_onednn_gemm(on); }
+  ~OnednnGemm() { cpu::set_onednn_gemm(saved_); }
   bool saved_;
 };
 
 // The paths a gemm group can take here: oneDNN where the build has it, and always the fallback.
 std::vector<bool> onednn_modes() {
   std::vector<bool> modes{false};
-  if (x86::onednn_gemm_enabled()) modes.push_back(true);
+  if (cpu::onednn_gemm_enabled()) modes.push_back(true);
   return modes;
 }
 
@@ -308,7 +308,7 @@ TEST_CASE("gemm epilogue: operands with odd strides, and a symbolic batch dim") 
       x86::GemmEpilogueStats s2 = x86::gemm_epilogue_stats();
       CHECK(s2.primitives_created == s1.primitives_created);  // the second call finds the first's primitive
       CHECK(s1.primitives_created - s0.primitives_created <= 1);
-      CHECK(s2.runs - s1.runs == (x86::onednn_gemm_enabled() ? 1 : 0));
+      CHECK(s2.runs - s1.runs == (cpu::onednn_gemm_enabled() ? 1 : 0));
     }
     jit::CacheStats st = compile_stats(c);
     CHECK(st.symbolic_dims == 1);
@@ -416,7 +416,7 @@ TEST_CASE("gemm epilogue: x86::gemm_epilogue declines what it cannot run") {
     OnednnGemm off(false);
     CHECK_FALSE(x86::gemm_epilogue(a, b, {}, {}).has_value());
   }
-  if (!x86::onednn_gemm_enabled()) return;
+  if (!cpu::onednn_gemm_enabled()) return;
   Tensor y_residual = randn({3, 5});
   std::optional<Tensor> y = x86::gemm_epilogue(a, b, relu_add, {y_residual});
   REQUIRE(y.has_value());

@@ -3,7 +3,8 @@
 // (binary add for a bias or a residual, eltwise relu / gelu_erf), so each tile of the product is
 // finished while it is in cache. The JIT's gemm groups (jit/gemm_group.h) run on it; without oneDNN
 // (meson option dnnl) or with it switched off, gemm_epilogue() declines and the caller runs the
-// matmul and the epilogue apart.
+// matmul and the epilogue apart (cpu::onednn_gemm_enabled(), eager/cpu/onednn_switch.h, shared with the
+// convolutions).
 #include <optional>
 #include <vector>
 
@@ -19,9 +20,6 @@ enum class GemmPostOp : uint8_t {
   Gelu,  // erf form, ops.def's gelu
 };
 
-// Whether gemm_epilogue() can run at all (eager/cpu/onednn_switch.h, shared with the convolutions).
-using cpu::onednn_gemm_enabled;
-using cpu::set_onednn_gemm;
 
 // epilogue(a @ b) for a [M,K] and b [K,N] on the cpu, one addend per Add in `ops`. Any strides with
 // one of the two unit-stride: a transposed view of a weight is read in place, not copied (the
