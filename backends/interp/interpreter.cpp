@@ -400,16 +400,17 @@ class Frame {
   // A compiled kernel is one row of the profile: what it calls inside (a GEMM's fallback to the
   // dispatcher) is its own time, not ops of the graph.
   bool profiled_run(ProfileHooks& prof, const Node& n, const std::vector<IValue>& ins, std::vector<IValue>& outs) {
+    struct Unhooked {  // the profiler is back on this thread however the kernel returns
+      ProfileHooks& p;
+      explicit Unhooked(ProfileHooks& h) : p(h) { detail::t_profile_hooks = nullptr; }
+      ~Unhooked() { detail::t_profile_hooks = &p; }
+    };
     int64_t start = profile_clock_ns();
-    detail::t_profile_hooks = nullptr;
-    bool ran = false;
-    try {
+    bool ran;
+    {
+      Unhooked off(prof);
       ran = runner_->run(n, ins, outs);
-    } catch (...) {
-      detail::t_profile_hooks = &prof;
-      throw;
     }
-    detail::t_profile_hooks = &prof;
     if (!ran) return false;
     int64_t end = profile_clock_ns();
     std::vector<Tensor> ts;
