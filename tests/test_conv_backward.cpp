@@ -101,6 +101,19 @@ Shape conv_out_shape(const Case& c) {
   return {c.x[0], c.w[0], OH, OW};
 }
 
+// A case's operands and the two gradient ops' results on them.
+struct OpGrads {
+  Tensor x, w, g, gx, gw;
+  double tol;
+};
+OpGrads op_grads(const Case& c, DType dt) {
+  OpGrads r{seq(c.x, 0.37, 0.2, dt), seq(c.w, 0.61, 0.5, dt), seq(conv_out_shape(c), 0.29, 0.7, dt), {}, {},
+            dt == DType::Float64 ? 1e-12 : 1e-4};
+  r.gx = dispatch1(OpId::Conv2dBackwardInput, {r.g, r.w}, c.a.attrs(c.x));
+  r.gw = dispatch1(OpId::Conv2dBackwardWeight, {r.g, r.x}, c.a.attrs(c.w));
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("conv backward: backward_input and backward_weight match direct loops") {
@@ -108,10 +121,7 @@ TEST_CASE("conv backward: backward_input and backward_weight match direct loops"
     for (const Case& c : kCases) {
       CAPTURE(shape_str(c.x));
       CAPTURE(shape_str(c.w));
-      Tensor x = seq(c.x, 0.37, 0.2, dt), w = seq(c.w, 0.61, 0.5, dt), g = seq(conv_out_shape(c), 0.29, 0.7, dt);
-      double tol = dt == DType::Float64 ? 1e-12 : 1e-4;
-      Tensor gx = dispatch1(OpId::Conv2dBackwardInput, {g, w}, c.a.attrs(c.x));
-      Tensor gw = dispatch1(OpId::Conv2dBackwardWeight, {g, x}, c.a.attrs(c.w));
+      auto [x, w, g, gx, gw, tol] = op_grads(c, dt);
       CHECK(gx.dtype() == dt);
       CHECK(gw.dtype() == dt);
       check_close(gx, ref_backward_input(g, w, c.x, c.a), tol, tol);
@@ -125,10 +135,7 @@ TEST_CASE("conv backward: the one-pass conv2d_backward equals the ops, any subse
     for (const Case& c : kCases) {
       CAPTURE(shape_str(c.x));
       CAPTURE(shape_str(c.w));
-      Tensor x = seq(c.x, 0.37, 0.2, dt), w = seq(c.w, 0.61, 0.5, dt), g = seq(conv_out_shape(c), 0.29, 0.7, dt);
-      double tol = dt == DType::Float64 ? 1e-12 : 1e-4;
-      Tensor gx = dispatch1(OpId::Conv2dBackwardInput, {g, w}, c.a.attrs(c.x));
-      Tensor gw = dispatch1(OpId::Conv2dBackwardWeight, {g, x}, c.a.attrs(c.w));
+      auto [x, w, g, gx, gw, tol] = op_grads(c, dt);
       Tensor gb = sum(g, {0, 2, 3});
       for (int mask = 1; mask < 8; ++mask) {
         CAPTURE(mask);
@@ -173,7 +180,7 @@ TEST_CASE("conv backward: oneDNN's primitives (compiled conv2d nodes and conv-ba
       std::optional<cpu::ConvGrads> want = cpu::conv2d_backward(g, x, w, c.x, c.w, c.a.attrs(c.x), in, wt, b);
       std::optional<cpu::ConvGrads> got = cpu::onednn_conv2d_backward(g, x, w, c.x, c.w, c.a.attrs(c.x), in, wt, b);
       REQUIRE(want.has_value());
-      if (!x86::onednn_gemm_enabled()) {
+      if (!cpu::onednn_gemm_enabled()) {
         CHECK_FALSE(got.has_value());
         continue;
       }
@@ -182,18 +189,20 @@ TEST_CASE("conv backward: oneDNN's primitives (compiled conv2d nodes and conv-ba
       if (wt) check_close(got->weight, want->weight, 1e-5, 1e-4);
       if (b) check_close(got->bias, want->bias, 1e-5, 1e-4);
     }
-    // The forward, with and without a bias (compiled graphs' conv2d nodes run on it).
+    // The forward, with and without a bias (eager's conv2d runs on it).
     Tensor bias = seq({c.w[0]}, 0.3, 0.1, DType::Float32);
     Attrs fa = c.a.attrs({}).without("shape");
     for (bool with_bias : {true, false}) {
       std::optional<Tensor> y = cpu::onednn_conv2d(x, w, with_bias ? bias : Tensor(), fa);
-      if (!x86::onednn_gemm_enabled()) {
+      if (!cpu::onednn_gemm_enabled()) {
         CHECK_FALSE(y.has_value());
         continue;
       }
       REQUIRE(y.has_value());
-      check_close(*y, with_bias ? conv2d(x, w, bias, c.a.s, c.a.p, c.a.d) : conv2d(x, w, Tensor(), c.a.s, c.a.p, c.a.d),
-                  1e-5, 1e-4);
+      cpu::set_onednn_gemm(false);  // eager's conv2d takes oneDNN too: the reference is the im2col path
+      Tensor want = conv2d(x, w, with_bias ? bias : Tensor(), c.a.s, c.a.p, c.a.d);
+      cpu::set_onednn_gemm(true);
+      check_close(*y, want, 1e-5, 1e-4);
     }
   }
   // Few input channels (kiln's im2col path is as fast) and groups decline.
