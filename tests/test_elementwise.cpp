@@ -407,6 +407,26 @@ TEST_CASE("elementwise: bool tensors") {
   check_error([&] { kiln::sub(t, 1); }, "sub: subtraction with a bool tensor is not supported");
 }
 
+TEST_CASE("elementwise: casts to and from bool over runs longer than a vector") {
+  // 43 values so that the vectorised body of the byte-wise bool loops and their tails both run.
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> pattern{0.0, -0.0, 0.5, -2.0, nan, 1e-300, inf, 3.0, 0.0};
+  std::vector<double> v;
+  for (int i = 0; i < 43; ++i) v.push_back(pattern[size_t(i) % pattern.size()]);
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64}) {
+    CAPTURE(dtype_name(dt));
+    std::vector<double> src = v;
+    if (dt == DType::Int32 || dt == DType::Int64)
+      for (double& x : src) x = std::isfinite(x) ? std::trunc(x) : 7.0;
+    Tensor x = kiln::tensor(src, {}, dt);
+    std::vector<double> expect;  // torch: nonzero (NaN included) is True; 1e-300 is 0 once stored as a float
+    for (double e : values(x)) expect.push_back(e != 0.0 || std::isnan(e) ? 1.0 : 0.0);
+    Tensor b = x.to(DType::Bool);
+    CHECK(values(b) == expect);
+    CHECK(values(b.to(dt)) == expect);
+  }
+}
+
 TEST_CASE("elementwise: integer pow and division follow torch") {
   Tensor b = kiln::tensor(std::vector<int64_t>{2, 0, 1, -1, -1, 3, -2});
   Tensor e = kiln::tensor(std::vector<int64_t>{-1, -1, -2, -3, -2, 3, 5});
