@@ -1,6 +1,6 @@
 #include "jit/compiled_function.h"
 
-#include <spdlog/spdlog.h>
+#include "core/log.h"
 
 #include <chrono>
 #include <map>
@@ -116,7 +116,7 @@ class CompiledFunction final : public Function::Executor {
       {
         std::lock_guard<std::mutex> lock(mu_);
         ++stats_.eager_calls;
-        if (!said_eager_) spdlog::info("{}: inputs require grad and the graph cannot be differentiated as a whole ({}); "
+        if (!said_eager_) kiln::logger().info("{}: inputs require grad and the graph cannot be differentiated as a whole ({}); "
                                        "running on the interpreter so autograd records", name_, why_not_trainable_);
         said_eager_ = true;
       }
@@ -244,7 +244,7 @@ class CompiledFunction final : public Function::Executor {
   std::pair<int, int> note_miss(const Signature& before, const Signature& now, const char* what) {
     std::pair<int, int> dim;
     std::string why = miss_reason(before, now, &dim);
-    spdlog::info("recompiling {}{}: {}", name_, what, why);
+    kiln::logger().info("recompiling {}{}: {}", name_, what, why);
     stats_.last_miss_reason = why;
     return dim;
   }
@@ -262,7 +262,7 @@ class CompiledFunction final : public Function::Executor {
         symbolic_.insert(dim);
         ++stats_.symbolic_dims;
         sig.inputs[size_t(dim.first)].dims[size_t(dim.second)] = kSymbolic;
-        spdlog::info("{}: input {} dim {} changed {} times; compiling it as a symbolic dim", name_, dim.first,
+        kiln::logger().info("{}: input {} dim {} changed {} times; compiling it as a symbolic dim", name_, dim.first,
                      dim.second, dim_misses_[dim]);
         for (const auto& e : entries_)
           if (e->sig == sig) return e;
@@ -338,7 +338,7 @@ class CompiledFunction final : public Function::Executor {
     stats_.saved_bytes = part.saved_bytes;
     stats_.eager_saved_bytes = part.eager_saved_bytes;
     stats_.recomputed_nodes = part.recomputed_nodes;
-    spdlog::debug("{}: compiled forward+backward; saves {} bytes between them (eager would save {}), recomputes "
+    kiln::logger().debug("{}: compiled forward+backward; saves {} bytes between them (eager would save {}), recomputes "
                   "{} ops", name_, part.saved_bytes, part.eager_saved_bytes, part.recomputed_nodes);
     train_entries_.push_back(e);
     return e;

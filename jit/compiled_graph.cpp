@@ -1,6 +1,6 @@
 #include "jit/compiled_graph.h"
 
-#include <spdlog/spdlog.h>
+#include "core/log.h"
 
 #include <chrono>
 
@@ -80,7 +80,7 @@ std::shared_ptr<CompiledGraph> compile_graph(std::shared_ptr<ir::Graph> g, const
                                             : backend(*group_graph(*n), kname, &why);
     if (!k) {
       ++stats.interpreted_groups;
-      spdlog::debug("{}: fusion group {} runs on the interpreter: {}", name, kname, why);
+      kiln::logger().debug("{}: fusion group {} runs on the interpreter: {}", name, kname, why);
       return;
     }
     stats.kernel_compile_ms.push_back(

@@ -1,6 +1,6 @@
 #include "jit/gemm_group.h"
 
-#include <spdlog/spdlog.h>
+#include "core/log.h"
 
 #include <unordered_map>
 
@@ -137,7 +137,7 @@ std::shared_ptr<GroupKernel> compile_gemm_group(const ir::Graph& group, const st
   if (!cpu::onednn_gemm_enabled() && epilogue_backend) {
     std::string why;
     compiled = epilogue_backend(*epilogue, name + "_epilogue", &why);
-    if (!compiled) spdlog::debug("{}: the epilogue runs on the interpreter: {}", name, why);
+    if (!compiled) kiln::logger().debug("{}: the epilogue runs on the interpreter: {}", name, why);
   }
   return std::make_shared<GemmKernel>(name, std::move(*l), std::move(epilogue), std::move(args), std::move(compiled));
 }

@@ -1,6 +1,6 @@
 #include "jit/pass_manager.h"
 
-#include <spdlog/spdlog.h>
+#include "core/log.h"
 
 #include <chrono>
 #include <cstdio>
@@ -67,7 +67,7 @@ std::vector<PassStats> run_pipeline(ir::Graph& g, const PipelineOptions& o) {
         fail("jit: the graph is broken after pass {}: {}\n{}", p.name, e.what(), g.str());
       }
       stats.push_back({p.name, r.changes, ms, r.note});
-      spdlog::debug("jit pass {}: {} changes in {:.3f} ms{}", p.name, r.changes, ms, r.note.empty() ? "" : "; " + r.note);
+      kiln::logger().debug("jit pass {}: {} changes in {:.3f} ms{}", p.name, r.changes, ms, r.note.empty() ? "" : "; " + r.note);
       if (dump == p.name || dump == "all") std::fprintf(stderr, "# after %s\n%s", p.name, g.str().c_str());
     }
     if (o.stop_after == p.name) break;

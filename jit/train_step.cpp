@@ -1,6 +1,6 @@
 #include "jit/train_step.h"
 
-#include <spdlog/spdlog.h>
+#include "core/log.h"
 
 #include "eager/autograd/engine.h"
 #include "eager/nn/module.h"
@@ -33,7 +33,7 @@ CompiledTrainStep::Entry& CompiledTrainStep::entry_for(const std::vector<Tensor>
   for (auto& e : entries_)
     if (e->sig == sig) return *(last_ = e.get());
   if (!entries_.empty())
-    spdlog::info("compile_train_step: tracing again: batch signature {} differs from {}", sig_str(sig),
+    kiln::logger().info("compile_train_step: tracing again: batch signature {} differs from {}", sig_str(sig),
                  sig_str(entries_.back()->sig));
   auto e = std::make_unique<Entry>();
   e->sig = std::move(sig);
@@ -62,13 +62,13 @@ Tensor CompiledTrainStep::operator()(const std::vector<Tensor>& batch) {
     } catch (const GuardFailure& g) {
       // The forward ran but nothing of it is used: no backward, no update, no buffer write-back.
       if (++guard_failures_ > guard_limit) {
-        spdlog::warn("compile_train_step: {} guard failures (the loss function branches on tensor values every "
+        kiln::logger().warn("compile_train_step: {} guard failures (the loss function branches on tensor values every "
                      "call); running the step eagerly from now on",
                      guard_failures_);
         eager_ = true;
         out = {loss_(batch)};
       } else {
-        spdlog::info("compile_train_step: recompiling: {}", g.what());
+        kiln::logger().info("compile_train_step: recompiling: {}", g.what());
         e.fn = trace_step(batch);
         out = e.fn(batch);
       }

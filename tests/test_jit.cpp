@@ -1,10 +1,15 @@
 // compile(): compiled == interpreted on the samples and on thousands of random graphs, every pass
 // keeps results, and the signature cache (hits, misses with their reason, symbolic dims after the
 // limit, the eager path for inputs that require grad, concurrent calls).
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+
+#include <algorithm>
 #include <random>
 #include <thread>
 
 #include "backends/x86/isa.h"
+#include "core/log.h"
 #include "ir_samples.h"
 #include "random_graphs.h"
 #include "support.h"
@@ -118,6 +123,24 @@ TEST_CASE("jit: the cache hits, says why it missed, and turns a changing dim sym
   CHECK(compile_stats(c).misses == misses);
   auto g = compiled_graph(c, {randn({5, 8})});
   CHECK(g->inputs()[0]->type().str() == "f32[s0_0,8]");
+}
+
+TEST_CASE("jit: a recompilation is logged with its reason on kiln's logger, which writes to stderr") {
+  spdlog::logger& log = kiln::logger();
+  CHECK(log.name() == "kiln");
+  CHECK(spdlog::get("kiln").get() == &log);
+  REQUIRE(log.sinks().size() == 1);
+  CHECK(std::dynamic_pointer_cast<spdlog::sinks::stderr_color_sink_mt>(log.sinks()[0]) != nullptr);
+  auto seen = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(8);
+  log.sinks().push_back(seen);
+  Function f = trace([](const Tensors& in) { return Tensors{in[0] + 1.0}; }, {randn({4, 2})});
+  Function c = compile(f);
+  c({randn({4, 2})});
+  c({randn({6, 2})});
+  log.sinks().pop_back();
+  std::vector<std::string> lines = seen->last_formatted();
+  CHECK(std::any_of(lines.begin(), lines.end(),
+                    [](const std::string& l) { return l.find("input 0 dim 0 changed 4 -> 6") != std::string::npos; }));
 }
 
 TEST_CASE("jit: inputs that require grad run a compiled forward and backward; control flow runs eagerly") {

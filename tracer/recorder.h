@@ -2,7 +2,7 @@
 // The recorder behind trace(): a TraceHooks implementation that turns the dispatcher's reports into
 // graph nodes, keyed by TensorImpl. The JIT records the eager autograd engine with it (one source of
 // derivative formulas for eager and compiled backward).
-#include <spdlog/spdlog.h>
+#include "core/log.h"
 
 #include <memory>
 #include <string>
@@ -165,7 +165,7 @@ class Recorder final : public TraceHooks {
   }
 
   void warn(const std::string& msg) {
-    if (!silent_) spdlog::warn("trace {}: {}", fn_name_, msg);
+    if (!silent_) kiln::logger().warn("trace {}: {}", fn_name_, msg);
     warnings_.push_back(msg);
   }
 

@@ -3,7 +3,7 @@
 // and handed out again. A block freed while kernels that use it are still queued is safe to reuse at
 // once: kiln has one stream per device, so the next user's kernels run after them. Also registers the
 // device runtime core calls for CUDA storage.
-#include <spdlog/spdlog.h>
+#include "core/log.h"
 
 #include <map>
 #include <mutex>
@@ -80,7 +80,7 @@ void* allocate(int index, size_t nbytes) {
   CUdeviceptr p = 0;
   CUresult r = driver().cuMemAlloc(&p, sz);
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-    spdlog::debug("cuda: allocation of {} bytes failed on cuda:{}, freeing the cache and retrying", sz, index);
+    kiln::logger().debug("cuda: allocation of {} bytes failed on cuda:{}, freeing the cache and retrying", sz, index);
     free_cached(index);
     r = driver().cuMemAlloc(&p, sz);
   }

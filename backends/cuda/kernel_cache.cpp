@@ -1,6 +1,6 @@
 #include "backends/cuda/kernel_cache.h"
 
-#include <spdlog/spdlog.h>
+#include "core/log.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -47,7 +47,7 @@ void write_file(const std::filesystem::path& p, const std::vector<char>& bytes) 
   std::error_code ec;
   std::filesystem::create_directories(p.parent_path(), ec);
   if (ec) {
-    spdlog::warn("cuda: cannot create the kernel cache directory {}: {}", p.parent_path().string(), ec.message());
+    kiln::logger().warn("cuda: cannot create the kernel cache directory {}: {}", p.parent_path().string(), ec.message());
     return;
   }
   auto tmp = p;
@@ -56,12 +56,12 @@ void write_file(const std::filesystem::path& p, const std::vector<char>& bytes) 
     std::ofstream f(tmp, std::ios::binary);
     f.write(bytes.data(), std::streamsize(bytes.size()));
     if (!f) {
-      spdlog::warn("cuda: cannot write the kernel cache file {}", tmp.string());
+      kiln::logger().warn("cuda: cannot write the kernel cache file {}", tmp.string());
       return;
     }
   }
   std::filesystem::rename(tmp, p, ec);
-  if (ec) spdlog::warn("cuda: cannot rename {} into the kernel cache: {}", tmp.string(), ec.message());
+  if (ec) kiln::logger().warn("cuda: cannot rename {} into the kernel cache: {}", tmp.string(), ec.message());
 }
 
 }  // namespace
@@ -194,7 +194,7 @@ std::vector<char> cubin_for(const std::string& source, int arch, const std::stri
     from_disk = decode_entry(bytes, key, &cubin, &why);
     if (!from_disk) {
       // Loading a damaged cubin could crash the driver; a rebuilt one costs one NVRTC run.
-      spdlog::warn("cuda: kernel cache entry {} is unusable ({}); deleting it and compiling again", path.string(), why);
+      kiln::logger().warn("cuda: kernel cache entry {} is unusable ({}); deleting it and compiling again", path.string(), why);
       std::error_code ec;
       std::filesystem::remove(path, ec);
       rejected = true;
@@ -202,7 +202,7 @@ std::vector<char> cubin_for(const std::string& source, int arch, const std::stri
   }
   if (!from_disk) {
     cubin = nvrtc_compile(source, arch, what, flags);
-    spdlog::debug("cuda: compiled {} for sm_{} ({} bytes)", what, arch, cubin.size());
+    kiln::logger().debug("cuda: compiled {} for sm_{} ({} bytes)", what, arch, cubin.size());
     write_file(path, encode_entry(key, cubin));
   }
   std::lock_guard<std::mutex> lock(c.mu);

@@ -1,6 +1,6 @@
 #include "backends/cuda/runtime.h"
 
-#include <spdlog/spdlog.h>
+#include "core/log.h"
 
 #include <memory>
 #include <mutex>
@@ -54,7 +54,7 @@ DeviceState& device_state(int index) {
       KILN_CU(cuDeviceGetAttribute, &st->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
       KILN_CU(cuDeviceGetAttribute, &st->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev);
       KILN_CU(cuStreamCreate, &st->stream, CU_STREAM_NON_BLOCKING);
-      spdlog::debug("cuda: device {} ready, sm_{}, {} multiprocessors", index, st->arch(), st->sm_count);
+      kiln::logger().debug("cuda: device {} ready, sm_{}, {} multiprocessors", index, st->arch(), st->sm_count);
       slot = std::move(st);
     }
     s = slot.get();

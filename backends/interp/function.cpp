@@ -1,6 +1,6 @@
 #include "backends/interp/function.h"
 
-#include <spdlog/spdlog.h>
+#include "core/log.h"
 
 #include <mutex>
 #include <ostream>
@@ -119,7 +119,7 @@ std::vector<IValue> Function::call(const std::vector<IValue>& inputs) const {
   if (autocast_enabled()) {
     static std::once_flag once;
     std::call_once(once, [&] {
-      spdlog::info("{}: a traced, scripted or compiled function runs its graph as recorded; the enclosing "
+      kiln::logger().info("{}: a traced, scripted or compiled function runs its graph as recorded; the enclosing "
                    "autocast scope does not apply to it (trace under autocast to record its casts)", name_);
     });
   }

@@ -4,7 +4,7 @@
 #include <string>
 #include <unordered_map>
 
-#include <spdlog/spdlog.h>
+#include "core/log.h"
 
 #include "eager/profiler/flops.h"
 
@@ -70,7 +70,7 @@ int64_t kernel_flops(const ir::Node& n, const std::vector<IValue>& inputs, const
     }
     if (!known) {
       // Shape propagation leaves a dim unknown only after data-dependent ops, which no group holds.
-      spdlog::warn("profile: {} in kernel {} has a dim its inputs do not determine; its flops are not counted",
+      kiln::logger().warn("profile: {} in kernel {} has a dim its inputs do not determine; its flops are not counted",
                    m->kind_name(), n.attrs().s("name"));
       continue;
     }

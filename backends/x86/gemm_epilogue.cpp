@@ -15,7 +15,7 @@
 
 #include "kiln_config.h"
 #if KILN_HAVE_DNNL
-#include <spdlog/spdlog.h>
+#include "core/log.h"
 
 #include <dnnl.hpp>
 #endif
@@ -146,7 +146,7 @@ std::shared_ptr<const Primitive> create(int64_t M, int64_t K, int64_t N, const O
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->a, p->b, p->out), attr, state().engine);
   p->prim = dnnl::matmul(pd);
   g_created.fetch_add(1, std::memory_order_relaxed);
-  spdlog::debug("gemm epilogue: onednn matmul [{},{}]x[{},{}] with {} post-ops: {}", M, K, K, N, ops.size(),
+  kiln::logger().debug("gemm epilogue: onednn matmul [{},{}]x[{},{}] with {} post-ops: {}", M, K, K, N, ops.size(),
                 pd.impl_info_str());
   return p;
 }
@@ -198,7 +198,7 @@ std::optional<Tensor> gemm_epilogue(const Tensor& a, const Tensor& b, const std:
   } catch (const dnnl::error& e) {
     // Not an error of the program: this oneDNN has no implementation for the layout; the caller's
     // fallback computes the same thing.
-    spdlog::debug("gemm epilogue: onednn declined [{},{}]x[{},{}]: {}", M, K, K, N, e.what());
+    kiln::logger().debug("gemm epilogue: onednn declined [{},{}]x[{},{}]: {}", M, K, K, N, e.what());
     return std::nullopt;
   }
 

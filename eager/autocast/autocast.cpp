@@ -1,6 +1,6 @@
 #include "eager/autocast/autocast.h"
 
-#include <spdlog/spdlog.h>
+#include "core/log.h"
 
 #include <array>
 #include <mutex>
@@ -68,7 +68,7 @@ void warn_once_without_bf16() {
   static std::once_flag once;
   if (cpu::cpu_has_avx512_bf16()) return;
   std::call_once(once, [] {
-    spdlog::warn("autocast: this CPU has no AVX512_BF16; bf16 ops convert in software and compute in float32, "
+    kiln::logger().warn("autocast: this CPU has no AVX512_BF16; bf16 ops convert in software and compute in float32, "
                  "expect them to be slower than float32");
   });
 }

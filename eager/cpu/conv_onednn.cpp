@@ -12,7 +12,7 @@
 #include "eager/cpu/primitive_cache.h"
 #include "kiln_config.h"
 #if KILN_HAVE_DNNL
-#include <spdlog/spdlog.h>
+#include "core/log.h"
 
 #include <dnnl.hpp>
 #endif
@@ -173,7 +173,7 @@ std::optional<Tensor> onednn_conv2d(const Tensor& x, const Tensor& w, const Tens
           ForwardPrim{dnnl::convolution_forward(pd), pd.src_desc(), pd.weights_desc(), pd.dst_desc()});
     });
   } catch (const dnnl::error& e) {
-    spdlog::debug("conv2d: onednn declined input {} weight {}: {}", shape_str(x.sizes()), shape_str(w.sizes()),
+    kiln::logger().debug("conv2d: onednn declined input {} weight {}: {}", shape_str(x.sizes()), shape_str(w.sizes()),
                   e.what());
     return std::nullopt;
   }
@@ -223,7 +223,7 @@ std::optional<ConvGrads> onednn_conv2d_backward(const Tensor& grad, const Tensor
   try {
     p = s.cache.get(key, [&] { return create(src, wei, dst, strides, dilates, pad, need_input, need_weight, need_bias); });
   } catch (const dnnl::error& e) {
-    spdlog::debug("conv backward: onednn declined input {} weight {}: {}", shape_str(input_shape),
+    kiln::logger().debug("conv backward: onednn declined input {} weight {}: {}", shape_str(input_shape),
                   shape_str(weight_shape), e.what());
     return std::nullopt;
   }

@@ -21,8 +21,6 @@
 #include <string>
 #include <vector>
 
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include "backends/x86/isa.h"
 #include "core/format.h"
@@ -211,8 +209,6 @@ int dispatch(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Log lines (a recompilation, a warning) go to stderr: stdout carries the outputs and the tables.
-  spdlog::set_default_logger(spdlog::stderr_color_mt("kiln"));
   try {
     return dispatch(parse_options(argc, argv));
   } catch (const std::exception& e) {
