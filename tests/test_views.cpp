@@ -177,6 +177,45 @@ TEST_CASE("views: contiguous and clone") {
   CHECK(zeros({3, 1}).t().is_contiguous());  // size-1 dims' strides don't matter
 }
 
+TEST_CASE("views: transposing copies (8x8 register tiles and what they leave) put every element in place") {
+  // y[b][i][j] = x[b][j][i] for x = iota: y's element at (b, i, j) is b*rows*cols + j*rows + i.
+  auto expect = [](int64_t batch, int64_t rows, int64_t cols) {
+    std::vector<double> v;
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t i = 0; i < rows; ++i)
+        for (int64_t j = 0; j < cols; ++j) v.push_back(double(b * rows * cols + j * rows + i));
+    return v;
+  };
+  auto raw = [](const Tensor& t) {  // y's memory in order, without another copy
+    std::vector<double> v;
+    for (int64_t k = 0; k < t.numel(); ++k)
+      v.push_back(t.dtype() == DType::Int32 ? double(t.data_ptr<int32_t>()[k]) : double(t.data_ptr<float>()[k]));
+    return v;
+  };
+  for (DType dt : {DType::Float32, DType::Int32})
+    for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
+             {8, 8}, {9, 17}, {16, 16}, {17, 8}, {23, 40}, {64, 33}, {100, 9}, {9, 100}, {130, 257}, {31, 31}}) {
+      INFO(dtype_name(dt), " ", rows, "x", cols);
+      Tensor y = iota({cols, rows}, dt).t().contiguous();
+      REQUIRE(y.sizes() == Shape{rows, cols});
+      CHECK(raw(y) == expect(1, rows, cols));
+      Tensor yb = iota({3, cols, rows}, dt).transpose(-1, -2).contiguous();
+      CHECK(raw(yb) == expect(3, rows, cols));
+    }
+  // into a destination that is itself a view: rows of a wider tensor
+  Tensor wide = zeros({20, 30});
+  wide.slice(1, 2, 2 + 19).copy_(iota({19, 20}).t());
+  std::vector<double> w = values(wide), want = expect(1, 20, 19);
+  for (int64_t i = 0; i < 20; ++i)
+    for (int64_t j = 0; j < 30; ++j)
+      CHECK(w[size_t(i * 30 + j)] == (j >= 2 && j < 21 ? want[size_t(i * 19 + j - 2)] : 0.0));
+  // a broadcast source column: every destination row is one value
+  std::vector<double> rows_of_one;
+  for (int64_t i = 0; i < 12; ++i) rows_of_one.insert(rows_of_one.end(), 9, double(i));
+  CHECK(values(iota({12, 1}).expand({12, 9}).contiguous()) == rows_of_one);
+  CHECK(values(iota({9, 1}).expand({9, 12}).t().contiguous()) == values(iota({9}).expand({12, 9})));
+}
+
 TEST_CASE("views: to(dtype) for every dtype pair") {
   const DType all[] = {DType::Bool, DType::Int32, DType::Int64, DType::BFloat16,
                        DType::Float16, DType::Float32, DType::Float64};

@@ -10,6 +10,7 @@
 
 #include "core/scalar_math.h"
 #include "eager/cpu/isa_kernels.h"
+#include "eager/cpu/transpose_copy.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -273,6 +274,7 @@ To convert(From x) {
 }
 
 void cast(DType to, DType from, const StridedLoop& L) {
+  if (to == from && transpose_copy(L, itemsize(to))) return;
   visit_dtype(to, [&](auto tv) {
     visit_dtype(from, [&](auto fv) {
       using To = decltype(tv);
