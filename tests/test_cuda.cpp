@@ -18,6 +18,7 @@
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/nvrtc_compile.h"
 #include "backends/cuda/source_render.h"
+#include "backends/cuda/toolkit_api.h"
 #endif
 
 using namespace kiln;
@@ -52,6 +53,16 @@ TEST_CASE("cuda: a build without the toolkit says so") {
 }
 
 #else
+
+TEST_CASE("cuda: nvrtc and cublas open on first use with every entry point kiln calls") {
+  // The loader raises naming the first symbol it cannot resolve (a cublas_v2.h rename, a newer soname).
+  const cuda::NvrtcApi& n = cuda::nvrtc();
+  CHECK(bool(n.nvrtcCompileProgram));
+  int major = 0, minor = 0;
+  CHECK(n.nvrtcVersion(&major, &minor) == NVRTC_SUCCESS);
+  CHECK(major * 1000 + minor * 10 == CUDA_VERSION);
+  CHECK(bool(cuda::cublas().cublasSgemmStridedBatched));
+}
 
 TEST_CASE("cuda: a missing driver is reported by name") {
   check_error([] { cuda::load_driver("libcuda-kiln-missing.so.1"); }, "cuda: no driver found (libcuda-kiln-missing.so.1)");

@@ -1,12 +1,12 @@
 // matmul on CUDA through cuBLAS: 1-D, 2-D and batched with broadcast batch dims (torch.matmul), as
 // one strided-batched GEMM. cuBLAS is column-major, so row-major C = A @ B runs as C^T = B^T @ A^T.
-#include <cublas_v2.h>
 
 #include <mutex>
 #include <vector>
 
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/runtime.h"
+#include "backends/cuda/toolkit_api.h"
 #include "eager/cpu/views.h"
 #include "eager/kernels.h"
 
@@ -14,7 +14,7 @@ namespace kiln::cuda {
 namespace {
 
 void check(cublasStatus_t s, const char* call) {
-  if (s != CUBLAS_STATUS_SUCCESS) fail("cublas: {} failed: {}", call, cublasGetStatusName(s));
+  if (s != CUBLAS_STATUS_SUCCESS) fail("cublas: {} failed: {}", call, cublas().cublasGetStatusName(s));
 }
 
 cublasHandle_t handle(int index) {
@@ -24,8 +24,8 @@ cublasHandle_t handle(int index) {
   std::lock_guard<std::mutex> lock(mu);
   if (handles.size() <= size_t(index)) handles.resize(size_t(index) + 1, nullptr);
   if (!handles[size_t(index)]) {
-    check(cublasCreate(&handles[size_t(index)]), "cublasCreate");
-    check(cublasSetStream(handles[size_t(index)], reinterpret_cast<cudaStream_t>(s.stream)), "cublasSetStream");
+    check(cublas().cublasCreate(&handles[size_t(index)]), "cublasCreate");
+    check(cublas().cublasSetStream(handles[size_t(index)], reinterpret_cast<cudaStream_t>(s.stream)), "cublasSetStream");
   }
   return handles[size_t(index)];
 }
@@ -100,14 +100,14 @@ Tensor cublas_matmul(const Tensor& a_in, const Tensor& b_in) {
       cublasOperation_t opA = A.trans ? CUBLAS_OP_T : CUBLAS_OP_N, opB = B.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
       if (t == DType::Float32) {
         const float one = 1.0f, zero = 0.0f;
-        check(cublasSgemmStridedBatched(h, opB, opA, int(N), int(M), int(K), &one,
+        check(cublas().cublasSgemmStridedBatched(h, opB, opA, int(N), int(M), int(K), &one,
                                         static_cast<const float*>(B.t.raw_data()), int(B.ld), B.batch_stride,
                                         static_cast<const float*>(A.t.raw_data()), int(A.ld), A.batch_stride, &zero,
                                         static_cast<float*>(out.raw_data()), int(N), M * N, int(nb)),
               "cublasSgemmStridedBatched");
       } else {
         const double one = 1.0, zero = 0.0;
-        check(cublasDgemmStridedBatched(h, opB, opA, int(N), int(M), int(K), &one,
+        check(cublas().cublasDgemmStridedBatched(h, opB, opA, int(N), int(M), int(K), &one,
                                         static_cast<const double*>(B.t.raw_data()), int(B.ld), B.batch_stride,
                                         static_cast<const double*>(A.t.raw_data()), int(A.ld), A.batch_stride, &zero,
                                         static_cast<double*>(out.raw_data()), int(N), M * N, int(nb)),

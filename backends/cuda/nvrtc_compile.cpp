@@ -1,19 +1,18 @@
 #include "backends/cuda/nvrtc_compile.h"
 
-#include <nvrtc.h>
-
 #include <fmt/format.h>
 
 #include <cstdlib>
 #include <set>
 
+#include "backends/cuda/toolkit_api.h"
 #include "core/error.h"
 
 namespace kiln::cuda {
 namespace {
 
 void check(nvrtcResult r, const char* call, const std::string& what) {
-  if (r != NVRTC_SUCCESS) fail("nvrtc: {} failed for {}: {}", call, what, nvrtcGetErrorString(r));
+  if (r != NVRTC_SUCCESS) fail("nvrtc: {} failed for {}: {}", call, what, nvrtc().nvrtcGetErrorString(r));
 }
 
 // NVRTC's log points at lines of the generated source (`fused.cu(42): error: ...`), which the user
@@ -44,41 +43,41 @@ std::string quote_error_lines(const std::string& log, const std::string& source,
 
 std::string nvrtc_version() {
   int major = 0, minor = 0;
-  check(nvrtcVersion(&major, &minor), "nvrtcVersion", "the version query");
+  check(nvrtc().nvrtcVersion(&major, &minor), "nvrtcVersion", "the version query");
   return fmt::format("{}.{}", major, minor);
 }
 
 std::vector<char> nvrtc_compile(const std::string& source, int arch, const std::string& what,
                                 const std::vector<std::string>& extra) {
   nvrtcProgram prog;
-  check(nvrtcCreateProgram(&prog, source.c_str(), (what + ".cu").c_str(), 0, nullptr, nullptr), "nvrtcCreateProgram",
+  check(nvrtc().nvrtcCreateProgram(&prog, source.c_str(), (what + ".cu").c_str(), 0, nullptr, nullptr), "nvrtcCreateProgram",
         what);
   // Exact math (no --use_fast_math): results are compared with the CPU kernels.
   std::string gpu = fmt::format("--gpu-architecture=sm_{}", arch);
   std::vector<const char*> opts = {gpu.c_str(), "--std=c++17", "-default-device"};
   for (const std::string& o : extra) opts.push_back(o.c_str());
-  nvrtcResult r = nvrtcCompileProgram(prog, int(opts.size()), opts.data());
+  nvrtcResult r = nvrtc().nvrtcCompileProgram(prog, int(opts.size()), opts.data());
   if (r != NVRTC_SUCCESS) {
     size_t n = 0;
-    nvrtcGetProgramLogSize(prog, &n);
+    nvrtc().nvrtcGetProgramLogSize(prog, &n);
     std::string log(n, '\0');
-    if (n) nvrtcGetProgramLog(prog, log.data());
+    if (n) nvrtc().nvrtcGetProgramLog(prog, log.data());
     while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
-    nvrtcDestroyProgram(&prog);
-    fail("nvrtc: nvrtcCompileProgram failed for {} on sm_{}: {}\n{}{}", what, arch, nvrtcGetErrorString(r), log,
+    nvrtc().nvrtcDestroyProgram(&prog);
+    fail("nvrtc: nvrtcCompileProgram failed for {} on sm_{}: {}\n{}{}", what, arch, nvrtc().nvrtcGetErrorString(r), log,
          quote_error_lines(log, source, what + ".cu"));
   }
   size_t n = 0;
   std::vector<char> cubin;
   try {
-    check(nvrtcGetCUBINSize(prog, &n), "nvrtcGetCUBINSize", what);
+    check(nvrtc().nvrtcGetCUBINSize(prog, &n), "nvrtcGetCUBINSize", what);
     cubin.resize(n);
-    check(nvrtcGetCUBIN(prog, cubin.data()), "nvrtcGetCUBIN", what);
+    check(nvrtc().nvrtcGetCUBIN(prog, cubin.data()), "nvrtcGetCUBIN", what);
   } catch (...) {
-    nvrtcDestroyProgram(&prog);
+    nvrtc().nvrtcDestroyProgram(&prog);
     throw;
   }
-  nvrtcDestroyProgram(&prog);
+  nvrtc().nvrtcDestroyProgram(&prog);
   return cubin;
 }
 
