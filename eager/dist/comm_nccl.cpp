@@ -130,6 +130,18 @@ std::string nccl_unavailable_reason() {
 
 int nccl_probe_library(const std::string& library) { return load(library, false).version; }
 
+namespace {
+int local_rank() { return env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}, -1); }
+}  // namespace
+
+int nccl_local_device() {
+  int devices = cuda_runtime().device_count();
+  if (devices == 0) fail("dist: the nccl backend needs a cuda device, and none is visible");
+  int r = local_rank();
+  if (r < 0) r = Comm::initialized() ? Comm::world()->rank() : 0;
+  return r % devices;
+}
+
 struct NcclComm::Impl {
   const NcclApi* api = nullptr;
   const DeviceRuntime* rt = nullptr;
@@ -238,16 +250,14 @@ NcclComm& NcclComm::get(Comm& mpi) {
   }
   const NcclApi& api = nccl();
   const DeviceRuntime& rt = cuda_runtime();
+  int device = nccl_local_device();
   int devices = rt.device_count();
-  if (devices == 0) fail("dist: the nccl backend needs a cuda device, and none is visible");
-  int local_rank = env_int({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}, mpi.rank());
   int local_size = env_int({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}, mpi.size());
   // Checked before the rendezvous, on every rank of the node alike, so they all raise together.
   if (local_size > devices)
     fail("dist: the nccl backend needs one gpu per rank, and {} ranks on this node share {} visible gpu{}: nccl "
          "refuses two ranks on one device (start at most {} rank{} per node)",
          local_size, devices, devices == 1 ? "" : "s", devices, devices == 1 ? "" : "s");
-  int device = local_rank % devices;
 
   // Rank 0's id, with whether it could make one, so the others raise instead of waiting on it.
   struct {

@@ -25,6 +25,9 @@ std::string nccl_unavailable_reason();
 // Opens `library` and resolves NCCL's functions without keeping them: the seam the tests use for the
 // error text of a missing or incomplete libnccl on any machine. Returns the library's version.
 int nccl_probe_library(const std::string& library);
+// local rank % visible devices, the local rank from the launcher's environment (the world rank without
+// one); raises without a device.
+int nccl_local_device();
 
 // One collective queued on the stream: complete once the event recorded after it has been reached.
 class NcclRequest {

@@ -30,6 +30,12 @@ bool is_available();
 // True when the nccl backend can run here: kiln was built with nccl.h, and this machine has mpi, a cuda
 // driver, a visible gpu and libnccl.so.2 (torch's is_nccl_available asks only the first).
 bool is_nccl_available();
+// Why is_nccl_available() is false ("backend nccl needs a cuda device: cuda: no driver found
+// (libcuda.so.1)"); empty when it is true.
+std::string nccl_unavailable_reason();
+// The gpu this rank's nccl collectives use: cuda:(local rank % visible gpus), the local rank from the
+// launcher (OMPI_COMM_WORLD_LOCAL_RANK). Tensors reduced under the nccl backend must be on it.
+Device nccl_device();
 bool is_initialized();
 // The world size the launcher announces in the environment (mpirun's OMPI_COMM_WORLD_SIZE, PMI_SIZE),
 // 1 when the process was not started by a launcher; readable before init, so a program can decide

@@ -14,6 +14,7 @@ std::string nccl_unavailable_reason() {
          "cudatoolkit_dir)";
 }
 int nccl_probe_library(const std::string&) { no_nccl(); }
+int nccl_local_device() { no_nccl(); }
 
 struct NcclRequest::Impl {};
 struct NcclComm::Impl {};

@@ -67,6 +67,11 @@ int launcher_world_size() {
 }
 
 bool is_nccl_available() { return detail::nccl_unavailable_reason().empty(); }
+std::string nccl_unavailable_reason() {
+  std::string why = detail::nccl_unavailable_reason();
+  return why.empty() ? why : "backend nccl " + why;
+}
+Device nccl_device() { return Device::cuda(detail::nccl_local_device()); }
 
 void init_process_group(const std::string& backend, std::chrono::milliseconds timeout) {
   // The backend is checked before the group's state, so its error is the same whenever it is called.

@@ -2,6 +2,8 @@
 # Runs kiln::dist's multi-process tests under mpirun (meson's dist suite).
 #   run_dist.sh MODE HAVE_MPI EXE
 #   MODE tests: EXE is kiln_dist_tests (doctest), run on 2 ranks
+#   MODE nccl1: EXE is kiln_dist_tests, its nccl cases only, on 1 rank (nccl needs a gpu per rank, so
+#               this is where a one-gpu machine runs them; they skip, saying why, without a gpu)
 #   MODE die | stall: EXE is dist_fail; the job must fail, within a hard time bound, with the error
 # Exits 77 (meson: skipped) with the reason when kiln was built without MPI or mpirun is missing.
 set -u
@@ -24,6 +26,9 @@ case $mode in
   tests)
     # Hard bound: a hang fails the test instead of blocking CI.
     exec timeout -k 5 120 "${mpirun[@]}" "$exe"
+    ;;
+  nccl1)
+    exec timeout -k 5 120 mpirun -np 1 "$exe" --test-case='nccl:*'
     ;;
   die | stall)
     log=$(mktemp)
