@@ -56,8 +56,10 @@ std::vector<Bucket> make_buckets(const std::vector<Tensor>& params, double cap_m
   return out;
 }
 
+// The device's type only: under nccl each rank's module is on a gpu of its own (cuda:local_rank).
 std::string describe(const std::string& kind, const std::string& name, const Tensor& t) {
-  return fmt::format("{} '{}' {} {} {}", kind, name, dtype_name(t.dtype()), shape_str(t.sizes()), t.device().str());
+  return fmt::format("{} '{}' {} {} {}", kind, name, dtype_name(t.dtype()), shape_str(t.sizes()),
+                     t.device().is_cpu() ? "cpu" : "cuda");
 }
 
 std::vector<std::string> split_lines(const std::string& s) {

@@ -123,6 +123,13 @@ struct TwoHeads : nn::Module {
   std::string name() const override { return "TwoHeads"; }
 };
 
+// A parameter that claims to be on cuda:0 (no device is touched before the backend check raises).
+struct OnFakeGpu : nn::Module {
+  OnFakeGpu() { register_parameter("w", kiln::test::fake_cuda_tensor({2})); }
+  Tensor forward(const Tensor& x) override { return x; }
+  std::string name() const override { return "OnFakeGpu"; }
+};
+
 }  // namespace
 
 TEST_CASE("dist: rank and world size from mpirun; all_reduce and broadcast in place") {
@@ -168,6 +175,10 @@ TEST_CASE("dist: bad collective inputs raise with the facts") {
   check_error([] { dist::init_process_group(); }, "init_process_group: trying to initialize the default process group twice");
   check_error([] { dist::DistributedDataParallel d(kiln::samples::digits_mlp(), {0}); },
               "distributed_data_parallel: bucket_cap_mb must be positive, got 0");
+  if (dist::get_backend() == "mpi")
+    check_error([] { dist::DistributedDataParallel d(std::make_shared<OnFakeGpu>()); },
+                "distributed_data_parallel: 'w' is on cuda:0; the mpi backend reduces cpu tensors "
+                "(init_process_group(\"nccl\") reduces cuda tensors)");
 }
 
 TEST_CASE("ddp: parameters and buffers start from rank 0's values; buckets fill in reverse parameter order") {
@@ -289,7 +300,8 @@ TEST_CASE("nccl: where the backend cannot run, init_process_group says what is m
     if (rank() == 0) MESSAGE("skipped the rest: " << why);
     return;
   }
-  check_error([] { dist::detail::nccl_probe_library("libm.so.6"); }, "nccl: the library libm.so.6 lacks ncclGetVersion");
+  check_error([] { dist::detail::nccl_probe_library("libm.so.6"); },
+              "nccl: the library libm.so.6 lacks ncclGetVersion");
   try {
     int v = dist::detail::nccl_probe_library("libnccl.so.2");
     CHECK(v >= 20000);
