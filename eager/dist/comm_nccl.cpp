@@ -38,6 +38,7 @@ struct NcclApi {
 #define KILN_NCCL_FIELD(name) decltype(&::name) name = nullptr;
   KILN_NCCL_FUNCTIONS(KILN_NCCL_FIELD)
 #undef KILN_NCCL_FIELD
+  decltype(&::ncclGetLastError) ncclGetLastError = nullptr;  // 2.13 and later; optional
   int version = 0;  // 22809 for 2.28.9
   std::string library;
 };
@@ -56,6 +57,7 @@ NcclApi load(const std::string& library, bool keep) {
   if (!api.name && missing.empty()) missing = #name;
   KILN_NCCL_FUNCTIONS(KILN_NCCL_RESOLVE)
 #undef KILN_NCCL_RESOLVE
+  api.ncclGetLastError = reinterpret_cast<decltype(api.ncclGetLastError)>(dlsym(h, "ncclGetLastError"));
   if (missing.empty() && api.ncclGetVersion(&api.version) != ncclSuccess) missing = "a working ncclGetVersion";
   if (!keep || !missing.empty()) dlclose(h);
   if (!missing.empty()) fail("nccl: the library {} lacks {}", library, missing);
@@ -153,7 +155,10 @@ struct NcclComm::Impl {
   void check(ncclResult_t r, const char* call) {
     if (r == ncclSuccess) return;
     Comm::mark_broken();
-    fail("dist: {} failed on rank {} of {}: {}", call, rank, size, api->ncclGetErrorString(r));
+    // The last error's text says which argument or peer (e.g. two ranks on one gpu).
+    const char* last = api->ncclGetLastError ? api->ncclGetLastError(comm) : nullptr;
+    fail("dist: {} failed on rank {} of {}: {}{}{}", call, rank, size, api->ncclGetErrorString(r),
+         last && *last ? ": " : "", last ? last : "");
   }
   // After a timeout or an asynchronous error: unblocks every NCCL kernel of this communicator, so the
   // stream (and the process's exit) cannot hang on it; the communicator is unusable afterwards.
