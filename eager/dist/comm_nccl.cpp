@@ -5,7 +5,6 @@
 
 #include <dlfcn.h>
 #include <nccl.h>
-#include <spdlog/spdlog.h>
 
 #include <cstdlib>
 #include <mutex>
@@ -14,6 +13,7 @@
 
 #include "core/device_runtime.h"
 #include "core/error.h"
+#include "core/log.h"
 
 #ifndef KILN_CUDATOOLKIT_DIR
 #define KILN_CUDATOOLKIT_DIR "/usr/local/cuda"
@@ -288,8 +288,8 @@ NcclComm& NcclComm::get(Comm& mpi) {
   rt.stream(device);  // NCCL's runtime calls use the context current on this thread: the device's primary one
   impl->check(api.ncclCommInitRank(&impl->comm, mpi.size(), hello.id, mpi.rank()), "ncclCommInitRank");
   int v = api.version;
-  spdlog::info("dist: nccl {}.{}.{} ({}) ready on cuda:{}, rank {} of {}", v / 10000, v / 100 % 100, v % 100,
-               api.library, device, impl->rank, impl->size);
+  logger().debug("dist: nccl {}.{}.{} ({}) ready on cuda:{}, rank {} of {}", v / 10000, v / 100 % 100, v % 100,
+                 api.library, device, impl->rank, impl->size);
   auto* c = new NcclComm();
   c->impl = std::move(impl);
   g_comm = c;
