@@ -14,10 +14,7 @@
 #include "core/device_runtime.h"
 #include "core/error.h"
 #include "core/log.h"
-
-#ifndef KILN_CUDATOOLKIT_DIR
-#define KILN_CUDATOOLKIT_DIR "/usr/local/cuda"
-#endif
+#include "kiln_config.h"
 
 namespace kiln::dist::detail {
 
@@ -72,7 +69,7 @@ const NcclApi& nccl() {
   std::call_once(once, [] {
     // The loader's search path first (LD_LIBRARY_PATH, ldconfig), then the toolkit meson found.
     std::vector<std::string> tried;
-    for (std::string lib : {std::string("libnccl.so.2"), std::string(KILN_CUDATOOLKIT_DIR "/lib64/libnccl.so.2")}) {
+    for (std::string lib : {std::string("libnccl.so.2"), std::string(KILN_CUDA_LIBDIR "/libnccl.so.2")}) {
       try {
         api = load(lib, true);
         return;
