@@ -1,6 +1,8 @@
 // kiln::dist under mpirun: the data-parallel MLP step and the all-reduce against MPI's own loop.
 //   mpirun -np N bench_dist mlp        # ms per step of the digits MLP (eager and compiled), N ranks
 //   mpirun -np 2 bench_dist allreduce  # kiln::dist::all_reduce vs MPI_Allreduce (osu_allreduce style)
+//   mpirun -np G bench_dist nccl       # all_reduce of cuda tensors through NCCL, bus bandwidth (one gpu per
+//                                      # rank; skipped, saying why, where the nccl backend cannot run)
 // bench/dist_scaling.sh runs both at -np 1 and 2 and prints the scaling efficiency (bench/RESULTS.md).
 // Not a Google Benchmark suite: every rank must run the same loop the same number of times, so the
 // iteration counts are fixed here, and a step's time is the slowest rank's (a barrier around it).
@@ -114,13 +116,46 @@ void bench_allreduce() {
   }
 }
 
+// nccl-tests' all_reduce_perf in kiln: the time of a synchronous dist::all_reduce of a cuda tensor (queue,
+// then poll its event), which includes kiln's host side; busbw as there.
+void bench_nccl_allreduce() {
+  int w = dist::get_world_size();
+  Device dev = dist::nccl_device();
+  if (dist::get_rank() == 0)
+    std::printf("== nccl all-reduce (sum) of float32 cuda tensors, %d rank(s), one gpu each: synchronous "
+                "kiln::dist::all_reduce, the slowest rank's mean ==\n%-12s %-10s %-12s %-12s\n",
+                w, "bytes", "us", "algbw GB/s", "busbw GB/s");
+  for (int64_t n = 1024; n <= (int64_t(1) << 28); n *= 8) {
+    Tensor t = ones({n}).to(dev);
+    int iters = n <= (1 << 16) ? 500 : n <= (1 << 22) ? 100 : 20;
+    for (int i = 0; i < 5; ++i) dist::all_reduce(t);
+    double s = time_per_iter(iters, 3, [&] { dist::all_reduce(t); });
+    double bytes = double(n) * 4;
+    if (dist::get_rank() == 0)
+      std::printf("%-12.0f %-10.2f %-12.3f %-12.3f\n", bytes, s * 1e6, bytes / s / 1e9,
+                  bytes * 2 * (w - 1) / std::max(w, 1) / s / 1e9);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string what = argc > 1 ? argv[1] : "all";
-  dist::init_process_group();
+  bool nccl = what == "nccl" || what == "all";
+  if (what == "nccl" && !dist::is_nccl_available()) {
+    // Every rank sees the same machine: all skip alike, without joining a group.
+    std::printf("bench_dist nccl: skipped: %s\n", dist::nccl_unavailable_reason().c_str());
+    return 0;
+  }
+  dist::init_process_group(nccl && dist::is_nccl_available() ? "nccl" : "mpi");
   if (what == "mlp" || what == "all") bench_mlp();
   if (what == "allreduce" || what == "all") bench_allreduce();
+  if (nccl) {
+    if (dist::get_backend() == "nccl")
+      bench_nccl_allreduce();
+    else if (dist::get_rank() == 0)
+      std::printf("== nccl all-reduce: skipped: %s ==\n", dist::nccl_unavailable_reason().c_str());
+  }
   dist::destroy_process_group();
   return 0;
 }

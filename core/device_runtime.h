@@ -17,6 +17,17 @@ struct DeviceRuntime {
   void (*copy_bytes)(void* dst, Device dst_device, const void* src, Device src_device, size_t n);
   MemoryStats (*memory_stats)(int index);
   void (*empty_cache)(int index);
+
+  // For a library that queues its own work beside kiln's (NCCL): it must use the device's one stream
+  // to stay ordered with kiln's kernels, and watch its work through events instead of synchronising.
+  int (*device_count)();  // raises why when the driver cannot load
+  // The device's stream (a CUstream), with the device's context made current on the calling thread.
+  void* (*stream)(int index);
+  // A new event, recorded on the device's stream after everything queued so far.
+  void* (*record_event)(int index);
+  // True once the work before the event has run; never blocks; raises on a device error.
+  bool (*query_event)(int index, void* event);
+  void (*release_event)(int index, void* event);
 };
 
 void register_device_runtime(Device::Type type, const DeviceRuntime* runtime);

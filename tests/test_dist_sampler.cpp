@@ -83,5 +83,15 @@ TEST_CASE("dist: the process-group api raises before init_process_group (and say
     check_error([] { dist::init_process_group(); }, "init_process_group: kiln was built without mpi");
   }
   check_error([] { dist::init_process_group("gloo"); },
-              "init_process_group: unknown backend 'gloo'; kiln has the mpi backend");
+              "init_process_group: unknown backend 'gloo'; kiln has the backends mpi and nccl");
+  // Where nccl cannot run (no mpi, driver, gpu or libnccl) the backend raises before mpi starts, saying
+  // what is missing; where it can, this process must not start mpi, so only the reason is checked.
+  std::string why = dist::nccl_unavailable_reason();
+  CHECK(dist::is_nccl_available() == why.empty());
+  if (!why.empty()) {
+    CHECK(why.rfind("backend nccl needs ", 0) == 0);
+    check_error([] { dist::init_process_group("nccl"); }, "init_process_group: " + why);
+    CHECK_FALSE(dist::is_initialized());
+    MESSAGE("init_process_group(\"nccl\") here: " << why);
+  }
 }

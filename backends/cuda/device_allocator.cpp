@@ -139,7 +139,8 @@ MemoryStats stats_of(int index) {
   return ps.pools[index].stats;
 }
 
-const DeviceRuntime kRuntime{&allocate, &release, &copy_bytes, &stats_of, &free_cached};
+const DeviceRuntime kRuntime{&allocate,     &release,      &copy_bytes,   &stats_of,      &free_cached,
+                             &visible_device_count, &stream_handle, &record_event, &query_event, &release_event};
 [[maybe_unused]] const bool kRegistered = (register_device_runtime(Device::Type::CUDA, &kRuntime), true);
 
 }  // namespace

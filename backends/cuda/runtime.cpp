@@ -86,6 +86,42 @@ int device_count() {
   return n;
 }
 
+int visible_device_count() {
+  int n = 0;
+  KILN_CU(cuDeviceGetCount, &n);
+  return n;
+}
+
+void* stream_handle(int index) { return device_state(index).stream; }
+
+void* record_event(int index) {
+  DeviceState& s = device_state(index);
+  CUevent e = nullptr;
+  // No timing: a timing event costs a device-side timestamp and is slower to record and query.
+  KILN_CU(cuEventCreate, &e, CU_EVENT_DISABLE_TIMING);
+  CUresult r = driver().cuEventRecord(e, s.stream);
+  if (r != CUDA_SUCCESS) {
+    driver().cuEventDestroy(e);
+    check(r, "cuEventRecord");
+  }
+  return e;
+}
+
+bool query_event(int index, void* event) {
+  device_state(index);
+  CUresult r = driver().cuEventQuery(static_cast<CUevent>(event));
+  if (r == CUDA_ERROR_NOT_READY) return false;
+  check(r, "cuEventQuery");
+  return true;
+}
+
+void release_event(int index, void* event) {
+  if (!event) return;
+  device_state(index);
+  // Not checked: called from destructors, and a failure leaks one event at worst.
+  driver().cuEventDestroy(static_cast<CUevent>(event));
+}
+
 void synchronize(int index) {
   DeviceState& s = device_state(index);
   KILN_CU(cuStreamSynchronize, s.stream);

@@ -20,4 +20,11 @@ struct DeviceState {
 // The device's state, initialised on first use, with its context made current on this thread.
 DeviceState& device_state(int index);
 
+// The collective-library half of core's DeviceRuntime (see core/device_runtime.h).
+int visible_device_count();  // raises the driver's error instead of returning 0
+void* stream_handle(int index);
+void* record_event(int index);
+bool query_event(int index, void* event);
+void release_event(int index, void* event);
+
 }  // namespace kiln::cuda

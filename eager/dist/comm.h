@@ -42,6 +42,10 @@ class Comm {
   static void finalize();
   static std::shared_ptr<Comm> world();  // raises before init
   static std::chrono::milliseconds timeout();
+  // A wait timed out or a call failed, here or in the nccl transport: operations may be left in flight,
+  // so destroy_process_group aborts the job instead of finalizing.
+  static void mark_broken();
+  static bool broken();
   // A communicator of its own over the same ranks (MPI_Comm_dup): collectives on it are ordered
   // independently of every other communicator, so a control message cannot be matched against a
   // gradient all-reduce still in flight.

@@ -173,6 +173,8 @@ std::shared_ptr<Comm> Comm::world() {
 }
 
 std::chrono::milliseconds Comm::timeout() { return global().timeout; }
+void Comm::mark_broken() { global().broken = true; }
+bool Comm::broken() { return global().broken; }
 
 Comm::~Comm() {
   if (!impl || impl->comm == MPI_COMM_NULL || impl->comm == MPI_COMM_WORLD) return;

@@ -28,6 +28,8 @@ bool Comm::initialized() { return false; }
 void Comm::finalize() { no_mpi("destroy_process_group"); }
 std::shared_ptr<Comm> Comm::world() { no_mpi("dist"); }
 std::chrono::milliseconds Comm::timeout() { return {}; }
+void Comm::mark_broken() {}
+bool Comm::broken() { return false; }
 std::shared_ptr<Comm> Comm::dup() const { no_mpi("dist"); }
 int Comm::rank() const { return 0; }
 int Comm::size() const { return 1; }

@@ -8,11 +8,14 @@
 #include "eager/autograd/engine.h"
 #include "eager/autograd/graph.h"
 #include "eager/dist/comm.h"
+#include "eager/dist/comm_nccl.h"
 #include "eager/ops.h"
 
 namespace kiln::dist {
 
 using detail::Comm;
+using detail::NcclComm;
+using detail::NcclRequest;
 using detail::Request;
 
 namespace {
@@ -22,12 +25,14 @@ struct Bucket {
   std::vector<int64_t> offsets;
   int64_t numel = 0;
   DType dtype = DType::Float32;
+  Device device = Device::cpu();
   Tensor flat;  // this step's buffer: a fresh one each step, since the .grads of the last step view it
   size_t pending = 0;
-  Request req;
+  Request req;       // a CPU bucket's MPI all-reduce
+  NcclRequest nreq;  // a CUDA bucket's NCCL all-reduce, queued on the device's stream
 };
 
-// Grouping by dtype since one MPI call reduces one type.
+// Grouping by dtype and device since one call reduces one type, and MPI and NCCL one kind of memory.
 std::vector<Bucket> make_buckets(const std::vector<Tensor>& params, double cap_mb) {
   const double cap = cap_mb * 1024 * 1024;
   std::vector<Bucket> out;
@@ -35,9 +40,11 @@ std::vector<Bucket> make_buckets(const std::vector<Tensor>& params, double cap_m
   for (size_t k = params.size(); k-- > 0;) {  // reverse: backward produces the last layer's gradients first
     const Tensor& p = params[k];
     double b = double(p.numel()) * double(p.element_size());
-    if (out.empty() || out.back().dtype != p.dtype() || (bytes + b > cap && !out.back().params.empty())) {
+    if (out.empty() || out.back().dtype != p.dtype() || out.back().device != p.device() ||
+        (bytes + b > cap && !out.back().params.empty())) {
       out.emplace_back();
       out.back().dtype = p.dtype();
+      out.back().device = p.device();
       bytes = 0;
     }
     Bucket& bk = out.back();
@@ -49,8 +56,10 @@ std::vector<Bucket> make_buckets(const std::vector<Tensor>& params, double cap_m
   return out;
 }
 
+// The device's type only: under nccl each rank's module is on a gpu of its own (cuda:local_rank).
 std::string describe(const std::string& kind, const std::string& name, const Tensor& t) {
-  return fmt::format("{} '{}' {} {} {}", kind, name, dtype_name(t.dtype()), shape_str(t.sizes()), t.device().str());
+  return fmt::format("{} '{}' {} {} {}", kind, name, dtype_name(t.dtype()), shape_str(t.sizes()),
+                     t.device().is_cpu() ? "cpu" : "cuda");
 }
 
 std::vector<std::string> split_lines(const std::string& s) {
@@ -75,6 +84,7 @@ std::pair<std::string, std::string> split_description(const std::string& d) {
 
 struct DistributedDataParallel::State {
   std::shared_ptr<Comm> data, control;  // gradients / checks: separate so their collectives never interleave
+  NcclComm* nccl = nullptr;             // CUDA buckets': NCCL orders them by the stream instead
   std::vector<Tensor> params;           // those that require grad
   std::vector<std::string> names;
   std::vector<size_t> bucket_of, slot_of;
@@ -112,13 +122,14 @@ void DistributedDataParallel::State::on_ready(size_t i, const std::weak_ptr<Stat
   launch_ready();
   // Open MPI advances nonblocking collectives only inside MPI calls: testing here moves the buckets
   // in flight along while backward computes the next ones.
-  for (size_t b = 0; b < next_launch; ++b) buckets[b].req.test();
+  for (size_t b = 0; b < next_launch; ++b)
+    if (buckets[b].req.active()) buckets[b].req.test();
 }
 
 void DistributedDataParallel::State::fill(size_t i) {
   NoGradGuard ng;
   Bucket& b = buckets[bucket_of[i]];
-  if (!b.flat.defined()) b.flat = Tensor::empty({b.numel}, b.dtype);
+  if (!b.flat.defined()) b.flat = Tensor::empty({b.numel}, b.dtype, b.device);
   const Tensor& p = params[i];
   Tensor g = p.grad(), dst = b.flat.narrow(0, b.offsets[slot_of[i]], p.numel());
   // A plain memcpy when it can be one (AccumulateGrad gives a contiguous parameter a contiguous .grad):
@@ -134,8 +145,13 @@ void DistributedDataParallel::State::fill(size_t i) {
 void DistributedDataParallel::State::launch_ready() {
   // In index order only: every rank must start the same all-reduces in the same order.
   while (next_launch < buckets.size() && buckets[next_launch].pending == 0) {
-    Bucket& b = buckets[next_launch++];
-    b.req = data->iallreduce(b.flat.raw_data(), b.numel, b.dtype, ReduceOp::Sum);
+    size_t k = next_launch++;
+    Bucket& b = buckets[k];
+    // A CUDA bucket's all-reduce is queued behind the kernels that filled it: the host does not wait.
+    if (b.device.is_cpu())
+      b.req = data->iallreduce(b.flat.raw_data(), b.numel, b.dtype, ReduceOp::Sum);
+    else
+      b.nreq = nccl->all_reduce(b.flat.raw_data(), b.numel, b.dtype, ReduceOp::Sum, bucket_what(k));
   }
 }
 
@@ -146,6 +162,9 @@ void DistributedDataParallel::State::reset() {
   for (Bucket& b : buckets) {
     if (b.req.active()) abandoned.emplace_back(std::move(b.req), b.flat);
     b.req = Request();
+    // An abandoned NCCL all-reduce needs no keeping: the buffer's memory is reused only by later work
+    // on the same stream, which runs after it.
+    b.nreq = NcclRequest();
     b.flat = Tensor();
     b.pending = b.params.size();
   }
@@ -180,7 +199,12 @@ void DistributedDataParallel::State::finish() {
          "the first; the same parameters must take part in every step",
          fmt::join(missing, ", "), data->rank());
   }
-  for (size_t b = 0; b < buckets.size(); ++b) buckets[b].req.wait(bucket_what(b));
+  // Every bucket, before the optimizer step: a CUDA one's results are ordered before the step's kernels by
+  // the stream anyway, but the wait is where a peer's failure or a timeout surfaces.
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    buckets[b].req.wait(bucket_what(b));
+    buckets[b].nreq.wait();
+  }
   NoGradGuard ng;
   for (Bucket& b : buckets)
     for (size_t s = 0; s < b.params.size(); ++s) {
@@ -235,24 +259,46 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
       fail("distributed_data_parallel: {} is {} on rank {} but {} on rank {}", name_r, rest_0, root, rest_r, r);
     }
   }
-  for (auto& [n, t] : named_params)
-    if (!t.device().is_cpu())
-      fail("distributed_data_parallel: parameter '{}' is on {}; the mpi backend reduces cpu tensors", n,
-           t.device().str());
+  // Every rank has the same devices now (the check above compared them), so all reach the NCCL
+  // rendezvous together.
+  auto all_named = named_params;
+  all_named.insert(all_named.end(), named_buffers.begin(), named_buffers.end());
+  for (auto& [n, t] : all_named) {
+    if (t.device().is_cpu()) continue;
+    std::string backend = get_backend();
+    if (backend != "nccl")
+      fail("distributed_data_parallel: '{}' is on {}; the {} backend reduces cpu tensors (init_process_group(\"nccl\") "
+           "reduces cuda tensors)",
+           n, t.device().str(), backend);
+    if (!st->nccl) st->nccl = &NcclComm::get(*world);
+    if (t.device().index != st->nccl->device())
+      fail("distributed_data_parallel: '{}' is on {} but rank {}'s nccl communicator is on cuda:{}", n,
+           t.device().str(), st->nccl->rank(), st->nccl->device());
+  }
 
   {
     NoGradGuard ng;
-    std::vector<std::pair<std::string, Tensor>> all_tensors = named_params;
-    all_tensors.insert(all_tensors.end(), named_buffers.begin(), named_buffers.end());
+    const auto& all_tensors = all_named;
     std::vector<Request> reqs;
+    std::vector<NcclRequest> nreqs;
     std::vector<std::pair<Tensor, Tensor>> copies;  // (contiguous buffer, tensor) for non-contiguous ones
     for (auto& [n, t] : all_tensors) {
       Tensor buf = t.is_contiguous() ? t : t.contiguous();
       if (!buf.is_same(t)) copies.emplace_back(buf, t);
-      reqs.push_back(st->control->ibcast(buf.raw_data(), buf.numel() * int64_t(buf.element_size()), root));
+      int64_t bytes = buf.numel() * int64_t(buf.element_size());
+      std::string what = fmt::format("broadcast of '{}' from rank {}", n, root);
+      if (t.device().is_cpu()) {
+        reqs.push_back(st->control->ibcast(buf.raw_data(), bytes, root));
+        nreqs.emplace_back();
+      } else {
+        reqs.emplace_back();
+        nreqs.push_back(st->nccl->broadcast(buf.raw_data(), bytes, root, what));
+      }
     }
-    for (size_t k = 0; k < reqs.size(); ++k)
+    for (size_t k = 0; k < reqs.size(); ++k) {
       reqs[k].wait(fmt::format("broadcast of '{}' from rank {}", all_tensors[k].first, root));
+      nreqs[k].wait();
+    }
     for (auto& [n, t] : all_tensors) t.bump_version();
     for (auto& [buf, t] : copies) t.copy_(buf);
   }

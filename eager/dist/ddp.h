@@ -12,13 +12,17 @@
 // raises on every rank, naming the parameter) and parameters and buffers are broadcast from rank 0.
 // Gradients are reduced in buckets of about bucket_cap_mb, filled in reverse parameter order (the
 // order backward produces them). A hook after each parameter's gradient is accumulated copies it into
-// its bucket; a full bucket starts its MPI_Iallreduce at once, so communication overlaps the rest of
+// its bucket; a full bucket starts its all-reduce (MPI_Iallreduce) at once, so communication overlaps the rest of
 // backward. Buckets start in index order on every rank, which keeps the collectives matched. A callback
 // at the end of backward waits for every bucket and points each .grad at its averaged slice.
 //
 // The first backward starts no all-reduce until it has checked, across ranks, that every parameter got
 // a gradient: a parameter the loss does not use is reported by name on every rank instead of leaving
 // its bucket waiting forever. Later steps must use the same parameters (a missing one raises).
+//
+// CUDA parameters (backend "nccl"): a CUDA bucket is filled by device copies and its ncclAllReduce is
+// queued on the device's stream when full, so the hook never waits for the device; the end-of-backward
+// callback waits on every bucket's event (bounded by the timeout) before the optimizer step.
 //
 // Compiled steps: CompiledTrainStep's compiled backward feeds the same per-parameter accumulators, so
 // the hooks and the end-of-backward wait run unchanged before its optimizer update (all buckets fill

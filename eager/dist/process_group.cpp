@@ -1,18 +1,23 @@
-// The public process-group API (dist.h) over the transport in comm.h: checks the tensors, reduces
-// in place, and turns Avg into a sum and a division (MPI has no average).
+// The public process-group API (dist.h) over the transports: MPI (comm.h) for CPU tensors, and NCCL
+// (comm_nccl.h) for CUDA tensors under the nccl backend (torch's "cpu:mpi,cuda:nccl"). Checks the
+// tensors, reduces in place, and turns Avg into a sum and a division where the transport has no average.
 #include <cstdlib>
 
 #include "eager/autograd/graph.h"
 #include "eager/dist/comm.h"
+#include "eager/dist/comm_nccl.h"
 #include "eager/ops.h"
 
 namespace kiln::dist {
 
 using detail::Comm;
+using detail::NcclComm;
+using detail::NcclRequest;
 using detail::Request;
 
 struct Work::State {
-  Request req;
+  Request req;       // a CPU tensor's, on MPI
+  NcclRequest nccl;  // a CUDA tensor's: the division and the copy back are queued behind it on the stream
   Tensor buffer;     // what MPI writes into (contiguous)
   Tensor target;     // the caller's tensor, when buffer is a copy of it
   double divide = 0; // Avg: divide by the world size once complete
@@ -21,6 +26,7 @@ struct Work::State {
   void finish() {
     if (done) return;
     done = true;
+    if (!buffer.device().is_cpu()) return;
     NoGradGuard ng;
     buffer.bump_version();
     if (divide != 0) buffer.div_(divide);
@@ -35,7 +41,7 @@ Work& Work::operator=(Work&&) noexcept = default;
 
 bool Work::is_completed() {
   if (!state || state->done) return true;
-  if (!state->req.test()) return false;
+  if (!state->req.test() || !state->nccl.test()) return false;
   state->finish();
   return true;
 }
@@ -43,8 +49,13 @@ bool Work::is_completed() {
 void Work::wait() {
   if (!state || state->done) return;
   state->req.wait(state->what);
+  state->nccl.wait();
   state->finish();
 }
+
+namespace {
+std::string g_backend;  // of the initialized group
+}  // namespace
 
 bool is_available() { return Comm::available(); }
 bool is_initialized() { return Comm::initialized(); }
@@ -55,13 +66,33 @@ int launcher_world_size() {
   return 1;
 }
 
+bool is_nccl_available() { return detail::nccl_unavailable_reason().empty(); }
+std::string nccl_unavailable_reason() {
+  std::string why = detail::nccl_unavailable_reason();
+  return why.empty() ? why : "backend nccl " + why;
+}
+Device nccl_device() { return Device::cuda(detail::nccl_local_device()); }
+
 void init_process_group(const std::string& backend, std::chrono::milliseconds timeout) {
-  if (backend != "mpi")
-    fail("init_process_group: unknown backend '{}'; kiln has the mpi backend (nccl is not built yet)", backend);
+  // The backend is checked before the group's state, so its error is the same whenever it is called.
+  if (backend != "mpi" && backend != "nccl")
+    fail("init_process_group: unknown backend '{}'; kiln has the backends mpi and nccl", backend);
+  if (backend == "nccl")
+    if (std::string why = detail::nccl_unavailable_reason(); !why.empty())
+      fail("init_process_group: backend nccl {}", why);
   Comm::init(timeout);
+  g_backend = backend;
 }
 
-void destroy_process_group() { Comm::finalize(); }
+std::string get_backend() {
+  Comm::world();  // raises before init
+  return g_backend;
+}
+
+void destroy_process_group() {
+  if (Comm::initialized()) NcclComm::shutdown();
+  Comm::finalize();
+}
 int get_rank() { return Comm::world()->rank(); }
 int get_world_size() { return Comm::world()->size(); }
 
@@ -70,8 +101,10 @@ namespace {
 // The contiguous CPU buffer a collective works on, and the tensor to copy it back into if it is a copy.
 std::unique_ptr<Work::State> prepare(const char* op, const Tensor& t) {
   if (!t.defined()) fail("{}: tensor is undefined", op);
-  if (!t.device().is_cpu())
-    fail("{}: tensor is on {}; the mpi backend works on cpu tensors (copy with .cpu())", op, t.device().str());
+  if (!t.device().is_cpu() && g_backend != "nccl")
+    fail("{}: tensor is on {}; the {} backend works on cpu tensors (init_process_group(\"nccl\") reduces cuda "
+         "tensors, or copy with .cpu())",
+         op, t.device().str(), g_backend);
   auto s = std::make_unique<Work::State>();
   s->what = fmt::format("{} of {} {} elements", op, t.numel(), dtype_name(t.dtype()));
   if (t.is_contiguous()) {
@@ -91,6 +124,40 @@ Work finish(std::unique_ptr<Work::State> s, bool async_op) {
   return w;
 }
 
+// The communicator a CUDA tensor reduces on, checked to be on the tensor's device.
+NcclComm& nccl_for(Comm& world, const char* op, const Tensor& t) {
+  NcclComm& n = NcclComm::get(world);
+  if (t.device().index != n.device())
+    fail("{}: tensor is on {} but rank {}'s nccl communicator is on cuda:{} (local rank % visible gpus)", op,
+         t.device().str(), n.rank(), n.device());
+  return n;
+}
+
+// A CUDA tensor's collective: the division and the copy back are queued behind it on the same stream, and
+// the Work then watches an event recorded after them (a failure of the collective still shows through
+// the communicator's asynchronous error, which every test of the request polls).
+Work nccl_finish(NcclComm& n, std::unique_ptr<Work::State> s, bool divide, bool async_op) {
+  {
+    NoGradGuard ng;
+    s->buffer.bump_version();
+    if (divide) s->buffer.div_(double(n.size()));
+    if (s->target.defined()) s->target.copy_(s->buffer);
+  }
+  if (divide || s->target.defined()) s->nccl = n.fence(s->what);
+  Work w;
+  w.state = std::move(s);
+  if (!async_op) w.wait();
+  return w;
+}
+
+Work nccl_all_reduce(Comm& world, std::unique_ptr<Work::State> s, ReduceOp op, bool async_op) {
+  NcclComm& n = nccl_for(world, "all_reduce", s->buffer);
+  bool divide = op == ReduceOp::Avg && !n.has_avg();
+  s->nccl = n.all_reduce(s->buffer.raw_data(), s->buffer.numel(), s->buffer.dtype(), divide ? ReduceOp::Sum : op,
+                         s->what);
+  return nccl_finish(n, std::move(s), divide, async_op);
+}
+
 }  // namespace
 
 Work all_reduce(const Tensor& tensor, ReduceOp op, bool async_op) {
@@ -101,6 +168,7 @@ Work all_reduce(const Tensor& tensor, ReduceOp op, bool async_op) {
     if (!is_floating(d)) fail("all_reduce: reduce op avg needs a floating tensor, got {}", dtype_name(d));
     s->divide = double(comm->size());
   }
+  if (!tensor.device().is_cpu()) return nccl_all_reduce(*comm, std::move(s), op, async_op);
   s->req = comm->iallreduce(s->buffer.raw_data(), s->buffer.numel(), d, op == ReduceOp::Avg ? ReduceOp::Sum : op);
   return finish(std::move(s), async_op);
 }
@@ -108,6 +176,11 @@ Work all_reduce(const Tensor& tensor, ReduceOp op, bool async_op) {
 Work broadcast(const Tensor& tensor, int src, bool async_op) {
   auto comm = Comm::world();
   auto s = prepare("broadcast", tensor);
+  if (!tensor.device().is_cpu()) {
+    NcclComm& n = nccl_for(*comm, "broadcast", tensor);
+    s->nccl = n.broadcast(s->buffer.raw_data(), s->buffer.numel() * int64_t(s->buffer.element_size()), src, s->what);
+    return nccl_finish(n, std::move(s), false, async_op);
+  }
   s->req = comm->ibcast(s->buffer.raw_data(), s->buffer.numel() * int64_t(s->buffer.element_size()), src);
   return finish(std::move(s), async_op);
 }

@@ -9,8 +9,10 @@
 
 int main(int argc, char** argv) {
   using namespace kiln;
-  // A short timeout: a case whose ranks disagree fails in seconds instead of hanging the suite.
-  dist::init_process_group("mpi", std::chrono::seconds(30));
+  // A short timeout: a case whose ranks disagree fails in seconds instead of hanging the suite. The nccl
+  // backend wherever it can run: cpu tensors still go through mpi under it, so every case runs the same.
+  dist::init_process_group(dist::is_nccl_available() ? "nccl" : "mpi", std::chrono::seconds(30));
+  if (dist::get_rank() == 0) std::printf("kiln_dist_tests: backend %s\n", dist::get_backend().c_str());
   doctest::Context ctx(argc, argv);
   if (dist::get_rank() != 0) ctx.setOption("minimal", true);  // one full report, every rank's failures
   int rc = ctx.run();

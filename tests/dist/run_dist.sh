@@ -2,6 +2,9 @@
 # Runs kiln::dist's multi-process tests under mpirun (meson's dist suite).
 #   run_dist.sh MODE HAVE_MPI EXE
 #   MODE tests: EXE is kiln_dist_tests (doctest), run on 2 ranks
+#   MODE nccl1: EXE is kiln_dist_tests, its nccl cases only, on 1 rank (nccl needs a gpu per rank, so
+#               this is where a one-gpu machine runs them; they skip, saying why, without a gpu)
+#   MODE nccl_mock: EXE is nccl_mock, run on 2 ranks with the mock libnccl.so.2 beside it, in each mode
 #   MODE die | stall: EXE is dist_fail; the job must fail, within a hard time bound, with the error
 # Exits 77 (meson: skipped) with the reason when kiln was built without MPI or mpirun is missing.
 set -u
@@ -24,6 +27,38 @@ case $mode in
   tests)
     # Hard bound: a hang fails the test instead of blocking CI.
     exec timeout -k 5 120 "${mpirun[@]}" "$exe"
+    ;;
+  nccl1)
+    exec timeout -k 5 120 mpirun -np 1 "$exe" --test-case='nccl:*'
+    ;;
+  nccl_mock)
+    # The mock libnccl.so.2 is built beside EXE (nccl_mock); every run must print what the mode checks.
+    export LD_LIBRARY_PATH="$(cd "$(dirname "$exe")" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    status=0
+    expect() {  # expect MODE TEXT...: each TEXT must be in the output of `mpirun -np 2 EXE MODE`
+      local m=$1 out
+      shift
+      out=$(timeout -k 5 60 "${mpirun[@]}" -x LD_LIBRARY_PATH "$exe" "$m" 2>&1)
+      echo "== nccl_mock $m (mpirun exit status $?)"
+      echo "$out"
+      for text in "$@"; do
+        if ! grep -qF -- "$text" <<<"$out"; then
+          echo "FAIL: nccl_mock $m did not print: $text"
+          status=1
+        fi
+      done
+    }
+    expect ok "rank 0: nccl mock ok" "rank 1: nccl mock ok"
+    expect async_error \
+      "rank 0: error: dist: all_reduce of 4 float32 elements failed on rank 0 of 2 after " \
+      "nccl reported remote process exited or there was a network error; the nccl communicator was aborted" \
+      "rank 1: aborts 1" \
+      "rank 0: then: dist: all_reduce of 4 float32 elements cannot run on rank 0 of 2: the nccl communicator was aborted after an earlier error"
+    expect timeout \
+      "rank 1: error: dist: all_reduce of 4 float32 elements did not complete within 2000 ms on rank 1 of 2 (" \
+      "ms since it was queued on cuda:1): another rank died, stopped, or is in a different collective; the nccl communicator was aborted" \
+      "rank 0: aborts 1"
+    exit $status
     ;;
   die | stall)
     log=$(mktemp)

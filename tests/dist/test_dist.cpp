@@ -1,8 +1,15 @@
 // kiln::dist under mpirun (run_dist.sh starts 2 ranks): collectives, and DistributedDataParallel
-// training that must equal single-process training on the full batch, eager and compiled.
+// training that must equal single-process training on the full batch, eager and compiled. The "nccl:"
+// cases need the nccl backend and one gpu per rank; they say why they skip (run_dist.sh also runs them
+// at world size 1, for a machine with one gpu).
 #include "../support.h"
 
 #include <fmt/ranges.h>
+
+#include <cstdlib>
+#include <optional>
+
+#include "eager/dist/comm_nccl.h"
 
 #include "samples/digits_models.h"
 
@@ -40,11 +47,14 @@ Data digits_like() {
 // Trains the digits MLP for `steps` Adam steps and returns its parameters. Distributed, rank r starts
 // from its own random weights (seed 1 + r): only DistributedDataParallel's broadcast makes the ranks
 // (and the single-process run, seed 1) start alike.
-std::vector<Tensor> train(bool distributed, bool compiled, int steps, double bucket_cap_mb = 25) {
+std::vector<Tensor> train(bool distributed, bool compiled, int steps, double bucket_cap_mb = 25,
+                          Device device = Device::cpu()) {
   int w = distributed ? world() : 1, r = distributed ? rank() : 0;
   Data d = digits_like();
+  if (!device.is_cpu()) d = {d.x.to(device), d.y.to(device)};
   manual_seed(distributed ? 1 + uint64_t(r) : 1);
   auto mlp = kiln::samples::digits_mlp();
+  mlp->to(device);
   std::shared_ptr<nn::Module> model = mlp;
   if (distributed) {
     dist::DistributedDataParallelOptions o;
@@ -53,13 +63,14 @@ std::vector<Tensor> train(bool distributed, bool compiled, int steps, double buc
   }
   optim::Adam opt(model->parameters(), {3e-3});
   auto loss_of = [&](const Tensors& b) { return cross_entropy((*model)(b[0]), b[1]); };
-  CompiledTrainStep step(*model, loss_of, opt);
+  std::optional<CompiledTrainStep> step;
+  if (compiled) step.emplace(*model, loss_of, opt);
   const int64_t batch = 64, local = batch / w;
   for (int s = 0; s < steps; ++s) {
     int64_t start = (s * batch) % d.x.size(0) + r * local;
     Tensors b{d.x.slice(0, start, start + local), d.y.slice(0, start, start + local)};
     if (compiled) {
-      step(b);
+      (*step)(b);
     } else {
       Tensor loss = loss_of(b);
       opt.zero_grad();
@@ -67,12 +78,33 @@ std::vector<Tensor> train(bool distributed, bool compiled, int steps, double buc
       opt.step();
     }
   }
-  if (compiled) CHECK(compile_stats(step.function()).eager_calls == 0);
+  if (compiled) CHECK(compile_stats(step->function()).eager_calls == 0);
   if (auto* ddp = dynamic_cast<dist::DistributedDataParallel*>(model.get())) CHECK(ddp->reductions() == steps);
   std::vector<Tensor> out;
-  for (auto& p : mlp->parameters()) out.push_back(p.detach().clone());
+  for (auto& p : mlp->parameters()) out.push_back(p.detach().cpu().clone());
   return out;
 }
+
+// Why this job cannot run the nccl cases; empty when it can. The same on every rank of a node, so all
+// ranks skip alike.
+std::string nccl_skip_reason() {
+  if (dist::get_backend() != "nccl") {
+    std::string why = dist::nccl_unavailable_reason();
+    return "the process group's backend is " + dist::get_backend() + (why.empty() ? "" : " (" + why + ")");
+  }
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  int ranks = local ? std::atoi(local) : world(), gpus = cuda::device_count();
+  if (ranks > gpus)
+    return fmt::format("{} ranks on this node and {} visible gpu{}: nccl refuses two ranks on one gpu (run_dist.sh's "
+                       "nccl1 mode, meson test dist/nccl_world1, runs these cases at world size 1)",
+                       ranks, gpus, gpus == 1 ? "" : "s");
+  return "";
+}
+#define KILN_SKIP_WITHOUT_NCCL()                                            \
+  if (std::string why = nccl_skip_reason(); !why.empty()) {                 \
+    if (rank() == 0) MESSAGE("skipped: " << why);                           \
+    return;                                                                 \
+  }
 
 double max_abs_diff(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
   double m = 0;
@@ -89,6 +121,13 @@ struct TwoHeads : nn::Module {
   }
   Tensor forward(const Tensor& x) override { return use_both ? used->forward(x) + unused->forward(x) : used->forward(x); }
   std::string name() const override { return "TwoHeads"; }
+};
+
+// A parameter that claims to be on cuda:0 (no device is touched before the backend check raises).
+struct OnFakeGpu : nn::Module {
+  OnFakeGpu() { register_parameter("w", kiln::test::fake_cuda_tensor({2})); }
+  Tensor forward(const Tensor& x) override { return x; }
+  std::string name() const override { return "OnFakeGpu"; }
 };
 
 }  // namespace
@@ -123,8 +162,10 @@ TEST_CASE("dist: rank and world size from mpirun; all_reduce and broadcast in pl
 
 TEST_CASE("dist: bad collective inputs raise with the facts") {
   check_error([] { dist::all_reduce(Tensor()); }, "all_reduce: tensor is undefined");
-  check_error([] { dist::all_reduce(kiln::test::fake_cuda_tensor({2})); },
-              "all_reduce: tensor is on cuda:0; the mpi backend works on cpu tensors (copy with .cpu())");
+  if (dist::get_backend() == "mpi")
+    check_error([] { dist::all_reduce(kiln::test::fake_cuda_tensor({2})); },
+                "all_reduce: tensor is on cuda:0; the mpi backend works on cpu tensors (init_process_group(\"nccl\") "
+                "reduces cuda tensors, or copy with .cpu())");
   check_error([] { dist::all_reduce(ones({2}, DType::BFloat16)); },
               "dist: all_reduce of bfloat16 tensors is not supported (mpi has no 16-bit float type)");
   check_error([] { dist::all_reduce(ones({2}, DType::Int64), dist::ReduceOp::Avg); },
@@ -134,6 +175,10 @@ TEST_CASE("dist: bad collective inputs raise with the facts") {
   check_error([] { dist::init_process_group(); }, "init_process_group: trying to initialize the default process group twice");
   check_error([] { dist::DistributedDataParallel d(kiln::samples::digits_mlp(), {0}); },
               "distributed_data_parallel: bucket_cap_mb must be positive, got 0");
+  if (dist::get_backend() == "mpi")
+    check_error([] { dist::DistributedDataParallel d(std::make_shared<OnFakeGpu>()); },
+                "distributed_data_parallel: 'w' is on cuda:0; the mpi backend reduces cpu tensors "
+                "(init_process_group(\"nccl\") reduces cuda tensors)");
 }
 
 TEST_CASE("ddp: parameters and buffers start from rank 0's values; buckets fill in reverse parameter order") {
@@ -242,4 +287,97 @@ TEST_CASE("ddp: no_sync accumulates locally; the next backward averages the accu
     }
   auto pg = plain->parameters(), dg = mlp->parameters();
   for (size_t i = 0; i < pg.size(); ++i) check_close(dg[i].grad(), pg[i].grad(), 1e-5, 1e-6);
+}
+
+TEST_CASE("nccl: where the backend cannot run, init_process_group says what is missing") {
+  check_error([] { dist::init_process_group("gloo"); },
+              "init_process_group: unknown backend 'gloo'; kiln has the backends mpi and nccl");
+  // The loader, on any machine: a library that is not there, one that is not NCCL, and the real one.
+  check_error([] { dist::detail::nccl_probe_library("libnccl-missing.so.2"); },
+              "nccl: cannot open libnccl-missing.so.2 (");
+  std::string why = dist::nccl_unavailable_reason();
+  if (why.find("built without") != std::string::npos) {
+    if (rank() == 0) MESSAGE("skipped the rest: " << why);
+    return;
+  }
+  check_error([] { dist::detail::nccl_probe_library("libm.so.6"); },
+              "nccl: the library libm.so.6 lacks ncclGetVersion");
+  try {
+    int v = dist::detail::nccl_probe_library("libnccl.so.2");
+    CHECK(v >= 20000);
+    if (rank() == 0) MESSAGE("libnccl.so.2 loads without a gpu: nccl " << v);
+  } catch (const Error& e) {
+    if (rank() == 0) MESSAGE("libnccl.so.2 is not on the loader's path here: " << e.what());
+  }
+  if (dist::is_nccl_available()) {
+    CHECK(why.empty());
+    if (rank() == 0) MESSAGE("skipped the unavailable-backend error: nccl can run here");
+    return;
+  }
+  // Checked before the group's state: this process already has a group, yet the backend's error comes first.
+  REQUIRE(why.rfind("backend nccl ", 0) == 0);
+  check_error([] { dist::init_process_group("nccl"); }, "init_process_group: " + why);
+  if (!cuda::is_available())
+    CHECK(why == "backend nccl needs a cuda device: " + cuda::unavailable_reason());
+  CHECK(why.back() != '.');
+  if (rank() == 0) MESSAGE("init_process_group(\"nccl\") here: " << why);
+}
+
+TEST_CASE("nccl: all_reduce (sum, avg, max, min) and broadcast of cuda tensors, in place, sync and async") {
+  KILN_SKIP_WITHOUT_NCCL();
+  const Device dev = dist::nccl_device();
+  const double n = world(), r = rank();
+  for (DType t : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64}) {
+    CAPTURE(dtype_name(t));
+    Tensor s = full({5}, r + 1, TensorOptions(t)).to(dev);
+    dist::all_reduce(s);
+    CHECK(s.device() == dev);
+    CHECK(equal(s.cpu(), full({5}, n * (n + 1) / 2, TensorOptions(t))));
+    Tensor mx = tensor(std::vector<int64_t>{int64_t(r), -int64_t(r)}).to(t).to(dev);
+    dist::all_reduce(mx, dist::ReduceOp::Max);
+    CHECK(equal(mx.cpu(), tensor(std::vector<int64_t>{int64_t(n) - 1, 0}).to(t)));
+    Tensor mn = full({3}, r, TensorOptions(t)).to(dev);
+    dist::all_reduce(mn, dist::ReduceOp::Min);
+    CHECK(equal(mn.cpu(), zeros({3}, TensorOptions(t))));
+    if (is_floating(t)) {
+      Tensor a = full({3}, r, TensorOptions(t)).to(dev);
+      dist::all_reduce(a, dist::ReduceOp::Avg);
+      CHECK(equal(a.cpu(), full({3}, (n - 1) / 2, TensorOptions(t))));
+    }
+  }
+  // A non-contiguous tensor: reduced through a copy, written back on the stream.
+  Tensor m = full({2, 3}, r + 1).to(dev).t();
+  dist::all_reduce(m, dist::ReduceOp::Min);
+  CHECK(equal(m.cpu(), ones({3, 2})));
+  // async: kiln's next kernels on the device run after the collective without a wait (one stream).
+  Tensor x = full({4}, r + 1).to(dev);
+  dist::Work w = dist::all_reduce(x, dist::ReduceOp::Sum, true);
+  Tensor doubled = mul(x, 2.0);
+  w.wait();
+  CHECK(w.is_completed());
+  CHECK(equal(doubled.cpu(), full({4}, n * (n + 1))));
+  Tensor b = rank() == 0 ? arange(6.0).reshape({2, 3}).to(dev) : zeros({2, 3}).to(dev);
+  dist::Work wb = dist::broadcast(b, 0, true);
+  wb.wait();
+  CHECK(equal(b.cpu(), arange(6.0).reshape({2, 3})));
+  // CPU tensors still go through MPI in the same group.
+  Tensor c = full({2}, r + 1);
+  dist::all_reduce(c);
+  CHECK(equal(c, full({2}, n * (n + 1) / 2)));
+  check_error([&] { dist::all_reduce(ones({2}, TensorOptions(DType::Bool)).to(dev)); },
+              "dist: all_reduce of bool tensors is not supported by nccl");
+}
+
+TEST_CASE("nccl: 20 Adam steps of the digits MLP with DistributedDataParallel on cuda equal the cpu run") {
+  KILN_SKIP_WITHOUT_NCCL();
+  REQUIRE(64 % world() == 0);
+  auto ref = train(false, false, 20);
+  for (double cap : {25.0, 0.02}) {  // one bucket; two, the first queued on the stream while backward runs
+    CAPTURE(cap);
+    auto got = train(true, false, 20, cap, dist::nccl_device());
+    double diff = max_abs_diff(got, ref);
+    if (rank() == 0) MESSAGE("cuda ddp over nccl vs cpu single process, max |diff| = " << diff);
+    CHECK(diff <= 1e-5);
+    for (auto& p : got) check_same_on_every_rank(p);
+  }
 }
