@@ -218,6 +218,29 @@ void BM_Copy16M(benchmark::State& state) {
 }
 BENCHMARK(BM_Copy16M)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// ---- layout and dtype copies: x.t().contiguous() of 1024x1024 float32 (8x8 register tiles), and a
+// ReLU gradient's g * (x > 0) on [64,16,8,8] (a bool mask cast to float32 in the multiply) ----
+void BM_TransposeCopy1024(benchmark::State& state) {
+  kiln::set_num_threads(int(state.range(0)));
+  kiln::Tensor x = kiln::randn({kMat, kMat});
+  for (auto _ : state) {
+    kiln::Tensor y = x.t().contiguous();
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  bandwidth(state, "GBps_8B", 8, kMat * kMat);
+}
+BENCHMARK(BM_TransposeCopy1024)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_MaskMul64K(benchmark::State& state) {
+  kiln::set_num_threads(int(state.range(0)));
+  kiln::Tensor g = kiln::randn({64, 16, 8, 8}), x = kiln::randn({64, 16, 8, 8});
+  for (auto _ : state) {
+    kiln::Tensor y = g * (x > 0);
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+}
+BENCHMARK(BM_MaskMul64K)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 // ---- eager training step: MLP 784-256-10, batch 64, cross_entropy, SGD (forward+backward+step) ----
 void BM_MLPStep(benchmark::State& state) {
   set_threads(state);

@@ -53,7 +53,7 @@ def cpu_capability():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, required=True)
-    ap.add_argument("--only", default="dispatch,add,chain,matmul,copy,mlp")
+    ap.add_argument("--only", default="dispatch,add,chain,matmul,copy,layout,mlp")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--min-time", type=float, default=0.25)
     args = ap.parse_args()
@@ -113,6 +113,13 @@ def main():
         r = T(lambda: dst.copy_(src))
         r["GBps_8B"] = 8 * BIG / r["best_s"] / 1e9
         R["copy16M"] = r
+
+    if "layout" in only:  # bench_eager's BM_TransposeCopy1024 and BM_MaskMul64K
+        x = torch.randn(MAT, MAT)
+        R["transpose_copy1024"] = T(lambda: x.t().contiguous())
+        g, x = torch.randn(64, 16, 8, 8), torch.randn(64, 16, 8, 8)
+        R["mask_mul64K"] = T(lambda: g * (x > 0))
+        del g, x
 
     if "mlp" in only:
         torch.manual_seed(0)
