@@ -2,9 +2,8 @@
 
 #include <dlfcn.h>
 
-#include <mutex>
-
 #include "core/error.h"
+#include "core/load_once.h"
 
 namespace kiln::cuda {
 namespace {
@@ -24,25 +23,16 @@ DriverApi load_driver(const std::string& library) {
 }
 
 const DriverApi& driver() {
-  // Loaded once; a failure is kept and raised again on every later use.
-  static std::once_flag once;
-  static DriverApi api;
-  static std::string error;
-  std::call_once(once, [] {
-    try {
-      api = load_driver("libcuda.so.1");
-      CUresult r = api.cuInit(0);
-      if (r != CUDA_SUCCESS) {
-        const char* name = "unknown";
-        api.cuGetErrorName(r, &name);
-        error = fmt::format("cuda: cuInit failed: {}", name);
-      }
-    } catch (const Error& e) {
-      error = e.what();
+  return load_once<DriverApi>([] {
+    DriverApi api = load_driver("libcuda.so.1");
+    CUresult r = api.cuInit(0);
+    if (r != CUDA_SUCCESS) {
+      const char* name = "unknown";
+      api.cuGetErrorName(r, &name);
+      fail("cuda: cuInit failed: {}", name);
     }
+    return api;
   });
-  if (!error.empty()) throw Error(error);
-  return api;
 }
 
 void check(CUresult r, const char* call) {

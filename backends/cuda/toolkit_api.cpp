@@ -3,10 +3,10 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
-#include <mutex>
 #include <string>
 
 #include "core/error.h"
+#include "core/load_once.h"
 #include "kiln_config.h"
 
 namespace kiln::cuda {
@@ -26,27 +26,20 @@ void* open_library(const std::string& soname) {
   fail("cuda: {} not found (looked in {} and the loader's path: {})", soname, KILN_CUDA_LIBDIR, why ? why : "");
 }
 
+// Opens the library and resolves its table, once (core/load_once.h).
 template <class Api, class Resolve>
-const Api& load_once(const std::string& soname, Resolve resolve) {
-  // Loaded once; a failure is kept and raised again on every later use.
-  static std::once_flag once;
-  static Api api;
-  static std::string error;
-  std::call_once(once, [&] {
-    try {
-      resolve(open_library(soname), api);
-    } catch (const Error& e) {
-      error = e.what();
-    }
+const Api& load_table(const std::string& soname, Resolve resolve) {
+  return load_once<Api>([&] {
+    Api api;
+    resolve(open_library(soname), api);
+    return api;
   });
-  if (!error.empty()) throw Error(error);
-  return api;
 }
 
 }  // namespace
 
 const NvrtcApi& nvrtc() {
-  return load_once<NvrtcApi>(kNvrtc, [](void* h, NvrtcApi& api) {
+  return load_table<NvrtcApi>(kNvrtc, [](void* h, NvrtcApi& api) {
 #define KILN_CUBLAS_FN(name)
 #define KILN_NVRTC_FN(name)                                                           \
   api.name = reinterpret_cast<decltype(api.name)>(dlsym(h, KILN_XSTR(name)));        \
@@ -56,7 +49,7 @@ const NvrtcApi& nvrtc() {
 }
 
 const CublasApi& cublas() {
-  return load_once<CublasApi>(kCublas, [](void* h, CublasApi& api) {
+  return load_table<CublasApi>(kCublas, [](void* h, CublasApi& api) {
 #define KILN_NVRTC_FN(name)
 #define KILN_CUBLAS_FN(name)                                                          \
   api.name = reinterpret_cast<decltype(api.name)>(dlsym(h, KILN_XSTR(name)));        \

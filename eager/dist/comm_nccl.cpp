@@ -7,12 +7,12 @@
 #include <nccl.h>
 
 #include <cstdlib>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "core/device_runtime.h"
 #include "core/error.h"
+#include "core/load_once.h"
 #include "core/log.h"
 #include "kiln_config.h"
 
@@ -61,26 +61,19 @@ NcclApi load(const std::string& library, bool keep) {
   return api;
 }
 
-// Loaded once; a failure is kept and raised again on every later use.
 const NcclApi& nccl() {
-  static std::once_flag once;
-  static NcclApi api;
-  static std::string error;
-  std::call_once(once, [] {
+  return load_once<NcclApi>([] {
     // The loader's search path first (LD_LIBRARY_PATH, ldconfig), then the toolkit meson found.
     std::vector<std::string> tried;
     for (std::string lib : {std::string("libnccl.so.2"), std::string(KILN_CUDA_LIBDIR "/libnccl.so.2")}) {
       try {
-        api = load(lib, true);
-        return;
+        return load(lib, true);
       } catch (const Error& e) {
         tried.push_back(e.what());
       }
     }
-    error = fmt::format("{}; {}", tried[0], tried[1]);
+    fail("{}; {}", tried[0], tried[1]);
   });
-  if (!error.empty()) throw Error(error);
-  return api;
 }
 
 const DeviceRuntime& cuda_runtime() { return device_runtime(Device::cuda(0)); }
