@@ -26,35 +26,34 @@ void* open_library(const std::string& soname) {
   fail("cuda: {} not found (looked in {} and the loader's path: {})", soname, KILN_CUDA_LIBDIR, why ? why : "");
 }
 
-// Opens the library and resolves its table, once (core/load_once.h).
-template <class Api, class Resolve>
-const Api& load_table(const std::string& soname, Resolve resolve) {
-  return load_once<Api>([&] {
-    Api api;
-    resolve(open_library(soname), api);
-    return api;
-  });
+// One entry point into its slot of the table; raises naming the library and the symbol.
+template <class Fn>
+void resolve(void* library, const std::string& soname, const char* name, Fn& slot) {
+  slot = reinterpret_cast<Fn>(dlsym(library, name));
+  if (!slot) fail("cuda: {} lacks {}", soname, name);
 }
 
 }  // namespace
 
 const NvrtcApi& nvrtc() {
-  return load_table<NvrtcApi>(kNvrtc, [](void* h, NvrtcApi& api) {
+  return load_once<NvrtcApi>([] {
+    void* h = open_library(kNvrtc);
+    NvrtcApi api;
+#define KILN_NVRTC_FN(name) resolve(h, kNvrtc, KILN_XSTR(name), api.name);
 #define KILN_CUBLAS_FN(name)
-#define KILN_NVRTC_FN(name)                                                           \
-  api.name = reinterpret_cast<decltype(api.name)>(dlsym(h, KILN_XSTR(name)));        \
-  if (!api.name) fail("cuda: {} lacks {}", kNvrtc, KILN_XSTR(name));
 #include "backends/cuda/toolkit_functions.def"
+    return api;
   });
 }
 
 const CublasApi& cublas() {
-  return load_table<CublasApi>(kCublas, [](void* h, CublasApi& api) {
+  return load_once<CublasApi>([] {
+    void* h = open_library(kCublas);
+    CublasApi api;
 #define KILN_NVRTC_FN(name)
-#define KILN_CUBLAS_FN(name)                                                          \
-  api.name = reinterpret_cast<decltype(api.name)>(dlsym(h, KILN_XSTR(name)));        \
-  if (!api.name) fail("cuda: {} lacks {}", kCublas, KILN_XSTR(name));
+#define KILN_CUBLAS_FN(name) resolve(h, kCublas, KILN_XSTR(name), api.name);
 #include "backends/cuda/toolkit_functions.def"
+    return api;
   });
 }
 
