@@ -3,23 +3,14 @@
 // errors a class or a file with several broken definitions gets.
 #include <string>
 
+#include "error_of.h"
 #include "support.h"
 
 using namespace kiln;
 using kiln::test::check_close;
 using kiln::test::check_error;
+using kiln::test::error_of;
 using kiln::test::values;
-
-namespace {
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-}  // namespace
 
 TEST_CASE("script class: __init__ arguments become constants; parameters, buffers and helper methods") {
   const char* src = R"(

@@ -17,8 +17,10 @@
 #include <vector>
 
 #include "core/device_runtime.h"
+#include "tests/error_of.h"
 
 using namespace kiln;
+using kiln::test::error_of;
 
 namespace {
 
@@ -77,15 +79,6 @@ std::vector<double> values(const Tensor& t) {
   Tensor d = host.to(DType::Float64);
   for (int64_t i = 0; i < d.numel(); ++i) out.push_back(static_cast<const double*>(d.raw_data())[i]);
   return out;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 void run_ok(Device dev, int r, int n) {
