@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <vector>
 
 #include "kiln/kiln.h"
@@ -84,10 +85,52 @@ BENCHMARK(BM_CnnStepCompiled)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmar
 BENCHMARK(BM_MlpStepBf16)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_CnnStepBf16)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// The MLP step's five GEMMs alone, at the step's shapes and through the same sgemm calls (x·W1ᵀ, h·W2ᵀ;
+// g2ᵀ·h, g2·W2, g1ᵀ·x): a floor under any step, compiled or not, since no schedule skips them.
+std::function<void()> mlp_gemm_floor(const Workload& w) {
+  std::vector<Tensor> p = w.model->parameters();  // W1 [256,784], b1, W2 [10,256], b2
+  Tensor h = randn({64, 256}), g2 = randn({64, 10}), g1 = randn({64, 256});
+  return [=] {
+    benchmark::DoNotOptimize(matmul(w.x, p[0].detach().t()).raw_data());
+    benchmark::DoNotOptimize(matmul(h, p[2].detach().t()).raw_data());
+    benchmark::DoNotOptimize(matmul(g2.t(), h).raw_data());
+    benchmark::DoNotOptimize(matmul(g2, p[2].detach()).raw_data());
+    benchmark::DoNotOptimize(matmul(g1.t(), w.x).raw_data());
+  };
+}
+
+// The digits CNN step's convolutions and GEMMs alone, through the same kernels (conv2d of both convs;
+// conv2d_backward_weight of both and conv2d_backward_input of the second, the first's input needing none;
+// the Linear's three GEMMs): a floor under any step that calls them.
+std::function<void()> cnn_kernel_floor(const Workload& w) {
+  std::vector<Tensor> p = w.model->parameters();  // conv1 w,b; conv2 w,b; linear W [10,128], b
+  Tensor p1 = randn({64, 16, 4, 4}), f = randn({64, 128}), g1 = randn({64, 16, 8, 8}), g2 = randn({64, 32, 4, 4}),
+         gl = randn({64, 10});
+  Attrs a;
+  a.set("stride", Shape{1, 1}).set("padding", Shape{1, 1}).set("dilation", Shape{1, 1}).set("groups", int64_t(1));
+  Attrs a1 = a, a2 = a, a2x = a;
+  a1.set("shape", p[0].sizes());
+  a2.set("shape", p[2].sizes());
+  a2x.set("shape", p1.sizes());
+  Tensors w1{p[0].detach(), p[1].detach()}, w2{p[2].detach(), p[3].detach()};
+  return [=] {
+    benchmark::DoNotOptimize(dispatch1(OpId::Conv2d, {w.x, w1[0], w1[1]}, a).raw_data());
+    benchmark::DoNotOptimize(dispatch1(OpId::Conv2d, {p1, w2[0], w2[1]}, a).raw_data());
+    benchmark::DoNotOptimize(matmul(f, p[4].detach().t()).raw_data());
+    benchmark::DoNotOptimize(matmul(gl.t(), f).raw_data());
+    benchmark::DoNotOptimize(matmul(gl, p[4].detach()).raw_data());
+    benchmark::DoNotOptimize(dispatch1(OpId::Conv2dBackwardWeight, {g2, p1}, a2).raw_data());
+    benchmark::DoNotOptimize(dispatch1(OpId::Conv2dBackwardInput, {g2, w2[0]}, a2x).raw_data());
+    benchmark::DoNotOptimize(dispatch1(OpId::Conv2dBackwardWeight, {g1, w.x}, a1).raw_data());
+  };
+}
+
 // Eager and compiled steps alternating in blocks in one loop, each timed alone: their ratio is read from one
 // stretch of time, so a neighbour's load or the VM's drift slows both alike (separate benchmarks run
 // minutes apart and their ratio moved by ±20 % on the shared 2-core machine). Counters: the median
-// eager and compiled step in µs and eager / compiled.
+// eager and compiled step in µs and eager / compiled; for the MLP also the median of its GEMMs alone
+// (kernel_floor_us: for the MLP its GEMMs, for the CNN its convolutions and GEMMs) and eager / that floor,
+// the most a compiled step calling those kernels could gain over eager here.
 void step_ratio(benchmark::State& state, bool image) {
   set_num_threads(int(state.range(0)));
   Workload e = make(image), c = make(image);
@@ -102,9 +145,10 @@ void step_ratio(benchmark::State& state, bool image) {
     benchmark::DoNotOptimize(loss.raw_data());
   };
   auto compiled_step = [&] { benchmark::DoNotOptimize(step({c.x, c.y}).raw_data()); };
+  std::function<void()> floor = image ? cnn_kernel_floor(e) : mlp_gemm_floor(e);
   eager_step();
   compiled_step();  // trace and compile
-  std::vector<double> te, tc;
+  std::vector<double> te, tc, tf;
   auto timed = [](auto&& f) {
     auto t0 = std::chrono::steady_clock::now();
     f();
@@ -114,10 +158,12 @@ void step_ratio(benchmark::State& state, bool image) {
   // ran up to 40 % slower at 2 threads (the other model's data in the caches, the OpenMP team's state).
   constexpr int kBlock = 8;
   int k = 0;
+  const int members = floor ? 3 : 2;
   for (auto _ : state) {
-    bool eager = (k / kBlock) % 2 == 0, first = k % kBlock == 0;
-    double t = timed([&] { eager ? eager_step() : compiled_step(); });
-    if (!first) (eager ? te : tc).push_back(t);
+    int m = (k / kBlock) % members;
+    bool first = k % kBlock == 0;
+    double t = timed([&] { m == 0 ? eager_step() : m == 1 ? compiled_step() : floor(); });
+    if (!first) (m == 0 ? te : m == 1 ? tc : tf).push_back(t);
     ++k;
   }
   if (te.empty() || tc.empty()) return;  // the library's first, one-iteration probe
@@ -129,6 +175,10 @@ void step_ratio(benchmark::State& state, bool image) {
   state.counters["eager_us"] = me;
   state.counters["compiled_us"] = mc;
   state.counters["eager_over_compiled"] = me / mc;
+  if (!tf.empty()) {
+    state.counters["kernel_floor_us"] = median(tf);
+    state.counters["eager_over_kernel_floor"] = me / median(tf);
+  }
 }
 void BM_MlpStepRatio(benchmark::State& s) { step_ratio(s, false); }
 void BM_CnnStepRatio(benchmark::State& s) { step_ratio(s, true); }
