@@ -125,12 +125,22 @@ std::function<void()> cnn_kernel_floor(const Workload& w) {
   };
 }
 
+// Adam over copies of the model's parameters, gradients set: the fused update any step ends with.
+std::shared_ptr<optim::Adam> adam_on_copies(nn::Module& model) {
+  std::vector<Tensor> params;
+  for (const Tensor& p : model.parameters()) {
+    params.push_back(p.detach().clone().requires_grad_());
+    params.back().set_grad(randn(p.sizes()));
+  }
+  return std::make_shared<optim::Adam>(params, optim::AdamOptions{1e-3});
+}
+
 // Eager and compiled steps alternating in blocks in one loop, each timed alone: their ratio is read from one
 // stretch of time, so a neighbour's load or the VM's drift slows both alike (separate benchmarks run
 // minutes apart and their ratio moved by ±20 % on the shared 2-core machine). Counters: the median
-// eager and compiled step in µs and eager / compiled; for the MLP also the median of its GEMMs alone
-// (kernel_floor_us: for the MLP its GEMMs, for the CNN its convolutions and GEMMs) and eager / that floor,
-// the most a compiled step calling those kernels could gain over eager here.
+// eager and compiled step in µs and eager / compiled; and the median of the step's kernels alone
+// (kernel_floor_us: the MLP's GEMMs, or the CNN's convolutions and GEMMs, then the fused Adam over its
+// parameters) and eager / that floor, the most a compiled step calling those kernels could gain over eager.
 void step_ratio(benchmark::State& state, bool image) {
   set_num_threads(int(state.range(0)));
   Workload e = make(image), c = make(image);
@@ -145,7 +155,12 @@ void step_ratio(benchmark::State& state, bool image) {
     benchmark::DoNotOptimize(loss.raw_data());
   };
   auto compiled_step = [&] { benchmark::DoNotOptimize(step({c.x, c.y}).raw_data()); };
-  std::function<void()> floor = image ? cnn_kernel_floor(e) : mlp_gemm_floor(e);
+  std::function<void()> kernels = image ? cnn_kernel_floor(e) : mlp_gemm_floor(e);
+  std::shared_ptr<optim::Adam> floor_opt = adam_on_copies(*e.model);
+  std::function<void()> floor = [&] {
+    kernels();
+    floor_opt->step();
+  };
   eager_step();
   compiled_step();  // trace and compile
   std::vector<double> te, tc, tf;
