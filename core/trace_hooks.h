@@ -25,6 +25,10 @@ struct TraceHooks {
   virtual void on_read(const TensorImpl* impl, TraceRead what) = 0;
   // `alias` was made from `base` outside the dispatcher (detach): the same graph value.
   virtual void on_alias(const Tensor& base, const Tensor& alias) = 0;
+  // `result` holds fresh random numbers drawn by a factory: rand_like(*like) when like is given (a
+  // graph's prim::rand_like, drawn again at each call), else a factory with a fixed shape (rand, randn,
+  // randint), whose numbers a trace can only keep as a constant.
+  virtual void on_random(const char* factory, const Tensor* like, const Tensor& result) = 0;
 };
 
 namespace detail {

@@ -2,7 +2,9 @@
 #include <cmath>
 #include <mutex>
 #include <random>
+#include <sstream>
 
+#include "core/trace_hooks.h"
 #include "eager/cpu/copy.h"
 #include "eager/dispatch.h"
 #include "eager/ops.h"
@@ -101,24 +103,58 @@ void manual_seed(uint64_t seed) {
   rng().seed(seed);
 }
 
-Tensor rand(const Shape& shape, TensorOptions opt) {
+RngState get_rng_state() {
+  std::lock_guard<std::mutex> lock(g_rng_mu);
+  std::ostringstream s;
+  s << rng();
+  return {s.str()};
+}
+
+void set_rng_state(const RngState& state) {
+  std::istringstream s(state.engine);
+  std::mt19937_64 e;
+  if (!(s >> e)) fail("set_rng_state: not a state from get_rng_state ({} bytes)", state.engine.size());
+  std::lock_guard<std::mutex> lock(g_rng_mu);
+  rng() = e;
+}
+
+namespace {
+
+// U[0, 1) as k * 2^-digits with the target type's mantissa width, as torch: exact in that type, so
+// rounding the draw can never produce 1.0.
+Tensor uniform(const Shape& shape, TensorOptions opt) {
   check_float("rand", opt.dtype);
-  // k * 2^-digits with the target type's mantissa width, as torch: exact in that type, so rounding the
-  // draw can never produce 1.0.
   int digits = opt.dtype == DType::Float64 ? 53 : opt.dtype == DType::Float32 ? 24 : opt.dtype == DType::Float16 ? 11 : 8;
   return random_tensor(shape, opt, [&](auto& g) { return std::ldexp(double(g() >> (64 - digits)), -digits); });
 }
+
+// Fresh random numbers, told to a trace (tracer/recorder.h records rand_like as a draw at each call).
+Tensor reported(const char* factory, const Tensor* like, Tensor result) {
+  if (TraceHooks* h = trace_hooks(); h && h->quiet == 0) h->on_random(factory, like, result);
+  return result;
+}
+
+}  // namespace
+
+Tensor rand(const Shape& shape, TensorOptions opt) { return reported("rand", nullptr, uniform(shape, opt)); }
 Tensor randn(const Shape& shape, TensorOptions opt) {
   check_float("randn", opt.dtype);
   std::normal_distribution<double> nd(0.0, 1.0);
-  return random_tensor(shape, opt, [&](auto& g) { return nd(g); });
+  return reported("randn", nullptr, random_tensor(shape, opt, [&](auto& g) { return nd(g); }));
 }
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opt) {
   if (high <= low) fail("randint: expected low < high, got low={} and high={}", low, high);
   std::uniform_int_distribution<int64_t> u(low, high - 1);
-  return random_tensor(shape, opt, [&](auto& g) { return double(u(g)); });
+  return reported("randint", nullptr, random_tensor(shape, opt, [&](auto& g) { return double(u(g)); }));
 }
-Tensor rand_like(const Tensor& t) { return rand(t.sizes(), {t.dtype(), t.device()}); }
+Tensor rand_like(const Tensor& t) {
+  Tensor r;
+  {
+    QuietTraceReads quiet;  // a traced rand_like reads the shape at each call: nothing is specialised
+    r = uniform(t.sizes(), {t.dtype(), t.device()});
+  }
+  return reported("rand_like", &t, r);
+}
 Tensor randn_like(const Tensor& t) { return randn(t.sizes(), {t.dtype(), t.device()}); }
 
 namespace {

@@ -235,8 +235,9 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   if (!training || p == 0.0) return x;
   // p == 1 drops everything; multiplying (rather than returning zeros) keeps NaN * 0 = NaN as torch does.
   if (p == 1.0) return mul(x, zeros({}, x.dtype()));
+  // rand_like, so that a trace or a compiled step draws a new mask at each call.
   DType rt = x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
-  Tensor keep = lt(rand(x.sizes(), rt), 1.0 - p);
+  Tensor keep = lt(rand_like(x.dtype() == rt ? x : x.to(rt)), 1.0 - p);
   Tensor noise = mul(keep.to(x.dtype()), 1.0 / (1.0 - p));
   return mul(x, noise);
 }

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -35,6 +36,25 @@ Tensor arange(Scalar start, Scalar end, Scalar step, TensorOptions opt);
 Tensor linspace(double start, double end, int64_t steps, TensorOptions opt = {});
 Tensor eye(int64_t n, std::optional<int64_t> m = std::nullopt, TensorOptions opt = {});
 void manual_seed(uint64_t seed);
+// The default generator's state (torch.get_rng_state / set_rng_state): setting a saved state replays
+// the same draws from there.
+struct RngState {
+  std::string engine;
+};
+RngState get_rng_state();
+void set_rng_state(const RngState& state);
+// Puts the generator's state back at the end of a scope, for runs that must not consume the stream
+// (a trace or a compile's recording run of a function that draws random numbers).
+class RestoreRngState {
+ public:
+  RestoreRngState() : saved_(get_rng_state()) {}
+  ~RestoreRngState() { set_rng_state(saved_); }
+  RestoreRngState(const RestoreRngState&) = delete;
+  RestoreRngState& operator=(const RestoreRngState&) = delete;
+
+ private:
+  RngState saved_;
+};
 Tensor rand(const Shape& shape, TensorOptions opt = {});   // U[0, 1)
 Tensor randn(const Shape& shape, TensorOptions opt = {});  // N(0, 1)
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opt = DType::Int64);

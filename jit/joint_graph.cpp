@@ -30,8 +30,6 @@ bool can_differentiate(const ir::Graph& g, std::string* why_not) {
       case ir::Prim::ToInt:
       case ir::Prim::ToFloat:
         return no(fmt::format("line {}: {} reads a tensor's value", n->line, n->kind_name()));
-      case ir::Prim::RandLike:
-        return no(fmt::format("line {}: {} draws new numbers at each call", n->line, n->kind_name()));
       case ir::Prim::Print:
         return no(fmt::format("line {}: {} prints at each call", n->line, n->kind_name()));
       case ir::Prim::Detach:
@@ -64,6 +62,8 @@ JointGraph build_joint_graph(const ir::Graph& g, const std::vector<IValue>& samp
   }
   std::vector<IValue> outs;
   {
+    // The graph's rand_like nodes draw here too; compiling leaves the caller's random stream as it was.
+    RestoreRngState rng;
     tracing::TraceScope scope(rec);
     EnableGradGuard grad_on;
     outs = interp::run(g, ins);

@@ -4,6 +4,7 @@
 
 #include "eager/autograd/engine.h"
 #include "eager/nn/module.h"
+#include "eager/ops.h"
 #include "eager/optim/optimizer.h"
 #include "tracer/trace.h"
 
@@ -48,7 +49,19 @@ Function CompiledTrainStep::trace_step(const std::vector<Tensor>& batch) {
   to.quiet = true;  // size reads only specialise the trace to this batch shape, which is what we key on
   to.guard_value_reads = true;
   ++traces_;
-  return compile(trace_module(model_, [this](const Tensors& b) { return Tensors{loss_(b)}; }, batch, to), options_);
+  // Tracing runs the step's forward eagerly, then the compiled call runs it for this batch: the trace's
+  // own run must leave no trace, or BatchNorm's running statistics would move twice and dropout's masks
+  // come from further along the random stream than eager's.
+  std::vector<Tensor> buffers, saved;
+  for (auto& [name, b] : model_.named_buffers()) {
+    buffers.push_back(b);
+    saved.push_back(b.detach().clone());
+  }
+  RestoreRngState rng;
+  Function f = compile(trace_module(model_, [this](const Tensors& b) { return Tensors{loss_(b)}; }, batch, to), options_);
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved[i]);
+  return f;
 }
 
 Tensor CompiledTrainStep::operator()(const std::vector<Tensor>& batch) {

@@ -437,3 +437,49 @@ TEST_CASE("compiled training: a step that branches on a tensor value recompiles 
   check_close(g({ones({3}) * 3.0})[0], full({3}, 6.0));
   check_error([&] { g({-ones({3})}); }, "forward: guard failed: item() of the output of gt was 1 when traced and is 0 now");
 }
+
+TEST_CASE("compiled training: a step with batch norm and dropout equals eager's from one seed: losses, masks, running statistics") {
+  using M = std::shared_ptr<nn::Module>;
+  auto make = [] {
+    return std::make_shared<nn::Sequential>(std::vector<M>{
+        std::make_shared<nn::Conv2d>(1, 8, Shape{3, 3}, Shape{1, 1}, Shape{1, 1}), std::make_shared<nn::BatchNorm2d>(8),
+        std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(Shape{2, 2}), std::make_shared<nn::Flatten>(),
+        std::make_shared<nn::Dropout>(0.3), std::make_shared<nn::Linear>(8 * 4 * 4, 10)});
+  };
+  manual_seed(1);
+  auto me = make();
+  manual_seed(1);
+  auto mc = make();
+  // SGD: Adam would magnify the conv bias's gradient, zero but for rounding under batch norm, into
+  // updates that differ between any two summation orders.
+  optim::SGD oe(me->parameters(), {0.05, 0.9}), oc(mc->parameters(), {0.05, 0.9});
+  CompiledTrainStep step(*mc, [&](const Tensors& b) { return cross_entropy((*mc)(b[0]), b[1]); }, oc);
+  auto [flat, y] = test::digits();
+  Tensor x = flat.reshape({-1, 1, 8, 8});
+  for (int s = 0; s < 12; ++s) {
+    Tensors b = {x.slice(0, s * 32, s * 32 + 32), y.slice(0, s * 32, s * 32 + 32)};
+    // The same seed before each: the compiled step (its first call traces and compiles) must draw
+    // exactly the masks eager draws, and write the running statistics once per step.
+    manual_seed(100 + s);
+    Tensor le = cross_entropy((*me)(b[0]), b[1]);
+    oe.zero_grad();
+    le.backward();
+    oe.step();
+    manual_seed(100 + s);
+    Tensor lc = step(b);
+    CAPTURE(s);
+    CHECK(std::abs(lc.item<double>() - le.item<double>()) <= 1e-5 * std::abs(le.item<double>()));
+  }
+  CHECK(step.traces() == 1);
+  CHECK(!step.running_eagerly());
+  auto be = me->named_buffers(), bc = mc->named_buffers();
+  REQUIRE(be.size() == 3);
+  for (size_t i = 0; i < be.size(); ++i) {
+    CAPTURE(be[i].first);
+    check_close(bc[i].second.to(DType::Float64), be[i].second.to(DType::Float64), 1e-5, 1e-6);
+  }
+  CHECK(bc[2].second.item<int64_t>() == 12);
+  int draws = 0;
+  for (ir::Node* n : step.function().graph().block()->nodes()) draws += n->prim() == ir::Prim::RandLike;
+  CHECK(draws == 1);
+}

@@ -184,3 +184,21 @@ TEST_CASE("factories: tensor(values, shape)") {
   check_error([] { kiln::tensor({1.0, 2.0, 3.0, 4.0, 5.0}, {2, 3}); }, "tensor: 5 values cannot fill shape [2,3]");
   check_error([] { kiln::tensor(std::vector<int>{1, 2, 3}, {2, 2}); }, "tensor: 3 values cannot fill shape [2,2]");
 }
+
+TEST_CASE("factories: get_rng_state / set_rng_state replay the same draws") {
+  auto same = [](const Tensor& p, const Tensor& q) { return max(abs(p - q)).item<double>() == 0.0; };
+  manual_seed(21);
+  rand({5});
+  RngState s = get_rng_state();
+  Tensor a = randn({7}), b = rand({3});
+  set_rng_state(s);
+  CHECK(same(randn({7}), a));
+  CHECK(same(rand({3}), b));
+  set_rng_state(s);
+  {
+    RestoreRngState keep;  // draws inside the scope leave the stream where it was
+    rand({1000});
+  }
+  CHECK(same(randn({7}), a));
+  check_error([] { set_rng_state(RngState{"not a state"}); }, "set_rng_state: not a state from get_rng_state (11 bytes)");
+}

@@ -204,3 +204,29 @@ TEST_CASE("trace: factories inside the traced function are constants; outputs ma
   CHECK(os.str() == f.graph().str());
   CHECK(ir::to_dot(f.graph()).find("digraph") == 0);
 }
+
+TEST_CASE("trace: dropout draws a new mask at each call (prim::rand_like); a fixed-shape random factory warns") {
+  manual_seed(3);
+  Tensor x = ones({64});
+  Function f = trace([](const Tensors& in) { return Tensors{dropout(in[0], 0.5, true)}; }, {x});
+  int draws = 0;
+  for (ir::Node* n : f.graph().block()->nodes()) draws += n->prim() == ir::Prim::RandLike;
+  CHECK(draws == 1);
+  CHECK(f.binding().warnings.empty());
+  // The same stream as eager: from one seed, the traced call keeps what eager's dropout keeps.
+  manual_seed(11);
+  Tensor eager = dropout(x, 0.5, true);
+  manual_seed(11);
+  Tensor first = f({x})[0], second = f({x})[0];
+  check_same({first}, {eager});
+  CHECK(sum(ne(first, second)).item<int64_t>() > 0);
+  Function g = trace([](const Tensors& in) { return Tensors{in[0] + rand({64})}; }, {x}, [] {
+    TraceOptions o;
+    o.quiet = true;
+    return o;
+  }());
+  REQUIRE(g.binding().warnings.size() == 1);
+  CHECK(g.binding().warnings[0] ==
+        "rand draws its numbers once, while tracing: they are a constant of the trace, the same at every call "
+        "(rand_like draws again at each call)");
+}

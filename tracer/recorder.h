@@ -77,6 +77,19 @@ class Recorder final : public TraceHooks {
     }
   }
 
+  void on_random(const char* factory, const Tensor* like, const Tensor& result) override {
+    if (!like) {
+      warn(fmt::format("{} draws its numbers once, while tracing: they are a constant of the trace, the same at every "
+                       "call (rand_like draws again at each call)",
+                       factory));
+      return;
+    }
+    ir::Node* n = graph_->insert(graph_->create(ir::Prim::RandLike, 1));
+    n->add_input(value_of(*like));
+    n->output()->set_type(ir::type_of(result.dtype(), result.impl()->sizes));
+    remember(result, n->output());
+  }
+
   void on_inplace(const char* method, const Tensor& self, const Tensor& result) override {
     QuietTraceReads quiet;
     Value* v = value_of(result);
