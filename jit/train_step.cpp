@@ -70,9 +70,11 @@ Tensor CompiledTrainStep::operator()(const std::vector<Tensor>& batch) {
     out = {loss_(batch)};
   } else {
     Entry& e = entry_for(batch);
+    RngState rng = get_rng_state();
     try {
       out = e.fn(batch);
     } catch (const GuardFailure& g) {
+      set_rng_state(rng);  // the failed forward's draws are not the step's
       // The forward ran but nothing of it is used: no backward, no update, no buffer write-back.
       if (++guard_failures_ > guard_limit) {
         kiln::logger().warn("compile_train_step: {} guard failures (the loss function branches on tensor values every "
