@@ -1,5 +1,7 @@
 #include "jit/train_step.h"
 
+#include <algorithm>
+
 #include "core/log.h"
 
 #include "eager/autograd/engine.h"
@@ -17,6 +19,13 @@ std::string sig_str(const std::vector<std::pair<DType, Shape>>& s) {
     out += fmt::format("{}{}{}", i ? ", " : "", ir::dtype_short_name(s[i].first), shape_str(s[i].second));
   return "(" + out + ")";
 }
+
+// The train/eval flag of every module in the tree, depth first: a trace bakes in one mode's path
+// (a dropout mask or none, batch or running statistics), so each combination is an entry of its own.
+void collect_modes(const nn::Module& m, std::vector<bool>& out) {
+  out.push_back(m.is_training());
+  for (const auto& [name, child] : m.named_children()) collect_modes(*child, out);
+}
 }  // namespace
 
 CompiledTrainStep::CompiledTrainStep(nn::Module& model, LossFn loss, optim::Optimizer& opt, jit::CompileOptions o)
@@ -30,14 +39,22 @@ CompiledTrainStep::Entry& CompiledTrainStep::entry_for(const std::vector<Tensor>
     if (!batch[i].defined()) fail("compile_train_step: batch element {} is an undefined tensor", i);
     sig.emplace_back(batch[i].dtype(), batch[i].sizes());
   }
-  if (last_ && last_->sig == sig) return *last_;
+  std::vector<bool> modes;
+  collect_modes(model_, modes);
+  if (last_ && last_->sig == sig && last_->modes == modes) return *last_;
   for (auto& e : entries_)
-    if (e->sig == sig) return *(last_ = e.get());
-  if (!entries_.empty())
-    kiln::logger().info("compile_train_step: tracing again: batch signature {} differs from {}", sig_str(sig),
-                 sig_str(entries_.back()->sig));
+    if (e->sig == sig && e->modes == modes) return *(last_ = e.get());
+  if (!entries_.empty()) {
+    bool same_batch = std::any_of(entries_.begin(), entries_.end(), [&](const auto& e) { return e->sig == sig; });
+    if (same_batch)
+      kiln::logger().info("compile_train_step: tracing again: the modules' train/eval flags differ from the traced ones");
+    else
+      kiln::logger().info("compile_train_step: tracing again: batch signature {} differs from {}", sig_str(sig),
+                          sig_str(entries_.back()->sig));
+  }
   auto e = std::make_unique<Entry>();
   e->sig = std::move(sig);
+  e->modes = std::move(modes);
   e->fn = trace_step(batch);
   entries_.push_back(std::move(e));
   return *(last_ = entries_.back().get());

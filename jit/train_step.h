@@ -45,6 +45,7 @@ class CompiledTrainStep {
  private:
   struct Entry {
     std::vector<std::pair<DType, Shape>> sig;
+    std::vector<bool> modes;  // every module's training flag, depth first
     Function fn;
   };
   Entry& entry_for(const std::vector<Tensor>& batch);
