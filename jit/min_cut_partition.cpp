@@ -137,6 +137,17 @@ Copy copy_joint(const ir::Graph& jg) {
   return c;
 }
 
+// The backward's copy of a forward draw (prim::rand_like, never recomputed, so what the backward reads of
+// it is saved) has lost its readers; dead-code elimination keeps it, as it keeps every impure node, and
+// it would draw again.
+void drop_unread_draws(ir::Graph& g) {
+  eliminate_dead_code(g);
+  std::vector<ir::Node*> draws;
+  for (ir::Node* n : g.block()->nodes())
+    if (n->prim() == ir::Prim::RandLike && !n->output()->has_uses()) draws.push_back(n);
+  for (ir::Node* n : draws) n->destroy();
+}
+
 // Drops the graph inputs in [first, last) once dead code is gone; each must be unused by then.
 void erase_inputs(ir::Graph& g, size_t first, size_t last) {
   eliminate_dead_code(g);
@@ -265,6 +276,7 @@ Partition partition_min_cut(const JointGraph& j) {
     b.env.at(jg.inputs()[np + i])->replace_all_uses_with(t);
   }
   for (size_t s = 0; s < saved.size(); ++s) b.env.at(saved[s])->replace_all_uses_with(saved_in[s]);
+  drop_unread_draws(*b.g);
   erase_inputs(*b.g, 0, np + nt);
   p.backward = b.g;
   return p;
