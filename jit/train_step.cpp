@@ -20,6 +20,26 @@ std::string sig_str(const std::vector<std::pair<DType, Shape>>& s) {
   return "(" + out + ")";
 }
 
+// The module's buffers (BatchNorm's running statistics) as they were, written back at the end of a scope.
+class RestoreBuffers {
+ public:
+  explicit RestoreBuffers(const nn::Module& m) {
+    for (auto& [name, b] : m.named_buffers()) {
+      buffers_.push_back(b);
+      saved_.push_back(b.detach().clone());
+    }
+  }
+  ~RestoreBuffers() {
+    NoGradGuard no_grad;
+    for (size_t i = 0; i < buffers_.size(); ++i) buffers_[i].copy_(saved_[i]);
+  }
+  RestoreBuffers(const RestoreBuffers&) = delete;
+  RestoreBuffers& operator=(const RestoreBuffers&) = delete;
+
+ private:
+  std::vector<Tensor> buffers_, saved_;
+};
+
 // The train/eval flag of every module in the tree, depth first: a trace bakes in one mode's path
 // (a dropout mask or none, batch or running statistics), so each combination is an entry of its own.
 void collect_modes(const nn::Module& m, std::vector<bool>& out) {
@@ -69,16 +89,9 @@ Function CompiledTrainStep::trace_step(const std::vector<Tensor>& batch) {
   // Tracing runs the step's forward eagerly, then the compiled call runs it for this batch: the trace's
   // own run must leave no trace, or BatchNorm's running statistics would move twice and dropout's masks
   // come from further along the random stream than eager's.
-  std::vector<Tensor> buffers, saved;
-  for (auto& [name, b] : model_.named_buffers()) {
-    buffers.push_back(b);
-    saved.push_back(b.detach().clone());
-  }
+  RestoreBuffers buffers(model_);
   RestoreRngState rng;
-  Function f = compile(trace_module(model_, [this](const Tensors& b) { return Tensors{loss_(b)}; }, batch, to), options_);
-  NoGradGuard no_grad;
-  for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(saved[i]);
-  return f;
+  return compile(trace_module(model_, [this](const Tensors& b) { return Tensors{loss_(b)}; }, batch, to), options_);
 }
 
 Tensor CompiledTrainStep::operator()(const std::vector<Tensor>& batch) {
