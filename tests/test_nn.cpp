@@ -155,3 +155,27 @@ TEST_CASE("nn: weights trained in PyTorch load into the same architecture") {
   check_close(back.at("2.bias"), m.state_dict().at("2.bias"));
   std::remove(path.c_str());
 }
+
+TEST_CASE("nn: Module::to(dtype) converts floating parameters and buffers in place; integer buffers stay") {
+  using M = std::shared_ptr<nn::Module>;
+  manual_seed(4);
+  auto m = std::make_shared<nn::Sequential>(std::vector<M>{
+      std::make_shared<nn::Conv2d>(1, 4, Shape{3, 3}), std::make_shared<nn::BatchNorm2d>(4), std::make_shared<nn::Flatten>(),
+      std::make_shared<nn::Linear>(4 * 6 * 6, 3)});
+  Tensor x = randn({2, 1, 8, 8});
+  Tensor want = (*m)(x).to(DType::Float64);
+  Tensor w0 = m->parameters()[0];  // the handle an optimizer would hold
+  m->to(DType::Float64);
+  CHECK(w0.dtype() == DType::Float64);
+  for (auto& [name, p] : m->named_parameters()) CHECK(p.dtype() == DType::Float64);
+  for (auto& [name, b] : m->named_buffers()) {
+    CAPTURE(name);
+    CHECK(b.dtype() == (name == "1.num_batches_tracked" ? DType::Int64 : DType::Float64));
+  }
+  Tensor y = (*m)(x.to(DType::Float64));
+  CHECK(y.dtype() == DType::Float64);
+  check_close(y, want, 1e-5, 1e-5);  // the second call's batch statistics equal the first's
+  sum(y).backward();
+  CHECK(w0.grad().dtype() == DType::Float64);
+  check_error([&] { m->to(DType::Int64); }, "Module.to: expected a floating dtype, got int64");
+}

@@ -58,20 +58,36 @@ void Module::zero_grad() {
   for (Tensor& p : parameters()) p.set_grad(Tensor());
 }
 
+namespace {
+// t becomes `now` in place: the handle in params_ and the layer's member share t's impl, so both see
+// the new storage (and dtype); a gradient of the old one is dropped.
+void rebind(const Tensor& t, const Tensor& now) {
+  TensorImpl* impl = t.impl();
+  impl->storage = now.storage();
+  impl->sizes = now.sizes();
+  impl->strides = now.strides();
+  impl->offset = now.storage_offset();
+  impl->dtype = now.dtype();
+  if (t.requires_grad()) t.set_grad(Tensor());
+}
+}  // namespace
+
 Module& Module::to(Device device) {
   auto move = [&](const Tensor& t) {
-    if (t.device() == device) return;
-    Tensor moved = t.detach().to(device);
-    // The handle in params_ and the layer's member share this impl, so both see the new storage.
-    TensorImpl* impl = t.impl();
-    impl->storage = moved.storage();
-    impl->sizes = moved.sizes();
-    impl->strides = moved.strides();
-    impl->offset = moved.storage_offset();
-    if (t.requires_grad()) t.set_grad(Tensor());
+    if (t.device() != device) rebind(t, t.detach().to(device));
   };
   for (auto& [n, t] : named_parameters()) move(t);
   for (auto& [n, t] : named_buffers()) move(t);
+  return *this;
+}
+
+Module& Module::to(DType dtype) {
+  if (!is_floating(dtype)) fail("Module.to: expected a floating dtype, got {}", dtype_name(dtype));
+  auto cast = [&](const Tensor& t) {
+    if (is_floating(t.dtype()) && t.dtype() != dtype) rebind(t, t.detach().to(dtype));
+  };
+  for (auto& [n, t] : named_parameters()) cast(t);
+  for (auto& [n, t] : named_buffers()) cast(t);
   return *this;
 }
 

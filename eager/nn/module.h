@@ -32,6 +32,9 @@ class Module {
   // Moves every parameter and buffer to `device` in place (torch's module.to): the tensors keep their
   // identity, requires_grad and place in optimizers; gradients are dropped.
   Module& to(Device device);
+  // Floating parameters and buffers converted in place (torch's module.to(dtype), .double(), .half());
+  // integer buffers (num_batches_tracked) keep theirs; gradients are dropped, as by to(device).
+  Module& to(DType dtype);
 
   // Parameters and buffers by dotted name. Loading copies values into the existing tensors (so
   // optimizers keep their references) and checks names, shapes and dtypes.
