@@ -124,6 +124,7 @@ Tensor CompiledTrainStep::operator()(const std::vector<Tensor>& batch) {
          out.empty() ? std::string() : " of shape " + shape_str(out[0].sizes()));
   opt_.zero_grad();
   backward({out[0]});
+  if (before_step) before_step();
   opt_.step();
   return out[0].detach();
 }

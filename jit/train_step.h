@@ -41,6 +41,9 @@ class CompiledTrainStep {
   int64_t guard_failures() const { return guard_failures_; }
   bool running_eagerly() const { return eager_; }
   int guard_limit = 8;
+  // Runs after the backward has filled the parameters' .grad and before the optimizer step: gradient
+  // clipping (nn::clip_grad_norm_, clip_grad_value_) or any other change to the gradients.
+  std::function<void()> before_step;
 
  private:
   struct Entry {

@@ -522,3 +522,29 @@ TEST_CASE("compiled training: a compiled block with dropout, called with inputs 
     m->zero_grad();
   }
 }
+
+TEST_CASE("compiled training: before_step clips the compiled backward's gradients as eager clips its own") {
+  manual_seed(8);
+  auto me = digits_mlp();
+  manual_seed(8);
+  auto mc = digits_mlp();
+  optim::SGD oe(me->parameters(), {0.5}), oc(mc->parameters(), {0.5});
+  CompiledTrainStep step(*mc, [&](const Tensors& b) { return cross_entropy((*mc)(b[0]), b[1]); }, oc);
+  std::vector<double> norms;
+  step.before_step = [&] { norms.push_back(nn::clip_grad_norm_(mc->parameters(), 0.25).item<double>()); };
+  auto [x, y] = test::digits();
+  for (int s = 0; s < 8; ++s) {
+    Tensors b = {x.slice(0, s * 32, s * 32 + 32), y.slice(0, s * 32, s * 32 + 32)};
+    Tensor le = cross_entropy((*me)(b[0]), b[1]);
+    oe.zero_grad();
+    le.backward();
+    double ne = nn::clip_grad_norm_(me->parameters(), 0.25).item<double>();
+    oe.step();
+    Tensor lc = step(b);
+    CAPTURE(s);
+    CHECK(std::abs(lc.item<double>() - le.item<double>()) <= 1e-5 * std::abs(le.item<double>()));
+    REQUIRE(norms.size() == size_t(s + 1));
+    CHECK(norms.back() == doctest::Approx(ne).epsilon(1e-5));
+    CHECK(ne > 0.25);  // the clip acts
+  }
+}

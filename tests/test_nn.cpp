@@ -179,3 +179,32 @@ TEST_CASE("nn: Module::to(dtype) converts floating parameters and buffers in pla
   CHECK(w0.grad().dtype() == DType::Float64);
   check_error([&] { m->to(DType::Int64); }, "Module.to: expected a floating dtype, got int64");
 }
+
+TEST_CASE("nn: clip_grad_norm_ and clip_grad_value_ follow torch.nn.utils") {
+  Tensor a = zeros({2}).requires_grad_(), b = zeros({1}).requires_grad_(), c = zeros({3}).requires_grad_();
+  auto set = [&] {
+    a.set_grad(tensor({3.0, -4.0}));
+    b.set_grad(tensor({12.0}));
+  };
+  set();  // c has no gradient: skipped
+  Tensor n = nn::clip_grad_norm_({a, b, c}, 6.5);
+  CHECK(n.item<double>() == doctest::Approx(13.0));
+  double k = 6.5 / (13.0 + 1e-6);
+  check_close(a.grad(), tensor({3.0 * k, -4.0 * k}), 1e-6, 1e-7);
+  check_close(b.grad(), tensor({12.0 * k}), 1e-6, 1e-7);
+  CHECK(!c.grad().defined());
+  set();
+  CHECK(nn::clip_grad_norm_({a, b}, 100.0).item<double>() == doctest::Approx(13.0));  // under max_norm: unchanged
+  check_close(a.grad(), tensor({3.0, -4.0}));
+  CHECK(nn::clip_grad_norm_({a, b}, 100.0, 1.0).item<double>() == doctest::Approx(19.0));
+  CHECK(nn::clip_grad_norm_({a, b}, 6.0, nn::kInfNorm).item<double>() == doctest::Approx(12.0));
+  check_close(b.grad(), tensor({12.0 * 6.0 / (12.0 + 1e-6)}), 1e-6, 1e-7);
+  set();
+  nn::clip_grad_value_({a, b}, 3.5);
+  check_close(a.grad(), tensor({3.0, -3.5}));
+  check_close(b.grad(), tensor({3.5}));
+  b.set_grad(tensor({std::numeric_limits<double>::infinity()}));
+  check_error([&] { nn::clip_grad_norm_({a, b}, 1.0, 2.0, true); },
+              "clip_grad_norm_: the total norm of order 2 of the gradients is inf, so they cannot be clipped");
+  check_error([&] { nn::clip_grad_norm_({a}, -1.0); }, "clip_grad_norm_: max_norm must be non-negative, got -1");
+}
