@@ -38,6 +38,8 @@ class CompiledTrainStep {
   // The compiled function serving the last call (its cache statistics, graphs).
   const Function& function() const;
   int64_t traces() const { return traces_; }
+  // Cache entries: one per batch signature (dtypes and shapes) and train/eval flags seen so far.
+  size_t entries() const { return entries_.size(); }
   int64_t guard_failures() const { return guard_failures_; }
   bool running_eagerly() const { return eager_; }
   int guard_limit = 8;

@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 #include <kiln/kiln.h>
 
+#include "backends/x86/isa.h"
+
 #include <unistd.h>
 
 #include <cmath>
@@ -112,6 +114,30 @@ inline void check_error(const std::function<void()>& fn, const std::string& need
                   "message '" << e.what() << "' lacks '" << needle << "'");
   }
 }
+
+// Whether compiled graphs get the x86 JIT's fused kernels here: it needs AVX2 or AVX-512, and
+// KILN_X86_ISA=none turns it off (tests/run_matrix.sh's baseline entry, a CPU without AVX2). Without it a
+// compiled graph runs its optimised graph on the eager kernels: the same values, other kernel counts.
+inline bool x86_jit_on() { return x86::best_isa() != x86::Isa::None; }
+
+// Sets the intra-op (OpenMP and BLAS) thread count for a scope and restores the count it found: a test
+// that depends on the count sets it, so the suite's order does not matter.
+struct NumThreads {
+  int saved = get_num_threads();
+  explicit NumThreads(int n) { set_num_threads(n); }
+  ~NumThreads() { set_num_threads(saved); }
+  NumThreads(const NumThreads&) = delete;
+  NumThreads& operator=(const NumThreads&) = delete;
+};
+
+// The same for the inter-op thread count (how many independent steps of a graph run at once).
+struct NumInteropThreads {
+  int saved = get_num_interop_threads();
+  explicit NumInteropThreads(int n) { set_num_interop_threads(n); }
+  ~NumInteropThreads() { set_num_interop_threads(saved); }
+  NumInteropThreads(const NumInteropThreads&) = delete;
+  NumInteropThreads& operator=(const NumInteropThreads&) = delete;
+};
 
 // A tensor that claims to live on cuda:0 without touching a device: enough for checks that fail
 // before any kernel runs (device checks, the JIT's choice of backend).

@@ -48,6 +48,20 @@ TEST_CASE("autograd: retain_graph, freed buffers and retain_grad") {
   check_error([&] { y.backward(); }, "backward through the graph a second time");
 }
 
+TEST_CASE("autograd: a graph whose nodes saved no values runs backward again, as torch's does") {
+  // A cast, an add of a number and a sum save shapes only: nothing is freed, so a second backward (autocast
+  // running two backward passes through one cached cast of a weight) accumulates again.
+  Tensor x = f64({0.5, 1.5}).requires_grad_();
+  Tensor y = (x.to(DType::Float32) + 1.0).sum();
+  y.backward();
+  y.backward();
+  check_close(x.grad(), f64({2.0, 2.0}));
+  // One that saved values still refuses.
+  Tensor z = (x * x).sum();
+  z.backward();
+  check_error([&] { z.backward(); }, "backward through the graph a second time");
+}
+
 TEST_CASE("autograd: no_grad, detach and requires_grad errors") {
   Tensor x = f64({1, 2}).requires_grad_();
   {

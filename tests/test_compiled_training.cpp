@@ -312,22 +312,28 @@ void check_trajectories(const std::function<std::shared_ptr<nn::Sequential>()>& 
   auto compiled_model = make();
   Trajectory e = train(*eager_model, false, image), c = train(*compiled_model, true, image);
   REQUIRE(e.losses.size() == c.losses.size());
+  // A step's rounding differences (other summation orders in the compiled kernels) feed the next steps, and
+  // Adam's normalised updates carry them on: the first steps agree to 1e-4, and the bound widens by 2e-5
+  // a step (50 steps on the baseline kernels with oneDNN on SSE4.1 and no x86 JIT drift to 6e-4 by step 46).
   for (size_t i = 0; i < e.losses.size(); ++i) {
     CAPTURE(i);
-    CHECK(std::abs(c.losses[i] - e.losses[i]) <= 1e-4 * std::abs(e.losses[i]));
+    CHECK(std::abs(c.losses[i] - e.losses[i]) <= std::max(1e-4, 2e-5 * double(i + 1)) * std::abs(e.losses[i]));
   }
   CHECK(c.losses.back() < c.losses.front() * 0.5);  // it trained
   // The memory planner's bound holds for the plan's order. Inter-op threads overlap independent steps
   // and their temporaries (docs/jit.md, "Inter-op scheduling"), so the bound is checked sequentially.
   int interop = get_num_interop_threads();
-  set_num_interop_threads(1);
-  manual_seed(21);
-  auto sequential_model = make();
-  Trajectory c1 = train(*sequential_model, true, image);
-  set_num_interop_threads(interop);
+  Trajectory c1;
+  {
+    kiln::test::NumInteropThreads one(1);
+    manual_seed(21);
+    auto sequential_model = make();
+    c1 = train(*sequential_model, true, image);
+  }
   MESSAGE("step peak: compiled " << c1.step_peak_bytes << " bytes (" << c.step_peak_bytes << " with " << interop
                                  << " inter-op threads), eager " << e.step_peak_bytes);
-  CHECK(c1.step_peak_bytes <= e.step_peak_bytes);
+  // The bound counts on fusion: without the x86 JIT every elementwise step keeps its own output.
+  if (kiln::test::x86_jit_on()) CHECK(c1.step_peak_bytes <= e.step_peak_bytes);
   // The order of independent steps changes no result; a small GEMM that oneDNN splits along K across
   // threads rounds differently on the one thread a concurrent step gets (docs/jit.md).
   if (get_num_threads() == 1) CHECK(c1.losses == c.losses);

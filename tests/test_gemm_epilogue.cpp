@@ -92,8 +92,8 @@ void check_case(const Case& c, bool onednn) {
   std::vector<Tensor> got = compiled(in);
   CHECK(x86::gemm_epilogue_stats().runs - runs == (onednn ? 1 : 0));  // the path asked for ran
   // oneDNN writes the result and allocates nothing else (the transposed weight is not copied); the
-  // fallback writes the product, then the result
-  CHECK(memory_stats().alloc_count - allocs == (onednn ? 1 : 2));
+  // fallback writes the product, then the result (its epilogue one x86 kernel; op by op without the JIT)
+  if (onednn || kiln::test::x86_jit_on()) CHECK(memory_stats().alloc_count - allocs == (onednn ? 1 : 2));
   REQUIRE(got.size() == 1);
   // Sums of K products in another order (oneDNN's blocking against dnnl_sgemm's or OpenBLAS's).
   check_close(got[0], want[0], 1e-4, 1e-4);

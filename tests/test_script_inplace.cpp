@@ -253,11 +253,7 @@ def f(n: int) -> int:
     return n
 )";
   Function f = script_source(src, "t.py").function("f");
-  struct Restore {
-    int saved = get_num_interop_threads();
-    ~Restore() { set_num_interop_threads(saved); }
-  } restore;
-  set_num_interop_threads(2);
+  kiln::test::NumInteropThreads two(2);
   for (int rep = 0; rep < 20; ++rep) CHECK(captured_stdout([&] { f.call({int64_t(3)}); }) == "a 3\nb\nc 4\n");
 }
 

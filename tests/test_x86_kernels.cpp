@@ -29,8 +29,8 @@ struct IsaCap {
 };
 
 bool skip_without_avx2() {
-  if (x86::cpu_isa() != x86::Isa::None) return false;
-  MESSAGE("skipped: this CPU has no AVX2 (the x86 JIT needs AVX2 or AVX-512)");
+  if (kiln::test::x86_jit_on()) return false;
+  MESSAGE("skipped: the x86 JIT is off (it needs AVX2 or AVX-512; KILN_X86_ISA=none turns it off)");
   return true;
 }
 
@@ -232,12 +232,11 @@ TEST_CASE("x86: reductions over all dims and the last dim, fused") {
 
 TEST_CASE("x86: large groups split across threads, non-temporal stores, the 8-op chain") {
   if (skip_without_avx2()) return;
-  int saved = get_num_threads();
   for (x86::Isa isa : isas_to_test()) {
     IsaCap cap(isa);
     CAPTURE(x86::isa_name(isa));
     for (int th : {1, 2}) {
-      set_num_threads(th);
+      kiln::test::NumThreads threads(th);
       const int64_t n = (int64_t(1) << 22) + 13;
       Tensor x = randn({n});
       std::string text =
@@ -270,7 +269,6 @@ TEST_CASE("x86: large groups split across threads, non-temporal stores, the 8-op
       check_close(g2[1], dispatch1(OpId::Gt, {g2[0], y}), 0, 0);
     }
   }
-  set_num_threads(saved);
 }
 
 TEST_CASE("x86: kernel name, disassembly, code size, unsupported groups") {

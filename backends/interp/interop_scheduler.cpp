@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/memory_category.h"
+#include "core/tsan_annotations.h"
 #include "eager/autograd/graph.h"
 
 namespace kiln {
@@ -152,7 +153,7 @@ struct Run {
 
   // One thread's part of a phase: small steps while there are any. It ends, for every thread of the
   // team, once none is ready or running: the run is over, or a large step waits for every core.
-  void phase() {
+  KILN_TSAN_NOINLINE void phase() {
     omp_set_num_threads(1);  // this task's count: what dnnl_sgemm and the kernels read
     const bool saved_grad = GradMode::enabled();  // a team thread outlives the run
     GradMode::set(grad);
@@ -177,6 +178,22 @@ struct Run {
     GradMode::set(saved_grad);
   }
 };
+
+// One phase on this thread's OpenMP team of n. The region's fork and join carry r, and what the steps
+// before it wrote, to the team and back; libgomp does that out of ThreadSanitizer's sight, so a TSan
+// build is told here (core/tsan_annotations.h). This function's own code, the region's argument passing
+// included, is not instrumented: its one shared value, &r, is libgomp's to hand over, and is read before
+// the acquire can name it. Run::phase, which is instrumented, must stay a call of its own.
+KILN_TSAN_NOT_INSTRUMENTED void run_phase_on_team(Run& r, int n) {
+  KILN_TSAN_RELEASE(&r);  // the fork
+#pragma omp parallel num_threads(n)
+  {
+    KILN_TSAN_ACQUIRE(&r);
+    r.phase();
+    KILN_TSAN_RELEASE(&r);
+  }
+  KILN_TSAN_ACQUIRE(&r);  // the join
+}
 
 }  // namespace
 
@@ -212,8 +229,7 @@ void run_steps(const StepGraph& g, const std::function<bool(int)>& small, const 
     // idle threads spin for a while after each region (GOMP_SPINCOUNT), so a thread of ours would share
     // its core with one of them whenever a step with every OpenMP thread ran shortly before; the team
     // thread itself takes the work instead, and a parallel region is how it is handed over.
-#pragma omp parallel num_threads(n)
-    r.phase();
+    run_phase_on_team(r, n);
     lock.lock();
   }
   std::exception_ptr error = r.error;

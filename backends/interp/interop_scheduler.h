@@ -2,8 +2,12 @@
 // Inter-op parallelism: the independent steps of one straight-line block run at the same time on the
 // calling thread's OpenMP team when each is too small to keep every core busy (two branches of a
 // network). Each small step runs with one OpenMP thread, so the cores are shared between steps instead
-// of between the threads of one step; a large step runs alone with all of them. Every step is computed
-// by the same kernel as in a sequential run, so results are bit-identical; only the order changes.
+// of between the threads of one step; a large step runs alone with all of them.
+// The determinism contract: the result is bit-identical to a sequential run in which each step has the
+// intra-op thread count this scheduler gave it (one for a small step, all for a large one), whatever the
+// schedule, since which steps are small depends on the graph and the shapes only. Against a sequential run
+// at another thread count, only kernels whose rounding depends on their thread count (a GEMM oneDNN splits
+// along K) differ, within rounding (docs/jit.md, "Same results").
 #include <cstdint>
 #include <functional>
 #include <vector>

@@ -1,6 +1,7 @@
 // Recording: after an op ran with an input that requires grad (and grad mode on), an OpNode is
 // attached to its floating outputs.
 #include <cctype>
+#include <mutex>
 
 #include "eager/autograd/derivatives.h"
 #include "eager/autograd/nodes.h"
@@ -18,10 +19,18 @@ AutogradMeta& ensure_autograd_meta(const Tensor& t) {
   return *m;
 }
 
+namespace {
+// A leaf's accumulator is made by the first op recorded on it, on whichever thread runs that op: threads
+// that share parameters (one model run from several threads with grad mode on, autocast's weight cache
+// among them) record on the same leaves at once (docs/threads.md).
+std::mutex g_accumulator_mu;
+}  // namespace
+
 Edge gradient_edge(const Tensor& t) {
   AutogradMeta* m = autograd_meta(t);
   if (!m || !m->requires_grad) return {};
   if (m->grad_fn) return {m->grad_fn, m->output_nr};
+  std::lock_guard<std::mutex> lock(g_accumulator_mu);
   if (!m->grad_accumulator) {
     auto acc = std::make_shared<AccumulateGrad>();
     acc->leaf = t.impl_ptr();
@@ -72,9 +81,14 @@ std::string OpNode::name() const {
   return n + "Backward";
 }
 
+// Frees the saved values. Shapes saved without values stay, as torch keeps a node's sizes: a node that
+// saved no values (a cast, an add) can run again, and only one whose values are gone refuses (torch too).
 void OpNode::release_saved() {
-  for (auto& s : inputs) s = SavedTensor();
-  released = true;
+  for (auto& s : inputs) {
+    if (s.meta_only || !s.t.defined()) continue;
+    s = SavedTensor();
+    released = true;
+  }
 }
 
 Tensors OpNode::apply(const Tensors& grad_outputs) {
