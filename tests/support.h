@@ -30,12 +30,18 @@ inline void write_bytes(const std::string& path, const std::string& bytes) {
   REQUIRE(out.good());
 }
 
+// Same dtype, shape and bits (NaN included), without doctest: worker threads may not use its macros.
+inline bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
+  Tensor ca = a.contiguous(), cb = b.contiguous();
+  return std::memcmp(ca.raw_data(), cb.raw_data(), size_t(ca.numel()) * ca.element_size()) == 0;
+}
+
 // Same dtype, shape and bit-identical values (NaN included).
 inline void check_bit_identical(const Tensor& a, const Tensor& b) {
   REQUIRE(a.dtype() == b.dtype());
   REQUIRE(a.sizes() == b.sizes());
-  Tensor ca = a.contiguous(), cb = b.contiguous();
-  CHECK(std::memcmp(ca.raw_data(), cb.raw_data(), size_t(ca.numel()) * ca.element_size()) == 0);
+  CHECK(same_bits(a, b));
 }
 
 // A file path in this process's scratch directory for `prefix`, which is removed at exit.

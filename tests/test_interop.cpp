@@ -9,49 +9,19 @@
 #include <thread>
 
 #include "support.h"
+#include "two_towers.h"
 
 using namespace kiln;
 using kiln::test::check_bit_identical;
 using kiln::test::check_error;
+using kiln::test::kTwoTowers;
+using kiln::test::tower_function;
+using kiln::test::tower_inputs;
 
 namespace {
 
 using InteropThreads = kiln::test::NumInteropThreads;
 using IntraThreads = kiln::test::NumThreads;
-
-// Two MLP towers on one input, concatenated: the branches share nothing until the cat.
-const char* kTwoTowers = R"(graph(%x : f32[16,64], %wa : f32[64,64], %ba : f32[64], %wb : f32[64,64], %bb : f32[64], %wc : f32[64,64], %bc : f32[64], %wd : f32[64,64], %bd : f32[64]):
-  %a0 : f32[16,64] = matmul(%x, %wa)
-  %a1 : f32[16,64] = add(%a0, %ba)
-  %a2 : f32[16,64] = relu(%a1)
-  %a3 : f32[16,64] = matmul(%a2, %wb)
-  %a4 : f32[16,64] = add(%a3, %bb)
-  %a5 : f32[16,64] = tanh(%a4)
-  %c0 : f32[16,64] = matmul(%x, %wc)
-  %c1 : f32[16,64] = add(%c0, %bc)
-  %c2 : f32[16,64] = relu(%c1)
-  %c3 : f32[16,64] = matmul(%c2, %wd)
-  %c4 : f32[16,64] = add(%c3, %bd)
-  %c5 : f32[16,64] = sigmoid(%c4)
-  %y : f32[16,128] = cat[dim=1](%a5, %c5)
-  return (%y)
-)";
-
-std::vector<IValue> tower_inputs() {
-  manual_seed(7);
-  std::vector<IValue> ins{randn({16, 64})};
-  for (int i = 0; i < 4; ++i) {
-    ins.emplace_back(randn({64, 64}) * 0.1);
-    ins.emplace_back(randn({64}));
-  }
-  return ins;
-}
-
-Function tower_function() {
-  auto g = ir::parse_ir(kTwoTowers);
-  ir::verify(*g);
-  return Function(std::shared_ptr<ir::Graph>(std::move(g)), "towers");
-}
 
 // Parks the first node it sees of each of two kinds until a node of the other kind has started, so
 // the two can only both finish if they run at once. The wait is bounded only so that a broken

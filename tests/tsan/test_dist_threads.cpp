@@ -16,35 +16,21 @@
 #include <vector>
 
 using namespace kiln;
+using IntraThreads = kiln::test::NumThreads;
+using InteropThreads = kiln::test::NumInteropThreads;
+using kiln::test::same_bits;
 
 namespace {
 
-struct IntraThreads {
-  int saved = get_num_threads();
-  explicit IntraThreads(int n) { set_num_threads(n); }
-  ~IntraThreads() { set_num_threads(saved); }
-};
-struct InteropThreads {
-  int saved = get_num_interop_threads();
-  explicit InteropThreads(int n) { set_num_interop_threads(n); }
-  ~InteropThreads() { set_num_interop_threads(saved); }
-};
-
 int rank() { return dist::get_rank(); }
-
-bool bit_identical(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
-  Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.raw_data(), cb.raw_data(), size_t(ca.numel()) * ca.element_size()) == 0;
-}
 
 // Every rank holds the same values: the max and the min over ranks both equal this rank's.
 void check_same_on_every_rank(const Tensor& t) {
   Tensor hi = t.detach().clone(), lo = t.detach().clone();
   dist::all_reduce(hi, dist::ReduceOp::Max);
   dist::all_reduce(lo, dist::ReduceOp::Min);
-  CHECK(bit_identical(hi, t.detach()));
-  CHECK(bit_identical(lo, t.detach()));
+  CHECK(same_bits(hi, t.detach()));
+  CHECK(same_bits(lo, t.detach()));
 }
 
 // Two independent towers, so a compiled call of it runs both at once at 2 inter-op threads.
@@ -105,7 +91,7 @@ TEST_CASE("tsan (e): DDP compiled training on the MPI thread at 2 inter-op threa
         NoGradGuard no_grad;
         do {
           ++calls[size_t(t)];
-          if (bit_identical(served({probe})[0], expected)) ++good[size_t(t)];
+          if (same_bits(served({probe})[0], expected)) ++good[size_t(t)];
         } while (!stop.load());
       } catch (const std::exception& e) {
         errors[size_t(t)] = e.what();

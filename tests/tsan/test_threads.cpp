@@ -15,6 +15,7 @@
 // and the test checks it after join().
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include "../support.h"
+#include "../two_towers.h"
 
 #include <atomic>
 #include <chrono>
@@ -34,6 +35,12 @@ using namespace kiln;
 using kiln::test::check_bit_identical;
 using kiln::test::check_close;
 using kiln::test::check_error;
+using kiln::test::kTwoTowers;
+using kiln::test::tower_function;
+using kiln::test::tower_inputs;
+using IntraThreads = kiln::test::NumThreads;
+using InteropThreads = kiln::test::NumInteropThreads;
+using kiln::test::same_bits;
 
 namespace {
 
@@ -52,17 +59,6 @@ const bool g_env_checked = [] {
   return true;
 }();
 
-// Sets a thread count for the test's scope and puts back the one it found.
-struct IntraThreads {
-  int saved = get_num_threads();
-  explicit IntraThreads(int n) { set_num_threads(n); }
-  ~IntraThreads() { set_num_threads(saved); }
-};
-struct InteropThreads {
-  int saved = get_num_interop_threads();
-  explicit InteropThreads(int n) { set_num_interop_threads(n); }
-  ~InteropThreads() { set_num_interop_threads(saved); }
-};
 
 // Runs fn(t) on n std::threads that start together (each waits until all exist, so their calls overlap).
 // Returns what each thread threw ("" when nothing). Also records an error for a thread whose OpenMP
@@ -90,47 +86,7 @@ void check_no_errors(const std::vector<std::string>& errors) {
   for (size_t t = 0; t < errors.size(); ++t) CHECK_MESSAGE(errors[t].empty(), "thread " << t << ": " << errors[t]);
 }
 
-// Same dtype, shape and bits; for worker threads, which must not use doctest's macros.
-bool bit_identical(const Tensor& a, const Tensor& b) {
-  if (a.dtype() != b.dtype() || a.sizes() != b.sizes()) return false;
-  Tensor ca = a.contiguous(), cb = b.contiguous();
-  return std::memcmp(ca.raw_data(), cb.raw_data(), size_t(ca.numel()) * ca.element_size()) == 0;
-}
 
-// Two MLP towers on one input, concatenated: the branches share nothing until the cat (as in
-// tests/test_interop.cpp). Every matmul is small (0.13 MFLOP), so both branches run at once.
-const char* kTwoTowers = R"(graph(%x : f32[16,64], %wa : f32[64,64], %ba : f32[64], %wb : f32[64,64], %bb : f32[64], %wc : f32[64,64], %bc : f32[64], %wd : f32[64,64], %bd : f32[64]):
-  %a0 : f32[16,64] = matmul(%x, %wa)
-  %a1 : f32[16,64] = add(%a0, %ba)
-  %a2 : f32[16,64] = relu(%a1)
-  %a3 : f32[16,64] = matmul(%a2, %wb)
-  %a4 : f32[16,64] = add(%a3, %bb)
-  %a5 : f32[16,64] = tanh(%a4)
-  %c0 : f32[16,64] = matmul(%x, %wc)
-  %c1 : f32[16,64] = add(%c0, %bc)
-  %c2 : f32[16,64] = relu(%c1)
-  %c3 : f32[16,64] = matmul(%c2, %wd)
-  %c4 : f32[16,64] = add(%c3, %bd)
-  %c5 : f32[16,64] = sigmoid(%c4)
-  %y : f32[16,128] = cat[dim=1](%a5, %c5)
-  return (%y)
-)";
-
-std::vector<IValue> tower_inputs(int64_t batch = 16, uint64_t seed = 7) {
-  manual_seed(seed);
-  std::vector<IValue> ins{randn({batch, 64})};
-  for (int i = 0; i < 4; ++i) {
-    ins.emplace_back(randn({64, 64}) * 0.1);
-    ins.emplace_back(randn({64}));
-  }
-  return ins;
-}
-
-Function tower_function() {
-  auto g = ir::parse_ir(kTwoTowers);
-  ir::verify(*g);
-  return Function(std::shared_ptr<ir::Graph>(std::move(g)), "towers");
-}
 
 // Holds the first node of each of two kinds until one of the other kind has started: both finish only
 // if they ran at the same time, on two threads (bounded, so a broken pool fails instead of hanging).
@@ -242,7 +198,7 @@ TEST_CASE("tsan (b): one compiled Function called from 4 threads at once, at 1 a
     std::vector<int> good(kThreads, 0);
     check_no_errors(run_threads(kThreads, [&](int t) {
       for (int k = 0; k < kCalls; ++k)
-        if (bit_identical(c.call(ins)[0].to_tensor(), expected)) ++good[size_t(t)];
+        if (same_bits(c.call(ins)[0].to_tensor(), expected)) ++good[size_t(t)];
     }));
     for (int t = 0; t < kThreads; ++t) CHECK_MESSAGE(good[size_t(t)] == kCalls, "thread " << t);
     jit::CacheStats s = compile_stats(c);
