@@ -97,6 +97,17 @@ const std::map<std::string_view, Ref2> kBinaryRef = {
     {"ge", [](double a, double b) { return double(a >= b); }},
     {"logical_and", [](double a, double b) { return double(a != 0 && b != 0); }},
     {"logical_or", [](double a, double b) { return double(a != 0 || b != 0); }},
+    // Python's float // (its fmod-based rounding, exact where floor(a / b) rounds onto an integer); a zero
+    // divisor gives a / b, as torch
+    {"floor_divide",
+     [](double a, double b) {
+       if (b == 0) return a / b;
+       double m = std::fmod(a, b), q = (a - m) / b;
+       if (m != 0 && (b < 0) != (m < 0)) q -= 1;
+       if (q == 0) return std::copysign(0.0, a / b);
+       double f = std::floor(q);
+       return q - f > 0.5 ? f + 1 : f;
+     }},
 };
 
 Ref1 unary_ref(std::string_view name) {
@@ -380,6 +391,10 @@ TEST_CASE("elementwise: binary rows on integer tensors are exact") {
       std::vector<double> av(12 * 9), bv(9);
       for (double& v : av) v = row.name == "pow" ? base(gen) : u(gen);
       for (double& v : bv) v = row.name == "pow" ? expo(gen) : u(gen);
+      if (row.name == "floor_divide") {  // torch raises for an integer division by zero; kiln's kernel gives 0
+        for (double& v : av) v = v == 0 ? 7 : v;
+        for (double& v : bv) v = v == 0 ? 7 : v;
+      }
       Tensor a = make(av, {12, 9}, dt), b = make(bv, {9}, dt);
       check_binary(row, a, b, "[12,9] x [9]");
       check_binary(row, a.t(), a.t(), "transposed, same tensor");
@@ -507,6 +522,7 @@ const PromotionRow kPromotion[] = {
     {"ge", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "bbbbbbbbbbbbbbbbbbbbb", "bbbbbbbbbbbbbbbbbbbbb"},
     {"logical_and", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "xxxxxxxxxxxxxxxxxxxxx", "xxxxxxxxxxxxxxxxxxxxx"},
     {"logical_or", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb", "xxxxxxxxxxxxxxxxxxxxx", "xxxxxxxxxxxxxxxxxxxxx"},
+    {"floor_divide", "xilBhfdiilBhfdlllBhfdBBBBffdhhhfhfdffffffdddddddd", "xilBhfdiiiBhfdlllBhfdBBBBBBBhhhhhhhfffffffddddddd", "xilBhfdiilBhfdlilBhfdBBBBhfdhhhBhfdfffBhfddddBhfd", "xilBhfdiilBhfdlllBhfdBBBBffdhhhfhfdffffffdddddddd", "xlfiifllfBBBhhhfffddd", "xlfiifllfBBBhhhfffddd"},
 };
 
 // torch 1.13 per input dtype (same order). Its 'x' cells are missing CPU kernels, not type rules; kiln's
@@ -550,7 +566,7 @@ TEST_CASE("elementwise: binary result dtypes match torch.result_type for every d
           CAPTURE(s.zb);
           Tensor a = operand(kAllDTypes[i], s.za), b = operand(kAllDTypes[j], s.zb);
           if (c == 'x') {
-            if (row.name == "sub") CHECK_THROWS_AS(row.fn(a, b), Error);
+            if (row.name == "sub" || row.name == "floor_divide") CHECK_THROWS_AS(row.fn(a, b), Error);
             continue;  // bool ** bool has no torch kernel; kiln computes it
           }
           CHECK(row.fn(a, b).dtype() == code_dtype(c));
@@ -565,15 +581,16 @@ TEST_CASE("elementwise: binary result dtypes match torch.result_type for every d
         Tensor a = operand(kAllDTypes[i], false);
         char c1 = pr->ts[i * 3 + k], c2 = pr->st[i * 3 + k];
         // maximum/minimum/logical_* have no scalar overload in torch; kiln's follow the same promotion as add
-        if (c1 == 'x' && row.name != "sub" && row.name != "pow") c1 = row.rule == DTypeRule::Logical ? 'b' : kPromotion[0].ts[i * 3 + k];
-        if (c2 == 'x' && row.name != "sub" && row.name != "pow") c2 = row.rule == DTypeRule::Logical ? 'b' : kPromotion[0].st[i * 3 + k];
+        bool refused = row.name == "sub" || row.name == "floor_divide";  // as torch
+        if (c1 == 'x' && !refused && row.name != "pow") c1 = row.rule == DTypeRule::Logical ? 'b' : kPromotion[0].ts[i * 3 + k];
+        if (c2 == 'x' && !refused && row.name != "pow") c2 = row.rule == DTypeRule::Logical ? 'b' : kPromotion[0].st[i * 3 + k];
         if (c1 == 'x') {
-          if (row.name == "sub") CHECK_THROWS_AS(row.fn_ts(a, scalars[k]), Error);
+          if (refused) CHECK_THROWS_AS(row.fn_ts(a, scalars[k]), Error);
         } else {
           CHECK(row.fn_ts(a, scalars[k]).dtype() == code_dtype(c1));
         }
         if (c2 == 'x') {
-          if (row.name == "sub") CHECK_THROWS_AS(row.fn_st(scalars[k], a), Error);
+          if (refused) CHECK_THROWS_AS(row.fn_st(scalars[k], a), Error);
         } else {
           CHECK(row.fn_st(scalars[k], a).dtype() == code_dtype(c2));
         }

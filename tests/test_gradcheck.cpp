@@ -61,6 +61,9 @@ Case case_for(OpId op) {
     case OpId::Log: case OpId::Log1p: case OpId::Sqrt: case OpId::Rsqrt: case OpId::Reciprocal:
       return unary(0.5, 2);
     case OpId::Floor: return unary(0.1, 0.9);  // between the steps: a zero gradient both ways
+    case OpId::FloorDivide:  // quotients in (0, 1), between the steps: zero gradients for both operands
+      return Case{[](const Tensors& x) { return floor_divide(x[0], x[1]); },
+                  {input({3, 4}, 0.1, 0.9, true, 1), input({4}, 1.0, 1.5, false, 2)}};
     case OpId::Add: case OpId::Sub: case OpId::Mul: return binary(-2, 2);
     case OpId::Div: case OpId::Pow: return binary(0.5, 2);
     case OpId::Maximum: case OpId::Minimum: return binary(-2, 2, false);

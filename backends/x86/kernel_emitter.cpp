@@ -605,6 +605,7 @@ class KernelGen : public VecMath<Vmm> {
         break;
       }
       case OpId::Floor: this->vround(d, R0(), 1); break;
+      case OpId::FloorDivide: fallback(pv.op); break;  // the row's exact rounding (core/scalar_math.h)
       // Of the other rows only where joins a fusion group; reductions are the program's trailing step
       // (emit_reduce), and the rest never join (backends/x86/fusion_backend.cpp's can_fuse).
 #define KILN_REDUCE(Id, name, init, fold) case OpId::Id:

@@ -133,6 +133,10 @@ Tensors derivative(OpId op, const Attrs& attrs, const Tensors& in, const Tensors
       if (need(1)) r[1] = g * logical_not(logical_or(wins, x == b)) + half;
       break;
     }
+    case OpId::FloorDivide:  // piecewise constant in both, as floor
+      if (need(0)) r[0] = zeros_like(g);
+      if (need(1)) r[1] = zeros_like(g);
+      break;
     // ---- reductions ----
     case OpId::Sum: r[0] = unreduce(g, x.sizes(), attrs); break;
     case OpId::Prod: {

@@ -1,0 +1,37 @@
+#pragma once
+// The script frontend's GraphBuilder (eager/builder.h): a composite of eager/composites.h lowered into the
+// graph being built, so scripted and eager composites are one text. Internal to script_frontend.
+#include <string_view>
+#include <vector>
+
+#include "eager/autocast/autocast.h"
+#include "eager/builder.h"
+#include "script_frontend/lowerer.h"
+
+namespace kiln::script {
+
+class LoweringBuilder final : public GraphBuilder {
+ public:
+  explicit LoweringBuilder(Lowerer& L) : L_(L) {}
+  V op(OpId id, const std::vector<V>& inputs, const Attrs& attrs = {}) override;
+  V scalar(double v) override;
+  V detach(V x) override;
+  V rand_like(V x) override;
+  std::vector<V> autocast(std::string_view fn, const std::vector<V>& inputs) override;
+  std::optional<int64_t> rank(V x) override;
+  std::optional<Shape> shape(V x) override;
+  std::optional<DType> dtype(V x) override;
+  int64_t dim(std::string_view op, int64_t d, V x) override;
+  void check_shape(V x, const Shape& want, bool trailing, const ShapeMessage& msg) override;
+  [[noreturn]] void fail(const std::string& msg) override;
+
+ private:
+  Lowerer& L_;
+};
+
+// The inputs of an op row or composite `fn` as autocast wants them: when the lowering runs inside an
+// AutocastGuard and `fn` has a policy row, one prim::autocast node records the policy and the scope's
+// dtype (the graph then runs as recorded, as a trace under autocast does); otherwise the inputs as they are.
+std::vector<Value*> autocast_values(Lowerer& L, std::string_view fn, AutocastPolicy policy, const std::vector<Value*>& inputs);
+
+}  // namespace kiln::script
