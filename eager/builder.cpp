@@ -17,6 +17,10 @@ Tensor EagerBuilder::rand_like(const Tensor& x) {
   return kiln::rand_like(x.dtype() == rt ? x : x.to(rt));
 }
 
+Tensor EagerBuilder::flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
+  return kiln::flatten(x, start_dim, end_dim);
+}
+
 Tensors EagerBuilder::autocast(std::string_view fn, const Tensors& inputs) { return autocast_inputs(fn, inputs); }
 
 int64_t EagerBuilder::dim(std::string_view op, int64_t d, const Tensor& x) { return wrap_dim(op, d, x.dim()); }

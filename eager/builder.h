@@ -13,6 +13,8 @@
 //   V op(OpId, {inputs}, attrs)        a row of core/ops.def
 //   V scalar(double)                   a wrapped number (0-d, does not widen a tensor's dtype)
 //   V detach(V)                        the same values with no gradient path
+//   V parameter(t, name)               a layer's parameter or buffer `name` (null / undefined when t is)
+//   V flatten(V x, start, end)         torch.flatten: the shape computed from x's when the graph runs
 //   V rand_like(V)                     U[0, 1) of the value's shape, drawn at each run
 //   std::vector<V> autocast(fn, {..})  the inputs as autocast's policy row `fn` wants them in the scope
 //   std::optional<int64_t> rank(V)     the rank when known now (always in eager)
@@ -47,6 +49,8 @@ class EagerBuilder {
   Tensor op(OpId id, const Tensors& inputs, const Attrs& attrs = {});
   Tensor scalar(double v);
   Tensor detach(const Tensor& x) { return x.detach(); }
+  Tensor parameter(const Tensor& t, const std::string&) { return t; }
+  Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim);
   Tensor rand_like(const Tensor& x);
   Tensors autocast(std::string_view fn, const Tensors& inputs);
   std::optional<int64_t> rank(const Tensor& x) { return x.dim(); }
@@ -64,6 +68,8 @@ class GraphBuilder {
   virtual V op(OpId id, const std::vector<V>& inputs, const Attrs& attrs = {}) = 0;
   virtual V scalar(double v) = 0;
   virtual V detach(V x) = 0;
+  virtual V parameter(const Tensor& t, const std::string& name) = 0;
+  virtual V flatten(V x, int64_t start_dim, int64_t end_dim) = 0;
   virtual V rand_like(V x) = 0;
   virtual std::vector<V> autocast(std::string_view fn, const std::vector<V>& inputs) = 0;
   virtual std::optional<int64_t> rank(V x) = 0;

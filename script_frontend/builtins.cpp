@@ -134,20 +134,6 @@ Value* full_of(Lowerer& L, const Arg& size, Value* v, const Arg& dtype, DType de
   return L.emit(n)->output();
 }
 
-// flatten(start, end) for any rank: shape[:start] + [-1] + shape[end + 1:] at run time.
-Value* flatten_of(Lowerer& L, Value* x, int64_t s, int64_t e) {
-  if (s == 0 && e == -1) return L.op(OpId::Reshape, {x}, Attrs().set("shape", Shape{-1}));
-  if ((s >= 0) == (e >= 0) && s > e) L.fail(L.loc(), fmt::format("flatten: start_dim {} cannot come after end_dim {}", s, e));
-  Type li = Type::list(kInt);
-  Value* shape = L.prim(Prim::Shape, {x}, li);
-  Value* head = L.prim(Prim::ListSlice, {shape, L.constant(int64_t(0)), L.constant(s)}, li);
-  Value* out = L.prim(Prim::ListAdd, {head, L.prim(Prim::ListConstruct, {L.constant(int64_t(-1))}, li)}, li);
-  if (e != -1)
-    out = L.prim(Prim::ListAdd, {out, L.prim(Prim::ListSlice, {shape, L.constant(e + 1), L.constant(int64_t(INT64_MAX))}, li)}, li);
-  // A 0-d input flattens to one element, as in PyTorch.
-  return L.prim(Prim::Reshape, {x, out}, Type::tensor());
-}
-
 std::optional<DType> dtype_of(const Expr& e) {
   if (e.kind != ExprKind::Attribute || e.args[0]->kind != ExprKind::Name || e.args[0]->name != "torch") return std::nullopt;
   static const std::pair<const char*, DType> names[] = {
@@ -388,7 +374,8 @@ std::vector<Builtin> make_builtins() {
   add("flatten", kFn | kMethod, {"input", "start_dim", "end_dim"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     int64_t s = a[1].present() ? L.need_int(a[1], "start_dim") : 0;
     int64_t e = a[2].present() ? L.need_int(a[2], "end_dim") : -1;
-    return flatten_of(L, L.tensor_arg(a[0], "input"), s, e);
+    LoweringBuilder lb(L);
+    return lb.flatten(L.tensor_arg(a[0], "input"), s, e);
   });
   add("contiguous", kMethod, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     return L.op(OpId::Contiguous, {L.tensor_arg(a[0], "input")});

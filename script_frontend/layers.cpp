@@ -6,6 +6,7 @@
 
 #include "eager/composites.h"
 #include "eager/nn/layers.h"
+#include "eager/nn/registry.h"
 #include "script_frontend/lowerer.h"
 #include "script_frontend/lowering_builder.h"
 
@@ -31,11 +32,6 @@ Value* mean_keep(Lowerer& L, Value* x, const Shape& dims, Value** count) {
   return L.op(OpId::Div, {s, L.number_to_tensor(n)});
 }
 
-Shape ints_attr(const Object& o, const char* name) {
-  Shape s;
-  for (const Static& e : o.attrs.at(name).elems) s.push_back(e.i);
-  return s;
-}
 }  // namespace
 
 Value* softmax_of(Lowerer& L, Value* x, int64_t dim, bool log) {
@@ -79,16 +75,16 @@ Value* call_layer(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, Sourc
   if (!x->type().is_tensor()) L.fail(xloc, fmt::format("{}.forward() expects a Tensor, got {}", o.cls, x->type().str()));
   nn::Module& m = *o.module;
   std::string prefix = o.path.empty() ? "" : o.path + ".";
+  if (o.layer == Layer::Registered) {
+    LoweringBuilder b(L, prefix);
+    return o.spec->lower(b, m, x);
+  }
   auto param = [&](const Tensor& t, const char* name) -> Value* {
     if (!t.defined()) return nullptr;
     return L.tensor_of(Static::of_tensor(t, true), prefix + name);
   };
   bool training = m.is_training();
   switch (o.layer) {
-    case Layer::Linear: {
-      auto& lin = static_cast<nn::Linear&>(m);
-      return linear_of(L, x, param(lin.weight, "weight"), param(lin.bias, "bias"));
-    }
     case Layer::Conv2d: {
       auto& c = static_cast<nn::Conv2d&>(m);
       std::vector<Value*> ins = {x, param(c.weight, "weight")};
@@ -169,11 +165,6 @@ Value* call_layer(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, Sourc
       if (o.layer == Layer::BatchNorm1d) y = L.prim(Prim::Reshape, {y, L.prim(Prim::Shape, {x_in}, Type::list(kInt))}, Type::tensor());
       return y;
     }
-    case Layer::LayerNorm: {
-      auto& ln = static_cast<nn::LayerNorm&>(m);
-      return layer_norm_of(L, x, ln.normalized_shape, param(ln.weight, "weight"), param(ln.bias, "bias"), ln.eps);
-    }
-    case Layer::Dropout: return dropout_of(L, x, static_cast<nn::Dropout&>(m).p, training);
     case Layer::Embedding: {
       auto& em = static_cast<nn::Embedding&>(m);
       // index_select of the flattened indices, reshaped to indices.shape + [embedding_dim] at run time.
@@ -192,38 +183,8 @@ Value* call_layer(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, Sourc
                             {L.prim(Prim::Shape, {x}, li), L.prim(Prim::ListConstruct, {L.constant(em.weight.size(1))}, li)}, li);
       return L.prim(Prim::Reshape, {rows, shape}, Type::tensor());
     }
-    case Layer::MaxPool2d:
-      return L.op(OpId::MaxPool2d, {x},
-                  Attrs()
-                      .set("kernel_size", ints_attr(o, "kernel_size"))
-                      .set("stride", ints_attr(o, "stride"))
-                      .set("padding", ints_attr(o, "padding"))
-                      .set("dilation", ints_attr(o, "dilation")));
-    case Layer::AvgPool2d:
-      return L.op(OpId::AvgPool2d, {x},
-                  Attrs()
-                      .set("kernel_size", ints_attr(o, "kernel_size"))
-                      .set("stride", ints_attr(o, "stride"))
-                      .set("padding", ints_attr(o, "padding")));
-    case Layer::ReLU: return L.op(OpId::Relu, {x});
-    case Layer::Tanh: return L.op(OpId::Tanh, {x});
-    case Layer::Sigmoid: return L.op(OpId::Sigmoid, {x});
-    case Layer::GELU: return L.op(static_cast<nn::GELU&>(m).approximate == "tanh" ? OpId::GeluTanh : OpId::Gelu, {x});
-    case Layer::Flatten: {
-      auto& f = static_cast<nn::Flatten&>(m);
-      Value* shape = nullptr;
-      Type li = Type::list(kInt);
-      Value* full = L.prim(Prim::Shape, {x}, li);
-      Value* head = L.prim(Prim::ListSlice, {full, L.constant(int64_t(0)), L.constant(f.start_dim)}, li);
-      shape = L.prim(Prim::ListAdd, {head, L.prim(Prim::ListConstruct, {L.constant(int64_t(-1))}, li)}, li);
-      if (f.end_dim != -1)
-        shape = L.prim(Prim::ListAdd,
-                       {shape, L.prim(Prim::ListSlice, {full, L.constant(f.end_dim + 1), L.constant(int64_t(INT64_MAX))}, li)}, li);
-      return L.prim(Prim::Reshape, {x, shape}, Type::tensor());
-    }
     case Layer::Identity: return x;
-    case Layer::Softmax:
-    case Layer::LogSoftmax: return softmax_of(L, x, o.attrs.at("dim").i, o.layer == Layer::LogSoftmax);
+    case Layer::Registered:
     case Layer::User:
     case Layer::Sequential:
     case Layer::ModuleList: break;

@@ -45,6 +45,25 @@ Value* LoweringBuilder::scalar(double v) { return L_.number_to_tensor(L_.constan
 
 Value* LoweringBuilder::detach(V x) { return L_.prim(Prim::Detach, {x}, Type::tensor()); }
 
+Value* LoweringBuilder::parameter(const Tensor& t, const std::string& name) {
+  if (!t.defined()) return nullptr;
+  return L_.tensor_of(Static::of_tensor(t, true), prefix_ + name);
+}
+
+// shape[:start] + [-1] + shape[end + 1:], read when the graph runs (ranks are unknown when lowering).
+Value* LoweringBuilder::flatten(V x, int64_t s, int64_t e) {
+  if (s == 0 && e == -1) return L_.op(OpId::Reshape, {x}, Attrs().set("shape", Shape{-1}));
+  if ((s >= 0) == (e >= 0) && s > e) fail(fmt::format("flatten: start_dim {} cannot come after end_dim {}", s, e));
+  Type li = Type::list(kInt);
+  Value* shape = L_.prim(Prim::Shape, {x}, li);
+  Value* head = L_.prim(Prim::ListSlice, {shape, L_.constant(int64_t(0)), L_.constant(s)}, li);
+  Value* out = L_.prim(Prim::ListAdd, {head, L_.prim(Prim::ListConstruct, {L_.constant(int64_t(-1))}, li)}, li);
+  if (e != -1)
+    out = L_.prim(Prim::ListAdd, {out, L_.prim(Prim::ListSlice, {shape, L_.constant(e + 1), L_.constant(int64_t(INT64_MAX))}, li)}, li);
+  // A 0-d input flattens to one element, as in PyTorch.
+  return L_.prim(Prim::Reshape, {x, out}, Type::tensor());
+}
+
 // As EagerBuilder's: float32 unless float64, whatever x's dtype turns out to be.
 Value* LoweringBuilder::rand_like(V x) {
   Value* u = L_.prim(Prim::RandLike, {x}, Type::tensor());

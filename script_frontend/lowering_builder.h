@@ -1,6 +1,7 @@
 #pragma once
 // The script frontend's GraphBuilder (eager/builder.h): a composite of eager/composites.h lowered into the
 // graph being built, so scripted and eager composites are one text. Internal to script_frontend.
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -12,10 +13,13 @@ namespace kiln::script {
 
 class LoweringBuilder final : public GraphBuilder {
  public:
-  explicit LoweringBuilder(Lowerer& L) : L_(L) {}
+  // prefix: the state_dict prefix of the layer whose parameters parameter() names ("", "encoder.fc.")
+  explicit LoweringBuilder(Lowerer& L, std::string prefix = "") : L_(L), prefix_(std::move(prefix)) {}
   V op(OpId id, const std::vector<V>& inputs, const Attrs& attrs = {}) override;
   V scalar(double v) override;
   V detach(V x) override;
+  V parameter(const Tensor& t, const std::string& name) override;
+  V flatten(V x, int64_t start_dim, int64_t end_dim) override;
   V rand_like(V x) override;
   std::vector<V> autocast(std::string_view fn, const std::vector<V>& inputs) override;
   std::optional<int64_t> rank(V x) override;
@@ -27,6 +31,7 @@ class LoweringBuilder final : public GraphBuilder {
 
  private:
   Lowerer& L_;
+  std::string prefix_;
 };
 
 // The inputs of an op row or composite `fn` as autocast wants them: when the lowering runs inside an
