@@ -605,7 +605,6 @@ class KernelGen : public VecMath<Vmm> {
         break;
       }
       case OpId::Floor: this->vround(d, R0(), 1); break;
-      case OpId::FloorDivide: fallback(pv.op); break;  // the row's exact rounding (core/scalar_math.h)
       // Of the other rows only where joins a fusion group; reductions are the program's trailing step
       // (emit_reduce), and the rest never join (backends/x86/fusion_backend.cpp's can_fuse).
 #define KILN_REDUCE(Id, name, init, fold) case OpId::Id:
@@ -620,6 +619,11 @@ class KernelGen : public VecMath<Vmm> {
           this->blend(d, m, O1());
         }
         break;
+      // An elementwise row without vector code above runs its ops.def expression per lane (the scalar
+      // fallback): correct for every row, so this is the one switch over ops with a default on purpose; a
+      // new row fuses from the day it is added and gets vector code when it is worth it (floor_divide has
+      // none: its exact rounding is the expression's).
+      default: fallback(pv.op); break;
     }
   }
 };
