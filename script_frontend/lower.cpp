@@ -47,7 +47,7 @@ Node* Lowerer::emit(Node* n) {
 
 Value* Lowerer::op(OpId id, const std::vector<Value*>& inputs, Attrs attrs) {
   // Inside an AutocastGuard a row of the policy casts its inputs, as dispatch() does in eager.
-  std::vector<Value*> ins = autocast_values(*this, op_name(id), autocast_policy(id), inputs);
+  std::vector<Value*> ins = autocast_values(*this, autocast_policy(id), inputs);
   Node* n = emit(g_->create_op(id, ins, std::move(attrs), size_t(ir::op_schema(id).outputs)));
   for (Value* o : n->outputs()) o->set_type(Type::tensor());
   return n->output();

@@ -17,8 +17,7 @@ const Type kInt = Type::scalar(TypeKind::Int);
 const Type kBool = Type::scalar(TypeKind::Bool);
 }  // namespace
 
-std::vector<Value*> autocast_values(Lowerer& L, std::string_view fn, AutocastPolicy policy, const std::vector<Value*>& inputs) {
-  (void)fn;
+std::vector<Value*> autocast_values(Lowerer& L, AutocastPolicy policy, const std::vector<Value*>& inputs) {
   if (!autocast_enabled() || policy == AutocastPolicy::None) return inputs;
   ir::Node* n = L.graph().create(Prim::Autocast, 0);
   std::vector<size_t> at;
@@ -72,7 +71,7 @@ Value* LoweringBuilder::rand_like(V x) {
 }
 
 std::vector<Value*> LoweringBuilder::autocast(std::string_view fn, const std::vector<V>& inputs) {
-  return autocast_values(L_, fn, autocast_policy(fn), inputs);
+  return autocast_values(L_, autocast_policy(fn), inputs);
 }
 
 std::optional<int64_t> LoweringBuilder::rank(V x) {

@@ -34,9 +34,9 @@ class LoweringBuilder final : public GraphBuilder {
   std::string prefix_;
 };
 
-// The inputs of an op row or composite `fn` as autocast wants them: when the lowering runs inside an
-// AutocastGuard and `fn` has a policy row, one prim::autocast node records the policy and the scope's
+// The inputs of an op row or composite as autocast wants them: when the lowering runs inside an
+// AutocastGuard and the row has a policy (`policy`), one prim::autocast node records the policy and the scope's
 // dtype (the graph then runs as recorded, as a trace under autocast does); otherwise the inputs as they are.
-std::vector<Value*> autocast_values(Lowerer& L, std::string_view fn, AutocastPolicy policy, const std::vector<Value*>& inputs);
+std::vector<Value*> autocast_values(Lowerer& L, AutocastPolicy policy, const std::vector<Value*>& inputs);
 
 }  // namespace kiln::script
