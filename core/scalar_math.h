@@ -44,6 +44,32 @@ inline T kfloor(T x) {
   else return x;
 }
 
+// floor_divide (Python's //): the quotient rounded toward -inf. Floats as torch rounds them: a - fmod(a, b)
+// is an exact multiple of b, so dividing it gives the integer quotient up to one rounding, which rounding to
+// nearest removes; floor(a / b) alone is off by one where a / b rounds up onto an integer (3 / 0.001f).
+// A division by zero gives a / b (inf or nan). Integers exactly; an integer division by zero gives 0: a
+// kernel cannot raise, and torch's ZeroDivisionError has no value to copy.
+template <class T>
+inline T kfloordiv(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (b == T(0)) return a / b;
+    T mod = std::fmod(a, b);
+    T q = (a - mod) / b;
+    if (mod != T(0) && ((b < T(0)) != (mod < T(0)))) q -= T(1);
+    if (q == T(0)) return std::copysign(T(0), a / b);
+    T f = std::floor(q);
+    return q - f > T(0.5) ? f + T(1) : f;
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return a && b;
+  } else {
+    using U = std::make_unsigned_t<T>;
+    if (b == T(0)) return T(0);
+    if (b == T(-1)) return T(U(0) - U(a));  // the lowest value wraps, as torch's integer division
+    T q = a / b;
+    return (a % b != T(0) && ((a < T(0)) != (b < T(0)))) ? T(q - 1) : q;
+  }
+}
+
 // pow; integers exactly (wrapping on overflow, as torch), where a negative exponent leaves 1 and -1 and
 // truncates every other base to 0.
 template <class T>

@@ -1,10 +1,12 @@
 // torch.nn.functional: the composites are written with kiln ops only, so autograd, the tracer and the
-// JIT see primitives they already know; conv and pooling forward to their kernels through dispatch.
+// JIT see primitives they already know; conv and pooling forward to their kernels through dispatch. Those
+// the script frontend lowers too are written once, in eager/composites.h.
 #include <cmath>
 #include <string>
 #include <utility>
 
 #include "eager/autocast/autocast.h"
+#include "eager/composites.h"
 #include "eager/dispatch.h"
 #include "eager/ops.h"
 
@@ -46,23 +48,14 @@ Shape channel_shape(int64_t C, int64_t rank) {
 
 }  // namespace
 
-Tensor softmax(const Tensor& x_in, int64_t dim) {
-  Tensor x = autocast_input("softmax", x_in);
-  if (x.dim() == 0) return reshape(softmax(reshape(x, {1}), dim), {});
-  int64_t d = wrap_dim("softmax", dim, x.dim());
-  // Subtracting the max keeps exp from overflowing; the result is unchanged mathematically, and so is
-  // the gradient, whose path through the max sums to zero: the max is detached, so backward does not
-  // spend a comparison, a count and four elementwise ops on rounding noise (torch's formula, too).
-  Tensor e = exp(sub(x, amax(x.detach(), {d}, true)));
-  return div(e, sum(e, {d}, true));
+Tensor softmax(const Tensor& x, int64_t dim) {
+  EagerBuilder b;
+  return composite::softmax(b, x, dim);
 }
 
-Tensor log_softmax(const Tensor& x_in, int64_t dim) {
-  Tensor x = autocast_input("log_softmax", x_in);
-  if (x.dim() == 0) return reshape(log_softmax(reshape(x, {1}), dim), {});
-  int64_t d = wrap_dim("log_softmax", dim, x.dim());
-  Tensor s = sub(x, amax(x.detach(), {d}, true));  // detached as in softmax
-  return sub(s, log(sum(exp(s), {d}, true)));
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  EagerBuilder b;
+  return composite::log_softmax(b, x, dim);
 }
 
 Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, const std::string& reduction) {
@@ -159,29 +152,10 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   return reshape(index_select(weight, 0, reshape(indices, {-1})), out);
 }
 
-Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight_in, const Tensor& bias_in,
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
-  Tensors cast = autocast_inputs("layer_norm", {x_in, weight_in, bias_in});
-  const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
-  int64_t k = int64_t(normalized_shape.size());
-  bool fits = k >= 1 && k <= x.dim();
-  for (int64_t i = 0; fits && i < k; ++i)
-    fits = x.size(x.dim() - k + i) == normalized_shape[size_t(i)];
-  if (!fits)
-    fail("layer_norm: normalized_shape {} does not match the trailing dims of input shape {}",
-         shape_str(normalized_shape), shape_str(x.sizes()));
-  for (const Tensor* p : {&weight, &bias})
-    if (p->defined() && p->sizes() != normalized_shape)
-      fail("layer_norm: {} of shape {} must have normalized_shape {}", p == &weight ? "weight" : "bias",
-           shape_str(p->sizes()), shape_str(normalized_shape));
-  Shape dims;
-  for (int64_t i = x.dim() - k; i < x.dim(); ++i) dims.push_back(i);
-  Tensor xc = sub(x, mean(x, dims, true));
-  Tensor var = mean(square(xc), dims, true);  // biased, as torch normalises
-  Tensor y = mul(xc, rsqrt(add(var, eps)));
-  if (weight.defined()) y = mul(y, weight);
-  if (bias.defined()) y = add(y, bias);
-  return y;
+  EagerBuilder b;
+  return composite::layer_norm(b, x, normalized_shape, weight, bias, eps);
 }
 
 Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight_in,
@@ -231,15 +205,8 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
 }
 
 Tensor dropout(const Tensor& x, double p, bool training) {
-  if (!(p >= 0.0 && p <= 1.0)) fail("dropout: probability has to be between 0 and 1, but got {}", p);
-  if (!training || p == 0.0) return x;
-  // p == 1 drops everything; multiplying (rather than returning zeros) keeps NaN * 0 = NaN as torch does.
-  if (p == 1.0) return mul(x, zeros({}, x.dtype()));
-  // rand_like, so that a trace or a compiled step draws a new mask at each call.
-  DType rt = x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
-  Tensor keep = lt(rand_like(x.dtype() == rt ? x : x.to(rt)), 1.0 - p);
-  Tensor noise = mul(keep.to(x.dtype()), 1.0 / (1.0 - p));
-  return mul(x, noise);
+  EagerBuilder b;
+  return composite::dropout(b, x, p, training);
 }
 
 }  // namespace kiln

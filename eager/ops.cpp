@@ -2,6 +2,7 @@
 #include "eager/ops.h"
 
 #include "eager/autocast/autocast.h"
+#include "eager/composites.h"
 #include "eager/dispatch.h"
 
 namespace kiln {
@@ -115,14 +116,9 @@ Tensor mm(const Tensor& a_in, const Tensor& b_in) {
   return matmul(a, b);
 }
 
-Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
-  // The bias is cast too, so the add stays in the lower precision (torch's linear is one op).
-  Tensors cast = autocast_inputs("linear", {x_in, weight_in, bias_in});
-  const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
-  if (weight.dim() != 2 && weight.dim() != 1)
-    fail("linear: weight must be 1-D or 2-D, got shape {}", shape_str(weight.sizes()));
-  Tensor y = matmul(x, weight.dim() == 2 ? weight.t() : weight);
-  return bias.defined() ? add(y, bias) : y;
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  EagerBuilder b;
+  return composite::linear(b, x, weight, bias);
 }
 
 }  // namespace kiln

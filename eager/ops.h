@@ -85,7 +85,6 @@ Tensor where(const Tensor& cond, Scalar a, const Tensor& b);
 Tensor square(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
 Tensor gelu(const Tensor& x, const std::string& approximate);  // "none" or "tanh"
-Tensor floor_divide(const Tensor& a, const Tensor& b);  // Python's //: rounds the quotient down
 Tensor remainder(const Tensor& a, const Tensor& b);     // Python's %: takes the divisor's sign
 
 Tensor operator-(const Tensor& x);

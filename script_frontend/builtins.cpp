@@ -1,12 +1,15 @@
 // The callable names of kiln script: torch.<function>, tensor methods and Python's builtins, each
-// bound with PyTorch's parameter names and lowered to op-table rows or to small expansions of them
-// (softmax, mean, zeros_like, ... are composites, not ops).
+// bound with PyTorch's parameter names and lowered to op-table rows (the elementwise and reduction rows
+// by their core/ops.def names) or to composites (eager/composites.h: softmax, layer_norm, ...; small
+// expansions here: mean, zeros_like, ...).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <climits>
 
+#include "eager/composites.h"
 #include "script_frontend/lowerer.h"
+#include "script_frontend/lowering_builder.h"
 
 namespace kiln::script {
 
@@ -131,20 +134,6 @@ Value* full_of(Lowerer& L, const Arg& size, Value* v, const Arg& dtype, DType de
   return L.emit(n)->output();
 }
 
-// flatten(start, end) for any rank: shape[:start] + [-1] + shape[end + 1:] at run time.
-Value* flatten_of(Lowerer& L, Value* x, int64_t s, int64_t e) {
-  if (s == 0 && e == -1) return L.op(OpId::Reshape, {x}, Attrs().set("shape", Shape{-1}));
-  if ((s >= 0) == (e >= 0) && s > e) L.fail(L.loc(), fmt::format("flatten: start_dim {} cannot come after end_dim {}", s, e));
-  Type li = Type::list(kInt);
-  Value* shape = L.prim(Prim::Shape, {x}, li);
-  Value* head = L.prim(Prim::ListSlice, {shape, L.constant(int64_t(0)), L.constant(s)}, li);
-  Value* out = L.prim(Prim::ListAdd, {head, L.prim(Prim::ListConstruct, {L.constant(int64_t(-1))}, li)}, li);
-  if (e != -1)
-    out = L.prim(Prim::ListAdd, {out, L.prim(Prim::ListSlice, {shape, L.constant(e + 1), L.constant(int64_t(INT64_MAX))}, li)}, li);
-  // A 0-d input flattens to one element, as in PyTorch.
-  return L.prim(Prim::Reshape, {x, out}, Type::tensor());
-}
-
 std::optional<DType> dtype_of(const Expr& e) {
   if (e.kind != ExprKind::Attribute || e.args[0]->kind != ExprKind::Name || e.args[0]->name != "torch") return std::nullopt;
   static const std::pair<const char*, DType> names[] = {
@@ -176,44 +165,61 @@ std::optional<std::vector<Value*>> known_tensors(Lowerer& L, const Arg& a, std::
   L.fail(a.loc, fmt::format("{} expects a list or tuple of tensors, got {}", what, v->type().str()));
 }
 
+// Where an elementwise row's name is a torch name: torch.<name> and Tensor.<name> unless listed here.
+unsigned elementwise_where(std::string_view name) {
+  static const std::pair<const char*, unsigned> listed[] = {
+      {"relu", kFn | kMethod | kF}, {"tanh", kFn | kMethod | kF}, {"sigmoid", kFn | kMethod | kF},
+      {"gelu", 0},       // F.gelu(approximate=) below
+      {"gelu_tanh", 0},  // F.gelu(approximate='tanh')
+      {"silu", kF}};
+  for (auto& [n, w] : listed)
+    if (name == n) return w;
+  return kFn | kMethod;
+}
+
 std::vector<Builtin> make_builtins() {
   std::vector<Builtin> b;
   auto add = [&](std::string name, unsigned where, std::vector<std::string> params, size_t required, Handler h) {
     b.push_back(Builtin{std::move(name), where, std::move(params), required, std::move(h)});
   };
-  // elementwise unary rows
-  static const std::pair<const char*, OpId> unary[] = {
-      {"neg", OpId::Neg},       {"negative", OpId::Neg},   {"abs", OpId::Abs},     {"exp", OpId::Exp},
-      {"log", OpId::Log},       {"log1p", OpId::Log1p},    {"sqrt", OpId::Sqrt},   {"rsqrt", OpId::Rsqrt},
-      {"sin", OpId::Sin},       {"cos", OpId::Cos},        {"tanh", OpId::Tanh},   {"sigmoid", OpId::Sigmoid},
-      {"relu", OpId::Relu},     {"erf", OpId::Erf},        {"reciprocal", OpId::Reciprocal},
-      {"sign", OpId::Sign},     {"logical_not", OpId::LogicalNot}};
+  // Elementwise rows under their own names (core/ops.def): torch.<name>, Tensor.<name> and, where torch
+  // has it there, F.<name>. A new row is scriptable with no entry here; only rows whose name torch does
+  // not use that way are listed (elementwise_where).
+  std::vector<std::pair<std::string, OpId>> unary = {
+#define KILN_UNARY(Id, name, rule, expr) {#name, OpId::Id},
+#include "core/ops.def"
+  };
+  std::vector<std::pair<std::string, OpId>> binary = {
+#define KILN_BINARY(Id, name, rule, expr) {#name, OpId::Id},
+#include "core/ops.def"
+  };
+  // torch's other spellings of the same rows
+  for (auto [alias, op] : std::initializer_list<std::pair<const char*, OpId>>{{"negative", OpId::Neg}}) unary.emplace_back(alias, op);
+  for (auto [alias, op] : std::initializer_list<std::pair<const char*, OpId>>{
+           {"subtract", OpId::Sub}, {"multiply", OpId::Mul}, {"divide", OpId::Div}, {"true_divide", OpId::Div}})
+    binary.emplace_back(alias, op);
   for (auto& [n, id] : unary) {
     OpId op = id;
-    std::string_view nv = n;
-    unsigned where = kFn | kMethod | (nv == "relu" || nv == "tanh" || nv == "sigmoid" ? kF : 0);
-    add(n, where, {"input"}, 1, [op](Lowerer& L, Args& a, const Expr&) {
-      return L.op(op, {L.tensor_arg(a[0], "input")});
-    });
+    unsigned where = elementwise_where(n);
+    if (where) add(n, where, {"input"}, 1, [op](Lowerer& L, Args& a, const Expr&) { return L.op(op, {L.tensor_arg(a[0], "input")}); });
   }
   add("square", kFn | kMethod, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     Value* x = L.tensor_arg(a[0], "input");
     return L.op(OpId::Mul, {x, x});
   });
-  static const std::pair<const char*, OpId> binary[] = {
-      {"add", OpId::Add},         {"sub", OpId::Sub},          {"subtract", OpId::Sub},     {"mul", OpId::Mul},
-      {"multiply", OpId::Mul},    {"div", OpId::Div},          {"divide", OpId::Div},       {"true_divide", OpId::Div},
-      {"pow", OpId::Pow},         {"maximum", OpId::Maximum},  {"minimum", OpId::Minimum},  {"eq", OpId::Eq},
-      {"ne", OpId::Ne},           {"lt", OpId::Lt},            {"le", OpId::Le},            {"gt", OpId::Gt},
-      {"ge", OpId::Ge},           {"logical_and", OpId::LogicalAnd}, {"logical_or", OpId::LogicalOr}};
   for (auto& [n, id] : binary) {
     OpId op = id;
     if (op == OpId::Add || op == OpId::Sub) continue;
-    add(n, kFn | kMethod, {"input", "other"}, 2, [op](Lowerer& L, Args& a, const Expr&) {
+    add(n, elementwise_where(n), {"input", "other"}, 2, [op](Lowerer& L, Args& a, const Expr&) {
       Value* x = L.tensor_arg(a[0], "input", true);
       return L.op(op, {x, L.tensor_arg(a[1], "other", true)});
     });
   }
+  add("remainder", kFn | kMethod, {"input", "other"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    Value* x = L.tensor_arg(a[0], "input", true);
+    LoweringBuilder lb(L);
+    return composite::remainder(lb, x, L.tensor_arg(a[1], "other", true));
+  });
   // torch.add(x, y, alpha=a) is x + a * y (sub: x - a * y); an integer tensor takes no float alpha.
   for (auto& [n, id] : binary) {
     OpId op = id;
@@ -232,7 +238,9 @@ std::vector<Builtin> make_builtins() {
     });
   }
   static const std::pair<const char*, OpId> reductions[] = {
-      {"sum", OpId::Sum}, {"prod", OpId::Prod}, {"amax", OpId::Amax}, {"amin", OpId::Amin}};
+#define KILN_REDUCE(Id, name, init, fold) {#name, OpId::Id},
+#include "core/ops.def"
+  };
   for (auto& [n, id] : reductions) {
     OpId op = id;
     add(n, kFn | kMethod, {"input", "dim", "keepdim"}, 1, [op](Lowerer& L, Args& a, const Expr&) {
@@ -366,7 +374,8 @@ std::vector<Builtin> make_builtins() {
   add("flatten", kFn | kMethod, {"input", "start_dim", "end_dim"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     int64_t s = a[1].present() ? L.need_int(a[1], "start_dim") : 0;
     int64_t e = a[2].present() ? L.need_int(a[2], "end_dim") : -1;
-    return flatten_of(L, L.tensor_arg(a[0], "input"), s, e);
+    LoweringBuilder lb(L);
+    return lb.flatten(L.tensor_arg(a[0], "input"), s, e);
   });
   add("contiguous", kMethod, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     return L.op(OpId::Contiguous, {L.tensor_arg(a[0], "input")});
@@ -416,10 +425,9 @@ std::vector<Builtin> make_builtins() {
     }
     return L.op(ap == "tanh" ? OpId::GeluTanh : OpId::Gelu, {L.tensor_arg(a[0], "input")});
   });
-  add("silu", kF, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) { return L.op(OpId::Silu, {L.tensor_arg(a[0], "input")}); });
   add("dropout", kF, {"input", "p", "training", "inplace"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     double p = a[1].present() ? need_float(L, a[1], "p") : 0.5;
-    if (!(p >= 0 && p <= 1)) L.fail(a[1].loc, fmt::format("dropout probability has to be between 0 and 1, but got {}", p));
+    if (!(p >= 0 && p <= 1)) L.fail(a[1].loc, fmt::format("dropout: probability has to be between 0 and 1, but got {}", p));
     bool training = a[2].present() ? L.need_bool(a[2], "training") : true;
     return dropout_of(L, L.tensor_arg(a[0], "input"), p, training);
   });

@@ -11,6 +11,7 @@
 #include "eager/autograd/graph.h"
 #include "eager/nn/init.h"
 #include "eager/nn/layers.h"
+#include "eager/nn/registry.h"
 #include "eager/ops.h"
 #include "script_frontend/lowerer.h"
 #include "script_frontend/module.h"
@@ -781,7 +782,50 @@ class Init {
     return Static::module(obj);
   }
 
+  // A layer of eager's registry: bound with its LayerSpec's names and defaults, built by its make().
+  Static registered_layer(const nn::LayerSpec& spec, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
+    Signature sig{{}, 0, {}};
+    for (const nn::LayerParam& p : spec.params) {
+      sig.params.push_back(p.name);
+      if (p.default_value) sig.defaults.push_back(static_of(*p.default_value));
+      else ++sig.required;
+    }
+    Bound b = bind("nn." + spec.name, sig, a, kw, loc);
+    std::map<std::string, IValue> values;
+    for (const auto& [k, v] : b) values[k] = ivalue_of(v, loc, fmt::format("nn.{}: {}", spec.name, k));
+    std::shared_ptr<nn::Module> m;
+    try {
+      m = spec.make(nn::LayerArgs(spec.name, std::move(values)));
+    } catch (const Error& e) {
+      fail(loc, e.what());
+    }
+    Static s = make(Layer::Registered, spec.name, m, b);
+    s.obj->spec = &spec;
+    return s;
+  }
+
+  // A constructor argument as an IValue: numbers, strings, None and tuples or lists of them.
+  IValue ivalue_of(const Static& v, SourceLoc loc, const std::string& what) {
+    switch (v.kind) {
+      case Kind::None: return IValue();
+      case Kind::Int: return IValue(v.i);
+      case Kind::Float: return IValue(v.f);
+      case Kind::Bool: return IValue(v.i != 0);
+      case Kind::Str: return IValue(v.s);
+      case Kind::Tuple:
+      case Kind::List: {
+        std::vector<IValue> es;
+        for (const Static& e : v.elems) es.push_back(ivalue_of(e, loc, what));
+        return v.kind == Kind::Tuple ? IValue::tuple(std::move(es)) : IValue::list(std::move(es));
+      }
+      case Kind::Module:
+      case Kind::Tensor: break;
+    }
+    fail(loc, fmt::format("{} must be a number, a string or a tuple of them, got {}", what, v.type_name()));
+  }
+
   Static layer(const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
+    if (const nn::LayerSpec* spec = nn::find_layer(name)) return registered_layer(*spec, a, kw, loc);
     auto I = Static::integer;
     auto B = Static::boolean;
     auto F = Static::number;
@@ -794,15 +838,6 @@ class Init {
       if (x <= 0) fail(loc, fmt::format("nn.{}: {} must be positive, got {}", name, what, x));
       return x;
     };
-    auto flag_off = [&](Bound& b, const char* what) {
-      if (need_bool(b[what], loc, what)) fail(loc, fmt::format("nn.{}({}=True) is not supported in kiln script", name, what));
-    };
-    if (name == "Linear") {
-      Bound b = sig({"in_features", "out_features", "bias"}, 2, {B(true)});
-      auto m = std::make_shared<nn::Linear>(pos_int(b["in_features"], "in_features"),
-                                            pos_int(b["out_features"], "out_features"), need_bool(b["bias"], loc, "bias"));
-      return make(Layer::Linear, name, m, b);
-    }
     if (name == "Conv2d") {
       Bound b = sig({"in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias", "padding_mode"},
                     3, {I(1), I(0), I(1), I(1), B(true), Static::str("zeros")});
@@ -878,20 +913,6 @@ class Init {
                                             k, st, p, d, pos_int(b["groups"], "groups"), need_bool(b["bias"], loc, "bias"));
       return make(Layer::Conv1d, name, m, b);
     }
-    if (name == "LayerNorm") {
-      Bound b = sig({"normalized_shape", "eps", "elementwise_affine"}, 1, {F(1e-5), B(true)});
-      Shape ns = need_ints(b["normalized_shape"], loc, "normalized_shape");
-      b["normalized_shape"] = ints(ns);
-      auto m = std::make_shared<nn::LayerNorm>(ns, need_number(b["eps"], loc, "eps"), need_bool(b["elementwise_affine"], loc, "elementwise_affine"));
-      return make(Layer::LayerNorm, name, m, b);
-    }
-    if (name == "Dropout") {
-      Bound b = sig({"p", "inplace"}, 0, {F(0.5), B(false)});
-      double p = need_number(b["p"], loc, "p");
-      if (!(p >= 0 && p <= 1)) fail(loc, fmt::format("nn.Dropout: dropout probability has to be between 0 and 1, but got {}", p));
-      b["p"] = F(p);
-      return make(Layer::Dropout, name, std::make_shared<nn::Dropout>(p), b);
-    }
     if (name == "Embedding") {
       Bound b = sig({"num_embeddings", "embedding_dim", "padding_idx", "max_norm"}, 2, {none, none});
       if (b["max_norm"].kind != Kind::None) fail(loc, "nn.Embedding(max_norm=...) is not supported in kiln script");
@@ -905,57 +926,10 @@ class Init {
       auto m = std::make_shared<nn::Embedding>(num, pos_int(b["embedding_dim"], "embedding_dim"), pad);
       return make(Layer::Embedding, name, m, b);
     }
-    if (name == "MaxPool2d" || name == "AvgPool2d") {
-      bool mx = name == "MaxPool2d";
-      Bound b = mx ? sig({"kernel_size", "stride", "padding", "dilation", "return_indices", "ceil_mode"}, 1, {none, I(0), I(1), B(false), B(false)})
-                   : sig({"kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"}, 1, {none, I(0), B(false), B(true)});
-      flag_off(b, "ceil_mode");
-      if (mx) flag_off(b, "return_indices");
-      if (!mx && !need_bool(b["count_include_pad"], loc, "count_include_pad"))
-        fail(loc, "nn.AvgPool2d(count_include_pad=False) is not supported in kiln script");
-      Shape k = pair(need_ints(b["kernel_size"], loc, "kernel_size"), loc, "kernel_size");
-      Shape s = b["stride"].kind == Kind::None ? k : pair(need_ints(b["stride"], loc, "stride"), loc, "stride");
-      Shape p = pair(need_ints(b["padding"], loc, "padding"), loc, "padding");
-      b["kernel_size"] = ints(k);
-      b["stride"] = ints(s);
-      b["padding"] = ints(p);
-      if (mx) b["dilation"] = ints(pair(need_ints(b["dilation"], loc, "dilation"), loc, "dilation"));
-      std::shared_ptr<nn::Module> m;
-      if (mx) m = std::make_shared<nn::MaxPool2d>(k, s, p);
-      else m = std::make_shared<nn::AvgPool2d>(k, s, p);
-      return make(mx ? Layer::MaxPool2d : Layer::AvgPool2d, name, m, b);
-    }
-    if (name == "ReLU" || name == "Tanh" || name == "Sigmoid") {
-      Bound b = name == "ReLU" ? sig({"inplace"}, 0, {B(false)}) : sig({}, 0, {});
-      std::shared_ptr<nn::Module> m;
-      if (name == "ReLU") m = std::make_shared<nn::ReLU>();
-      else if (name == "Tanh") m = std::make_shared<nn::Tanh>();
-      else m = std::make_shared<nn::Sigmoid>();
-      return make(name == "ReLU" ? Layer::ReLU : name == "Tanh" ? Layer::Tanh : Layer::Sigmoid, name, m, b);
-    }
-    if (name == "GELU") {
-      Bound b = sig({"approximate"}, 0, {Static::str("none")});
-      if (b["approximate"].kind != Kind::Str || (b["approximate"].s != "none" && b["approximate"].s != "tanh"))
-        fail(loc, "nn.GELU: approximate must be 'none' or 'tanh'");
-      return make(Layer::GELU, name, std::make_shared<nn::GELU>(b["approximate"].s), b);
-    }
-    if (name == "Flatten") {
-      Bound b = sig({"start_dim", "end_dim"}, 0, {I(1), I(-1)});
-      auto m = std::make_shared<nn::Flatten>(need_int(b["start_dim"], loc, "start_dim"), need_int(b["end_dim"], loc, "end_dim"));
-      return make(Layer::Flatten, name, m, b);
-    }
     if (name == "Identity") {
       std::vector<Static> ignored;
       Bound b = bind("nn.Identity", Signature{{}, 0, {}, true}, a, {}, loc, &ignored);
       return make(Layer::Identity, name, std::make_shared<Stateless>("Identity", [](const Tensor& x) { return x; }), b);
-    }
-    if (name == "Softmax" || name == "LogSoftmax") {
-      Bound b = sig({"dim"}, 0, {none});
-      if (b["dim"].kind == Kind::None) fail(loc, fmt::format("nn.{}: give dim (the implicit choice is deprecated in PyTorch)", name));
-      int64_t dim = need_int(b["dim"], loc, "dim");
-      bool log = name == "LogSoftmax";
-      auto m = std::make_shared<Stateless>(name, [dim, log](const Tensor& x) { return log ? log_softmax(x, dim) : softmax(x, dim); });
-      return make(log ? Layer::LogSoftmax : Layer::Softmax, name, m, b);
     }
     if (name == "Sequential" || name == "ModuleList") {
       std::vector<Static> mods;
@@ -981,9 +955,9 @@ class Init {
         fail(loc, "nn.Parameter(requires_grad=False) is not supported in kiln script; use register_buffer");
       return Static::of_tensor(b["data"].tensor.detach(), true);
     }
-    std::vector<std::string> known = {"Linear", "Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm", "Dropout", "Embedding", "MaxPool2d",
-                                      "AvgPool2d", "ReLU", "GELU", "Tanh", "Sigmoid", "Flatten", "Identity", "Softmax",
-                                      "LogSoftmax", "Sequential", "ModuleList", "Parameter"};
+    std::vector<std::string> known = {"Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d", "Embedding", "Identity",
+                                      "Sequential", "ModuleList", "Parameter"};
+    for (const nn::LayerSpec& spec : nn::layer_registry()) known.push_back(spec.name);
     fail(loc, fmt::format("nn.{} is not supported in kiln script{}", name, did_you_mean(name, known)));
   }
 

@@ -4,7 +4,9 @@
 #include <climits>
 #include <cmath>
 
+#include "eager/composites.h"
 #include "script_frontend/lowerer.h"
+#include "script_frontend/lowering_builder.h"
 #include "script_frontend/operators.h"
 
 namespace kiln::script {
@@ -314,17 +316,10 @@ Value* Lowerer::binary(const std::string& op, Value* a, Value* b, SourceLoc loc)
     Value* y = tb.is_tensor() ? b : number_to_tensor(b);
     if (op == "@" && (!ta.is_tensor() || !tb.is_tensor())) return bad();
     if (row && row->tensor) return this->op(*row->tensor, {x, y});
-    if (op == "//" || op == "%") {
-      // floor(a / b) and a - floor(a / b) * b, the composites eager's floor_divide and remainder run for
-      // floats. Integer tensors need an exact integer division the op table does not have, and a
-      // float division would change their dtype, so a tensor's dtype must be known to be floating.
-      auto floating = [](const Type& t) { return t.kind == TypeKind::Float || (t.is_tensor() && t.dtype && is_floating(*t.dtype)); };
-      // Otherwise eager's floor_divide / remainder, exact for integer tensors as torch.
-      if (!floating(ta) && !floating(tb))
-        return prim(op == "//" ? Prim::FloorDivide : Prim::Remainder, {x, y}, Type::tensor());
-      Value* q = this->op(OpId::Floor, {this->op(OpId::Div, {x, y})});
-      if (op == "//") return q;
-      return this->op(OpId::Sub, {x, this->op(OpId::Mul, {q, y})});
+    if (op == "//") return this->op(OpId::FloorDivide, {x, y});
+    if (op == "%") {
+      LoweringBuilder lb(*this);
+      return composite::remainder(lb, x, y);
     }
     return bad();
   }

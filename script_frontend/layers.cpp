@@ -1,10 +1,14 @@
 // torch.nn layers called in a method (`self.fc(x)`), lowered to op-table rows with the layer's
-// parameters and buffers as bound graph inputs, computing what kiln's eager layers compute. Their
-// composites (softmax, layer norm, dropout, linear) serve torch.nn.functional too.
+// parameters and buffers as bound graph inputs, computing what kiln's eager layers compute. The composites
+// (softmax, layer norm, dropout, linear) are eager's own (eager/composites.h), lowered through a
+// LoweringBuilder; they serve torch.nn.functional too.
 #include <fmt/format.h>
 
+#include "eager/composites.h"
 #include "eager/nn/layers.h"
+#include "eager/nn/registry.h"
 #include "script_frontend/lowerer.h"
+#include "script_frontend/lowering_builder.h"
 
 namespace kiln::script {
 
@@ -28,67 +32,26 @@ Value* mean_keep(Lowerer& L, Value* x, const Shape& dims, Value** count) {
   return L.op(OpId::Div, {s, L.number_to_tensor(n)});
 }
 
-Shape ints_attr(const Object& o, const char* name) {
-  Shape s;
-  for (const Static& e : o.attrs.at(name).elems) s.push_back(e.i);
-  return s;
-}
 }  // namespace
 
 Value* softmax_of(Lowerer& L, Value* x, int64_t dim, bool log) {
-  Attrs keep = Attrs().set("dims", Shape{dim}).set("keepdim", true);
-  Value* shifted = L.op(OpId::Sub, {x, L.op(OpId::Amax, {x}, keep)});
-  Value* e = L.op(OpId::Exp, {shifted});
-  Value* s = L.op(OpId::Sum, {e}, keep);
-  if (log) return L.op(OpId::Sub, {shifted, L.op(OpId::Log, {s})});
-  return L.op(OpId::Div, {e, s});
+  LoweringBuilder b(L);
+  return log ? composite::log_softmax(b, x, dim) : composite::softmax(b, x, dim);
 }
 
-// Inverted dropout: kept elements scaled by 1/(1-p). Dropped ones are x * 0, so a NaN stays NaN as
-// in PyTorch's mask multiply.
 Value* dropout_of(Lowerer& L, Value* x, double p, bool training) {
-  if (!training || p == 0) return x;
-  if (p == 1) return L.op(OpId::Mul, {x, number(L, 0.0)});
-  Value* u = L.prim(Prim::RandLike, {x}, Type::tensor());
-  Value* keep = L.op(OpId::Lt, {u, number(L, 1.0 - p)});
-  return L.op(OpId::Where, {keep, L.op(OpId::Mul, {x, number(L, 1.0 / (1.0 - p))}), L.op(OpId::Mul, {x, number(L, 0.0)})});
+  LoweringBuilder b(L);
+  return composite::dropout(b, x, p, training);
 }
 
 Value* layer_norm_of(Lowerer& L, Value* x, const Shape& normalized_shape, Value* weight, Value* bias, double eps) {
-  int64_t k = int64_t(normalized_shape.size());
-  if (k == 0) L.fail(L.loc(), "layer_norm: normalized_shape must not be empty");
-  Shape dims;
-  int64_t count = 1;
-  for (int64_t i = -k; i < 0; ++i) dims.push_back(i);
-  for (int64_t s : normalized_shape) count *= s;
-  // The trailing dims must be normalized_shape, as eager layer_norm checks.
-  Value* shape = L.prim(Prim::Shape, {x}, Type::list(kInt));
-  std::vector<Value*> want;
-  for (int64_t s : normalized_shape) want.push_back(L.constant(s));
-  Value* tail = L.prim(Prim::ListSlice, {shape, L.constant(-k), L.constant(int64_t(INT64_MAX))}, Type::list(kInt));
-  Value* ok = L.prim(Prim::NumEq, {L.prim(Prim::Len, {tail}, kInt), L.constant(k)}, Type::scalar(TypeKind::Bool));
-  for (int64_t i = 0; i < k; ++i)
-    ok = L.if_value(ok,
-                    [&] {
-                      Value* d = L.prim(Prim::ListIndex, {tail, L.constant(i)}, kInt);
-                      return L.prim(Prim::NumEq, {d, want[size_t(i)]}, Type::scalar(TypeKind::Bool));
-                    },
-                    [&] { return L.constant(false); }, L.loc());
-  L.check(ok, fmt::format("layer_norm: normalized_shape {} does not match the trailing dims of the input",
-                          shape_str(normalized_shape)));
-  Attrs keep = Attrs().set("dims", dims).set("keepdim", true);
-  Value* m = L.op(OpId::Div, {L.op(OpId::Sum, {x}, keep), number(L, double(count))});
-  Value* xc = L.op(OpId::Sub, {x, m});
-  Value* var = L.op(OpId::Div, {L.op(OpId::Sum, {L.op(OpId::Mul, {xc, xc})}, keep), number(L, double(count))});
-  Value* y = L.op(OpId::Mul, {xc, L.op(OpId::Rsqrt, {L.op(OpId::Add, {var, number(L, eps)})})});
-  if (weight) y = L.op(OpId::Mul, {y, weight});
-  if (bias) y = L.op(OpId::Add, {y, bias});
-  return y;
+  LoweringBuilder b(L);
+  return composite::layer_norm(b, x, normalized_shape, weight, bias, eps);
 }
 
 Value* linear_of(Lowerer& L, Value* x, Value* weight, Value* bias) {
-  Value* y = L.op(OpId::Matmul, {x, L.op(OpId::Permute, {weight}, Attrs().set("dims", Shape{1, 0}))});
-  return bias ? L.op(OpId::Add, {y, bias}) : y;
+  LoweringBuilder b(L);
+  return composite::linear(b, x, weight, bias);
 }
 
 Value* call_layer(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, SourceLoc loc) {
@@ -112,16 +75,16 @@ Value* call_layer(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, Sourc
   if (!x->type().is_tensor()) L.fail(xloc, fmt::format("{}.forward() expects a Tensor, got {}", o.cls, x->type().str()));
   nn::Module& m = *o.module;
   std::string prefix = o.path.empty() ? "" : o.path + ".";
+  if (o.layer == Layer::Registered) {
+    LoweringBuilder b(L, prefix);
+    return o.spec->lower(b, m, x);
+  }
   auto param = [&](const Tensor& t, const char* name) -> Value* {
     if (!t.defined()) return nullptr;
     return L.tensor_of(Static::of_tensor(t, true), prefix + name);
   };
   bool training = m.is_training();
   switch (o.layer) {
-    case Layer::Linear: {
-      auto& lin = static_cast<nn::Linear&>(m);
-      return linear_of(L, x, param(lin.weight, "weight"), param(lin.bias, "bias"));
-    }
     case Layer::Conv2d: {
       auto& c = static_cast<nn::Conv2d&>(m);
       std::vector<Value*> ins = {x, param(c.weight, "weight")};
@@ -202,11 +165,6 @@ Value* call_layer(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, Sourc
       if (o.layer == Layer::BatchNorm1d) y = L.prim(Prim::Reshape, {y, L.prim(Prim::Shape, {x_in}, Type::list(kInt))}, Type::tensor());
       return y;
     }
-    case Layer::LayerNorm: {
-      auto& ln = static_cast<nn::LayerNorm&>(m);
-      return layer_norm_of(L, x, ln.normalized_shape, param(ln.weight, "weight"), param(ln.bias, "bias"), ln.eps);
-    }
-    case Layer::Dropout: return dropout_of(L, x, static_cast<nn::Dropout&>(m).p, training);
     case Layer::Embedding: {
       auto& em = static_cast<nn::Embedding&>(m);
       // index_select of the flattened indices, reshaped to indices.shape + [embedding_dim] at run time.
@@ -225,38 +183,8 @@ Value* call_layer(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, Sourc
                             {L.prim(Prim::Shape, {x}, li), L.prim(Prim::ListConstruct, {L.constant(em.weight.size(1))}, li)}, li);
       return L.prim(Prim::Reshape, {rows, shape}, Type::tensor());
     }
-    case Layer::MaxPool2d:
-      return L.op(OpId::MaxPool2d, {x},
-                  Attrs()
-                      .set("kernel_size", ints_attr(o, "kernel_size"))
-                      .set("stride", ints_attr(o, "stride"))
-                      .set("padding", ints_attr(o, "padding"))
-                      .set("dilation", ints_attr(o, "dilation")));
-    case Layer::AvgPool2d:
-      return L.op(OpId::AvgPool2d, {x},
-                  Attrs()
-                      .set("kernel_size", ints_attr(o, "kernel_size"))
-                      .set("stride", ints_attr(o, "stride"))
-                      .set("padding", ints_attr(o, "padding")));
-    case Layer::ReLU: return L.op(OpId::Relu, {x});
-    case Layer::Tanh: return L.op(OpId::Tanh, {x});
-    case Layer::Sigmoid: return L.op(OpId::Sigmoid, {x});
-    case Layer::GELU: return L.op(static_cast<nn::GELU&>(m).approximate == "tanh" ? OpId::GeluTanh : OpId::Gelu, {x});
-    case Layer::Flatten: {
-      auto& f = static_cast<nn::Flatten&>(m);
-      Value* shape = nullptr;
-      Type li = Type::list(kInt);
-      Value* full = L.prim(Prim::Shape, {x}, li);
-      Value* head = L.prim(Prim::ListSlice, {full, L.constant(int64_t(0)), L.constant(f.start_dim)}, li);
-      shape = L.prim(Prim::ListAdd, {head, L.prim(Prim::ListConstruct, {L.constant(int64_t(-1))}, li)}, li);
-      if (f.end_dim != -1)
-        shape = L.prim(Prim::ListAdd,
-                       {shape, L.prim(Prim::ListSlice, {full, L.constant(f.end_dim + 1), L.constant(int64_t(INT64_MAX))}, li)}, li);
-      return L.prim(Prim::Reshape, {x, shape}, Type::tensor());
-    }
     case Layer::Identity: return x;
-    case Layer::Softmax:
-    case Layer::LogSoftmax: return softmax_of(L, x, o.attrs.at("dim").i, o.layer == Layer::LogSoftmax);
+    case Layer::Registered:
     case Layer::User:
     case Layer::Sequential:
     case Layer::ModuleList: break;

@@ -7,7 +7,9 @@
 #include <cstring>
 
 #include "core/ir/op_schema.h"
+#include "eager/autocast/autocast.h"
 #include "script_frontend/lowerer.h"
+#include "script_frontend/lowering_builder.h"
 #include "script_frontend/parser.h"
 
 namespace kiln::script {
@@ -44,7 +46,9 @@ Node* Lowerer::emit(Node* n) {
 }
 
 Value* Lowerer::op(OpId id, const std::vector<Value*>& inputs, Attrs attrs) {
-  Node* n = emit(g_->create_op(id, inputs, std::move(attrs), size_t(ir::op_schema(id).outputs)));
+  // Inside an AutocastGuard a row of the policy casts its inputs, as dispatch() does in eager.
+  std::vector<Value*> ins = autocast_values(*this, autocast_policy(id), inputs);
+  Node* n = emit(g_->create_op(id, ins, std::move(attrs), size_t(ir::op_schema(id).outputs)));
   for (Value* o : n->outputs()) o->set_type(Type::tensor());
   return n->output();
 }

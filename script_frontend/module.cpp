@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/ir/verifier.h"
+#include "eager/autocast/autocast.h"
 #include "script_frontend/lowerer.h"
 #include "script_frontend/objects.h"
 
@@ -30,6 +31,8 @@ Function ScriptedModule::method(const std::string& name) {
   // of the tree's flags (in practice two: all training, all evaluating).
   std::string key = name + ":";
   object_->walk([&](const script::Object& o) { key += o.module->is_training() ? '1' : '0'; });
+  // Inside an AutocastGuard the graph records the scope's casts (as a trace would): one graph per dtype.
+  if (autocast_enabled()) key += ":autocast " + std::string(dtype_name(autocast_dtype()));
   auto it = methods_.find(key);
   if (it != methods_.end()) return it->second;
   script::Lowerer lowerer(file_->src, file_->ast);

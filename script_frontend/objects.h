@@ -17,6 +17,9 @@
 
 namespace kiln {
 class ScriptedModule;
+namespace nn {
+struct LayerSpec;
+}
 }
 
 namespace kiln::script {
@@ -91,14 +94,13 @@ struct Static {
   std::string type_name() const;  // "int", "List[int]", "Linear", ...
 };
 
-// The layers of torch.nn that kiln script builds and lowers; User is a class of the file.
-enum class Layer : uint8_t {
-  User, Linear, Conv1d, Conv2d, BatchNorm1d, BatchNorm2d, LayerNorm, Dropout, Embedding, MaxPool2d, AvgPool2d, ReLU, GELU, Tanh,
-  Sigmoid, Flatten, Identity, Softmax, LogSoftmax, Sequential, ModuleList
-};
+// What a module object is: a class of the file (User), a layer of eager's registry (Registered: built and
+// lowered from its nn::LayerSpec), or a torch.nn layer the frontend builds itself.
+enum class Layer : uint8_t { User, Registered, Conv1d, Conv2d, BatchNorm1d, BatchNorm2d, Embedding, Identity, Sequential, ModuleList };
 
 struct Object {
   Layer layer = Layer::User;
+  const nn::LayerSpec* spec = nullptr;  // Layer::Registered
   std::string cls;                // "Net", "Linear", ...
   const ClassDef* def = nullptr;  // Layer::User
   nn::Module* module = nullptr;   // owned by the parent module's children (the caller owns the root)

@@ -1,5 +1,8 @@
 #include "op_cases.h"
 
+#include <cmath>
+#include <limits>
+
 namespace kiln::test {
 
 namespace {
@@ -61,6 +64,145 @@ OpCase case_for(OpId op, uint64_t seed) {
     case OpId::Conv2dBackwardWeight: return {{randn({2, 4, 6, 6}), img}, Attrs(conv).set("shape", Shape{4, 3, 3, 3})};
   }
   return {};
+}
+
+namespace {
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+ElementwiseCase unary(double (*ref)(double), const char* torch, double lo = -2, double hi = 2) {
+  ElementwiseCase c;
+  c.ref1 = ref;
+  c.torch_unary = torch;
+  c.lo = lo;
+  c.hi = hi;
+  return c;
+}
+ElementwiseCase binary(double (*ref)(double, double), const char* tt, const char* t0, const char* zt, const char* zz,
+                       const char* ts, const char* st, double lo = -2, double hi = 2) {
+  ElementwiseCase c;
+  c.ref2 = ref;
+  c.tt = tt, c.t0 = t0, c.zt = zt, c.zz = zz, c.ts = ts, c.st = st;
+  c.lo = lo;
+  c.hi = hi;
+  return c;
+}
+// The dtype codes most binary rows share (add's, torch's usual promotion), and the comparisons' (all bool).
+const char* const kTT = "bilBhfdiilBhfdlllBhfdBBBBffdhhhfhfdffffffdddddddd";
+const char* const kT0 = "bilBhfdiiiBhfdlllBhfdBBBBBBBhhhhhhhfffffffddddddd";
+const char* const kZT = "bilBhfdiilBhfdlilBhfdBBBBhfdhhhBhfdfffBhfddddBhfd";
+const char* const kTS = "blfiifllfBBBhhhfffddd";
+const char* const kB49 = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+const char* const kB21 = "bbbbbbbbbbbbbbbbbbbbb";
+const char* const kX21 = "xxxxxxxxxxxxxxxxxxxxx";
+ElementwiseCase quantized(ElementwiseCase c) {
+  c.quantized = true;
+  return c;
+}
+}  // namespace
+
+ElementwiseCase elementwise_case(OpId op) {
+  ElementwiseCase c;
+  switch (op) {
+    case OpId::Neg: return unary([](double x) { return -x; }, "xilBhfd");
+    case OpId::Abs:
+      c = unary([](double x) { return std::fabs(x); }, "xilBhfd");
+      c.kink_at_zero = true, c.second_order = false;
+      return c;
+    case OpId::Exp: return unary([](double x) { return std::exp(x); }, "fffBxfd");
+    case OpId::Log:
+      c = unary([](double x) { return std::log(x); }, "fffBxfd", 0.5, 2);
+      c.positive = true;
+      return c;
+    case OpId::Log1p:
+      c = unary([](double x) { return std::log1p(x); }, "fffBxfd", 0.5, 2);
+      c.positive = true;
+      return c;
+    case OpId::Sqrt:
+      c = unary([](double x) { return std::sqrt(x); }, "fffBxfd", 0.5, 2);
+      c.positive = true;
+      return c;
+    case OpId::Rsqrt:
+      c = unary([](double x) { return 1.0 / std::sqrt(x); }, "fffBxfd", 0.5, 2);
+      c.positive = true;
+      return c;
+    case OpId::Sin: return unary([](double x) { return std::sin(x); }, "fffBxfd");
+    case OpId::Cos: return unary([](double x) { return std::cos(x); }, "fffBxfd");
+    case OpId::Tanh: return unary([](double x) { return std::tanh(x); }, "fffBxfd");
+    case OpId::Sigmoid: return unary([](double x) { return 1.0 / (1.0 + std::exp(-x)); }, "fffBxfd");
+    case OpId::Relu:
+      c = unary([](double x) { return std::isnan(x) ? x : (x < 0 ? 0.0 : x); }, "xilBxfd");
+      c.kink_at_zero = true, c.second_order = false;
+      return c;
+    case OpId::Gelu: return unary([](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }, "xxxBxfd");
+    case OpId::GeluTanh:
+      return unary([](double x) { return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))); },
+                   "xxxBxfd");
+    case OpId::Silu: return unary([](double x) { return x / (1.0 + std::exp(-x)); }, "xxxBxfd");
+    case OpId::Erf: return unary([](double x) { return std::erf(x); }, "fffBxfd");
+    case OpId::Reciprocal: return unary([](double x) { return 1.0 / x; }, "fffBhfd", 0.5, 2);
+    // between the steps: a zero gradient both ways
+    case OpId::Floor: return unary([](double x) { return std::floor(x); }, "xilBhfd", 0.1, 0.9);
+    // NaN propagates and zeros keep their sign (NumPy's sign; torch 1.13 maps NaN to 0)
+    case OpId::Sign: return unary([](double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : x); }, "bilBhfd");
+    case OpId::LogicalNot: return unary([](double x) { return x == 0 ? 1.0 : 0.0; }, "bbbbbbb");
+    case OpId::Add: return binary([](double a, double b) { return a + b; }, kTT, kT0, kZT, kTT, kTS, kTS);
+    case OpId::Sub:
+      return binary([](double a, double b) { return a - b; }, "xxxxxxxxilBhfdxllBhfdxBBBffdxhhfhfdxfffffdxdddddd",
+                    "xxxxxxxxiiBhfdxllBhfdxBBBBBBxhhhhhhxffffffxdddddd", "xxxxxxxxilBhfdxilBhfdxBBBhfdxhhBhfdxffBhfdxddBhfd",
+                    "xxxxxxxxilBhfdxllBhfdxBBBffdxhhfhfdxfffffdxdddddd", "xxxxifxlfxBBxhhxffxdd", "xxxxifxlfxBBxhhxffxdd");
+    case OpId::Mul: return binary([](double a, double b) { return a * b; }, kTT, kT0, kZT, kTT, kTS, kTS);
+    case OpId::Div:
+      return binary([](double a, double b) { return a / b; }, "fffBhfdfffBhfdfffBhfdBBBBffdhhhfhfdffffffdddddddd",
+                    "fffBhfdfffBhfdfffBhfdBBBBBBBhhhhhhhfffffffddddddd", "fffBhfdfffBhfdfffBhfdBBBBhfdhhhBhfdfffBhfddddBhfd",
+                    "fffBhfdfffBhfdfffBhfdBBBBffdhhhfhfdffffffdddddddd", "fffffffffBBBhhhfffddd", "fffffffffBBBhhhfffddd", 0.5, 2);
+    case OpId::Pow:
+      c = binary([](double a, double b) { return std::pow(a, b); }, "xilBhfdiilBhfdlllBhfdBBBBffdhhhfhfdffffffdddddddd",
+                 "xilBhfdiiiBhfdlllBhfdBBBBBBBhhhhhhhfffffffddddddd", "xilBhfdiilBhfdlilBhfdBBBBhfdhhhBhfdfffBhfddddBhfd",
+                 "xilBhfdiilBhfdlllBhfdBBBBffdhhhfhfdffffffdddddddd", "xlfiifllfBBBhhhfffddd", "xlfiifllfBBBhhhfffddd", 0.5, 2);
+      c.positive = true;
+      return c;
+    case OpId::Maximum:
+      c = quantized(binary([](double a, double b) { return std::isnan(a) || std::isnan(b) ? kNaN : std::max(a, b); }, kTT, kT0,
+                           kZT, kTT, kX21, kX21));
+      c.second_order = false;
+      return c;
+    case OpId::Minimum:
+      c = quantized(binary([](double a, double b) { return std::isnan(a) || std::isnan(b) ? kNaN : std::min(a, b); }, kTT, kT0,
+                           kZT, kTT, kX21, kX21));
+      c.second_order = false;
+      return c;
+    case OpId::Eq: return quantized(binary([](double a, double b) { return double(a == b); }, kB49, kB49, kB49, kB49, kB21, kB21));
+    case OpId::Ne: return quantized(binary([](double a, double b) { return double(a != b); }, kB49, kB49, kB49, kB49, kB21, kB21));
+    case OpId::Lt: return quantized(binary([](double a, double b) { return double(a < b); }, kB49, kB49, kB49, kB49, kB21, kB21));
+    case OpId::Le: return quantized(binary([](double a, double b) { return double(a <= b); }, kB49, kB49, kB49, kB49, kB21, kB21));
+    case OpId::Gt: return quantized(binary([](double a, double b) { return double(a > b); }, kB49, kB49, kB49, kB49, kB21, kB21));
+    case OpId::Ge: return quantized(binary([](double a, double b) { return double(a >= b); }, kB49, kB49, kB49, kB49, kB21, kB21));
+    case OpId::LogicalAnd:
+      return quantized(binary([](double a, double b) { return double(a != 0 && b != 0); }, kB49, kB49, kB49, kB49, kX21, kX21));
+    case OpId::LogicalOr:
+      return quantized(binary([](double a, double b) { return double(a != 0 || b != 0); }, kB49, kB49, kB49, kB49, kX21, kX21));
+    // Python's float // (its fmod-based rounding, exact where floor(a / b) rounds onto an integer); a zero
+    // divisor gives a / b, as torch. gradcheck: quotients in (0, 1), between the steps
+    case OpId::FloorDivide:
+      c = binary(
+          [](double a, double b) {
+            if (b == 0) return a / b;
+            double m = std::fmod(a, b), q = (a - m) / b;
+            if (m != 0 && (b < 0) != (m < 0)) q -= 1;
+            if (q == 0) return std::copysign(0.0, a / b);
+            double f = std::floor(q);
+            return q - f > 0.5 ? f + 1 : f;
+          },
+          "xilBhfdiilBhfdlllBhfdBBBBffdhhhfhfdffffffdddddddd", "xilBhfdiiiBhfdlllBhfdBBBBBBBhhhhhhhfffffffddddddd",
+          "xilBhfdiilBhfdlilBhfdBBBBhfdhhhBhfdfffBhfddddBhfd", "xilBhfdiilBhfdlllBhfdBBBBffdhhhfhfdffffffdddddddd",
+          "xlfiifllfBBBhhhfffddd", "xlfiifllfBBBhhhfffddd", 0.1, 0.9);
+      c.other_lo = 1.0, c.other_hi = 1.5, c.second_order = false;
+      return c;
+#define KILN_REDUCE(Id, name, init, fold) case OpId::Id:
+#define KILN_OP(Id, name, kind) case OpId::Id:
+#include "core/ops.def"
+      break;
+  }
+  fail("{} is not an elementwise row", op_name(op));
 }
 
 }  // namespace kiln::test

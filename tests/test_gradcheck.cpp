@@ -1,8 +1,9 @@
 // gradcheck over every differentiable row of the op table, with broadcast and non-contiguous inputs;
 // second order (gradgradcheck) for a representative subset. The switch has no default: a new row of
-// ops.def does not compile until it is covered here.
+// ops.def does not compile until it is covered here (an elementwise row by its tests/op_cases.cpp entry).
 #include "eager/autograd/derivatives.h"
 #include "eager/dispatch.h"
+#include "op_cases.h"
 #include "support.h"
 
 using namespace kiln;
@@ -52,18 +53,27 @@ Case case_for(OpId op) {
     return Case{[op, a](const Tensors& x) { return dispatch1(op, {x[0]}, a); }, {input(shape, -1, 1, true)}, true};
   };
   switch (op) {
-    case OpId::Neg: case OpId::Sin: case OpId::Cos: case OpId::Tanh: case OpId::Sigmoid: case OpId::Exp:
-    case OpId::Gelu: case OpId::GeluTanh: case OpId::Silu: case OpId::Erf:
-      return unary(-2, 2);
-    case OpId::Abs: case OpId::Relu:  // kinks at 0: keep inputs away from it
+    // elementwise rows: their domain is their tests/op_cases.cpp entry
+#define KILN_UNARY(Id, name, rule, expr) case OpId::Id:
+#include "core/ops.def"
+    {
+      if (!is_differentiable(op)) return Case{};
+      test::ElementwiseCase e = test::elementwise_case(op);
+      if (!e.kink_at_zero) return unary(e.lo, e.hi, e.second_order);
+      // a kink at 0: magnitudes away from it, of both signs
       return Case{[op](const Tensors& x) { return dispatch1(op, {x[0]}); },
-                  {(input({3, 4}, 0.2, 2, true) * tensor({1.0, -1.0, 1.0}, {3, 1}).to(DType::Float64)).detach().requires_grad_()}};
-    case OpId::Log: case OpId::Log1p: case OpId::Sqrt: case OpId::Rsqrt: case OpId::Reciprocal:
-      return unary(0.5, 2);
-    case OpId::Floor: return unary(0.1, 0.9);  // between the steps: a zero gradient both ways
-    case OpId::Add: case OpId::Sub: case OpId::Mul: return binary(-2, 2);
-    case OpId::Div: case OpId::Pow: return binary(0.5, 2);
-    case OpId::Maximum: case OpId::Minimum: return binary(-2, 2, false);
+                  {(input({3, 4}, 0.2, 2, true) * tensor({1.0, -1.0, 1.0}, {3, 1}).to(DType::Float64)).detach().requires_grad_()},
+                  e.second_order};
+    }
+#define KILN_BINARY(Id, name, rule, expr) case OpId::Id:
+#include "core/ops.def"
+    {
+      if (!is_differentiable(op)) return Case{};
+      test::ElementwiseCase e = test::elementwise_case(op);
+      if (e.other_hi <= e.other_lo) return binary(e.lo, e.hi, e.second_order);
+      return Case{[op](const Tensors& x) { return dispatch1(op, {x[0], x[1]}); },
+                  {input({2, 3, 4}, e.lo, e.hi, true, 1), input({3, 1}, e.other_lo, e.other_hi, false, 2)}, e.second_order};
+    }
     case OpId::Sum: return red({1}, false);
     case OpId::Prod: return red({0, 2}, true);
     case OpId::Amax: case OpId::Amin: return red({2}, false, false);
@@ -128,8 +138,7 @@ Case case_for(OpId op) {
                   },
                   {input({1, 3, 4, 4}, -1, 1), input({1, 2, 4, 4}, -1, 1, false, 2)}};
     // not differentiable: covered by the is_differentiable check below
-    case OpId::Sign: case OpId::LogicalNot: case OpId::Eq: case OpId::Ne: case OpId::Lt: case OpId::Le:
-    case OpId::Gt: case OpId::Ge: case OpId::LogicalAnd: case OpId::LogicalOr: case OpId::Argmax: case OpId::Argmin:
+    case OpId::Argmax: case OpId::Argmin:
       return Case{};
   }
   return Case{};

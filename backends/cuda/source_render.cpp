@@ -65,6 +65,24 @@ template <> __device__ __forceinline__ bool kabs<bool>(bool x) { return x; }
 template <class T> __device__ __forceinline__ T kfloor(T x) { return x; }
 template <> __device__ __forceinline__ float kfloor<float>(float x) { return floorf(x); }
 template <> __device__ __forceinline__ double kfloor<double>(double x) { return floor(x); }
+template <class T> __device__ __forceinline__ T kfloordiv(T a, T b) {
+  if (b == T(0)) return T(0);
+  if (b == T(-1)) return T(0ULL - (unsigned long long)a);
+  T q = a / b;
+  return (a % b != T(0) && ((a < T(0)) != (b < T(0)))) ? T(q - 1) : q;
+}
+template <class T> __device__ __forceinline__ T kfloordiv_float(T a, T b) {
+  if (b == T(0)) return a / b;
+  T mod = fmod(a, b);
+  T q = (a - mod) / b;
+  if (mod != T(0) && ((b < T(0)) != (mod < T(0)))) q -= T(1);
+  if (q == T(0)) return copysign(T(0), a / b);
+  T f = floor(q);
+  return q - f > T(0.5) ? f + T(1) : f;
+}
+template <> __device__ __forceinline__ float kfloordiv<float>(float a, float b) { return kfloordiv_float(a, b); }
+template <> __device__ __forceinline__ double kfloordiv<double>(double a, double b) { return kfloordiv_float(a, b); }
+template <> __device__ __forceinline__ bool kfloordiv<bool>(bool a, bool b) { return a && b; }
 template <class T> __device__ __forceinline__ T kpow(T a, T b) {
   typedef unsigned long long U;
   if (b < 0) return a == T(1) ? T(1) : a == T(-1) ? ((b & 1) ? T(-1) : T(1)) : T(0);

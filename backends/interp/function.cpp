@@ -120,7 +120,7 @@ std::vector<IValue> Function::call(const std::vector<IValue>& inputs) const {
     static std::once_flag once;
     std::call_once(once, [&] {
       kiln::logger().info("{}: a traced, scripted or compiled function runs its graph as recorded; the enclosing "
-                   "autocast scope does not apply to it (trace under autocast to record its casts)", name_);
+                   "autocast scope adds no casts to it (trace or script it under autocast to record them)", name_);
     });
   }
   AutocastGuard graph_as_recorded(false);

@@ -18,6 +18,7 @@
 #include "backends/interp/takeover.h"
 #include "core/ir/printer.h"
 #include "core/trace_hooks.h"
+#include "eager/autocast/autocast.h"
 #include "eager/autograd/graph.h"
 #include "eager/dispatch.h"
 #include "eager/ops.h"
@@ -502,7 +503,12 @@ class Frame {
         DType dt = n.attrs().has("dtype") ? n.attrs().dtype("dtype") : DType::Float32;
         return out(0, full(ints_of(in(n, 0)), s, dt));
       }
-      case Prim::RandLike: return out(0, rand_like(in(n, 0).to_tensor()));
+      case Prim::RandLike: {
+        const Tensor& x = in(n, 0).to_tensor();
+        // attr float: a draw in float32 unless x is float64 (dropout's mask, as eager draws it)
+        bool widen = n.attrs().has("float") && n.attrs().i("float") != 0 && x.dtype() != DType::Float32 && x.dtype() != DType::Float64;
+        return out(0, rand_like(widen ? x.to(DType::Float32) : x));
+      }
       case Prim::Slice: {
         auto bound = [&](size_t i) { return in(n, i).is_none() ? std::nullopt : std::optional<int64_t>(in(n, i).to_int()); };
         return out(0, in(n, 0).to_tensor().slice(in(n, 1).to_int(), bound(2), bound(3), in(n, 4).to_int()));
@@ -543,6 +549,13 @@ class Frame {
         return out(0, r.to(self.dtype()).expand(self.sizes()).contiguous());
       }
       case Prim::Detach: return out(0, in(n, 0).to_tensor().detach());
+      case Prim::Autocast: {
+        Tensors xs;
+        for (size_t i = 0; i < n.inputs().size(); ++i) xs.push_back(in(n, i).to_tensor());
+        Tensors ys = autocast_apply(autocast_policy_named(n.attrs().s("policy")), n.attrs().dtype("dtype"), xs);
+        for (size_t i = 0; i < ys.size(); ++i) out(i, ys[i]);
+        return;
+      }
       case Prim::FloorDivide: return out(0, floor_divide(in(n, 0).to_tensor(), in(n, 1).to_tensor()));
       case Prim::Remainder: return out(0, remainder(in(n, 0).to_tensor(), in(n, 1).to_tensor()));
       case Prim::Print: {

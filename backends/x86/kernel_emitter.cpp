@@ -619,6 +619,11 @@ class KernelGen : public VecMath<Vmm> {
           this->blend(d, m, O1());
         }
         break;
+      // An elementwise row without vector code above runs its ops.def expression per lane (the scalar
+      // fallback): correct for every row, so this is the one switch over ops with a default on purpose; a
+      // new row fuses from the day it is added and gets vector code when it is worth it (floor_divide has
+      // none: its exact rounding is the expression's).
+      default: fallback(pv.op); break;
     }
   }
 };

@@ -146,6 +146,17 @@ std::string_view autocast_policy_name(AutocastPolicy p) {
   return "none";
 }
 
+AutocastPolicy autocast_policy_named(std::string_view name) {
+  for (AutocastPolicy p : {AutocastPolicy::None, AutocastPolicy::LowerPrecision, AutocastPolicy::Fp32, AutocastPolicy::Promote})
+    if (autocast_policy_name(p) == name) return p;
+  fail("autocast: unknown policy '{}' (none, lower_precision, fp32 or promote)", name);
+}
+
+Tensors autocast_apply(AutocastPolicy policy, DType lower, const Tensors& inputs) {
+  AutocastGuard scope(lower, true, /*cache_enabled=*/false);
+  return apply(policy, inputs);
+}
+
 AutocastPolicy autocast_policy(OpId op) { return kOpPolicy[size_t(op)]; }
 
 AutocastPolicy autocast_policy(std::string_view fn) {

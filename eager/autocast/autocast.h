@@ -45,4 +45,9 @@ Tensors autocast_inputs(OpId op, const Tensors& inputs);
 Tensors autocast_inputs(std::string_view fn, const Tensors& inputs);
 Tensor autocast_input(std::string_view fn, const Tensor& x);
 
+// A graph lowered inside a scope (a scripted method) records the policy and the scope's dtype; it runs
+// them later, where no scope is open: `policy` applied as inside a scope of `lower`, whatever the state.
+AutocastPolicy autocast_policy_named(std::string_view name);  // inverse of autocast_policy_name
+Tensors autocast_apply(AutocastPolicy policy, DType lower, const Tensors& inputs);
+
 }  // namespace kiln

@@ -81,43 +81,20 @@ Tensors derivative(OpId op, const Attrs& attrs, const Tensors& in, const Tensors
   Tensors r(in.size());
   auto need = [&](size_t i) { return i < needs.size() && needs[i]; };
   switch (op) {
-    // ---- unary ----
-    case OpId::Neg: r[0] = neg(g); break;
-    case OpId::Abs: r[0] = g * sign(x); break;
-    case OpId::Exp: r[0] = g * exp(x); break;
-    case OpId::Log: r[0] = g / x; break;
-    case OpId::Log1p: r[0] = g / (x + 1); break;
-    case OpId::Sqrt: r[0] = g / (sqrt(x) * 2); break;
-    case OpId::Rsqrt: r[0] = g * rsqrt(x) / x * -0.5; break;
-    case OpId::Sin: r[0] = g * cos(x); break;
-    case OpId::Cos: r[0] = -(g * sin(x)); break;
-    case OpId::Tanh: { Tensor t = tanh(x); r[0] = g * (1 - t * t); break; }
-    case OpId::Sigmoid: { Tensor s = sigmoid(x); r[0] = g * s * (1 - s); break; }
-    case OpId::Relu: r[0] = g * (x > 0); break;
-    case OpId::Gelu: {
-      Tensor cdf = (erf(x * M_SQRT1_2) + 1) * 0.5;
-      Tensor pdf = exp(x * x * -0.5) * (0.5 * M_2_SQRTPI * M_SQRT1_2);
-      r[0] = g * (cdf + x * pdf);
-      break;
-    }
-    case OpId::GeluTanh: {
-      const double k = 0.79788456080286535588, c = 0.044715;
-      Tensor t = tanh((x + x * x * x * c) * k);
-      r[0] = g * ((t + 1) * 0.5 + x * (1 - t * t) * (x * x * (3 * c) + 1) * (0.5 * k));
-      break;
-    }
-    case OpId::Silu: { Tensor s = sigmoid(x); r[0] = g * s * (x * (1 - s) + 1); break; }
-    case OpId::Erf: r[0] = g * exp(-(x * x)) * M_2_SQRTPI; break;
-    case OpId::Reciprocal: r[0] = -(g / (x * x)); break;
-    case OpId::Floor: r[0] = zeros_like(g); break;  // piecewise constant, as torch
-    // ---- binary ----
-    case OpId::Add: r[0] = g; r[1] = g; break;
-    case OpId::Sub: r[0] = g; if (need(1)) r[1] = -g; break;
-    case OpId::Mul: if (need(0)) r[0] = g * in[1]; if (need(1)) r[1] = g * x; break;
-    case OpId::Div:
-      if (need(0)) r[0] = g / in[1];
-      if (need(1)) r[1] = -(g * x / (in[1] * in[1]));
-      break;
+    // ---- elementwise: core/op_facts.def ----
+#define KILN_GRAD(Id, dx) \
+  case OpId::Id:          \
+    r[0] = dx;            \
+    break;
+#define KILN_GRAD2(Id, da, db)                \
+  case OpId::Id: {                            \
+    [[maybe_unused]] const Tensor& a = in[0]; \
+    [[maybe_unused]] const Tensor& b = in[1]; \
+    if (need(0)) r[0] = da;                   \
+    if (need(1)) r[1] = db;                   \
+    break;                                    \
+  }
+#include "core/op_facts.def"
     case OpId::Pow: {
       const Tensor& e = in[1];
       if (need(0)) r[0] = where(e == 0, zeros_like(g), g * e * pow(x, e - 1));

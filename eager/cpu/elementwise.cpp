@@ -3,6 +3,7 @@
 #include "core/op.h"
 #include "core/type_promotion.h"
 #include "eager/cpu/isa_kernels.h"
+#include "eager/composites.h"
 #include "eager/cpu/copy.h"
 #include "eager/dispatch.h"
 #include "eager/kernels.h"
@@ -60,6 +61,8 @@ Tensors kernel_binary(OpId op, const Tensors& in, const Attrs&) {
   const Tensor& b = in.at(1);
   Shape shape = broadcast_shapes(op_name(op), a.sizes(), b.sizes());
   DType t = binary_compute_type(op, a, b);
+  if (op == OpId::FloorDivide && t == DType::Bool)
+    fail("floor_divide: bool tensors cannot be divided, got {} and {}", dtype_name(a.dtype()), dtype_name(b.dtype()));
   DType out_t = elementwise_out_dtype(op, t);
   DType compute = is_half(t) ? DType::Float32 : t;
   Tensor out = Tensor::empty(shape, out_t == t ? compute : out_t);
@@ -126,18 +129,10 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
   if (hi) r = minimum(r, *hi);
   return r;
 }
-// torch.floor_divide / Python's // : the quotient rounded down. Integer operands divide in float64, which is
-// exact while |a| < 2^53, and come back in their promoted integer dtype.
-Tensor floor_divide(const Tensor& a, const Tensor& b) {
-  DType t = result_type(a, b);
-  if (t == DType::Bool) fail("floor_divide: bool tensors cannot be divided, got {} and {}", dtype_name(a.dtype()), dtype_name(b.dtype()));
-  if (is_floating(t)) return floor(div(a, b));
-  return floor(div(a.to(DType::Float64), b.to(DType::Float64))).to(t);
-}
-// torch.remainder / Python's % : a - floor(a / b) * b, so the result takes the divisor's sign.
+// torch.remainder / Python's % : the divisor's sign (eager/composites.h).
 Tensor remainder(const Tensor& a, const Tensor& b) {
-  Tensor q = floor_divide(a, b);
-  return sub(a, mul(q, b)).to(result_type(a, b));
+  EagerBuilder eb;
+  return composite::remainder(eb, a, b);
 }
 
 Tensor gelu(const Tensor& x, const std::string& approximate) {

@@ -1,5 +1,6 @@
 #pragma once
-// The layers of torch.nn that kiln has, with torch's parameter names and default initialisation.
+// The layers of torch.nn that kiln has, with torch's parameter names and default initialisation. Most are
+// registered (eager/nn/registry.h) in layers.cpp, which is what makes them scriptable.
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,9 +50,11 @@ class Pool2d : public Module {
 
 class MaxPool2d : public Pool2d {
  public:
-  using Pool2d::Pool2d;
+  explicit MaxPool2d(Shape kernel_size, Shape stride = {}, Shape padding = {0, 0}, Shape dilation = {1, 1})
+      : Pool2d(std::move(kernel_size), std::move(stride), std::move(padding)), dilation(std::move(dilation)) {}
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "MaxPool2d"; }
+  Shape dilation;
 };
 
 class AvgPool2d : public Pool2d {
@@ -78,6 +81,23 @@ class GELU : public Module {
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "GELU"; }
   std::string approximate;
+};
+
+// softmax / log_softmax over `dim`, as modules (torch.nn.Softmax, torch.nn.LogSoftmax).
+class Softmax : public Module {
+ public:
+  explicit Softmax(int64_t dim) : dim(dim) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Softmax"; }
+  int64_t dim;
+};
+
+class LogSoftmax : public Module {
+ public:
+  explicit LogSoftmax(int64_t dim) : dim(dim) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "LogSoftmax"; }
+  int64_t dim;
 };
 
 class Dropout : public Module {

@@ -285,6 +285,15 @@ int64_t run_block(ir::Block& b) {
   int64_t changed = 0;
   for (ir::Node* n : b.nodes()) {
     for (ir::Block* sub : n->blocks()) changed += run_block(*sub);
+    // prim::detach (a composite's detached max) is its input's values: its type too
+    if (n->prim() == ir::Prim::Detach) {
+      const Type& in = n->input(0)->type();
+      if (knowledge(in) > knowledge(n->output()->type())) {
+        n->output()->set_type(in);
+        ++changed;
+      }
+      continue;
+    }
     if (!n->is_op() || n->inputs().empty()) continue;
     // max_pool2d's second output holds the indices: the same dims, int64
     if (n->outputs().size() != (n->is_op(OpId::MaxPool2d) ? 2u : 1u)) continue;

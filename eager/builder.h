@@ -1,0 +1,83 @@
+#pragma once
+// What a composite (eager/composites.h) is written over, so that each is written once and means the same
+// thing run now and lowered into a graph (PyTorch's decompositions, in C++). Two builders share one
+// vocabulary:
+//
+//   EagerBuilder   values are Tensors: each op runs through dispatch() now (autograd, the tracer and
+//                  autocast see it as they see any eager op); facts about the values are known.
+//   GraphBuilder   values are ir::Value*: each op becomes a node. The script frontend implements it over
+//                  its lowerer; what is known only at run time (a rank, a size, a shape check) becomes
+//                  nodes too.
+//
+// The vocabulary (V is the value type):
+//   V op(OpId, {inputs}, attrs)        a row of core/ops.def
+//   V scalar(double)                   a wrapped number (0-d, does not widen a tensor's dtype)
+//   V detach(V)                        the same values with no gradient path
+//   V parameter(t, name)               a layer's parameter or buffer `name` (null / undefined when t is)
+//   V flatten(V x, start, end)         torch.flatten: the shape computed from x's when the graph runs
+//   V rand_like(V)                     U[0, 1) of the value's shape, drawn at each run
+//   std::vector<V> autocast(fn, {..})  the inputs as autocast's policy row `fn` wants them in the scope
+//   std::optional<int64_t> rank(V)     the rank when known now (always in eager)
+//   std::optional<Shape> shape(V)      the shape when known now
+//   std::optional<DType> dtype(V)      the dtype when known now
+//   int64_t dim(op, d, V x)            d wrapped against x's rank when known now; else d as given
+//   void check_shape(V, want, trailing, msg)  x's shape (or its trailing dims) must be `want`: checked now
+//                                      where the shape is known, else when the graph runs
+//   [[noreturn]] void fail(msg)        an argument error known when building
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/attrs.h"
+#include "core/op.h"
+#include "core/tensor.h"
+
+namespace kiln {
+
+namespace ir {
+class Value;
+}
+
+// A check's message given the shape it saw: the shape when known now, nullopt when the check runs later.
+using ShapeMessage = std::function<std::string(const std::optional<Shape>&)>;
+
+class EagerBuilder {
+ public:
+  using V = Tensor;
+  Tensor op(OpId id, const Tensors& inputs, const Attrs& attrs = {});
+  Tensor scalar(double v);
+  Tensor detach(const Tensor& x) { return x.detach(); }
+  Tensor parameter(const Tensor& t, const std::string&) { return t; }
+  Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim);
+  Tensor rand_like(const Tensor& x);
+  Tensors autocast(std::string_view fn, const Tensors& inputs);
+  std::optional<int64_t> rank(const Tensor& x) { return x.dim(); }
+  std::optional<Shape> shape(const Tensor& x) { return x.sizes(); }
+  std::optional<DType> dtype(const Tensor& x) { return x.dtype(); }
+  int64_t dim(std::string_view op, int64_t d, const Tensor& x);
+  void check_shape(const Tensor& x, const Shape& want, bool trailing, const ShapeMessage& msg);
+  [[noreturn]] void fail(const std::string& msg);
+};
+
+class GraphBuilder {
+ public:
+  using V = ir::Value*;
+  virtual ~GraphBuilder() = default;
+  virtual V op(OpId id, const std::vector<V>& inputs, const Attrs& attrs = {}) = 0;
+  virtual V scalar(double v) = 0;
+  virtual V detach(V x) = 0;
+  virtual V parameter(const Tensor& t, const std::string& name) = 0;
+  virtual V flatten(V x, int64_t start_dim, int64_t end_dim) = 0;
+  virtual V rand_like(V x) = 0;
+  virtual std::vector<V> autocast(std::string_view fn, const std::vector<V>& inputs) = 0;
+  virtual std::optional<int64_t> rank(V x) = 0;
+  virtual std::optional<Shape> shape(V x) = 0;
+  virtual std::optional<DType> dtype(V x) = 0;
+  virtual int64_t dim(std::string_view op, int64_t d, V x) = 0;
+  virtual void check_shape(V x, const Shape& want, bool trailing, const ShapeMessage& msg) = 0;
+  [[noreturn]] virtual void fail(const std::string& msg) = 0;
+};
+
+}  // namespace kiln

@@ -1,0 +1,94 @@
+#pragma once
+// The torch.nn layers, each registered once beside its class (eager/nn/layers.cpp): torch's name, its
+// constructor arguments with torch's names and defaults, how to build it from them, and its forward over
+// a GraphBuilder. The script frontend builds and lowers every registered layer from this table alone, so a
+// layer added to eager is scriptable with no frontend edit.
+//
+// A layer's forward is written once, as a function template over the builder (eager/builder.h), found by
+// argument-dependent lookup:
+//
+//   template <class B> Val<B> forward_with(B& b, Linear& m, Val<B> x) {
+//     return composite::linear(b, x, b.parameter(m.weight, "weight"), b.parameter(m.bias, "bias"));
+//   }
+//   Tensor Linear::forward(const Tensor& x) { return eager_forward(*this, x); }
+//
+// and registered with layer_spec<Linear>(...), which lowers the same template for scripts.
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/ir/ivalue.h"
+#include "eager/builder.h"
+#include "eager/nn/module.h"
+
+namespace kiln::nn {
+
+// One constructor argument: torch's name and its default (none: the argument is required).
+struct LayerParam {
+  std::string name;
+  std::optional<IValue> default_value = std::nullopt;
+};
+
+// A layer's constructor arguments bound by name, defaults filled in. The accessors raise kiln::Error
+// naming the layer and the argument (`nn.Linear: in_features must be an int, got str`).
+class LayerArgs {
+ public:
+  LayerArgs(std::string layer, std::map<std::string, IValue> values) : layer_(std::move(layer)), values_(std::move(values)) {}
+  const IValue& operator[](std::string_view name) const;
+  bool is_none(std::string_view name) const { return (*this)[name].is_none(); }
+  int64_t integer(std::string_view name) const;
+  int64_t positive(std::string_view name) const;  // an int > 0
+  double number(std::string_view name) const;     // an int or a float
+  bool flag(std::string_view name) const;
+  std::string str(std::string_view name) const;
+  Shape ints(std::string_view name) const;        // an int or a tuple/list of ints
+  Shape pair(std::string_view name) const;        // ints(), one value standing for both (torch's _pair)
+  // A flag torch has that kiln does not implement: raises unless it has its default (false).
+  void unsupported_if_true(std::string_view name) const;
+  [[noreturn]] void fail(const std::string& msg) const;
+  const std::string& layer() const { return layer_; }
+
+ private:
+  std::string layer_;
+  std::map<std::string, IValue> values_;
+};
+
+struct LayerSpec {
+  std::string name;  // torch.nn's class name
+  std::vector<LayerParam> params;
+  std::function<std::shared_ptr<Module>(const LayerArgs&)> make;
+  // forward(x) lowered into a graph (the same template the eager forward runs)
+  std::function<GraphBuilder::V(GraphBuilder& b, Module& m, GraphBuilder::V x)> lower;
+  // a sample for tests that build and run every registered layer: constructor arguments by name and an input
+  std::map<std::string, IValue> example_args;
+  std::function<Tensor()> example_input;
+};
+
+// Every registered layer, in registration order.
+const std::vector<LayerSpec>& layer_registry();
+const LayerSpec* find_layer(std::string_view name);
+
+// Binds positional and keyword arguments to spec.params as Python does; raises with torch's wording
+// (`nn.Linear() takes 3 positional arguments but 4 were given`, `... got an unexpected keyword argument`,
+// `... missing required argument 'out_features'`).
+LayerArgs bind_layer_args(const LayerSpec& spec, const std::vector<IValue>& args, const std::map<std::string, IValue>& kwargs);
+
+template <class L>
+Tensor eager_forward(L& layer, const Tensor& x) {
+  EagerBuilder b;
+  return forward_with(b, layer, x);
+}
+
+template <class L>
+LayerSpec layer_spec(std::string name, std::vector<LayerParam> params, std::function<std::shared_ptr<Module>(const LayerArgs&)> make,
+                     std::map<std::string, IValue> example_args, std::function<Tensor()> example_input) {
+  return LayerSpec{std::move(name), std::move(params), std::move(make),
+                   [](GraphBuilder& b, Module& m, GraphBuilder::V x) { return forward_with(b, static_cast<L&>(m), x); },
+                   std::move(example_args), std::move(example_input)};
+}
+
+}  // namespace kiln::nn

@@ -1,0 +1,125 @@
+// A composite's ops as graph nodes: what eager knows now (a rank, a shape) is known here only for values
+// whose type says it, so the rest (a shape check) becomes nodes that run with the graph.
+#include "script_frontend/lowering_builder.h"
+
+#include <fmt/format.h>
+
+#include <climits>
+
+#include "eager/autocast/autocast.h"
+
+namespace kiln::script {
+
+using ir::Prim;
+
+namespace {
+const Type kInt = Type::scalar(TypeKind::Int);
+const Type kBool = Type::scalar(TypeKind::Bool);
+}  // namespace
+
+std::vector<Value*> autocast_values(Lowerer& L, AutocastPolicy policy, const std::vector<Value*>& inputs) {
+  if (!autocast_enabled() || policy == AutocastPolicy::None) return inputs;
+  ir::Node* n = L.graph().create(Prim::Autocast, 0);
+  std::vector<size_t> at;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i] && inputs[i]->type().is_tensor()) {
+      n->add_input(inputs[i]);
+      at.push_back(i);
+    }
+  if (at.empty()) return inputs;
+  n->attrs().set("policy", std::string(autocast_policy_name(policy))).set("dtype", autocast_dtype());
+  std::vector<Value*> out = inputs;
+  for (size_t i : at) {
+    Value* v = n->add_output();
+    v->set_type(Type::tensor());
+    out[i] = v;
+  }
+  L.emit(n);
+  return out;
+}
+
+Value* LoweringBuilder::op(OpId id, const std::vector<V>& inputs, const Attrs& attrs) { return L_.op(id, inputs, attrs); }
+
+Value* LoweringBuilder::scalar(double v) { return L_.number_to_tensor(L_.constant(v)); }
+
+Value* LoweringBuilder::detach(V x) { return L_.prim(Prim::Detach, {x}, Type::tensor()); }
+
+Value* LoweringBuilder::parameter(const Tensor& t, const std::string& name) {
+  if (!t.defined()) return nullptr;
+  return L_.tensor_of(Static::of_tensor(t, true), prefix_ + name);
+}
+
+// shape[:start] + [-1] + shape[end + 1:], read when the graph runs (ranks are unknown when lowering).
+Value* LoweringBuilder::flatten(V x, int64_t s, int64_t e) {
+  if (s == 0 && e == -1) return L_.op(OpId::Reshape, {x}, Attrs().set("shape", Shape{-1}));
+  if ((s >= 0) == (e >= 0) && s > e) fail(fmt::format("flatten: start_dim {} cannot come after end_dim {}", s, e));
+  Type li = Type::list(kInt);
+  Value* shape = L_.prim(Prim::Shape, {x}, li);
+  Value* head = L_.prim(Prim::ListSlice, {shape, L_.constant(int64_t(0)), L_.constant(s)}, li);
+  Value* out = L_.prim(Prim::ListAdd, {head, L_.prim(Prim::ListConstruct, {L_.constant(int64_t(-1))}, li)}, li);
+  if (e != -1)
+    out = L_.prim(Prim::ListAdd, {out, L_.prim(Prim::ListSlice, {shape, L_.constant(e + 1), L_.constant(int64_t(INT64_MAX))}, li)}, li);
+  // A 0-d input flattens to one element, as in PyTorch.
+  return L_.prim(Prim::Reshape, {x, out}, Type::tensor());
+}
+
+// As EagerBuilder's: float32 unless float64, whatever x's dtype turns out to be.
+Value* LoweringBuilder::rand_like(V x) {
+  Value* u = L_.prim(Prim::RandLike, {x}, Type::tensor());
+  u->node()->attrs().set("float", int64_t(1));
+  return u;
+}
+
+std::vector<Value*> LoweringBuilder::autocast(std::string_view fn, const std::vector<V>& inputs) {
+  return autocast_values(L_, autocast_policy(fn), inputs);
+}
+
+std::optional<int64_t> LoweringBuilder::rank(V x) {
+  if (!x->type().dims) return std::nullopt;
+  return int64_t(x->type().dims->size());
+}
+
+std::optional<Shape> LoweringBuilder::shape(V x) {
+  if (!x->type().has_static_shape()) return std::nullopt;
+  return x->type().static_shape();
+}
+
+std::optional<DType> LoweringBuilder::dtype(V x) { return x->type().dtype; }
+
+int64_t LoweringBuilder::dim(std::string_view op, int64_t d, V x) {
+  std::optional<int64_t> r = rank(x);
+  if (!r) return d;  // the op wraps it when the graph runs
+  if (d < -std::max<int64_t>(*r, 1) || d >= std::max<int64_t>(*r, 1))
+    fail(fmt::format("{}: dim {} is out of range for a tensor of rank {}", op, d, *r));
+  return d < 0 ? d + std::max<int64_t>(*r, 1) : d;
+}
+
+void LoweringBuilder::check_shape(V x, const Shape& want, bool trailing, const ShapeMessage& msg) {
+  if (std::optional<Shape> s = shape(x)) {
+    bool ok = trailing ? s->size() >= want.size() && std::equal(want.begin(), want.end(), s->end() - ptrdiff_t(want.size()))
+                       : *s == want;
+    if (!ok) fail(msg(s));
+    return;
+  }
+  // At run time: the (trailing) dims, then each against `want`.
+  int64_t k = int64_t(want.size());
+  Type li = Type::list(kInt);
+  Value* dims = L_.prim(Prim::Shape, {x}, li);
+  Value* ok = L_.prim(Prim::NumEq, {L_.prim(Prim::Len, {dims}, kInt), L_.constant(k)}, kBool);
+  if (trailing) {
+    dims = L_.prim(Prim::ListSlice, {dims, L_.constant(-k), L_.constant(int64_t(INT64_MAX))}, li);
+    ok = L_.prim(Prim::NumEq, {L_.prim(Prim::Len, {dims}, kInt), L_.constant(k)}, kBool);
+  }
+  for (int64_t i = 0; i < k; ++i)
+    ok = L_.if_value(ok,
+                     [&] {
+                       Value* d = L_.prim(Prim::ListIndex, {dims, L_.constant(i)}, kInt);
+                       return L_.prim(Prim::NumEq, {d, L_.constant(want[size_t(i)])}, kBool);
+                     },
+                     [&] { return L_.constant(false); }, L_.loc());
+  L_.check(ok, msg(std::nullopt));
+}
+
+void LoweringBuilder::fail(const std::string& msg) { L_.fail(L_.loc(), msg); }
+
+}  // namespace kiln::script

@@ -1,0 +1,81 @@
+// Every layer of eager's registry (eager/nn/registry.h) is scriptable with no frontend entry of its own:
+// this file names no layer. Each one is written into a model file from its registered sample, built by the
+// script frontend, and compared with the same layer built in eager from the same arguments: parameters by
+// name, outputs and gradients in training and evaluation mode, and compile() of the scripted forward.
+#include "eager/nn/registry.h"
+#include "script_frontend/script.h"
+#include "support.h"
+
+using namespace kiln;
+using kiln::test::check_close;
+using kiln::test::check_error;
+
+namespace {
+
+std::string model_file(const nn::LayerSpec& spec) {
+  std::string args;
+  for (const auto& [k, v] : spec.example_args) args += (args.empty() ? "" : ", ") + k + "=" + v.repr();
+  return "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+         "        self.layer = nn." + spec.name + "(" + args + ")\n\n    def forward(self, x):\n        return self.layer(x)\n";
+}
+
+}  // namespace
+
+TEST_CASE("layer registry: every registered eager layer scripts, equal to eager in values and gradients") {
+  REQUIRE(nn::layer_registry().size() >= 10);
+  for (const nn::LayerSpec& spec : nn::layer_registry()) {
+    CAPTURE(spec.name);
+    auto net = script_source(model_file(spec), spec.name + ".py").module("Net");
+    std::shared_ptr<nn::Module> eager = spec.make(nn::bind_layer_args(spec, {}, spec.example_args));
+    // the scripted layer's tensors, under torch's names, into the eager twin
+    std::map<std::string, Tensor> state;
+    for (const auto& [k, t] : net->state_dict()) state[k.substr(std::string("layer.").size())] = t;
+    CHECK(state.size() == eager->state_dict().size());
+    eager->load_state_dict(state);
+    for (bool training : {true, false}) {
+      CAPTURE(training);
+      net->train(training);
+      eager->train(training);
+      manual_seed(1);
+      Tensor x = spec.example_input();
+      Tensor xa = x.detach().clone().requires_grad_(), xb = x.detach().clone().requires_grad_();
+      manual_seed(2);
+      Tensor ya = (*eager)(xa);
+      manual_seed(2);
+      Tensor yb = (*net)(xb);
+      check_close(yb, ya, 1e-6, 1e-6);
+      Tensor w = randn(ya.sizes());
+      sum(mul(ya, w)).backward();
+      sum(mul(yb, w)).backward();
+      check_close(xb.grad(), xa.grad(), 1e-5, 1e-6);
+      std::map<std::string, Tensor> scripted_params;
+      for (const auto& [name, p] : net->named_parameters()) scripted_params[name] = p;
+      for (const auto& [name, p] : eager->named_parameters()) {
+        CAPTURE(name);
+        Tensor scripted = scripted_params.at("layer." + name);
+        REQUIRE(scripted.grad().defined());
+        check_close(scripted.grad(), p.grad(), 1e-5, 1e-6);
+      }
+      eager->zero_grad();
+      net->zero_grad();
+    }
+    net->eval();
+    Tensor x = spec.example_input();
+    check_close(compile(net->method())({x})[0], (*net)(x), 1e-5, 1e-6);
+  }
+}
+
+TEST_CASE("layer registry: constructor arguments bind with torch's names, defaults and errors") {
+  const nn::LayerSpec* lin = nn::find_layer("Linear");
+  REQUIRE(lin);
+  auto m = lin->make(nn::bind_layer_args(*lin, {IValue(3), IValue(2)}, {{"bias", IValue(false)}}));
+  CHECK(m->named_parameters().size() == 1);
+  check_error([&] { nn::bind_layer_args(*lin, {IValue(3)}, {}); }, "nn.Linear() is missing required argument 'out_features'");
+  check_error([&] { nn::bind_layer_args(*lin, {IValue(3), IValue(2)}, {{"bais", IValue(false)}}); },
+              "nn.Linear() got an unexpected keyword argument 'bais'");
+  check_error([&] { lin->make(nn::bind_layer_args(*lin, {IValue(0), IValue(2)}, {})); }, "nn.Linear: in_features must be positive, got 0");
+  const char* bad = "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                    "        self.pool = nn.MaxPool2d(2, ceil_mode=True)\n\n    def forward(self, x):\n        return self.pool(x)\n";
+  check_error([&] { script_source(bad, "bad.py").module("Net"); }, "nn.MaxPool2d: ceil_mode=True is not supported");
+  CHECK(nn::find_layer("Conv3d") == nullptr);
+}
