@@ -47,8 +47,8 @@ inline T kfloor(T x) {
 // floor_divide (Python's //): the quotient rounded toward -inf. Floats as torch rounds them: a - fmod(a, b)
 // is an exact multiple of b, so dividing it gives the integer quotient up to one rounding, which rounding to
 // nearest removes; floor(a / b) alone is off by one where a / b rounds up onto an integer (3 / 0.001f).
-// A division by zero gives a / b (inf or nan). Integers exactly; an integer division by zero gives 0: a
-// kernel cannot raise, and torch's ZeroDivisionError has no value to copy.
+// A division by zero gives a / b (inf or nan). Integers exactly; an integer division by zero raises before
+// the kernel runs (eager/cpu/elementwise.cpp, as torch's ZeroDivisionError): the 0 here is never seen.
 template <class T>
 inline T kfloordiv(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {

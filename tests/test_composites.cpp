@@ -226,4 +226,16 @@ TEST_CASE("composites: floor_divide is a row, exact for integers with Python's s
   CHECK(std::vector<double>(rv.begin(), rv.begin() + 4) == std::vector<double>{1, 1, -1, -1});
   Function traced = trace([](const Tensors& x) { return Tensors{floor_divide(x[0], x[1])}; }, {a, b});
   CHECK(names(op_rows(traced.graph())) == "floor_divide");
+  // An integer division by zero raises, as torch's ZeroDivisionError, eager, traced and through
+  // remainder; a float one gives inf or nan.
+  Tensor z = tensor(std::vector<int64_t>{1, 0, 2, 3, 4}, {5});
+  const char* zero = "floor_divide: integer division by zero (ZeroDivisionError)";
+  check_error([&] { floor_divide(a, z); }, zero);
+  check_error([&] { remainder(a, z); }, zero);
+  check_error([&] { traced.call({a, z}); }, zero);
+  Tensor fq = floor_divide(tensor({1.0, -1.0, 0.0}), tensor({0.0, 0.0, 0.0}));
+  std::vector<double> fv = test::values(fq);
+  CHECK(std::isinf(fv[0]));
+  CHECK(std::isinf(fv[1]));
+  CHECK(std::isnan(fv[2]));
 }

@@ -361,7 +361,7 @@ TEST_CASE("elementwise: binary rows on integer tensors are exact") {
       std::vector<double> av(12 * 9), bv(9);
       for (double& v : av) v = row.name == "pow" ? base(gen) : u(gen);
       for (double& v : bv) v = row.name == "pow" ? expo(gen) : u(gen);
-      if (row.name == "floor_divide") {  // torch raises for an integer division by zero; kiln's kernel gives 0
+      if (row.name == "floor_divide") {  // an integer division by zero raises (tests/test_composites.cpp)
         for (double& v : av) v = v == 0 ? 7 : v;
         for (double& v : bv) v = v == 0 ? 7 : v;
       }

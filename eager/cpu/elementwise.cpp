@@ -42,6 +42,18 @@ DType result_type(const Tensor& a, const Tensor& b) { return operand_types(a, b)
 
 namespace cpu {
 
+namespace {
+// An integer floor_divide (and remainder, built on it) by zero raises, as torch's ZeroDivisionError: the
+// kernel itself has no value to give (a float one gives inf or nan).
+void check_integer_divisor(OpId op, DType t, const Tensor& divisor) {
+  if (op != OpId::FloorDivide || !is_integral(t)) return;
+  Tensor d = cast_to(divisor, DType::Int64);
+  const int64_t* p = d.data_ptr<int64_t>();
+  for (int64_t i = 0; i < d.numel(); ++i)
+    if (p[i] == 0) fail("floor_divide: integer division by zero (ZeroDivisionError), divisor of shape {}", shape_str(divisor.sizes()));
+}
+}  // namespace
+
 Tensors kernel_unary(OpId op, const Tensors& in, const Attrs&) {
   const Tensor& x = in.at(0);
   const OpInfo& info = op_info(op);
@@ -63,6 +75,7 @@ Tensors kernel_binary(OpId op, const Tensors& in, const Attrs&) {
   DType t = binary_compute_type(op, a, b);
   if (op == OpId::FloorDivide && t == DType::Bool)
     fail("floor_divide: bool tensors cannot be divided, got {} and {}", dtype_name(a.dtype()), dtype_name(b.dtype()));
+  check_integer_divisor(op, t, b);
   DType out_t = elementwise_out_dtype(op, t);
   DType compute = is_half(t) ? DType::Float32 : t;
   Tensor out = Tensor::empty(shape, out_t == t ? compute : out_t);
@@ -100,6 +113,7 @@ void binary_inplace(OpId op, const Tensor& self, const Tensor& other) {
     Tensor r = dispatch1(op, {self, other});
     kiln::copy_into(self, r);
   } else {
+    check_integer_divisor(op, t, other);
     // An operand sharing memory with self is read as it was before the op, as if cloned first.
     Tensor o = partially_overlaps(self, other) ? cast_to(other, other.dtype()) : other;
     binary_into(op, t, self, cast_if(o, t), self);
