@@ -1,7 +1,10 @@
 // EagerBuilder: a composite's ops run now, through the dispatcher like any eager op.
 #include "eager/builder.h"
 
+#include <algorithm>
+
 #include "eager/autocast/autocast.h"
+#include "eager/autograd/graph.h"
 #include "eager/dispatch.h"
 #include "eager/ops.h"
 
@@ -9,7 +12,7 @@ namespace kiln {
 
 Tensor EagerBuilder::op(OpId id, const Tensors& inputs, const Attrs& attrs) { return dispatch1(id, inputs, attrs); }
 
-Tensor EagerBuilder::scalar(double v) { return Tensor::wrap_scalar(Scalar(v)); }
+Tensor EagerBuilder::scalar(Scalar v) { return Tensor::wrap_scalar(v); }
 
 // Half types draw in float32: their few mantissa bits would make the keep probability coarse.
 Tensor EagerBuilder::rand_like(const Tensor& x) {
@@ -21,9 +24,38 @@ Tensor EagerBuilder::flatten(const Tensor& x, int64_t start_dim, int64_t end_dim
   return kiln::flatten(x, start_dim, end_dim);
 }
 
+Tensor EagerBuilder::reshape_like(const Tensor& x, const Tensor& like, const Shape& tail) {
+  Shape s = like.sizes();
+  s.insert(s.end(), tail.begin(), tail.end());
+  return kiln::reshape(x, s);
+}
+
+Tensor EagerBuilder::pad_rank(const Tensor& x, int64_t rank) {
+  Shape s = x.sizes();
+  while (int64_t(s.size()) < rank) s.push_back(1);
+  return kiln::reshape(x, s);
+}
+
+Tensor EagerBuilder::count(const Tensor& x, const Shape& dims, int64_t more_than, const ShapeMessage& msg) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= x.size(d);
+  if (n <= more_than) fail(msg(x.sizes()));
+  return scalar(Scalar(n));
+}
+
+void EagerBuilder::update_buffer(const Tensor& buffer, const Tensor& value) {
+  NoGradGuard no_grad;
+  Tensor b = buffer;
+  b.copy_(value);
+}
+
 Tensors EagerBuilder::autocast(std::string_view fn, const Tensors& inputs) { return autocast_inputs(fn, inputs); }
 
 int64_t EagerBuilder::dim(std::string_view op, int64_t d, const Tensor& x) { return wrap_dim(op, d, x.dim()); }
+
+void EagerBuilder::check_rank(const Tensor& x, const std::vector<int64_t>& ranks, const ShapeMessage& msg) {
+  if (std::find(ranks.begin(), ranks.end(), x.dim()) == ranks.end()) fail(msg(x.sizes()));
+}
 
 void EagerBuilder::check_shape(const Tensor& x, const Shape& want, bool trailing, const ShapeMessage& msg) {
   const Shape& s = x.sizes();

@@ -11,16 +11,25 @@
 //
 // The vocabulary (V is the value type):
 //   V op(OpId, {inputs}, attrs)        a row of core/ops.def
-//   V scalar(double)                   a wrapped number (0-d, does not widen a tensor's dtype)
+//   V scalar(Scalar)                   a wrapped number (0-d, does not widen a tensor's dtype)
 //   V detach(V)                        the same values with no gradient path
 //   V parameter(t, name)               a layer's parameter or buffer `name` (null / undefined when t is)
 //   V flatten(V x, start, end)         torch.flatten: the shape computed from x's when the graph runs
+//   V reshape_like(V x, V like, tail)  x reshaped to like's shape followed by `tail` (-1 allowed), that shape
+//                                      read when the graph runs
+//   V pad_rank(V x, rank)              x with size-1 dims appended up to `rank` dims (check its rank first)
+//   V count(V x, dims, more_than, msg) the number of elements over dims, a wrapped integer, which must exceed
+//                                      more_than (checked now where the shape is known, else when the graph runs)
+//   void update_buffer(V buf, V value) a buffer that parameter() gave, overwritten with value outside autograd
+//                                      (BatchNorm's running statistics)
 //   V rand_like(V)                     U[0, 1) of the value's shape, drawn at each run
 //   std::vector<V> autocast(fn, {..})  the inputs as autocast's policy row `fn` wants them in the scope
 //   std::optional<int64_t> rank(V)     the rank when known now (always in eager)
 //   std::optional<Shape> shape(V)      the shape when known now
 //   std::optional<DType> dtype(V)      the dtype when known now
 //   int64_t dim(op, d, V x)            d wrapped against x's rank when known now; else d as given
+//   void check_rank(V x, ranks, msg)   x's rank must be one of `ranks`: checked now where it is known, else
+//                                      when the graph runs
 //   void check_shape(V, want, trailing, msg)  x's shape (or its trailing dims) must be `want`: checked now
 //                                      where the shape is known, else when the graph runs
 //   [[noreturn]] void fail(msg)        an argument error known when building
@@ -47,16 +56,21 @@ class EagerBuilder {
  public:
   using V = Tensor;
   Tensor op(OpId id, const Tensors& inputs, const Attrs& attrs = {});
-  Tensor scalar(double v);
+  Tensor scalar(Scalar v);
   Tensor detach(const Tensor& x) { return x.detach(); }
   Tensor parameter(const Tensor& t, const std::string&) { return t; }
   Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim);
+  Tensor reshape_like(const Tensor& x, const Tensor& like, const Shape& tail);
+  Tensor pad_rank(const Tensor& x, int64_t rank);
+  Tensor count(const Tensor& x, const Shape& dims, int64_t more_than, const ShapeMessage& msg);
+  void update_buffer(const Tensor& buffer, const Tensor& value);
   Tensor rand_like(const Tensor& x);
   Tensors autocast(std::string_view fn, const Tensors& inputs);
   std::optional<int64_t> rank(const Tensor& x) { return x.dim(); }
   std::optional<Shape> shape(const Tensor& x) { return x.sizes(); }
   std::optional<DType> dtype(const Tensor& x) { return x.dtype(); }
   int64_t dim(std::string_view op, int64_t d, const Tensor& x);
+  void check_rank(const Tensor& x, const std::vector<int64_t>& ranks, const ShapeMessage& msg);
   void check_shape(const Tensor& x, const Shape& want, bool trailing, const ShapeMessage& msg);
   [[noreturn]] void fail(const std::string& msg);
 };
@@ -66,16 +80,21 @@ class GraphBuilder {
   using V = ir::Value*;
   virtual ~GraphBuilder() = default;
   virtual V op(OpId id, const std::vector<V>& inputs, const Attrs& attrs = {}) = 0;
-  virtual V scalar(double v) = 0;
+  virtual V scalar(Scalar v) = 0;
   virtual V detach(V x) = 0;
   virtual V parameter(const Tensor& t, const std::string& name) = 0;
   virtual V flatten(V x, int64_t start_dim, int64_t end_dim) = 0;
+  virtual V reshape_like(V x, V like, const Shape& tail) = 0;
+  virtual V pad_rank(V x, int64_t rank) = 0;
+  virtual V count(V x, const Shape& dims, int64_t more_than, const ShapeMessage& msg) = 0;
+  virtual void update_buffer(V buffer, V value) = 0;
   virtual V rand_like(V x) = 0;
   virtual std::vector<V> autocast(std::string_view fn, const std::vector<V>& inputs) = 0;
   virtual std::optional<int64_t> rank(V x) = 0;
   virtual std::optional<Shape> shape(V x) = 0;
   virtual std::optional<DType> dtype(V x) = 0;
   virtual int64_t dim(std::string_view op, int64_t d, V x) = 0;
+  virtual void check_rank(V x, const std::vector<int64_t>& ranks, const ShapeMessage& msg) = 0;
   virtual void check_shape(V x, const Shape& want, bool trailing, const ShapeMessage& msg) = 0;
   [[noreturn]] virtual void fail(const std::string& msg) = 0;
 };

@@ -121,6 +121,124 @@ Val<B> dropout(B& b, Val<B> x, double p, bool training) {
   return b.op(OpId::Where, {keep, b.op(OpId::Mul, {x, b.scalar(1.0 / (1.0 - p))}), b.op(OpId::Mul, {x, b.scalar(0.0)})});
 }
 
+template <class B>
+Val<B> conv2d(B& b, Val<B> x_in, Val<B> weight_in, Val<B> bias_in, const Shape& stride, const Shape& padding,
+              const Shape& dilation, int64_t groups) {
+  std::vector<Val<B>> cast = b.autocast("conv2d", {x_in, weight_in, bias_in});
+  auto pair = [&](const char* what, const Shape& v) -> Shape {  // one value stands for both dims (torch's _pair)
+    if (v.size() == 1) return {v[0], v[0]};
+    if (v.size() != 2) b.fail(fmt::format("conv2d: {} must have 1 or 2 elements, got {}", what, shape_str(v)));
+    return v;
+  };
+  Attrs a = Attrs()
+                .set("stride", pair("stride", stride))
+                .set("padding", pair("padding", padding))
+                .set("dilation", pair("dilation", dilation))
+                .set("groups", groups);
+  if (present(cast[2])) return b.op(OpId::Conv2d, {cast[0], cast[1], cast[2]}, a);
+  return b.op(OpId::Conv2d, {cast[0], cast[1]}, a);
+}
+
+// conv2d over a height of 1. A graph whose input rank is unknown when lowering takes the batched form.
+template <class B>
+Val<B> conv1d(B& b, Val<B> x, Val<B> weight, Val<B> bias, int64_t stride, int64_t padding, int64_t dilation, int64_t groups) {
+  std::optional<int64_t> r = b.rank(x);
+  b.check_rank(x, r ? std::vector<int64_t>{2, 3} : std::vector<int64_t>{3}, [&](const std::optional<Shape>& s) {
+    return s ? fmt::format("conv1d: expected a 2D (unbatched) or 3D (batched) input, got shape {}", shape_str(*s))
+             : std::string("conv1d: expected a 3D (batched) input");
+  });
+  b.check_rank(weight, {3}, [&](const std::optional<Shape>& s) {
+    return fmt::format("conv1d: expected a 3D weight (out_channels, in_channels / groups, kernel){}",
+                       s ? ", got shape " + shape_str(*s) : std::string());
+  });
+  bool batched = !r || *r == 3;
+  auto unsqueeze = [&](Val<B> v, int64_t d) { return b.op(OpId::Unsqueeze, {v}, Attrs().set("dim", d)); };
+  Val<B> x4 = unsqueeze(batched ? x : unsqueeze(x, 0), 2);
+  Val<B> y = conv2d(b, x4, unsqueeze(weight, 2), bias, {1, stride}, {0, padding}, {1, dilation}, groups);
+  y = b.op(OpId::Squeeze, {y}, Attrs().set("dims", Shape{2}));
+  return batched ? y : b.op(OpId::Squeeze, {y}, Attrs().set("dims", Shape{0}));
+}
+
+// Statistics per channel (dim 1) over every other dim. In training the running estimates, when given,
+// move by `momentum` toward the batch's mean and unbiased variance, outside autograd; in evaluation they
+// normalise. `rank` is the input's when the builder cannot know it (a layer that has checked it).
+template <class B>
+Val<B> batch_norm(B& b, Val<B> x_in, Val<B> running_mean, Val<B> running_var, Val<B> weight_in, Val<B> bias_in, bool training,
+                  double momentum, double eps, std::optional<int64_t> rank = std::nullopt) {
+  // The running statistics are updated in place, so they are never cast.
+  std::vector<Val<B>> cast = b.autocast("batch_norm", {x_in, weight_in, bias_in});
+  Val<B> x = cast[0], weight = cast[1], bias = cast[2];
+  std::optional<int64_t> known = b.rank(x);
+  if (!known) known = rank;
+  if (!known) b.fail("batch_norm: the input's rank must be known");
+  int64_t r = *known;
+  std::optional<Shape> xs = b.shape(x);
+  if (r < 2)
+    b.fail(fmt::format("batch_norm: expected input with at least 2 dims [N,C,...], got {}", xs ? "shape " + shape_str(*xs) : fmt::format("{}-D", r)));
+  if (xs) {
+    const char* names[] = {"running_mean", "running_var", "weight", "bias"};
+    Val<B> params[] = {running_mean, running_var, weight, bias};
+    for (int i = 0; i < 4; ++i)
+      if (present(params[i]))
+        b.check_shape(params[i], {(*xs)[1]}, false, [&](const std::optional<Shape>& s) {
+          return fmt::format("batch_norm: {} should contain {} elements{} (input shape {})", names[i], (*xs)[1],
+                             s ? fmt::format(", got {}", numel_of(*s)) : std::string(), shape_str(*xs));
+        });
+  }
+  Shape cs{-1};  // a per-channel vector against [N, C, ...]
+  for (int64_t d = 2; d < r; ++d) cs.push_back(1);
+  auto per_channel = [&](Val<B> v) { return b.op(OpId::Reshape, {v}, Attrs().set("shape", cs)); };
+  Val<B> mean, var;
+  if (training) {
+    Shape dims{0};
+    for (int64_t d = 2; d < r; ++d) dims.push_back(d);
+    Val<B> n = b.count(x, dims, 1, [&](const std::optional<Shape>& s) {
+      return fmt::format("batch_norm: expected more than 1 value per channel when training{}",
+                         s ? ", got input shape " + shape_str(*s) : std::string());
+    });
+    mean = mean_keep(b, x, dims, n);
+    Val<B> xc = b.op(OpId::Sub, {x, mean});
+    var = mean_keep(b, b.op(OpId::Mul, {xc, xc}), dims, n);  // biased: what normalises the batch
+    auto flat = [&](Val<B> v) { return b.op(OpId::Reshape, {b.detach(v)}, Attrs().set("shape", Shape{-1})); };
+    auto move = [&](Val<B> running, Val<B> batch) {
+      b.update_buffer(running, b.op(OpId::Add, {b.op(OpId::Mul, {running, b.scalar(1.0 - momentum)}),
+                                                b.op(OpId::Mul, {batch, b.scalar(momentum)})}));
+    };
+    if (present(running_mean)) move(running_mean, flat(mean));
+    if (present(running_var))
+      move(running_var, b.op(OpId::Div, {b.op(OpId::Mul, {flat(var), n}), b.op(OpId::Sub, {n, b.scalar(1)})}));  // unbiased
+  } else {
+    if (!present(running_mean) || !present(running_var))
+      b.fail("batch_norm: running_mean and running_var must be defined in evaluation mode");
+    mean = per_channel(running_mean);
+    var = per_channel(running_var);
+  }
+  Val<B> y = b.op(OpId::Mul, {b.op(OpId::Sub, {x, mean}), b.op(OpId::Rsqrt, {b.op(OpId::Add, {var, b.scalar(eps)})})});
+  if (present(weight)) y = b.op(OpId::Mul, {y, per_channel(weight)});
+  if (present(bias)) y = b.op(OpId::Add, {y, per_channel(bias)});
+  return y;
+}
+
+// The weight's rows at the indices, shaped indices.shape + [embedding_dim]. The padding row's value comes
+// without a path back to the weight, so it gets no gradient (torch's padding_idx).
+template <class B>
+Val<B> embedding(B& b, Val<B> weight, Val<B> indices, std::optional<int64_t> padding_idx = std::nullopt) {
+  if (std::optional<int64_t> r = b.rank(weight); r && *r != 2) {
+    std::optional<Shape> s = b.shape(weight);
+    b.fail(fmt::format("embedding: weight must be 2-D, got {}", s ? "shape " + shape_str(*s) : fmt::format("{}-D", *r)));
+  }
+  if (std::optional<DType> dt = b.dtype(indices); dt && *dt != DType::Int64 && *dt != DType::Int32)
+    b.fail(fmt::format("embedding: expected indices of dtype int64 or int32, got {}", dtype_name(*dt)));
+  Val<B> flat = b.op(OpId::Reshape, {indices}, Attrs().set("shape", Shape{-1}));
+  Attrs rows0 = Attrs().set("dim", int64_t(0));
+  Val<B> rows = b.op(OpId::IndexSelect, {weight, flat}, rows0);
+  if (padding_idx) {
+    Val<B> pad = b.op(OpId::Reshape, {b.op(OpId::Eq, {flat, b.scalar(*padding_idx)})}, Attrs().set("shape", Shape{-1, 1}));
+    rows = b.op(OpId::Where, {pad, b.op(OpId::IndexSelect, {b.detach(weight), flat}, rows0), rows});
+  }
+  return b.reshape_like(rows, indices, {-1});
+}
+
 // torch.remainder / Python's %: a - (a // b) * b, so the result takes the divisor's sign; exact for integers,
 // as the floor_divide row is.
 template <class B>

@@ -39,13 +39,6 @@ Attrs pool_attrs(const char* op, const Shape& kernel_size, const Shape& stride, 
       .set("padding", pair(op, "padding", padding));
 }
 
-// Shape [1, C, 1, ...] that lines a per-channel vector up with dim 1 of a rank-`rank` input.
-Shape channel_shape(int64_t C, int64_t rank) {
-  Shape s(size_t(rank), 1);
-  s[1] = C;
-  return s;
-}
-
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) {
@@ -112,17 +105,10 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& re
   return reduce_loss(square(sub(in[0], in[1])), reduction);
 }
 
-Tensor conv2d(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in, Shape stride, Shape padding,
-              Shape dilation, int64_t groups) {
-  Tensors cast = autocast_inputs("conv2d", {x_in, weight_in, bias_in});
-  const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
-  Attrs a;
-  a.set("stride", pair("conv2d", "stride", stride))
-      .set("padding", pair("conv2d", "padding", padding))
-      .set("dilation", pair("conv2d", "dilation", dilation))
-      .set("groups", groups);
-  if (bias.defined()) return dispatch1(OpId::Conv2d, {x, weight, bias}, a);
-  return dispatch1(OpId::Conv2d, {x, weight}, a);
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Shape stride, Shape padding, Shape dilation,
+              int64_t groups) {
+  EagerBuilder b;
+  return composite::conv2d(b, x, weight, bias, stride, padding, dilation, groups);
 }
 
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Shape kernel_size, Shape stride, Shape padding,
@@ -144,12 +130,8 @@ Tensor avg_pool2d(const Tensor& x, Shape kernel_size, Shape stride, Shape paddin
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
-  if (weight.dim() != 2) fail("embedding: weight must be 2-D, got shape {}", shape_str(weight.sizes()));
-  if (indices.dtype() != DType::Int64 && indices.dtype() != DType::Int32)
-    fail("embedding: expected indices of dtype int64 or int32, got {}", dtype_name(indices.dtype()));
-  Shape out = indices.sizes();
-  out.push_back(weight.size(1));
-  return reshape(index_select(weight, 0, reshape(indices, {-1})), out);
+  EagerBuilder b;
+  return composite::embedding(b, weight, indices);
 }
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
@@ -158,50 +140,10 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   return composite::layer_norm(b, x, normalized_shape, weight, bias, eps);
 }
 
-Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight_in,
-                  const Tensor& bias_in, bool training, double momentum, double eps) {
-  // The running statistics are updated in place, so they are never cast.
-  Tensors cast = autocast_inputs("batch_norm", {x_in, weight_in, bias_in});
-  const Tensor &x = cast[0], &weight = cast[1], &bias = cast[2];
-  if (x.dim() < 2) fail("batch_norm: expected input with at least 2 dims [N,C,...], got shape {}", shape_str(x.sizes()));
-  int64_t C = x.size(1);
-  const char* names[] = {"running_mean", "running_var", "weight", "bias"};
-  const Tensor* params[] = {&running_mean, &running_var, &weight, &bias};
-  for (int i = 0; i < 4; ++i)
-    if (params[i]->defined() && params[i]->numel() != C)
-      fail("batch_norm: {} should contain {} elements, got {} (input shape {})", names[i], C, params[i]->numel(),
-           shape_str(x.sizes()));
-  Shape cs = channel_shape(C, x.dim());
-  Tensor m, v;
-  if (training) {
-    Shape dims;
-    for (int64_t d = 0; d < x.dim(); ++d)
-      if (d != 1) dims.push_back(d);
-    int64_t n = x.numel() / std::max<int64_t>(C, 1);
-    if (n <= 1)
-      fail("batch_norm: expected more than 1 value per channel when training, got input shape {}", shape_str(x.sizes()));
-    m = mean(x, dims, true);
-    v = mean(square(sub(x, m)), dims, true);  // biased: what normalises the batch
-    // The running estimates take the unbiased variance, outside autograd (they are buffers, not results).
-    if (running_mean.defined()) {
-      Tensor rm = running_mean;
-      rm.mul_(1.0 - momentum).add_(mul(reshape(m.detach(), running_mean.sizes()), momentum));
-    }
-    if (running_var.defined()) {
-      Tensor rv = running_var;
-      Tensor unbiased = mul(reshape(v.detach(), running_var.sizes()), double(n) / double(n - 1));
-      rv.mul_(1.0 - momentum).add_(mul(unbiased, momentum));
-    }
-  } else {
-    if (!running_mean.defined() || !running_var.defined())
-      fail("batch_norm: running_mean and running_var must be defined in evaluation mode");
-    m = reshape(running_mean, cs);
-    v = reshape(running_var, cs);
-  }
-  Tensor y = mul(sub(x, m), rsqrt(add(v, eps)));
-  if (weight.defined()) y = mul(y, reshape(weight, cs));
-  if (bias.defined()) y = add(y, reshape(bias, cs));
-  return y;
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  EagerBuilder b;
+  return composite::batch_norm(b, x, running_mean, running_var, weight, bias, training, momentum, eps);
 }
 
 Tensor dropout(const Tensor& x, double p, bool training) {

@@ -61,18 +61,7 @@ Static static_of(const IValue& v) {
 
 namespace {
 
-// Layers without state that kiln's eager nn lacks, and ModuleList: children only.
-class Stateless : public nn::Module {
- public:
-  Stateless(std::string name, std::function<Tensor(const Tensor&)> f) : name_(std::move(name)), f_(std::move(f)) {}
-  Tensor forward(const Tensor& x) override { return f_(x); }
-  std::string name() const override { return name_; }
-
- private:
-  std::string name_;
-  std::function<Tensor(const Tensor&)> f_;
-};
-
+// ModuleList: children only.
 class ModuleList : public nn::Module {
  public:
   void add(std::shared_ptr<nn::Module> m) { register_module(std::to_string(named_children().size()), std::move(m)); }
@@ -784,13 +773,16 @@ class Init {
 
   // A layer of eager's registry: bound with its LayerSpec's names and defaults, built by its make().
   Static registered_layer(const nn::LayerSpec& spec, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
-    Signature sig{{}, 0, {}};
+    Signature sig{{}, 0, {}, spec.ignores_extra_args};
     for (const nn::LayerParam& p : spec.params) {
       sig.params.push_back(p.name);
       if (p.default_value) sig.defaults.push_back(static_of(*p.default_value));
       else ++sig.required;
     }
-    Bound b = bind("nn." + spec.name, sig, a, kw, loc);
+    Bound declared = kw;
+    if (spec.ignores_extra_args) std::erase_if(declared, [&](const auto& kv) { return !std::count(sig.params.begin(), sig.params.end(), kv.first); });
+    std::vector<Static> ignored;
+    Bound b = bind("nn." + spec.name, sig, a, declared, loc, &ignored);
     std::map<std::string, IValue> values;
     for (const auto& [k, v] : b) values[k] = ivalue_of(v, loc, fmt::format("nn.{}: {}", spec.name, k));
     std::shared_ptr<nn::Module> m;
@@ -826,111 +818,7 @@ class Init {
 
   Static layer(const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
     if (const nn::LayerSpec* spec = nn::find_layer(name)) return registered_layer(*spec, a, kw, loc);
-    auto I = Static::integer;
     auto B = Static::boolean;
-    auto F = Static::number;
-    Static none = Static::none();
-    auto sig = [&](std::vector<std::string> ps, size_t req, std::vector<Static> defs) {
-      return bind("nn." + name, Signature{std::move(ps), req, std::move(defs)}, a, kw, loc);
-    };
-    auto pos_int = [&](const Static& v, const char* what) {
-      int64_t x = need_int(v, loc, what);
-      if (x <= 0) fail(loc, fmt::format("nn.{}: {} must be positive, got {}", name, what, x));
-      return x;
-    };
-    if (name == "Conv2d") {
-      Bound b = sig({"in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias", "padding_mode"},
-                    3, {I(1), I(0), I(1), I(1), B(true), Static::str("zeros")});
-      if (b["padding_mode"].kind != Kind::Str || b["padding_mode"].s != "zeros")
-        fail(loc, "nn.Conv2d: only padding_mode='zeros' is supported in kiln script");
-      Shape k = pair(need_ints(b["kernel_size"], loc, "kernel_size"), loc, "kernel_size");
-      Shape d = pair(need_ints(b["dilation"], loc, "dilation"), loc, "dilation");
-      Shape s = pair(need_ints(b["stride"], loc, "stride"), loc, "stride");
-      Shape p;
-      if (b["padding"].kind == Kind::Str) {
-        if (b["padding"].s == "valid") {
-          p = {0, 0};
-        } else if (b["padding"].s == "same") {
-          if (s != Shape{1, 1}) fail(loc, "nn.Conv2d: padding='same' needs stride 1");
-          for (int i = 0; i < 2; ++i) {
-            int64_t total = d[size_t(i)] * (k[size_t(i)] - 1);
-            if (total % 2) fail(loc, "nn.Conv2d: padding='same' with an even kernel pads unevenly, which kiln does not support");
-            p.push_back(total / 2);
-          }
-        } else {
-          fail(loc, fmt::format("nn.Conv2d: padding '{}' must be 'same', 'valid' or ints", b["padding"].s));
-        }
-      } else {
-        p = pair(need_ints(b["padding"], loc, "padding"), loc, "padding");
-      }
-      b["kernel_size"] = ints(k);
-      b["stride"] = ints(s);
-      b["padding"] = ints(p);
-      b["dilation"] = ints(d);
-      auto m = std::make_shared<nn::Conv2d>(pos_int(b["in_channels"], "in_channels"), pos_int(b["out_channels"], "out_channels"),
-                                            k, s, p, d, pos_int(b["groups"], "groups"), need_bool(b["bias"], loc, "bias"));
-      return make(Layer::Conv2d, name, m, b);
-    }
-    if (name == "BatchNorm2d" || name == "BatchNorm1d") {
-      Bound b = sig({"num_features", "eps", "momentum", "affine", "track_running_stats"}, 1, {F(1e-5), F(0.1), B(true), B(true)});
-      if (!need_bool(b["track_running_stats"], loc, "track_running_stats"))
-        fail(loc, fmt::format("nn.{}(track_running_stats=False) is not supported in kiln script", name));
-      if (b["momentum"].kind == Kind::None)
-        fail(loc, fmt::format("nn.{}(momentum=None) (a cumulative average) is not supported in kiln script", name));
-      int64_t n = pos_int(b["num_features"], "num_features");
-      double eps = need_number(b["eps"], loc, "eps"), mom = need_number(b["momentum"], loc, "momentum");
-      bool affine = need_bool(b["affine"], loc, "affine");
-      if (name == "BatchNorm1d") return make(Layer::BatchNorm1d, name, std::make_shared<nn::BatchNorm1d>(n, eps, mom, affine), b);
-      return make(Layer::BatchNorm2d, name, std::make_shared<nn::BatchNorm2d>(n, eps, mom, affine), b);
-    }
-    if (name == "Conv1d") {
-      Bound b = sig({"in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias", "padding_mode"},
-                    3, {I(1), I(0), I(1), I(1), B(true), Static::str("zeros")});
-      if (b["padding_mode"].kind != Kind::Str || b["padding_mode"].s != "zeros")
-        fail(loc, "nn.Conv1d: only padding_mode='zeros' is supported in kiln script");
-      auto one = [&](const char* what) {
-        Shape v = need_ints(b[what], loc, what);
-        if (v.size() != 1) fail(loc, fmt::format("nn.Conv1d: {} must be an int or a 1-tuple, got {} values", what, v.size()));
-        return v[0];
-      };
-      int64_t k = one("kernel_size"), st = one("stride"), d = one("dilation"), p = 0;
-      if (b["padding"].kind == Kind::Str) {
-        if (b["padding"].s == "same") {
-          if (st != 1) fail(loc, "nn.Conv1d: padding='same' needs stride 1");
-          if (d * (k - 1) % 2) fail(loc, "nn.Conv1d: padding='same' with an even kernel pads unevenly, which kiln does not support");
-          p = d * (k - 1) / 2;
-        } else if (b["padding"].s != "valid") {
-          fail(loc, fmt::format("nn.Conv1d: padding '{}' must be 'same', 'valid' or an int", b["padding"].s));
-        }
-      } else {
-        p = one("padding");
-      }
-      b["kernel_size"] = I(k);
-      b["stride"] = I(st);
-      b["padding"] = I(p);
-      b["dilation"] = I(d);
-      auto m = std::make_shared<nn::Conv1d>(pos_int(b["in_channels"], "in_channels"), pos_int(b["out_channels"], "out_channels"),
-                                            k, st, p, d, pos_int(b["groups"], "groups"), need_bool(b["bias"], loc, "bias"));
-      return make(Layer::Conv1d, name, m, b);
-    }
-    if (name == "Embedding") {
-      Bound b = sig({"num_embeddings", "embedding_dim", "padding_idx", "max_norm"}, 2, {none, none});
-      if (b["max_norm"].kind != Kind::None) fail(loc, "nn.Embedding(max_norm=...) is not supported in kiln script");
-      int64_t num = pos_int(b["num_embeddings"], "num_embeddings");
-      std::optional<int64_t> pad;
-      if (b["padding_idx"].kind != Kind::None) {
-        pad = need_int(b["padding_idx"], loc, "padding_idx");
-        if (*pad < -num || *pad >= num)
-          fail(loc, fmt::format("nn.Embedding: padding_idx {} must be within num_embeddings {}", *pad, num));
-      }
-      auto m = std::make_shared<nn::Embedding>(num, pos_int(b["embedding_dim"], "embedding_dim"), pad);
-      return make(Layer::Embedding, name, m, b);
-    }
-    if (name == "Identity") {
-      std::vector<Static> ignored;
-      Bound b = bind("nn.Identity", Signature{{}, 0, {}, true}, a, {}, loc, &ignored);
-      return make(Layer::Identity, name, std::make_shared<Stateless>("Identity", [](const Tensor& x) { return x; }), b);
-    }
     if (name == "Sequential" || name == "ModuleList") {
       std::vector<Static> mods;
       bool seq = name == "Sequential";
@@ -955,21 +843,9 @@ class Init {
         fail(loc, "nn.Parameter(requires_grad=False) is not supported in kiln script; use register_buffer");
       return Static::of_tensor(b["data"].tensor.detach(), true);
     }
-    std::vector<std::string> known = {"Conv1d", "Conv2d", "BatchNorm1d", "BatchNorm2d", "Embedding", "Identity",
-                                      "Sequential", "ModuleList", "Parameter"};
+    std::vector<std::string> known = {"Sequential", "ModuleList", "Parameter"};
     for (const nn::LayerSpec& spec : nn::layer_registry()) known.push_back(spec.name);
     fail(loc, fmt::format("nn.{} is not supported in kiln script{}", name, did_you_mean(name, known)));
-  }
-
-  static Static ints(const Shape& s) {
-    std::vector<Static> es;
-    for (int64_t v : s) es.push_back(Static::integer(v));
-    return Static::seq(Kind::Tuple, std::move(es));
-  }
-  Shape pair(const Shape& s, SourceLoc loc, const char* what) {
-    if (s.size() == 1) return {s[0], s[0]};
-    if (s.size() != 2) fail(loc, fmt::format("{} must be an int or a pair of ints, got {} values", what, s.size()));
-    return s;
   }
 
   Static init_fn(const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {

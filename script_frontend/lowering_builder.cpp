@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <climits>
 
 #include "eager/autocast/autocast.h"
@@ -40,13 +41,59 @@ std::vector<Value*> autocast_values(Lowerer& L, AutocastPolicy policy, const std
 
 Value* LoweringBuilder::op(OpId id, const std::vector<V>& inputs, const Attrs& attrs) { return L_.op(id, inputs, attrs); }
 
-Value* LoweringBuilder::scalar(double v) { return L_.number_to_tensor(L_.constant(v)); }
+Value* LoweringBuilder::scalar(Scalar v) {
+  if (v.type == DType::Int64) return L_.number_to_tensor(L_.constant(v.i));
+  if (v.type == DType::Bool) return L_.number_to_tensor(L_.constant(v.i != 0));
+  return L_.number_to_tensor(L_.constant(v.v));
+}
 
 Value* LoweringBuilder::detach(V x) { return L_.prim(Prim::Detach, {x}, Type::tensor()); }
 
 Value* LoweringBuilder::parameter(const Tensor& t, const std::string& name) {
   if (!t.defined()) return nullptr;
-  return L_.tensor_of(Static::of_tensor(t, true), prefix_ + name);
+  Value* v = L_.tensor_of(Static::of_tensor(t, true), prefix_ + name);
+  tensors_[v] = t;
+  return v;
+}
+
+Value* LoweringBuilder::reshape_like(V x, V like, const Shape& tail) {
+  Type li = Type::list(kInt);
+  Value* shape = L_.prim(Prim::Shape, {like}, li);
+  if (!tail.empty()) {
+    std::vector<Value*> es;
+    for (int64_t d : tail) es.push_back(L_.constant(d));
+    shape = L_.prim(Prim::ListAdd, {shape, L_.prim(Prim::ListConstruct, es, li)}, li);
+  }
+  return L_.prim(Prim::Reshape, {x, shape}, Type::tensor());
+}
+
+// shape + [1] * (rank - len(shape)), as a slice of a list of `rank` ones.
+Value* LoweringBuilder::pad_rank(V x, int64_t rank) {
+  Type li = Type::list(kInt);
+  Value* shape = L_.prim(Prim::Shape, {x}, li);
+  std::vector<Value*> ones(size_t(rank), L_.constant(int64_t(1)));
+  Value* missing = L_.prim(Prim::NumSub, {L_.constant(rank), L_.prim(Prim::Len, {shape}, kInt)}, kInt);
+  Value* pad = L_.prim(Prim::ListSlice, {L_.prim(Prim::ListConstruct, ones, li), L_.constant(int64_t(0)), missing}, li);
+  return L_.prim(Prim::Reshape, {x, L_.prim(Prim::ListAdd, {shape, pad}, li)}, Type::tensor());
+}
+
+Value* LoweringBuilder::count(V x, const Shape& dims, int64_t more_than, const ShapeMessage& msg) {
+  if (std::optional<Shape> s = shape(x)) {
+    int64_t n = 1;
+    for (int64_t d : dims) n *= (*s)[size_t(d)];
+    if (n <= more_than) fail(msg(s));
+    return scalar(Scalar(n));
+  }
+  Value* n = L_.constant(int64_t(1));
+  for (int64_t d : dims) n = L_.prim(Prim::NumMul, {n, L_.prim(Prim::Size, {x, L_.constant(d)}, kInt)}, kInt);
+  L_.check(L_.prim(Prim::NumGt, {n, L_.constant(more_than)}, kBool), msg(std::nullopt));
+  return L_.number_to_tensor(n);
+}
+
+void LoweringBuilder::update_buffer(V buffer, V value) {
+  auto it = tensors_.find(buffer);
+  if (it == tensors_.end()) fail("internal error: update_buffer of a value that is not a layer's buffer");
+  L_.update_buffer(it->second, value);
 }
 
 // shape[:start] + [-1] + shape[end + 1:], read when the graph runs (ranks are unknown when lowering).
@@ -92,6 +139,19 @@ int64_t LoweringBuilder::dim(std::string_view op, int64_t d, V x) {
   if (d < -std::max<int64_t>(*r, 1) || d >= std::max<int64_t>(*r, 1))
     fail(fmt::format("{}: dim {} is out of range for a tensor of rank {}", op, d, *r));
   return d < 0 ? d + std::max<int64_t>(*r, 1) : d;
+}
+
+void LoweringBuilder::check_rank(V x, const std::vector<int64_t>& ranks, const ShapeMessage& msg) {
+  if (std::optional<int64_t> r = rank(x)) {
+    if (std::find(ranks.begin(), ranks.end(), *r) == ranks.end()) fail(msg(shape(x)));
+    return;
+  }
+  Value* len = L_.prim(Prim::Len, {L_.prim(Prim::Shape, {x}, Type::list(kInt))}, kInt);
+  Value* ok = L_.constant(false);
+  for (int64_t r : ranks)
+    ok = L_.if_value(ok, [&] { return L_.constant(true); },
+                     [&] { return L_.prim(Prim::NumEq, {len, L_.constant(r)}, kBool); }, L_.loc());
+  L_.check(ok, msg(std::nullopt));
 }
 
 void LoweringBuilder::check_shape(V x, const Shape& want, bool trailing, const ShapeMessage& msg) {

@@ -96,7 +96,7 @@ struct Static {
 
 // What a module object is: a class of the file (User), a layer of eager's registry (Registered: built and
 // lowered from its nn::LayerSpec), or a torch.nn layer the frontend builds itself.
-enum class Layer : uint8_t { User, Registered, Conv1d, Conv2d, BatchNorm1d, BatchNorm2d, Embedding, Identity, Sequential, ModuleList };
+enum class Layer : uint8_t { User, Registered, Sequential, ModuleList };
 
 struct Object {
   Layer layer = Layer::User;

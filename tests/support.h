@@ -117,7 +117,7 @@ inline void check_error(const std::function<void()>& fn, const std::string& need
     FAIL("expected kiln::Error containing '" << needle << "', nothing was thrown");
   } catch (const Error& e) {
     CHECK_MESSAGE(std::string(e.what()).find(needle) != std::string::npos,
-                  "message '" << e.what() << "' lacks '" << needle << "'");
+                  "message '" << std::string(e.what()) << "' lacks '" << needle << "'");
   }
 }
 

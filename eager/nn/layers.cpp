@@ -46,7 +46,11 @@ Conv2d::Conv2d(int64_t in, int64_t out, Shape k, Shape s, Shape p, Shape d, int6
   if (with_bias) bias = register_parameter("bias", empty({out}));
   default_init(weight, bias);
 }
-Tensor Conv2d::forward(const Tensor& x) { return conv2d(x, weight, bias, stride, padding, dilation, groups); }
+template <class B>
+Val<B> forward_with(B& b, Conv2d& m, Val<B> x) {
+  return composite::conv2d(b, x, b.parameter(m.weight, "weight"), b.parameter(m.bias, "bias"), m.stride, m.padding, m.dilation, m.groups);
+}
+Tensor Conv2d::forward(const Tensor& x) { return eager_forward(*this, x); }
 
 Conv1d::Conv1d(int64_t in, int64_t out, int64_t k, int64_t s, int64_t p, int64_t d, int64_t g, bool with_bias)
     : stride(s), padding(p), dilation(d), groups(g) {
@@ -56,7 +60,11 @@ Conv1d::Conv1d(int64_t in, int64_t out, int64_t k, int64_t s, int64_t p, int64_t
   if (with_bias) bias = register_parameter("bias", empty({out}));
   default_init(weight, bias);
 }
-Tensor Conv1d::forward(const Tensor& x) { return conv1d(x, weight, bias, stride, padding, dilation, groups); }
+template <class B>
+Val<B> forward_with(B& b, Conv1d& m, Val<B> x) {
+  return composite::conv1d(b, x, b.parameter(m.weight, "weight"), b.parameter(m.bias, "bias"), m.stride, m.padding, m.dilation, m.groups);
+}
+Tensor Conv1d::forward(const Tensor& x) { return eager_forward(*this, x); }
 
 // The window of a pool as its op's attributes; one value stands for both dims, no stride means the kernel.
 static Attrs window_attrs(const char* op, const Pool2d& p) {
@@ -137,20 +145,34 @@ BatchNorm2d::BatchNorm2d(int64_t n, double eps, double momentum, bool affine) : 
   running_var = register_buffer("running_var", ones({n}));
   num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, DType::Int64));
 }
-Tensor BatchNorm2d::forward(const Tensor& x) {
-  if (x.dim() != 4) fail("BatchNorm2d: expected 4D input, got shape {}", shape_str(x.sizes()));
-  if (is_training()) num_batches_tracked.add_(1);
-  return batch_norm(x, running_mean, running_var, weight, bias, is_training(), momentum, eps);
+// num_batches_tracked counts the training calls; the statistics are batch_norm's over a rank-4 input.
+template <class B>
+Val<B> batch_norm_4d(B& b, BatchNorm2d& m, Val<B> x) {
+  Val<B> rm = b.parameter(m.running_mean, "running_mean"), rv = b.parameter(m.running_var, "running_var");
+  if (m.is_training()) {
+    Val<B> n = b.parameter(m.num_batches_tracked, "num_batches_tracked");
+    b.update_buffer(n, b.op(OpId::Add, {n, b.scalar(1)}));
+  }
+  return composite::batch_norm(b, x, rm, rv, b.parameter(m.weight, "weight"), b.parameter(m.bias, "bias"), m.is_training(),
+                               m.momentum, m.eps, 4);
 }
-
-Tensor BatchNorm1d::forward(const Tensor& x) {
-  if (x.dim() != 2 && x.dim() != 3) fail("BatchNorm1d: expected 2D or 3D input, got shape {}", shape_str(x.sizes()));
-  // As (N, C, L, 1): batch_norm's statistics per channel over every other dim.
-  Tensor x4 = x.dim() == 2 ? x.unsqueeze(2).unsqueeze(3) : x.unsqueeze(3);
-  if (is_training()) num_batches_tracked.add_(1);
-  Tensor y = batch_norm(x4, running_mean, running_var, weight, bias, is_training(), momentum, eps);
-  return x.dim() == 2 ? y.squeeze(3).squeeze(2) : y.squeeze(3);
+template <class B>
+Val<B> forward_with(B& b, BatchNorm2d& m, Val<B> x) {
+  b.check_rank(x, {4}, [](const std::optional<Shape>& s) {
+    return "BatchNorm2d: expected 4D input" + (s ? ", got shape " + shape_str(*s) : std::string());
+  });
+  return batch_norm_4d(b, m, x);
 }
+// (N, C) and (N, C, L) as (N, C, L, 1): the same statistics per channel.
+template <class B>
+Val<B> forward_with(B& b, BatchNorm1d& m, Val<B> x) {
+  b.check_rank(x, {2, 3}, [](const std::optional<Shape>& s) {
+    return "BatchNorm1d: expected 2D or 3D input" + (s ? ", got shape " + shape_str(*s) : std::string());
+  });
+  return b.reshape_like(batch_norm_4d(b, m, b.pad_rank(x, 4)), x, {});
+}
+Tensor BatchNorm2d::forward(const Tensor& x) { return eager_forward(*this, x); }
+Tensor BatchNorm1d::forward(const Tensor& x) { return eager_forward(*this, x); }
 
 Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad) {
   if (pad && (*pad < -num || *pad >= num))
@@ -163,13 +185,15 @@ Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad) {
     weight.select(0, *padding_idx).zero_();
   }
 }
-Tensor Embedding::forward(const Tensor& idx) {
-  Tensor rows = embedding(weight, idx);
-  if (!padding_idx) return rows;
-  // The padding row's value without a path back to the weight: it gets no gradient.
-  Tensor pad = (idx == Scalar(*padding_idx)).unsqueeze(-1);
-  return where(pad, embedding(weight.detach(), idx), rows);
+template <class B>
+Val<B> forward_with(B& b, Embedding& m, Val<B> indices) {
+  return composite::embedding(b, b.parameter(m.weight, "weight"), indices, m.padding_idx);
 }
+Tensor Embedding::forward(const Tensor& indices) { return eager_forward(*this, indices); }
+
+template <class B>
+Val<B> forward_with(B&, Identity&, Val<B> x) { return x; }
+Tensor Identity::forward(const Tensor& x) { return eager_forward(*this, x); }
 
 Sequential::Sequential(std::vector<std::shared_ptr<Module>> layers) {
   for (auto& m : layers) add(m);
@@ -253,6 +277,83 @@ const std::vector<LayerSpec>& layer_registry() {
           return std::make_shared<AvgPool2d>(k, a.is_none("stride") ? k : a.pair("stride"), a.pair("padding"));
         },
         {{"kernel_size", 3}, {"stride", 2}, {"padding", 1}}, t({2, 3, 7, 7})));
+    // padding: ints, or 'valid' / 'same' (stride 1; an odd dilation * (kernel - 1) per dim, so both sides
+    // pad alike)
+    auto conv_padding = [](const LayerArgs& a, const Shape& k, const Shape& s, const Shape& d) -> Shape {
+      if (a.str("padding_mode") != "zeros")
+        a.fail(fmt::format("padding_mode '{}' is not supported (only 'zeros')", a.str("padding_mode")));
+      if (!a["padding"].is_string()) return k.size() == 1 ? Shape{a.ints("padding").at(0)} : a.pair("padding");
+      std::string p = a.str("padding");
+      if (p == "valid") return Shape(k.size(), 0);
+      if (p != "same") a.fail(fmt::format("padding '{}' must be 'same', 'valid' or ints", p));
+      Shape out;
+      for (size_t i = 0; i < k.size(); ++i) {
+        if (s[i] != 1) a.fail("padding='same' needs stride 1");
+        int64_t total = d[i] * (k[i] - 1);
+        if (total % 2) a.fail("padding='same' with an even kernel pads unevenly, which kiln does not support");
+        out.push_back(total / 2);
+      }
+      return out;
+    };
+    std::vector<LayerParam> conv_params = {{"in_channels"}, {"out_channels"}, {"kernel_size"}, {"stride", 1}, {"padding", 0},
+                                           {"dilation", 1}, {"groups", 1}, {"bias", true}, {"padding_mode", "zeros"}};
+    r.push_back(layer_spec<Conv2d>(
+        "Conv2d", conv_params,
+        [conv_padding](const LayerArgs& a) {
+          Shape k = a.pair("kernel_size"), s = a.pair("stride"), d = a.pair("dilation");
+          Shape p = conv_padding(a, k, s, d);
+          return std::make_shared<Conv2d>(a.positive("in_channels"), a.positive("out_channels"), k, s, p, d, a.positive("groups"),
+                                           a.flag("bias"));
+        },
+        {{"in_channels", 3}, {"out_channels", 4}, {"kernel_size", 3}, {"padding", 1}}, t({2, 3, 6, 6})));
+    r.push_back(layer_spec<Conv1d>(
+        "Conv1d", conv_params,
+        [conv_padding](const LayerArgs& a) {
+          auto one = [&](const char* what) {
+            Shape v = a.ints(what);
+            if (v.size() != 1) a.fail(fmt::format("{} must be an int or a 1-tuple, got {} values", what, v.size()));
+            return v[0];
+          };
+          int64_t k = one("kernel_size"), s = one("stride"), d = one("dilation");
+          int64_t p = conv_padding(a, {k}, {s}, {d})[0];
+          return std::make_shared<Conv1d>(a.positive("in_channels"), a.positive("out_channels"), k, s, p, d, a.positive("groups"),
+                                          a.flag("bias"));
+        },
+        {{"in_channels", 3}, {"out_channels", 4}, {"kernel_size", 3}, {"stride", 2}}, t({2, 3, 9})));
+    for (const char* name : {"BatchNorm2d", "BatchNorm1d"}) {
+      bool one_d = name[9] == '1';
+      auto make = [one_d](const LayerArgs& a) -> std::shared_ptr<Module> {
+        if (!a.flag("track_running_stats")) a.fail("track_running_stats=False is not supported");
+        if (a.is_none("momentum")) a.fail("momentum=None (a cumulative average) is not supported");
+        int64_t n = a.positive("num_features");
+        double eps = a.number("eps"), mom = a.number("momentum");
+        if (one_d) return std::make_shared<BatchNorm1d>(n, eps, mom, a.flag("affine"));
+        return std::make_shared<BatchNorm2d>(n, eps, mom, a.flag("affine"));
+      };
+      std::vector<LayerParam> ps = {{"num_features"}, {"eps", 1e-5}, {"momentum", 0.1}, {"affine", true}, {"track_running_stats", true}};
+      r.push_back(one_d ? layer_spec<BatchNorm1d>(name, ps, make, {{"num_features", 3}}, t({4, 3, 5}))
+                        : layer_spec<BatchNorm2d>(name, ps, make, {{"num_features", 3}, {"momentum", 0.2}}, t({4, 3, 5, 5})));
+    }
+    r.push_back(layer_spec<Embedding>(
+        "Embedding",
+        {{"num_embeddings"}, {"embedding_dim"}, {"padding_idx", IValue()}, {"max_norm", IValue()}, {"norm_type", 2.0},
+         {"scale_grad_by_freq", false}, {"sparse", false}},
+        [](const LayerArgs& a) {
+          if (!a.is_none("max_norm")) a.fail("max_norm is not supported");
+          a.unsupported_if_true("scale_grad_by_freq");
+          a.unsupported_if_true("sparse");
+          int64_t num = a.positive("num_embeddings");
+          std::optional<int64_t> pad;
+          if (!a.is_none("padding_idx")) {
+            pad = a.integer("padding_idx");
+            if (*pad < -num || *pad >= num) a.fail(fmt::format("padding_idx {} must be within num_embeddings {}", *pad, num));
+          }
+          return std::make_shared<Embedding>(num, a.positive("embedding_dim"), pad);
+        },
+        {{"num_embeddings", 10}, {"embedding_dim", 4}, {"padding_idx", 0}}, [] { return randint(0, 10, {2, 5}); }));
+    LayerSpec identity = layer_spec<Identity>("Identity", {}, no_args([] { return std::make_shared<Identity>(); }), {}, t({3, 4}));
+    identity.ignores_extra_args = true;
+    r.push_back(std::move(identity));
     return r;
   }();
   return all;

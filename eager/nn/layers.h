@@ -153,6 +153,13 @@ class Embedding : public Module {
   std::optional<int64_t> padding_idx;  // in [0, num_embeddings)
 };
 
+// torch.nn.Identity: its constructor takes any arguments and ignores them.
+class Identity : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Identity"; }
+};
+
 // Children named "0", "1", ... as torch.nn.Sequential.
 class Sequential : public Module {
  public:

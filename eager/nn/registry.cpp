@@ -79,12 +79,13 @@ const LayerSpec* find_layer(std::string_view name) {
 LayerArgs bind_layer_args(const LayerSpec& spec, const std::vector<IValue>& args, const std::map<std::string, IValue>& kwargs) {
   const std::string what = "nn." + spec.name + "()";
   size_t np = spec.params.size();
-  if (args.size() > np)
+  if (args.size() > np && !spec.ignores_extra_args)
     fail("{} takes {} positional argument{} but {} were given", what, np, np == 1 ? "" : "s", args.size());
   std::map<std::string, IValue> bound;
-  for (size_t i = 0; i < args.size(); ++i) bound[spec.params[i].name] = args[i];
+  for (size_t i = 0; i < std::min(args.size(), np); ++i) bound[spec.params[i].name] = args[i];
   for (const auto& [k, v] : kwargs) {
     auto it = std::find_if(spec.params.begin(), spec.params.end(), [&](const LayerParam& p) { return p.name == k; });
+    if (it == spec.params.end() && spec.ignores_extra_args) continue;
     if (it == spec.params.end()) fail("{} got an unexpected keyword argument '{}'", what, k);
     if (bound.count(k)) fail("{} got multiple values for argument '{}'", what, k);
     bound[k] = v;

@@ -66,6 +66,7 @@ struct LayerSpec {
   // a sample for tests that build and run every registered layer: constructor arguments by name and an input
   std::map<std::string, IValue> example_args;
   std::function<Tensor()> example_input;
+  bool ignores_extra_args = false;  // nn.Identity(*args, **kwargs)
 };
 
 // Every registered layer, in registration order.
