@@ -3,7 +3,11 @@
 // interpreted for every epilogue with plain and transposed weights at odd sizes, on oneDNN and on the
 // fallback (matmul, then the compiled epilogue), the primitive cache, and the group's text form,
 // shape propagation and interpretation.
+#include <atomic>
+#include <thread>
+
 #include "backends/x86/gemm_epilogue.h"
+#include "eager/cpu/conv_onednn.h"
 #include "jit/gemm_group.h"
 #include "jit/ir_utils.h"
 #include "jit/passes/passes.h"
@@ -440,4 +444,43 @@ TEST_CASE("gemm epilogue: x86::gemm_epilogue declines what it cannot run") {
   REQUIRE(z.has_value());
   check_close(*z, relu(matmul(a, b)) + r, 1e-5, 1e-6);
   test::check_error([&] { x86::gemm_epilogue(a, b, relu_add, {}); }, "gemm epilogue: 0 addends for 1 add steps");
+}
+
+// oneDNN's library scratchpad is one buffer for every primitive and ties a primitive to the thread that
+// made it; kiln's cached primitives are shared, so each execution brings its own (eager/cpu/onednn_scratchpad.h).
+// Two threads running the same GEMM epilogue and the same convolution at once (as the inter-op scheduler runs
+// two branches of one shape) each get the single-thread result, bit for bit.
+TEST_CASE("gemm epilogue: oneDNN's cached primitives run on two threads at once, each with the single-thread result") {
+  if (!cpu::onednn_gemm_enabled()) return;
+  kiln::test::NumThreads one(1);
+  std::vector<x86::GemmPostOp> add_relu{x86::GemmPostOp::Add, x86::GemmPostOp::Relu};
+  Attrs conv = Attrs().set("stride", Shape{1, 1}).set("padding", Shape{1, 1}).set("dilation", Shape{1, 1}).set("groups", int64_t(1));
+  struct Work {
+    Tensor a, w, bias, x, k, y_gemm, y_conv;
+  };
+  std::vector<Work> work(2);
+  for (Work& u : work) {
+    u.a = randn({16, 64});
+    u.w = randn({64, 64});
+    u.bias = randn({64});
+    u.x = randn({2, 16, 12, 12});
+    u.k = randn({16, 16, 3, 3});
+    u.y_gemm = *x86::gemm_epilogue(u.a, u.w, add_relu, {u.bias});
+    std::optional<Tensor> c = cpu::onednn_conv2d(u.x, u.k, Tensor(), conv);
+    REQUIRE(c.has_value());
+    u.y_conv = *c;
+  }
+  std::atomic<int> wrong{0};
+  auto run = [&](const Work& u) {
+    set_num_threads(1);
+    for (int rep = 0; rep < 200; ++rep) {
+      std::optional<Tensor> g = x86::gemm_epilogue(u.a, u.w, add_relu, {u.bias});
+      std::optional<Tensor> c = cpu::onednn_conv2d(u.x, u.k, Tensor(), conv);
+      if (!g || !c || !kiln::test::same_bits(*g, u.y_gemm) || !kiln::test::same_bits(*c, u.y_conv)) ++wrong;
+    }
+  };
+  std::thread t0(run, std::cref(work[0])), t1(run, std::cref(work[1]));
+  t0.join();
+  t1.join();
+  CHECK(wrong.load() == 0);
 }

@@ -18,6 +18,8 @@
 #include "core/log.h"
 
 #include <dnnl.hpp>
+
+#include "eager/cpu/onednn_scratchpad.h"
 #endif
 
 #include "core/error.h"
@@ -103,7 +105,7 @@ struct KeyHash {
 
 struct Primitive {
   dnnl::matmul prim;
-  dnnl::memory::desc a, b, out;
+  dnnl::memory::desc a, b, out, scratchpad;
   std::vector<dnnl::memory::desc> addends;  // one per Add, in order
 };
 
@@ -141,10 +143,11 @@ std::shared_ptr<const Primitive> create(int64_t M, int64_t K, int64_t N, const O
       case GemmPostOp::Relu: po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f); break;
       case GemmPostOp::Gelu: po.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f); break;
     }
-  dnnl::primitive_attr attr;
+  dnnl::primitive_attr attr = cpu::user_scratchpad();
   attr.set_post_ops(po);
   dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p->a, p->b, p->out), attr, state().engine);
   p->prim = dnnl::matmul(pd);
+  p->scratchpad = pd.scratchpad_desc();
   g_created.fetch_add(1, std::memory_order_relaxed);
   kiln::logger().debug("gemm epilogue: onednn matmul [{},{}]x[{},{}] with {} post-ops: {}", M, K, K, N, ops.size(),
                 pd.impl_info_str());
@@ -215,6 +218,7 @@ std::optional<Tensor> gemm_epilogue(const Tensor& a, const Tensor& b, const std:
                    dnnl::memory(p->addends[k], eng, adds[k].t.raw_data()));
       ++k;
     }
+  cpu::add_scratchpad(args, p->scratchpad, eng);
   try {
     // One stream per thread: streams are cheap, but not to be shared between concurrent callers.
     thread_local dnnl::stream stream(eng);

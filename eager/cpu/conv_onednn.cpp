@@ -15,6 +15,8 @@
 #include "core/log.h"
 
 #include <dnnl.hpp>
+
+#include "eager/cpu/onednn_scratchpad.h"
 #endif
 
 namespace kiln::cpu {
@@ -39,13 +41,13 @@ using tag = dnnl::memory::format_tag;
 struct ConvPrims {
   std::optional<dnnl::convolution_backward_data> data;
   std::optional<dnnl::convolution_backward_weights> weights;
-  dnnl::memory::desc data_diff_dst, data_weights, data_diff_src;
-  dnnl::memory::desc w_diff_dst, w_src, w_diff_weights, w_diff_bias;
+  dnnl::memory::desc data_diff_dst, data_weights, data_diff_src, data_scratchpad;
+  dnnl::memory::desc w_diff_dst, w_src, w_diff_weights, w_diff_bias, w_scratchpad;
 };
 
 struct ForwardPrim {
   dnnl::convolution_forward prim;
-  dnnl::memory::desc src, weights, dst;
+  dnnl::memory::desc src, weights, dst, scratchpad;
 };
 
 struct State {
@@ -73,21 +75,24 @@ std::shared_ptr<const ConvPrims> create(const dims& src, const dims& wei, const 
                                       strides, dilates, pad, pad),
       eng);
   auto p = std::make_shared<ConvPrims>();
+  dnnl::primitive_attr attr = user_scratchpad();
   if (need_input) {
     dnnl::convolution_backward_data::primitive_desc pd(
-        dnnl::convolution_backward_data::desc(alg, any(src), any(wei), any(dst), strides, dilates, pad, pad), eng, fwd);
+        dnnl::convolution_backward_data::desc(alg, any(src), any(wei), any(dst), strides, dilates, pad, pad), attr, eng, fwd);
     p->data.emplace(pd);
     p->data_diff_dst = pd.diff_dst_desc();
     p->data_weights = pd.weights_desc();
     p->data_diff_src = pd.diff_src_desc();
+    p->data_scratchpad = pd.scratchpad_desc();
   }
   if (need_weight || need_bias) {
     auto d = need_bias ? dnnl::convolution_backward_weights::desc(alg, any(src), any(wei), bias, any(dst), strides,
                                                                     dilates, pad, pad)
                        : dnnl::convolution_backward_weights::desc(alg, any(src), any(wei), any(dst), strides, dilates,
                                                                     pad, pad);
-    dnnl::convolution_backward_weights::primitive_desc pd(d, eng, fwd);
+    dnnl::convolution_backward_weights::primitive_desc pd(d, attr, eng, fwd);
     p->weights.emplace(pd);
+    p->w_scratchpad = pd.scratchpad_desc();
     p->w_diff_dst = pd.diff_dst_desc();
     p->w_src = pd.src_desc();
     p->w_diff_weights = pd.diff_weights_desc();
@@ -168,9 +173,9 @@ std::optional<Tensor> onednn_conv2d(const Tensor& x, const Tensor& w, const Tens
                                                              g->strides, g->dilates, g->pad, g->pad)
                            : dnnl::convolution_forward::desc(kind, alg, any(g->src), any(g->wei), any(g->dst),
                                                              g->strides, g->dilates, g->pad, g->pad);
-      dnnl::convolution_forward::primitive_desc pd(d, s.engine);
+      dnnl::convolution_forward::primitive_desc pd(d, user_scratchpad(), s.engine);
       return std::make_shared<const ForwardPrim>(
-          ForwardPrim{dnnl::convolution_forward(pd), pd.src_desc(), pd.weights_desc(), pd.dst_desc()});
+          ForwardPrim{dnnl::convolution_forward(pd), pd.src_desc(), pd.weights_desc(), pd.dst_desc(), pd.scratchpad_desc()});
     });
   } catch (const dnnl::error& e) {
     kiln::logger().debug("conv2d: onednn declined input {} weight {}: {}", shape_str(x.sizes()), shape_str(w.sizes()),
@@ -190,6 +195,7 @@ std::optional<Tensor> onednn_conv2d(const Tensor& x, const Tensor& w, const Tens
     dnnl::memory ym = out_layout(out, dst_plain, p->dst, keep);
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym}};
     if (bc.defined()) args.emplace(DNNL_ARG_BIAS, dnnl::memory(f32({g->wei[0]}, tag::x), s.engine, bc.raw_data()));
+    add_scratchpad(args, p->scratchpad, s.engine);
     p->prim.execute(stream, args);
     to_plain(ym, out, dst_plain, stream);
     stream.wait();
@@ -239,7 +245,9 @@ std::optional<ConvGrads> onednn_conv2d_backward(const Tensor& grad, const Tensor
       dnnl::memory g = in_layout(gc, dst_plain, p->data_diff_dst, stream, keep);
       dnnl::memory wm = in_layout(wc, wei_plain, p->data_weights, stream, keep);
       dnnl::memory dx = out_layout(r.input, src_plain, p->data_diff_src, keep);
-      p->data->execute(stream, {{DNNL_ARG_DIFF_DST, g}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DIFF_SRC, dx}});
+      std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DIFF_DST, g}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DIFF_SRC, dx}};
+      add_scratchpad(args, p->data_scratchpad, s.engine);
+      p->data->execute(stream, args);
       to_plain(dx, r.input, src_plain, stream);
     }
     if (need_weight) {
@@ -252,6 +260,7 @@ std::optional<ConvGrads> onednn_conv2d_backward(const Tensor& grad, const Tensor
         r.bias = Tensor::empty({wei[0]}, DType::Float32);
         args.emplace(DNNL_ARG_DIFF_BIAS, dnnl::memory(p->w_diff_bias, s.engine, r.bias.raw_data()));
       }
+      add_scratchpad(args, p->w_scratchpad, s.engine);
       p->weights->execute(stream, args);
       to_plain(dwm, dw, wei_plain, stream);
       r.weight = dw;
