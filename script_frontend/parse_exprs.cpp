@@ -541,15 +541,7 @@ ExprPtr Parser::strings() {
     return e;
   }
   auto f = expr(ExprKind::FString, loc);
-  auto literal = [&](const Token& t) {
-    if (!f->args.empty() && f->args.back()->kind == ExprKind::String) {
-      f->args.back()->name += t.text;
-    } else {
-      auto s = expr(ExprKind::String, t.loc);
-      s->name = t.text;
-      f->args.push_back(std::move(s));
-    }
-  };
+  auto literal = [&](const Token& t) { fstring_literal(*f, t.text, t.loc); };
   while (at(Tok::String) || at(Tok::FStringStart)) {
     if (at(Tok::String)) {
       const Token& t = next();
@@ -561,45 +553,7 @@ ExprPtr Parser::strings() {
       if (at(Tok::FStringMiddle)) {
         literal(next());
       } else if (at_op("{")) {
-        // `{x=}` is the expression's text, then its repr unless a conversion or spec says otherwise.
-        size_t text_from = cur().pos + 1;
-        next();
-        ExprPtr field = fstring_field();
-        if (field->op == "=") {
-          Token t = cur();
-          t.text = src_.text.substr(text_from, cur().pos - text_from);
-          literal(t);
-          field->op = "";
-          if (accept_op("!")) field->op = expect_name("as the f-string conversion");
-          else if (!at_op(":")) field->op = "r";
-        } else if (accept_op("!")) {
-          field->op = expect_name("as the f-string conversion");
-        }
-        if (!field->op.empty() && field->op != "r" && field->op != "s" && field->op != "a")
-          fail_here(fmt::format("f-string: invalid conversion character '{}': expected 's', 'r', or 'a'", field->op));
-        if (at_op(":")) {
-          auto spec = expr(ExprKind::FString, cur().loc);
-          next();
-          while (!at_op("}")) {
-            if (at(Tok::FStringMiddle)) {
-              auto s = expr(ExprKind::String, cur().loc);
-              s->name = next().text;
-              spec->args.push_back(std::move(s));
-            } else if (accept_op("{")) {
-              ExprPtr inner = fstring_field();
-              if (inner->op == "=") fail_here("f-string: '=' is not allowed in a format spec field");
-              if (accept_op("!")) inner->op = expect_name("as the f-string conversion");
-              if (at_op(":")) fail_here("f-string: expressions nested too deeply");
-              expect_op("}", "to close the f-string field");
-              spec->args.push_back(std::move(inner));
-            } else {
-              fail_here(fmt::format("invalid syntax in an f-string format spec: {}", describe(cur())));
-            }
-          }
-          field->args.push_back(std::move(spec));
-        }
-        expect_op("}", "to close the f-string field");
-        f->args.push_back(std::move(field));
+        fstring_field(*f);
       } else {
         fail_here(fmt::format("invalid syntax in an f-string: {}", describe(cur())));
       }
@@ -608,8 +562,24 @@ ExprPtr Parser::strings() {
   return f;
 }
 
-// The expression of a replacement field, after its '{'; op is "=" when a `{x=}` '=' follows it.
-ExprPtr Parser::fstring_field() {
+// Literal text of an f-string or a format spec: one String part with the text before it, as Python.
+void Parser::fstring_literal(Expr& f, const std::string& text, SourceLoc loc) {
+  if (!f.args.empty() && f.args.back()->kind == ExprKind::String) {
+    f.args.back()->name += text;
+    return;
+  }
+  auto s = expr(ExprKind::String, loc);
+  s->name = text;
+  f.args.push_back(std::move(s));
+}
+
+// A replacement field from its '{' to its '}', appended to f's parts: the expression, `=` (its text
+// then goes before it, and its repr unless a conversion or spec says otherwise), the conversion and
+// the format spec, itself an FString whose fields may hold specs too.
+void Parser::fstring_field(Expr& f) {
+  DepthGuard g(*this);
+  size_t text_from = cur().pos + 1;
+  next();  // {
   auto v = expr(ExprKind::FormattedValue, cur().loc);
   if (at_op("}")) fail_here("f-string: empty expression not allowed");
   v->args.push_back(yield_or_star_expressions());
@@ -619,8 +589,34 @@ ExprPtr Parser::fstring_field() {
     comprehension(*gen);
     v->args[0] = std::move(gen);
   }
-  if (accept_op("=")) v->op = "=";
-  return v;
+  bool debug = accept_op("=");
+  if (debug) fstring_literal(f, src_.text.substr(text_from, cur().pos - text_from), v->loc);
+  if (accept_op("!")) {
+    if (!at(Tok::Name) || cur().loc.col != toks_[pos_ - 1].loc.col + 1 || cur().loc.line != toks_[pos_ - 1].loc.line)
+      fail_here("f-string: invalid conversion character: expected 's', 'r', or 'a'");
+    v->op = next().text;
+    if (v->op != "r" && v->op != "s" && v->op != "a")
+      fail_here(fmt::format("f-string: invalid conversion character '{}': expected 's', 'r', or 'a'", v->op));
+  } else if (debug && !at_op(":")) {
+    v->op = "r";
+  }
+  if (at_op(":")) {
+    auto spec = expr(ExprKind::FString, cur().loc);
+    next();
+    while (!at_op("}")) {
+      if (at(Tok::FStringMiddle)) {
+        const Token& t = next();
+        fstring_literal(*spec, t.text, t.loc);
+      } else if (at_op("{")) {
+        fstring_field(*spec);
+      } else {
+        fail_here(fmt::format("invalid syntax in an f-string format spec: {}", describe(cur())));
+      }
+    }
+    v->args.push_back(std::move(spec));
+  }
+  expect_op("}", "to close the f-string field");
+  f.args.push_back(std::move(v));
 }
 
 // The annotation as kiln reads it: names, dotted names and subscripts of them; anything else keeps

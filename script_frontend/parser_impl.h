@@ -96,7 +96,8 @@ class Parser {
   ExprPtr atom();
   ExprPtr strings();
   ExprPtr fstring();
-  ExprPtr fstring_field();
+  void fstring_field(Expr& f);
+  void fstring_literal(Expr& f, const std::string& text, SourceLoc loc);
   ExprPtr paren_atom(SourceLoc loc);
   ExprPtr list_atom(SourceLoc loc);
   ExprPtr brace_atom(SourceLoc loc);
