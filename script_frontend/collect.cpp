@@ -181,6 +181,118 @@ void collect(const Source& src, Module& m, std::vector<std::string>& errors) {
   }
 }
 
+namespace {
+
+// The first construct of a body kiln does not evaluate or lower, in source order: reported before
+// anything about the code around it (a return-path or type error would hide the real reason).
+class SupportCheck {
+ public:
+  SupportCheck(const Source& src, std::string_view where) : src_(src), where_(where) {}
+
+  void body(const std::vector<StmtPtr>& b) {
+    for (const auto& s : b) stmt(*s);
+  }
+
+  void stmt(const Stmt& s) {
+    switch (s.kind) {
+      case StmtKind::FunctionDef: fail(s.loc, "nested functions are not supported in {}; define it at the top level");
+      case StmtKind::ClassDef: fail(s.loc, "nested classes are not supported in {}; define it at the top level");
+      case StmtKind::Import:
+      case StmtKind::ImportFrom: src_.fail(s.loc, "imports are only allowed at the top level of a kiln script");
+      case StmtKind::While:
+      case StmtKind::For:
+        if (!s.orelse.empty()) fail(s.loc, s.kind == StmtKind::For ? "for ... else is not supported in {}" : "while ... else is not supported in {}");
+        break;
+      case StmtKind::AnnAssign:
+        if (!s.value) fail(s.loc, "an annotated name needs a value in {}");
+        break;
+      case StmtKind::AsyncFor:
+      case StmtKind::Try:
+      case StmtKind::TryStar:
+      case StmtKind::With:
+      case StmtKind::AsyncWith:
+      case StmtKind::Raise:
+      case StmtKind::Global:
+      case StmtKind::Nonlocal:
+      case StmtKind::Delete:
+      case StmtKind::Match: fail(s.loc, std::string(unsupported_construct(s.kind)) + " not supported in {}");
+      case StmtKind::Expr:
+      case StmtKind::Assign:
+      case StmtKind::AugAssign:
+      case StmtKind::If:
+      case StmtKind::Return:
+      case StmtKind::Break:
+      case StmtKind::Continue:
+      case StmtKind::Pass:
+      case StmtKind::Assert: break;
+    }
+    for (const auto& t : s.targets) expr(t.get());
+    expr(s.test.get());
+    expr(s.value.get());
+    body(s.body);
+    body(s.orelse);
+  }
+
+  void expr(const Expr* e) {
+    if (!e) return;
+    switch (e->kind) {
+      case ExprKind::BigInt:
+      case ExprKind::Imaginary:
+      case ExprKind::Bytes:
+      case ExprKind::FString:
+      case ExprKind::FormattedValue:
+      case ExprKind::Set:
+      case ExprKind::ListComp:
+      case ExprKind::SetComp:
+      case ExprKind::DictComp:
+      case ExprKind::GeneratorExp:
+      case ExprKind::Lambda:
+      case ExprKind::NamedExpr:
+      case ExprKind::Yield:
+      case ExprKind::YieldFrom:
+      case ExprKind::Await: fail(e->loc, std::string(unsupported_construct(e->kind)) + " not supported in {}");
+      case ExprKind::Dict:
+        for (size_t i = 0; i + 1 < e->args.size(); i += 2)
+          if (!e->args[i]) fail(e->args[i + 1]->loc, "dict unpacking (**) is not supported in {}");
+        break;
+      case ExprKind::Call:
+        for (const Keyword& k : e->keywords)
+          if (k.name.empty()) fail(k.loc, "**kwargs are not supported in {}");
+        break;
+      case ExprKind::Name:
+      case ExprKind::Int:
+      case ExprKind::Float:
+      case ExprKind::Bool:
+      case ExprKind::None:
+      case ExprKind::String:
+      case ExprKind::Ellipsis:
+      case ExprKind::Tuple:
+      case ExprKind::List:
+      case ExprKind::Attribute:
+      case ExprKind::Subscript:
+      case ExprKind::Slice:
+      case ExprKind::Unary:
+      case ExprKind::Binary:
+      case ExprKind::BoolOp:
+      case ExprKind::Compare:
+      case ExprKind::IfExp:
+      case ExprKind::Starred: break;
+    }
+    for (const auto& a : e->args) expr(a.get());
+    for (const Keyword& k : e->keywords) expr(k.value.get());
+  }
+
+ private:
+  [[noreturn]] void fail(SourceLoc loc, const std::string& pattern) const {
+    src_.fail(loc, fmt::format(fmt::runtime(pattern), where_));
+  }
+
+  const Source& src_;
+  std::string_view where_;
+};
+
+}  // namespace
+
 void check_def(const Source& src, const FunctionDef& f, bool method, std::string_view where) {
   if (!f.decorators.empty()) src.fail(f.decorators[0]->loc, fmt::format("decorators are not supported in {}", where));
   if (f.is_async) src.fail(f.loc, fmt::format("async def is not supported in {}", where));
@@ -192,6 +304,9 @@ void check_def(const Source& src, const FunctionDef& f, bool method, std::string
     for (const Param& p : f.params)
       if (!p.has_type)
         src.fail(p.loc, fmt::format("parameter '{}' needs a type annotation (kiln script types every parameter)", p.name));
+  SupportCheck check(src, where);
+  for (const Param& p : f.params) check.expr(p.default_value.get());
+  check.body(f.body);
 }
 
 const char* unsupported_construct(ExprKind k) {

@@ -24,7 +24,8 @@ Module parse_syntax(const Source& src);
 void collect(const Source& src, Module& m, std::vector<std::string>& errors);
 // Raises the first problem of a def kiln is about to evaluate or lower: decorators, async, *args,
 // keyword-only or positional-only parameters, an unannotated parameter of a function (methods may
-// leave them out). where ends the message: "kiln script", "__init__".
+// leave them out), then the first construct of its body kiln does not support (lambda, try, ...), in
+// source order. where ends the message: "kiln script", "__init__".
 void check_def(const Source& src, const FunctionDef& f, bool method, std::string_view where);
 // Raises kiln::Error holding every message, one after another, when there are any.
 void raise_all(const std::vector<std::string>& errors);
