@@ -12,7 +12,7 @@ namespace {
 
 // Deep enough for any real program, shallow enough that the recursive descent cannot exhaust the
 // stack on hostile input (the fuzzer feeds it thousands of '(').
-constexpr int kMaxDepth = 400;
+constexpr int kMaxDepth = 1000;
 
 }  // namespace
 
