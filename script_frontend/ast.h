@@ -42,7 +42,7 @@ enum class ExprKind : uint8_t {
   Imaginary,     // float_value j
   Bytes,         // b"...": name holds the bytes
   FString,       // f"...": args are String parts and FormattedValue fields, in order
-  FormattedValue,  // {args[0]!op:args[1]} inside an f-string; op is "", "r", "s" or "a"; args[1] (an FString) may be null
+  FormattedValue,  // {args[0]!op:args[1]} in an f-string; op is "", "r", "s" or "a"; args[1], the spec (an FString), when written
   Set,           // {args...}
   ListComp,      // [args[0] generators]
   SetComp,       // {args[0] generators}
@@ -101,16 +101,17 @@ enum class StmtKind : uint8_t {
   Expr,       // value (docstrings and bare calls)
   Assign,     // targets = value (targets: one Name/Tuple/List/Subscript per `=`)
   AugAssign,  // targets[0] op= value
-  AnnAssign,  // targets[0] : annotation = value
+  AnnAssign,  // targets[0] : annotation = value (value may be null: `x: int`)
   If,         // test, body, orelse (elif is an If alone in orelse)
-  While,      // test, body
-  For,        // for targets[0] in value: body
+  While,      // test, body, orelse (`while ... else`)
+  For,        // for targets[0] in value: body, orelse
   Return,     // value (may be null)
   Break,
   Continue,
   Pass,
   Assert,     // test, value (the message, may be null)
-  // Parsed, neither evaluated nor lowered yet (a nested def or class, an import inside a function).
+  // Parsed, neither evaluated nor lowered yet. At the top level and in class bodies, defs, classes and
+  // imports are what collect() reads.
   FunctionDef,  // fn (def and async def)
   ClassDef,     // cls
   Import,       // names
@@ -121,8 +122,8 @@ enum class StmtKind : uint8_t {
   With,         // items, body
   AsyncWith,    // as With
   Raise,        // raise value from cause (either may be null)
-  Global,       // names
-  Nonlocal,     // names
+  Global,       // names (each Alias's name)
+  Nonlocal,     // names (each Alias's name)
   Delete,       // targets
   Match,        // match value: cases
 };
