@@ -226,7 +226,10 @@ class SupportCheck {
       case StmtKind::Pass:
       case StmtKind::Assert: break;
     }
-    for (const auto& t : s.targets) expr(t.get());
+    for (const auto& t : s.targets) {
+      starred_target(*t);
+      expr(t.get());
+    }
     expr(s.test.get());
     expr(s.value.get());
     body(s.body);
@@ -283,6 +286,13 @@ class SupportCheck {
   }
 
  private:
+  // `a, *rest = xs`: lowering unpacks a fixed number of names.
+  void starred_target(const Expr& t) {
+    if (t.kind == ExprKind::Starred) fail(t.loc, "starred assignment targets are not supported in {}");
+    if (t.kind == ExprKind::Tuple || t.kind == ExprKind::List)
+      for (const auto& a : t.args) starred_target(*a);
+  }
+
   [[noreturn]] void fail(SourceLoc loc, const std::string& pattern) const {
     src_.fail(loc, fmt::format(fmt::runtime(pattern), where_));
   }
