@@ -9,7 +9,8 @@ namespace kiln::script {
 
 namespace {
 
-// Bytes of UTF-8 sequences are name characters: Python's identifiers may be non-ASCII.
+// Bytes of UTF-8 sequences are name characters: Python's identifiers may be non-ASCII. They are kept
+// as written; Python also NFKC-normalizes them (`ｗｉｄｔｈ` is `width`), which kiln does not.
 bool is_name_start(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || static_cast<unsigned char>(c) >= 0x80;
 }

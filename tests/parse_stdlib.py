@@ -56,6 +56,87 @@ def python_counts(tree):
     return counts
 
 
+OPS = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**",
+    ast.MatMult: "@", ast.LShift: "<<", ast.RShift: ">>", ast.BitOr: "|", ast.BitXor: "^", ast.BitAnd: "&",
+    ast.USub: "-", ast.UAdd: "+", ast.Invert: "~", ast.Not: "not", ast.And: "and", ast.Or: "or",
+    ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Is: "is",
+    ast.IsNot: "isnot", ast.In: "in", ast.NotIn: "notin",
+}
+WORDS = {
+    ast.Expr: "expr", ast.Assign: "assign", ast.If: "if", ast.While: "while", ast.For: "for",
+    ast.AsyncFor: "asyncfor", ast.Return: "return", ast.Break: "break", ast.Continue: "continue", ast.Pass: "pass",
+    ast.Assert: "assert", ast.Import: "import", ast.ImportFrom: "importfrom", ast.Try: "try", ast.TryStar: "trystar",
+    ast.With: "with", ast.AsyncWith: "asyncwith", ast.Raise: "raise", ast.Global: "global",
+    ast.Nonlocal: "nonlocal", ast.Delete: "delete", ast.Match: "match", ast.match_case: "case",
+    ast.ExceptHandler: "except", ast.AnnAssign: "annassign", ast.Constant: "c", ast.List: "list", ast.Set: "set",
+    ast.Call: "call", ast.Subscript: "sub", ast.Slice: "slice", ast.IfExp: "ifexp", ast.Starred: "star",
+    ast.Dict: "dict", ast.JoinedStr: "fstr", ast.ListComp: "listcomp", ast.SetComp: "setcomp",
+    ast.DictComp: "dictcomp", ast.GeneratorExp: "genexp", ast.Lambda: "lambda", ast.NamedExpr: ":=",
+    ast.Yield: "yield", ast.YieldFrom: "yieldfrom", ast.Await: "await",
+}
+CONVERSIONS = {-1: "", ord("r"): "r", ord("s"): "s", ord("a"): "a"}
+
+
+def word(node):
+    t = type(node)
+    if t in WORDS:
+        return WORDS[t]
+    if t in (ast.FunctionDef, ast.AsyncFunctionDef):
+        return "def:" + node.name
+    if t is ast.ClassDef:
+        return "class:" + node.name
+    if t is ast.AugAssign:
+        return "augassign:" + OPS[type(node.op)]
+    if t is ast.Name:
+        return "n:" + node.id
+    if t is ast.Attribute:
+        return "attr:" + node.attr
+    if t is ast.UnaryOp:
+        return "u" + OPS[type(node.op)]
+    if t is ast.BinOp:
+        return "b" + OPS[type(node.op)]
+    if t is ast.BoolOp:
+        return OPS[type(node.op)]
+    if t is ast.Compare:
+        return "cmp" + "".join(":" + OPS[type(o)] for o in node.ops)
+    if t is ast.FormattedValue:
+        return "fv:" + CONVERSIONS[node.conversion]
+    if t is ast.comprehension:
+        return "asynccomp" if node.is_async else "comp"
+    if t is ast.keyword:
+        return "kw:" + (node.arg or "**")
+    if t is ast.arg:
+        return "arg:" + node.arg
+    if isinstance(node, ast.pattern):
+        return "p:" + t.__name__
+    return None  # Module, Tuple, arguments, alias, withitem, operators, contexts
+
+
+def shape(tree):
+    """The nodes in pre-order, children in field order: parse_counts --shape's words."""
+    out = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        w = word(node)
+        if w is not None:
+            out.append(w)
+        children = []
+        for _, value in ast.iter_fields(node):
+            if isinstance(value, ast.AST):
+                children.append(value)
+            elif isinstance(value, list):
+                children.extend(v for v in value if isinstance(v, ast.AST))
+        stack.extend(reversed(children))
+    return out
+
+
+def first_difference(a, b):
+    i = next((k for k in range(min(len(a), len(b))) if a[k] != b[k]), min(len(a), len(b)))
+    return f"at word {i}: kiln ...{' '.join(a[max(0, i - 8):i + 4])}... python ...{' '.join(b[max(0, i - 8):i + 4])}..."
+
+
 def stdlib_files(root):
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if d not in ("site-packages", "dist-packages", "__pycache__"))
@@ -72,14 +153,19 @@ def main():
     expected = {}
     rejected = 0
     warnings.simplefilter("ignore")
+    shapes = {}
     for path in extra:
         with open(path, "rb") as f:
-            expected[path] = python_counts(ast.parse(f.read(), path))
+            tree = ast.parse(f.read(), path)
+        expected[path] = python_counts(tree)
+        shapes[path] = shape(tree)
     for path in stdlib_files(root):
         with open(path, "rb") as f:
             data = f.read()
         try:
-            expected[path] = python_counts(ast.parse(data, path))
+            tree = ast.parse(data, path)
+            expected[path] = python_counts(tree)
+            shapes[path] = shape(tree)
         except (SyntaxError, ValueError, UnicodeDecodeError, RecursionError, MemoryError):
             rejected += 1
     python_s = time.time() - start
@@ -88,7 +174,7 @@ def main():
         return 1
 
     start = time.time()
-    run = subprocess.run([tool, "-"], input="\n".join(expected) + "\n", capture_output=True, text=True,
+    run = subprocess.run([tool, "--shape", "-"], input="\n".join(expected) + "\n", capture_output=True, text=True,
                          errors="replace", timeout=300)
     kiln_s = time.time() - start
     if run.returncode != 0:
@@ -98,7 +184,13 @@ def main():
     header = lines[0].split()[1:]
     seen = set()
     failures = []
+    path = None
     for line in lines[1:]:
+        if line.startswith("shape"):
+            got_shape = line.split()[1:]
+            if path in shapes and got_shape != shapes[path] and not any(f.startswith(path + ":") for f in failures):
+                failures.append(f"{path}: shapes differ {first_difference(got_shape, shapes[path])}")
+            continue
         path, _, rest = line.partition(" ")
         seen.add(path)
         if rest.startswith("ERROR "):
@@ -116,7 +208,8 @@ def main():
         print(f)
     print(f"{len(expected) - len(extra)} files of {root} that Python parses ({rejected} it rejects skipped) "
           f"and {len(extra)} more: "
-          f"{len(expected) - len(failures)} parsed by kiln with equal counts of {', '.join(header)}; "
+          f"{len(expected) - len(failures)} parsed by kiln with equal counts of {', '.join(header)} and "
+          f"equal shapes (every node but tuples in pre-order); "
           f"{len(failures)} failed; python {python_s:.1f} s, kiln {kiln_s:.1f} s")
     return 1 if failures else 0
 
