@@ -3,6 +3,7 @@
 // (parse_exprs.cpp) and match patterns (parse_patterns.cpp). Recursive descent over Python 3.11's
 // grammar; it checks syntax only; which constructs kiln runs is decided when the code is collected,
 // evaluated or lowered.
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -95,7 +96,6 @@ class Parser {
   ExprPtr primary();
   ExprPtr atom();
   ExprPtr strings();
-  ExprPtr fstring();
   void fstring_field(Expr& f);
   void fstring_literal(Expr& f, const std::string& text, SourceLoc loc);
   ExprPtr paren_atom(SourceLoc loc);
