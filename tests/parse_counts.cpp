@@ -1,8 +1,8 @@
 // Parses Python files with kiln's parser and prints, per file, how many nodes of each kind it built;
 // tests/parse_stdlib.py compares the counts with Python's own ast module over the standard library.
 //   parse_counts [--shape] FILE...      (or `-`: the file names one per line on stdin)
-// Prints a header line of the count names, then `FILE count...` per file, or `FILE ERROR message`;
-// with --shape, each count line is followed by `shape word...` (see Shape).
+// Prints a header line of the count names, then `FILE<tab>count...` per file, or `FILE<tab>ERROR
+// message`; with --shape, each count line is followed by `<tab>shape word...` (see Shape).
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -401,24 +401,24 @@ void one(const std::string& path, bool shape) {
   std::stringstream ss;
   ss << f.rdbuf();
   if (!f) {
-    std::cout << path << " ERROR cannot read\n";
+    std::cout << path << "\tERROR cannot read\n";
     return;
   }
   try {
     Module m = parse_syntax(Source{path, ss.str()});
     Counter c;
     c.body(m.body);
-    std::cout << path;
-    for (long v : c.n) std::cout << ' ' << v;
+    std::cout << path << '\t';
+    for (long v : c.n) std::cout << v << ' ';
     std::cout << '\n';
     if (shape) {
       Shape sh;
       sh.body(m.body);
-      std::cout << "shape" << sh.out << '\n';
+      std::cout << "\tshape" << sh.out << '\n';
     }
   } catch (const kiln::Error& e) {
     std::string msg = e.what();
-    std::cout << path << " ERROR " << msg.substr(0, msg.find('\n')) << '\n';
+    std::cout << path << "\tERROR " << msg.substr(0, msg.find('\n')) << '\n';
   }
 }
 

@@ -186,12 +186,12 @@ def main():
     failures = []
     path = None
     for line in lines[1:]:
-        if line.startswith("shape"):
+        if line.startswith("\tshape"):
             got_shape = line.split()[1:]
             if path in shapes and got_shape != shapes[path] and not any(f.startswith(path + ":") for f in failures):
                 failures.append(f"{path}: shapes differ {first_difference(got_shape, shapes[path])}")
             continue
-        path, _, rest = line.partition(" ")
+        path, _, rest = line.partition("\t")
         seen.add(path)
         if rest.startswith("ERROR "):
             failures.append(f"{path}: kiln cannot parse it: {rest[6:]}")
