@@ -1,7 +1,9 @@
 #pragma once
 // The script AST: what the parser builds and lowering reads. Every node carries the source location
 // errors point at. Expressions and statements are each one struct with a kind tag, so passes switch
-// over the kind (no default: a new kind does not compile until every switch handles it).
+// over the kind (no default: a new kind does not compile until every switch handles it). The parser
+// reads all of Python 3.11; the kinds below the first block of each enum are the constructs kiln
+// parses but does not evaluate or lower yet (unsupported_construct() names them in errors).
 #include <cstdint>
 #include <memory>
 #include <set>
@@ -21,7 +23,7 @@ enum class ExprKind : uint8_t {
   Bool,       // int_value (0/1)
   None,
   String,     // name holds the value
-  Ellipsis,   // `...` inside a subscript
+  Ellipsis,   // `...`
   Tuple,      // args
   List,       // args
   Attribute,  // args[0].name
@@ -33,17 +35,43 @@ enum class ExprKind : uint8_t {
   BoolOp,     // args joined by op "and" / "or" (two or more)
   Compare,    // args[0] ops[0] args[1] ops[1] args[2] ... ("<", "==", "is", "is not", "in", ...)
   IfExp,      // args[1] if args[0] else args[2]
-  Starred,    // *args[0], as a call argument (nn.Sequential(*layers) in __init__)
-  Dict,       // {args[0]: args[1], args[2]: args[3], ...}
+  Starred,    // *args[0]: a call argument (nn.Sequential(*layers) in __init__), display item or target
+  Dict,       // {args[0]: args[1], args[2]: args[3], ...}; a null key is `**args[2k+1]`
+  // Parsed, neither evaluated nor lowered yet.
+  BigInt,        // an integer literal beyond int64; name holds its spelling
+  Imaginary,     // float_value j
+  Bytes,         // b"...": name holds the bytes
+  FString,       // f"...": args are String parts and FormattedValue fields, in order
+  FormattedValue,  // {args[0]!op:args[1]} in an f-string; op is "", "r", "s" or "a"; args[1], the spec (an FString), when written
+  Set,           // {args...}
+  ListComp,      // [args[0] generators]
+  SetComp,       // {args[0] generators}
+  DictComp,      // {args[0]: args[1] generators}
+  GeneratorExp,  // (args[0] generators)
+  Lambda,        // lambda fn->params...: fn->body is one Return of the expression
+  NamedExpr,     // args[0] := args[1]
+  Yield,         // yield args[0] (args empty when bare)
+  YieldFrom,     // yield from args[0]
+  Await,         // await args[0]
 };
 
 struct Expr;
 using ExprPtr = std::unique_ptr<Expr>;
+struct FunctionDef;
+struct ClassDef;
 
 struct Keyword {
-  std::string name;
+  std::string name;  // empty for `**value`
   ExprPtr value;
   SourceLoc loc;
+};
+
+// One `for target in iter if cond...` of a comprehension.
+struct Comprehension {
+  ExprPtr target;
+  ExprPtr iter;
+  std::vector<ExprPtr> ifs;
+  bool is_async = false;
 };
 
 struct Expr {
@@ -56,9 +84,13 @@ struct Expr {
   double float_value = 0;
   std::vector<ExprPtr> args;  // may hold nulls for absent slice bounds
   std::vector<Keyword> keywords;  // Call
+  std::vector<Comprehension> generators;  // ListComp, SetComp, DictComp, GeneratorExp
+  std::shared_ptr<FunctionDef> fn;  // Lambda
 };
 
-// A type annotation as written: Tensor, int, Tuple[Tensor, int], Optional[Tensor], List[int].
+// A type annotation as kiln reads it: Tensor, int, Tuple[Tensor, int], Optional[Tensor], List[int].
+// An annotation that is no such name (`int | None`, a string) keeps its spelling as the name, which
+// type_from_annotation() rejects as an unknown type.
 struct TypeExpr {
   std::string name;
   std::vector<TypeExpr> args;
@@ -69,19 +101,75 @@ enum class StmtKind : uint8_t {
   Expr,       // value (docstrings and bare calls)
   Assign,     // targets = value (targets: one Name/Tuple/List/Subscript per `=`)
   AugAssign,  // targets[0] op= value
-  AnnAssign,  // targets[0] : annotation = value
+  AnnAssign,  // targets[0] : annotation = value (value may be null: `x: int`)
   If,         // test, body, orelse (elif is an If alone in orelse)
-  While,      // test, body
-  For,        // for targets[0] in value: body
+  While,      // test, body, orelse (`while ... else`)
+  For,        // for targets[0] in value: body, orelse
   Return,     // value (may be null)
   Break,
   Continue,
   Pass,
   Assert,     // test, value (the message, may be null)
+  // Parsed, neither evaluated nor lowered yet. At the top level and in class bodies, defs, classes and
+  // imports are what collect() reads.
+  FunctionDef,  // fn (def and async def)
+  ClassDef,     // cls
+  Import,       // names
+  ImportFrom,   // from module (level dots before it) import names
+  AsyncFor,     // as For
+  Try,          // body, handlers, orelse, finalbody
+  TryStar,      // as Try, with except*
+  With,         // items, body
+  AsyncWith,    // as With
+  Raise,        // raise value from cause (either may be null)
+  Global,       // names (each Alias's name)
+  Nonlocal,     // names (each Alias's name)
+  Delete,       // targets
+  Match,        // match value: cases
 };
 
 struct Stmt;
 using StmtPtr = std::unique_ptr<Stmt>;
+
+// `name as asname` of an import; name is dotted, or "*" in `from m import *`.
+struct Alias {
+  std::string name, asname;
+  SourceLoc loc;
+};
+
+struct ExceptHandler {
+  ExprPtr type;  // null for a bare except
+  std::string name;  // `as name`, empty when absent
+  std::vector<StmtPtr> body;
+  SourceLoc loc;
+};
+
+struct WithItem {
+  ExprPtr context;
+  ExprPtr vars;  // `as vars`, may be null
+};
+
+// A match-statement pattern: Value (value), Singleton (value: None/True/False), Sequence (patterns),
+// Mapping (keys with patterns; name is `**name`), Class (value is the class; patterns, then kwd_names
+// with kwd_patterns), Star (`*name`), As (patterns[0] as name; no pattern: a capture, or `_` when name
+// is empty too), Or (patterns).
+struct Pattern {
+  enum class Kind : uint8_t { Value, Singleton, Sequence, Mapping, Class, Star, As, Or };
+  Kind kind;
+  SourceLoc loc;
+  ExprPtr value;
+  std::vector<ExprPtr> keys;
+  std::vector<Pattern> patterns;
+  std::vector<std::string> kwd_names;
+  std::vector<Pattern> kwd_patterns;
+  std::string name;
+};
+
+struct MatchCase {
+  Pattern pattern;
+  ExprPtr guard;  // may be null
+  std::vector<StmtPtr> body;
+};
 
 struct Stmt {
   StmtKind kind;
@@ -91,33 +179,58 @@ struct Stmt {
   ExprPtr test;
   std::string op;  // AugAssign: "+", ...
   TypeExpr annotation;  // AnnAssign
+  ExprPtr annotation_expr;  // AnnAssign: the annotation as written
   std::vector<StmtPtr> body;
-  std::vector<StmtPtr> orelse;
+  std::vector<StmtPtr> orelse;  // If, While, For, Try
+  std::shared_ptr<FunctionDef> fn;  // FunctionDef
+  std::shared_ptr<ClassDef> cls;    // ClassDef
+  std::vector<Alias> names;  // Import, ImportFrom (aliases); Global, Nonlocal (names in name)
+  std::string module;  // ImportFrom, without the leading dots
+  int level = 0;       // ImportFrom: the leading dots
+  std::vector<ExceptHandler> handlers;  // Try, TryStar
+  std::vector<StmtPtr> finalbody;  // Try, TryStar
+  std::vector<WithItem> items;  // With, AsyncWith
+  ExprPtr cause;  // Raise
+  std::vector<MatchCase> cases;  // Match
 };
 
 struct Param {
   std::string name;
   TypeExpr type;
   bool has_type = false;  // methods may leave parameters unannotated (Tensor, as in TorchScript)
+  ExprPtr annotation;  // as written, null when none (type is read from it)
   ExprPtr default_value;  // null when none
   SourceLoc loc;
 };
 
 struct FunctionDef {
-  std::string name;
+  std::string name;  // "<lambda>" for a lambda
   SourceLoc loc;
-  std::vector<Param> params;
+  std::vector<Param> params;  // positional ones (the first posonly of them before `/`)
+  size_t posonly = 0;
+  std::unique_ptr<Param> vararg;  // *args, may be null
+  std::vector<Param> kwonly;      // after `*` or *args
+  std::unique_ptr<Param> kwarg;   // **kwargs, may be null
   TypeExpr returns;
   bool has_returns = false;
+  ExprPtr returns_expr;  // as written
+  bool is_async = false;
+  std::vector<ExprPtr> decorators;
   std::vector<StmtPtr> body;
 };
 
-// `class Net(nn.Module):` with its methods. Only torch.nn.Module is accepted as the base.
+// `class Net(nn.Module):` with its methods. Only torch.nn.Module is accepted as the base (checked when
+// the module is collected, not by the parser).
 struct ClassDef {
   std::string name;
   SourceLoc loc;
-  std::vector<std::unique_ptr<FunctionDef>> methods;
-  std::vector<std::pair<std::string, ExprPtr>> attrs;  // class-level `name = value`, in order
+  std::vector<ExprPtr> bases;
+  std::vector<Keyword> keywords;  // metaclass=..., **kw
+  std::vector<ExprPtr> decorators;
+  std::vector<StmtPtr> body;  // every statement, as written
+  // Collected from body for lowering: the methods and class-level `name = value`, in order.
+  std::vector<std::shared_ptr<FunctionDef>> methods;
+  std::vector<std::pair<std::string, const Expr*>> attrs;
   const FunctionDef* method(std::string_view n) const {
     for (const auto& m : methods)
       if (m->name == n) return m.get();
@@ -126,13 +239,19 @@ struct ClassDef {
 };
 
 struct Module {
-  std::vector<std::unique_ptr<FunctionDef>> functions;
-  std::vector<std::unique_ptr<ClassDef>> classes;
+  std::vector<StmtPtr> body;  // every top-level statement, in order
+  // Collected from body: the top-level functions and classes kiln lowers.
+  std::vector<std::shared_ptr<FunctionDef>> functions;
+  std::vector<std::shared_ptr<ClassDef>> classes;
   // What the imports bound: "torch" for `import torch`, "Tensor", "List", ... for from-imports.
   std::set<std::string> imported;
   // Names bound to torch.nn and torch.nn.functional (`import torch.nn as nn`, `from torch import nn`,
   // `import torch.nn.functional as F`); "torch.nn" and "torch.nn.functional" when torch is imported.
   std::set<std::string> nn_names, functional_names;
 };
+
+// "lambda is", "list comprehensions are", ...: the construct, for "... not supported in <where>".
+const char* unsupported_construct(ExprKind k);
+const char* unsupported_construct(StmtKind k);
 
 }  // namespace kiln::script

@@ -16,6 +16,7 @@
 #include "script_frontend/lowerer.h"
 #include "script_frontend/module.h"
 #include "script_frontend/objects.h"
+#include "script_frontend/parser.h"
 
 namespace kiln::script {
 
@@ -155,6 +156,7 @@ class Init {
   Static run_function(const FunctionDef& f, const Static* self, const std::vector<Static>& args, const Bound& kwargs,
                       SourceLoc at) {
     if (++depth_ > 64) fail(at, fmt::format("calls nest more than 64 deep in '{}' (recursion?)", f.name));
+    check_def(src_, f, self != nullptr, "__init__");
     Signature sig;
     size_t first = self ? 1 : 0;
     if (self && (f.params.empty() || f.params[0].name != "self"))
@@ -201,7 +203,10 @@ class Init {
         for (const auto& t : s.targets) assign(*t, v, sc);
         return Flow::Normal;
       }
-      case StmtKind::AnnAssign: assign(*s.targets[0], eval(*s.value, sc), sc); return Flow::Normal;
+      case StmtKind::AnnAssign:
+        if (!s.value) fail(s.loc, "an annotated name needs a value in __init__");
+        assign(*s.targets[0], eval(*s.value, sc), sc);
+        return Flow::Normal;
       case StmtKind::AugAssign: {
         Static cur = eval(*s.targets[0], sc);
         assign(*s.targets[0], binary(s.op, cur, eval(*s.value, sc), s.loc), sc);
@@ -210,6 +215,7 @@ class Init {
       case StmtKind::If:
         return truthy(eval(*s.test, sc), s.test->loc) ? exec(s.body, sc, ret) : exec(s.orelse, sc, ret);
       case StmtKind::While: {
+        if (!s.orelse.empty()) fail(s.loc, "while ... else is not supported in __init__");
         for (int64_t n = 0; truthy(eval(*s.test, sc), s.test->loc); ++n) {
           if (n > 1000000) fail(s.loc, "a while loop in __init__ ran more than a million times");
           Flow fl = exec(s.body, sc, ret);
@@ -219,6 +225,7 @@ class Init {
         return Flow::Normal;
       }
       case StmtKind::For: {
+        if (!s.orelse.empty()) fail(s.loc, "for ... else is not supported in __init__");
         Static seq = eval(*s.value, sc);
         std::vector<Static> elems = iterate(seq, s.value->loc);
         for (const Static& e : elems) {
@@ -241,6 +248,20 @@ class Init {
         if (!truthy(eval(*s.test, sc), s.test->loc))
           fail(s.loc, s.value && s.value->kind == ExprKind::String ? "AssertionError: " + s.value->name : "AssertionError");
         return Flow::Normal;
+      case StmtKind::FunctionDef:
+      case StmtKind::ClassDef:
+      case StmtKind::Import:
+      case StmtKind::ImportFrom:
+      case StmtKind::AsyncFor:
+      case StmtKind::Try:
+      case StmtKind::TryStar:
+      case StmtKind::With:
+      case StmtKind::AsyncWith:
+      case StmtKind::Raise:
+      case StmtKind::Global:
+      case StmtKind::Nonlocal:
+      case StmtKind::Delete:
+      case StmtKind::Match: fail(s.loc, fmt::format("{} not supported in __init__", unsupported_construct(s.kind)));
     }
     return Flow::Normal;
   }
@@ -432,6 +453,21 @@ class Init {
       case ExprKind::Slice:
       case ExprKind::Starred: break;
       case ExprKind::Dict: fail(e.loc, "dicts are not supported in __init__ (kiln script supports them in methods)");
+      case ExprKind::BigInt: fail(e.loc, fmt::format("integer literal {} does not fit in int64", e.name));
+      case ExprKind::Imaginary:
+      case ExprKind::Bytes:
+      case ExprKind::FString:
+      case ExprKind::FormattedValue:
+      case ExprKind::Set:
+      case ExprKind::ListComp:
+      case ExprKind::SetComp:
+      case ExprKind::DictComp:
+      case ExprKind::GeneratorExp:
+      case ExprKind::Lambda:
+      case ExprKind::NamedExpr:
+      case ExprKind::Yield:
+      case ExprKind::YieldFrom:
+      case ExprKind::Await: fail(e.loc, fmt::format("{} not supported in __init__", unsupported_construct(e.kind)));
     }
     fail(e.loc, "this expression is not supported in __init__");
   }
@@ -582,7 +618,10 @@ class Init {
           args.push_back(eval(a, sc));
         }
       }
-      for (const Keyword& k : e.keywords) kwargs[k.name] = eval(*k.value, sc);
+      for (const Keyword& k : e.keywords) {
+        if (k.name.empty()) fail(k.loc, "**kwargs are not supported in __init__");
+        kwargs[k.name] = eval(*k.value, sc);
+      }
     };
     if (fn.kind == ExprKind::Attribute) {
       const Expr& base = *fn.args[0];

@@ -56,6 +56,7 @@ Value* Lowerer::dict_literal(const Expr& e) {
   std::vector<std::string> keys;
   std::vector<Value*> values;
   for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
+    if (!e.args[i]) fail(e.args[i + 1]->loc, "dict unpacking (**) is not supported in kiln script");
     std::string k = dict_key(*e.args[i]);
     Value* v = expr(*e.args[i + 1]);
     auto at = std::find(keys.begin(), keys.end(), k);

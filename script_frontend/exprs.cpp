@@ -266,6 +266,21 @@ Value* Lowerer::expr(const Expr& e) {
     case ExprKind::Compare: v = compare_chain(e, 0, expr(*e.args[0])); break;
     case ExprKind::Starred: fail(e.loc, "starred expressions are only supported in __init__ (nn.Sequential(*layers))");
     case ExprKind::Dict: v = dict_literal(e); break;
+    case ExprKind::BigInt: fail(e.loc, fmt::format("integer literal {} does not fit in int64", e.name));
+    case ExprKind::Imaginary:
+    case ExprKind::Bytes:
+    case ExprKind::FString:
+    case ExprKind::FormattedValue:
+    case ExprKind::Set:
+    case ExprKind::ListComp:
+    case ExprKind::SetComp:
+    case ExprKind::DictComp:
+    case ExprKind::GeneratorExp:
+    case ExprKind::Lambda:
+    case ExprKind::NamedExpr:
+    case ExprKind::Yield:
+    case ExprKind::YieldFrom:
+    case ExprKind::Await: fail(e.loc, fmt::format("{} not supported in kiln script", unsupported_construct(e.kind)));
     case ExprKind::IfExp: {
       if (std::optional<bool> known = static_condition(*e.args[0])) {
         v = expr(*e.args[*known ? 1 : 2]);
@@ -721,6 +736,8 @@ bool is_functional(const Expr& e, const Module& m) {
 }  // namespace
 
 Value* Lowerer::call(const Expr& e) {
+  for (const Keyword& k : e.keywords)
+    if (k.name.empty()) fail(k.loc, "**kwargs are not supported in kiln script");
   const Expr& fn = *e.args[0];
   if (const Object* o = static_object(fn)) return call_object(*o, e);
   if (fn.kind == ExprKind::Attribute) {

@@ -145,6 +145,7 @@ Value* Lowerer::coerce(Value* v, const Type& want, SourceLoc loc, std::string_vi
 // ---------------------------------------------------------------- functions
 
 Lowerer::Frame Lowerer::new_frame(const FunctionDef& f, const Object* self) {
+  check_def(src_, f, self != nullptr, "kiln script");
   Frame fr{&f, Type::scalar(TypeKind::None)};
   fr.self = self;
   if (f.has_returns && (f.returns.name == "Dict" || f.returns.name == "dict")) {
@@ -375,7 +376,21 @@ unsigned Lowerer::exits(const Stmt& s) const {
     case StmtKind::AugAssign:
     case StmtKind::AnnAssign:
     case StmtKind::Pass:
-    case StmtKind::Assert: return 0;
+    case StmtKind::Assert:
+    case StmtKind::FunctionDef:
+    case StmtKind::ClassDef:
+    case StmtKind::Import:
+    case StmtKind::ImportFrom:
+    case StmtKind::AsyncFor:
+    case StmtKind::Try:
+    case StmtKind::TryStar:
+    case StmtKind::With:
+    case StmtKind::AsyncWith:
+    case StmtKind::Raise:
+    case StmtKind::Global:
+    case StmtKind::Nonlocal:
+    case StmtKind::Delete:
+    case StmtKind::Match: return 0;  // lowering rejects these kinds before it asks
   }
   return 0;
 }
@@ -547,6 +562,7 @@ void Lowerer::stmt(const Stmt& s) {
       return assign(*s.targets[0], binary(s.op, cur, rhs, s.loc), s.loc);
     }
     case StmtKind::AnnAssign: {
+      if (!s.value) fail(s.loc, "an annotated name needs a value in kiln script");
       if (s.annotation.name == "Dict" || s.annotation.name == "dict") {
         Value* d = expr(*s.value);
         if (!dict_keys(d)) fail(s.value->loc, fmt::format("the annotation of '{}' is a dict, got {}", s.targets[0]->name, d->type().str()));
@@ -561,8 +577,12 @@ void Lowerer::stmt(const Stmt& s) {
       return assign(*s.targets[0], v, s.loc);
     }
     case StmtKind::If: return if_stmt(s);
-    case StmtKind::While: return while_stmt(s);
-    case StmtKind::For: return for_stmt(s);
+    case StmtKind::While:
+      if (!s.orelse.empty()) fail(s.loc, "while ... else is not supported in kiln script");
+      return while_stmt(s);
+    case StmtKind::For:
+      if (!s.orelse.empty()) fail(s.loc, "for ... else is not supported in kiln script");
+      return for_stmt(s);
     case StmtKind::Return: return return_stmt(s);
     case StmtKind::Break:
     case StmtKind::Continue: {
@@ -574,6 +594,21 @@ void Lowerer::stmt(const Stmt& s) {
     }
     case StmtKind::Pass: return;
     case StmtKind::Assert: return assert_stmt(s);
+    case StmtKind::FunctionDef:
+      fail(s.loc, "nested functions are not supported in kiln script; define it at the top level");
+    case StmtKind::ClassDef: fail(s.loc, "nested classes are not supported in kiln script; define it at the top level");
+    case StmtKind::Import:
+    case StmtKind::ImportFrom: fail(s.loc, "imports are only allowed at the top level of a kiln script");
+    case StmtKind::AsyncFor:
+    case StmtKind::Try:
+    case StmtKind::TryStar:
+    case StmtKind::With:
+    case StmtKind::AsyncWith:
+    case StmtKind::Raise:
+    case StmtKind::Global:
+    case StmtKind::Nonlocal:
+    case StmtKind::Delete:
+    case StmtKind::Match: fail(s.loc, fmt::format("{} not supported in kiln script", unsupported_construct(s.kind)));
   }
 }
 

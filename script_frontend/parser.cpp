@@ -1,8 +1,10 @@
+// Python 3.11's statements: simple statements, compound statements and blocks, definitions with
+// their decorators and parameters, imports. parse() then collects the kiln module from them.
 #include "script_frontend/parser.h"
 
 #include <fmt/format.h>
 
-#include "script_frontend/lexer.h"
+#include "script_frontend/parser_impl.h"
 
 namespace kiln::script {
 
@@ -10,21 +12,9 @@ namespace {
 
 // Deep enough for any real program, shallow enough that the recursive descent cannot exhaust the
 // stack on hostile input (the fuzzer feeds it thousands of '(').
-constexpr int kMaxDepth = 100;
-constexpr int kMaxChain = 500;
+constexpr int kMaxDepth = 1000;
 
-// Python keywords kiln script does not accept as statements or expressions, with the name used in
-// the error (`lambda is not supported in kiln script`).
-const char* unsupported_keyword(std::string_view w) {
-  static constexpr std::pair<std::string_view, const char*> kw[] = {
-      {"lambda", "lambda"},     {"class", "class"},         {"with", "with"},       {"try", "try"},
-      {"except", "except"},     {"finally", "finally"},     {"raise", "raise"},     {"global", "global"},
-      {"nonlocal", "nonlocal"}, {"yield", "yield"},         {"async", "async"},     {"await", "await"},
-      {"del", "del"},           {"match", nullptr},         {"print", nullptr}};
-  for (auto& [k, name] : kw)
-    if (k == w) return name;
-  return nullptr;
-}
+}  // namespace
 
 bool is_keyword(std::string_view w) {
   static constexpr std::string_view kws[] = {"False", "None",  "True",   "and",     "as",     "assert", "async",
@@ -37,829 +27,567 @@ bool is_keyword(std::string_view w) {
   return false;
 }
 
-class Parser {
- public:
-  explicit Parser(const Source& src) : src_(src), toks_(lex(src)) {}
+Parser::Parser(const Source& src) : src_(src), toks_(lex(src)) {}
 
-  // Each top-level statement parses on its own: after an error the parser skips to the next line
-  // that starts a top-level statement and goes on, so one run reports every broken definition
-  // (clang-style) without cascades from the broken one.
-  Module module(std::vector<std::string>& errors) {
-    Module m;
-    while (!at(Tok::End)) {
-      try {
-        top_level(m);
-      } catch (const Error& e) {
-        errors.push_back(e.what());
-        depth_ = 0;
-        resync();
-      }
-    }
-    return m;
-  }
+Parser::DepthGuard::DepthGuard(Parser& p) : p_(p) {
+  if (++p_.depth_ > kMaxDepth) p_.fail_here("expression or block nested too deeply");
+}
 
- private:
-  void top_level(Module& m) {
-    if (accept(Tok::Newline)) return;
-    if (at_name("import")) {
-      import_stmt(m);
-    } else if (at_name("from")) {
-      from_import(m);
-    } else if (at_name("def")) {
-      m.functions.push_back(function(false));
-    } else if (at_name("class")) {
-      m.classes.push_back(class_def(m));
-    } else if (at(Tok::String)) {
-      expr_list();  // the module docstring
-      end_of_statement();
-    } else if (at_op("@")) {
-      fail_here("decorators are not supported in kiln script");
-    } else if (at(Tok::Indent)) {
-      fail_here("unexpected indent");
-    } else {
-      fail_here("only imports, function definitions and classes are allowed at the top level of a kiln script");
-    }
-  }
+bool Parser::at_keyword() const { return at(Tok::Name) && is_keyword(cur().text); }
+bool Parser::accept(Tok k) {
+  if (!at(k)) return false;
+  next();
+  return true;
+}
+bool Parser::accept_op(std::string_view o) {
+  if (!at_op(o)) return false;
+  next();
+  return true;
+}
+bool Parser::accept_name(std::string_view n) {
+  if (!at_name(n)) return false;
+  next();
+  return true;
+}
 
-  // Past the statement that failed: to the next token in column 1 (a top-level statement).
-  void resync() {
-    next();
-    while (!at(Tok::End) && !(cur().loc.col == 1 && cur().kind == Tok::Name)) next();
+std::string Parser::describe(const Token& t) const {
+  switch (t.kind) {
+    case Tok::Name: return fmt::format("'{}'", t.text);
+    case Tok::Int:
+    case Tok::Float:
+    case Tok::Imag: return fmt::format("number {}", t.text);
+    case Tok::String: return "a string";
+    case Tok::FStringStart: return "an f-string";
+    case Tok::FStringMiddle: return "f-string text";
+    case Tok::FStringEnd: return "the end of the f-string";
+    case Tok::Op: return fmt::format("'{}'", t.text);
+    case Tok::Newline: return "end of line";
+    case Tok::Indent: return "an indent";
+    case Tok::Dedent: return "a dedent";
+    case Tok::End: return "end of file";
   }
+  return "?";
+}
+void Parser::expect_op(std::string_view o, std::string_view context) {
+  if (!accept_op(o)) fail_here(fmt::format("expected '{}' {}, found {}", o, context, describe(cur())));
+}
+std::string Parser::expect_name(std::string_view context) {
+  if (!at(Tok::Name) || is_keyword(cur().text))
+    fail_here(fmt::format("expected a name {}, found {}", context, describe(cur())));
+  return next().text;
+}
 
-  // ---- tokens ----
-  const Token& cur() const { return toks_[pos_]; }
-  const Token& peek(size_t k = 1) const { return toks_[std::min(pos_ + k, toks_.size() - 1)]; }
-  bool at(Tok k) const { return cur().kind == k; }
-  bool at_op(std::string_view o) const { return cur().kind == Tok::Op && cur().text == o; }
-  bool at_name(std::string_view n) const { return cur().kind == Tok::Name && cur().text == n; }
-  const Token& next() {
-    const Token& t = toks_[pos_];
-    if (pos_ + 1 < toks_.size()) ++pos_;
-    return t;
-  }
-  bool accept(Tok k) {
-    if (!at(k)) return false;
-    next();
-    return true;
-  }
-  bool accept_op(std::string_view o) {
-    if (!at_op(o)) return false;
-    next();
-    return true;
-  }
-  bool accept_name(std::string_view n) {
-    if (!at_name(n)) return false;
-    next();
-    return true;
-  }
-  [[noreturn]] void fail_here(std::string_view msg) const { src_.fail(cur().loc, msg); }
-  std::string describe(const Token& t) const {
-    switch (t.kind) {
-      case Tok::Name: return fmt::format("'{}'", t.text);
-      case Tok::Int:
-      case Tok::Float: return fmt::format("number {}", t.text);
-      case Tok::String: return "a string";
-      case Tok::Op: return fmt::format("'{}'", t.text);
-      case Tok::Newline: return "end of line";
-      case Tok::Indent: return "an indent";
-      case Tok::Dedent: return "a dedent";
-      case Tok::End: return "end of file";
-    }
-    return "?";
-  }
-  void expect_op(std::string_view o, std::string_view context) {
-    if (!accept_op(o)) fail_here(fmt::format("expected '{}' {}, found {}", o, context, describe(cur())));
-  }
-  std::string expect_name(std::string_view context) {
-    if (!at(Tok::Name) || is_keyword(cur().text))
-      fail_here(fmt::format("expected a name {}, found {}", context, describe(cur())));
-    return next().text;
-  }
-  void end_of_statement() {
-    if (accept(Tok::Newline) || at(Tok::End)) return;
-    if (at_op(";")) return;
-    fail_here(fmt::format("invalid syntax: expected end of line, found {}", describe(cur())));
-  }
-
-  struct DepthGuard {
-    DepthGuard(Parser& p) : p_(p) {
-      if (++p_.depth_ > kMaxDepth) p_.fail_here("expression or block nested too deeply");
-    }
-    ~DepthGuard() { --p_.depth_; }
-    Parser& p_;
-  };
-
-  // ---- imports ----
-  void import_stmt(Module& m) {
-    SourceLoc at_loc = cur().loc;
-    next();
-    std::string mod = dotted_name();
-    std::string as;
-    if (accept_name("as")) as = expect_name("after 'as'");
-    if (mod == "torch" && as.empty()) {
-      m.imported.insert("torch");
-    } else if (mod == "math" && as.empty()) {
-      m.imported.insert("math");
-    } else if (mod == "torch.nn" || mod == "torch.nn.functional") {
-      // `import torch.nn` binds torch, as Python does; `import torch.nn as nn` binds the alias only.
-      std::set<std::string>& names = mod == "torch.nn" ? m.nn_names : m.functional_names;
-      if (as.empty()) {
-        m.imported.insert("torch");
-        names.insert(mod);
-      } else {
-        names.insert(as);
-      }
-    } else if (!as.empty() && (mod == "torch" || mod == "math")) {
-      src_.fail(at_loc, fmt::format("import {} as {} is not supported in kiln script (import {})", mod, as, mod));
-    } else {
-      src_.fail(at_loc, fmt::format("import of '{}' is not supported in kiln script (only torch, torch.nn, "
-                                    "torch.nn.functional, math and typing)",
-                                    mod));
-    }
-    end_of_statement();
-  }
-  void from_import(Module& m) {
-    next();
-    std::string mod = dotted_name();
-    if (!accept_name("import")) fail_here("expected 'import' after the module name");
-    bool paren = accept_op("(");
-    do {
-      if (paren && at_op(")")) break;
-      SourceLoc nloc = cur().loc;
-      std::string name = expect_name("to import");
-      std::string as = name;
-      if (accept_name("as")) as = expect_name("after 'as'");
-      bool typing = mod == "typing" && (name == "List" || name == "Tuple" || name == "Optional" || name == "Dict");
-      if (mod == "torch" && name == "nn") {
-        m.nn_names.insert(as);
-      } else if ((mod == "torch.nn" && name == "functional") || (mod == "torch" && name == "functional")) {
-        m.functional_names.insert(as);
-      } else if (mod == "torch.nn" && name == "Module" && as == name) {
-        m.imported.insert("Module");
-      } else if (((mod == "torch" && name == "Tensor") || typing) && as == name) {
-        m.imported.insert(name);
-      } else {
-        src_.fail(nloc, fmt::format("from {} import {}{} is not supported in kiln script", mod, name,
-                                    as == name ? "" : " as " + as));
-      }
-    } while (accept_op(","));
-    if (paren) expect_op(")", "to close the import list");
-    end_of_statement();
-  }
-  std::string dotted_name() {
-    std::string n = expect_name("after import");
-    while (accept_op(".")) {
-      n += '.';
-      n += expect_name("after '.'");
-    }
-    return n;
-  }
-
-  // ---- types ----
-  TypeExpr type_expr() {
-    DepthGuard g(*this);
-    TypeExpr t;
-    t.loc = cur().loc;
-    if (at_name("None")) {
-      next();
-      t.name = "None";
-      return t;
-    }
-    t.name = expect_name("as a type");
-    while (accept_op(".")) {
-      t.name += '.';
-      t.name += expect_name("in the type name");
-    }
-    if (accept_op("[")) {
-      if (at_op("(")) fail_here("expected a type, found '('");
-      do {
-        if (at_op("]")) break;
-        t.args.push_back(type_expr());
-      } while (accept_op(","));
-      expect_op("]", "to close the type arguments");
-    }
-    return t;
-  }
-
-  // ---- functions and statements ----
-  // A method may leave parameters unannotated (TorchScript reads them as Tensor) and, in __init__,
-  // give them any constant default: __init__ runs once, when the module is built.
-  std::unique_ptr<FunctionDef> function(bool method) {
-    auto f = std::make_unique<FunctionDef>();
-    next();  // def
-    f->loc = cur().loc;
-    f->name = expect_name("after 'def'");
-    expect_op("(", "after the function name");
-    while (!at_op(")")) {
-      if (at_op("*") || at_op("**")) fail_here("*args and **kwargs are not supported in kiln script");
-      if (at_op("/")) fail_here("positional-only parameters are not supported in kiln script");
-      Param p;
-      p.loc = cur().loc;
-      p.name = expect_name("as a parameter");
-      if (accept_op(":")) {
-        p.type = type_expr();
-        p.has_type = true;
-      } else if (!method) {
-        src_.fail(p.loc, fmt::format("parameter '{}' needs a type annotation (kiln script types every parameter)", p.name));
-      }
-      if (accept_op("=")) p.default_value = test();
-      f->params.push_back(std::move(p));
-      if (!accept_op(",")) break;
-    }
-    expect_op(")", "to close the parameter list");
-    if (accept_op("->")) {
-      f->returns = type_expr();
-      f->has_returns = true;
-    }
-    expect_op(":", "after the function signature");
-    f->body = suite();
-    return f;
-  }
-
-  std::unique_ptr<ClassDef> class_def(const Module& m) {
-    auto c = std::make_unique<ClassDef>();
-    next();  // class
-    c->loc = cur().loc;
-    c->name = expect_name("after 'class'");
-    if (!accept_op("(")) src_.fail(c->loc, fmt::format("class '{}' must derive from nn.Module in kiln script", c->name));
-    SourceLoc bloc = cur().loc;
-    std::string base = at_op(")") ? std::string() : dotted_name_in("as the base class");
-    expect_op(")", "after the base class");
-    size_t dot = base.rfind('.');
-    std::string owner = dot == std::string::npos ? "" : base.substr(0, dot);
-    bool ok = base == "Module" ? m.imported.count("Module") != 0
-                               : base.substr(dot + 1) == "Module" && (m.nn_names.count(owner) != 0 ||
-                                                                       (owner == "torch.nn" && m.imported.count("torch")));
-    if (!ok)
-      src_.fail(bloc, fmt::format("class '{}' must derive from nn.Module (imported as torch.nn) in kiln script, not '{}'",
-                                  c->name, base));
-    expect_op(":", "after the class header");
-    if (!accept(Tok::Newline)) fail_here("expected an indented class body");
-    if (!accept(Tok::Indent)) fail_here("expected an indented class body");
-    while (!accept(Tok::Dedent)) {
-      if (at(Tok::End)) break;
+// Each top-level statement parses on its own: after an error the parser skips to the next line that
+// starts a top-level statement and goes on, so one run reports every broken definition (clang-style)
+// without cascades from the broken one.
+std::vector<StmtPtr> Parser::module(std::vector<std::string>& errors) {
+  std::vector<StmtPtr> body;
+  while (!at(Tok::End)) {
+    try {
       if (accept(Tok::Newline)) continue;
-      if (at_name("def")) {
-        c->methods.push_back(function(true));
-        for (size_t i = 0; i + 1 < c->methods.size(); ++i)
-          if (c->methods[i]->name == c->methods.back()->name)
-            src_.fail(c->methods.back()->loc, fmt::format("method '{}' is defined twice in class '{}'", c->methods.back()->name, c->name));
-      } else if (at(Tok::String) || at_name("pass")) {
-        next();  // a docstring
-        end_of_statement();
-      } else if (at_name("__constants__")) {
-        // TorchScript's list of constant attributes: kiln treats every int/float/bool attribute as one.
-        next();
-        expect_op("=", "after __constants__");
-        expr_list();
-        end_of_statement();
-      } else if (at_op("@")) {
-        fail_here("decorators are not supported in kiln script");
-      } else if (at(Tok::Name) && !is_keyword(cur().text) && peek().kind == Tok::Op &&
-                 (peek().text == "=" || peek().text == ":")) {
-        // A class-level attribute (`expansion = 1`): a constant every instance starts with.
-        StmtPtr st = simple_statement();
-        end_of_statement();
-        if ((st->kind != StmtKind::Assign && st->kind != StmtKind::AnnAssign) || st->targets.size() != 1 ||
-            st->targets[0]->kind != ExprKind::Name || !st->value)
-          src_.fail(st->loc, "a class-level attribute in kiln script is `name = value`");
-        c->attrs.emplace_back(st->targets[0]->name, std::move(st->value));
-      } else {
-        fail_here("a class body in kiln script holds methods (def), class attributes (name = value), a docstring and "
-                  "__constants__");
-      }
-    }
-    if (!c->method("forward")) src_.fail(c->loc, fmt::format("class '{}' has no forward method", c->name));
-    return c;
-  }
-  std::string dotted_name_in(std::string_view context) {
-    std::string n = expect_name(context);
-    while (accept_op(".")) {
-      n += '.';
-      n += expect_name("after '.'");
-    }
-    return n;
-  }
-
-  std::vector<StmtPtr> suite() {
-    DepthGuard g(*this);
-    std::vector<StmtPtr> body;
-    if (!accept(Tok::Newline)) {
-      simple_statements(body);
-      return body;
-    }
-    if (!accept(Tok::Indent)) fail_here("expected an indented block");
-    while (!accept(Tok::Dedent)) {
-      if (at(Tok::End)) fail_here("expected a dedent");
+      if (at(Tok::Indent)) fail_here("unexpected indent");
       statement(body);
+    } catch (const Error& e) {
+      errors.push_back(e.what());
+      depth_ = 0;
+      next();
+      while (!at(Tok::End) && !(cur().loc.col == 1 && (cur().kind == Tok::Name || at_op("@")))) next();
     }
+  }
+  return body;
+}
+
+StmtPtr Parser::make(StmtKind k, SourceLoc loc) {
+  auto s = std::make_unique<Stmt>();
+  s->kind = k;
+  s->loc = loc;
+  return s;
+}
+
+std::vector<StmtPtr> Parser::suite() {
+  DepthGuard g(*this);
+  std::vector<StmtPtr> body;
+  if (!accept(Tok::Newline)) {
+    simple_statements(body);
     return body;
   }
-
-  void statement(std::vector<StmtPtr>& out) {
-    if (at(Tok::Indent)) fail_here("unexpected indent");
-    if (at(Tok::Name)) {
-      const std::string& w = cur().text;
-      if (w == "if") return out.push_back(if_stmt());
-      if (w == "while") return out.push_back(while_stmt());
-      if (w == "for") return out.push_back(for_stmt());
-      if (w == "def") fail_here("nested functions are not supported in kiln script; define it at the top level");
-      if (w == "class") fail_here("nested classes are not supported in kiln script; define it at the top level");
-      if (w == "import" || w == "from") fail_here("imports are only allowed at the top level of a kiln script");
-      if (w == "else" || w == "elif") fail_here(fmt::format("'{}' without a matching 'if'", w));
-    }
-    if (at_op("@")) fail_here("decorators are not supported in kiln script");
-    simple_statements(out);
+  if (!accept(Tok::Indent)) fail_here("expected an indented block");
+  while (!accept(Tok::Dedent)) {
+    if (at(Tok::End)) fail_here("expected a dedent");
+    statement(body);
   }
+  return body;
+}
 
-  void simple_statements(std::vector<StmtPtr>& out) {
-    for (;;) {
-      out.push_back(simple_statement());
-      if (accept_op(";")) {
-        if (accept(Tok::Newline) || at(Tok::End)) return;
-        continue;
+void Parser::statement(std::vector<StmtPtr>& out) {
+  if (at(Tok::Indent)) fail_here("unexpected indent");
+  SourceLoc loc = cur().loc;
+  if (at_op("@")) return out.push_back(decorated());
+  if (at(Tok::Name)) {
+    const std::string& w = cur().text;
+    if (w == "if") return out.push_back(if_stmt());
+    if (w == "while") return out.push_back(while_stmt());
+    if (w == "for") return out.push_back(for_stmt(false, loc));
+    if (w == "try") return out.push_back(try_stmt());
+    if (w == "with") return out.push_back(with_stmt(false, loc));
+    if (w == "def") return out.push_back(function_def({}, false, loc));
+    if (w == "class") return out.push_back(class_def({}, loc));
+    if (w == "async" && peek().kind == Tok::Name) {
+      next();
+      if (at_name("def")) return out.push_back(function_def({}, true, loc));
+      if (at_name("for")) return out.push_back(for_stmt(true, loc));
+      if (at_name("with")) return out.push_back(with_stmt(true, loc));
+      fail_here(fmt::format("expected 'def', 'for' or 'with' after 'async', found {}", describe(cur())));
+    }
+    if (w == "match")
+      if (StmtPtr m = match_stmt()) return out.push_back(std::move(m));
+    if (w == "else" || w == "elif" || w == "except" || w == "finally")
+      fail_here(fmt::format("'{}' without a matching '{}'", w, w == "except" || w == "finally" ? "try" : "if"));
+  }
+  simple_statements(out);
+}
+
+void Parser::simple_statements(std::vector<StmtPtr>& out) {
+  for (;;) {
+    out.push_back(simple_statement());
+    if (accept_op(";")) {
+      if (accept(Tok::Newline) || at(Tok::End)) return;
+      continue;
+    }
+    if (accept(Tok::Newline) || at(Tok::End)) return;
+    fail_here(fmt::format("invalid syntax: expected end of line, found {}", describe(cur())));
+  }
+}
+
+StmtPtr Parser::simple_statement() {
+  SourceLoc loc = cur().loc;
+  if (at(Tok::Name)) {
+    const std::string& w = cur().text;
+    if (w == "pass") return next(), make(StmtKind::Pass, loc);
+    if (w == "break") return next(), make(StmtKind::Break, loc);
+    if (w == "continue") return next(), make(StmtKind::Continue, loc);
+    if (w == "return") {
+      next();
+      auto s = make(StmtKind::Return, loc);
+      if (!at(Tok::Newline) && !at_op(";") && !at(Tok::End)) s->value = star_expressions();
+      return s;
+    }
+    if (w == "assert") {
+      next();
+      auto s = make(StmtKind::Assert, loc);
+      s->test = test();
+      if (accept_op(",")) s->value = test();
+      return s;
+    }
+    if (w == "raise") {
+      next();
+      auto s = make(StmtKind::Raise, loc);
+      if (!at(Tok::Newline) && !at_op(";") && !at(Tok::End)) {
+        s->value = test();
+        if (accept_name("from")) s->cause = test();
       }
-      end_of_statement();
-      return;
+      return s;
     }
+    if (w == "global" || w == "nonlocal") {
+      next();
+      auto s = make(w == "global" ? StmtKind::Global : StmtKind::Nonlocal, loc);
+      do {
+        SourceLoc nloc = cur().loc;
+        s->names.push_back({expect_name("to declare"), "", nloc});
+      } while (accept_op(","));
+      return s;
+    }
+    if (w == "del") {
+      next();
+      auto s = make(StmtKind::Delete, loc);
+      do {
+        if (at(Tok::Newline) || at_op(";") || at(Tok::End)) break;
+        ExprPtr t = bitor_expr();
+        check_target(*t);
+        s->targets.push_back(std::move(t));
+      } while (accept_op(","));
+      if (s->targets.empty()) fail_here("expected a target after 'del'");
+      return s;
+    }
+    if (w == "import") return import_stmt();
+    if (w == "from") return from_import();
+    if (w == "if" || w == "while" || w == "for" || w == "def" || w == "class" || w == "try" || w == "with" ||
+        w == "else" || w == "elif")
+      fail_here(fmt::format("'{}' must start its own line", w));
   }
-
-  StmtPtr make(StmtKind k, SourceLoc loc) {
-    auto s = std::make_unique<Stmt>();
-    s->kind = k;
-    s->loc = loc;
+  ExprPtr first = yield_or_star_expressions();
+  if (at_op(":")) {
+    next();
+    auto s = make(StmtKind::AnnAssign, loc);
+    if (first->kind != ExprKind::Name && first->kind != ExprKind::Attribute && first->kind != ExprKind::Subscript)
+      src_.fail(first->loc, "only a single target can be annotated");
+    s->targets.push_back(std::move(first));
+    s->annotation_expr = test();
+    s->annotation = type_of(*s->annotation_expr);
+    if (accept_op("=")) s->value = yield_or_star_expressions();
     return s;
   }
-
-  StmtPtr simple_statement() {
-    SourceLoc loc = cur().loc;
-    if (at(Tok::Name)) {
-      const std::string& w = cur().text;
-      if (const char* what = unsupported_keyword(w)) fail_here(fmt::format("{} is not supported in kiln script", what));
-      if (w == "pass") return next(), make(StmtKind::Pass, loc);
-      if (w == "break") return next(), make(StmtKind::Break, loc);
-      if (w == "continue") return next(), make(StmtKind::Continue, loc);
-      if (w == "return") {
-        next();
-        auto s = make(StmtKind::Return, loc);
-        if (!at(Tok::Newline) && !at_op(";") && !at(Tok::End)) s->value = expr_list();
-        return s;
-      }
-      if (w == "assert") {
-        next();
-        auto s = make(StmtKind::Assert, loc);
-        s->test = test();
-        if (accept_op(",")) s->value = test();
-        return s;
-      }
-      if (w == "if" || w == "while" || w == "for" || w == "def" || w == "else" || w == "elif")
-        fail_here(fmt::format("'{}' must start its own line", w));
-    }
-    ExprPtr first = expr_list();
-    if (at_op(":")) {
+  static constexpr std::string_view aug[] = {"+=", "-=", "*=", "/=", "//=", "%=", "**=", "@=", "&=", "|=", "^=", "<<=", ">>="};
+  for (auto a : aug)
+    if (at_op(a)) {
       next();
-      auto s = make(StmtKind::AnnAssign, loc);
-      check_target(*first);
+      auto s = make(StmtKind::AugAssign, loc);
+      s->op = std::string(a.substr(0, a.size() - 1));
+      if (first->kind != ExprKind::Name && first->kind != ExprKind::Attribute && first->kind != ExprKind::Subscript)
+        src_.fail(first->loc, "augmented assignment needs a name, an attribute or a subscript as its target");
       s->targets.push_back(std::move(first));
-      s->annotation = type_expr();
-      if (!accept_op("=")) fail_here("an annotated name needs a value in kiln script");
-      s->value = expr_list();
+      s->value = yield_or_star_expressions();
       return s;
     }
-    static constexpr std::string_view aug[] = {"+=", "-=", "*=", "/=", "//=", "%=", "**=", "@=", "&=", "|=", "^=", "<<=", ">>="};
-    for (auto a : aug)
-      if (at_op(a)) {
-        next();
-        auto s = make(StmtKind::AugAssign, loc);
-        s->op = std::string(a.substr(0, a.size() - 1));
-        if (first->kind != ExprKind::Name && first->kind != ExprKind::Attribute && first->kind != ExprKind::Subscript)
-          src_.fail(first->loc, "augmented assignment needs a name, an attribute or a subscript as its target");
-        s->targets.push_back(std::move(first));
-        s->value = expr_list();
-        return s;
-      }
-    if (at_op("=")) {
-      auto s = make(StmtKind::Assign, loc);
-      std::vector<ExprPtr> chain;
-      chain.push_back(std::move(first));
-      while (accept_op("=")) chain.push_back(expr_list());
-      s->value = std::move(chain.back());
-      chain.pop_back();
-      for (auto& t : chain) check_target(*t);
-      s->targets = std::move(chain);
-      return s;
-    }
-    auto s = make(StmtKind::Expr, loc);
-    s->value = std::move(first);
+  if (at_op("=")) {
+    auto s = make(StmtKind::Assign, loc);
+    std::vector<ExprPtr> chain;
+    chain.push_back(std::move(first));
+    while (accept_op("=")) chain.push_back(yield_or_star_expressions());
+    s->value = std::move(chain.back());
+    chain.pop_back();
+    for (auto& t : chain) check_target(*t);
+    s->targets = std::move(chain);
     return s;
   }
+  auto s = make(StmtKind::Expr, loc);
+  s->value = std::move(first);
+  return s;
+}
 
-  void check_target(const Expr& e) {
-    // Attributes are targets too: `self.fc = nn.Linear(...)` in __init__ (lowering rejects them elsewhere).
-    if (e.kind == ExprKind::Name || e.kind == ExprKind::Subscript || e.kind == ExprKind::Attribute) return;
-    if (e.kind == ExprKind::Tuple || e.kind == ExprKind::List) {
-      for (auto& a : e.args) check_target(*a);
-      return;
-    }
-    src_.fail(e.loc, "cannot assign to this expression");
+void Parser::check_target(const Expr& e) {
+  // Attributes are targets too: `self.fc = nn.Linear(...)` in __init__ (lowering rejects them elsewhere).
+  if (e.kind == ExprKind::Name || e.kind == ExprKind::Subscript || e.kind == ExprKind::Attribute) return;
+  if (e.kind == ExprKind::Starred) return check_target(*e.args[0]);
+  if (e.kind == ExprKind::Tuple || e.kind == ExprKind::List) {
+    for (auto& a : e.args) check_target(*a);
+    return;
   }
+  src_.fail(e.loc, "cannot assign to this expression");
+}
 
-  StmtPtr if_stmt() {
-    auto s = make(StmtKind::If, cur().loc);
-    next();  // if / elif
-    s->test = test();
-    expect_op(":", "after the if condition");
-    s->body = suite();
-    if (at_name("elif")) {
-      s->orelse.push_back(if_stmt());
-    } else if (accept_name("else")) {
-      expect_op(":", "after 'else'");
-      s->orelse = suite();
-    }
-    return s;
+// ---- definitions
+
+StmtPtr Parser::decorated() {
+  std::vector<ExprPtr> decorators;
+  while (accept_op("@")) {
+    decorators.push_back(named_expression());
+    if (!accept(Tok::Newline)) fail_here(fmt::format("expected end of line after the decorator, found {}", describe(cur())));
   }
-
-  StmtPtr while_stmt() {
-    auto s = make(StmtKind::While, cur().loc);
+  SourceLoc loc = cur().loc;
+  if (at_name("def")) return function_def(std::move(decorators), false, loc);
+  if (at_name("async") && peek().kind == Tok::Name && peek().text == "def") {
     next();
-    s->test = test();
-    expect_op(":", "after the while condition");
-    s->body = suite();
-    if (at_name("else")) fail_here("while ... else is not supported in kiln script");
-    return s;
+    return function_def(std::move(decorators), true, loc);
   }
+  if (at_name("class")) return class_def(std::move(decorators), loc);
+  fail_here(fmt::format("expected 'def' or 'class' after the decorators, found {}", describe(cur())));
+}
 
-  StmtPtr for_stmt() {
-    auto s = make(StmtKind::For, cur().loc);
-    next();
-    ExprPtr target = target_list();
-    check_target(*target);
-    s->targets.push_back(std::move(target));
-    if (!accept_name("in")) fail_here(fmt::format("expected 'in' after the for target, found {}", describe(cur())));
-    s->value = expr_list();
-    expect_op(":", "after the for header");
-    s->body = suite();
-    if (at_name("else")) fail_here("for ... else is not supported in kiln script");
-    return s;
+StmtPtr Parser::function_def(std::vector<ExprPtr> decorators, bool is_async, SourceLoc loc) {
+  auto s = make(StmtKind::FunctionDef, loc);
+  auto f = std::make_shared<FunctionDef>();
+  next();  // def
+  f->loc = cur().loc;
+  f->name = expect_name("after 'def'");
+  f->is_async = is_async;
+  f->decorators = std::move(decorators);
+  expect_op("(", "after the function name");
+  parameters(*f, true, ")");
+  expect_op(")", "to close the parameter list");
+  if (accept_op("->")) {
+    f->returns_expr = test();
+    f->returns = type_of(*f->returns_expr);
+    f->has_returns = true;
   }
+  expect_op(":", "after the function signature");
+  f->body = suite();
+  s->fn = std::move(f);
+  return s;
+}
 
-  // for-loop targets stop before `in`, which an expression would swallow as a comparison.
-  ExprPtr target_list() {
-    SourceLoc loc = cur().loc;
-    std::vector<ExprPtr> items;
-    do {
-      if (at_name("in")) break;
-      items.push_back(bitor_expr());
-    } while (accept_op(","));
-    if (items.size() == 1) return std::move(items[0]);
-    auto t = expr(ExprKind::Tuple, loc);
-    t->args = std::move(items);
-    return t;
-  }
-
-  // ---- expressions ----
-  ExprPtr expr(ExprKind k, SourceLoc loc) {
-    auto e = std::make_unique<Expr>();
-    e->kind = k;
-    e->loc = loc;
-    return e;
-  }
-
-  // test (',' test)* [',']: a tuple when a comma appears
-  ExprPtr expr_list() {
-    SourceLoc loc = cur().loc;
-    ExprPtr first = test();
-    if (!at_op(",")) return first;
-    auto t = expr(ExprKind::Tuple, loc);
-    t->args.push_back(std::move(first));
-    while (accept_op(",")) {
-      if (ends_expr_list()) break;
-      t->args.push_back(test());
+// def and lambda parameters: [posonly, /,] positional [, *[args] [, kwonly]] [, **kwargs], with
+// annotations for def only.
+void Parser::parameters(FunctionDef& f, bool annotated, std::string_view close) {
+  bool star = false, defaults = false;
+  auto param = [&](bool star_annotation) {
+    Param p;
+    p.loc = cur().loc;
+    p.name = expect_name("as a parameter");
+    if (annotated && accept_op(":")) {
+      p.annotation = star_annotation && at_op("*") ? star_expression() : test();
+      p.type = type_of(*p.annotation);
+      p.has_type = true;
     }
-    return t;
-  }
-  bool ends_expr_list() const {
-    return at(Tok::Newline) || at(Tok::End) || at_op("=") || at_op(")") || at_op("]") || at_op(":") || at_op(";");
-  }
-
-  ExprPtr test() {
-    DepthGuard g(*this);
-    if (at_name("lambda")) fail_here("lambda is not supported in kiln script");
-    if (at_name("yield")) fail_here("yield is not supported in kiln script");
-    if (at_name("await")) fail_here("await is not supported in kiln script");
-    ExprPtr e = or_test();
-    if (at_name("if")) {
-      SourceLoc loc = cur().loc;
-      next();
-      auto c = expr(ExprKind::IfExp, e->loc);
-      c->args.resize(3);
-      c->args[1] = std::move(e);
-      c->args[0] = or_test();
-      if (!accept_name("else")) src_.fail(loc, "conditional expression needs 'else'");
-      c->args[2] = test();
-      return c;
-    }
-    if (at_op(":=")) fail_here("assignment expressions (:=) are not supported in kiln script");
-    return e;
-  }
-
-  ExprPtr bool_op(std::string_view op, ExprPtr (Parser::*sub)()) {
-    ExprPtr e = (this->*sub)();
-    if (!at_name(op)) return e;
-    auto b = expr(ExprKind::BoolOp, e->loc);
-    b->op = std::string(op);
-    b->args.push_back(std::move(e));
-    while (accept_name(op)) b->args.push_back((this->*sub)());
-    return b;
-  }
-  ExprPtr or_test() { return bool_op("or", &Parser::and_test); }
-  ExprPtr and_test() { return bool_op("and", &Parser::not_test); }
-  ExprPtr not_test() {
-    DepthGuard g(*this);
-    if (at_name("not")) {
-      auto u = expr(ExprKind::Unary, cur().loc);
-      next();
-      u->op = "not";
-      u->args.push_back(not_test());
-      return u;
-    }
-    return comparison();
-  }
-
-  bool comparison_op(std::string* op) {
-    static constexpr std::string_view ops[] = {"<", ">", "==", ">=", "<=", "!="};
-    if (at(Tok::Op))
-      for (auto o : ops)
-        if (cur().text == o) {
-          *op = std::string(o);
-          next();
-          return true;
-        }
-    if (at_name("in")) {
-      next();
-      *op = "in";
-      return true;
-    }
-    if (at_name("not") && peek().kind == Tok::Name && peek().text == "in") {
-      next();
-      next();
-      *op = "not in";
-      return true;
-    }
-    if (at_name("is")) {
-      next();
-      *op = accept_name("not") ? "is not" : "is";
-      return true;
-    }
-    return false;
-  }
-
-  ExprPtr comparison() {
-    ExprPtr e = bitor_expr();
-    std::string op;
-    if (!comparison_op(&op)) return e;
-    auto c = expr(ExprKind::Compare, e->loc);
-    c->args.push_back(std::move(e));
-    do {
-      c->ops.push_back(op);
-      c->args.push_back(bitor_expr());
-    } while (comparison_op(&op));
-    return c;
-  }
-
-  ExprPtr binary_level(std::initializer_list<std::string_view> ops, ExprPtr (Parser::*sub)()) {
-    ExprPtr e = (this->*sub)();
-    for (int chain = 0;; ++chain) {
-      // Chains nest to the left; bounding them bounds the recursion of every later pass.
-      if (chain > kMaxChain) fail_here("expression too long (split it into several statements)");
-      bool found = false;
-      for (auto o : ops)
-        if (at_op(o)) {
-          next();
-          auto b = expr(ExprKind::Binary, e->loc);  // errors point at the whole expression's start
-          b->op = std::string(o);
-          b->args.push_back(std::move(e));
-          b->args.push_back((this->*sub)());
-          e = std::move(b);
-          found = true;
-          break;
-        }
-      if (!found) return e;
-    }
-  }
-  ExprPtr bitor_expr() { return binary_level({"|"}, &Parser::bitxor_expr); }
-  ExprPtr bitxor_expr() { return binary_level({"^"}, &Parser::bitand_expr); }
-  ExprPtr bitand_expr() { return binary_level({"&"}, &Parser::shift_expr); }
-  ExprPtr shift_expr() { return binary_level({"<<", ">>"}, &Parser::arith_expr); }
-  ExprPtr arith_expr() { return binary_level({"+", "-"}, &Parser::term); }
-  ExprPtr term() { return binary_level({"*", "/", "//", "%", "@"}, &Parser::factor); }
-
-  ExprPtr factor() {
-    DepthGuard g(*this);
-    if (at_op("-") || at_op("+") || at_op("~")) {
-      auto u = expr(ExprKind::Unary, cur().loc);
-      u->op = next().text;
-      u->args.push_back(factor());
-      return u;
-    }
-    return power();
-  }
-
-  ExprPtr power() {
-    ExprPtr e = primary();
+    return p;
+  };
+  while (!at_op(close)) {
     if (at_op("**")) {
-      auto b = expr(ExprKind::Binary, e->loc);
       next();
-      b->op = "**";
-      b->args.push_back(std::move(e));
-      b->args.push_back(factor());  // right-associative, binds tighter than unary on its left only
-      return b;
+      f.kwarg = std::make_unique<Param>(param(false));
+      accept_op(",");
+      break;
     }
-    return e;
-  }
-
-  ExprPtr primary() {
-    ExprPtr e = atom();
-    for (int chain = 0;; ++chain) {
-      if (chain > kMaxChain) fail_here("expression too long (split it into several statements)");
-      if (at_op(".")) {
-        next();
-        auto a = expr(ExprKind::Attribute, cur().loc);
-        a->name = expect_name("after '.'");
-        a->args.push_back(std::move(e));
-        e = std::move(a);
-      } else if (at_op("(")) {
-        auto c = expr(ExprKind::Call, e->loc);
-        next();
-        c->args.push_back(std::move(e));
-        call_args(*c);
-        e = std::move(c);
-      } else if (at_op("[")) {
-        auto s = expr(ExprKind::Subscript, cur().loc);
-        next();
-        s->args.push_back(std::move(e));
-        do {
-          if (at_op("]")) break;
-          s->args.push_back(subscript_item());
-        } while (accept_op(","));
-        if (s->args.size() == 1) fail_here("expected an index");
-        expect_op("]", "to close the subscript");
-        e = std::move(s);
+    if (at_op("*")) {
+      if (star) fail_here("* argument may appear only once");
+      star = true;
+      SourceLoc sloc = cur().loc;
+      next();
+      if (at(Tok::Name)) {
+        f.vararg = std::make_unique<Param>(param(true));
+        f.vararg->loc = sloc;
+      } else if (!at_op(",")) {
+        fail_here("named arguments must follow bare *");
+      }
+    } else if (at_op("/")) {
+      if (star || f.posonly || f.params.empty()) fail_here("invalid syntax: '/' must follow the positional parameters");
+      next();
+      f.posonly = f.params.size();
+    } else {
+      Param p = param(false);
+      if (accept_op("=")) p.default_value = test();
+      if (!star) {
+        if (p.default_value) defaults = true;
+        else if (defaults) src_.fail(p.loc, "non-default argument follows default argument");
+        f.params.push_back(std::move(p));
       } else {
-        return e;
+        f.kwonly.push_back(std::move(p));
       }
     }
+    if (!accept_op(",")) break;
   }
+  for (const auto* list : {&f.params, &f.kwonly})
+    for (const Param& p : *list)
+      for (const Param* q : {f.vararg.get(), f.kwarg.get()})
+        if (q && q->name == p.name) src_.fail(q->loc, fmt::format("duplicate argument '{}' in function definition", p.name));
+}
 
-  void call_args(Expr& c) {
-    DepthGuard g(*this);
+StmtPtr Parser::class_def(std::vector<ExprPtr> decorators, SourceLoc loc) {
+  auto s = make(StmtKind::ClassDef, loc);
+  auto c = std::make_shared<ClassDef>();
+  next();  // class
+  c->loc = cur().loc;
+  c->name = expect_name("after 'class'");
+  c->decorators = std::move(decorators);
+  if (at_op("(")) {
+    // The bases are a call's arguments: positional ones, keywords (metaclass=...), * and **.
+    Expr call;
+    next();
+    call_args(call);
+    c->bases = std::move(call.args);
+    c->keywords = std::move(call.keywords);
+  }
+  expect_op(":", "after the class header");
+  c->body = suite();
+  s->cls = std::move(c);
+  return s;
+}
+
+// ---- compound statements
+
+StmtPtr Parser::if_stmt() {
+  auto s = make(StmtKind::If, cur().loc);
+  next();  // if / elif
+  s->test = named_expression();
+  expect_op(":", "after the if condition");
+  s->body = suite();
+  if (at_name("elif")) {
+    s->orelse.push_back(if_stmt());
+  } else if (accept_name("else")) {
+    expect_op(":", "after 'else'");
+    s->orelse = suite();
+  }
+  return s;
+}
+
+StmtPtr Parser::while_stmt() {
+  auto s = make(StmtKind::While, cur().loc);
+  next();
+  s->test = named_expression();
+  expect_op(":", "after the while condition");
+  s->body = suite();
+  if (accept_name("else")) {
+    expect_op(":", "after 'else'");
+    s->orelse = suite();
+  }
+  return s;
+}
+
+StmtPtr Parser::for_stmt(bool is_async, SourceLoc loc) {
+  auto s = make(is_async ? StmtKind::AsyncFor : StmtKind::For, loc);
+  next();  // for
+  ExprPtr target = target_list();
+  check_target(*target);
+  s->targets.push_back(std::move(target));
+  if (!accept_name("in")) fail_here(fmt::format("expected 'in' after the for target, found {}", describe(cur())));
+  s->value = star_expressions();
+  expect_op(":", "after the for header");
+  s->body = suite();
+  if (accept_name("else")) {
+    expect_op(":", "after 'else'");
+    s->orelse = suite();
+  }
+  return s;
+}
+
+StmtPtr Parser::try_stmt() {
+  auto s = make(StmtKind::Try, cur().loc);
+  next();  // try
+  expect_op(":", "after 'try'");
+  s->body = suite();
+  while (at_name("except")) {
+    ExceptHandler h;
+    h.loc = cur().loc;
+    next();
+    bool star = accept_op("*");
+    if (star) s->kind = StmtKind::TryStar;
+    if (star != (s->kind == StmtKind::TryStar)) fail_here("cannot have both 'except' and 'except*' on the same 'try'");
+    if (!at_op(":")) {
+      h.type = test();
+      if (at_op(",")) fail_here("multiple exception types must be parenthesized");
+      if (accept_name("as")) h.name = expect_name("after 'as'");
+    } else if (star) {
+      fail_here("expected an exception type after 'except*'");
+    }
+    expect_op(":", "after the except clause");
+    h.body = suite();
+    s->handlers.push_back(std::move(h));
+  }
+  if (accept_name("else")) {
+    if (s->handlers.empty()) fail_here("'else' needs an 'except' before it");
+    expect_op(":", "after 'else'");
+    s->orelse = suite();
+  }
+  if (accept_name("finally")) {
+    expect_op(":", "after 'finally'");
+    s->finalbody = suite();
+  }
+  if (s->handlers.empty() && s->finalbody.empty()) fail_here("expected 'except' or 'finally' block");
+  return s;
+}
+
+StmtPtr Parser::with_stmt(bool is_async, SourceLoc loc) {
+  auto s = make(is_async ? StmtKind::AsyncWith : StmtKind::With, loc);
+  next();  // with
+  if (!(at_op("(") && with_items_parenthesized(*s))) {
+    do {
+      WithItem item;
+      item.context = test();
+      if (accept_name("as")) {
+        item.vars = bitor_expr();  // one target: a comma starts the next item
+        check_target(*item.vars);
+      }
+      s->items.push_back(std::move(item));
+    } while (accept_op(","));
+  }
+  expect_op(":", "after the with items");
+  s->body = suite();
+  return s;
+}
+
+// `with (a as b, c):`; false, with nothing consumed, when the parenthesis is an expression's
+// (`with (a, b) as c:`, `with (yield):`).
+bool Parser::with_items_parenthesized(Stmt& s) {
+  size_t saved = pos_;
+  int saved_depth = depth_;
+  try {
+    next();  // (
+    std::vector<WithItem> items;
     while (!at_op(")")) {
-      if (at_op("**")) fail_here("**kwargs are not supported in kiln script");
-      if (at_op("*")) {
-        if (!c.keywords.empty()) fail_here("positional argument follows keyword argument");
-        auto st = expr(ExprKind::Starred, cur().loc);
-        next();
-        st->args.push_back(test());
-        c.args.push_back(std::move(st));
-        if (!accept_op(",")) break;
-        continue;
+      WithItem item;
+      item.context = test();
+      if (accept_name("as")) {
+        item.vars = bitor_expr();  // one target: a comma starts the next item
+        check_target(*item.vars);
       }
-      if (at(Tok::Name) && peek().kind == Tok::Op && peek().text == "=") {
-        Keyword k;
-        k.loc = cur().loc;
-        k.name = next().text;
-        next();
-        k.value = test();
-        for (auto& prev : c.keywords)
-          if (prev.name == k.name) src_.fail(k.loc, fmt::format("keyword argument '{}' repeated", k.name));
-        c.keywords.push_back(std::move(k));
-      } else {
-        if (!c.keywords.empty()) fail_here("positional argument follows keyword argument");
-        c.args.push_back(test());
-        if (at_name("for")) fail_here("generator expressions are not supported in kiln script");
-      }
+      items.push_back(std::move(item));
       if (!accept_op(",")) break;
     }
-    expect_op(")", "to close the call");
-  }
-
-  ExprPtr subscript_item() {
-    SourceLoc loc = cur().loc;
-    ExprPtr lower;
-    if (!at_op(":")) {
-      lower = test();
-      if (!at_op(":")) return lower;
+    if (!items.empty() && accept_op(")") && at_op(":")) {
+      s.items = std::move(items);
+      return true;
     }
-    auto s = expr(ExprKind::Slice, loc);
-    s->args.resize(3);
-    s->args[0] = std::move(lower);
-    next();  // ':'
-    if (!at_op(":") && !at_op(",") && !at_op("]")) s->args[1] = test();
-    if (accept_op(":"))
-      if (!at_op(",") && !at_op("]")) s->args[2] = test();
+  } catch (const Error&) {
+  }
+  pos_ = saved;
+  depth_ = saved_depth;
+  return false;
+}
+
+// ---- imports
+
+std::string Parser::dotted_name(std::string_view context) {
+  std::string n = expect_name(context);
+  while (accept_op(".")) {
+    n += '.';
+    n += expect_name("after '.'");
+  }
+  return n;
+}
+
+StmtPtr Parser::import_stmt() {
+  auto s = make(StmtKind::Import, cur().loc);
+  next();  // import
+  do {
+    Alias a;
+    a.loc = cur().loc;
+    a.name = dotted_name("after import");
+    if (accept_name("as")) a.asname = expect_name("after 'as'");
+    s->names.push_back(std::move(a));
+  } while (accept_op(","));
+  return s;
+}
+
+StmtPtr Parser::from_import() {
+  auto s = make(StmtKind::ImportFrom, cur().loc);
+  next();  // from
+  for (;;) {
+    if (accept_op(".")) ++s->level;
+    else if (accept_op("...")) s->level += 3;
+    else break;
+  }
+  if (!at_name("import")) s->module = dotted_name("after 'from'");
+  else if (s->level == 0) fail_here("expected a module name after 'from'");
+  if (!accept_name("import")) fail_here("expected 'import' after the module name");
+  if (at_op("*")) {
+    s->names.push_back({"*", "", cur().loc});
+    next();
     return s;
   }
+  bool paren = accept_op("(");
+  do {
+    if (paren && at_op(")")) break;
+    Alias a;
+    a.loc = cur().loc;
+    a.name = expect_name("to import");
+    if (accept_name("as")) a.asname = expect_name("after 'as'");
+    s->names.push_back(std::move(a));
+  } while (accept_op(","));
+  if (paren) expect_op(")", "to close the import list");
+  if (s->names.empty()) fail_here("expected a name to import");
+  return s;
+}
 
-  ExprPtr atom() {
-    DepthGuard g(*this);
-    const Token& t = cur();
-    SourceLoc loc = t.loc;
-    switch (t.kind) {
-      case Tok::Int: {
-        auto e = expr(ExprKind::Int, loc);
-        e->int_value = next().int_value;
-        return e;
-      }
-      case Tok::Float: {
-        auto e = expr(ExprKind::Float, loc);
-        e->float_value = next().float_value;
-        return e;
-      }
-      case Tok::String: {
-        auto e = expr(ExprKind::String, loc);
-        while (at(Tok::String)) e->name += next().text;
-        return e;
-      }
-      case Tok::Name: {
-        if (t.text == "True" || t.text == "False") {
-          auto e = expr(ExprKind::Bool, loc);
-          e->int_value = next().text == "True";
-          return e;
-        }
-        if (t.text == "None") return next(), expr(ExprKind::None, loc);
-        if (const char* what = unsupported_keyword(t.text)) fail_here(fmt::format("{} is not supported in kiln script", what));
-        if (is_keyword(t.text)) fail_here(fmt::format("invalid syntax: unexpected '{}'", t.text));
-        auto e = expr(ExprKind::Name, loc);
-        e->name = next().text;
-        return e;
-      }
-      case Tok::Op: {
-        if (t.text == "(") {
-          next();
-          if (accept_op(")")) return expr(ExprKind::Tuple, loc);
-          ExprPtr first = test();
-          if (at_name("for")) fail_here("generator expressions are not supported in kiln script");
-          if (accept_op(")")) return first;
-          auto tup = expr(ExprKind::Tuple, loc);
-          tup->args.push_back(std::move(first));
-          while (accept_op(",")) {
-            if (at_op(")")) break;
-            tup->args.push_back(test());
-          }
-          expect_op(")", "to close the parenthesis");
-          return tup;
-        }
-        if (t.text == "[") {
-          next();
-          auto l = expr(ExprKind::List, loc);
-          while (!at_op("]")) {
-            l->args.push_back(test());
-            if (at_name("for")) fail_here("list comprehensions are not supported in kiln script");
-            if (!accept_op(",")) break;
-          }
-          expect_op("]", "to close the list");
-          return l;
-        }
-        if (t.text == "{") {
-          next();
-          auto d = expr(ExprKind::Dict, loc);
-          while (!at_op("}")) {
-            d->args.push_back(test());
-            if (!at_op(":")) fail_here("set literals are not supported in kiln script");
-            next();
-            d->args.push_back(test());
-            if (at_name("for")) fail_here("dict comprehensions are not supported in kiln script");
-            if (!accept_op(",")) break;
-          }
-          expect_op("}", "to close the dict");
-          return d;
-        }
-        if (t.text == "...") return next(), expr(ExprKind::Ellipsis, loc);
-        if (t.text == "*") fail_here("starred expressions are not supported in kiln script");
-        fail_here(fmt::format("invalid syntax: unexpected '{}'", t.text));
-      }
-      case Tok::Newline: fail_here("invalid syntax: the expression is incomplete at the end of the line");
-      case Tok::Indent: fail_here("unexpected indent");
-      case Tok::Dedent:
-      case Tok::End: fail_here("invalid syntax: unexpected end of input");
-    }
-    fail_here("invalid syntax");
-  }
+// ---- the parse
 
-  const Source& src_;
-  std::vector<Token> toks_;
-  size_t pos_ = 0;
-  int depth_ = 0;
-};
-
-}  // namespace
-
-Module parse(const Source& src, std::vector<std::string>& errors) { return Parser(src).module(errors); }
+Module parse(const Source& src, std::vector<std::string>& errors) {
+  Module m;
+  m.body = Parser(src).module(errors);
+  collect(src, m, errors);
+  return m;
+}
 
 Module parse(const Source& src) {
   std::vector<std::string> errors;
   Module m = parse(src, errors);
+  raise_all(errors);
+  return m;
+}
+
+Module parse_syntax(const Source& src) {
+  std::vector<std::string> errors;
+  Module m;
+  m.body = Parser(src).module(errors);
   raise_all(errors);
   return m;
 }

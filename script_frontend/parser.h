@@ -1,6 +1,8 @@
 #pragma once
-// The script parser: tokens to AST, Python's grammar and precedence for the kiln subset. Constructs
-// Python has and kiln does not (lambda, class, with, comprehensions, ...) are named in the error.
+// The script parser: tokens to AST, all of Python 3.11's grammar. Parsing checks syntax only; the
+// kiln subset is checked when the module is collected (its imports, top-level functions and
+// nn.Module classes) and when code is evaluated (__init__) or lowered (forward and what it calls),
+// each naming the construct it does not support.
 #include <string>
 #include <vector>
 
@@ -9,11 +11,22 @@
 
 namespace kiln::script {
 
-// Raises kiln::Error (`file:line:col: error: ...`) naming every problem, one per broken top-level
-// statement.
+// Parses and collects. Raises kiln::Error (`file:line:col: error: ...`) naming every problem, one per
+// broken top-level statement.
 Module parse(const Source& src);
 // Appends one message per broken top-level statement to errors; the module holds the rest.
 Module parse(const Source& src, std::vector<std::string>& errors);
+// Python's syntax alone: Module::body, nothing collected; raises kiln::Error on a syntax error.
+Module parse_syntax(const Source& src);
+// Fills m's functions, classes and import names from m.body, appending one message per top-level
+// statement kiln script does not accept (module-level code, imports other than torch's, classes that
+// are not nn.Modules).
+void collect(const Source& src, Module& m, std::vector<std::string>& errors);
+// Raises the first problem of a def kiln is about to evaluate or lower: decorators, async, *args,
+// keyword-only or positional-only parameters, an unannotated parameter of a function (methods may
+// leave them out), then the first construct of its body kiln does not support (lambda, try, ...), in
+// source order. where ends the message: "kiln script", "__init__".
+void check_def(const Source& src, const FunctionDef& f, bool method, std::string_view where);
 // Raises kiln::Error holding every message, one after another, when there are any.
 void raise_all(const std::vector<std::string>& errors);
 

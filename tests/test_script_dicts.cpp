@@ -80,7 +80,7 @@ TEST_CASE("script dict: unknown keys, run-time keys and keys that differ between
       },
       "t.py:8:5: error: dict 'd' has keys ['b'] and ['a'] on the two sides of this if");
   check_error([&] { script_source(file("def f(x: Tensor) -> Tensor:\n    s = {x, x}\n    return x\n"), "t.py"); },
-              "t.py:7:11: error: set literals are not supported in kiln script");
+              "t.py:7:9: error: set literals are not supported in kiln script");
 }
 
 TEST_CASE("script class: class-level attributes are constants of every instance; ClassName.attr too") {

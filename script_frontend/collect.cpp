@@ -1,0 +1,395 @@
+// The kiln module from a parsed file: its torch imports, top-level functions and nn.Module classes
+// with their methods and class attributes. Kiln does not run module-level code, so every other
+// top-level statement is an error here, except `if __name__ == "__main__":` blocks, which do not run
+// when the file is imported either.
+#include <fmt/format.h>
+
+#include "script_frontend/parser.h"
+
+namespace kiln::script {
+
+namespace {
+
+bool is_main_guard(const Stmt& s) {
+  if (s.kind != StmtKind::If || s.test->kind != ExprKind::Compare || s.test->ops.size() != 1 || s.test->ops[0] != "==")
+    return false;
+  const Expr& a = *s.test->args[0];
+  const Expr& b = *s.test->args[1];
+  auto is = [](const Expr& n, const Expr& v) {
+    return n.kind == ExprKind::Name && n.name == "__name__" && v.kind == ExprKind::String && v.name == "__main__";
+  };
+  return is(a, b) || is(b, a);
+}
+
+bool is_docstring(const Stmt& s) {
+  return s.kind == StmtKind::Expr && (s.value->kind == ExprKind::String || s.value->kind == ExprKind::Ellipsis);
+}
+
+std::string dotted(const Expr& e) {
+  if (e.kind == ExprKind::Name) return e.name;
+  if (e.kind == ExprKind::Attribute) {
+    std::string base = dotted(*e.args[0]);
+    return base.empty() ? "" : base + "." + e.name;
+  }
+  return "";
+}
+
+class Collector {
+ public:
+  Collector(const Source& src, Module& m) : src_(src), m_(m) {}
+
+  void top_level(const StmtPtr& s) {
+    switch (s->kind) {
+      case StmtKind::Import: return import_stmt(*s);
+      case StmtKind::ImportFrom: return from_import(*s);
+      case StmtKind::FunctionDef: m_.functions.push_back(s->fn); return;
+      case StmtKind::ClassDef: return class_def(*s);
+      case StmtKind::Expr:
+        if (is_docstring(*s)) return;
+        break;
+      case StmtKind::If:
+        if (is_main_guard(*s)) return;
+        break;
+      case StmtKind::Assign:
+      case StmtKind::AugAssign:
+      case StmtKind::AnnAssign:
+      case StmtKind::While:
+      case StmtKind::For:
+      case StmtKind::Return:
+      case StmtKind::Break:
+      case StmtKind::Continue:
+      case StmtKind::Pass:
+      case StmtKind::Assert:
+      case StmtKind::AsyncFor:
+      case StmtKind::Try:
+      case StmtKind::TryStar:
+      case StmtKind::With:
+      case StmtKind::AsyncWith:
+      case StmtKind::Raise:
+      case StmtKind::Global:
+      case StmtKind::Nonlocal:
+      case StmtKind::Delete:
+      case StmtKind::Match: break;
+    }
+    src_.fail(s->loc, "only imports, function definitions and classes are allowed at the top level of a kiln script");
+  }
+
+ private:
+  void import_stmt(const Stmt& s) {
+    for (const Alias& a : s.names) {
+      const std::string& mod = a.name;
+      const std::string& as = a.asname;
+      if (mod == "torch" && as.empty()) {
+        m_.imported.insert("torch");
+      } else if (mod == "math" && as.empty()) {
+        m_.imported.insert("math");
+      } else if (mod == "torch.nn" || mod == "torch.nn.functional") {
+        // `import torch.nn` binds torch, as Python does; `import torch.nn as nn` binds the alias only.
+        std::set<std::string>& names = mod == "torch.nn" ? m_.nn_names : m_.functional_names;
+        if (as.empty()) {
+          m_.imported.insert("torch");
+          names.insert(mod);
+        } else {
+          names.insert(as);
+        }
+      } else if (!as.empty() && (mod == "torch" || mod == "math")) {
+        src_.fail(s.loc, fmt::format("import {} as {} is not supported in kiln script (import {})", mod, as, mod));
+      } else {
+        src_.fail(s.loc, fmt::format("import of '{}' is not supported in kiln script (only torch, torch.nn, "
+                                     "torch.nn.functional, math and typing)",
+                                     mod));
+      }
+    }
+  }
+
+  void from_import(const Stmt& s) {
+    std::string mod = std::string(size_t(s.level), '.') + s.module;
+    for (const Alias& a : s.names) {
+      const std::string& name = a.name;
+      std::string as = a.asname.empty() ? name : a.asname;
+      bool typing = mod == "typing" && (name == "List" || name == "Tuple" || name == "Optional" || name == "Dict");
+      if (mod == "torch" && name == "nn") {
+        m_.nn_names.insert(as);
+      } else if ((mod == "torch.nn" && name == "functional") || (mod == "torch" && name == "functional")) {
+        m_.functional_names.insert(as);
+      } else if (mod == "torch.nn" && name == "Module" && as == name) {
+        m_.imported.insert("Module");
+      } else if (((mod == "torch" && name == "Tensor") || typing) && as == name) {
+        m_.imported.insert(name);
+      } else {
+        src_.fail(a.loc, fmt::format("from {} import {}{} is not supported in kiln script", mod, name,
+                                     as == name ? "" : " as " + as));
+      }
+    }
+  }
+
+  void class_def(const Stmt& s) {
+    ClassDef& c = *s.cls;
+    if (!c.decorators.empty()) src_.fail(c.decorators[0]->loc, "decorators are not supported in kiln script");
+    if (c.bases.empty()) src_.fail(c.loc, fmt::format("class '{}' must derive from nn.Module in kiln script", c.name));
+    if (!c.keywords.empty())
+      src_.fail(c.keywords[0].loc, fmt::format("class keywords are not supported in kiln script ('{}' derives from nn.Module only)", c.name));
+    const Expr& b = *c.bases[0];
+    std::string base = dotted(b);
+    size_t dot = base.rfind('.');
+    std::string owner = dot == std::string::npos ? "" : base.substr(0, dot);
+    bool ok = c.bases.size() == 1 &&
+              (base == "Module" ? m_.imported.count("Module") != 0
+                                : base.substr(dot + 1) == "Module" &&
+                                      (m_.nn_names.count(owner) != 0 || (owner == "torch.nn" && m_.imported.count("torch"))));
+    if (!ok)
+      src_.fail(b.loc, fmt::format("class '{}' must derive from nn.Module (imported as torch.nn) in kiln script, not '{}'",
+                                   c.name, c.bases.size() == 1 ? base : "several bases"));
+    for (const StmtPtr& st : c.body) {
+      if (st->kind == StmtKind::FunctionDef) {
+        for (const auto& m : c.methods)
+          if (m->name == st->fn->name)
+            src_.fail(st->fn->loc, fmt::format("method '{}' is defined twice in class '{}'", m->name, c.name));
+        c.methods.push_back(st->fn);
+      } else if (is_docstring(*st) || st->kind == StmtKind::Pass) {
+      } else if ((st->kind == StmtKind::Assign || st->kind == StmtKind::AnnAssign) && st->targets.size() == 1 &&
+                 st->targets[0]->kind == ExprKind::Name && st->targets[0]->name == "__constants__") {
+        // TorchScript's list of constant attributes: kiln treats every int/float/bool attribute as one.
+      } else if (st->kind == StmtKind::Assign || st->kind == StmtKind::AnnAssign) {
+        // A class-level attribute (`expansion = 1`): a constant every instance starts with.
+        if (st->targets.size() != 1 || st->targets[0]->kind != ExprKind::Name || !st->value)
+          src_.fail(st->loc, "a class-level attribute in kiln script is `name = value`");
+        c.attrs.emplace_back(st->targets[0]->name, st->value.get());
+      } else {
+        src_.fail(st->loc, "a class body in kiln script holds methods (def), class attributes (name = value), a "
+                           "docstring and __constants__");
+      }
+    }
+    if (!c.method("forward")) src_.fail(c.loc, fmt::format("class '{}' has no forward method", c.name));
+    m_.classes.push_back(s.cls);
+  }
+
+  const Source& src_;
+  Module& m_;
+};
+
+}  // namespace
+
+void collect(const Source& src, Module& m, std::vector<std::string>& errors) {
+  Collector c(src, m);
+  for (const StmtPtr& s : m.body) {
+    try {
+      c.top_level(s);
+    } catch (const Error& e) {
+      errors.push_back(e.what());
+    }
+  }
+}
+
+namespace {
+
+// The first construct of a body kiln does not evaluate or lower, in source order: reported before
+// anything about the code around it (a return-path or type error would hide the real reason).
+class SupportCheck {
+ public:
+  SupportCheck(const Source& src, std::string_view where) : src_(src), where_(where) {}
+
+  void body(const std::vector<StmtPtr>& b) {
+    for (const auto& s : b) stmt(*s);
+  }
+
+  void stmt(const Stmt& s) {
+    switch (s.kind) {
+      case StmtKind::FunctionDef: fail(s.loc, "nested functions are not supported in {}; define it at the top level");
+      case StmtKind::ClassDef: fail(s.loc, "nested classes are not supported in {}; define it at the top level");
+      case StmtKind::Import:
+      case StmtKind::ImportFrom: src_.fail(s.loc, "imports are only allowed at the top level of a kiln script");
+      case StmtKind::While:
+      case StmtKind::For:
+        if (!s.orelse.empty()) fail(s.loc, s.kind == StmtKind::For ? "for ... else is not supported in {}" : "while ... else is not supported in {}");
+        break;
+      case StmtKind::AnnAssign:
+        if (!s.value) fail(s.loc, "an annotated name needs a value in {}");
+        break;
+      case StmtKind::AsyncFor:
+      case StmtKind::Try:
+      case StmtKind::TryStar:
+      case StmtKind::With:
+      case StmtKind::AsyncWith:
+      case StmtKind::Raise:
+      case StmtKind::Global:
+      case StmtKind::Nonlocal:
+      case StmtKind::Delete:
+      case StmtKind::Match: fail(s.loc, std::string(unsupported_construct(s.kind)) + " not supported in {}");
+      case StmtKind::Expr:
+      case StmtKind::Assign:
+      case StmtKind::AugAssign:
+      case StmtKind::If:
+      case StmtKind::Return:
+      case StmtKind::Break:
+      case StmtKind::Continue:
+      case StmtKind::Pass:
+      case StmtKind::Assert: break;
+    }
+    for (const auto& t : s.targets) {
+      starred_target(*t);
+      expr(t.get());
+    }
+    expr(s.test.get());
+    expr(s.value.get());
+    body(s.body);
+    body(s.orelse);
+  }
+
+  void expr(const Expr* e) {
+    if (!e) return;
+    switch (e->kind) {
+      case ExprKind::BigInt:
+      case ExprKind::Imaginary:
+      case ExprKind::Bytes:
+      case ExprKind::FString:
+      case ExprKind::FormattedValue:
+      case ExprKind::Set:
+      case ExprKind::ListComp:
+      case ExprKind::SetComp:
+      case ExprKind::DictComp:
+      case ExprKind::GeneratorExp:
+      case ExprKind::Lambda:
+      case ExprKind::NamedExpr:
+      case ExprKind::Yield:
+      case ExprKind::YieldFrom:
+      case ExprKind::Await: fail(e->loc, std::string(unsupported_construct(e->kind)) + " not supported in {}");
+      case ExprKind::Dict:
+        for (size_t i = 0; i + 1 < e->args.size(); i += 2)
+          if (!e->args[i]) fail(e->args[i + 1]->loc, "dict unpacking (**) is not supported in {}");
+        break;
+      case ExprKind::Call:
+        for (const Keyword& k : e->keywords)
+          if (k.name.empty()) fail(k.loc, "**kwargs are not supported in {}");
+        break;
+      case ExprKind::Name:
+      case ExprKind::Int:
+      case ExprKind::Float:
+      case ExprKind::Bool:
+      case ExprKind::None:
+      case ExprKind::String:
+      case ExprKind::Ellipsis:
+      case ExprKind::Tuple:
+      case ExprKind::List:
+      case ExprKind::Attribute:
+      case ExprKind::Subscript:
+      case ExprKind::Slice:
+      case ExprKind::Unary:
+      case ExprKind::Binary:
+      case ExprKind::BoolOp:
+      case ExprKind::Compare:
+      case ExprKind::IfExp:
+      case ExprKind::Starred: break;
+    }
+    for (const auto& a : e->args) expr(a.get());
+    for (const Keyword& k : e->keywords) expr(k.value.get());
+  }
+
+ private:
+  // `a, *rest = xs`: lowering unpacks a fixed number of names.
+  void starred_target(const Expr& t) {
+    if (t.kind == ExprKind::Starred) fail(t.loc, "starred assignment targets are not supported in {}");
+    if (t.kind == ExprKind::Tuple || t.kind == ExprKind::List)
+      for (const auto& a : t.args) starred_target(*a);
+  }
+
+  [[noreturn]] void fail(SourceLoc loc, const std::string& pattern) const {
+    src_.fail(loc, fmt::format(fmt::runtime(pattern), where_));
+  }
+
+  const Source& src_;
+  std::string_view where_;
+};
+
+}  // namespace
+
+void check_def(const Source& src, const FunctionDef& f, bool method, std::string_view where) {
+  if (!f.decorators.empty()) src.fail(f.decorators[0]->loc, fmt::format("decorators are not supported in {}", where));
+  if (f.is_async) src.fail(f.loc, fmt::format("async def is not supported in {}", where));
+  if (f.vararg) src.fail(f.vararg->loc, fmt::format("*args and **kwargs are not supported in {}", where));
+  if (f.kwarg) src.fail(f.kwarg->loc, fmt::format("*args and **kwargs are not supported in {}", where));
+  if (!f.kwonly.empty()) src.fail(f.kwonly[0].loc, fmt::format("keyword-only parameters are not supported in {}", where));
+  if (f.posonly) src.fail(f.params[f.posonly - 1].loc, fmt::format("positional-only parameters are not supported in {}", where));
+  if (!method)
+    for (const Param& p : f.params)
+      if (!p.has_type)
+        src.fail(p.loc, fmt::format("parameter '{}' needs a type annotation (kiln script types every parameter)", p.name));
+  SupportCheck check(src, where);
+  for (const Param& p : f.params) check.expr(p.default_value.get());
+  check.body(f.body);
+}
+
+const char* unsupported_construct(ExprKind k) {
+  switch (k) {
+    case ExprKind::BigInt: return "integer literals beyond int64 are";
+    case ExprKind::Imaginary: return "complex numbers are";
+    case ExprKind::Bytes: return "bytes literals are";
+    case ExprKind::FString:
+    case ExprKind::FormattedValue: return "f-strings are";
+    case ExprKind::Set: return "set literals are";
+    case ExprKind::ListComp: return "list comprehensions are";
+    case ExprKind::SetComp: return "set comprehensions are";
+    case ExprKind::DictComp: return "dict comprehensions are";
+    case ExprKind::GeneratorExp: return "generator expressions are";
+    case ExprKind::Lambda: return "lambda is";
+    case ExprKind::NamedExpr: return "assignment expressions (:=) are";
+    case ExprKind::Yield:
+    case ExprKind::YieldFrom: return "yield is";
+    case ExprKind::Await: return "await is";
+    case ExprKind::Name:
+    case ExprKind::Int:
+    case ExprKind::Float:
+    case ExprKind::Bool:
+    case ExprKind::None:
+    case ExprKind::String:
+    case ExprKind::Ellipsis:
+    case ExprKind::Tuple:
+    case ExprKind::List:
+    case ExprKind::Attribute:
+    case ExprKind::Call:
+    case ExprKind::Subscript:
+    case ExprKind::Slice:
+    case ExprKind::Unary:
+    case ExprKind::Binary:
+    case ExprKind::BoolOp:
+    case ExprKind::Compare:
+    case ExprKind::IfExp:
+    case ExprKind::Starred:
+    case ExprKind::Dict: break;
+  }
+  return "this expression is";
+}
+
+const char* unsupported_construct(StmtKind k) {
+  switch (k) {
+    case StmtKind::FunctionDef: return "nested functions are";
+    case StmtKind::ClassDef: return "nested classes are";
+    case StmtKind::Import:
+    case StmtKind::ImportFrom: return "imports inside a function are";
+    case StmtKind::AsyncFor: return "async for is";
+    case StmtKind::Try:
+    case StmtKind::TryStar: return "try is";
+    case StmtKind::With: return "with is";
+    case StmtKind::AsyncWith: return "async with is";
+    case StmtKind::Raise: return "raise is";
+    case StmtKind::Global: return "global is";
+    case StmtKind::Nonlocal: return "nonlocal is";
+    case StmtKind::Delete: return "del is";
+    case StmtKind::Match: return "match is";
+    case StmtKind::Expr:
+    case StmtKind::Assign:
+    case StmtKind::AugAssign:
+    case StmtKind::AnnAssign:
+    case StmtKind::If:
+    case StmtKind::While:
+    case StmtKind::For:
+    case StmtKind::Return:
+    case StmtKind::Break:
+    case StmtKind::Continue:
+    case StmtKind::Pass:
+    case StmtKind::Assert: break;
+  }
+  return "this statement is";
+}
+
+}  // namespace kiln::script
