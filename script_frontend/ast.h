@@ -5,6 +5,7 @@
 // reads all of Python 3.11; the kinds below the first block of each enum are the constructs kiln
 // parses but does not evaluate or lower yet (unsupported_construct() names them in errors).
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -248,6 +249,17 @@ struct Module {
   // Names bound to torch.nn and torch.nn.functional (`import torch.nn as nn`, `from torch import nn`,
   // `import torch.nn.functional as F`); "torch.nn" and "torch.nn.functional" when torch is imported.
   std::set<std::string> nn_names, functional_names;
+  // Names the file binds that kiln cannot give a value, and why: imports of modules it cannot read,
+  // module-level code it does not run, classes it does not build. Reading the file never fails for
+  // them; code that kiln evaluates or lowers and uses one fails naming the reason.
+  std::map<std::string, std::string> unavailable;
+  // The classes among them that are not built, with the place and words of their first problem: what
+  // ScriptModule::module() raises when asked for one.
+  std::map<std::string, std::pair<SourceLoc, std::string>> unbuilt;
+  const std::string* why_unavailable(const std::string& name) const {
+    auto it = unavailable.find(name);
+    return it == unavailable.end() ? nullptr : &it->second;
+  }
 };
 
 // "lambda is", "list comprehensions are", ...: the construct, for "... not supported in <where>".

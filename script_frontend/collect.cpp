@@ -1,8 +1,12 @@
 // The kiln module from a parsed file: its torch imports, top-level functions and nn.Module classes
-// with their methods and class attributes. Kiln does not run module-level code, so every other
-// top-level statement is an error here, except `if __name__ == "__main__":` blocks, which do not run
-// when the file is imported either.
+// with their methods and class attributes. Reading a file never fails for what kiln cannot use, as
+// TorchScript never compiles what nothing asks for: other imports, module-level code (not run) and
+// classes kiln does not build bind names that are unavailable, with the reason, and code that kiln
+// evaluates or lowers fails naming it only where it uses one. `if __name__ == "__main__":` blocks do
+// not run when the file is imported either.
 #include <fmt/format.h>
+
+#include <functional>
 
 #include "script_frontend/parser.h"
 
@@ -42,7 +46,11 @@ class Collector {
     switch (s->kind) {
       case StmtKind::Import: return import_stmt(*s);
       case StmtKind::ImportFrom: return from_import(*s);
-      case StmtKind::FunctionDef: m_.functions.push_back(s->fn); return;
+      case StmtKind::FunctionDef:
+        for (const auto& f : m_.functions)
+          if (f->name == s->fn->name) src_.fail(s->fn->loc, fmt::format("function '{}' is defined twice", f->name));
+        m_.functions.push_back(s->fn);
+        return;
       case StmtKind::ClassDef: return class_def(*s);
       case StmtKind::Expr:
         if (is_docstring(*s)) return;
@@ -71,10 +79,34 @@ class Collector {
       case StmtKind::Delete:
       case StmtKind::Match: break;
     }
-    src_.fail(s->loc, "only imports, function definitions and classes are allowed at the top level of a kiln script");
+    // Module-level code (`__all__ = [...]`, a `try:` around an import): not run, so what it binds has
+    // no value for kiln.
+    not_run(*s, s->loc);
   }
 
  private:
+  void unavailable(const std::string& name, std::string why) { m_.unavailable.emplace(name, std::move(why)); }
+
+  // The names a statement of module-level code binds, each unavailable for the reason of `top`.
+  void not_run(const Stmt& s, SourceLoc top) {
+    auto bind = [&](const std::string& name) {
+      unavailable(name, fmt::format("'{}' is bound by module-level code (line {}), which kiln does not run", name, top.line));
+    };
+    std::function<void(const Expr&)> target = [&](const Expr& t) {
+      if (t.kind == ExprKind::Name) bind(t.name);
+      if (t.kind == ExprKind::Tuple || t.kind == ExprKind::List || t.kind == ExprKind::Starred)
+        for (const auto& a : t.args) target(*a);
+    };
+    for (const auto& t : s.targets) target(*t);
+    for (const Alias& a : s.names) bind(a.asname.empty() ? a.name.substr(0, a.name.find('.')) : a.asname);
+    if (s.fn) bind(s.fn->name);
+    if (s.cls) bind(s.cls->name);
+    for (const auto* block : {&s.body, &s.orelse, &s.finalbody})
+      for (const StmtPtr& b : *block) not_run(*b, top);
+    for (const auto& h : s.handlers)
+      for (const StmtPtr& b : h.body) not_run(*b, top);
+  }
+
   void import_stmt(const Stmt& s) {
     for (const Alias& a : s.names) {
       const std::string& mod = a.name;
@@ -92,18 +124,18 @@ class Collector {
         } else {
           names.insert(as);
         }
-      } else if (!as.empty() && (mod == "torch" || mod == "math")) {
-        src_.fail(s.loc, fmt::format("import {} as {} is not supported in kiln script (import {})", mod, as, mod));
       } else {
-        src_.fail(s.loc, fmt::format("import of '{}' is not supported in kiln script (only torch, torch.nn, "
-                                     "torch.nn.functional, math and typing)",
-                                     mod));
+        std::string bound = as.empty() ? mod.substr(0, mod.find('.')) : as;
+        std::string stmt = as.empty() ? "import " + mod : fmt::format("import {} as {}", mod, as);
+        unavailable(bound, fmt::format("'{}' comes from `{}` (line {}), which kiln cannot read{}", bound, stmt, s.loc.line,
+                                       mod == "torch" || mod == "math" ? fmt::format(" (write `import {}`)", mod) : ""));
       }
     }
   }
 
   void from_import(const Stmt& s) {
     std::string mod = std::string(size_t(s.level), '.') + s.module;
+    if (mod == "__future__") return;  // `annotations` and friends change nothing kiln reads
     for (const Alias& a : s.names) {
       const std::string& name = a.name;
       std::string as = a.asname.empty() ? name : a.asname;
@@ -117,18 +149,35 @@ class Collector {
       } else if (((mod == "torch" && name == "Tensor") || typing) && as == name) {
         m_.imported.insert(name);
       } else {
-        src_.fail(a.loc, fmt::format("from {} import {}{} is not supported in kiln script", mod, name,
-                                     as == name ? "" : " as " + as));
+        unavailable(as, fmt::format("'{}' comes from `from {} import {}{}` (line {}), which kiln cannot read{}", as, mod, name,
+                                    as == name ? "" : " as " + as, s.loc.line,
+                                    s.level ? " (kiln reads one file; relative imports are not followed yet)" : ""));
       }
     }
   }
 
+  // An nn.Module class kiln builds, or a class it keeps unavailable with the reason (its first problem).
   void class_def(const Stmt& s) {
+    try {
+      module_class(s);
+    } catch (const Rejected& r) {
+      unavailable(s.cls->name, fmt::format("{} (it is defined at line {})", r.msg, s.cls->loc.line));
+      m_.unbuilt.emplace(s.cls->name, std::make_pair(r.loc, r.msg));
+    }
+  }
+
+  struct Rejected {
+    SourceLoc loc;
+    std::string msg;
+  };
+  [[noreturn]] static void reject(SourceLoc loc, std::string msg) { throw Rejected{loc, std::move(msg)}; }
+
+  void module_class(const Stmt& s) {
     ClassDef& c = *s.cls;
-    if (!c.decorators.empty()) src_.fail(c.decorators[0]->loc, "decorators are not supported in kiln script");
-    if (c.bases.empty()) src_.fail(c.loc, fmt::format("class '{}' must derive from nn.Module in kiln script", c.name));
+    if (!c.decorators.empty()) reject(c.decorators[0]->loc, fmt::format("class '{}' has a decorator, which kiln script does not support", c.name));
+    if (c.bases.empty()) reject(c.loc, fmt::format("class '{}' must derive from nn.Module in kiln script", c.name));
     if (!c.keywords.empty())
-      src_.fail(c.keywords[0].loc, fmt::format("class keywords are not supported in kiln script ('{}' derives from nn.Module only)", c.name));
+      reject(c.keywords[0].loc, fmt::format("class keywords are not supported in kiln script ('{}' derives from nn.Module only)", c.name));
     const Expr& b = *c.bases[0];
     std::string base = dotted(b);
     size_t dot = base.rfind('.');
@@ -138,13 +187,13 @@ class Collector {
                                 : base.substr(dot + 1) == "Module" &&
                                       (m_.nn_names.count(owner) != 0 || (owner == "torch.nn" && m_.imported.count("torch"))));
     if (!ok)
-      src_.fail(b.loc, fmt::format("class '{}' must derive from nn.Module (imported as torch.nn) in kiln script, not '{}'",
-                                   c.name, c.bases.size() == 1 ? base : "several bases"));
+      reject(b.loc, fmt::format("class '{}' must derive from nn.Module (imported as torch.nn) in kiln script, not '{}'", c.name,
+                                c.bases.size() == 1 ? base : "several bases"));
     for (const StmtPtr& st : c.body) {
       if (st->kind == StmtKind::FunctionDef) {
         for (const auto& m : c.methods)
           if (m->name == st->fn->name)
-            src_.fail(st->fn->loc, fmt::format("method '{}' is defined twice in class '{}'", m->name, c.name));
+            reject(st->fn->loc, fmt::format("method '{}' is defined twice in class '{}'", m->name, c.name));
         c.methods.push_back(st->fn);
       } else if (is_docstring(*st) || st->kind == StmtKind::Pass) {
       } else if ((st->kind == StmtKind::Assign || st->kind == StmtKind::AnnAssign) && st->targets.size() == 1 &&
@@ -153,14 +202,14 @@ class Collector {
       } else if (st->kind == StmtKind::Assign || st->kind == StmtKind::AnnAssign) {
         // A class-level attribute (`expansion = 1`): a constant every instance starts with.
         if (st->targets.size() != 1 || st->targets[0]->kind != ExprKind::Name || !st->value)
-          src_.fail(st->loc, "a class-level attribute in kiln script is `name = value`");
+          reject(st->loc, "a class-level attribute in kiln script is `name = value`");
         c.attrs.emplace_back(st->targets[0]->name, st->value.get());
       } else {
-        src_.fail(st->loc, "a class body in kiln script holds methods (def), class attributes (name = value), a "
+        reject(st->loc, "a class body in kiln script holds methods (def), class attributes (name = value), a "
                            "docstring and __constants__");
       }
     }
-    if (!c.method("forward")) src_.fail(c.loc, fmt::format("class '{}' has no forward method", c.name));
+    if (!c.method("forward")) reject(c.loc, fmt::format("class '{}' has no forward method", c.name));
     m_.classes.push_back(s.cls);
   }
 
@@ -303,8 +352,38 @@ class SupportCheck {
 
 }  // namespace
 
+namespace {
+// `@torch.jit.ignore` or `@torch.jit.ignore(drop=True)`, also through `from torch import jit`
+JitMark mark_of(const Expr& d) {
+  std::string name = dotted(d.kind == ExprKind::Call ? *d.args[0] : d);
+  if (name.rfind("torch.", 0) == 0) name = name.substr(6);
+  if (name == "jit.export") return JitMark::Export;
+  if (name == "jit.ignore") return JitMark::Ignore;
+  if (name == "jit.unused") return JitMark::Unused;
+  return JitMark::None;
+}
+}  // namespace
+
+JitMark jit_mark(const FunctionDef& f) {
+  for (const ExprPtr& d : f.decorators)
+    if (JitMark m = mark_of(*d); m != JitMark::None) return m;
+  return JitMark::None;
+}
+
+const char* jit_mark_name(JitMark m) {
+  switch (m) {
+    case JitMark::None: return "";
+    case JitMark::Export: return "export";
+    case JitMark::Ignore: return "ignore";
+    case JitMark::Unused: return "unused";
+  }
+  return "";
+}
+
 void check_def(const Source& src, const FunctionDef& f, bool method, std::string_view where) {
-  if (!f.decorators.empty()) src.fail(f.decorators[0]->loc, fmt::format("decorators are not supported in {}", where));
+  for (const ExprPtr& d : f.decorators)
+    if (mark_of(*d) != JitMark::Export)
+      src.fail(d->loc, fmt::format("decorators other than @torch.jit.export are not supported in {}", where));
   if (f.is_async) src.fail(f.loc, fmt::format("async def is not supported in {}", where));
   if (f.vararg) src.fail(f.vararg->loc, fmt::format("*args and **kwargs are not supported in {}", where));
   if (f.kwarg) src.fail(f.kwarg->loc, fmt::format("*args and **kwargs are not supported in {}", where));

@@ -312,6 +312,7 @@ class Init {
   Static& var(const std::string& name, Scope& sc, SourceLoc loc) {
     auto it = sc.vars.find(name);
     if (it != sc.vars.end()) return it->second;
+    if (const std::string* why = m_.why_unavailable(name)) fail(loc, *why);
     std::vector<std::string> names;
     for (auto& [k, v] : sc.vars) names.push_back(k);
     fail(loc, fmt::format("undefined name '{}'{}", name, did_you_mean(name, names)));
@@ -675,6 +676,7 @@ class Init {
       }
     for (const auto& f : m_.functions)
       if (f->name == fn.name) return run_function(*f, nullptr, args, kwargs, e.loc);
+    if (const std::string* why = m_.why_unavailable(fn.name)) fail(fn.loc, *why);
     return python_builtin(fn.name, args, kwargs, e.loc);
   }
 

@@ -308,6 +308,7 @@ Value* Lowerer::name(const Expr& e) {
     fail(e.loc, fmt::format("'{}' is a module ({}), not a value; call it or read its attributes", e.name, o->cls));
   for (const auto& f : m_.functions)
     if (f->name == e.name) fail(e.loc, fmt::format("function '{}' is not a value; call it", e.name));
+  if (const std::string* why = m_.why_unavailable(e.name)) fail(e.loc, *why);
   std::vector<std::string> cands;
   for (auto& [k, v] : frame().env)
     if (k[0] != '$') cands.push_back(k);
@@ -777,6 +778,8 @@ Value* Lowerer::call(const Expr& e) {
     if (base.kind == ExprKind::Attribute && base.args[0]->kind == ExprKind::Name && base.args[0]->name == "torch")
       fail(fn.loc, fmt::format("torch.{}.{} is not supported in kiln script; only torch.<function> calls are",
                                base.name, fn.name));
+    if (base.kind == ExprKind::Name && !frame().env.count(base.name))
+      if (const std::string* why = m_.why_unavailable(base.name)) fail(base.loc, *why);
     if (base.kind == ExprKind::Name && (base.name == "F" || base.name == "nn" || base.name == "np"))
       if (!frame().env.count(base.name))
         fail(base.loc, fmt::format("'{}' is not available in kiln script; use torch.<function>", base.name));
@@ -809,6 +812,7 @@ Value* Lowerer::call(const Expr& e) {
   if (fn.kind != ExprKind::Name) fail(fn.loc, "only functions of this file, torch.<function> and tensor methods can be called");
   for (const auto& f : m_.functions)
     if (f->name == fn.name) return inline_call(*f, e);
+  if (const std::string* why = m_.why_unavailable(fn.name); why && !frame().env.count(fn.name)) fail(fn.loc, *why);
   if (fn.name == "print" && !frame().env.count("print")) {
     // A side effect kept by dead-code elimination; printed as Python prints (sep and end as attributes).
     Node* n = g_->create(Prim::Print, 0);

@@ -262,6 +262,10 @@ Value* Lowerer::inline_call(const FunctionDef& f, const Expr& call, const Object
 }
 
 Value* Lowerer::inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc call_loc, const Object* self) {
+  if (JitMark mark = jit_mark(f); mark == JitMark::Ignore || mark == JitMark::Unused)
+    fail(call_loc, fmt::format("'{}' is marked @torch.jit.{}, and kiln runs no Python, so lowered code cannot call it ({})", f.name,
+                               jit_mark_name(mark),
+                               mark == JitMark::Ignore ? "TorchScript would call it in Python" : "TorchScript compiles the call to raise"));
   // Inlining can multiply code (f calls g twice, g calls h twice, ...): bound the graph it builds.
   if (g_->num_nodes() > 200000) fail(call_loc, "the program is too large after inlining its calls");
   for (size_t i = 0; i < inlining_.size(); ++i)
@@ -1170,38 +1174,46 @@ void Lowerer::assert_stmt(const Stmt& s) {
 
 // ---------------------------------------------------------------- entry
 
+namespace {
+// A function inlined into others fails in each: its error is reported once.
+void report_once(std::vector<std::string>& errors, const std::string& e) {
+  if (std::find(errors.begin(), errors.end(), e) == errors.end()) errors.push_back(e);
+}
+
+// One function's graph (null when it failed), its errors appended to errors once each.
+std::shared_ptr<ir::Graph> lower_reporting(const Source& src, const Module& m, const FunctionDef& f, std::vector<std::string>& errors,
+                                           std::set<RecursionError::Cycle>* cycles) {
+  auto report = [&](const std::string& e) { report_once(errors, e); };
+  Lowerer L(src, m);
+  std::shared_ptr<ir::Graph> g;
+  try {
+    g = L.lower_function(f);
+  } catch (const RecursionError& e) {
+    if (!cycles || cycles->insert(e.cycle).second) report(e.what());
+  } catch (const Error& e) {
+    report(e.what());
+  }
+  for (const std::string& e : L.later_errors()) report(e);
+  return g;
+}
+}  // namespace
+
+std::shared_ptr<ir::Graph> lower_one(const Source& src, const Module& m, const FunctionDef& f, std::vector<std::string>& errors) {
+  return lower_reporting(src, m, f, errors, nullptr);
+}
+
 std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const Module& m,
                                                          std::vector<std::string>& errors) {
   std::map<std::string, std::shared_ptr<ir::Graph>> out;
-  auto report = [&](const std::string& e) {
-    // A function inlined into others fails in each: report its error once.
-    if (std::find(errors.begin(), errors.end(), e) == errors.end()) errors.push_back(e);
-  };
-  for (const auto& f : m.functions) {
-    if (out.count(f->name)) {
-      try {
-        src.fail(f->loc, fmt::format("function '{}' is defined twice", f->name));
-      } catch (const Error& e) {
-        report(e.what());
-      }
-    }
-    out[f->name] = nullptr;
-  }
   std::set<RecursionError::Cycle> cycles;  // each reported once, whichever function meets it first
   for (const auto& f : m.functions) {
-    if (dict_param(*f)) {  // lowered where a function of the file calls it (ScriptModule::function says so)
+    // A dict-taking function is lowered where a function of the file calls it (ScriptModule::function
+    // says so); an ignored or unused one never.
+    if (dict_param(*f) || jit_mark(*f) == JitMark::Ignore || jit_mark(*f) == JitMark::Unused) {
       out.erase(f->name);
       continue;
     }
-    Lowerer L(src, m);
-    try {
-      out[f->name] = L.lower_function(*f);
-    } catch (const RecursionError& e) {
-      if (cycles.insert(e.cycle).second) report(e.what());
-    } catch (const Error& e) {
-      report(e.what());
-    }
-    for (const std::string& e : L.later_errors()) report(e);
+    out[f->name] = lower_reporting(src, m, *f, errors, &cycles);
   }
   return out;
 }

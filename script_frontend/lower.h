@@ -19,6 +19,10 @@ std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const
 std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const Module& m,
                                                          std::vector<std::string>& errors);
 
+// One function, as ScriptModule::function lowers it on first use: the graph, or null with its errors
+// appended.
+std::shared_ptr<ir::Graph> lower_one(const Source& src, const Module& m, const FunctionDef& f, std::vector<std::string>& errors);
+
 // A function taking a Dict parameter is lowered only where another function of the file calls it
 // (calls are inlined, so the dict's keys are known there); it has no graph of its own.
 bool is_dict_annotation(const TypeExpr& t);

@@ -6,6 +6,7 @@
 #include "eager/autocast/autocast.h"
 #include "script_frontend/lowerer.h"
 #include "script_frontend/objects.h"
+#include "script_frontend/parser.h"
 
 namespace kiln {
 
@@ -27,6 +28,8 @@ Function ScriptedModule::method(const std::string& name) {
       }
     fail("script: class {} has no method '{}' (it has: {}){}", c.name, name, all, script::did_you_mean(name, names));
   }
+  if (script::JitMark mark = script::jit_mark(*f); mark == script::JitMark::Ignore || mark == script::JitMark::Unused)
+    fail("script: {}.{} is marked @torch.jit.{}, so it is not compiled (kiln runs no Python)", c.name, name, script::jit_mark_name(mark));
   // Dropout and batch norm lower differently in training and evaluation: one graph per combination
   // of the tree's flags (in practice two: all training, all evaluating).
   std::string key = name + ":";

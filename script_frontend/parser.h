@@ -18,15 +18,19 @@ Module parse(const Source& src);
 Module parse(const Source& src, std::vector<std::string>& errors);
 // Python's syntax alone: Module::body, nothing collected; raises kiln::Error on a syntax error.
 Module parse_syntax(const Source& src);
-// Fills m's functions, classes and import names from m.body, appending one message per top-level
-// statement kiln script does not accept (module-level code, imports other than torch's, classes that
-// are not nn.Modules).
+// Fills m's functions, classes, import names and unavailable names from m.body (collect.cpp says what
+// each top-level statement gives), appending a message only for a function defined twice.
 void collect(const Source& src, Module& m, std::vector<std::string>& errors);
 // Raises the first problem of a def kiln is about to evaluate or lower: decorators, async, *args,
 // keyword-only or positional-only parameters, an unannotated parameter of a function (methods may
 // leave them out), then the first construct of its body kiln does not support (lambda, try, ...), in
 // source order. where ends the message: "kiln script", "__init__".
 void check_def(const Source& src, const FunctionDef& f, bool method, std::string_view where);
+// TorchScript's marks on a def: @torch.jit.export (lowered beside forward), @torch.jit.ignore and
+// @torch.jit.unused (never lowered; kiln runs no Python, so lowered code that calls one is an error).
+enum class JitMark : uint8_t { None, Export, Ignore, Unused };
+JitMark jit_mark(const FunctionDef& f);
+const char* jit_mark_name(JitMark m);  // "export", "ignore", "unused"
 // Raises kiln::Error holding every message, one after another, when there are any.
 void raise_all(const std::vector<std::string>& errors);
 

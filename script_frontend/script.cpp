@@ -2,10 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 #include "core/ir/verifier.h"
+#include "eager/autocast/autocast.h"
 #include "script_frontend/lower.h"
 #include "script_frontend/lowerer.h"
 #include "script_frontend/objects.h"
@@ -13,16 +16,57 @@
 
 namespace kiln {
 
+struct ScriptModule::Compiled {
+  std::mutex mu;
+  std::map<std::string, Function> functions;
+};
+
+ScriptModule::ScriptModule(std::shared_ptr<const script::File> file)
+    : compiled_(std::make_shared<Compiled>()), file_(std::move(file)) {}
+
+namespace {
+const script::FunctionDef* find_def(const std::shared_ptr<const script::File>& file, const std::string& name) {
+  if (file)
+    for (const auto& f : file->ast.functions)
+      if (f->name == name) return f.get();
+  return nullptr;
+}
+
+bool compilable(const script::FunctionDef& f) {
+  script::JitMark mark = script::jit_mark(f);
+  return !script::dict_param(f) && mark != script::JitMark::Ignore && mark != script::JitMark::Unused;
+}
+
+void verify_graph(const std::string& fn, const ir::Graph& g) {
+  // Lowering builds well-formed graphs; the verifier holds it to that.
+  std::vector<std::string> errs = ir::verify_errors(g);
+  if (!errs.empty()) fail("script: internal error: the graph of {} does not verify: {}\n{}", fn, errs[0], g.str());
+}
+}  // namespace
+
 const Function& ScriptModule::function(const std::string& name) const {
-  auto it = functions_.find(name);
-  if (it != functions_.end()) return it->second;
-  if (file_)
-    for (const auto& f : file_->ast.functions)
-      if (const script::Param* p = f->name == name ? script::dict_param(*f) : nullptr)
-        fail("script: function '{}' takes the dict parameter '{}', so it can only be called by the file's functions "
-             "(calls are inlined, where the dict's keys are known); kiln script functions called from outside take "
-             "tensors, numbers, tuples and lists",
-             name, p->name);
+  const script::FunctionDef* f = find_def(file_, name);
+  if (f && compilable(*f)) {
+    // Inside an AutocastGuard the graph records the scope's casts (as a trace would): one graph per dtype.
+    std::string key = name;
+    if (autocast_enabled()) key += ":autocast " + std::string(dtype_name(autocast_dtype()));
+    std::lock_guard<std::mutex> lock(compiled_->mu);
+    auto it = compiled_->functions.find(key);
+    if (it != compiled_->functions.end()) return it->second;
+    std::vector<std::string> errors;
+    std::shared_ptr<ir::Graph> g = script::lower_one(file_->src, file_->ast, *f, errors);
+    script::raise_all(errors);
+    verify_graph(name, *g);
+    return compiled_->functions.emplace(key, Function(g, name)).first->second;
+  }
+  if (f && script::dict_param(*f))
+    fail("script: function '{}' takes the dict parameter '{}', so it can only be called by the file's functions "
+         "(calls are inlined, where the dict's keys are known); kiln script functions called from outside take "
+         "tensors, numbers, tuples and lists",
+         name, script::dict_param(*f)->name);
+  if (f)
+    fail("script: function '{}' is marked @torch.jit.{}, so it is not compiled (kiln runs no Python)", name,
+         script::jit_mark_name(script::jit_mark(*f)));
   std::vector<std::string> names = function_names();
   std::string all;
   for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
@@ -30,9 +74,17 @@ const Function& ScriptModule::function(const std::string& name) const {
        script::did_you_mean(name, names));
 }
 
+bool ScriptModule::has_function(const std::string& name) const {
+  const script::FunctionDef* f = find_def(file_, name);
+  return f && compilable(*f);
+}
+
 std::vector<std::string> ScriptModule::function_names() const {
   std::vector<std::string> out;
-  for (const auto& [k, f] : functions_) out.push_back(k);
+  if (file_)
+    for (const auto& f : file_->ast.functions)
+      if (compilable(*f)) out.push_back(f->name);
+  std::sort(out.begin(), out.end());
   return out;
 }
 
@@ -49,6 +101,11 @@ std::shared_ptr<ScriptedModule> ScriptModule::module(const std::string& name, co
   if (file_)
     for (const auto& c : file_->ast.classes)
       if (c->name == name) cls = c.get();
+  if (!cls && file_) {
+    auto it = file_->ast.unbuilt.find(name);
+    if (it != file_->ast.unbuilt.end()) file_->src.fail(it->second.first, it->second.second);
+    if (const std::string* why = file_->ast.why_unavailable(name)) fail("{}: {}", file_->src.name, *why);
+  }
   if (!cls) {
     std::vector<std::string> names = class_names();
     std::string all;
@@ -61,30 +118,18 @@ std::shared_ptr<ScriptedModule> ScriptModule::module(const std::string& name, co
   std::map<std::string, script::Static> skw;
   for (const auto& [k, v] : kwargs) skw[k] = script::static_of(v);
   std::shared_ptr<ScriptedModule> m = script::construct(file_, *cls, sargs, skw);
+  // TorchScript's rule: forward (with what it calls) and the @torch.jit.export methods are compiled now.
   m->method("forward");
+  for (const auto& f : cls->methods)
+    if (script::jit_mark(*f) == script::JitMark::Export) m->method(f->name);
   return m;
 }
-
-namespace {
-std::map<std::string, std::shared_ptr<ir::Graph>> compile(const script::Source& src, const script::Module& m) {
-  auto graphs = script::lower(src, m);
-  // Lowering builds well-formed graphs; the verifier holds it to that.
-  for (auto& [fn, g] : graphs) {
-    std::vector<std::string> errs = ir::verify_errors(*g);
-    if (!errs.empty()) fail("script: internal error: the graph of {} does not verify: {}\n{}", fn, errs[0], g->str());
-  }
-  return graphs;
-}
-}  // namespace
 
 ScriptModule script_source(const std::string& text, const std::string& name) {
   auto file = std::make_shared<script::File>();
   file->src = script::Source{name, text};
-  // Parse errors are reported alone: lowering a file with a broken definition would cascade.
   file->ast = script::parse(file->src);
-  std::map<std::string, Function> fns;
-  for (auto& [fn, g] : compile(file->src, file->ast)) fns.emplace(fn, Function(g, fn));
-  return ScriptModule(std::move(fns), std::move(file));
+  return ScriptModule(std::move(file));
 }
 
 ScriptModule script_file(const std::string& path) {
@@ -98,7 +143,8 @@ ScriptModule script_file(const std::string& path) {
 void script::check_source(const std::string& text, const std::string& name) {
   script::Source src{name, text};
   script::Module m = script::parse(src);
-  compile(src, m);
+  for (auto& [fn, g] : script::lower(src, m))
+    if (g) verify_graph(fn, *g);
 }
 
 }  // namespace kiln

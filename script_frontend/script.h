@@ -8,9 +8,11 @@
 //
 //   auto net = m.module("Net", {int64_t(10)});   // a class Net(nn.Module): a kiln nn::Module
 //
-// Every error in the file (syntax, names, types, op signatures) is reported before anything runs, as
-// `file:line:col: error: message`, the source line and a caret. A class's methods are lowered when
-// module() builds it (its __init__ decides what they see).
+// Syntax errors, and top-level code kiln script does not accept, are reported when the file is read, as
+// `file:line:col: error: message`, the source line and a caret. As in TorchScript, only what is asked for is
+// compiled: a function when function() first asks for it (with the functions it calls), a class's forward,
+// the methods it calls and its @torch.jit.export methods when module() builds it (its __init__ decides what
+// they see). Every error of what is compiled is reported before anything runs; other defs may hold any Python.
 #include <map>
 #include <memory>
 #include <string>
@@ -24,11 +26,13 @@ namespace kiln {
 class ScriptModule {
  public:
   ScriptModule() = default;
-  ScriptModule(std::map<std::string, Function> functions, std::shared_ptr<const script::File> file)
-      : functions_(std::move(functions)), file_(std::move(file)) {}
-  // Raises kiln::Error naming the functions the file has when there is no such function.
+  explicit ScriptModule(std::shared_ptr<const script::File> file);
+  // The function lowered on first use (thread-safe; copies of this ScriptModule share the graphs). Raises
+  // kiln::Error naming the functions the file has when there is no such function, and the function's errors.
   const Function& function(const std::string& name) const;
-  bool has_function(const std::string& name) const { return functions_.count(name) != 0; }
+  bool has_function(const std::string& name) const;
+  // The functions function() can compile: every top-level def but @torch.jit.ignore / unused ones and
+  // those taking a dict parameter.
   std::vector<std::string> function_names() const;
 
   // Builds an instance of the file's class `name` (an nn.Module subclass): runs its __init__ with
@@ -39,7 +43,8 @@ class ScriptModule {
   std::vector<std::string> class_names() const;
 
  private:
-  std::map<std::string, Function> functions_;
+  struct Compiled;  // the functions lowered so far, under a mutex
+  std::shared_ptr<Compiled> compiled_;
   std::shared_ptr<const script::File> file_;
 };
 
@@ -47,7 +52,8 @@ ScriptModule script_source(const std::string& text, const std::string& name = "<
 ScriptModule script_file(const std::string& path);
 
 namespace script {
-// Lexes, parses and lowers without building Functions: what `kiln check` and the fuzzer run.
+// Lexes, parses and lowers every function function_names() lists, reporting every error: what `kiln check`
+// and the fuzzer run.
 void check_source(const std::string& text, const std::string& name);
 }  // namespace script
 

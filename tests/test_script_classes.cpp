@@ -187,7 +187,7 @@ def g(x: Tensor) -> Tensor:
 def h(x: Tensor) Tensor:
     return x
 )";
-  std::string e = error_of([&] { script_source(src, "two.py"); });
+  std::string e = error_of([&] { script::check_source(src, "two.py"); });
   INFO(e);
   CHECK(e.find("two.py:6:15: error:") == 0);
   CHECK(e.find("two.py:13:18: error: expected ':' after the function signature") != std::string::npos);
@@ -206,7 +206,7 @@ def g(x: Tensor) -> int:
 def h(x: Tensor) -> Tensor:
     return f(x)
 )";
-  e = error_of([&] { script_source(sema, "sema.py"); });
+  e = error_of([&] { script::check_source(sema, "sema.py"); });
   CHECK(e.find("sema.py:6:12: error: cannot add Tensor and Tuple[int, int]") == 0);
   CHECK(e.find("sema.py:10:12: error: function 'g' is declared to return int but returns Tensor") != std::string::npos);
   // h inlines f and meets f's error again: reported once.

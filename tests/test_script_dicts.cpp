@@ -67,19 +67,19 @@ TEST_CASE("script dict: unknown keys, run-time keys and keys that differ between
   auto file = [](const char* body) {
     return std::string("import torch\nfrom torch import Tensor\nfrom typing import Dict\n\n\n") + body;
   };
-  check_error([&] { script_source(file("def f(x: Tensor) -> Tensor:\n    d = {\"a\": x}\n    return d[\"b\"]\n"), "t.py"); },
+  check_error([&] { script::check_source(file("def f(x: Tensor) -> Tensor:\n    d = {\"a\": x}\n    return d[\"b\"]\n"), "t.py"); },
               "t.py:8:14: error: KeyError: 'b' (the dict has keys ['a'])");
   check_error(
-      [&] { script_source(file("def f(x: Tensor, k: str) -> Tensor:\n    d = {\"a\": x}\n    return d[k]\n"), "t.py"); },
+      [&] { script::check_source(file("def f(x: Tensor, k: str) -> Tensor:\n    d = {\"a\": x}\n    return d[k]\n"), "t.py"); },
       "t.py:8:14: error: dict keys must be string constants in kiln script");
   check_error(
       [&] {
-        script_source(file("def f(x: Tensor, c: bool) -> Tensor:\n    d = {\"a\": x}\n    if c:\n        d = {\"b\": x}\n"
+        script::check_source(file("def f(x: Tensor, c: bool) -> Tensor:\n    d = {\"a\": x}\n    if c:\n        d = {\"b\": x}\n"
                            "    return x\n"),
                       "t.py");
       },
       "t.py:8:5: error: dict 'd' has keys ['b'] and ['a'] on the two sides of this if");
-  check_error([&] { script_source(file("def f(x: Tensor) -> Tensor:\n    s = {x, x}\n    return x\n"), "t.py"); },
+  check_error([&] { script::check_source(file("def f(x: Tensor) -> Tensor:\n    s = {x, x}\n    return x\n"), "t.py"); },
               "t.py:7:9: error: set literals are not supported in kiln script");
 }
 
@@ -113,11 +113,11 @@ TEST_CASE("script: returns of different types are refused naming both types") {
     return std::string("import torch\nfrom torch import Tensor\nfrom typing import Optional\n\n\n") + body;
   };
   check_error(
-      [&] { script_source(file("def f(x: Tensor, c: bool) -> Tensor:\n    if c:\n        return x\n    return 1\n"), "t.py"); },
+      [&] { script::check_source(file("def f(x: Tensor, c: bool) -> Tensor:\n    if c:\n        return x\n    return 1\n"), "t.py"); },
       "t.py:9:12: error: function 'f' is declared to return Tensor but returns int");
   check_error(
       [&] {
-        script_source(file("def f(x: Tensor, c: bool) -> Optional[Tensor]:\n    if c:\n        return 1\n    return x\n"),
+        script::check_source(file("def f(x: Tensor, c: bool) -> Optional[Tensor]:\n    if c:\n        return 1\n    return x\n"),
                       "t.py");
       },
       "t.py:8:16: error: function 'f' is declared to return Optional[Tensor] but returns int");
@@ -186,11 +186,11 @@ def f(x: Tensor) -> Tensor:
                        "def g(d: Dict[str, Tensor]) -> Tensor:\n") + body +
            "\n\n\ndef f(x: Tensor) -> Tensor:\n    return " + call + "\n";
   };
-  check_error([&] { script_source(with("    d[\"a\"] = d[\"a\"] * 2.0\n    return d[\"a\"]", "g({\"a\": x})"), "t.py"); },
+  check_error([&] { script::check_source(with("    d[\"a\"] = d[\"a\"] * 2.0\n    return d[\"a\"]", "g({\"a\": x})"), "t.py"); },
               "t.py:7:5: error: cannot assign to an entry of 'd': it is parameter 'd' of 'g', and the caller would see "
               "the change");
-  check_error([&] { script_source(with("    return d[\"a\"]", "g({\"a\": 1})"), "t.py"); },
+  check_error([&] { script::check_source(with("    return d[\"a\"]", "g({\"a\": 1})"), "t.py"); },
               "argument 'd' of g() expects Dict[str, Tensor], but its entry 'a' is int");
-  check_error([&] { script_source(with("    return d[\"a\"]", "g(x)"), "t.py"); },
+  check_error([&] { script::check_source(with("    return d[\"a\"]", "g(x)"), "t.py"); },
               "argument 'd' of g() expects Dict[str, Tensor], got Tensor");
 }

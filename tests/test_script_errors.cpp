@@ -8,7 +8,7 @@ using namespace kiln;
 namespace {
 std::string error_of(const std::string& src) {
   try {
-    script_source(src, "m.py");
+    script::check_source(src, "m.py");
   } catch (const Error& e) {
     return e.what();
   }

@@ -155,50 +155,50 @@ def f(x: Tensor, v: Tensor) -> Tensor:
 
 TEST_CASE("script inplace: aliasing kiln cannot follow is refused with file:line:col") {
   auto err = [](const char* body) { return std::string("import torch\nfrom torch import Tensor\n\n\n") + body; };
-  check_error([&] { script_source(err("def f(x: Tensor) -> Tensor:\n    x += 1.0\n    return x\n"), "t.py"); },
+  check_error([&] { script::check_source(err("def f(x: Tensor) -> Tensor:\n    x += 1.0\n    return x\n"), "t.py"); },
               "t.py:6:5: error: cannot write in place to 'x': it is parameter 'x' of 'f', and the caller would see the "
               "change");
-  check_error([&] { script_source(err("def f(x: Tensor) -> Tensor:\n    y = x[0]\n    y[0] = 1.0\n    return x\n"), "t.py"); },
+  check_error([&] { script::check_source(err("def f(x: Tensor) -> Tensor:\n    y = x[0]\n    y[0] = 1.0\n    return x\n"), "t.py"); },
               "t.py:7:5: error: cannot write in place to 'y': it is parameter 'x' of 'f'");
   check_error(
       [&] {
-        script_source(err("def g(t: Tensor) -> Tensor:\n    t.relu_()\n    return t\n\n\n"
+        script::check_source(err("def g(t: Tensor) -> Tensor:\n    t.relu_()\n    return t\n\n\n"
                           "def f(x: Tensor) -> Tensor:\n    y = x * 2.0\n    return g(y)\n"),
                       "t.py");
       },
       "cannot write in place to 't': it is parameter 't' of 'g'");
   check_error(
       [&] {
-        script_source(err("def f(x: Tensor) -> Tensor:\n    x = x.clone()\n    v = x.view(4)\n    v += 1.0\n    return x\n"),
+        script::check_source(err("def f(x: Tensor) -> Tensor:\n    x = x.clone()\n    v = x.view(4)\n    v += 1.0\n    return x\n"),
                       "t.py");
       },
       "t.py:8:5: error: cannot write in place to 'v': it shares memory with 'x' through");
   check_error(
       [&] {
-        script_source(err("def f(x: Tensor, c: bool) -> Tensor:\n    x = x.clone()\n    y = x[0]\n    if c:\n"
+        script::check_source(err("def f(x: Tensor, c: bool) -> Tensor:\n    x = x.clone()\n    y = x[0]\n    if c:\n"
                           "        y = y * 2.0\n    y += 1.0\n    return x\n"),
                       "t.py");
       },
       "t.py:10:5: error: cannot write in place to 'y': it shared memory with 'x' in the code before the if at line 8");
   check_error(
       [&] {
-        script_source(err("def f(x: Tensor) -> Tensor:\n    x = x.clone()\n    t = (x, 1)\n    x += 1.0\n    return x\n"),
+        script::check_source(err("def f(x: Tensor) -> Tensor:\n    x = x.clone()\n    t = (x, 1)\n    x += 1.0\n    return x\n"),
                       "t.py");
       },
       "t.py:8:5: error: cannot write in place to 'x': 't' holds it in a Tuple[Tensor, int]");
   check_error(
       [&] {
-        script_source(err("def f(x: Tensor) -> Tensor:\n    y = x * 1.0\n    for r in y:\n        r += 1.0\n    return y\n"),
+        script::check_source(err("def f(x: Tensor) -> Tensor:\n    y = x * 1.0\n    for r in y:\n        r += 1.0\n    return y\n"),
                       "t.py");
       },
       "t.py:8:9: error: cannot write in place to 'r': it is a row of the tensor the for loop iterates over");
   check_error(
       [&] {
-        script_source(err("def f(x: Tensor) -> Tensor:\n    xs = [x * 1.0, x]\n    t = xs[0]\n    t.relu_()\n    return x\n"),
+        script::check_source(err("def f(x: Tensor) -> Tensor:\n    xs = [x * 1.0, x]\n    t = xs[0]\n    t.relu_()\n    return x\n"),
                       "t.py");
       },
       "t.py:8:7: error: cannot write in place to 't': 'xs' holds it in a List[Tensor]");
-  check_error([&] { script_source(err("def f(x: Tensor) -> Tensor:\n    y = x * 1.0\n    y[0], y[1] = 1.0, 2.0\n    return y\n"), "t.py"); },
+  check_error([&] { script::check_source(err("def f(x: Tensor) -> Tensor:\n    y = x * 1.0\n    y[0], y[1] = 1.0, 2.0\n    return y\n"), "t.py"); },
               "supported only as a statement of its own");
 }
 
@@ -280,9 +280,9 @@ def f(n: int) -> int:
     return std::string("import torch\nfrom torch import Tensor\n\n\ndef f(n: int) -> int:\n    ") + line +
            "\n    return n\n";
   };
-  check_error([&] { script_source(err("print(n, flush=True)"), "t.py"); },
+  check_error([&] { script::check_source(err("print(n, flush=True)"), "t.py"); },
               "t.py:6:14: error: print() keyword 'flush' is not supported in kiln script (sep and end are)");
-  check_error([&] { script_source(err("print(n, sep=n)"), "t.py"); },
+  check_error([&] { script::check_source(err("print(n, sep=n)"), "t.py"); },
               "print() sep must be a string constant in kiln script");
 }
 
@@ -311,7 +311,7 @@ def f(x: Tensor, i: int) -> List[Tensor]:
   check_error([&] { f.call({tensor({1.0}), int64_t(2)}); }, "list assignment index 2 is out of range for a list of 2 elements");
   check_error(
       [&] {
-        script_source("import torch\nfrom torch import Tensor\n\n\ndef f(x: Tensor) -> Tensor:\n    xs = [x * 1.0]\n"
+        script::check_source("import torch\nfrom torch import Tensor\n\n\ndef f(x: Tensor) -> Tensor:\n    xs = [x * 1.0]\n"
                       "    xs[0] += 1.0\n    return xs[0]\n",
                       "t.py");
       },

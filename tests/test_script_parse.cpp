@@ -149,7 +149,7 @@ if __name__ == "__main__":
 }
 
 TEST_CASE("script errors: constructs kiln does not run are named where the code is lowered or evaluated") {
-  auto err = [](const std::string& src) { return error_of([&] { script_source(src, "m.py"); }); };
+  auto err = [](const std::string& src) { return error_of([&] { script::check_source(src, "m.py"); }); };
   CHECK(err("def f(x: int) -> int:\n    g = f'{x}'\n    return x\n") ==
         "m.py:2:9: error: f-strings are not supported in kiln script\n    g = f'{x}'\n        ^");
   CHECK(err("def f(x: int) -> int:\n    try:\n        pass\n    finally:\n        pass\n    return x\n")
@@ -157,13 +157,15 @@ TEST_CASE("script errors: constructs kiln does not run are named where the code 
   CHECK(err("def f(x: int) -> int:\n    return x if (y := x) else y\n").find("assignment expressions (:=) are not supported") !=
         std::string::npos);
   CHECK(err("def f(x: int, *, k: int) -> int:\n    return x\n").find("m.py:1:18: error: keyword-only parameters") == 0);
-  CHECK(err("@decorate\ndef f(x: int) -> int:\n    return x\n").find("m.py:1:2: error: decorators are not supported") == 0);
+  CHECK(err("@decorate\ndef f(x: int) -> int:\n    return x\n").find("m.py:1:2: error: decorators other than @torch.jit.export are not supported") == 0);
   CHECK(err("async def f(x: int) -> int:\n    return x\n").find("async def is not supported") != std::string::npos);
   CHECK(err("def f(x: int) -> int:\n    def g(): pass\n    return x\n").find("nested functions are not supported") !=
         std::string::npos);
   CHECK(err("def f(x: int) -> int:\n    return max(x, **{})\n").find("**kwargs are not supported") != std::string::npos);
-  CHECK(err("x = 1\n").find("only imports, function definitions and classes are allowed at the top level") !=
-        std::string::npos);
+  // module-level code is not run: what it binds is named where compiled code uses it
+  CHECK(err("x = 1\n").empty());
+  CHECK(err("x = 1\n\n\ndef f(n: int) -> int:\n    return n + x\n")
+            .find("m.py:5:16: error: 'x' is bound by module-level code (line 1), which kiln does not run") == 0);
   CHECK(err("def f(x: int) -> int:\n    return x\n\nif __name__ == '__main__':\n    print(f(1))\n").empty());
 
   const char* init = R"(

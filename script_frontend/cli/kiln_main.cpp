@@ -8,7 +8,7 @@
 //   kiln ir FILE.py FUNC [--after PASS]   print FUNC's IR (after the JIT pipeline up to PASS)
 //   kiln ir MODEL.kiln [--after PASS]     the same for a saved function
 //   kiln dot FILE.py FUNC [--after PASS]  the same as Graphviz
-//   kiln check FILE.py                    report errors only
+//   kiln check FILE.py [CLASS ARGS...]    report errors only (of a class built from ARGS, when given)
 //   kiln profile FILE.py FUNC ARG... [--trace OUT.json] [--warmup N]
 //                                  run FUNC under kiln::Profiler after N unprofiled runs (default 1);
 //                                  print ops, FLOPs, time and memory
@@ -16,8 +16,12 @@
 // A FILE is read as a saved function when its name ends in .kiln or it starts with the magic "KILN".
 //
 // Options are parsed into one struct before any command runs.
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -43,7 +47,7 @@ constexpr const char* kUsage =
     "       kiln run MODEL.kiln ARG... [-o OUT.npy]... [--backend interp|x86]\n"
     "       kiln ir FILE.py FUNC [--after PASS]    (or MODEL.kiln)\n"
     "       kiln dot FILE.py FUNC [--after PASS]   (or MODEL.kiln)\n"
-    "       kiln check FILE.py\n"
+    "       kiln check FILE.py [CLASS ARG... NAME=ARG...]   (ARG: 3, 0.5, True, None, 2,2,2,2 for a list)\n"
     "       kiln profile FILE.py FUNC ARG... [--trace OUT.json] [--warmup N]   (or MODEL.kiln ARG...)\n"
     "ARG: a .npy file (a tensor), a literal (int, float, bool, None, a,b,c for a list), or --randn 64x784\n";
 
@@ -108,7 +112,7 @@ Options parse_options(int argc, char** argv) {
   o.args.assign(positional.begin() + std::min(first_arg, positional.size()), positional.end());
   bool needs_fn = o.command != "check" && !o.saved;
   if (needs_fn && o.function.empty()) kiln::fail("kiln {}: missing FUNC\n{}", o.command, kUsage);
-  if (o.command != "run" && o.command != "profile" && !o.args.empty())
+  if (o.command != "run" && o.command != "profile" && o.command != "check" && !o.args.empty())
     kiln::fail("kiln {}: unexpected argument '{}'", o.command, o.args[0].randn ? "--randn" : o.args[0].text);
   if (o.command != "run" && !o.outputs.empty()) kiln::fail("kiln {}: -o is only for kiln run", o.command);
   if (o.backend != "interp" && o.backend != "x86") kiln::fail("kiln: unknown backend '{}' (interp, x86)", o.backend);
@@ -188,13 +192,53 @@ int profile(const Options& o) {
   return 0;
 }
 
+// A constructor argument as written: an int, a float, True/False, None, or comma-separated values (a list).
+kiln::IValue literal(const std::string& t) {
+  if (t.find(',') != std::string::npos) {
+    std::vector<kiln::IValue> es;
+    size_t start = 0;
+    for (size_t comma; (comma = t.find(',', start)) != std::string::npos; start = comma + 1)
+      if (comma > start) es.push_back(literal(t.substr(start, comma - start)));
+    if (start < t.size()) es.push_back(literal(t.substr(start)));
+    return kiln::IValue::list(std::move(es));
+  }
+  if (t == "True" || t == "False") return kiln::IValue(t == "True");
+  if (t == "None") return kiln::IValue();
+  char* end = nullptr;
+  long long i = std::strtoll(t.c_str(), &end, 10);
+  if (!t.empty() && *end == '\0') return kiln::IValue(int64_t(i));
+  double d = std::strtod(t.c_str(), &end);
+  if (!t.empty() && *end == '\0') return kiln::IValue(d);
+  return kiln::IValue(t);  // a string
+}
+
+// Without CLASS: every function kiln script could be asked for. With it: the class built from the
+// arguments (NAME=VALUE for keywords), its __init__ run, its forward and exports lowered.
+int check(const Options& o) {
+  if (o.function.empty()) {
+    std::ifstream f(o.file, std::ios::binary);
+    if (!f) kiln::fail("kiln check: cannot open {}", o.file);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    kiln::script::check_source(ss.str(), o.file);
+    return 0;
+  }
+  std::vector<kiln::IValue> args;
+  std::map<std::string, kiln::IValue> kwargs;
+  for (const Arg& a : o.args) {
+    if (a.randn) kiln::fail("kiln check: --randn is not a constructor argument");
+    size_t eq = a.text.find('=');
+    if (eq != std::string::npos && eq > 0) kwargs[a.text.substr(0, eq)] = literal(a.text.substr(eq + 1));
+    else args.push_back(literal(a.text));
+  }
+  kiln::script_file(o.file).module(o.function, args, kwargs);
+  return 0;
+}
+
 int dispatch(const Options& o) {
   if (o.command == "run") return run(o);
   if (o.command == "profile") return profile(o);
-  if (o.command == "check") {
-    kiln::script_file(o.file);
-    return 0;
-  }
+  if (o.command == "check") return check(o);
   if (o.command == "ir" || o.command == "dot") {
     kiln::Function f = function_of(o);
     std::unique_ptr<kiln::ir::Graph> g = f.graph().copy();

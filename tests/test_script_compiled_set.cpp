@@ -1,0 +1,146 @@
+// What script() compiles is TorchScript's rule: forward, what it calls and @torch.jit.export methods of a
+// module; a function when asked for. Everything else of a real model file (imports kiln cannot read,
+// module-level code, config classes, generate / configure_optimizers / from_pretrained, builders with
+// **kwargs) is read and never fails the file; lowered or evaluated code that uses such a name fails naming
+// why (docs/script.md, "What parses and what runs").
+#include "script_frontend/script.h"
+#include "support.h"
+
+using namespace kiln;
+using kiln::test::check_close;
+using kiln::test::check_error;
+
+namespace {
+
+// Written the way published GPT files are: their extra methods use Python kiln does not lower.
+const char* kGptLike = R"(import math
+import inspect
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+__all__ = ["Net", "NetConfig"]
+SCALE = 2.0
+try:
+    from fancy import thing
+except ImportError:
+    thing = None
+
+
+@dataclass
+class NetConfig:
+    n_embd: int = 8
+    bias: bool = True
+
+
+class Net(nn.Module):
+    """A two-layer model."""
+
+    def __init__(self, d: int):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+        self.head = nn.Linear(d, 2)
+
+    def forward(self, x):
+        return self.head(F.gelu(self.fc(x)))
+
+    @torch.jit.export
+    def features(self, x):
+        return self.fc(x)
+
+    def configure_optimizers(self, weight_decay, learning_rate, betas):
+        params = {pn: p for pn, p in self.named_parameters()}
+        decay = [p for n, p in params.items() if p.dim() >= 2]
+        print(f"num decayed parameter tensors: {len(decay)}, with {sum(p.numel() for p in decay):,} parameters")
+        use_fused = 'fused' in inspect.signature(torch.optim.AdamW).parameters
+        return torch.optim.AdamW(decay, lr=learning_rate, betas=betas, **dict(fused=True) if use_fused else {})
+
+    @torch.no_grad()
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
+        for _ in range(max_new_tokens):
+            logits = self(idx) / temperature
+            idx = torch.cat((idx, torch.multinomial(F.softmax(logits, dim=-1), num_samples=1)), dim=1)
+        return idx
+
+    @classmethod
+    def from_pretrained(cls, model_type, override_args=None):
+        override_args = override_args or {}
+        assert all(k == 'dropout' for k in override_args)
+        return cls(**override_args)
+
+    @torch.jit.ignore
+    def debug(self, x):
+        return np.asarray(x)
+
+
+def builder(*, weights=None, progress: bool = True, **kwargs) -> Net:
+    return Net(**kwargs)
+
+
+def double(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+if __name__ == "__main__":
+    Net(4).generate(None, 3)
+)";
+
+std::string file_error(const std::string& src, const std::function<void(ScriptModule&)>& use) {
+  try {
+    ScriptModule m = script_source(src, "m.py");
+    use(m);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("script: a file written like a published model scripts; only forward, what it calls and exports are compiled") {
+  ScriptModule file = script_source(kGptLike, "gpt_like.py");
+  CHECK(file.function_names() == std::vector<std::string>{"builder", "double"});
+  CHECK(file.class_names() == std::vector<std::string>{"Net"});
+  auto net = file.module("Net", {int64_t(4)});
+  Tensor x = randn({3, 4});
+  auto* fc = dynamic_cast<nn::Linear*>(net->named_children().at(0).second.get());
+  REQUIRE(fc);
+  check_close((*net)(x), net->method("forward").call({x})[0].to_tensor());
+  check_close(net->call({x}, "features")[0].to_tensor(), linear(x, fc->weight, fc->bias), 1e-6, 1e-6);
+  check_close(file.function("double").call({x})[0].to_tensor(), x * 2.0);
+  // asked for by name, the builder's **kwargs is an error of what is compiled
+  check_error([&] { file.function("builder"); }, "gpt_like.py:64:");
+  check_error([&] { file.function("builder"); }, "*args and **kwargs are not supported in kiln script");
+  check_error([&] { net->method("debug"); }, "script: Net.debug is marked @torch.jit.ignore, so it is not compiled (kiln runs no Python)");
+  check_error([&] { file.module("NetConfig"); },
+              "gpt_like.py:18:2: error: class 'NetConfig' has a decorator, which kiln script does not support");
+}
+
+TEST_CASE("script: names kiln cannot give a value fail where compiled code uses them, naming why") {
+  std::string head = "import torch\nimport numpy as np\nfrom functools import partial\nfrom ..ops.misc import Conv\nLIMIT = 3\n\n\n";
+  auto fn_error = [&](const std::string& body) {
+    return file_error(head + "def f(x: torch.Tensor) -> torch.Tensor:\n" + body, [](ScriptModule& m) { m.function("f"); });
+  };
+  CHECK(fn_error("    return np.tanh(x)\n").find("m.py:9:12: error: 'np' comes from `import numpy as np` (line 2), which kiln cannot read") == 0);
+  CHECK(fn_error("    return x * LIMIT\n").find("m.py:9:16: error: 'LIMIT' is bound by module-level code (line 5), which kiln does not run") == 0);
+  CHECK(fn_error("    g = partial(torch.relu)\n    return x\n").find("'partial' comes from `from functools import partial` (line 3), which kiln cannot read") != std::string::npos);
+  // __init__ too
+  std::string init_error = file_error(head + "class Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                                             "        self.c = Conv(3)\n\n    def forward(self, x):\n        return x\n",
+                                      [](ScriptModule& m) { m.module("Net"); });
+  CHECK(init_error.find("m.py:11:18: error: 'Conv' comes from `from ..ops.misc import Conv` (line 4), which kiln cannot read (kiln reads one "
+                        "file; relative imports are not followed yet)") == 0);
+  // forward calling an ignored method
+  std::string ignored = file_error("import torch\n\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return self.skip(x)\n\n"
+                                   "    @torch.jit.unused\n    def skip(self, x):\n        return x\n",
+                                   [](ScriptModule& m) { m.module("Net"); });
+  CHECK(ignored.find("m.py:6:21: error: 'skip' is marked @torch.jit.unused, and kiln runs no Python, so lowered code cannot call it") == 0);
+  // an export with an error fails when the module is built
+  std::string exported = file_error("import torch\n\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return x\n\n"
+                                    "    @torch.jit.export\n    def bad(self, x):\n        return [i for i in x]\n",
+                                    [](ScriptModule& m) { m.module("Net"); });
+  CHECK(exported.find("list comprehensions are not supported in kiln script") != std::string::npos);
+}
