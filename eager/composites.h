@@ -239,6 +239,78 @@ Val<B> embedding(B& b, Val<B> weight, Val<B> indices, std::optional<int64_t> pad
   return b.reshape_like(rows, indices, {-1});
 }
 
+// ---- activations ----
+// Written so that neither direction overflows: where() sends a zero gradient into the branch it drops, and
+// zero times an infinite local derivative (exp of a large input) is NaN, so every exp reads an argument
+// that is <= 0 whichever branch is kept.
+
+template <class B>
+Val<B> leaky_relu(B& b, Val<B> x, double negative_slope) {
+  return b.op(OpId::Where, {b.op(OpId::Gt, {x, b.scalar(0.0)}), x, b.op(OpId::Mul, {x, b.scalar(negative_slope)})});
+}
+
+// torch's elu(x, alpha, scale, input_scale): scale * (x > 0 ? x : alpha * (exp(x * input_scale) - 1)), which
+// is ELU, SELU and CELU. The exp reads min(x, 0); x == 0 takes the linear branch, whose gradient (1) is the
+// one torch gives there.
+template <class B>
+Val<B> elu_scaled(B& b, Val<B> x, double alpha, double scale, double input_scale) {
+  Val<B> xn = b.op(OpId::Minimum, {x, b.scalar(0.0)});
+  if (input_scale != 1.0) xn = b.op(OpId::Mul, {xn, b.scalar(input_scale)});
+  Val<B> em1 = b.op(OpId::Sub, {b.op(OpId::Exp, {xn}), b.scalar(1.0)});
+  Val<B> y = b.op(OpId::Where, {b.op(OpId::Lt, {x, b.scalar(0.0)}), b.op(OpId::Mul, {em1, b.scalar(alpha)}), x});
+  return scale == 1.0 ? y : b.op(OpId::Mul, {y, b.scalar(scale)});
+}
+
+template <class B>
+Val<B> elu(B& b, Val<B> x, double alpha) {
+  return elu_scaled(b, x, alpha, 1.0, 1.0);
+}
+
+template <class B>
+Val<B> selu(B& b, Val<B> x) {
+  return elu_scaled(b, x, 1.6732632423543772848170429916717, 1.0507009873554804934193349852946, 1.0);
+}
+
+template <class B>
+Val<B> celu(B& b, Val<B> x, double alpha) {
+  if (alpha == 0.0) b.fail("celu: alpha cannot be 0 for CELU");
+  return elu_scaled(b, x, alpha, 1.0, 1.0 / alpha);
+}
+
+// log(1 + exp(t)) as max(t, 0) + log1p(exp(-|t|)): exp never sees a positive argument. At t == 0 the
+// maximum's tie rule (half the gradient to each side) and abs's zero derivative give 1/2, the true slope.
+template <class B>
+Val<B> log1p_exp(B& b, Val<B> t) {
+  Val<B> tail = b.op(OpId::Log1p, {b.op(OpId::Exp, {b.op(OpId::Neg, {b.op(OpId::Abs, {t})})})});
+  return b.op(OpId::Add, {b.op(OpId::Maximum, {t, b.scalar(0.0)}), tail});
+}
+
+// torch's rule: x where beta * x > threshold, else log(1 + exp(beta * x)) / beta.
+template <class B>
+Val<B> softplus(B& b, Val<B> x, double beta, double threshold) {
+  Val<B> bx = beta == 1.0 ? x : b.op(OpId::Mul, {x, b.scalar(beta)});
+  Val<B> soft = log1p_exp(b, bx);
+  if (beta != 1.0) soft = b.op(OpId::Div, {soft, b.scalar(beta)});
+  return b.op(OpId::Where, {b.op(OpId::Gt, {bx, b.scalar(threshold)}), x, soft});
+}
+
+// x * tanh(softplus(x)), with no threshold (torch's mish has none).
+template <class B>
+Val<B> mish(B& b, Val<B> x) {
+  return b.op(OpId::Mul, {x, b.op(OpId::Tanh, {log1p_exp(b, x)})});
+}
+
+// log(sigmoid(x)) = -softplus(-x)
+template <class B>
+Val<B> logsigmoid(B& b, Val<B> x) {
+  return b.op(OpId::Neg, {log1p_exp(b, b.op(OpId::Neg, {x}))});
+}
+
+template <class B>
+Val<B> softsign(B& b, Val<B> x) {
+  return b.op(OpId::Div, {x, b.op(OpId::Add, {b.op(OpId::Abs, {x}), b.scalar(1.0)})});
+}
+
 // torch.remainder / Python's %: a - (a // b) * b, so the result takes the divisor's sign; exact for integers,
 // as the floor_divide row is.
 template <class B>

@@ -151,4 +151,44 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   return composite::dropout(b, x, p, training);
 }
 
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  EagerBuilder b;
+  return composite::leaky_relu(b, x, negative_slope);
+}
+
+Tensor elu(const Tensor& x, double alpha) {
+  EagerBuilder b;
+  return composite::elu(b, x, alpha);
+}
+
+Tensor selu(const Tensor& x) {
+  EagerBuilder b;
+  return composite::selu(b, x);
+}
+
+Tensor celu(const Tensor& x, double alpha) {
+  EagerBuilder b;
+  return composite::celu(b, x, alpha);
+}
+
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  EagerBuilder b;
+  return composite::softplus(b, x, beta, threshold);
+}
+
+Tensor mish(const Tensor& x) {
+  EagerBuilder b;
+  return composite::mish(b, x);
+}
+
+Tensor logsigmoid(const Tensor& x) {
+  EagerBuilder b;
+  return composite::logsigmoid(b, x);
+}
+
+Tensor softsign(const Tensor& x) {
+  EagerBuilder b;
+  return composite::softsign(b, x);
+}
+
 }  // namespace kiln

@@ -107,6 +107,37 @@ Tensor Sigmoid::forward(const Tensor& x) { return eager_forward(*this, x); }
 Tensor GELU::forward(const Tensor& x) { return eager_forward(*this, x); }
 
 template <class B>
+Val<B> forward_with(B& b, LeakyReLU& m, Val<B> x) { return composite::leaky_relu(b, x, m.negative_slope); }
+template <class B>
+Val<B> forward_with(B& b, ELU& m, Val<B> x) { return composite::elu(b, x, m.alpha); }
+template <class B>
+Val<B> forward_with(B& b, SELU&, Val<B> x) { return composite::selu(b, x); }
+CELU::CELU(double alpha) : alpha(alpha) {
+  if (alpha == 0.0) fail("CELU: alpha cannot be 0 for CELU");
+}
+template <class B>
+Val<B> forward_with(B& b, CELU& m, Val<B> x) { return composite::celu(b, x, m.alpha); }
+template <class B>
+Val<B> forward_with(B& b, Softplus& m, Val<B> x) { return composite::softplus(b, x, m.beta, m.threshold); }
+template <class B>
+Val<B> forward_with(B& b, Mish&, Val<B> x) { return composite::mish(b, x); }
+template <class B>
+Val<B> forward_with(B& b, SiLU&, Val<B> x) { return b.op(OpId::Silu, {x}); }
+template <class B>
+Val<B> forward_with(B& b, LogSigmoid&, Val<B> x) { return composite::logsigmoid(b, x); }
+template <class B>
+Val<B> forward_with(B& b, Softsign&, Val<B> x) { return composite::softsign(b, x); }
+Tensor LeakyReLU::forward(const Tensor& x) { return eager_forward(*this, x); }
+Tensor ELU::forward(const Tensor& x) { return eager_forward(*this, x); }
+Tensor SELU::forward(const Tensor& x) { return eager_forward(*this, x); }
+Tensor CELU::forward(const Tensor& x) { return eager_forward(*this, x); }
+Tensor Softplus::forward(const Tensor& x) { return eager_forward(*this, x); }
+Tensor Mish::forward(const Tensor& x) { return eager_forward(*this, x); }
+Tensor SiLU::forward(const Tensor& x) { return eager_forward(*this, x); }
+Tensor LogSigmoid::forward(const Tensor& x) { return eager_forward(*this, x); }
+Tensor Softsign::forward(const Tensor& x) { return eager_forward(*this, x); }
+
+template <class B>
 Val<B> forward_with(B& b, Softmax& m, Val<B> x) { return composite::softmax(b, x, m.dim); }
 template <class B>
 Val<B> forward_with(B& b, LogSoftmax& m, Val<B> x) { return composite::log_softmax(b, x, m.dim); }
@@ -244,6 +275,32 @@ const std::vector<LayerSpec>& layer_registry() {
           return std::make_shared<GELU>(ap);
         },
         {{"approximate", "tanh"}}, t({3, 4})));
+    // activations: the samples reach |x| ~ 30, where an exp that a where() drops would overflow; inplace is
+    // accepted and ignored (a new tensor is returned)
+    auto wide = [](Shape s, double scale) { return [s, scale] { return mul(randn(s), scale); }; };
+    r.push_back(layer_spec<LeakyReLU>(
+        "LeakyReLU", {{"negative_slope", 0.01}, {"inplace", false}},
+        [](const LayerArgs& a) { return std::make_shared<LeakyReLU>(a.number("negative_slope")); }, {{"negative_slope", 0.2}},
+        wide({3, 4}, 10)));
+    r.push_back(layer_spec<ELU>(
+        "ELU", {{"alpha", 1.0}, {"inplace", false}}, [](const LayerArgs& a) { return std::make_shared<ELU>(a.number("alpha")); },
+        {{"alpha", 0.5}}, wide({3, 4}, 10)));
+    r.push_back(layer_spec<SELU>("SELU", {{"inplace", false}}, no_args([] { return std::make_shared<SELU>(); }), {}, wide({3, 4}, 10)));
+    r.push_back(layer_spec<CELU>(
+        "CELU", {{"alpha", 1.0}, {"inplace", false}},
+        [](const LayerArgs& a) {
+          if (a.number("alpha") == 0.0) a.fail("alpha cannot be 0 for CELU");
+          return std::make_shared<CELU>(a.number("alpha"));
+        },
+        {{"alpha", 2.0}}, wide({3, 4}, 10)));
+    r.push_back(layer_spec<Softplus>(
+        "Softplus", {{"beta", 1.0}, {"threshold", 20.0}},
+        [](const LayerArgs& a) { return std::make_shared<Softplus>(a.number("beta"), a.number("threshold")); },
+        {{"beta", 2.0}, {"threshold", 10.0}}, wide({3, 4}, 10)));
+    r.push_back(layer_spec<Mish>("Mish", {{"inplace", false}}, no_args([] { return std::make_shared<Mish>(); }), {}, wide({3, 4}, 10)));
+    r.push_back(layer_spec<SiLU>("SiLU", {{"inplace", false}}, no_args([] { return std::make_shared<SiLU>(); }), {}, wide({3, 4}, 10)));
+    r.push_back(layer_spec<LogSigmoid>("LogSigmoid", {}, no_args([] { return std::make_shared<LogSigmoid>(); }), {}, wide({3, 4}, 10)));
+    r.push_back(layer_spec<Softsign>("Softsign", {}, no_args([] { return std::make_shared<Softsign>(); }), {}, wide({3, 4}, 10)));
     for (const char* name : {"Softmax", "LogSoftmax"}) {
       bool log = name[0] == 'L';
       auto make = [log](const LayerArgs& a) -> std::shared_ptr<Module> {
