@@ -311,6 +311,33 @@ Val<B> softsign(B& b, Val<B> x) {
   return b.op(OpId::Div, {x, b.op(OpId::Add, {b.op(OpId::Abs, {x}), b.scalar(1.0)})});
 }
 
+// clamp to [min_val, max_val] with comparisons that include the bounds, so the gradient is 0 on them as
+// torch's hardtanh_backward gives (maximum/minimum would pass half), and NaN passes through.
+template <class B>
+Val<B> hardtanh(B& b, Val<B> x, double min_val, double max_val) {
+  if (!(max_val > min_val))
+    b.fail(fmt::format("hardtanh: max_val must be larger than min_val, got min_val={} and max_val={}", min_val, max_val));
+  Val<B> upper = b.op(OpId::Where, {b.op(OpId::Ge, {x, b.scalar(max_val)}), b.scalar(max_val), x});
+  return b.op(OpId::Where, {b.op(OpId::Le, {x, b.scalar(min_val)}), b.scalar(min_val), upper});
+}
+
+template <class B>
+Val<B> relu6(B& b, Val<B> x) {
+  return hardtanh(b, x, 0.0, 6.0);
+}
+
+// relu6(x + 3) / 6, in torch's order of operations
+template <class B>
+Val<B> hardsigmoid(B& b, Val<B> x) {
+  return b.op(OpId::Div, {relu6(b, b.op(OpId::Add, {x, b.scalar(3.0)})), b.scalar(6.0)});
+}
+
+// x * relu6(x + 3) / 6, in torch's order of operations
+template <class B>
+Val<B> hardswish(B& b, Val<B> x) {
+  return b.op(OpId::Div, {b.op(OpId::Mul, {x, relu6(b, b.op(OpId::Add, {x, b.scalar(3.0)}))}), b.scalar(6.0)});
+}
+
 // torch.remainder / Python's %: a - (a // b) * b, so the result takes the divisor's sign; exact for integers,
 // as the floor_divide row is.
 template <class B>

@@ -191,4 +191,24 @@ Tensor softsign(const Tensor& x) {
   return composite::softsign(b, x);
 }
 
+Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
+  EagerBuilder b;
+  return composite::hardtanh(b, x, min_val, max_val);
+}
+
+Tensor relu6(const Tensor& x) {
+  EagerBuilder b;
+  return composite::relu6(b, x);
+}
+
+Tensor hardsigmoid(const Tensor& x) {
+  EagerBuilder b;
+  return composite::hardsigmoid(b, x);
+}
+
+Tensor hardswish(const Tensor& x) {
+  EagerBuilder b;
+  return composite::hardswish(b, x);
+}
+
 }  // namespace kiln

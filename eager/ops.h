@@ -177,6 +177,10 @@ Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);  /
 Tensor mish(const Tensor& x);
 Tensor logsigmoid(const Tensor& x);
 Tensor softsign(const Tensor& x);
+Tensor hardtanh(const Tensor& x, double min_val = -1.0, double max_val = 1.0);
+Tensor relu6(const Tensor& x);
+Tensor hardsigmoid(const Tensor& x);
+Tensor hardswish(const Tensor& x);
 
 // ---- threads ----
 void set_num_threads(int n);  // kernels and BLAS

@@ -449,6 +449,11 @@ std::vector<Builtin> make_builtins() {
       {"silu", {"inplace"}, {}, [](auto& b, Value* x, auto&) { return b.op(OpId::Silu, {x}); }},
       {"logsigmoid", {}, {}, [](auto& b, Value* x, auto&) { return composite::logsigmoid(b, x); }},
       {"softsign", {}, {}, [](auto& b, Value* x, auto&) { return composite::softsign(b, x); }},
+      {"hardtanh", {"min_val", "max_val", "inplace"}, {-1.0, 1.0},
+       [](auto& b, Value* x, auto& v) { return composite::hardtanh(b, x, v[0], v[1]); }},
+      {"relu6", {"inplace"}, {}, [](auto& b, Value* x, auto&) { return composite::relu6(b, x); }},
+      {"hardsigmoid", {"inplace"}, {}, [](auto& b, Value* x, auto&) { return composite::hardsigmoid(b, x); }},
+      {"hardswish", {"inplace"}, {}, [](auto& b, Value* x, auto&) { return composite::hardswish(b, x); }},
   };
   for (const Activation& act : activations) {
     std::vector<std::string> params = {"input"};

@@ -137,6 +137,22 @@ Tensor SiLU::forward(const Tensor& x) { return eager_forward(*this, x); }
 Tensor LogSigmoid::forward(const Tensor& x) { return eager_forward(*this, x); }
 Tensor Softsign::forward(const Tensor& x) { return eager_forward(*this, x); }
 
+Hardtanh::Hardtanh(double min_val, double max_val) : min_val(min_val), max_val(max_val) {
+  if (!(max_val > min_val)) fail("Hardtanh: max_val must be larger than min_val, got min_val={} and max_val={}", min_val, max_val);
+}
+template <class B>
+Val<B> forward_with(B& b, Hardtanh& m, Val<B> x) { return composite::hardtanh(b, x, m.min_val, m.max_val); }
+template <class B>
+Val<B> forward_with(B& b, ReLU6&, Val<B> x) { return composite::relu6(b, x); }
+template <class B>
+Val<B> forward_with(B& b, Hardsigmoid&, Val<B> x) { return composite::hardsigmoid(b, x); }
+template <class B>
+Val<B> forward_with(B& b, Hardswish&, Val<B> x) { return composite::hardswish(b, x); }
+Tensor Hardtanh::forward(const Tensor& x) { return eager_forward(*this, x); }
+Tensor ReLU6::forward(const Tensor& x) { return eager_forward(*this, x); }
+Tensor Hardsigmoid::forward(const Tensor& x) { return eager_forward(*this, x); }
+Tensor Hardswish::forward(const Tensor& x) { return eager_forward(*this, x); }
+
 template <class B>
 Val<B> forward_with(B& b, Softmax& m, Val<B> x) { return composite::softmax(b, x, m.dim); }
 template <class B>
@@ -301,6 +317,21 @@ const std::vector<LayerSpec>& layer_registry() {
     r.push_back(layer_spec<SiLU>("SiLU", {{"inplace", false}}, no_args([] { return std::make_shared<SiLU>(); }), {}, wide({3, 4}, 10)));
     r.push_back(layer_spec<LogSigmoid>("LogSigmoid", {}, no_args([] { return std::make_shared<LogSigmoid>(); }), {}, wide({3, 4}, 10)));
     r.push_back(layer_spec<Softsign>("Softsign", {}, no_args([] { return std::make_shared<Softsign>(); }), {}, wide({3, 4}, 10)));
+    // min_value / max_value: torch's deprecated spellings, which win when given
+    r.push_back(layer_spec<Hardtanh>(
+        "Hardtanh", {{"min_val", -1.0}, {"max_val", 1.0}, {"inplace", false}, {"min_value", IValue()}, {"max_value", IValue()}},
+        [](const LayerArgs& a) {
+          double lo = a.number(a.is_none("min_value") ? "min_val" : "min_value");
+          double hi = a.number(a.is_none("max_value") ? "max_val" : "max_value");
+          if (!(hi > lo)) a.fail(fmt::format("max_val must be larger than min_val, got min_val={} and max_val={}", lo, hi));
+          return std::make_shared<Hardtanh>(lo, hi);
+        },
+        {{"min_val", -2.0}, {"max_val", 3.0}}, wide({3, 4}, 3)));
+    r.push_back(layer_spec<ReLU6>("ReLU6", {{"inplace", false}}, no_args([] { return std::make_shared<ReLU6>(); }), {}, wide({3, 4}, 5)));
+    r.push_back(layer_spec<Hardsigmoid>("Hardsigmoid", {{"inplace", false}}, no_args([] { return std::make_shared<Hardsigmoid>(); }), {},
+                                        wide({3, 4}, 4)));
+    r.push_back(layer_spec<Hardswish>("Hardswish", {{"inplace", false}}, no_args([] { return std::make_shared<Hardswish>(); }), {},
+                                      wide({3, 4}, 4)));
     for (const char* name : {"Softmax", "LogSoftmax"}) {
       bool log = name[0] == 'L';
       auto make = [log](const LayerArgs& a) -> std::shared_ptr<Module> {

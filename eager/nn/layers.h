@@ -78,6 +78,9 @@ KILN_ACTIVATION(Mish)
 KILN_ACTIVATION(SiLU)
 KILN_ACTIVATION(LogSigmoid)
 KILN_ACTIVATION(Softsign)
+KILN_ACTIVATION(ReLU6)
+KILN_ACTIVATION(Hardsigmoid)
+KILN_ACTIVATION(Hardswish)
 #undef KILN_ACTIVATION
 
 // torch's inplace=True is accepted by the registered constructors and ignored: the activations return a new
@@ -113,6 +116,15 @@ class Softplus : public Module {
   std::string name() const override { return "Softplus"; }
   double beta, threshold;
 };
+
+class Hardtanh : public Module {
+ public:
+  explicit Hardtanh(double min_val = -1.0, double max_val = 1.0);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Hardtanh"; }
+  double min_val, max_val;
+};
+
 
 class GELU : public Module {
  public:
