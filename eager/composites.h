@@ -338,6 +338,87 @@ Val<B> hardswish(B& b, Val<B> x) {
   return b.op(OpId::Div, {b.op(OpId::Mul, {x, relu6(b, b.op(OpId::Add, {x, b.scalar(3.0)}))}), b.scalar(6.0)});
 }
 
+// ---- adaptive pooling ----
+// output_size: one entry standing for both spatial dims, or two; nullopt keeps the input's size there.
+using OptionalSizes = std::vector<std::optional<int64_t>>;
+
+// Output i of n over an input of n_in covers [floor(i * n_in / n), ceil((i + 1) * n_in / n)) (torch's bins).
+// A size of 1 or None in each dim is a reduction. Other sizes: a pool row with kernel = stride where the
+// shape is known and divides, else the bins one dim at a time (a bin's mean of row means is its mean, as
+// its rows are equally long), each sliced by the builder's bin() (its bounds computed when the graph runs
+// where the shape is not known now), reduced and concatenated.
+template <class B>
+Val<B> adaptive_pool2d(B& b, Val<B> x, const OptionalSizes& output_size, bool max) {
+  const char* name = max ? "adaptive_max_pool2d" : "adaptive_avg_pool2d";
+  if (output_size.size() != 1 && output_size.size() != 2) b.fail(fmt::format("{}: output_size must be 2", name));
+  OptionalSizes out = output_size.size() == 1 ? OptionalSizes{output_size[0], output_size[0]} : output_size;
+  for (const auto& o : out)
+    if (o && *o < 0) {
+      auto str = [](const std::optional<int64_t>& v) { return v ? std::to_string(*v) : std::string("None"); };
+      b.fail(fmt::format("{}: elements of output_size must be greater than or equal to 0 but received {{{}, {}}}", name,
+                         str(out[0]), str(out[1])));
+    }
+  b.check_rank(x, {3, 4}, [&](const std::optional<Shape>& s) {
+    return fmt::format("{}(): Expected 3D or 4D tensor, but got {}", name, s ? shape_str(*s) : std::string("another rank"));
+  });
+  std::optional<Shape> s = b.shape(x);
+  if (s)
+    for (size_t d = s->size() == 4 ? 1 : 0; d < s->size(); ++d)
+      if ((*s)[d] == 0)
+        b.fail(fmt::format("{}(): Expected input to have non-zero size for non-batch dimensions, but input has sizes {} with "
+                           "dimension {} being empty", name, shape_str(*s), d));
+  int64_t dims[2] = {b.dim(name, -2, x), b.dim(name, -1, x)};  // negative where the rank is unknown
+  if ((!out[0] || *out[0] == 1) && (!out[1] || *out[1] == 1)) {
+    Shape reduced;
+    for (int i = 0; i < 2; ++i)
+      if (out[i]) reduced.push_back(dims[i]);
+    if (reduced.empty()) return x;
+    if (max) return b.op(OpId::Amax, {x}, keep_dims(reduced));
+    return mean_keep(b, x, reduced, b.count(x, reduced, 0, [&](const std::optional<Shape>& sh) {
+      return fmt::format("{}(): Expected input to have non-zero size for the pooled dimensions{}", name,
+                         sh ? ", got sizes " + shape_str(*sh) : std::string());
+    }));
+  }
+  if (s) {
+    int64_t n_in[2] = {(*s)[size_t(dims[0])], (*s)[size_t(dims[1])]};
+    int64_t n[2] = {out[0].value_or(n_in[0]), out[1].value_or(n_in[1])};
+    if (n[0] > 0 && n[1] > 0 && n_in[0] % n[0] == 0 && n_in[1] % n[1] == 0) {
+      bool batched = s->size() == 4;
+      Val<B> x4 = batched ? x : b.op(OpId::Unsqueeze, {x}, Attrs().set("dim", int64_t(0)));
+      Shape k{n_in[0] / n[0], n_in[1] / n[1]};
+      Attrs a = Attrs().set("kernel_size", k).set("stride", k).set("padding", Shape{0, 0});
+      if (max) a.set("dilation", Shape{1, 1});
+      Val<B> y = b.op(max ? OpId::MaxPool2d : OpId::AvgPool2d, {x4}, a);
+      return batched ? y : b.op(OpId::Squeeze, {y}, Attrs().set("dims", Shape{0}));
+    }
+  }
+  Val<B> y = x;
+  for (int i = 0; i < 2; ++i) {
+    if (!out[i] || (s && *out[i] == (*s)[size_t(dims[i])])) continue;
+    if (*out[i] == 0) {
+      y = b.op(OpId::Slice, {y}, Attrs().set("dim", dims[i]).set("start", int64_t(0)).set("end", int64_t(0)).set("step", int64_t(1)));
+      continue;
+    }
+    std::vector<Val<B>> bins;
+    for (int64_t j = 0; j < *out[i]; ++j) {
+      auto [bin, len] = b.bin(y, dims[i], j, *out[i]);
+      bins.push_back(max ? b.op(OpId::Amax, {bin}, keep_dims({dims[i]})) : mean_keep(b, bin, {dims[i]}, len));
+    }
+    y = bins.size() == 1 ? bins[0] : b.op(OpId::Cat, bins, Attrs().set("dim", dims[i]));
+  }
+  return y;
+}
+
+template <class B>
+Val<B> adaptive_avg_pool2d(B& b, Val<B> x, const OptionalSizes& output_size) {
+  return adaptive_pool2d(b, x, output_size, false);
+}
+
+template <class B>
+Val<B> adaptive_max_pool2d(B& b, Val<B> x, const OptionalSizes& output_size) {
+  return adaptive_pool2d(b, x, output_size, true);
+}
+
 // torch.remainder / Python's %: a - (a // b) * b, so the result takes the divisor's sign; exact for integers,
 // as the floor_divide row is.
 template <class B>

@@ -211,4 +211,14 @@ Tensor hardswish(const Tensor& x) {
   return composite::hardswish(b, x);
 }
 
+Tensor adaptive_avg_pool2d(const Tensor& x, const std::vector<std::optional<int64_t>>& output_size) {
+  EagerBuilder b;
+  return composite::adaptive_avg_pool2d(b, x, output_size);
+}
+
+Tensor adaptive_max_pool2d(const Tensor& x, const std::vector<std::optional<int64_t>>& output_size) {
+  EagerBuilder b;
+  return composite::adaptive_max_pool2d(b, x, output_size);
+}
+
 }  // namespace kiln

@@ -181,6 +181,10 @@ Tensor hardtanh(const Tensor& x, double min_val = -1.0, double max_val = 1.0);
 Tensor relu6(const Tensor& x);
 Tensor hardsigmoid(const Tensor& x);
 Tensor hardswish(const Tensor& x);
+// (N, C, H, W) or (C, H, W) pooled to output_size: one entry for both dims or two, nullopt keeping that dim
+// (torch's None); adaptive_avg_pool2d(x, {1}) is the global average
+Tensor adaptive_avg_pool2d(const Tensor& x, const std::vector<std::optional<int64_t>>& output_size);
+Tensor adaptive_max_pool2d(const Tensor& x, const std::vector<std::optional<int64_t>>& output_size);
 
 // ---- threads ----
 void set_num_threads(int n);  // kernels and BLAS

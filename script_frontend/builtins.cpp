@@ -470,6 +470,34 @@ std::vector<Builtin> make_builtins() {
       return act.lower(lb, x, v);
     });
   }
+  // output_size: an int, None or a tuple of them, constants (None keeps that dim)
+  auto output_size_of = [](Lowerer& L, const Arg& a) {
+    auto one = [&](const Arg& e) -> std::optional<int64_t> {
+      if (e.expr && e.expr->kind == ExprKind::None) return std::nullopt;
+      if (auto i = L.const_int(e)) return *i;
+      L.fail(e.loc, "output_size must be an int, None or a tuple of them, constants in kiln script");
+    };
+    composite::OptionalSizes r;
+    if (a.expr && (a.expr->kind == ExprKind::Tuple || a.expr->kind == ExprKind::List)) {
+      for (const auto& e : a.expr->args) r.push_back(one(Arg{e.get(), nullptr, e->loc}));
+    } else if (auto is = L.const_ints(a); is && !L.const_int(a)) {
+      r.assign(is->begin(), is->end());
+    } else {
+      r.push_back(one(a));
+    }
+    return r;
+  };
+  add("adaptive_avg_pool2d", kF, {"input", "output_size"}, 2, [output_size_of](Lowerer& L, Args& a, const Expr&) {
+    Value* x = L.tensor_arg(a[0], "input");
+    LoweringBuilder lb(L);
+    return composite::adaptive_avg_pool2d(lb, x, output_size_of(L, a[1]));
+  });
+  add("adaptive_max_pool2d", kF, {"input", "output_size", "return_indices"}, 2, [output_size_of](Lowerer& L, Args& a, const Expr&) {
+    Value* x = L.tensor_arg(a[0], "input");
+    if (a[2].present() && L.need_bool(a[2], "return_indices")) L.fail(a[2].loc, "adaptive_max_pool2d: return_indices=True is not supported");
+    LoweringBuilder lb(L);
+    return composite::adaptive_max_pool2d(lb, x, output_size_of(L, a[1]));
+  });
   add("linear", kF, {"input", "weight", "bias"}, 2, [](Lowerer& L, Args& a, const Expr&) {
     Value* b = a[2].present() && !(a[2].expr && a[2].expr->kind == ExprKind::None) ? L.tensor_arg(a[2], "bias") : nullptr;
     return linear_of(L, L.tensor_arg(a[0], "input"), L.tensor_arg(a[1], "weight"), b);

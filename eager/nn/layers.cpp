@@ -90,6 +90,13 @@ Tensor MaxPool2d::forward(const Tensor& x) { return eager_forward(*this, x); }
 Tensor AvgPool2d::forward(const Tensor& x) { return eager_forward(*this, x); }
 
 template <class B>
+Val<B> forward_with(B& b, AdaptiveAvgPool2d& m, Val<B> x) { return composite::adaptive_avg_pool2d(b, x, m.output_size); }
+template <class B>
+Val<B> forward_with(B& b, AdaptiveMaxPool2d& m, Val<B> x) { return composite::adaptive_max_pool2d(b, x, m.output_size); }
+Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return eager_forward(*this, x); }
+Tensor AdaptiveMaxPool2d::forward(const Tensor& x) { return eager_forward(*this, x); }
+
+template <class B>
 Val<B> forward_with(B& b, ReLU&, Val<B> x) { return b.op(OpId::Relu, {x}); }
 template <class B>
 Val<B> forward_with(B& b, Tanh&, Val<B> x) { return b.op(OpId::Tanh, {x}); }
@@ -365,6 +372,35 @@ const std::vector<LayerSpec>& layer_registry() {
           return std::make_shared<AvgPool2d>(k, a.is_none("stride") ? k : a.pair("stride"), a.pair("padding"));
         },
         {{"kernel_size", 3}, {"stride", 2}, {"padding", 1}}, t({2, 3, 7, 7})));
+    // output_size: an int, None, or a pair of them (None keeps that dim). The samples' bins overlap.
+    auto output_size = [](const LayerArgs& a) {
+      std::vector<std::optional<int64_t>> r;
+      const IValue& v = a["output_size"];
+      auto one = [&](const IValue& e) {
+        if (!e.is_none() && !e.is_int()) a.fail(fmt::format("output_size must be an int, None or a tuple of them, got {}", v.type_name()));
+        r.push_back(e.is_none() ? std::nullopt : std::optional<int64_t>(e.to_int()));
+      };
+      if (v.is_tuple() || v.is_list())
+        for (const IValue& e : v.elements()) one(e);
+      else
+        one(v);
+      if (r.size() != 1 && r.size() != 2) a.fail(fmt::format("output_size must have 2 elements, got {}", r.size()));
+      for (const auto& o : r)
+        if (o && *o < 0) a.fail(fmt::format("elements of output_size must be greater than or equal to 0, got {}", *o));
+      return r;
+    };
+    r.push_back(layer_spec<AdaptiveAvgPool2d>(
+        "AdaptiveAvgPool2d", {{"output_size"}},
+        [output_size](const LayerArgs& a) { return std::make_shared<AdaptiveAvgPool2d>(output_size(a)); },
+        {{"output_size", IValue::tuple({IValue(3), IValue(2)})}},
+        t({2, 3, 5, 7})));
+    r.push_back(layer_spec<AdaptiveMaxPool2d>(
+        "AdaptiveMaxPool2d", {{"output_size"}, {"return_indices", false}},
+        [output_size](const LayerArgs& a) {
+          a.unsupported_if_true("return_indices");
+          return std::make_shared<AdaptiveMaxPool2d>(output_size(a));
+        },
+        {{"output_size", IValue::tuple({IValue(), IValue(3)})}}, t({2, 3, 5, 7})));
     // padding: ints, or 'valid' / 'same' (stride 1; an odd dilation * (kernel - 1) per dim, so both sides
     // pad alike)
     auto conv_padding = [](const LayerArgs& a, const Shape& k, const Shape& s, const Shape& d) -> Shape {

@@ -125,6 +125,22 @@ class Hardtanh : public Module {
   double min_val, max_val;
 };
 
+// output_size: one entry for both spatial dims or two; nullopt keeps the input's size (torch's None).
+class AdaptiveAvgPool2d : public Module {
+ public:
+  explicit AdaptiveAvgPool2d(std::vector<std::optional<int64_t>> output_size) : output_size(std::move(output_size)) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "AdaptiveAvgPool2d"; }
+  std::vector<std::optional<int64_t>> output_size;
+};
+
+class AdaptiveMaxPool2d : public Module {
+ public:
+  explicit AdaptiveMaxPool2d(std::vector<std::optional<int64_t>> output_size) : output_size(std::move(output_size)) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "AdaptiveMaxPool2d"; }
+  std::vector<std::optional<int64_t>> output_size;
+};
 
 class GELU : public Module {
  public:
