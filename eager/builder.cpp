@@ -43,6 +43,12 @@ Tensor EagerBuilder::count(const Tensor& x, const Shape& dims, int64_t more_than
   return scalar(Scalar(n));
 }
 
+std::pair<Tensor, Tensor> EagerBuilder::bin(const Tensor& x, int64_t d, int64_t j, int64_t n) {
+  int64_t size = x.size(d), start = j * size / n, end = ((j + 1) * size + n - 1) / n;
+  Attrs a = Attrs().set("dim", wrap_dim("bin", d, x.dim())).set("start", start).set("end", end).set("step", int64_t(1));
+  return {op(OpId::Slice, {x}, a), scalar(Scalar(end - start))};
+}
+
 void EagerBuilder::update_buffer(const Tensor& buffer, const Tensor& value) {
   NoGradGuard no_grad;
   Tensor b = buffer;

@@ -20,6 +20,9 @@
 //   V pad_rank(V x, rank)              x with size-1 dims appended up to `rank` dims (check its rank first)
 //   V count(V x, dims, more_than, msg) the number of elements over dims, a wrapped integer, which must exceed
 //                                      more_than (checked now where the shape is known, else when the graph runs)
+//   std::pair<V, V> bin(V x, d, j, n)   bin j of n along dim d as adaptive pooling cuts it: x sliced to
+//                                      [floor(j * size / n), ceil((j + 1) * size / n)) and the bin's length (a
+//                                      wrapped integer), the size read when the graph runs
 //   void update_buffer(V buf, V value) a buffer that parameter() gave, overwritten with value outside autograd
 //                                      (BatchNorm's running statistics)
 //   V rand_like(V)                     U[0, 1) of the value's shape, drawn at each run
@@ -37,6 +40,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/attrs.h"
@@ -63,6 +67,7 @@ class EagerBuilder {
   Tensor reshape_like(const Tensor& x, const Tensor& like, const Shape& tail);
   Tensor pad_rank(const Tensor& x, int64_t rank);
   Tensor count(const Tensor& x, const Shape& dims, int64_t more_than, const ShapeMessage& msg);
+  std::pair<Tensor, Tensor> bin(const Tensor& x, int64_t d, int64_t j, int64_t n);
   void update_buffer(const Tensor& buffer, const Tensor& value);
   Tensor rand_like(const Tensor& x);
   Tensors autocast(std::string_view fn, const Tensors& inputs);
@@ -87,6 +92,7 @@ class GraphBuilder {
   virtual V reshape_like(V x, V like, const Shape& tail) = 0;
   virtual V pad_rank(V x, int64_t rank) = 0;
   virtual V count(V x, const Shape& dims, int64_t more_than, const ShapeMessage& msg) = 0;
+  virtual std::pair<V, V> bin(V x, int64_t d, int64_t j, int64_t n) = 0;
   virtual void update_buffer(V buffer, V value) = 0;
   virtual V rand_like(V x) = 0;
   virtual std::vector<V> autocast(std::string_view fn, const std::vector<V>& inputs) = 0;

@@ -239,6 +239,186 @@ Val<B> embedding(B& b, Val<B> weight, Val<B> indices, std::optional<int64_t> pad
   return b.reshape_like(rows, indices, {-1});
 }
 
+// ---- activations ----
+// Written so that neither direction overflows: where() sends a zero gradient into the branch it drops, and
+// zero times an infinite local derivative (exp of a large input) is NaN, so every exp reads an argument
+// that is <= 0 whichever branch is kept.
+
+template <class B>
+Val<B> leaky_relu(B& b, Val<B> x, double negative_slope) {
+  return b.op(OpId::Where, {b.op(OpId::Gt, {x, b.scalar(0.0)}), x, b.op(OpId::Mul, {x, b.scalar(negative_slope)})});
+}
+
+// torch's elu(x, alpha, scale, input_scale): scale * (x > 0 ? x : alpha * (exp(x * input_scale) - 1)), which
+// is ELU, SELU and CELU. The exp reads min(x, 0); x == 0 takes the linear branch, whose gradient (1) is the
+// one torch gives there.
+template <class B>
+Val<B> elu_scaled(B& b, Val<B> x, double alpha, double scale, double input_scale) {
+  Val<B> xn = b.op(OpId::Minimum, {x, b.scalar(0.0)});
+  if (input_scale != 1.0) xn = b.op(OpId::Mul, {xn, b.scalar(input_scale)});
+  Val<B> em1 = b.op(OpId::Sub, {b.op(OpId::Exp, {xn}), b.scalar(1.0)});
+  Val<B> y = b.op(OpId::Where, {b.op(OpId::Lt, {x, b.scalar(0.0)}), b.op(OpId::Mul, {em1, b.scalar(alpha)}), x});
+  return scale == 1.0 ? y : b.op(OpId::Mul, {y, b.scalar(scale)});
+}
+
+template <class B>
+Val<B> elu(B& b, Val<B> x, double alpha) {
+  return elu_scaled(b, x, alpha, 1.0, 1.0);
+}
+
+template <class B>
+Val<B> selu(B& b, Val<B> x) {
+  return elu_scaled(b, x, 1.6732632423543772848170429916717, 1.0507009873554804934193349852946, 1.0);
+}
+
+template <class B>
+Val<B> celu(B& b, Val<B> x, double alpha) {
+  if (alpha == 0.0) b.fail("celu: alpha cannot be 0 for CELU");
+  return elu_scaled(b, x, alpha, 1.0, 1.0 / alpha);
+}
+
+// log(1 + exp(t)) as max(t, 0) + log1p(exp(-|t|)): exp never sees a positive argument. At t == 0 the
+// maximum's tie rule (half the gradient to each side) and abs's zero derivative give 1/2, the true slope.
+template <class B>
+Val<B> log1p_exp(B& b, Val<B> t) {
+  Val<B> tail = b.op(OpId::Log1p, {b.op(OpId::Exp, {b.op(OpId::Neg, {b.op(OpId::Abs, {t})})})});
+  return b.op(OpId::Add, {b.op(OpId::Maximum, {t, b.scalar(0.0)}), tail});
+}
+
+// torch's rule: x where beta * x > threshold, else log(1 + exp(beta * x)) / beta.
+template <class B>
+Val<B> softplus(B& b, Val<B> x, double beta, double threshold) {
+  Val<B> bx = beta == 1.0 ? x : b.op(OpId::Mul, {x, b.scalar(beta)});
+  Val<B> soft = log1p_exp(b, bx);
+  if (beta != 1.0) soft = b.op(OpId::Div, {soft, b.scalar(beta)});
+  return b.op(OpId::Where, {b.op(OpId::Gt, {bx, b.scalar(threshold)}), x, soft});
+}
+
+// x * tanh(softplus(x)), with no threshold (torch's mish has none).
+template <class B>
+Val<B> mish(B& b, Val<B> x) {
+  return b.op(OpId::Mul, {x, b.op(OpId::Tanh, {log1p_exp(b, x)})});
+}
+
+// log(sigmoid(x)) = -softplus(-x)
+template <class B>
+Val<B> logsigmoid(B& b, Val<B> x) {
+  return b.op(OpId::Neg, {log1p_exp(b, b.op(OpId::Neg, {x}))});
+}
+
+template <class B>
+Val<B> softsign(B& b, Val<B> x) {
+  return b.op(OpId::Div, {x, b.op(OpId::Add, {b.op(OpId::Abs, {x}), b.scalar(1.0)})});
+}
+
+// clamp to [min_val, max_val] with comparisons that include the bounds, so the gradient is 0 on them as
+// torch's hardtanh_backward gives (maximum/minimum would pass half), and NaN passes through.
+template <class B>
+Val<B> hardtanh(B& b, Val<B> x, double min_val, double max_val) {
+  if (!(max_val > min_val))
+    b.fail(fmt::format("hardtanh: max_val must be larger than min_val, got min_val={} and max_val={}", min_val, max_val));
+  Val<B> upper = b.op(OpId::Where, {b.op(OpId::Ge, {x, b.scalar(max_val)}), b.scalar(max_val), x});
+  return b.op(OpId::Where, {b.op(OpId::Le, {x, b.scalar(min_val)}), b.scalar(min_val), upper});
+}
+
+template <class B>
+Val<B> relu6(B& b, Val<B> x) {
+  return hardtanh(b, x, 0.0, 6.0);
+}
+
+// relu6(x + 3) / 6, in torch's order of operations
+template <class B>
+Val<B> hardsigmoid(B& b, Val<B> x) {
+  return b.op(OpId::Div, {relu6(b, b.op(OpId::Add, {x, b.scalar(3.0)})), b.scalar(6.0)});
+}
+
+// x * relu6(x + 3) / 6, in torch's order of operations
+template <class B>
+Val<B> hardswish(B& b, Val<B> x) {
+  return b.op(OpId::Div, {b.op(OpId::Mul, {x, relu6(b, b.op(OpId::Add, {x, b.scalar(3.0)}))}), b.scalar(6.0)});
+}
+
+// ---- adaptive pooling ----
+// output_size: one entry standing for both spatial dims, or two; nullopt keeps the input's size there.
+using OptionalSizes = std::vector<std::optional<int64_t>>;
+
+// Output i of n over an input of n_in covers [floor(i * n_in / n), ceil((i + 1) * n_in / n)) (torch's bins).
+// A size of 1 or None in each dim is a reduction. Other sizes: a pool row with kernel = stride where the
+// shape is known and divides, else the bins one dim at a time (a bin's mean of row means is its mean, as
+// its rows are equally long), each sliced by the builder's bin() (its bounds computed when the graph runs
+// where the shape is not known now), reduced and concatenated.
+template <class B>
+Val<B> adaptive_pool2d(B& b, Val<B> x, const OptionalSizes& output_size, bool max) {
+  const char* name = max ? "adaptive_max_pool2d" : "adaptive_avg_pool2d";
+  if (output_size.size() != 1 && output_size.size() != 2) b.fail(fmt::format("{}: output_size must be 2", name));
+  OptionalSizes out = output_size.size() == 1 ? OptionalSizes{output_size[0], output_size[0]} : output_size;
+  for (const auto& o : out)
+    if (o && *o < 0) {
+      auto str = [](const std::optional<int64_t>& v) { return v ? std::to_string(*v) : std::string("None"); };
+      b.fail(fmt::format("{}: elements of output_size must be greater than or equal to 0 but received {{{}, {}}}", name,
+                         str(out[0]), str(out[1])));
+    }
+  b.check_rank(x, {3, 4}, [&](const std::optional<Shape>& s) {
+    return fmt::format("{}(): Expected 3D or 4D tensor, but got {}", name, s ? shape_str(*s) : std::string("another rank"));
+  });
+  std::optional<Shape> s = b.shape(x);
+  if (s)
+    for (size_t d = s->size() == 4 ? 1 : 0; d < s->size(); ++d)
+      if ((*s)[d] == 0)
+        b.fail(fmt::format("{}(): Expected input to have non-zero size for non-batch dimensions, but input has sizes {} with "
+                           "dimension {} being empty", name, shape_str(*s), d));
+  int64_t dims[2] = {b.dim(name, -2, x), b.dim(name, -1, x)};  // negative where the rank is unknown
+  if ((!out[0] || *out[0] == 1) && (!out[1] || *out[1] == 1)) {
+    Shape reduced;
+    for (int i = 0; i < 2; ++i)
+      if (out[i]) reduced.push_back(dims[i]);
+    if (reduced.empty()) return x;
+    if (max) return b.op(OpId::Amax, {x}, keep_dims(reduced));
+    return mean_keep(b, x, reduced, b.count(x, reduced, 0, [&](const std::optional<Shape>& sh) {
+      return fmt::format("{}(): Expected input to have non-zero size for the pooled dimensions{}", name,
+                         sh ? ", got sizes " + shape_str(*sh) : std::string());
+    }));
+  }
+  if (s) {
+    int64_t n_in[2] = {(*s)[size_t(dims[0])], (*s)[size_t(dims[1])]};
+    int64_t n[2] = {out[0].value_or(n_in[0]), out[1].value_or(n_in[1])};
+    if (n[0] > 0 && n[1] > 0 && n_in[0] % n[0] == 0 && n_in[1] % n[1] == 0) {
+      bool batched = s->size() == 4;
+      Val<B> x4 = batched ? x : b.op(OpId::Unsqueeze, {x}, Attrs().set("dim", int64_t(0)));
+      Shape k{n_in[0] / n[0], n_in[1] / n[1]};
+      Attrs a = Attrs().set("kernel_size", k).set("stride", k).set("padding", Shape{0, 0});
+      if (max) a.set("dilation", Shape{1, 1});
+      Val<B> y = b.op(max ? OpId::MaxPool2d : OpId::AvgPool2d, {x4}, a);
+      return batched ? y : b.op(OpId::Squeeze, {y}, Attrs().set("dims", Shape{0}));
+    }
+  }
+  Val<B> y = x;
+  for (int i = 0; i < 2; ++i) {
+    if (!out[i] || (s && *out[i] == (*s)[size_t(dims[i])])) continue;
+    if (*out[i] == 0) {
+      y = b.op(OpId::Slice, {y}, Attrs().set("dim", dims[i]).set("start", int64_t(0)).set("end", int64_t(0)).set("step", int64_t(1)));
+      continue;
+    }
+    std::vector<Val<B>> bins;
+    for (int64_t j = 0; j < *out[i]; ++j) {
+      auto [bin, len] = b.bin(y, dims[i], j, *out[i]);
+      bins.push_back(max ? b.op(OpId::Amax, {bin}, keep_dims({dims[i]})) : mean_keep(b, bin, {dims[i]}, len));
+    }
+    y = bins.size() == 1 ? bins[0] : b.op(OpId::Cat, bins, Attrs().set("dim", dims[i]));
+  }
+  return y;
+}
+
+template <class B>
+Val<B> adaptive_avg_pool2d(B& b, Val<B> x, const OptionalSizes& output_size) {
+  return adaptive_pool2d(b, x, output_size, false);
+}
+
+template <class B>
+Val<B> adaptive_max_pool2d(B& b, Val<B> x, const OptionalSizes& output_size) {
+  return adaptive_pool2d(b, x, output_size, true);
+}
+
 // torch.remainder / Python's %: a - (a // b) * b, so the result takes the divisor's sign; exact for integers,
 // as the floor_divide row is.
 template <class B>

@@ -151,4 +151,74 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   return composite::dropout(b, x, p, training);
 }
 
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  EagerBuilder b;
+  return composite::leaky_relu(b, x, negative_slope);
+}
+
+Tensor elu(const Tensor& x, double alpha) {
+  EagerBuilder b;
+  return composite::elu(b, x, alpha);
+}
+
+Tensor selu(const Tensor& x) {
+  EagerBuilder b;
+  return composite::selu(b, x);
+}
+
+Tensor celu(const Tensor& x, double alpha) {
+  EagerBuilder b;
+  return composite::celu(b, x, alpha);
+}
+
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  EagerBuilder b;
+  return composite::softplus(b, x, beta, threshold);
+}
+
+Tensor mish(const Tensor& x) {
+  EagerBuilder b;
+  return composite::mish(b, x);
+}
+
+Tensor logsigmoid(const Tensor& x) {
+  EagerBuilder b;
+  return composite::logsigmoid(b, x);
+}
+
+Tensor softsign(const Tensor& x) {
+  EagerBuilder b;
+  return composite::softsign(b, x);
+}
+
+Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
+  EagerBuilder b;
+  return composite::hardtanh(b, x, min_val, max_val);
+}
+
+Tensor relu6(const Tensor& x) {
+  EagerBuilder b;
+  return composite::relu6(b, x);
+}
+
+Tensor hardsigmoid(const Tensor& x) {
+  EagerBuilder b;
+  return composite::hardsigmoid(b, x);
+}
+
+Tensor hardswish(const Tensor& x) {
+  EagerBuilder b;
+  return composite::hardswish(b, x);
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& x, const std::vector<std::optional<int64_t>>& output_size) {
+  EagerBuilder b;
+  return composite::adaptive_avg_pool2d(b, x, output_size);
+}
+
+Tensor adaptive_max_pool2d(const Tensor& x, const std::vector<std::optional<int64_t>>& output_size) {
+  EagerBuilder b;
+  return composite::adaptive_max_pool2d(b, x, output_size);
+}
+
 }  // namespace kiln

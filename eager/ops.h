@@ -168,6 +168,23 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                   const Tensor& weight = {}, const Tensor& bias = {}, bool training = false,
                   double momentum = 0.1, double eps = 1e-5);
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+// Activations (silu is an op row). torch's inplace=True is not offered: these always return a new tensor.
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+Tensor elu(const Tensor& x, double alpha = 1.0);
+Tensor selu(const Tensor& x);
+Tensor celu(const Tensor& x, double alpha = 1.0);
+Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);  // x where beta * x > threshold
+Tensor mish(const Tensor& x);
+Tensor logsigmoid(const Tensor& x);
+Tensor softsign(const Tensor& x);
+Tensor hardtanh(const Tensor& x, double min_val = -1.0, double max_val = 1.0);
+Tensor relu6(const Tensor& x);
+Tensor hardsigmoid(const Tensor& x);
+Tensor hardswish(const Tensor& x);
+// (N, C, H, W) or (C, H, W) pooled to output_size: one entry for both dims or two, nullopt keeping that dim
+// (torch's None); adaptive_avg_pool2d(x, {1}) is the global average
+Tensor adaptive_avg_pool2d(const Tensor& x, const std::vector<std::optional<int64_t>>& output_size);
+Tensor adaptive_max_pool2d(const Tensor& x, const std::vector<std::optional<int64_t>>& output_size);
 
 // ---- threads ----
 void set_num_threads(int n);  // kernels and BLAS

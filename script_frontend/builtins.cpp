@@ -171,7 +171,7 @@ unsigned elementwise_where(std::string_view name) {
       {"relu", kFn | kMethod | kF}, {"tanh", kFn | kMethod | kF}, {"sigmoid", kFn | kMethod | kF},
       {"gelu", 0},       // F.gelu(approximate=) below
       {"gelu_tanh", 0},  // F.gelu(approximate='tanh')
-      {"silu", kF}};
+      {"silu", 0}};  // F.silu(inplace=) below
   for (auto& [n, w] : listed)
     if (name == n) return w;
   return kFn | kMethod;
@@ -430,6 +430,73 @@ std::vector<Builtin> make_builtins() {
     if (!(p >= 0 && p <= 1)) L.fail(a[1].loc, fmt::format("dropout: probability has to be between 0 and 1, but got {}", p));
     bool training = a[2].present() ? L.need_bool(a[2], "training") : true;
     return dropout_of(L, L.tensor_arg(a[0], "input"), p, training);
+  });
+  // The activations of eager/composites.h. inplace=True is accepted and the result is a new tensor, as in
+  // eager (docs/script.md): the same values unless the function reads the input again.
+  struct Activation {
+    const char* name;
+    std::vector<std::string> params;  // after input; "inplace" last where torch has it
+    std::vector<double> defaults;     // of the number params, in order
+    std::function<Value*(LoweringBuilder&, Value*, const std::vector<double>&)> lower;
+  };
+  const Activation activations[] = {
+      {"leaky_relu", {"negative_slope", "inplace"}, {0.01}, [](auto& b, Value* x, auto& v) { return composite::leaky_relu(b, x, v[0]); }},
+      {"elu", {"alpha", "inplace"}, {1.0}, [](auto& b, Value* x, auto& v) { return composite::elu(b, x, v[0]); }},
+      {"selu", {"inplace"}, {}, [](auto& b, Value* x, auto&) { return composite::selu(b, x); }},
+      {"celu", {"alpha", "inplace"}, {1.0}, [](auto& b, Value* x, auto& v) { return composite::celu(b, x, v[0]); }},
+      {"softplus", {"beta", "threshold"}, {1.0, 20.0}, [](auto& b, Value* x, auto& v) { return composite::softplus(b, x, v[0], v[1]); }},
+      {"mish", {"inplace"}, {}, [](auto& b, Value* x, auto&) { return composite::mish(b, x); }},
+      {"silu", {"inplace"}, {}, [](auto& b, Value* x, auto&) { return b.op(OpId::Silu, {x}); }},
+      {"logsigmoid", {}, {}, [](auto& b, Value* x, auto&) { return composite::logsigmoid(b, x); }},
+      {"softsign", {}, {}, [](auto& b, Value* x, auto&) { return composite::softsign(b, x); }},
+      {"hardtanh", {"min_val", "max_val", "inplace"}, {-1.0, 1.0},
+       [](auto& b, Value* x, auto& v) { return composite::hardtanh(b, x, v[0], v[1]); }},
+      {"relu6", {"inplace"}, {}, [](auto& b, Value* x, auto&) { return composite::relu6(b, x); }},
+      {"hardsigmoid", {"inplace"}, {}, [](auto& b, Value* x, auto&) { return composite::hardsigmoid(b, x); }},
+      {"hardswish", {"inplace"}, {}, [](auto& b, Value* x, auto&) { return composite::hardswish(b, x); }},
+  };
+  for (const Activation& act : activations) {
+    std::vector<std::string> params = {"input"};
+    params.insert(params.end(), act.params.begin(), act.params.end());
+    add(act.name, kF, params, 1, [act](Lowerer& L, Args& a, const Expr&) {
+      Value* x = L.tensor_arg(a[0], "input");
+      std::vector<double> v = act.defaults;
+      for (size_t i = 0; i < act.params.size(); ++i) {
+        if (!a[i + 1].present()) continue;
+        if (act.params[i] == "inplace") L.need_bool(a[i + 1], "inplace");
+        else v[i] = need_float(L, a[i + 1], act.params[i]);
+      }
+      LoweringBuilder lb(L);
+      return act.lower(lb, x, v);
+    });
+  }
+  // output_size: an int, None or a tuple of them, constants (None keeps that dim)
+  auto output_size_of = [](Lowerer& L, const Arg& a) {
+    auto one = [&](const Arg& e) -> std::optional<int64_t> {
+      if (e.expr && e.expr->kind == ExprKind::None) return std::nullopt;
+      if (auto i = L.const_int(e)) return *i;
+      L.fail(e.loc, "output_size must be an int, None or a tuple of them, constants in kiln script");
+    };
+    composite::OptionalSizes r;
+    if (a.expr && (a.expr->kind == ExprKind::Tuple || a.expr->kind == ExprKind::List)) {
+      for (const auto& e : a.expr->args) r.push_back(one(Arg{e.get(), nullptr, e->loc}));
+    } else if (auto is = L.const_ints(a); is && !L.const_int(a)) {
+      r.assign(is->begin(), is->end());
+    } else {
+      r.push_back(one(a));
+    }
+    return r;
+  };
+  add("adaptive_avg_pool2d", kF, {"input", "output_size"}, 2, [output_size_of](Lowerer& L, Args& a, const Expr&) {
+    Value* x = L.tensor_arg(a[0], "input");
+    LoweringBuilder lb(L);
+    return composite::adaptive_avg_pool2d(lb, x, output_size_of(L, a[1]));
+  });
+  add("adaptive_max_pool2d", kF, {"input", "output_size", "return_indices"}, 2, [output_size_of](Lowerer& L, Args& a, const Expr&) {
+    Value* x = L.tensor_arg(a[0], "input");
+    if (a[2].present() && L.need_bool(a[2], "return_indices")) L.fail(a[2].loc, "adaptive_max_pool2d: return_indices=True is not supported");
+    LoweringBuilder lb(L);
+    return composite::adaptive_max_pool2d(lb, x, output_size_of(L, a[1]));
   });
   add("linear", kF, {"input", "weight", "bias"}, 2, [](Lowerer& L, Args& a, const Expr&) {
     Value* b = a[2].present() && !(a[2].expr && a[2].expr->kind == ExprKind::None) ? L.tensor_arg(a[2], "bias") : nullptr;

@@ -90,6 +90,20 @@ Value* LoweringBuilder::count(V x, const Shape& dims, int64_t more_than, const S
   return L_.number_to_tensor(n);
 }
 
+// The bounds in int prims over x's size, so one graph serves every input size.
+std::pair<Value*, Value*> LoweringBuilder::bin(V x, int64_t d, int64_t j, int64_t n) {
+  Value* size = L_.prim(Prim::Size, {x, L_.constant(d)}, kInt);
+  auto floor_div_n = [&](int64_t mul, int64_t add) {
+    Value* v = L_.prim(Prim::NumMul, {L_.constant(mul), size}, kInt);
+    if (add) v = L_.prim(Prim::NumAdd, {v, L_.constant(add)}, kInt);
+    return L_.prim(Prim::NumFloorDiv, {v, L_.constant(n)}, kInt);
+  };
+  Value* start = floor_div_n(j, 0);
+  Value* end = floor_div_n(j + 1, n - 1);  // ceil((j + 1) * size / n)
+  Value* slice = L_.prim(Prim::Slice, {x, L_.constant(d), start, end, L_.constant(int64_t(1))}, Type::tensor());
+  return {slice, L_.number_to_tensor(L_.prim(Prim::NumSub, {end, start}, kInt))};
+}
+
 void LoweringBuilder::update_buffer(V buffer, V value) {
   auto it = tensors_.find(buffer);
   if (it == tensors_.end()) fail("internal error: update_buffer of a value that is not a layer's buffer");

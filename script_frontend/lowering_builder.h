@@ -24,6 +24,7 @@ class LoweringBuilder final : public GraphBuilder {
   V reshape_like(V x, V like, const Shape& tail) override;
   V pad_rank(V x, int64_t rank) override;
   V count(V x, const Shape& dims, int64_t more_than, const ShapeMessage& msg) override;
+  std::pair<V, V> bin(V x, int64_t d, int64_t j, int64_t n) override;
   void update_buffer(V buffer, V value) override;
   V rand_like(V x) override;
   std::vector<V> autocast(std::string_view fn, const std::vector<V>& inputs) override;

@@ -90,6 +90,13 @@ Tensor MaxPool2d::forward(const Tensor& x) { return eager_forward(*this, x); }
 Tensor AvgPool2d::forward(const Tensor& x) { return eager_forward(*this, x); }
 
 template <class B>
+Val<B> forward_with(B& b, AdaptiveAvgPool2d& m, Val<B> x) { return composite::adaptive_avg_pool2d(b, x, m.output_size); }
+template <class B>
+Val<B> forward_with(B& b, AdaptiveMaxPool2d& m, Val<B> x) { return composite::adaptive_max_pool2d(b, x, m.output_size); }
+Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return eager_forward(*this, x); }
+Tensor AdaptiveMaxPool2d::forward(const Tensor& x) { return eager_forward(*this, x); }
+
+template <class B>
 Val<B> forward_with(B& b, ReLU&, Val<B> x) { return b.op(OpId::Relu, {x}); }
 template <class B>
 Val<B> forward_with(B& b, Tanh&, Val<B> x) { return b.op(OpId::Tanh, {x}); }
@@ -105,6 +112,53 @@ Tensor ReLU::forward(const Tensor& x) { return eager_forward(*this, x); }
 Tensor Tanh::forward(const Tensor& x) { return eager_forward(*this, x); }
 Tensor Sigmoid::forward(const Tensor& x) { return eager_forward(*this, x); }
 Tensor GELU::forward(const Tensor& x) { return eager_forward(*this, x); }
+
+template <class B>
+Val<B> forward_with(B& b, LeakyReLU& m, Val<B> x) { return composite::leaky_relu(b, x, m.negative_slope); }
+template <class B>
+Val<B> forward_with(B& b, ELU& m, Val<B> x) { return composite::elu(b, x, m.alpha); }
+template <class B>
+Val<B> forward_with(B& b, SELU&, Val<B> x) { return composite::selu(b, x); }
+CELU::CELU(double alpha) : alpha(alpha) {
+  if (alpha == 0.0) fail("CELU: alpha cannot be 0 for CELU");
+}
+template <class B>
+Val<B> forward_with(B& b, CELU& m, Val<B> x) { return composite::celu(b, x, m.alpha); }
+template <class B>
+Val<B> forward_with(B& b, Softplus& m, Val<B> x) { return composite::softplus(b, x, m.beta, m.threshold); }
+template <class B>
+Val<B> forward_with(B& b, Mish&, Val<B> x) { return composite::mish(b, x); }
+template <class B>
+Val<B> forward_with(B& b, SiLU&, Val<B> x) { return b.op(OpId::Silu, {x}); }
+template <class B>
+Val<B> forward_with(B& b, LogSigmoid&, Val<B> x) { return composite::logsigmoid(b, x); }
+template <class B>
+Val<B> forward_with(B& b, Softsign&, Val<B> x) { return composite::softsign(b, x); }
+Tensor LeakyReLU::forward(const Tensor& x) { return eager_forward(*this, x); }
+Tensor ELU::forward(const Tensor& x) { return eager_forward(*this, x); }
+Tensor SELU::forward(const Tensor& x) { return eager_forward(*this, x); }
+Tensor CELU::forward(const Tensor& x) { return eager_forward(*this, x); }
+Tensor Softplus::forward(const Tensor& x) { return eager_forward(*this, x); }
+Tensor Mish::forward(const Tensor& x) { return eager_forward(*this, x); }
+Tensor SiLU::forward(const Tensor& x) { return eager_forward(*this, x); }
+Tensor LogSigmoid::forward(const Tensor& x) { return eager_forward(*this, x); }
+Tensor Softsign::forward(const Tensor& x) { return eager_forward(*this, x); }
+
+Hardtanh::Hardtanh(double min_val, double max_val) : min_val(min_val), max_val(max_val) {
+  if (!(max_val > min_val)) fail("Hardtanh: max_val must be larger than min_val, got min_val={} and max_val={}", min_val, max_val);
+}
+template <class B>
+Val<B> forward_with(B& b, Hardtanh& m, Val<B> x) { return composite::hardtanh(b, x, m.min_val, m.max_val); }
+template <class B>
+Val<B> forward_with(B& b, ReLU6&, Val<B> x) { return composite::relu6(b, x); }
+template <class B>
+Val<B> forward_with(B& b, Hardsigmoid&, Val<B> x) { return composite::hardsigmoid(b, x); }
+template <class B>
+Val<B> forward_with(B& b, Hardswish&, Val<B> x) { return composite::hardswish(b, x); }
+Tensor Hardtanh::forward(const Tensor& x) { return eager_forward(*this, x); }
+Tensor ReLU6::forward(const Tensor& x) { return eager_forward(*this, x); }
+Tensor Hardsigmoid::forward(const Tensor& x) { return eager_forward(*this, x); }
+Tensor Hardswish::forward(const Tensor& x) { return eager_forward(*this, x); }
 
 template <class B>
 Val<B> forward_with(B& b, Softmax& m, Val<B> x) { return composite::softmax(b, x, m.dim); }
@@ -244,6 +298,47 @@ const std::vector<LayerSpec>& layer_registry() {
           return std::make_shared<GELU>(ap);
         },
         {{"approximate", "tanh"}}, t({3, 4})));
+    // activations: the samples reach |x| ~ 30, where an exp that a where() drops would overflow; inplace is
+    // accepted and ignored (a new tensor is returned)
+    auto wide = [](Shape s, double scale) { return [s, scale] { return mul(randn(s), scale); }; };
+    r.push_back(layer_spec<LeakyReLU>(
+        "LeakyReLU", {{"negative_slope", 0.01}, {"inplace", false}},
+        [](const LayerArgs& a) { return std::make_shared<LeakyReLU>(a.number("negative_slope")); }, {{"negative_slope", 0.2}},
+        wide({3, 4}, 10)));
+    r.push_back(layer_spec<ELU>(
+        "ELU", {{"alpha", 1.0}, {"inplace", false}}, [](const LayerArgs& a) { return std::make_shared<ELU>(a.number("alpha")); },
+        {{"alpha", 0.5}}, wide({3, 4}, 10)));
+    r.push_back(layer_spec<SELU>("SELU", {{"inplace", false}}, no_args([] { return std::make_shared<SELU>(); }), {}, wide({3, 4}, 10)));
+    r.push_back(layer_spec<CELU>(
+        "CELU", {{"alpha", 1.0}, {"inplace", false}},
+        [](const LayerArgs& a) {
+          if (a.number("alpha") == 0.0) a.fail("alpha cannot be 0 for CELU");
+          return std::make_shared<CELU>(a.number("alpha"));
+        },
+        {{"alpha", 2.0}}, wide({3, 4}, 10)));
+    r.push_back(layer_spec<Softplus>(
+        "Softplus", {{"beta", 1.0}, {"threshold", 20.0}},
+        [](const LayerArgs& a) { return std::make_shared<Softplus>(a.number("beta"), a.number("threshold")); },
+        {{"beta", 2.0}, {"threshold", 10.0}}, wide({3, 4}, 10)));
+    r.push_back(layer_spec<Mish>("Mish", {{"inplace", false}}, no_args([] { return std::make_shared<Mish>(); }), {}, wide({3, 4}, 10)));
+    r.push_back(layer_spec<SiLU>("SiLU", {{"inplace", false}}, no_args([] { return std::make_shared<SiLU>(); }), {}, wide({3, 4}, 10)));
+    r.push_back(layer_spec<LogSigmoid>("LogSigmoid", {}, no_args([] { return std::make_shared<LogSigmoid>(); }), {}, wide({3, 4}, 10)));
+    r.push_back(layer_spec<Softsign>("Softsign", {}, no_args([] { return std::make_shared<Softsign>(); }), {}, wide({3, 4}, 10)));
+    // min_value / max_value: torch's deprecated spellings, which win when given
+    r.push_back(layer_spec<Hardtanh>(
+        "Hardtanh", {{"min_val", -1.0}, {"max_val", 1.0}, {"inplace", false}, {"min_value", IValue()}, {"max_value", IValue()}},
+        [](const LayerArgs& a) {
+          double lo = a.number(a.is_none("min_value") ? "min_val" : "min_value");
+          double hi = a.number(a.is_none("max_value") ? "max_val" : "max_value");
+          if (!(hi > lo)) a.fail(fmt::format("max_val must be larger than min_val, got min_val={} and max_val={}", lo, hi));
+          return std::make_shared<Hardtanh>(lo, hi);
+        },
+        {{"min_val", -2.0}, {"max_val", 3.0}}, wide({3, 4}, 3)));
+    r.push_back(layer_spec<ReLU6>("ReLU6", {{"inplace", false}}, no_args([] { return std::make_shared<ReLU6>(); }), {}, wide({3, 4}, 5)));
+    r.push_back(layer_spec<Hardsigmoid>("Hardsigmoid", {{"inplace", false}}, no_args([] { return std::make_shared<Hardsigmoid>(); }), {},
+                                        wide({3, 4}, 4)));
+    r.push_back(layer_spec<Hardswish>("Hardswish", {{"inplace", false}}, no_args([] { return std::make_shared<Hardswish>(); }), {},
+                                      wide({3, 4}, 4)));
     for (const char* name : {"Softmax", "LogSoftmax"}) {
       bool log = name[0] == 'L';
       auto make = [log](const LayerArgs& a) -> std::shared_ptr<Module> {
@@ -277,6 +372,35 @@ const std::vector<LayerSpec>& layer_registry() {
           return std::make_shared<AvgPool2d>(k, a.is_none("stride") ? k : a.pair("stride"), a.pair("padding"));
         },
         {{"kernel_size", 3}, {"stride", 2}, {"padding", 1}}, t({2, 3, 7, 7})));
+    // output_size: an int, None, or a pair of them (None keeps that dim). The samples' bins overlap.
+    auto output_size = [](const LayerArgs& a) {
+      std::vector<std::optional<int64_t>> r;
+      const IValue& v = a["output_size"];
+      auto one = [&](const IValue& e) {
+        if (!e.is_none() && !e.is_int()) a.fail(fmt::format("output_size must be an int, None or a tuple of them, got {}", v.type_name()));
+        r.push_back(e.is_none() ? std::nullopt : std::optional<int64_t>(e.to_int()));
+      };
+      if (v.is_tuple() || v.is_list())
+        for (const IValue& e : v.elements()) one(e);
+      else
+        one(v);
+      if (r.size() != 1 && r.size() != 2) a.fail(fmt::format("output_size must have 2 elements, got {}", r.size()));
+      for (const auto& o : r)
+        if (o && *o < 0) a.fail(fmt::format("elements of output_size must be greater than or equal to 0, got {}", *o));
+      return r;
+    };
+    r.push_back(layer_spec<AdaptiveAvgPool2d>(
+        "AdaptiveAvgPool2d", {{"output_size"}},
+        [output_size](const LayerArgs& a) { return std::make_shared<AdaptiveAvgPool2d>(output_size(a)); },
+        {{"output_size", IValue::tuple({IValue(3), IValue(2)})}},
+        t({2, 3, 5, 7})));
+    r.push_back(layer_spec<AdaptiveMaxPool2d>(
+        "AdaptiveMaxPool2d", {{"output_size"}, {"return_indices", false}},
+        [output_size](const LayerArgs& a) {
+          a.unsupported_if_true("return_indices");
+          return std::make_shared<AdaptiveMaxPool2d>(output_size(a));
+        },
+        {{"output_size", IValue::tuple({IValue(), IValue(3)})}}, t({2, 3, 5, 7})));
     // padding: ints, or 'valid' / 'same' (stride 1; an odd dilation * (kernel - 1) per dim, so both sides
     // pad alike)
     auto conv_padding = [](const LayerArgs& a, const Shape& k, const Shape& s, const Shape& d) -> Shape {

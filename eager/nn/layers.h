@@ -73,7 +73,74 @@ class AvgPool2d : public Pool2d {
 KILN_ACTIVATION(ReLU)
 KILN_ACTIVATION(Tanh)
 KILN_ACTIVATION(Sigmoid)
+KILN_ACTIVATION(SELU)
+KILN_ACTIVATION(Mish)
+KILN_ACTIVATION(SiLU)
+KILN_ACTIVATION(LogSigmoid)
+KILN_ACTIVATION(Softsign)
+KILN_ACTIVATION(ReLU6)
+KILN_ACTIVATION(Hardsigmoid)
+KILN_ACTIVATION(Hardswish)
 #undef KILN_ACTIVATION
+
+// torch's inplace=True is accepted by the registered constructors and ignored: the activations return a new
+// tensor, which is the same values unless the caller reads the input again.
+class LeakyReLU : public Module {
+ public:
+  explicit LeakyReLU(double negative_slope = 0.01) : negative_slope(negative_slope) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "LeakyReLU"; }
+  double negative_slope;
+};
+
+class ELU : public Module {
+ public:
+  explicit ELU(double alpha = 1.0) : alpha(alpha) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "ELU"; }
+  double alpha;
+};
+
+class CELU : public Module {
+ public:
+  explicit CELU(double alpha = 1.0);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "CELU"; }
+  double alpha;
+};
+
+class Softplus : public Module {
+ public:
+  explicit Softplus(double beta = 1.0, double threshold = 20.0) : beta(beta), threshold(threshold) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Softplus"; }
+  double beta, threshold;
+};
+
+class Hardtanh : public Module {
+ public:
+  explicit Hardtanh(double min_val = -1.0, double max_val = 1.0);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Hardtanh"; }
+  double min_val, max_val;
+};
+
+// output_size: one entry for both spatial dims or two; nullopt keeps the input's size (torch's None).
+class AdaptiveAvgPool2d : public Module {
+ public:
+  explicit AdaptiveAvgPool2d(std::vector<std::optional<int64_t>> output_size) : output_size(std::move(output_size)) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "AdaptiveAvgPool2d"; }
+  std::vector<std::optional<int64_t>> output_size;
+};
+
+class AdaptiveMaxPool2d : public Module {
+ public:
+  explicit AdaptiveMaxPool2d(std::vector<std::optional<int64_t>> output_size) : output_size(std::move(output_size)) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "AdaptiveMaxPool2d"; }
+  std::vector<std::optional<int64_t>> output_size;
+};
 
 class GELU : public Module {
  public:
