@@ -139,7 +139,7 @@ TEST_CASE("activations: torch's argument errors, in eager, the registry and scri
   check_error([&] { script_source(src, "ht.py").module("Net"); }, "ht.py:7:23: error: nn.Hardtanh: max_val must be larger than min_val");
   const char* fn = "import torch.nn.functional as F\nfrom torch import Tensor\n\n\ndef f(x: Tensor) -> Tensor:\n"
                    "    return F.celu(x, alpha=0.0)\n";
-  check_error([&] { script_source(fn, "celu.py"); }, "celu.py:6:");
+  check_error([&] { script::check_source(fn, "celu.py"); }, "celu.py:6:");
 }
 
 TEST_CASE("activations: the modules are the functions, inplace=True accepted and the input left as it was") {
