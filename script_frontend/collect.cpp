@@ -380,6 +380,16 @@ const char* jit_mark_name(JitMark m) {
   return "";
 }
 
+bool looks_scripted(const FunctionDef& f) {
+  for (const ExprPtr& d : f.decorators)
+    if (mark_of(*d) != JitMark::Export) return false;
+  if (f.is_async || f.kwarg || !f.has_returns) return false;
+  static const std::set<std::string> kTypes = {"Tensor", "torch.Tensor", "int", "float", "bool", "str", "None", "Tuple",
+                                               "tuple", "typing.Tuple", "List", "list", "typing.List", "Optional",
+                                               "typing.Optional", "Dict", "dict", "typing.Dict"};
+  return kTypes.count(f.returns.name) != 0;
+}
+
 void check_def(const Source& src, const FunctionDef& f, bool method, std::string_view where) {
   for (const ExprPtr& d : f.decorators)
     if (mark_of(*d) != JitMark::Export)

@@ -1202,14 +1202,14 @@ std::shared_ptr<ir::Graph> lower_one(const Source& src, const Module& m, const F
   return lower_reporting(src, m, f, errors, nullptr);
 }
 
-std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const Module& m,
-                                                         std::vector<std::string>& errors) {
+std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const Module& m, std::vector<std::string>& errors,
+                                                         const std::function<bool(const FunctionDef&)>& which) {
   std::map<std::string, std::shared_ptr<ir::Graph>> out;
   std::set<RecursionError::Cycle> cycles;  // each reported once, whichever function meets it first
   for (const auto& f : m.functions) {
     // A dict-taking function is lowered where a function of the file calls it (ScriptModule::function
     // says so); an ignored or unused one never.
-    if (dict_param(*f) || jit_mark(*f) == JitMark::Ignore || jit_mark(*f) == JitMark::Unused) {
+    if (dict_param(*f) || jit_mark(*f) == JitMark::Ignore || jit_mark(*f) == JitMark::Unused || (which && !which(*f))) {
       out.erase(f->name);
       continue;
     }

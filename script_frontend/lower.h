@@ -2,6 +2,7 @@
 // Lowering: a parsed script module to one IR graph per function. Names, types and op signatures are
 // checked here, as each construct is lowered and before anything runs; calls between the file's
 // functions are inlined, so every graph stands alone.
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -15,9 +16,10 @@ namespace kiln::script {
 
 // Raises kiln::Error in the source error format naming the first problem of each function.
 std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const Module& m);
-// Appends the first problem of each function to errors (once, though inlining meets it again).
-std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const Module& m,
-                                                         std::vector<std::string>& errors);
+// Appends the first problem of each function to errors (once, though inlining meets it again); only the
+// functions `which` accepts, when given, are lowered (the others may still be called and inlined).
+std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const Module& m, std::vector<std::string>& errors,
+                                                         const std::function<bool(const FunctionDef&)>& which = {});
 
 // One function, as ScriptModule::function lowers it on first use: the graph, or null with its errors
 // appended.

@@ -31,6 +31,11 @@ void check_def(const Source& src, const FunctionDef& f, bool method, std::string
 enum class JitMark : uint8_t { None, Export, Ignore, Unused };
 JitMark jit_mark(const FunctionDef& f);
 const char* jit_mark_name(JitMark m);  // "export", "ignore", "unused"
+// A def written as a kiln script function: a return annotation of a script type (Tensor, int, Tuple[...],
+// ...), no **kwargs, not async, no decorator but @torch.jit.export. What `kiln
+// check FILE` lowers without a class: a model file's builders and __init__ helpers (returning modules) are
+// not script functions.
+bool looks_scripted(const FunctionDef& f);
 // Raises kiln::Error holding every message, one after another, when there are any.
 void raise_all(const std::vector<std::string>& errors);
 

@@ -143,7 +143,10 @@ ScriptModule script_file(const std::string& path) {
 void script::check_source(const std::string& text, const std::string& name) {
   script::Source src{name, text};
   script::Module m = script::parse(src);
-  for (auto& [fn, g] : script::lower(src, m))
+  std::vector<std::string> errors;
+  auto graphs = script::lower(src, m, errors, script::looks_scripted);
+  script::raise_all(errors);
+  for (auto& [fn, g] : graphs)
     if (g) verify_graph(fn, *g);
 }
 

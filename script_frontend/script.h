@@ -52,8 +52,8 @@ ScriptModule script_source(const std::string& text, const std::string& name = "<
 ScriptModule script_file(const std::string& path);
 
 namespace script {
-// Lexes, parses and lowers every function function_names() lists, reporting every error: what `kiln check`
-// and the fuzzer run.
+// Lexes, parses and lowers every function written as a script function (looks_scripted: a model file's
+// builders and __init__ helpers are not), reporting every error: what `kiln check FILE` and the fuzzer run.
 void check_source(const std::string& text, const std::string& name);
 }  // namespace script
 
