@@ -253,6 +253,9 @@ struct Module {
   // module-level code it does not run, classes it does not build. Reading the file never fails for
   // them; code that kiln evaluates or lowers and uses one fails naming the reason.
   std::map<std::string, std::string> unavailable;
+  // torch's and torchvision's API-usage logging (`_log_api_usage_once(self)` opens torchvision's
+  // __init__s): calls do nothing, as they change nothing a model computes.
+  std::set<std::string> no_op_calls;
   // The classes among them that are not built, with the place and words of their first problem: what
   // ScriptModule::module() raises when asked for one.
   std::map<std::string, std::pair<SourceLoc, std::string>> unbuilt;

@@ -148,6 +148,8 @@ class Collector {
         m_.imported.insert("Module");
       } else if (((mod == "torch" && name == "Tensor") || typing) && as == name) {
         m_.imported.insert(name);
+      } else if (name == "_log_api_usage_once") {
+        m_.no_op_calls.insert(as);
       } else {
         unavailable(as, fmt::format("'{}' comes from `from {} import {}{}` (line {}), which kiln cannot read{}", as, mod, name,
                                     as == name ? "" : " as " + as, s.loc.line,
@@ -255,12 +257,14 @@ class SupportCheck {
       case StmtKind::AnnAssign:
         if (!s.value) fail(s.loc, "an annotated name needs a value in {}");
         break;
+      case StmtKind::Raise:
+        if (evaluated()) break;  // __init__ raises as Python does (a kiln::Error with Python's message)
+        fail(s.loc, std::string(unsupported_construct(s.kind)) + " not supported in {}");
       case StmtKind::AsyncFor:
       case StmtKind::Try:
       case StmtKind::TryStar:
       case StmtKind::With:
       case StmtKind::AsyncWith:
-      case StmtKind::Raise:
       case StmtKind::Global:
       case StmtKind::Nonlocal:
       case StmtKind::Delete:
@@ -288,11 +292,13 @@ class SupportCheck {
   void expr(const Expr* e) {
     if (!e) return;
     switch (e->kind) {
+      case ExprKind::FString:
+      case ExprKind::FormattedValue:
+        if (evaluated()) break;  // __init__ formats them as Python does
+        fail(e->loc, std::string(unsupported_construct(e->kind)) + " not supported in {}");
       case ExprKind::BigInt:
       case ExprKind::Imaginary:
       case ExprKind::Bytes:
-      case ExprKind::FString:
-      case ExprKind::FormattedValue:
       case ExprKind::Set:
       case ExprKind::ListComp:
       case ExprKind::SetComp:
@@ -335,6 +341,8 @@ class SupportCheck {
   }
 
  private:
+  bool evaluated() const { return where_ == "__init__"; }
+
   // `a, *rest = xs`: lowering unpacks a fixed number of names.
   void starred_target(const Expr& t) {
     if (t.kind == ExprKind::Starred) fail(t.loc, "starred assignment targets are not supported in {}");

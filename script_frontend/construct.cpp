@@ -248,6 +248,7 @@ class Init {
         if (!truthy(eval(*s.test, sc), s.test->loc))
           fail(s.loc, s.value && s.value->kind == ExprKind::String ? "AssertionError: " + s.value->name : "AssertionError");
         return Flow::Normal;
+      case StmtKind::Raise: raise(s, sc);
       case StmtKind::FunctionDef:
       case StmtKind::ClassDef:
       case StmtKind::Import:
@@ -257,7 +258,6 @@ class Init {
       case StmtKind::TryStar:
       case StmtKind::With:
       case StmtKind::AsyncWith:
-      case StmtKind::Raise:
       case StmtKind::Global:
       case StmtKind::Nonlocal:
       case StmtKind::Delete:
@@ -455,10 +455,14 @@ class Init {
       case ExprKind::Starred: break;
       case ExprKind::Dict: fail(e.loc, "dicts are not supported in __init__ (kiln script supports them in methods)");
       case ExprKind::BigInt: fail(e.loc, fmt::format("integer literal {} does not fit in int64", e.name));
+      case ExprKind::FString: {
+        std::string out;
+        for (const auto& part : e.args) out += part->kind == ExprKind::String ? part->name : formatted(*part, sc);
+        return Static::str(out);
+      }
+      case ExprKind::FormattedValue: return Static::str(formatted(e, sc));
       case ExprKind::Imaginary:
       case ExprKind::Bytes:
-      case ExprKind::FString:
-      case ExprKind::FormattedValue:
       case ExprKind::Set:
       case ExprKind::ListComp:
       case ExprKind::SetComp:
@@ -472,6 +476,71 @@ class Init {
     }
     fail(e.loc, "this expression is not supported in __init__");
   }
+
+  // `raise ValueError(f"...")` in __init__: a kiln::Error with Python's words, `ValueError: ...`.
+  [[noreturn]] void raise(const Stmt& s, Scope& sc) {
+    if (!s.value) fail(s.loc, "RuntimeError: No active exception to reraise");
+    const Expr& exc = *s.value;
+    const Expr& type = exc.kind == ExprKind::Call ? *exc.args[0] : exc;
+    std::string name = type.kind == ExprKind::Name ? type.name : type.kind == ExprKind::Attribute ? type.name : "Exception";
+    std::string msg;
+    if (exc.kind == ExprKind::Call && exc.args.size() > 1) msg = py_str(eval(*exc.args[1], sc));
+    fail(s.loc, msg.empty() ? name : name + ": " + msg);
+  }
+
+  // One {value!conv:spec} of an f-string, as Python's format() writes it for the kinds __init__ has.
+  std::string formatted(const Expr& fv, Scope& sc) {
+    Static v = eval(*fv.args[0], sc);
+    std::string spec;
+    if (fv.args.size() > 1 && fv.args[1]) spec = eval(*fv.args[1], sc).s;
+    if (fv.op == "r" || fv.op == "a") return py_repr(v);
+    if (spec.empty()) return py_str(v);
+    try {
+      switch (v.kind) {
+        case Kind::Int:
+          // Python formats an int with a float presentation (`{n:.2f}`) as the float
+          if (spec.find_first_of("eEfFgG%") != std::string::npos) return fmt::format(fmt::runtime("{:" + spec + "}"), double(v.i));
+          return fmt::format(fmt::runtime("{:" + spec + "}"), v.i);
+        case Kind::Float: return fmt::format(fmt::runtime("{:" + spec + "}"), v.f);
+        case Kind::Bool:
+        case Kind::Str:
+        case Kind::None:
+        case Kind::Tuple:
+        case Kind::List:
+        case Kind::Module:
+        case Kind::Tensor: return fmt::format(fmt::runtime("{:" + spec + "}"), py_str(v));
+      }
+    } catch (const fmt::format_error&) {
+    }
+    fail(fv.loc, fmt::format("format spec '{}' for {} is not supported in __init__", spec, v.type_name()));
+  }
+
+  // Python's str() and repr() of the values __init__ has.
+  static std::string py_str(const Static& v) {
+    switch (v.kind) {
+      case Kind::None: return "None";
+      case Kind::Int: return std::to_string(v.i);
+      case Kind::Float: {
+        if (std::isfinite(v.f) && v.f == std::trunc(v.f) && std::fabs(v.f) < 1e16) return fmt::format("{:.1f}", v.f);
+        if (std::isnan(v.f)) return "nan";
+        if (std::isinf(v.f)) return v.f > 0 ? "inf" : "-inf";
+        return fmt::format("{}", v.f);
+      }
+      case Kind::Bool: return v.i ? "True" : "False";
+      case Kind::Str: return v.s;
+      case Kind::Tuple:
+      case Kind::List: {
+        std::string out;
+        for (const Static& e : v.elems) out += (out.empty() ? "" : ", ") + py_repr(e);
+        if (v.kind == Kind::List) return "[" + out + "]";
+        return "(" + out + (v.elems.size() == 1 ? ",)" : ")");
+      }
+      case Kind::Module: return v.obj->cls + "()";
+      case Kind::Tensor: return "tensor(" + shape_str(v.tensor.sizes()) + ")";
+    }
+    return "";
+  }
+  static std::string py_repr(const Static& v) { return v.kind == Kind::Str ? "'" + v.s + "'" : py_str(v); }
 
   static bool equal(const Static& a, const Static& b) {
     if (a.is_number() && b.is_number()) return a.as_double() == b.as_double();
@@ -624,6 +693,11 @@ class Init {
         kwargs[k.name] = eval(*k.value, sc);
       }
     };
+    if ((fn.kind == ExprKind::Name && m_.no_op_calls.count(fn.name) && !sc.vars.count(fn.name)) ||
+        (fn.kind == ExprKind::Attribute && fn.name == "_log_api_usage_once")) {  // torch._C._log_api_usage_once
+      eval_args();
+      return Static::none();
+    }
     if (fn.kind == ExprKind::Attribute) {
       const Expr& base = *fn.args[0];
       // super().__init__() and super(Net, self).__init__(): nn.Module's own __init__ has nothing to do.
@@ -748,6 +822,10 @@ class Init {
       return Static::seq(Kind::List, std::move(es));
     }
     if (n == "print") return Static::none();
+    if (n == "str" || n == "repr") {
+      nargs(1, 1);
+      return Static::str(n == "str" ? py_str(a[0]) : py_repr(a[0]));
+    }
     fail(loc, fmt::format("unknown function '{}' in __init__{}", n,
                           did_you_mean(n, {"range", "len", "int", "float", "bool", "min", "max", "abs", "list", "tuple", "enumerate", "zip"})));
   }

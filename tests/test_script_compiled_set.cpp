@@ -144,3 +144,30 @@ TEST_CASE("script: names kiln cannot give a value fail where compiled code uses 
                                     [](ScriptModule& m) { m.module("Net"); });
   CHECK(exported.find("list comprehensions are not supported in kiln script") != std::string::npos);
 }
+
+TEST_CASE("script: __init__ raises with Python's message, formats f-strings, and torch's API-usage logging does nothing") {
+  const char* src = R"py(import torch
+import torch.nn as nn
+from ..utils import _log_api_usage_once
+
+
+class Net(nn.Module):
+    def __init__(self, version: str, width: float = 1.5):
+        super().__init__()
+        _log_api_usage_once(self)
+        torch._C._log_api_usage_once("net")
+        if version not in ("a", "b"):
+            raise ValueError(f"Unsupported Net version {version}: 'a' or 'b' expected, width {width:.2f} ({width!r}, {[1, 'x']})")
+        self.name = f"net_{version}{str(width)}"
+        self.fc = nn.Linear(2, 2)
+
+    def forward(self, x):
+        return self.fc(x)
+)py";
+  ScriptModule file = script_source(src, "net.py");
+  auto net = file.module("Net", {IValue("a")});
+  CHECK(net->named_parameters().size() == 2);
+  check_error([&] { file.module("Net", {IValue("c")}); },
+              "net.py:12:13: error: ValueError: Unsupported Net version c: 'a' or 'b' expected, width 1.50 (1.5, [1, 'x'])");
+  check_error([&] { file.module("Net", {IValue("c"), IValue(int64_t(2))}); }, "width 2.00 (2, [1, 'x'])");
+}
