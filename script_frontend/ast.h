@@ -256,6 +256,9 @@ struct Module {
   // torch's and torchvision's API-usage logging (`_log_api_usage_once(self)` opens torchvision's
   // __init__s): calls do nothing, as they change nothing a model computes.
   std::set<std::string> no_op_calls;
+  // Module-level `NAME = value` statements: the evaluator of __init__ computes one when it first reads
+  // the name (lowered code still sees the name as unavailable).
+  std::map<std::string, const Expr*> constants;
   // The classes among them that are not built, with the place and words of their first problem: what
   // ScriptModule::module() raises when asked for one.
   std::map<std::string, std::pair<SourceLoc, std::string>> unbuilt;

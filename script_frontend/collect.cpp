@@ -80,8 +80,11 @@ class Collector {
       case StmtKind::Match: break;
     }
     // Module-level code (`__all__ = [...]`, a `try:` around an import): not run, so what it binds has
-    // no value for kiln.
+    // no value for lowered code; __init__ may still read a plain `NAME = value` (evaluated then).
     not_run(*s, s->loc);
+    if ((s->kind == StmtKind::Assign || s->kind == StmtKind::AnnAssign) && s->value)
+      for (const auto& t : s->targets)
+        if (t->kind == ExprKind::Name) m_.constants[t->name] = s->value.get();
   }
 
  private:
@@ -294,16 +297,23 @@ class SupportCheck {
     switch (e->kind) {
       case ExprKind::FString:
       case ExprKind::FormattedValue:
-        if (evaluated()) break;  // __init__ formats them as Python does
+      case ExprKind::ListComp:
+      case ExprKind::GeneratorExp:
+        if (evaluated()) {  // __init__ formats and comprehends as Python does
+          for (const Comprehension& g : e->generators) {
+            expr(g.target.get());
+            expr(g.iter.get());
+            for (const ExprPtr& c : g.ifs) expr(c.get());
+          }
+          break;
+        }
         fail(e->loc, std::string(unsupported_construct(e->kind)) + " not supported in {}");
       case ExprKind::BigInt:
       case ExprKind::Imaginary:
       case ExprKind::Bytes:
       case ExprKind::Set:
-      case ExprKind::ListComp:
       case ExprKind::SetComp:
       case ExprKind::DictComp:
-      case ExprKind::GeneratorExp:
       case ExprKind::Lambda:
       case ExprKind::NamedExpr:
       case ExprKind::Yield:

@@ -312,6 +312,7 @@ class Init {
   Static& var(const std::string& name, Scope& sc, SourceLoc loc) {
     auto it = sc.vars.find(name);
     if (it != sc.vars.end()) return it->second;
+    if (Static* c = module_constant(name, loc)) return *c;
     if (const std::string* why = m_.why_unavailable(name)) fail(loc, *why);
     std::vector<std::string> names;
     for (auto& [k, v] : sc.vars) names.push_back(k);
@@ -461,13 +462,19 @@ class Init {
         return Static::str(out);
       }
       case ExprKind::FormattedValue: return Static::str(formatted(e, sc));
+      case ExprKind::ListComp:
+      case ExprKind::GeneratorExp: {
+        // Python 3 gives a comprehension its own scope: its targets do not leak into the function's.
+        Scope inner = sc;
+        std::vector<Static> out;
+        comprehend(e, 0, inner, out);
+        return Static::seq(Kind::List, std::move(out));
+      }
       case ExprKind::Imaginary:
       case ExprKind::Bytes:
       case ExprKind::Set:
-      case ExprKind::ListComp:
       case ExprKind::SetComp:
       case ExprKind::DictComp:
-      case ExprKind::GeneratorExp:
       case ExprKind::Lambda:
       case ExprKind::NamedExpr:
       case ExprKind::Yield:
@@ -475,6 +482,36 @@ class Init {
       case ExprKind::Await: fail(e.loc, fmt::format("{} not supported in __init__", unsupported_construct(e.kind)));
     }
     fail(e.loc, "this expression is not supported in __init__");
+  }
+
+  // A module-level `NAME = value`, computed on first read (in an empty scope, as Python's module-level
+  // code sees no function's locals); a value that reads itself is an error, not a hang.
+  Static* module_constant(const std::string& name, SourceLoc loc) {
+    auto it = m_.constants.find(name);
+    if (it == m_.constants.end()) return nullptr;
+    if (auto done = constants_.find(name); done != constants_.end()) return &done->second;
+    if (!computing_.insert(name).second) fail(loc, fmt::format("module-level '{}' is defined in terms of itself", name));
+    Scope top;
+    Static v = eval(*it->second, top);
+    computing_.erase(name);
+    return &constants_.emplace(name, std::move(v)).first->second;
+  }
+
+  // The `for ... in ... if ...` clauses of a list comprehension or generator from the k-th on, appending
+  // the element for each binding that passes every condition.
+  void comprehend(const Expr& e, size_t k, Scope& sc, std::vector<Static>& out) {
+    if (k == e.generators.size()) {
+      out.push_back(eval(*e.args[0], sc));
+      return;
+    }
+    const Comprehension& g = e.generators[k];
+    if (g.is_async) fail(e.loc, "async comprehensions are not supported in __init__");
+    for (const Static& v : iterate(eval(*g.iter, sc), g.iter->loc)) {
+      assign(*g.target, v, sc);
+      bool keep = true;
+      for (const ExprPtr& cond : g.ifs) keep = keep && truthy(eval(*cond, sc), cond->loc);
+      if (keep) comprehend(e, k + 1, sc, out);
+    }
   }
 
   // `raise ValueError(f"...")` in __init__: a kiln::Error with Python's words, `ValueError: ...`.
@@ -822,6 +859,19 @@ class Init {
       return Static::seq(Kind::List, std::move(es));
     }
     if (n == "print") return Static::none();
+    if (n == "any" || n == "all") {
+      nargs(1, 1);
+      bool any = n == "any";
+      for (const Static& x : iterate(a[0], loc))
+        if (truthy(x, loc) == any) return Static::boolean(any);
+      return Static::boolean(!any);
+    }
+    if (n == "sum") {
+      nargs(1, 2);
+      Static total = a.size() > 1 ? a[1] : Static::integer(0);
+      for (const Static& x : iterate(a[0], loc)) total = binary("+", total, x, loc);
+      return total;
+    }
     if (n == "str" || n == "repr") {
       nargs(1, 1);
       return Static::str(n == "str" ? py_str(a[0]) : py_repr(a[0]));
@@ -1073,6 +1123,8 @@ class Init {
   const Module& m_;
   int depth_ = 0;
   std::map<const Object*, std::shared_ptr<nn::Module>> owned_;  // modules built and not yet attached
+  std::map<std::string, Static> constants_;  // module-level values computed so far
+  std::set<std::string> computing_;         // module-level values being computed (a cycle guard)
   std::set<const TensorImpl*> buffers_;
 };
 

@@ -171,3 +171,58 @@ class Net(nn.Module):
               "net.py:12:13: error: ValueError: Unsupported Net version c: 'a' or 'b' expected, width 1.50 (1.5, [1, 'x'])");
   check_error([&] { file.module("Net", {IValue("c"), IValue(int64_t(2))}); }, "width 2.00 (2, [1, 'x'])");
 }
+
+TEST_CASE("script: __init__ evaluates list comprehensions and generators (with any, all, sum) in their own scope") {
+  const char* src = R"py(import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self, widths):
+        super().__init__()
+        i = 7
+        depths = [w * 2 for w in widths if w > 1]
+        pairs = [(a, b) for a in range(2) for b in range(a, 2)]
+        assert all(d % 2 == 0 for d in depths) and not any(w < 0 for w in widths)
+        assert sum(w for w in widths) == 6 and sum([0.5, 1]) == 1.5 and i == 7
+        assert pairs == [(0, 0), (0, 1), (1, 1)]
+        self.layers = nn.ModuleList([nn.Linear(d, d) for d in depths])
+
+    def forward(self, x):
+        return x
+)py";
+  auto net = script_source(src, "net.py").module("Net", {IValue::list({IValue(int64_t(1)), IValue(int64_t(2)), IValue(int64_t(3))})});
+  CHECK(net->named_parameters().size() == 4);  // widths 2 and 3 kept, doubled: Linear(4, 4) and Linear(6, 6)
+  CHECK(net->state_dict().at("layers.1.weight").sizes() == Shape{6, 6});
+}
+
+TEST_CASE("script: __init__ reads module-level constants, computed when first read; lowered code does not") {
+  const char* src = R"py(import torch
+import torch.nn as nn
+
+_BN_MOMENTUM = 1 - 0.9997
+WIDTHS = [_BN_MOMENTUM, 2 * 3]
+LOOP = LOOP + 1
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(WIDTHS[1], momentum=_BN_MOMENTUM)
+
+    def forward(self, x):
+        return self.bn(x)
+
+
+class Loop(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.n = LOOP
+
+    def forward(self, x):
+        return x * WIDTHS[1]
+)py";
+  ScriptModule file = script_source(src, "net.py");
+  auto net = file.module("Net");
+  CHECK(net->state_dict().at("bn.running_mean").sizes() == Shape{6});
+  check_error([&] { file.module("Loop"); }, "net.py:6:8: error: module-level 'LOOP' is defined in terms of itself");
+}
