@@ -1,6 +1,7 @@
 // The CUDA backend on a GPU: every op against the CPU kernels, autograd through an MLP, memory after
 // many steps. Each case is skipped (and reported as skipped) where no driver or GPU is present.
 #include "kiln_config.h"
+#include "ir_samples.h"
 #include "support.h"
 
 #include <cmath>
@@ -337,4 +338,36 @@ TEST_CASE("cuda device: reductions over an outer dim (one thread per output)" * 
   same(amax(g, {0}, true), amax(wide, {0}, true));
   same(argmin(g, 0), argmin(wide, 0));
   same(sum(g.to(DType::Float32).t(), {1}), sum(wide.to(DType::Float32).t(), {1}), 1e-6, 1e-6);
+}
+
+// The checklist's end-to-end case: the samples' training step, compiled, on CUDA tensors. The CNN has no
+// CUDA convolution yet, so it must stop with the op named, never run wrong.
+TEST_CASE("cuda device: the digits MLP's compiled training step on the gpu follows the cpu's over 20 Adam steps" *
+          doctest::skip(kNoGpu)) {
+  auto [x, y] = test::digits();
+  manual_seed(5);
+  auto mc = test::digits_mlp();
+  manual_seed(5);
+  auto mg = test::digits_mlp();
+  mg->to(kCuda);
+  optim::Adam oc(mc->parameters(), optim::AdamOptions{3e-3}), og(mg->parameters(), optim::AdamOptions{3e-3});
+  using Tensors = std::vector<Tensor>;
+  CompiledTrainStep cpu_step(*mc, [&](const Tensors& b) { return cross_entropy((*mc)(b[0]), b[1]); }, oc);
+  CompiledTrainStep gpu_step(*mg, [&](const Tensors& b) { return cross_entropy((*mg)(b[0]), b[1]); }, og);
+  for (int s = 0; s < 20; ++s) {
+    CAPTURE(s);
+    Tensor xb = x.slice(0, s * 32, s * 32 + 32), yb = y.slice(0, s * 32, s * 32 + 32);
+    double lc = cpu_step({xb, yb}).item<double>();
+    Tensor lg = gpu_step({on_gpu(xb), on_gpu(yb)});
+    CHECK(lg.device() == kCuda);
+    CHECK(std::abs(lg.cpu().item<double>() - lc) <= 1e-4 * std::max(1.0, std::abs(lc)));
+  }
+  CHECK(gpu_step.traces() == 1);
+  auto pc = mc->parameters(), pg = mg->parameters();
+  for (size_t i = 0; i < pc.size(); ++i) same(pg[i], pc[i], 1e-3, 1e-4);
+
+  auto cnn = test::digits_cnn();
+  cnn->to(kCuda);
+  Tensor img = on_gpu(x.slice(0, 0, 4).reshape({4, 1, 8, 8}));
+  check_error([&] { (*cnn)(img); }, "conv2d");
 }
