@@ -69,7 +69,7 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, const std::str
   constexpr int64_t kIgnore = -100;
   {
     QuietTraceReads quiet;  // a bounds check: the graph does not depend on it
-    Tensor t = target.cpu().contiguous();  // checked on the host: a device target is read back once
+    Tensor t = target.host_contiguous();  // checked on the host: a device target is read back once, untraced
     const int64_t* p = t.data_ptr<int64_t>();
     for (int64_t i = 0; i < t.numel(); ++i)
       if (p[i] != kIgnore && (p[i] < 0 || p[i] >= C))
