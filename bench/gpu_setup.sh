@@ -4,7 +4,8 @@
 #   here:  bash bench/gpu_setup.sh fetch          downloads them into .gpu-debs/ (ignored, ~30 MB)
 #   there: source bench/gpu_setup.sh build [DIR]  unpacks them into a prefix of their own (never into /),
 #          points pkg-config, the compiler and the loader at it, and builds kiln into DIR (build-gpu)
-# with the device tool: run(command="source bench/gpu_setup.sh build && ...", carry=[".gpu-debs", "samples/data"]).
+# with the device tool: run(command="source bench/gpu_setup.sh build && bash bench/gpu_check.sh $OUT",
+#   carry=[".gpu-debs", "samples/data"]); source it in the shell that runs the tests, not in ( ) or a pipe.
 # `build` is sourced so the environment (LD_LIBRARY_PATH, OPAL_PREFIX) stays for the commands after it.
 
 kiln_gpu_debs=(libfmt-dev libfmt9 libspdlog-dev libspdlog1.10 doctest-dev libbenchmark-dev libbenchmark1debian
