@@ -18,8 +18,11 @@
 //   V reshape_like(V x, V like, tail)  x reshaped to like's shape followed by `tail` (-1 allowed), that shape
 //                                      read when the graph runs
 //   V pad_rank(V x, rank)              x with size-1 dims appended up to `rank` dims (check its rank first)
+//   V transpose(V x, d0, d1)           x with dims d0 and d1 swapped (a view; negative dims count from the end,
+//                                      so a graph serves every rank)
 //   V count(V x, dims, more_than, msg) the number of elements over dims, a wrapped integer, which must exceed
-//                                      more_than (checked now where the shape is known, else when the graph runs)
+//                                      more_than (checked now where the shape is known, else when the graph runs;
+//                                      more_than < 0: no check, no branch in the graph)
 //   std::pair<V, V> bin(V x, d, j, n)   bin j of n along dim d as adaptive pooling cuts it: x sliced to
 //                                      [floor(j * size / n), ceil((j + 1) * size / n)) and the bin's length (a
 //                                      wrapped integer), the size read when the graph runs
@@ -66,6 +69,7 @@ class EagerBuilder {
   Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim);
   Tensor reshape_like(const Tensor& x, const Tensor& like, const Shape& tail);
   Tensor pad_rank(const Tensor& x, int64_t rank);
+  Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) { return x.transpose(d0, d1); }
   Tensor count(const Tensor& x, const Shape& dims, int64_t more_than, const ShapeMessage& msg);
   std::pair<Tensor, Tensor> bin(const Tensor& x, int64_t d, int64_t j, int64_t n);
   void update_buffer(const Tensor& buffer, const Tensor& value);
@@ -91,6 +95,7 @@ class GraphBuilder {
   virtual V flatten(V x, int64_t start_dim, int64_t end_dim) = 0;
   virtual V reshape_like(V x, V like, const Shape& tail) = 0;
   virtual V pad_rank(V x, int64_t rank) = 0;
+  virtual V transpose(V x, int64_t d0, int64_t d1) = 0;
   virtual V count(V x, const Shape& dims, int64_t more_than, const ShapeMessage& msg) = 0;
   virtual std::pair<V, V> bin(V x, int64_t d, int64_t j, int64_t n) = 0;
   virtual void update_buffer(V buffer, V value) = 0;

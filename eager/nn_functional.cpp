@@ -13,17 +13,6 @@
 namespace kiln {
 namespace {
 
-void check_reduction(const char* op, const std::string& reduction) {
-  if (reduction != "mean" && reduction != "sum" && reduction != "none")
-    fail("{}: reduction must be 'mean', 'sum' or 'none', got '{}'", op, reduction);
-}
-
-Tensor reduce_loss(const Tensor& loss, const std::string& reduction) {
-  if (reduction == "none") return loss;
-  if (reduction == "sum") return sum(loss);
-  return mean(loss);
-}
-
 // torch's _pair: one value stands for both spatial dims.
 Shape pair(const char* op, const char* name, const Shape& v) {
   if (v.size() == 1) return {v[0], v[0]};
@@ -49,60 +38,6 @@ Tensor softmax(const Tensor& x, int64_t dim) {
 Tensor log_softmax(const Tensor& x, int64_t dim) {
   EagerBuilder b;
   return composite::log_softmax(b, x, dim);
-}
-
-Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, const std::string& reduction) {
-  Tensor log_probs = autocast_input("nll_loss", log_probs_in);
-  check_reduction("nll_loss", reduction);
-  if (log_probs.dim() == 0) fail("nll_loss: expected input with at least 1 dimension, got a 0-d tensor");
-  if (target.dtype() != DType::Int64)
-    fail("nll_loss: expected target of dtype int64, got {}", dtype_name(target.dtype()));
-  // Classes live in dim 1, or dim 0 for a single unbatched sample; the target is the input without it.
-  int64_t cdim = log_probs.dim() == 1 ? 0 : 1;
-  int64_t C = log_probs.size(cdim);
-  Shape want = log_probs.sizes();
-  want.erase(want.begin() + cdim);
-  if (target.sizes() != want)
-    fail("nll_loss: expected target of shape {} for input of shape {}, got {}", shape_str(want),
-         shape_str(log_probs.sizes()), shape_str(target.sizes()));
-  // torch's default ignore_index: targets equal to -100 add nothing and are not counted by "mean".
-  constexpr int64_t kIgnore = -100;
-  {
-    QuietTraceReads quiet;  // a bounds check: the graph does not depend on it
-    Tensor t = target.host_contiguous();  // checked on the host: a device target is read back once, untraced
-    const int64_t* p = t.data_ptr<int64_t>();
-    for (int64_t i = 0; i < t.numel(); ++i)
-      if (p[i] != kIgnore && (p[i] < 0 || p[i] >= C))
-        fail("nll_loss: target {} is out of bounds for {} classes", p[i], C);
-  }
-  Tensor keep = ne(target, kIgnore);
-  Tensor safe = where(keep, target, 0);
-  Tensor picked = squeeze(gather(log_probs, cdim, unsqueeze(safe, cdim)), cdim);
-  Tensor loss = where(keep, neg(picked), 0.0);
-  if (reduction == "none") return loss;
-  if (reduction == "sum") return sum(loss);
-  return div(sum(loss), sum(keep).to(log_probs.dtype()));
-}
-
-Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const std::string& reduction) {
-  Tensor logits = autocast_input("cross_entropy", logits_in);
-  check_reduction("cross_entropy", reduction);
-  if (logits.dim() == 0) fail("cross_entropy: expected input with at least 1 dimension, got a 0-d tensor");
-  int64_t cdim = logits.dim() == 1 ? 0 : 1;
-  Tensor lp = log_softmax(logits, cdim);
-  if (!is_floating(target.dtype())) return nll_loss(lp, target, reduction);
-  // Floating targets are class probabilities of the input's shape (torch >= 1.10).
-  if (target.sizes() != logits.sizes())
-    fail("cross_entropy: class-probability target of shape {} must match input shape {}", shape_str(target.sizes()),
-         shape_str(logits.sizes()));
-  Tensor loss = neg(sum(mul(lp, target), {cdim}));
-  return reduce_loss(loss, reduction);
-}
-
-Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction) {
-  check_reduction("mse_loss", reduction);
-  Tensors in = autocast_inputs("mse_loss", {input, target});
-  return reduce_loss(square(sub(in[0], in[1])), reduction);
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Shape stride, Shape padding, Shape dilation,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "eager/losses.h"
 
 namespace kiln {
 
@@ -149,10 +150,7 @@ Tensor slice_backward(const Tensor& grad, const Shape& shape, int64_t dim, int64
 // ---- nn functional ----
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
-// reduction: "mean" (default), "sum" or "none"; targets are int64 class indices
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const std::string& reduction = "mean");
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::string& reduction = "mean");
-Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
+// the loss functions: eager/losses.h
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1, 1},
               Shape padding = {0, 0}, Shape dilation = {1, 1}, int64_t groups = 1);
 Tensor max_pool2d(const Tensor& x, Shape kernel_size, Shape stride = {}, Shape padding = {0, 0},

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "eager/composite_losses.h"
 #include "eager/composites.h"
 #include "script_frontend/lowerer.h"
 #include "script_frontend/lowering_builder.h"
@@ -575,6 +576,82 @@ std::vector<Builtin> make_builtins() {
       return L.prim(p, {x, y}, f ? kFloat : kInt);
     });
   }
+  // The loss functions (eager/composite_losses.h), with torch's parameters; the deprecated size_average
+  // and reduce must be left unset.
+  struct LossArgs {
+    Lowerer& L;
+    Args& a;
+    const std::vector<std::string>& params;
+    const Arg& at(const char* name) {
+      return a[size_t(std::find(params.begin(), params.end(), name) - params.begin())];
+    }
+    bool given(const char* name) {
+      const Arg& x = at(name);
+      return x.present() && !(x.expr && x.expr->kind == ExprKind::None);
+    }
+    Value* tensor(const char* name) { return given(name) ? L.tensor_arg(at(name), name) : nullptr; }
+    double number(const char* name, double def) { return given(name) ? need_float(L, at(name), name) : def; }
+    composite::Reduction reduction(const char* op, bool batchmean = false) {
+      for (const char* old : {"size_average", "reduce"})
+        if (std::count(params.begin(), params.end(), old) && given(old))
+          L.fail(at(old).loc, fmt::format("{}: {} is deprecated; use reduction", op, old));
+      std::string r = "mean";
+      if (given("reduction")) {
+        auto s = L.const_str(at("reduction"));
+        if (!s) L.fail(at("reduction").loc, fmt::format("{}: reduction must be a string constant in kiln script", op));
+        r = *s;
+      }
+      LoweringBuilder lb(L);
+      return composite::reduction_of(lb, op, r, batchmean);
+    }
+  };
+  using LossLowering = std::function<Value*(LoweringBuilder&, Value*, Value*, LossArgs&)>;
+  auto add_loss = [&](const char* name, std::vector<std::string> params, LossLowering lower) {
+    params.insert(params.begin(), {"input", "target"});
+    add(name, kF, params, 2, [params, lower](Lowerer& L, Args& a, const Expr&) {
+      LossArgs la{L, a, params};
+      Value* x = L.tensor_arg(a[0], "input");
+      Value* t = L.tensor_arg(a[1], "target");
+      LoweringBuilder lb(L);
+      return lower(lb, x, t, la);
+    });
+  };
+  add_loss("cross_entropy", {"weight", "size_average", "ignore_index", "reduce", "reduction", "label_smoothing"},
+           [](LoweringBuilder& b, Value* x, Value* t, LossArgs& la) {
+             int64_t ignore = la.given("ignore_index") ? la.L.need_int(la.at("ignore_index"), "ignore_index") : -100;
+             return composite::cross_entropy(b, x, t, la.tensor("weight"), ignore, la.reduction("cross_entropy"),
+                                             la.number("label_smoothing", 0.0));
+           });
+  add_loss("nll_loss", {"weight", "size_average", "ignore_index", "reduce", "reduction"},
+           [](LoweringBuilder& b, Value* x, Value* t, LossArgs& la) {
+             int64_t ignore = la.given("ignore_index") ? la.L.need_int(la.at("ignore_index"), "ignore_index") : -100;
+             return composite::nll_loss(b, x, t, la.tensor("weight"), ignore, la.reduction("nll_loss"));
+           });
+  add_loss("mse_loss", {"size_average", "reduce", "reduction"}, [](LoweringBuilder& b, Value* x, Value* t, LossArgs& la) {
+    return composite::mse_loss(b, x, t, la.reduction("mse_loss"));
+  });
+  add_loss("l1_loss", {"size_average", "reduce", "reduction"}, [](LoweringBuilder& b, Value* x, Value* t, LossArgs& la) {
+    return composite::l1_loss(b, x, t, la.reduction("l1_loss"));
+  });
+  add_loss("smooth_l1_loss", {"size_average", "reduce", "reduction", "beta"}, [](LoweringBuilder& b, Value* x, Value* t, LossArgs& la) {
+    return composite::smooth_l1_loss(b, x, t, la.reduction("smooth_l1_loss"), la.number("beta", 1.0));
+  });
+  add_loss("huber_loss", {"reduction", "delta"}, [](LoweringBuilder& b, Value* x, Value* t, LossArgs& la) {
+    return composite::huber_loss(b, x, t, la.reduction("huber_loss"), la.number("delta", 1.0));
+  });
+  add_loss("binary_cross_entropy", {"weight", "size_average", "reduce", "reduction"},
+           [](LoweringBuilder& b, Value* x, Value* t, LossArgs& la) {
+             return composite::binary_cross_entropy(b, x, t, la.tensor("weight"), la.reduction("binary_cross_entropy"));
+           });
+  add_loss("binary_cross_entropy_with_logits", {"weight", "size_average", "reduce", "reduction", "pos_weight"},
+           [](LoweringBuilder& b, Value* x, Value* t, LossArgs& la) {
+             return composite::binary_cross_entropy_with_logits(b, x, t, la.tensor("weight"), la.tensor("pos_weight"),
+                                                                la.reduction("binary_cross_entropy_with_logits"));
+           });
+  add_loss("kl_div", {"size_average", "reduce", "reduction", "log_target"}, [](LoweringBuilder& b, Value* x, Value* t, LossArgs& la) {
+    bool log_target = la.given("log_target") && la.L.need_bool(la.at("log_target"), "log_target");
+    return composite::kl_div(b, x, t, la.reduction("kl_div", true), log_target);
+  });
   add("abs", kPython, {"x"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     Value* x = L.value_of(a[0]);
     if (x->type().is_tensor()) return L.op(OpId::Abs, {x});

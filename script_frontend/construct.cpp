@@ -965,7 +965,7 @@ class Init {
     return s;
   }
 
-  // A constructor argument as an IValue: numbers, strings, None and tuples or lists of them.
+  // A constructor argument as an IValue: numbers, strings, None, tensors and tuples or lists of them.
   IValue ivalue_of(const Static& v, SourceLoc loc, const std::string& what) {
     switch (v.kind) {
       case Kind::None: return IValue();
@@ -979,10 +979,10 @@ class Init {
         for (const Static& e : v.elems) es.push_back(ivalue_of(e, loc, what));
         return v.kind == Kind::Tuple ? IValue::tuple(std::move(es)) : IValue::list(std::move(es));
       }
-      case Kind::Module:
-      case Kind::Tensor: break;
+      case Kind::Tensor: return IValue(v.tensor);  // a loss's weight
+      case Kind::Module: break;
     }
-    fail(loc, fmt::format("{} must be a number, a string or a tuple of them, got {}", what, v.type_name()));
+    fail(loc, fmt::format("{} must be a number, a string, a tensor or a tuple of them, got {}", what, v.type_name()));
   }
 
   Static layer(const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {

@@ -2,6 +2,9 @@
 // (eager/nn/registry.h) lowered through a LoweringBuilder, with its parameters and buffers as bound graph
 // inputs; Sequential calls its items. The composites lowered here for torch.nn.functional are eager's too.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include "eager/composites.h"
 #include "eager/nn/layers.h"
@@ -34,8 +37,37 @@ Value* linear_of(Lowerer& L, Value* x, Value* weight, Value* bias) {
   return composite::linear(b, x, weight, bias);
 }
 
+namespace {
+
+// forward(input, target, ...): the arguments bound to the registered names, as Python binds them.
+Value* call_multi_input_layer(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, SourceLoc loc) {
+  const std::vector<std::string>& names = o.spec->inputs;
+  std::vector<Value*> xs(names.size(), nullptr);
+  std::vector<SourceLoc> locs(names.size(), loc);
+  if (a.pos.size() > names.size())
+    L.fail(loc, fmt::format("{}.forward() takes {} arguments ({}), got {}", o.cls, names.size(), fmt::join(names, ", "), a.pos.size()));
+  for (size_t i = 0; i < a.pos.size(); ++i) xs[i] = a.pos[i], locs[i] = a.pos_locs[i];
+  for (const auto& k : a.kw) {
+    auto it = std::find(names.begin(), names.end(), k.name);
+    if (it == names.end()) L.fail(k.loc, fmt::format("{}.forward() got an unexpected keyword argument '{}'", o.cls, k.name));
+    size_t i = size_t(it - names.begin());
+    if (xs[i]) L.fail(k.loc, fmt::format("{}.forward() got multiple values for argument '{}'", o.cls, k.name));
+    xs[i] = k.value, locs[i] = k.loc;
+  }
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (!xs[i]) L.fail(loc, fmt::format("{}.forward() is missing required argument '{}'", o.cls, names[i]));
+    if (!xs[i]->type().is_tensor())
+      L.fail(locs[i], fmt::format("{}.forward() expects a Tensor for {}, got {}", o.cls, names[i], xs[i]->type().str()));
+  }
+  LoweringBuilder b(L, o.path.empty() ? "" : o.path + ".");
+  return o.spec->lower_inputs(b, *o.module, xs);
+}
+
+}  // namespace
+
 Value* call_layer(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, SourceLoc loc) {
   if (o.layer == Layer::ModuleList) L.fail(loc, "a ModuleList is not callable; iterate over it or index it");
+  if (o.layer == Layer::Registered && o.spec->inputs.size() > 1) return call_multi_input_layer(L, o, a, loc);
   // Every layer's forward takes one input (named `input`, as in PyTorch).
   if (a.pos.size() + a.kw.size() != 1 || (!a.kw.empty() && a.kw[0].name != "input"))
     L.fail(loc, fmt::format("{}.forward() takes one argument (input), got {}", o.cls, a.pos.size() + a.kw.size()));

@@ -77,6 +77,10 @@ Value* LoweringBuilder::pad_rank(V x, int64_t rank) {
   return L_.prim(Prim::Reshape, {x, L_.prim(Prim::ListAdd, {shape, pad}, li)}, Type::tensor());
 }
 
+Value* LoweringBuilder::transpose(V x, int64_t d0, int64_t d1) {
+  return L_.prim(Prim::Transpose, {x, L_.constant(d0), L_.constant(d1)}, Type::tensor());
+}
+
 Value* LoweringBuilder::count(V x, const Shape& dims, int64_t more_than, const ShapeMessage& msg) {
   if (std::optional<Shape> s = shape(x)) {
     int64_t n = 1;
@@ -86,7 +90,7 @@ Value* LoweringBuilder::count(V x, const Shape& dims, int64_t more_than, const S
   }
   Value* n = L_.constant(int64_t(1));
   for (int64_t d : dims) n = L_.prim(Prim::NumMul, {n, L_.prim(Prim::Size, {x, L_.constant(d)}, kInt)}, kInt);
-  L_.check(L_.prim(Prim::NumGt, {n, L_.constant(more_than)}, kBool), msg(std::nullopt));
+  if (more_than >= 0) L_.check(L_.prim(Prim::NumGt, {n, L_.constant(more_than)}, kBool), msg(std::nullopt));
   return L_.number_to_tensor(n);
 }
 

@@ -2,6 +2,7 @@
 // this file names no layer. Each one is written into a model file from its registered sample, built by the
 // script frontend, and compared with the same layer built in eager from the same arguments: parameters by
 // name, outputs and gradients in training and evaluation mode, and compile() of the scripted forward.
+#include "eager/nn/losses.h"
 #include "eager/nn/registry.h"
 #include "script_frontend/script.h"
 #include "support.h"
@@ -13,10 +14,20 @@ using kiln::test::check_error;
 namespace {
 
 std::string model_file(const nn::LayerSpec& spec) {
-  std::string args;
+  std::string args, inputs;
   for (const auto& [k, v] : spec.example_args) args += (args.empty() ? "" : ", ") + k + "=" + v.repr();
+  for (const std::string& n : spec.inputs) inputs += (inputs.empty() ? "" : ", ") + n;
   return "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-         "        self.layer = nn." + spec.name + "(" + args + ")\n\n    def forward(self, x):\n        return self.layer(x)\n";
+         "        self.layer = nn." + spec.name + "(" + args + ")\n\n    def forward(self, " + inputs + "):\n        return self.layer(" + inputs + ")\n";
+}
+
+// The sample inputs: one tensor, or all of a layer whose forward takes several (a loss's input and target).
+Tensors sample_inputs(const nn::LayerSpec& spec) { return spec.example_inputs ? spec.example_inputs() : Tensors{spec.example_input()}; }
+
+// The layer called on its inputs: through the script method, or the eager module (a loss has its own call).
+Tensor call_eager(nn::Module& m, const Tensors& xs) {
+  if (xs.size() == 1) return m(xs[0]);
+  return dynamic_cast<nn::Loss&>(m)(xs[0], xs[1]);
 }
 
 }  // namespace
@@ -37,7 +48,8 @@ TEST_CASE("layer registry: every registered eager layer scripts, equal to eager 
       net->train(training);
       eager->train(training);
       manual_seed(1);
-      Tensor x = spec.example_input();
+      Tensors xs = sample_inputs(spec);
+      Tensor x = xs[0];
       // an integer input (Embedding's indices) has no gradient
       bool float_in = is_floating(x.dtype());
       Tensor xa = x.detach().clone(), xb = x.detach().clone();
@@ -45,10 +57,13 @@ TEST_CASE("layer registry: every registered eager layer scripts, equal to eager 
         xa.requires_grad_();
         xb.requires_grad_();
       }
+      Tensors ia = xs, ib = xs;
+      ia[0] = xa;
+      ib[0] = xb;
       manual_seed(2);
-      Tensor ya = (*eager)(xa);
+      Tensor ya = call_eager(*eager, ia);
       manual_seed(2);
-      Tensor yb = (*net)(xb);
+      Tensor yb = ib.size() == 1 ? (*net)(xb) : net->call({IValue(ib[0]), IValue(ib[1])})[0].to_tensor();
       check_close(yb, ya, 1e-6, 1e-6);
       Tensor w = randn(ya.sizes());
       sum(mul(ya, w)).backward();
@@ -73,8 +88,8 @@ TEST_CASE("layer registry: every registered eager layer scripts, equal to eager 
       check_close(scripted_buffers.at("layer." + name), t, 1e-6, 1e-6);
     }
     net->eval();
-    Tensor x = spec.example_input();
-    check_close(compile(net->method())({x})[0], (*net)(x), 1e-5, 1e-6);
+    Tensors xs = sample_inputs(spec);
+    check_close(compile(net->method())(xs)[0], net->method()(xs)[0], 1e-5, 1e-6);
   }
 }
 

@@ -29,6 +29,7 @@
 #include "eager/nn/clip_grad.h"
 #include "eager/nn/init.h"
 #include "eager/nn/layers.h"
+#include "eager/nn/losses.h"
 #include "eager/nn/module.h"
 #include "eager/ops.h"
 #include "eager/optim/optimizer.h"

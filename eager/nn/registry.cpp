@@ -66,6 +66,13 @@ Shape LayerArgs::pair(std::string_view name) const {
   return s;
 }
 
+Tensor LayerArgs::tensor_or_none(std::string_view name) const {
+  const IValue& v = (*this)[name];
+  if (v.is_none()) return Tensor();
+  if (!v.is_tensor()) fail(fmt::format("{} must be a Tensor or None, got {}", name, v.type_name()));
+  return v.to_tensor();
+}
+
 void LayerArgs::unsupported_if_true(std::string_view name) const {
   if (flag(name)) fail(fmt::format("{}=True is not supported", name));
 }

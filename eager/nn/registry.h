@@ -47,6 +47,7 @@ class LayerArgs {
   std::string str(std::string_view name) const;
   Shape ints(std::string_view name) const;        // an int or a tuple/list of ints
   Shape pair(std::string_view name) const;        // ints(), one value standing for both (torch's _pair)
+  Tensor tensor_or_none(std::string_view name) const;  // a Tensor, or undefined for None
   // A flag torch has that kiln does not implement: raises unless it has its default (false).
   void unsupported_if_true(std::string_view name) const;
   [[noreturn]] void fail(const std::string& msg) const;
@@ -67,6 +68,11 @@ struct LayerSpec {
   std::map<std::string, IValue> example_args;
   std::function<Tensor()> example_input;
   bool ignores_extra_args = false;  // nn.Identity(*args, **kwargs)
+  // A forward of several tensors (the losses' forward(input, target)): their names, in order, and the
+  // lowering and sample inputs that take them all; `lower` and `example_input` are then unset.
+  std::vector<std::string> inputs = {"input"};
+  std::function<GraphBuilder::V(GraphBuilder& b, Module& m, const std::vector<GraphBuilder::V>& xs)> lower_inputs;
+  std::function<Tensors()> example_inputs;
 };
 
 // Every registered layer, in registration order.
@@ -90,6 +96,20 @@ LayerSpec layer_spec(std::string name, std::vector<LayerParam> params, std::func
   return LayerSpec{std::move(name), std::move(params), std::move(make),
                    [](GraphBuilder& b, Module& m, GraphBuilder::V x) { return forward_with(b, static_cast<L&>(m), x); },
                    std::move(example_args), std::move(example_input)};
+}
+
+// A layer whose forward takes several tensors, written as forward_with(B&, L&, const std::vector<Val<B>>&).
+template <class L>
+LayerSpec multi_input_layer_spec(std::string name, std::vector<LayerParam> params,
+                                 std::function<std::shared_ptr<Module>(const LayerArgs&)> make, std::vector<std::string> inputs,
+                                 std::map<std::string, IValue> example_args, std::function<Tensors()> example_inputs) {
+  LayerSpec s{std::move(name), std::move(params), std::move(make), nullptr, std::move(example_args), nullptr};
+  s.inputs = std::move(inputs);
+  s.lower_inputs = [](GraphBuilder& b, Module& m, const std::vector<GraphBuilder::V>& xs) {
+    return forward_with(b, static_cast<L&>(m), xs);
+  };
+  s.example_inputs = std::move(example_inputs);
+  return s;
 }
 
 }  // namespace kiln::nn
