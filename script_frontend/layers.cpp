@@ -34,8 +34,62 @@ Value* linear_of(Lowerer& L, Value* x, Value* weight, Value* bias) {
   return composite::linear(b, x, weight, bias);
 }
 
+namespace {
+
+// The tensors of a recurrent layer's hx argument: a Tensor, a tuple of them (h_0, c_0), or None.
+std::vector<Value*> state_tensors(Lowerer& L, const Object& o, Value* hx, SourceLoc loc) {
+  const Type& t = hx->type();
+  if (t.kind == ir::TypeKind::None) return {};
+  if (t.is_tensor()) return {hx};
+  if (t.kind == ir::TypeKind::Tuple) {
+    std::vector<Value*> r;
+    for (size_t i = 0; i < t.elems.size(); ++i) {
+      if (!t.elems[i].is_tensor())
+        L.fail(loc, fmt::format("{}.forward(): hx must hold Tensors, got {}", o.cls, t.str()));
+      if (hx->node()->prim() == Prim::TupleConstruct) {
+        r.push_back(hx->node()->input(i));
+        continue;
+      }
+      ir::Node* n = L.graph().create(Prim::TupleIndex, 1);
+      n->add_input(hx);
+      n->attrs().set("index", int64_t(i));
+      n->output()->set_type(t.elems[i]);
+      r.push_back(L.emit(n)->output());
+    }
+    return r;
+  }
+  L.fail(loc, fmt::format("{}.forward(): hx must be a Tensor, a tuple of Tensors or None, got {}", o.cls, t.str()));
+}
+
+// forward(input, hx=None) of a layer with a state (nn.LSTM, nn.GRUCell, ...): torch's tuple results.
+Value* call_with_state(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, SourceLoc loc) {
+  Value* args[2] = {nullptr, nullptr};
+  SourceLoc locs[2] = {loc, loc};
+  if (a.pos.size() > 2)
+    L.fail(loc, fmt::format("{}.forward() takes 2 arguments (input, hx), got {}", o.cls, a.pos.size()));
+  for (size_t i = 0; i < a.pos.size(); ++i) args[i] = a.pos[i], locs[i] = a.pos_locs[i];
+  for (const auto& k : a.kw) {
+    int i = k.name == "input" ? 0 : k.name == "hx" ? 1 : -1;
+    if (i < 0) L.fail(k.loc, fmt::format("{}.forward() got an unexpected keyword argument '{}'", o.cls, k.name));
+    if (args[i]) L.fail(k.loc, fmt::format("{}.forward() got multiple values for argument '{}'", o.cls, k.name));
+    args[i] = k.value, locs[i] = k.loc;
+  }
+  if (!args[0]) L.fail(loc, fmt::format("{}.forward() missing required argument 'input'", o.cls));
+  if (!args[0]->type().is_tensor())
+    L.fail(locs[0], fmt::format("{}.forward() expects a Tensor, got {}", o.cls, args[0]->type().str()));
+  std::vector<Value*> hx = args[1] ? state_tensors(L, o, args[1], locs[1]) : std::vector<Value*>{};
+  LoweringBuilder b(L, o.path.empty() ? "" : o.path + ".");
+  std::vector<Value*> r = o.spec->lower_with_state(b, *o.module, args[0], hx);
+  if (r.size() == 1) return r[0];
+  if (r.size() == 2) return L.tuple({r[0], r[1]});
+  return L.tuple({r[0], L.tuple({r[1], r[2]})});
+}
+
+}  // namespace
+
 Value* call_layer(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, SourceLoc loc) {
   if (o.layer == Layer::ModuleList) L.fail(loc, "a ModuleList is not callable; iterate over it or index it");
+  if (o.layer == Layer::Registered && o.spec->lower_with_state) return call_with_state(L, o, a, loc);
   // Every layer's forward takes one input (named `input`, as in PyTorch).
   if (a.pos.size() + a.kw.size() != 1 || (!a.kw.empty() && a.kw[0].name != "input"))
     L.fail(loc, fmt::format("{}.forward() takes one argument (input), got {}", o.cls, a.pos.size() + a.kw.size()));

@@ -16,7 +16,9 @@ std::string model_file(const nn::LayerSpec& spec) {
   std::string args;
   for (const auto& [k, v] : spec.example_args) args += (args.empty() ? "" : ", ") + k + "=" + v.repr();
   return "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-         "        self.layer = nn." + spec.name + "(" + args + ")\n\n    def forward(self, x):\n        return self.layer(x)\n";
+         "        self.layer = nn." + spec.name + "(" + args + ")\n\n    def forward(self, x):\n        return self.layer(x)" +
+         // a layer with a state returns a tuple whose first element is what eager's forward(x) returns
+         (spec.results > 1 ? "[0]" : "") + "\n";
 }
 
 }  // namespace

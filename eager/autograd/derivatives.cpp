@@ -199,6 +199,17 @@ Tensors derivative(OpId op, const Attrs& attrs, const Tensors& in, const Tensors
       if (need(1)) r[1] = conv_family(OpId::Conv2dBackwardInput, x, g, attrs, in[1].sizes());
       break;
     case OpId::MaxPool2d: r[0] = max_pool2d_grad(g, x, attrs); break;
+    case OpId::RnnLayer: {  // inputs x_proj, w_hh[, b_hh][, state0]; the backward row gives all four gradients
+      Tensors args{g};
+      args.insert(args.end(), in.begin(), in.end());
+      Tensors d = dispatch(OpId::RnnLayerBackward, args, attrs);
+      size_t k = 0;
+      r[k++] = d[0];
+      r[k++] = d[1];
+      if (attrs.b_or("bias", true)) r[k++] = d[2];
+      if (k < in.size()) r[k] = d[3];
+      break;
+    }
     case OpId::AvgPool2d: {
       Attrs a = attrs;
       r[0] = dispatch1(OpId::AvgPool2dBackward, {g}, a.set("shape", x.sizes()));
@@ -239,7 +250,7 @@ Tensors derivative(OpId op, const Attrs& attrs, const Tensors& in, const Tensors
     // ---- not differentiable ----
     case OpId::Sign: case OpId::LogicalNot: case OpId::Eq: case OpId::Ne: case OpId::Lt: case OpId::Le:
     case OpId::Gt: case OpId::Ge: case OpId::LogicalAnd: case OpId::LogicalOr: case OpId::Argmax:
-    case OpId::Argmin:
+    case OpId::Argmin: case OpId::RnnLayerBackward:
       break;
   }
   return r;

@@ -6,6 +6,7 @@
 #include "eager/composites.h"
 #include "eager/conv1d.h"
 #include "eager/nn/init.h"
+#include "eager/nn/recurrent.h"
 #include "eager/nn/registry.h"
 #include "eager/ops.h"
 
@@ -478,6 +479,7 @@ const std::vector<LayerSpec>& layer_registry() {
     LayerSpec identity = layer_spec<Identity>("Identity", {}, no_args([] { return std::make_shared<Identity>(); }), {}, t({3, 4}));
     identity.ignores_extra_args = true;
     r.push_back(std::move(identity));
+    add_recurrent_layers(r);
     return r;
   }();
   return all;

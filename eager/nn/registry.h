@@ -67,6 +67,13 @@ struct LayerSpec {
   std::map<std::string, IValue> example_args;
   std::function<Tensor()> example_input;
   bool ignores_extra_args = false;  // nn.Identity(*args, **kwargs)
+  // forward(input, hx) of a layer that takes an initial state (the recurrent layers and cells): hx flattened
+  // (empty when absent or None, else h_0 or h_0, c_0), `results` tensors back, which nest as torch's do: one
+  // is a tensor, two (a, b), three (a, (b, c)). The first is what `lower` gives. Null for the other layers.
+  std::function<std::vector<GraphBuilder::V>(GraphBuilder& b, Module& m, GraphBuilder::V x,
+                                             const std::vector<GraphBuilder::V>& hx)>
+      lower_with_state;
+  int results = 1;
 };
 
 // Every registered layer, in registration order.
