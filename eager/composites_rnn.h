@@ -166,7 +166,9 @@ std::vector<Val<B>> rnn(B& b, const RnnConfig& c, Val<B> x, Val<B> h0, Val<B> c0
 }
 
 // torch.nn.RNNCell / LSTMCell / GRUCell's forward: x [N, input_size] or [input_size], h0 (and c0) [N, H] or
-// [H] or absent (zeros). One rnn_layer node of one step. Returns h' and, for an LSTM, c'.
+// [H] or absent (zeros). One rnn_layer node of one step over x seen as [N', input_size] (N' = 1 unbatched), so
+// a script graph needs no rank when lowering: the results take x's leading dims back. Returns h' and, for an
+// LSTM, c'.
 template <class B>
 std::vector<Val<B>> rnn_cell(B& b, const RnnConfig& c, Val<B> x, Val<B> h0, Val<B> c0, const RnnWeights<B>& w) {
   using namespace rnn_detail;
@@ -174,48 +176,44 @@ std::vector<Val<B>> rnn_cell(B& b, const RnnConfig& c, Val<B> x, Val<B> h0, Val<
   const bool lstm = mode.cell == RnnCell::Lstm;
   const int n_states = lstm ? 2 : 1;
   const std::string& L = c.layer;
+  const int64_t H = c.hidden_size;
   std::optional<int64_t> rank = b.rank(x);
   if (rank && *rank != 1 && *rank != 2)
     b.fail(fmt::format("{}: expected input to be 1-D or 2-D but received {}-D tensor", L, *rank));
   if (!rank)
-    b.check_rank(x, {2}, [&](const std::optional<Shape>& s) {
+    b.check_rank(x, {1, 2}, [&](const std::optional<Shape>& s) {
       return fmt::format("{}: expected input to be 1-D or 2-D but received {}", L, dims_str(s));
     });
   b.check_shape(x, {c.input_size}, true, [&](const std::optional<Shape>& s) {
     return fmt::format("{}: input has inconsistent input_size: got {} expected {}", L,
                        s && !s->empty() ? std::to_string(s->back()) : "another size", c.input_size);
   });
-  const bool unbatched = rank == std::optional<int64_t>(1);
   Val<B> states[2] = {h0, c0};
   std::optional<Shape> xs = b.shape(x);
   for (int i = 0; i < n_states; ++i) {
     if (!present(states[i])) continue;
     std::optional<Shape> s = b.shape(states[i]);
-    if (xs && s && (s->size() != xs->size() || s->back() != c.hidden_size || (s->size() == 2 && (*s)[0] != (*xs)[0]))) {
-      if (s->size() != xs->size())
-        b.fail(fmt::format("{}: expected hidden{} to be {}-D as the input, got {}", L, i, xs->size(), dims_str(s)));
-      if (s->back() != c.hidden_size)
-        b.fail(fmt::format("{}: hidden{} has inconsistent hidden_size: got {}, expected {}", L, i, s->back(), c.hidden_size));
+    if (!xs || !s) continue;  // the rnn_layer node checks the batch when the graph runs
+    if (s->size() != xs->size())
+      b.fail(fmt::format("{}: expected hidden{} to be {}-D as the input, got {}", L, i, xs->size(), dims_str(s)));
+    if (s->back() != H)
+      b.fail(fmt::format("{}: hidden{} has inconsistent hidden_size: got {}, expected {}", L, i, s->back(), H));
+    if (s->size() == 2 && (*s)[0] != (*xs)[0])
       b.fail(fmt::format("{}: input batch size {} doesn't match hidden{} batch size {}", L, (*xs)[0], i, (*s)[0]));
-    }
   }
-  if (unbatched) {
-    x = unsqueeze(b, x, 0);
-    for (int i = 0; i < n_states; ++i)
-      if (present(states[i])) states[i] = unsqueeze(b, states[i], 0);
-  }
-  Val<B> xp = unsqueeze(b, linear(b, x, w.w_ih, c.bias ? w.b_ih : Val<B>{}), 0);
+  auto rows = [&](Val<B> v, int64_t n) { return b.op(OpId::Reshape, {v}, Attrs().set("shape", Shape{-1, n})); };
+  Val<B> xp = unsqueeze(b, linear(b, rows(x, c.input_size), w.w_ih, c.bias ? w.b_ih : Val<B>{}), 0);
   Val<B> state0{};
   if (present(states[0])) {
     std::vector<Val<B>> parts;
-    for (int i = 0; i < n_states; ++i) parts.push_back(unsqueeze(b, states[i], 0));
+    for (int i = 0; i < n_states; ++i) parts.push_back(unsqueeze(b, rows(states[i], H), 0));
     state0 = cat(b, parts, 0);
   }
   std::vector<Val<B>> r = layer(b, c.mode, false, xp, w.w_hh, c.bias ? w.b_hh : Val<B>{}, state0);
+  // x's leading dims ([N] or none) followed by H
+  Val<B> lead = b.op(OpId::Select, {x}, Attrs().set("dim", int64_t(-1)).set("index", int64_t(0)));
   std::vector<Val<B>> result;
-  for (int i = 0; i < n_states; ++i) result.push_back(squeeze(b, r[size_t(1 + i)], 0));
-  if (unbatched)
-    for (Val<B>& v : result) v = squeeze(b, v, 0);
+  for (int i = 0; i < n_states; ++i) result.push_back(b.reshape_like(r[size_t(1 + i)], lead, {H}));
   return result;
 }
 
