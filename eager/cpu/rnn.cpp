@@ -6,12 +6,14 @@
 // the gradient of h, and takes W_hh's gradient as one GEMM over all steps at the end.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "core/rnn_mode.h"
 #include "eager/cpu/blas.h"
 #include "eager/cpu/copy.h"
 #include "eager/cpu/im2col.h"
+#include "eager/cpu/isa_kernels.h"
 #include "eager/kernels.h"
 
 namespace kiln::cpu {
@@ -78,80 +80,113 @@ Geom parse(const char* op, const Tensors& in, size_t first, const Attrs& attrs, 
 }
 
 template <class T>
-T sigm(T v) {
-  return T(1) / (T(1) + std::exp(-v));
-}
-
-template <class T>
 const T* ptr(const Tensor& t) {
   return t.defined() ? static_cast<const T*>(t.raw_data()) : nullptr;
 }
 
-// The forward pass. out [T+S,N,H]; gates [T,N,G*H] holds each step's activated gates and extra [T,N,H] LSTM's
-// c or GRU's W_hn·h + b_hn, for every step when `keep` (the backward reads them), else the last step's only.
+// out = op(in) over `rows` rows of `cols` elements (leading dims in elements), through the elementwise
+// kernels of the CPU's instruction set: their vector sigmoid and tanh.
 template <class T>
-void forward(const Geom& g, const Args& a, T* out, std::vector<T>& gates, std::vector<T>& extra, bool keep) {
-  const int64_t T_ = g.T, N = g.N, H = g.H, GH = g.GH, NH = N * H;
+void apply(OpId op, T* out, int64_t out_ld, const T* in, int64_t in_ld, int64_t rows, int64_t cols) {
+  if (rows == 0 || cols == 0) return;
+  StridedLoop L;
+  L.nops = 2;
+  L.ndim = 2;
+  L.ptr[0] = reinterpret_cast<char*>(out);
+  L.ptr[1] = reinterpret_cast<char*>(const_cast<T*>(in));
+  L.sizes[0] = cols;
+  L.sizes[1] = rows;
+  L.strides[0][0] = L.strides[1][0] = int64_t(sizeof(T));
+  L.strides[0][1] = out_ld * int64_t(sizeof(T));
+  L.strides[1][1] = in_ld * int64_t(sizeof(T));
+  isa_kernels().unary(op, std::is_same_v<T, double> ? DType::Float64 : DType::Float32, L);
+}
+
+// What the forward keeps of each step for the backward: the activated gates [N,G*H], then for an LSTM c and
+// tanh(c), for a GRU W_hn·h + b_hn ([N,H] each).
+int64_t extras(RnnCell cell) { return cell == RnnCell::Lstm ? 2 : cell == RnnCell::Gru ? 1 : 0; }
+int64_t step_size(const Geom& g) { return g.N * g.GH + extras(g.mode.cell) * g.N * g.H; }
+
+// The forward pass into out [T+S,N,H]. ws holds step_size() per step: for every step when `keep` (the
+// backward reads them), else two slots used in turn.
+template <class T>
+void forward(const Geom& g, const Args& a, T* out, std::vector<T>& ws, bool keep) {
+  const int64_t T_ = g.T, N = g.N, H = g.H, GH = g.GH, NH = N * H, SS = step_size(g);
   const T* x = ptr<T>(a.x);
   const T* w = ptr<T>(a.w);
   const T* b = ptr<T>(a.b);
   const T* s0 = ptr<T>(a.state0);
-  const bool lstm = g.mode.cell == RnnCell::Lstm;
-  std::vector<T> zero(size_t(NH), T(0)), hg(size_t(N * GH), T(0));
-  gates.assign(size_t((keep ? T_ : 1) * N * GH), T(0));
-  extra.assign(size_t((keep ? T_ : 2) * NH), T(0));
+  const RnnCell cell = g.mode.cell;
+  std::vector<T> zero(size_t(NH), T(0)), pre(size_t(N * GH), T(0));
+  ws.assign(size_t((keep ? T_ : 2) * SS), T(0));
   const T* h = s0 ? s0 : zero.data();
-  const T* c = lstm && s0 ? s0 + NH : zero.data();
+  const T* c = cell == RnnCell::Lstm && s0 ? s0 + NH : zero.data();
   for (int64_t s = 0; s < T_; ++s) {
     const int64_t t = g.reverse ? T_ - 1 - s : s;
-    if (H > 0 && N > 0) blas::gemm(false, true, N, GH, H, h, H, w, H, T(0), hg.data(), GH);
-    const T* xt = x + t * N * GH;
+    T* gt = ws.data() + (keep ? t : s % 2) * SS;  // the gates, then the extras
+    T* e0 = gt + N * GH;
+    T* e1 = e0 + NH;
     T* ht = out + t * NH;
-    T* gt = gates.data() + (keep ? t * N * GH : 0);
-    T* et = extra.data() + (keep ? t : s % 2) * NH;
+    if (H > 0 && N > 0) blas::gemm(false, true, N, GH, H, h, H, w, H, T(0), pre.data(), GH);
+    const T* xt = x + t * N * GH;
+    // the pre-activations x + h·W_hh^T + b_hh, but GRU's n gate keeps W_hn·h + b_hn apart (r multiplies it)
+    const int64_t summed = cell == RnnCell::Gru ? 2 * H : GH;
     for (int64_t n = 0; n < N; ++n) {
+      T* pr = pre.data() + n * GH;
       const T* xr = xt + n * GH;
-      const T* hr = hg.data() + n * GH;
-      T* gr = gt + n * GH;
-      for (int64_t j = 0; j < H; ++j) {
-        auto pre = [&](int64_t k) { return xr[k * H + j] + hr[k * H + j] + (b ? b[k * H + j] : T(0)); };
-        const int64_t e = n * H + j;
-        switch (g.mode.cell) {
-          case RnnCell::Lstm: {
-            T i = sigm(pre(0)), f = sigm(pre(1)), gg = std::tanh(pre(2)), o = sigm(pre(3));
-            T cn = f * c[e] + i * gg;
-            gr[j] = i, gr[H + j] = f, gr[2 * H + j] = gg, gr[3 * H + j] = o;
-            et[e] = cn;
-            ht[e] = o * std::tanh(cn);
-            break;
-          }
-          case RnnCell::Gru: {
-            T r = sigm(pre(0)), z = sigm(pre(1));
-            T hn = hr[2 * H + j] + (b ? b[2 * H + j] : T(0));
-            T nn = std::tanh(xr[2 * H + j] + r * hn);
-            gr[j] = r, gr[H + j] = z, gr[2 * H + j] = nn;
-            et[e] = hn;
-            ht[e] = (T(1) - z) * nn + z * h[e];
-            break;
-          }
-          case RnnCell::Tanh: ht[e] = std::tanh(pre(0)); break;
-          case RnnCell::Relu: ht[e] = std::max(pre(0), T(0)); break;
+      for (int64_t k = 0; k < summed; ++k) pr[k] += xr[k] + (b ? b[k] : T(0));
+      if (cell == RnnCell::Gru)
+        for (int64_t j = 0; j < H; ++j) e0[n * H + j] = pr[2 * H + j] + (b ? b[2 * H + j] : T(0));
+    }
+    switch (cell) {
+      case RnnCell::Lstm: {
+        apply(OpId::Sigmoid, gt, GH, pre.data(), GH, N, 2 * H);                  // i, f
+        apply(OpId::Tanh, gt + 2 * H, GH, pre.data() + 2 * H, GH, N, H);         // g
+        apply(OpId::Sigmoid, gt + 3 * H, GH, pre.data() + 3 * H, GH, N, H);      // o
+        for (int64_t n = 0; n < N; ++n) {
+          const T* gr = gt + n * GH;
+          for (int64_t j = 0; j < H; ++j) e0[n * H + j] = gr[H + j] * c[n * H + j] + gr[j] * gr[2 * H + j];
         }
+        apply(OpId::Tanh, e1, H, e0, H, N, H);
+        for (int64_t n = 0; n < N; ++n) {
+          const T* gr = gt + n * GH;
+          for (int64_t j = 0; j < H; ++j) ht[n * H + j] = gr[3 * H + j] * e1[n * H + j];
+        }
+        c = e0;
+        break;
       }
+      case RnnCell::Gru: {
+        apply(OpId::Sigmoid, gt, GH, pre.data(), GH, N, 2 * H);  // r, z
+        for (int64_t n = 0; n < N; ++n) {
+          const T* xr = xt + n * GH;
+          T* pr = pre.data() + n * GH;
+          for (int64_t j = 0; j < H; ++j) pr[2 * H + j] = xr[2 * H + j] + gt[n * GH + j] * e0[n * H + j];
+        }
+        apply(OpId::Tanh, gt + 2 * H, GH, pre.data() + 2 * H, GH, N, H);  // n
+        for (int64_t n = 0; n < N; ++n) {
+          const T* gr = gt + n * GH;
+          for (int64_t j = 0; j < H; ++j) {
+            T z = gr[H + j];
+            ht[n * H + j] = (T(1) - z) * gr[2 * H + j] + z * h[n * H + j];
+          }
+        }
+        break;
+      }
+      case RnnCell::Tanh: apply(OpId::Tanh, ht, H, pre.data(), GH, N, H); break;
+      case RnnCell::Relu: apply(OpId::Relu, ht, H, pre.data(), GH, N, H); break;
     }
     h = ht;
-    if (lstm) c = et;
   }
   std::copy(h, h + NH, out + T_ * NH);
-  if (lstm) std::copy(c, c + NH, out + (T_ + 1) * NH);
+  if (cell == RnnCell::Lstm) std::copy(c, c + NH, out + (T_ + 1) * NH);
 }
 
-// The backward pass over the forward's out, gates and extra (kept for every step): gx [T,N,G*H], gw [G*H,H],
-// gb [G*H], gs [S,N,H].
+// The backward pass over the forward's out and ws (kept for every step): gx [T,N,G*H], gw [G*H,H], gb [G*H],
+// gs [S,N,H].
 template <class T>
-void backward(const Geom& g, const Args& a, const T* gy, const T* out, const std::vector<T>& gates,
-              const std::vector<T>& extra, T* gx, T* gw, T* gb, T* gs) {
-  const int64_t T_ = g.T, N = g.N, H = g.H, GH = g.GH, NH = N * H;
+void backward(const Geom& g, const Args& a, const T* gy, const T* out, const std::vector<T>& ws, T* gx, T* gw, T* gb,
+              T* gs) {
+  const int64_t T_ = g.T, N = g.N, H = g.H, GH = g.GH, NH = N * H, SS = step_size(g);
   const T* w = ptr<T>(a.w);
   const T* s0 = ptr<T>(a.state0);
   const bool lstm = g.mode.cell == RnnCell::Lstm;
@@ -165,11 +200,11 @@ void backward(const Geom& g, const Args& a, const T* gy, const T* out, const std
   for (int64_t s = T_ - 1; s >= 0; --s) {
     const int64_t t = g.reverse ? T_ - 1 - s : s, tp = g.reverse ? t + 1 : t - 1;
     const T* hp = s == 0 ? h0 : out + tp * NH;
-    const T* cp = s == 0 ? c0 : extra.data() + tp * NH;
+    const T* cp = s == 0 ? c0 : ws.data() + tp * SS + N * GH;
     std::copy(hp, hp + NH, hprev.data() + t * NH);
     const T* gyt = gy + t * NH;
-    const T* gt = gates.data() + t * N * GH;
-    const T* et = extra.data() + t * NH;
+    const T* gt = ws.data() + t * SS;
+    const T* et = gt + N * GH;  // LSTM: c, then tanh(c); GRU: W_hn·h + b_hn
     const T* ht = out + t * NH;
     T* gxt = gx + t * N * GH;
     T* dt = dall.data() + t * N * GH;
@@ -183,7 +218,7 @@ void backward(const Geom& g, const Args& a, const T* gy, const T* out, const std
         switch (g.mode.cell) {
           case RnnCell::Lstm: {
             T i = gr[j], f = gr[H + j], gg = gr[2 * H + j], o = gr[3 * H + j];
-            T tc = std::tanh(et[e]);
+            T tc = et[NH + e];
             T dct = dc[e] + d * o * (T(1) - tc * tc);
             dr[j] = dct * gg * i * (T(1) - i);
             dr[H + j] = dct * cp[e] * f * (T(1) - f);
@@ -236,8 +271,8 @@ Tensors kernel_rnn_layer(OpId, const Tensors& in, const Attrs& attrs) {
   Tensor out = Tensor::empty({g.T + g.mode.states, g.N, g.H}, a.compute);
   auto run = [&](auto zero) {
     using T = decltype(zero);
-    std::vector<T> gates, extra;
-    forward<T>(g, a, static_cast<T*>(out.raw_data()), gates, extra, false);
+    std::vector<T> ws;
+    forward<T>(g, a, static_cast<T*>(out.raw_data()), ws, false);
   };
   if (a.compute == DType::Float64) run(double(0));
   else run(float(0));
@@ -256,9 +291,9 @@ Tensors kernel_rnn_layer_backward(OpId, const Tensors& in, const Attrs& attrs) {
   Tensor gb = Tensor::empty({g.GH}, a.compute), gs = Tensor::empty({g.mode.states, g.N, g.H}, a.compute);
   auto run = [&](auto zero) {
     using T = decltype(zero);
-    std::vector<T> out(size_t((g.T + g.mode.states) * g.N * g.H)), gates, extra;
-    forward<T>(g, a, out.data(), gates, extra, true);
-    backward<T>(g, a, static_cast<const T*>(gy.raw_data()), out.data(), gates, extra, static_cast<T*>(gx.raw_data()),
+    std::vector<T> out(size_t((g.T + g.mode.states) * g.N * g.H)), ws;
+    forward<T>(g, a, out.data(), ws, true);
+    backward<T>(g, a, static_cast<const T*>(gy.raw_data()), out.data(), ws, static_cast<T*>(gx.raw_data()),
                 static_cast<T*>(gw.raw_data()), static_cast<T*>(gb.raw_data()), static_cast<T*>(gs.raw_data()));
   };
   if (a.compute == DType::Float64) run(double(0));
