@@ -298,6 +298,11 @@ TEST_CASE("rnn layers: torch's errors") {
   REQUIRE(spec);
   check_error([&] { spec->make(nn::bind_layer_args(*spec, {IValue(4), IValue(3)}, {{"proj_size", IValue(2)}})); },
               "nn.LSTM: proj_size is not supported");
+  // a gradient of a gradient through the layer raises rather than leaving out the path through time
+  nn::GRU g2(2, 3);
+  Tensor xg = randn({3, 1, 2}).requires_grad_();
+  Tensor gx = grad({sum(mul(g2.forward(xg), g2.forward(xg)))}, {xg}, {}, false, true)[0];
+  check_error([&] { sum(mul(gx, gx)).backward(); }, "rnn_layer_backward: double backward through a recurrent layer is not supported");
   // the row's own checks
   Attrs a = Attrs().set("mode", std::string("lstm"));
   check_error([&] { dispatch1(OpId::RnnLayer, {randn({2, 3, 8}), randn({8, 3})}, a.set("bias", false)); },

@@ -210,6 +210,9 @@ Tensors derivative(OpId op, const Attrs& attrs, const Tensors& in, const Tensors
       if (k < in.size()) r[k] = d[3];
       break;
     }
+    case OpId::RnnLayerBackward:  // recorded under create_graph=True; reached only by a second backward
+      fail("rnn_layer_backward: double backward through a recurrent layer is not supported (a gradient of a gradient "
+           "through LSTM, GRU or RNN)");
     case OpId::AvgPool2d: {
       Attrs a = attrs;
       r[0] = dispatch1(OpId::AvgPool2dBackward, {g}, a.set("shape", x.sizes()));
@@ -250,7 +253,7 @@ Tensors derivative(OpId op, const Attrs& attrs, const Tensors& in, const Tensors
     // ---- not differentiable ----
     case OpId::Sign: case OpId::LogicalNot: case OpId::Eq: case OpId::Ne: case OpId::Lt: case OpId::Le:
     case OpId::Gt: case OpId::Ge: case OpId::LogicalAnd: case OpId::LogicalOr: case OpId::Argmax:
-    case OpId::Argmin: case OpId::RnnLayerBackward:
+    case OpId::Argmin:
       break;
   }
   return r;
