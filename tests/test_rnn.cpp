@@ -232,6 +232,22 @@ TEST_CASE("rnn layers: gradients through the states, the dropout between layers,
   check_close(yt, second.forward(zeros({4, 2, 4})), 1e-6, 1e-6);
   CHECK(max(abs(sub(ye, yt))).item<double>() > 1e-3);
 
+  // under bf16 autocast the layer runs in bf16 (its gates in float32), close to float32, float32 gradients
+  {
+    nn::LSTM la(3, 5);
+    Tensor xa = randn({4, 2, 3});
+    Tensor want = la.forward(xa);
+    Tensors got;
+    {
+      AutocastGuard guard(DType::BFloat16);
+      got = la.forward_with_state(xa);
+    }
+    CHECK(got[0].dtype() == DType::BFloat16);
+    CHECK(got[2].dtype() == DType::BFloat16);
+    check_close(got[0].to(DType::Float32), want, 0.05, 0.02);
+    sum(got[0].to(DType::Float32)).backward();
+    CHECK(la.params[0].weight_hh.grad().dtype() == DType::Float32);
+  }
   // float32 runs in float32 and agrees with float64
   nn::LSTM l32(3, 5);
   Tensor x32 = randn({6, 2, 3});
