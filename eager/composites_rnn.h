@@ -119,6 +119,7 @@ std::vector<Val<B>> rnn(B& b, const RnnConfig& c, Val<B> x, Val<B> h0, Val<B> c0
   }
   // x is [T, N, input_size] from here on
   std::optional<Shape> xs = b.shape(x);
+  if (xs && (*xs)[0] == 0) b.fail(fmt::format("{}: expected sequence length to be larger than 0", L));
   for (int i = 0; i < n_states; ++i) {
     if (!present(states[i])) continue;
     std::string which = lstm ? fmt::format("hidden[{}] ", i) : std::string("hidden ");

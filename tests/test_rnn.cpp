@@ -297,6 +297,8 @@ TEST_CASE("rnn layers: torch's errors") {
   check_error([&] { gru.forward_with_state(randn({2, 3, 4}), {randn({2, 3, 3})}); }, "GRU: expected hidden size (1, 3, 3), got [2, 3, 3]");
   check_error([&] { lstm.forward_with_state(randn({2, 4}), {randn({2, 1, 3}), randn({2, 1, 3})}); },
               "LSTM: for unbatched 2-D input, hx and cx should also be 2-D but got (3-D, 3-D) tensors");
+  check_error([&] { gru.forward(randn({0, 3, 4})); }, "GRU: expected sequence length to be larger than 0");
+  CHECK(gru.forward_with_state(randn({2, 0, 4}))[1].sizes() == Shape{1, 0, 3});  // an empty batch is fine
   check_error([&] { gru.forward(randn({2, 3, 4}, DType::Float64)); }, "dtype");
   nn::LSTMCell cell(4, 3);
   nn::GRUCell gcell(4, 3);

@@ -59,6 +59,7 @@ Geom parse(const char* op, const Tensors& in, size_t first, const Attrs& attrs, 
   if (x.dim() != 3 || x.size(2) != g.GH)
     fail("{}: expected x_proj of shape [T, N, {}], got {}", op, g.GH, shape_str(x.sizes()));
   g.T = x.size(0);
+  if (g.T == 0) fail("{}: expected sequence length to be larger than 0", op);
   g.N = x.size(1);
   a.dtype = x.dtype();
   a.compute = x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
