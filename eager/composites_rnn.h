@@ -94,11 +94,13 @@ std::vector<Val<B>> rnn(B& b, const RnnConfig& c, Val<B> x, Val<B> h0, Val<B> c0
     b.fail(fmt::format("{}: input must have 3 dimensions (2 unbatched), got {}", L, *rank));
   if (!rank)
     b.check_rank(x, {3}, [&](const std::optional<Shape>& s) {
-      return fmt::format("{}: input must have 3 dimensions, got {}", L, s ? std::to_string(s->size()) : "another rank");
+      return s ? fmt::format("{}: input must have 3 dimensions, got {}", L, s->size())
+               : fmt::format("{}: input must have 3 dimensions (a 2-D unbatched input needs its rank known when the graph "
+                             "is built)", L);
     });
   b.check_shape(x, {c.input_size}, true, [&](const std::optional<Shape>& s) {
-    return fmt::format("{}: input.size(-1) must be equal to input_size. Expected {}, got {}", L, c.input_size,
-                       s && !s->empty() ? std::to_string(s->back()) : "another size");
+    return fmt::format("{}: input.size(-1) must be equal to input_size. Expected {}{}", L, c.input_size,
+                       s && !s->empty() ? ", got " + std::to_string(s->back()) : std::string());
   });
   const bool unbatched = rank == std::optional<int64_t>(2);
   Val<B> states[2] = {h0, c0};
@@ -186,8 +188,9 @@ std::vector<Val<B>> rnn_cell(B& b, const RnnConfig& c, Val<B> x, Val<B> h0, Val<
       return fmt::format("{}: expected input to be 1-D or 2-D but received {}", L, dims_str(s));
     });
   b.check_shape(x, {c.input_size}, true, [&](const std::optional<Shape>& s) {
-    return fmt::format("{}: input has inconsistent input_size: got {} expected {}", L,
-                       s && !s->empty() ? std::to_string(s->back()) : "another size", c.input_size);
+    return s && !s->empty()
+               ? fmt::format("{}: input has inconsistent input_size: got {} expected {}", L, s->back(), c.input_size)
+               : fmt::format("{}: input has inconsistent input_size: expected {}", L, c.input_size);
   });
   Val<B> states[2] = {h0, c0};
   std::optional<Shape> xs = b.shape(x);

@@ -464,3 +464,18 @@ TEST_CASE("rnn model files: PyTorch's outputs, gradients and SGD steps, interpre
     }
   }
 }
+
+TEST_CASE("rnn layers in a script: torch's errors with the file, line and column") {
+  const char* src = "import torch\nimport torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
+                    "        super().__init__()\n        self.lstm = nn.LSTM(4, 3)\n\n"
+                    "    def forward(self, x, h):\n        out, (hn, cn) = self.lstm(x, h)\n        return out\n";
+  check_error([&] { script_source(src, "one_state.py").module("Net"); },
+              "one_state.py:11:30: error: LSTM: expected hx as (h_0, c_0), got 1 tensors");
+  const char* ok = "import torch\nimport torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
+                   "        super().__init__()\n        self.gru = nn.GRU(4, 3)\n\n"
+                   "    def forward(self, x):\n        out, h = self.gru(x, None)\n        return out + h.sum()\n";
+  auto net = script_source(ok, "gru.py").module("Net");
+  check_error([&] { (*net)(randn({2, 3, 5})); }, "GRU: input.size(-1) must be equal to input_size. Expected 4");
+  check_error([&] { script_source(std::string(ok).replace(std::string(ok).find("nn.GRU(4, 3)"), 12, "nn.GRU(4, 3, proj_size=1)"), "p.py").module("Net"); },
+              "p.py:8:23: error: nn.GRU: proj_size is not supported");
+}

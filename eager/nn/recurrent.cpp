@@ -49,10 +49,12 @@ Val<B> state(const std::vector<Val<B>>& hx, size_t i) {
   return i < hx.size() ? hx[i] : Val<B>{};
 }
 
-void check_hx(const std::string& layer, const std::string& mode, size_t n) {
+// through the builder, so that a script's error carries its file and line
+template <class B>
+void check_hx(B& b, const std::string& layer, const std::string& mode, size_t n) {
   bool lstm = mode == "lstm";
   if (n != 0 && n != (lstm ? 2u : 1u))
-    fail("{}: expected hx as {}, got {} tensors", layer, lstm ? "(h_0, c_0)" : "one tensor h_0", n);
+    b.fail(fmt::format("{}: expected hx as {}, got {} tensors", layer, lstm ? "(h_0, c_0)" : "one tensor h_0", n));
 }
 
 }  // namespace
@@ -75,7 +77,7 @@ RNNBase::RNNBase(std::string layer_, std::string mode_, int64_t input_size_, int
 
 template <class B>
 std::vector<Val<B>> forward_with_state(B& b, RNNBase& m, Val<B> x, const std::vector<Val<B>>& hx) {
-  check_hx(m.layer, m.mode, hx.size());
+  check_hx(b, m.layer, m.mode, hx.size());
   composite::RnnConfig c{m.layer, m.mode, m.input_size, m.hidden_size, m.num_layers, m.bias, m.batch_first,
                          m.bidirectional, m.dropout, m.is_training()};
   std::vector<composite::RnnWeights<B>> w;
@@ -112,7 +114,7 @@ RNNCellBase::RNNCellBase(std::string layer_, std::string mode_, int64_t input_si
 
 template <class B>
 std::vector<Val<B>> forward_with_state(B& b, RNNCellBase& m, Val<B> x, const std::vector<Val<B>>& hx) {
-  check_hx(m.layer, m.mode, hx.size());
+  check_hx(b, m.layer, m.mode, hx.size());
   composite::RnnConfig c{m.layer, m.mode, m.input_size, m.hidden_size, 1, m.bias, false, false, 0.0, false};
   return composite::rnn_cell(b, c, x, state<B>(hx, 0), state<B>(hx, 1), weights_of(b, m.params));
 }
