@@ -9,6 +9,7 @@
 #include "eager/dispatch.h"
 #include "eager/nn/recurrent.h"
 #include "jit/compiled_function.h"
+#include "jit/serialize.h"
 #include "script_frontend/script.h"
 #include "support.h"
 #include "tracer/trace.h"
@@ -339,6 +340,13 @@ TEST_CASE("rnn layers: one rnn_layer node per layer and direction, traced, scrip
   Function f = trace([&](const Tensors& in) { return lstm.forward_with_state(in[0]); }, {x});
   CHECK(count_ops(f.graph(), OpId::RnnLayer) == 4);
   CHECK(count_ops(f.graph(), OpId::Matmul) == 4);  // the input projection of all steps, once per layer and direction
+  // saved and loaded (the mode attribute a string), the same values
+  std::string path = test::scratch_path("rnn", "lstm.kiln");
+  kiln::save(f, path);
+  Function back = kiln::load(path);
+  Tensors a = f({x}), b = back({x});
+  REQUIRE(a.size() == 3);
+  for (size_t i = 0; i < 3; ++i) check_close(b[i], a[i], 0, 0);
 
   const char* src =
       "import torch\nimport torch.nn as nn\n\n\n"
