@@ -72,7 +72,7 @@ RNNBase::RNNBase(std::string layer_, std::string mode_, int64_t input_size_, int
   for (int64_t l = 0; l < num_layers; ++l)
     for (int64_t d = 0; d < D; ++d)
       params.push_back(make_params(reg, gates_of(mode), l == 0 ? input_size : hidden_size * D, hidden_size, bias,
-                                   "l" + std::to_string(l) + (d ? "_reverse" : "")));
+                                   fmt::format("l{}{}", l, d ? "_reverse" : "")));
 }
 
 template <class B>
