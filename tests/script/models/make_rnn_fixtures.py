@@ -30,7 +30,17 @@ def loss_of(outs, target):
     return F.cross_entropy(outs[0].flatten(0, -2), target) + 0.1 * outs[1].sum() + 0.05 * outs[2].sum()
 
 
-def case(name, cls, ctor, inputs, target):
+def flat(v, out):
+    if isinstance(v, tuple):
+        for e in v:
+            flat(e, out)
+    else:
+        out.append(v)
+    return out
+
+
+# inputs: the tensors saved as input.K; args: how the model takes them (the LM's state is a tuple)
+def case(name, cls, ctor, inputs, target, args=lambda xs: xs):
     torch.manual_seed(0)
     model = getattr(load(name), cls)(*ctor)
     out = {f"state.{k}": v.clone() for k, v in model.state_dict().items()}
@@ -39,15 +49,15 @@ def case(name, cls, ctor, inputs, target):
     out["target.0"] = target
     scripted = torch.jit.script(model)
     with torch.no_grad():
-        ys = model(*inputs)
-        yj = scripted(*inputs)
+        ys = flat(model(*args(inputs)), [])
+        yj = flat(scripted(*args(inputs)), [])
     for i, (y, j) in enumerate(zip(ys, yj)):
         assert torch.allclose(y, j, rtol=1e-5, atol=1e-6), f"{name}: eager and torch.jit.script differ"
         out[f"output.{i}"] = y
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for step in range(3):
         opt.zero_grad()
-        loss_of(model(*inputs), target).backward()
+        loss_of(flat(model(*args(inputs)), []), target).backward()
         if step == 0:
             out.update({f"grad.{k}": p.grad.clone() for k, p in model.named_parameters()})
         opt.step()
@@ -59,10 +69,12 @@ def main():
     dest = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "data")
     os.makedirs(dest, exist_ok=True)
     torch.manual_seed(1)
-    tokens = torch.randint(0, 30, (3, 7))
+    tokens = torch.randint(0, 30, (7, 3))
     h0, c0 = torch.randn(2, 3, 12), torch.randn(2, 3, 12)
     target = torch.randint(0, 30, (21,))
-    save(os.path.join(dest, "rnn_lm.safetensors"), case("rnn_lm", "WordLM", (30, 8, 12), [tokens, h0, c0], target))
+    # dropout 0: kiln draws other masks than torch
+    save(os.path.join(dest, "rnn_lm.safetensors"),
+         case("rnn_lm", "RNNModel", (30, 8, 12, 2, 0.0), [tokens, h0, c0], target, lambda xs: (xs[0], (xs[1], xs[2]))))
     torch.manual_seed(1)
     x = torch.randn(6, 2, 5)
     target = torch.randint(0, 4, (12,))
