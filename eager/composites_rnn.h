@@ -91,7 +91,8 @@ std::vector<Val<B>> rnn(B& b, const RnnConfig& c, Val<B> x, Val<B> h0, Val<B> c0
   const std::string& L = c.layer;
   std::optional<int64_t> rank = b.rank(x);
   if (rank && *rank != 2 && *rank != 3)
-    b.fail(fmt::format("{}: input must have 3 dimensions (2 unbatched), got {}", L, *rank));
+    b.fail(fmt::format("{}: input must have 3 dimensions (2 unbatched), got {}{}", L, *rank,
+                       b.shape(x) ? " (shape " + dims_str(b.shape(x)) + ")" : std::string()));
   if (!rank)
     b.check_rank(x, {3}, [&](const std::optional<Shape>& s) {
       return s ? fmt::format("{}: input must have 3 dimensions, got {}", L, s->size())
@@ -182,7 +183,8 @@ std::vector<Val<B>> rnn_cell(B& b, const RnnConfig& c, Val<B> x, Val<B> h0, Val<
   const int64_t H = c.hidden_size;
   std::optional<int64_t> rank = b.rank(x);
   if (rank && *rank != 1 && *rank != 2)
-    b.fail(fmt::format("{}: expected input to be 1-D or 2-D but received {}-D tensor", L, *rank));
+    b.fail(fmt::format("{}: expected input to be 1-D or 2-D but received {}-D tensor{}", L, *rank,
+                       b.shape(x) ? " of shape " + dims_str(b.shape(x)) : std::string()));
   if (!rank)
     b.check_rank(x, {1, 2}, [&](const std::optional<Shape>& s) {
       return fmt::format("{}: expected input to be 1-D or 2-D but received {}", L, dims_str(s));

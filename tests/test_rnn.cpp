@@ -288,7 +288,7 @@ TEST_CASE("rnn layers: torch's parameter names, shapes and initialisation") {
 TEST_CASE("rnn layers: torch's errors") {
   nn::LSTM lstm(4, 3, 2);
   nn::GRU gru(4, 3);
-  check_error([&] { lstm.forward(randn({2, 3, 4, 5})); }, "LSTM: input must have 3 dimensions (2 unbatched), got 4");
+  check_error([&] { lstm.forward(randn({2, 3, 4, 5})); }, "LSTM: input must have 3 dimensions (2 unbatched), got 4 (shape [2, 3, 4, 5])");
   check_error([&] { lstm.forward(randn({2, 3, 5})); }, "LSTM: input.size(-1) must be equal to input_size. Expected 4, got 5");
   check_error([&] { lstm.forward_with_state(randn({2, 3, 4}), {randn({1, 3, 3}), randn({2, 3, 3})}); },
               "LSTM: expected hidden[0] size (2, 3, 3), got [1, 3, 3]");
@@ -306,7 +306,7 @@ TEST_CASE("rnn layers: torch's errors") {
   check_error([&] { cell.forward(randn({3, 5})); }, "LSTMCell: input has inconsistent input_size: got 5 expected 4");
   check_error([&] { cell.forward_with_state(randn({3, 4}), {randn({2, 3}), randn({3, 3})}); },
               "LSTMCell: input batch size 3 doesn't match hidden0 batch size 2");
-  check_error([&] { gcell.forward(randn({3, 4, 1})); }, "GRUCell: expected input to be 1-D or 2-D but received 3-D tensor");
+  check_error([&] { gcell.forward(randn({3, 4, 1})); }, "GRUCell: expected input to be 1-D or 2-D but received 3-D tensor of shape [3, 4, 1]");
   check_error([&] { gcell.forward_with_state(randn({3, 4}), {randn({3, 4})}); }, "GRUCell: hidden0 has inconsistent hidden_size: got 4, expected 3");
   check_error([] { nn::LSTM(4, 3, 1, true, false, 2.0); },
               "LSTM: dropout should be a number in range [0, 1] representing the probability of an element being zeroed");
