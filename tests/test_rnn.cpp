@@ -490,3 +490,58 @@ TEST_CASE("rnn layers in a script: torch's errors with the file, line and column
   check_error([&] { script_source(std::string(ok).replace(std::string(ok).find("nn.GRU(4, 3)"), 12, "nn.GRU(4, 3, proj_size=1)"), "p.py").module("Net"); },
               "p.py:8:23: error: nn.GRU: proj_size is not supported");
 }
+
+TEST_CASE("rnn sweep: layers and cells in twelve configurations equal PyTorch's outputs and gradients") {
+  // make_rnn_fixtures.py's SWEEP: each case's configuration, parameters, inputs, outputs and gradients
+  std::map<std::string, Tensor> data = load_safetensors(kModels + "data/rnn_sweep.safetensors");
+  int cases = 0;
+  for (int i = 0; data.count("sweep." + std::to_string(i) + ".config"); ++i, ++cases) {
+    auto key = [i](const std::string& k) { return "sweep." + std::to_string(i) + "." + k; };
+    std::vector<double> cfg = values(data.at(key("config")));
+    CAPTURE(i);
+    const int kind = int(cfg[0]);
+    const int64_t in = int64_t(cfg[1]), hid = int64_t(cfg[2]), layers = int64_t(cfg[3]);
+    const bool bias = cfg[4] != 0, bf = cfg[5] != 0, bidir = cfg[6] != 0;
+    const std::string nl = cfg[7] != 0 ? "relu" : "tanh";
+    std::shared_ptr<nn::Module> m;
+    std::function<Tensors(const Tensor&, const Tensors&)> run;
+    if (kind < 3) {
+      std::shared_ptr<nn::RNNBase> l;
+      if (kind == 0) l = std::make_shared<nn::RNN>(in, hid, layers, nl, bias, bf, 0.0, bidir);
+      if (kind == 1) l = std::make_shared<nn::LSTM>(in, hid, layers, bias, bf, 0.0, bidir);
+      if (kind == 2) l = std::make_shared<nn::GRU>(in, hid, layers, bias, bf, 0.0, bidir);
+      run = [l](const Tensor& x, const Tensors& hx) { return l->forward_with_state(x, hx); };
+      m = l;
+    } else {
+      std::shared_ptr<nn::RNNCellBase> c;
+      if (kind == 3) c = std::make_shared<nn::RNNCell>(in, hid, bias, nl);
+      if (kind == 4) c = std::make_shared<nn::LSTMCell>(in, hid, bias);
+      if (kind == 5) c = std::make_shared<nn::GRUCell>(in, hid, bias);
+      run = [c](const Tensor& x, const Tensors& hx) { return c->forward_with_state(x, hx); };
+      m = c;
+    }
+    CAPTURE(m->name());
+    m->load_state_dict(part(data, key("state.")));
+    Tensor x = data.at(key("x")).detach().clone().requires_grad_();
+    Tensors hx;
+    for (int k = 0; data.count(key("hx." + std::to_string(k))); ++k)
+      hx.push_back(data.at(key("hx." + std::to_string(k))).detach().clone().requires_grad_());
+    Tensors outs = run(x, hx);
+    Tensor loss = zeros({});
+    for (size_t k = 0; k < outs.size(); ++k) {
+      CAPTURE(k);
+      REQUIRE(data.count(key("out." + std::to_string(k))));
+      check_close(outs[k], data.at(key("out." + std::to_string(k))), 1e-4, 1e-5);
+      loss = add(loss, sum(mul(outs[k], data.at(key("w." + std::to_string(k))))));
+    }
+    CHECK_FALSE(data.count(key("out." + std::to_string(outs.size()))));
+    loss.backward();
+    check_close(x.grad(), data.at(key("grad.x")), 1e-4, 1e-5);
+    for (size_t k = 0; k < hx.size(); ++k) check_close(hx[k].grad(), data.at(key("grad.hx." + std::to_string(k))), 1e-4, 1e-5);
+    for (const auto& [name, p] : m->named_parameters()) {
+      CAPTURE(name);
+      check_close(p.grad(), data.at(key("grad." + name)), 1e-4, 1e-5);
+    }
+  }
+  CHECK(cases == 12);
+}
