@@ -39,28 +39,74 @@ Value* linear_of(Lowerer& L, Value* x, Value* weight, Value* bias) {
 
 namespace {
 
-// forward(input, target, ...): the arguments bound to the registered names, as Python binds them.
-Value* call_multi_input_layer(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, SourceLoc loc) {
-  const std::vector<std::string>& names = o.spec->inputs;
-  std::vector<Value*> xs(names.size(), nullptr);
-  std::vector<SourceLoc> locs(names.size(), loc);
+// forward's arguments bound to `names` as Python binds them (positional, then keywords); the first
+// `required` must be given. Unset ones are null.
+struct ForwardArgs {
+  std::vector<Value*> values;
+  std::vector<SourceLoc> locs;
+};
+ForwardArgs bind_forward(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, const std::vector<std::string>& names,
+                         size_t required, SourceLoc loc) {
+  ForwardArgs r{std::vector<Value*>(names.size(), nullptr), std::vector<SourceLoc>(names.size(), loc)};
   if (a.pos.size() > names.size())
     L.fail(loc, fmt::format("{}.forward() takes {} arguments ({}), got {}", o.cls, names.size(), fmt::join(names, ", "), a.pos.size()));
-  for (size_t i = 0; i < a.pos.size(); ++i) xs[i] = a.pos[i], locs[i] = a.pos_locs[i];
+  for (size_t i = 0; i < a.pos.size(); ++i) r.values[i] = a.pos[i], r.locs[i] = a.pos_locs[i];
   for (const auto& k : a.kw) {
     auto it = std::find(names.begin(), names.end(), k.name);
     if (it == names.end()) L.fail(k.loc, fmt::format("{}.forward() got an unexpected keyword argument '{}'", o.cls, k.name));
     size_t i = size_t(it - names.begin());
-    if (xs[i]) L.fail(k.loc, fmt::format("{}.forward() got multiple values for argument '{}'", o.cls, k.name));
-    xs[i] = k.value, locs[i] = k.loc;
+    if (r.values[i]) L.fail(k.loc, fmt::format("{}.forward() got multiple values for argument '{}'", o.cls, k.name));
+    r.values[i] = k.value, r.locs[i] = k.loc;
   }
-  for (size_t i = 0; i < xs.size(); ++i) {
-    if (!xs[i]) L.fail(loc, fmt::format("{}.forward() is missing required argument '{}'", o.cls, names[i]));
-    if (!xs[i]->type().is_tensor())
-      L.fail(locs[i], fmt::format("{}.forward() expects a Tensor for {}, got {}", o.cls, names[i], xs[i]->type().str()));
+  for (size_t i = 0; i < required; ++i) {
+    if (!r.values[i]) L.fail(loc, fmt::format("{}.forward() is missing required argument '{}'", o.cls, names[i]));
+    if (!r.values[i]->type().is_tensor())
+      L.fail(r.locs[i], fmt::format("{}.forward() expects a Tensor for {}, got {}", o.cls, names[i], r.values[i]->type().str()));
   }
+  return r;
+}
+
+// forward(input, target, ...) of a layer taking several tensors (the losses).
+Value* call_multi_input_layer(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, SourceLoc loc) {
+  ForwardArgs f = bind_forward(L, o, a, o.spec->inputs, o.spec->inputs.size(), loc);
   LoweringBuilder b(L, o.path.empty() ? "" : o.path + ".");
-  return o.spec->lower_inputs(b, *o.module, xs);
+  return o.spec->lower_inputs(b, *o.module, f.values);
+}
+
+// The tensors of a recurrent layer's hx argument: a Tensor, a tuple of them (h_0, c_0), or None.
+std::vector<Value*> state_tensors(Lowerer& L, const Object& o, Value* hx, SourceLoc loc) {
+  const Type& t = hx->type();
+  if (t.kind == ir::TypeKind::None) return {};
+  if (t.is_tensor()) return {hx};
+  if (t.kind == ir::TypeKind::Tuple) {
+    std::vector<Value*> r;
+    for (size_t i = 0; i < t.elems.size(); ++i) {
+      if (!t.elems[i].is_tensor())
+        L.fail(loc, fmt::format("{}.forward(): hx must hold Tensors, got {}", o.cls, t.str()));
+      if (hx->node()->prim() == Prim::TupleConstruct) {
+        r.push_back(hx->node()->input(i));
+        continue;
+      }
+      ir::Node* n = L.graph().create(Prim::TupleIndex, 1);
+      n->add_input(hx);
+      n->attrs().set("index", int64_t(i));
+      n->output()->set_type(t.elems[i]);
+      r.push_back(L.emit(n)->output());
+    }
+    return r;
+  }
+  L.fail(loc, fmt::format("{}.forward(): hx must be a Tensor, a tuple of Tensors or None, got {}", o.cls, t.str()));
+}
+
+// forward(input, hx=None) of a layer with a state (nn.LSTM, nn.GRUCell, ...): torch's tuple results.
+Value* call_with_state(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, SourceLoc loc) {
+  ForwardArgs f = bind_forward(L, o, a, {"input", "hx"}, 1, loc);
+  std::vector<Value*> hx = f.values[1] ? state_tensors(L, o, f.values[1], f.locs[1]) : std::vector<Value*>{};
+  LoweringBuilder b(L, o.path.empty() ? "" : o.path + ".");
+  std::vector<Value*> r = o.spec->lower_with_state(b, *o.module, f.values[0], hx);
+  if (r.size() == 1) return r[0];
+  if (r.size() == 2) return L.tuple({r[0], r[1]});
+  return L.tuple({r[0], L.tuple({r[1], r[2]})});
 }
 
 }  // namespace
@@ -68,6 +114,7 @@ Value* call_multi_input_layer(Lowerer& L, const Object& o, const Lowerer::CallAr
 Value* call_layer(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, SourceLoc loc) {
   if (o.layer == Layer::ModuleList) L.fail(loc, "a ModuleList is not callable; iterate over it or index it");
   if (o.layer == Layer::Registered && o.spec->inputs.size() > 1) return call_multi_input_layer(L, o, a, loc);
+  if (o.layer == Layer::Registered && o.spec->lower_with_state) return call_with_state(L, o, a, loc);
   // Every layer's forward takes one input (named `input`, as in PyTorch).
   if (a.pos.size() + a.kw.size() != 1 || (!a.kw.empty() && a.kw[0].name != "input"))
     L.fail(loc, fmt::format("{}.forward() takes one argument (input), got {}", o.cls, a.pos.size() + a.kw.size()));

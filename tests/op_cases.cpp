@@ -59,6 +59,11 @@ OpCase case_for(OpId op, uint64_t seed) {
                                    .set("start", int64_t(1))
                                    .set("end", int64_t(3))
                                    .set("step", int64_t(1))};
+    case OpId::RnnLayer:
+      return {{randn({3, 2, 9}), randn({9, 3}), randn({9}), randn({1, 2, 3})}, Attrs().set("mode", std::string("gru"))};
+    case OpId::RnnLayerBackward:
+      return {{randn({5, 2, 3}), randn({3, 2, 12}), randn({12, 3}), randn({12}), randn({2, 2, 3})},
+              Attrs().set("mode", std::string("lstm")).set("reverse", true)};
     case OpId::AvgPool2dBackward: return {{randn({2, 3, 3, 3})}, Attrs(pool).set("shape", Shape{2, 3, 6, 6})};
     case OpId::Conv2dBackwardInput: return {{randn({2, 4, 6, 6}), randn({4, 3, 3, 3})}, Attrs(conv).set("shape", Shape{2, 3, 6, 6})};
     case OpId::Conv2dBackwardWeight: return {{randn({2, 4, 6, 6}), img}, Attrs(conv).set("shape", Shape{4, 3, 3, 3})};

@@ -230,7 +230,7 @@ TEST_CASE("compiled training: every differentiable row of the op table, gradient
     int tested = 0;
     for (int i = 0; i < kNumOps; ++i) {
       OpId op = OpId(i);
-      if (!is_differentiable(op)) continue;
+      if (!is_differentiable(op) || op == OpId::RnnLayerBackward) continue;  // its derivative raises (test_rnn.cpp)
       CAPTURE(op_name(op));
       CAPTURE(int(isa));
       test::OpCase c = test::case_for(op, 5);

@@ -18,7 +18,10 @@ std::string model_file(const nn::LayerSpec& spec) {
   for (const auto& [k, v] : spec.example_args) args += (args.empty() ? "" : ", ") + k + "=" + v.repr();
   for (const std::string& n : spec.inputs) inputs += (inputs.empty() ? "" : ", ") + n;
   return "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-         "        self.layer = nn." + spec.name + "(" + args + ")\n\n    def forward(self, " + inputs + "):\n        return self.layer(" + inputs + ")\n";
+         "        self.layer = nn." + spec.name + "(" + args + ")\n\n    def forward(self, " + inputs + "):\n        return self.layer(" +
+         inputs + ")" +
+         // a layer with a state returns a tuple whose first element is what eager's forward(x) returns
+         (spec.results > 1 ? "[0]" : "") + "\n";
 }
 
 // The sample inputs: one tensor, or all of a layer whose forward takes several (a loss's input and target).

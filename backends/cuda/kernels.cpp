@@ -492,7 +492,9 @@ Kernel kernel_for(OpId op) {
     case OpId::IndexAdd:
     case OpId::AvgPool2dBackward:
     case OpId::Conv2dBackwardInput:
-    case OpId::Conv2dBackwardWeight: return &no_kernel;
+    case OpId::Conv2dBackwardWeight:
+    case OpId::RnnLayer:
+    case OpId::RnnLayerBackward: return &no_kernel;
   }
   return &no_kernel;
 }

@@ -7,6 +7,7 @@
 #include "eager/conv1d.h"
 #include "eager/nn/init.h"
 #include "eager/nn/losses.h"
+#include "eager/nn/recurrent.h"
 #include "eager/nn/registry.h"
 #include "eager/ops.h"
 
@@ -480,6 +481,7 @@ const std::vector<LayerSpec>& layer_registry() {
     identity.ignores_extra_args = true;
     r.push_back(std::move(identity));
     register_losses(r);
+    add_recurrent_layers(r);
     return r;
   }();
   return all;

@@ -73,6 +73,13 @@ struct LayerSpec {
   std::vector<std::string> inputs = {"input"};
   std::function<GraphBuilder::V(GraphBuilder& b, Module& m, const std::vector<GraphBuilder::V>& xs)> lower_inputs;
   std::function<Tensors()> example_inputs;
+  // forward(input, hx) of a layer that takes an initial state (the recurrent layers and cells): hx flattened
+  // (empty when absent or None, else h_0 or h_0, c_0), `results` tensors back, which nest as torch's do: one
+  // is a tensor, two (a, b), three (a, (b, c)). The first is what `lower` gives. Null for the other layers.
+  std::function<std::vector<GraphBuilder::V>(GraphBuilder& b, Module& m, GraphBuilder::V x,
+                                             const std::vector<GraphBuilder::V>& hx)>
+      lower_with_state;
+  int results = 1;
 };
 
 // Every registered layer, in registration order.

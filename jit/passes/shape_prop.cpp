@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/ir/dtype_rules.h"
+#include "core/rnn_mode.h"
 #include "jit/ir_utils.h"
 #include "jit/passes/passes.h"
 
@@ -251,6 +252,14 @@ std::optional<Dims> out_dims(const ir::Node& n) {
       const Shape& k = a.ints("kernel_size");
       return window_dims(n, *in0, Dim::unknown(), known_dims(k), n.is_op(OpId::MaxPool2d));
     }
+    case OpId::RnnLayer: {  // [T+S, N, H] from x_proj [T,N,G*H] and w_hh [G*H,H]
+      auto mode = a.has("mode") ? rnn_mode(a.s("mode")) : std::nullopt;
+      if (!in0 || !in1 || !mode || in0->size() != 3 || in1->size() != 2) return std::nullopt;
+      Dim t = (*in0)[0];
+      return Dims{t.is_known() ? Dim::known(t.size + mode->states) : Dim::unknown(), (*in0)[1], (*in1)[1]};
+    }
+    case OpId::RnnLayerBackward:  // four outputs: run_block leaves them to the graph's run
+      return std::nullopt;
     case OpId::Cat:
       return cat_dims(n);
     case OpId::IndexSelect: {  // the dim takes the index's length

@@ -1,0 +1,305 @@
+// rnn_layer and rnn_layer_backward (core/ops.def): one recurrent layer in one direction over all its steps,
+// so that a traced, scripted or compiled LSTM is one node per layer and direction, never T copies of a step.
+// The input projection of every step arrives computed (one GEMM, in the composite); here each step is one
+// GEMM (h·W_hh^T) and the gate arithmetic, whose sigmoid and tanh are the elementwise kernels' vector ones
+// (scalar std::exp and std::tanh made them 4/5 of the step). The backward runs the forward again to get the
+// gates of every step back (the forward node then saves only its inputs), walks the steps in reverse with
+// one GEMM each for the gradient of h, and takes W_hh's gradient as one GEMM over all steps at the end.
+#include <algorithm>
+#include <type_traits>
+#include <vector>
+
+#include "core/rnn_mode.h"
+#include "eager/cpu/blas.h"
+#include "eager/cpu/copy.h"
+#include "eager/cpu/im2col.h"
+#include "eager/cpu/isa_kernels.h"
+#include "eager/kernels.h"
+
+namespace kiln::cpu {
+namespace {
+
+struct Geom {
+  RnnMode mode{};
+  bool reverse = false;
+  int64_t T = 0, N = 0, H = 0, GH = 0;
+};
+
+// The inputs of one call in the compute type, contiguous; b and state0 undefined when absent.
+struct Args {
+  Tensor x, w, b, state0;
+  DType dtype = DType::Float32, compute = DType::Float32;
+};
+
+Geom parse(const char* op, const Tensors& in, size_t first, const Attrs& attrs, Args& a) {
+  const std::string& name = attrs.s("mode");
+  std::optional<RnnMode> mode = rnn_mode(name);
+  if (!mode) fail("{}: mode must be lstm, gru, rnn_tanh or rnn_relu, got '{}'", op, name);
+  bool bias = attrs.b_or("bias", true);
+  size_t need = first + 2 + (bias ? 1 : 0);
+  if (in.size() != need && in.size() != need + 1)
+    fail("{}: expected {} or {} inputs ({}x_proj, w_hh{}, optional state0), got {}", op, need, need + 1,
+         first ? "grad, " : "", bias ? ", b_hh" : "", in.size());
+  Geom g;
+  g.mode = *mode;
+  g.reverse = attrs.b_or("reverse", false);
+  const Tensor& x = in[first];
+  const Tensor& w = in[first + 1];
+  for (const Tensor& t : in) {
+    if (!is_floating(t.dtype())) fail("{}: dtype {} is not supported", op, dtype_name(t.dtype()));
+    if (t.dtype() != x.dtype())
+      fail("{}: all inputs must have one dtype, got {} and {}", op, dtype_name(x.dtype()), dtype_name(t.dtype()));
+  }
+  if (w.dim() != 2) fail("{}: expected w_hh of 2 dims [G*H, H], got {}", op, shape_str(w.sizes()));
+  g.H = w.size(1);
+  g.GH = mode->gates * g.H;
+  if (w.size(0) != g.GH)
+    fail("{}: expected w_hh of shape [{}, {}] ({} gates of hidden size {}), got {}", op, g.GH, g.H, mode->gates, g.H,
+         shape_str(w.sizes()));
+  if (x.dim() != 3 || x.size(2) != g.GH)
+    fail("{}: expected x_proj of shape [T, N, {}], got {}", op, g.GH, shape_str(x.sizes()));
+  g.T = x.size(0);
+  if (g.T == 0) fail("{}: expected sequence length to be larger than 0", op);
+  g.N = x.size(1);
+  a.dtype = x.dtype();
+  a.compute = x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
+  auto conv = [&](const Tensor& t) { return t.dtype() == a.compute ? im2col::dense(t) : cast_to(t, a.compute); };
+  a.x = conv(x);
+  a.w = conv(w);
+  if (bias) {
+    if (in[first + 2].sizes() != Shape{g.GH})
+      fail("{}: expected b_hh of shape [{}], got {}", op, g.GH, shape_str(in[first + 2].sizes()));
+    a.b = conv(in[first + 2]);
+  }
+  if (in.size() == need + 1) {
+    Shape want{mode->states, g.N, g.H};
+    if (in[need].sizes() != want)
+      fail("{}: expected state0 of shape {}, got {}", op, shape_str(want), shape_str(in[need].sizes()));
+    a.state0 = conv(in[need]);
+  }
+  return g;
+}
+
+template <class T>
+const T* ptr(const Tensor& t) {
+  return t.defined() ? static_cast<const T*>(t.raw_data()) : nullptr;
+}
+
+// out = op(in) over `rows` rows of `cols` elements (leading dims in elements), through the elementwise
+// kernels of the CPU's instruction set: their vector sigmoid and tanh.
+template <class T>
+void apply(OpId op, T* out, int64_t out_ld, const T* in, int64_t in_ld, int64_t rows, int64_t cols) {
+  if (rows == 0 || cols == 0) return;
+  StridedLoop L;
+  L.nops = 2;
+  L.ndim = 2;
+  L.ptr[0] = reinterpret_cast<char*>(out);
+  L.ptr[1] = reinterpret_cast<char*>(const_cast<T*>(in));
+  L.sizes[0] = cols;
+  L.sizes[1] = rows;
+  L.strides[0][0] = L.strides[1][0] = int64_t(sizeof(T));
+  L.strides[0][1] = out_ld * int64_t(sizeof(T));
+  L.strides[1][1] = in_ld * int64_t(sizeof(T));
+  isa_kernels().unary(op, std::is_same_v<T, double> ? DType::Float64 : DType::Float32, L);
+}
+
+// What the forward keeps of each step for the backward: the activated gates [N,G*H], then for an LSTM c and
+// tanh(c), for a GRU W_hn·h + b_hn ([N,H] each).
+int64_t extras(RnnCell cell) { return cell == RnnCell::Lstm ? 2 : cell == RnnCell::Gru ? 1 : 0; }
+int64_t step_size(const Geom& g) { return g.N * g.GH + extras(g.mode.cell) * g.N * g.H; }
+
+// The forward pass into out [T+S,N,H]. ws holds step_size() per step: for every step when `keep` (the
+// backward reads them), else two slots used in turn.
+template <class T>
+void forward(const Geom& g, const Args& a, T* out, std::vector<T>& ws, bool keep) {
+  const int64_t T_ = g.T, N = g.N, H = g.H, GH = g.GH, NH = N * H, SS = step_size(g);
+  const T* x = ptr<T>(a.x);
+  const T* w = ptr<T>(a.w);
+  const T* b = ptr<T>(a.b);
+  const T* s0 = ptr<T>(a.state0);
+  const RnnCell cell = g.mode.cell;
+  std::vector<T> zero(size_t(NH), T(0)), pre(size_t(N * GH), T(0));
+  ws.assign(size_t((keep ? T_ : 2) * SS), T(0));
+  const T* h = s0 ? s0 : zero.data();
+  const T* c = cell == RnnCell::Lstm && s0 ? s0 + NH : zero.data();
+  for (int64_t s = 0; s < T_; ++s) {
+    const int64_t t = g.reverse ? T_ - 1 - s : s;
+    T* gt = ws.data() + (keep ? t : s % 2) * SS;  // the gates, then the extras
+    T* e0 = gt + N * GH;
+    T* e1 = e0 + NH;
+    T* ht = out + t * NH;
+    if (H > 0 && N > 0) blas::gemm(false, true, N, GH, H, h, H, w, H, T(0), pre.data(), GH);
+    const T* xt = x + t * N * GH;
+    // the pre-activations x + h·W_hh^T + b_hh, but GRU's n gate keeps W_hn·h + b_hn apart (r multiplies it)
+    const int64_t summed = cell == RnnCell::Gru ? 2 * H : GH;
+    for (int64_t n = 0; n < N; ++n) {
+      T* pr = pre.data() + n * GH;
+      const T* xr = xt + n * GH;
+      for (int64_t k = 0; k < summed; ++k) pr[k] += xr[k] + (b ? b[k] : T(0));
+      if (cell == RnnCell::Gru)
+        for (int64_t j = 0; j < H; ++j) e0[n * H + j] = pr[2 * H + j] + (b ? b[2 * H + j] : T(0));
+    }
+    switch (cell) {
+      case RnnCell::Lstm: {
+        apply(OpId::Sigmoid, gt, GH, pre.data(), GH, N, 2 * H);                  // i, f
+        apply(OpId::Tanh, gt + 2 * H, GH, pre.data() + 2 * H, GH, N, H);         // g
+        apply(OpId::Sigmoid, gt + 3 * H, GH, pre.data() + 3 * H, GH, N, H);      // o
+        for (int64_t n = 0; n < N; ++n) {
+          const T* gr = gt + n * GH;
+          for (int64_t j = 0; j < H; ++j) e0[n * H + j] = gr[H + j] * c[n * H + j] + gr[j] * gr[2 * H + j];
+        }
+        apply(OpId::Tanh, e1, H, e0, H, N, H);
+        for (int64_t n = 0; n < N; ++n) {
+          const T* gr = gt + n * GH;
+          for (int64_t j = 0; j < H; ++j) ht[n * H + j] = gr[3 * H + j] * e1[n * H + j];
+        }
+        c = e0;
+        break;
+      }
+      case RnnCell::Gru: {
+        apply(OpId::Sigmoid, gt, GH, pre.data(), GH, N, 2 * H);  // r, z
+        for (int64_t n = 0; n < N; ++n) {
+          const T* xr = xt + n * GH;
+          T* pr = pre.data() + n * GH;
+          for (int64_t j = 0; j < H; ++j) pr[2 * H + j] = xr[2 * H + j] + gt[n * GH + j] * e0[n * H + j];
+        }
+        apply(OpId::Tanh, gt + 2 * H, GH, pre.data() + 2 * H, GH, N, H);  // n
+        for (int64_t n = 0; n < N; ++n) {
+          const T* gr = gt + n * GH;
+          for (int64_t j = 0; j < H; ++j) {
+            T z = gr[H + j];
+            ht[n * H + j] = (T(1) - z) * gr[2 * H + j] + z * h[n * H + j];
+          }
+        }
+        break;
+      }
+      case RnnCell::Tanh: apply(OpId::Tanh, ht, H, pre.data(), GH, N, H); break;
+      case RnnCell::Relu: apply(OpId::Relu, ht, H, pre.data(), GH, N, H); break;
+    }
+    h = ht;
+  }
+  std::copy(h, h + NH, out + T_ * NH);
+  if (cell == RnnCell::Lstm) std::copy(c, c + NH, out + (T_ + 1) * NH);
+}
+
+// The backward pass over the forward's out and ws (kept for every step): gx [T,N,G*H], gw [G*H,H], gb [G*H],
+// gs [S,N,H].
+template <class T>
+void backward(const Geom& g, const Args& a, const T* gy, const T* out, const std::vector<T>& ws, T* gx, T* gw, T* gb,
+              T* gs) {
+  const int64_t T_ = g.T, N = g.N, H = g.H, GH = g.GH, NH = N * H, SS = step_size(g);
+  const T* w = ptr<T>(a.w);
+  const T* s0 = ptr<T>(a.state0);
+  const bool lstm = g.mode.cell == RnnCell::Lstm;
+  std::vector<T> zero(size_t(NH), T(0));
+  std::vector<T> dh(gy + T_ * NH, gy + (T_ + 1) * NH), dc(size_t(NH), T(0));
+  if (lstm) dc.assign(gy + (T_ + 1) * NH, gy + (T_ + 2) * NH);
+  // d(pre-activation of h·W_hh^T) of every step, and the h each step read: W_hh's gradient is their product
+  std::vector<T> dall(size_t(T_ * N * GH), T(0)), hprev(size_t(T_ * NH), T(0));
+  const T* h0 = s0 ? s0 : zero.data();
+  const T* c0 = lstm && s0 ? s0 + NH : zero.data();
+  for (int64_t s = T_ - 1; s >= 0; --s) {
+    const int64_t t = g.reverse ? T_ - 1 - s : s, tp = g.reverse ? t + 1 : t - 1;
+    const T* hp = s == 0 ? h0 : out + tp * NH;
+    const T* cp = s == 0 ? c0 : ws.data() + tp * SS + N * GH;
+    std::copy(hp, hp + NH, hprev.data() + t * NH);
+    const T* gyt = gy + t * NH;
+    const T* gt = ws.data() + t * SS;
+    const T* et = gt + N * GH;  // LSTM: c, then tanh(c); GRU: W_hn·h + b_hn
+    const T* ht = out + t * NH;
+    T* gxt = gx + t * N * GH;
+    T* dt = dall.data() + t * N * GH;
+    for (int64_t n = 0; n < N; ++n) {
+      const T* gr = gt + n * GH;
+      T* gxr = gxt + n * GH;
+      T* dr = dt + n * GH;
+      for (int64_t j = 0; j < H; ++j) {
+        const int64_t e = n * H + j;
+        T d = dh[e] + gyt[e];
+        switch (g.mode.cell) {
+          case RnnCell::Lstm: {
+            T i = gr[j], f = gr[H + j], gg = gr[2 * H + j], o = gr[3 * H + j];
+            T tc = et[NH + e];
+            T dct = dc[e] + d * o * (T(1) - tc * tc);
+            dr[j] = dct * gg * i * (T(1) - i);
+            dr[H + j] = dct * cp[e] * f * (T(1) - f);
+            dr[2 * H + j] = dct * i * (T(1) - gg * gg);
+            dr[3 * H + j] = d * tc * o * (T(1) - o);
+            for (int64_t k = 0; k < 4; ++k) gxr[k * H + j] = dr[k * H + j];
+            dc[e] = dct * f;
+            dh[e] = T(0);
+            break;
+          }
+          case RnnCell::Gru: {
+            T r = gr[j], z = gr[H + j], nn = gr[2 * H + j];
+            T dn = d * (T(1) - z) * (T(1) - nn * nn);
+            gxr[j] = dr[j] = dn * et[e] * r * (T(1) - r);
+            gxr[H + j] = dr[H + j] = d * (hp[e] - nn) * z * (T(1) - z);
+            gxr[2 * H + j] = dn;
+            dr[2 * H + j] = dn * r;
+            dh[e] = d * z;
+            break;
+          }
+          case RnnCell::Tanh:
+            gxr[j] = dr[j] = d * (T(1) - ht[e] * ht[e]);
+            dh[e] = T(0);
+            break;
+          case RnnCell::Relu:
+            gxr[j] = dr[j] = ht[e] > T(0) ? d : T(0);
+            dh[e] = T(0);
+            break;
+        }
+      }
+    }
+    if (H > 0 && N > 0) blas::gemm(false, false, N, H, GH, dt, GH, w, H, T(1), dh.data(), H);
+  }
+  std::copy(dh.begin(), dh.end(), gs);
+  if (lstm) std::copy(dc.begin(), dc.end(), gs + NH);
+  std::fill(gw, gw + GH * H, T(0));
+  if (T_ * N > 0 && H > 0) blas::gemm(true, false, GH, H, T_ * N, dall.data(), GH, hprev.data(), H, T(0), gw, H);
+  std::fill(gb, gb + GH, T(0));
+  for (int64_t r = 0; r < T_ * N; ++r)
+    for (int64_t k = 0; k < GH; ++k) gb[k] += dall[size_t(r * GH + k)];
+}
+
+Tensor to_dtype(const Tensor& t, DType dt) { return t.dtype() == dt ? t : cast_to(t, dt); }
+
+}  // namespace
+
+Tensors kernel_rnn_layer(OpId, const Tensors& in, const Attrs& attrs) {
+  Args a;
+  Geom g = parse("rnn_layer", in, 0, attrs, a);
+  Tensor out = Tensor::empty({g.T + g.mode.states, g.N, g.H}, a.compute);
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    std::vector<T> ws;
+    forward<T>(g, a, static_cast<T*>(out.raw_data()), ws, false);
+  };
+  if (a.compute == DType::Float64) run(double(0));
+  else run(float(0));
+  return {to_dtype(out, a.dtype)};
+}
+
+Tensors kernel_rnn_layer_backward(OpId, const Tensors& in, const Attrs& attrs) {
+  const char* op = "rnn_layer_backward";
+  Args a;
+  Geom g = parse(op, in, 1, attrs, a);
+  Shape want{g.T + g.mode.states, g.N, g.H};
+  if (in[0].sizes() != want)
+    fail("{}: expected grad of shape {} (rnn_layer's output), got {}", op, shape_str(want), shape_str(in[0].sizes()));
+  Tensor gy = in[0].dtype() == a.compute ? im2col::dense(in[0]) : cast_to(in[0], a.compute);
+  Tensor gx = Tensor::empty({g.T, g.N, g.GH}, a.compute), gw = Tensor::empty({g.GH, g.H}, a.compute);
+  Tensor gb = Tensor::empty({g.GH}, a.compute), gs = Tensor::empty({g.mode.states, g.N, g.H}, a.compute);
+  auto run = [&](auto zero) {
+    using T = decltype(zero);
+    std::vector<T> out(size_t((g.T + g.mode.states) * g.N * g.H)), ws;
+    forward<T>(g, a, out.data(), ws, true);
+    backward<T>(g, a, static_cast<const T*>(gy.raw_data()), out.data(), ws, static_cast<T*>(gx.raw_data()),
+                static_cast<T*>(gw.raw_data()), static_cast<T*>(gb.raw_data()), static_cast<T*>(gs.raw_data()));
+  };
+  if (a.compute == DType::Float64) run(double(0));
+  else run(float(0));
+  return {to_dtype(gx, a.dtype), to_dtype(gw, a.dtype), to_dtype(gb, a.dtype), to_dtype(gs, a.dtype)};
+}
+
+}  // namespace kiln::cpu
