@@ -97,6 +97,24 @@ std::vector<std::string> ScriptModule::class_names() const {
 
 std::shared_ptr<ScriptedModule> ScriptModule::module(const std::string& name, const std::vector<IValue>& args,
                                                      const std::map<std::string, IValue>& kwargs) const {
+  std::vector<ScriptValue> a(args.begin(), args.end());
+  std::map<std::string, ScriptValue> kw(kwargs.begin(), kwargs.end());
+  return build(name, a, kw);
+}
+
+ScriptValue ScriptModule::value(const std::string& expr) const {
+  auto f = std::make_shared<script::File>();
+  f->src = script::Source{fmt::format("<value {}>", expr), "(" + expr + ")\n"};
+  f->ast = script::parse_syntax(f->src);
+  if (f->ast.body.size() != 1 || f->ast.body[0]->kind != script::StmtKind::Expr)
+    fail("script: value() takes one expression, got '{}'", expr);
+  ScriptValue v = IValue();
+  v.expr_ = std::move(f);
+  return v;
+}
+
+std::shared_ptr<ScriptedModule> ScriptModule::build(const std::string& name, const std::vector<ScriptValue>& args,
+                                                    const std::map<std::string, ScriptValue>& kwargs) const {
   const script::ClassDef* cls = nullptr;
   if (file_)
     for (const auto& c : file_->ast.classes)
@@ -113,13 +131,14 @@ std::shared_ptr<ScriptedModule> ScriptModule::module(const std::string& name, co
     fail("script: no class '{}' in the module (it has: {}){}", name, all.empty() ? "none" : all,
          script::did_you_mean(name, names));
   }
-  std::vector<script::Static> sargs;
-  for (const IValue& a : args) sargs.push_back(script::static_of(a));
-  std::map<std::string, script::Static> skw;
-  for (const auto& [k, v] : kwargs) skw[k] = script::static_of(v);
+  auto arg = [](const ScriptValue& v) { return script::CtorArg{v.expr_ ? script::Static() : script::static_of(v.value_), v.expr_}; };
+  std::vector<script::CtorArg> sargs;
+  for (const ScriptValue& a : args) sargs.push_back(arg(a));
+  std::map<std::string, script::CtorArg> skw;
+  for (const auto& [k, v] : kwargs) skw[k] = arg(v);
   std::shared_ptr<ScriptedModule> m = script::construct(file_, *cls, sargs, skw);
   // TorchScript's rule: forward (with what it calls) and the @torch.jit.export methods are compiled now.
-  m->method("forward");
+  if (cls->method("forward")) m->method("forward");
   for (const auto& f : cls->methods)
     if (script::jit_mark(*f) == script::JitMark::Export) m->method(f->name);
   return m;
