@@ -235,7 +235,9 @@ struct ClassDef {
   // Its base: a class of the same file (`class Conv2dNormActivation(ConvNormActivation)`), or none and
   // the torch.nn class it derives from: "Module" or "Sequential".
   const ClassDef* parent = nullptr;
+  // "" for a plain class and "dataclass" for a @dataclass (config objects, built by __init__ only)
   std::string torch_base = "Module";
+  std::vector<std::pair<std::string, const Expr*>> fields;  // a @dataclass's `name: T [= default]`, in order
   // Its own method, or the nearest base class's (Python's lookup along single inheritance).
   const FunctionDef* method(std::string_view n) const {
     for (const ClassDef* c = this; c; c = c->parent)

@@ -127,7 +127,8 @@ class Collector {
         } else {
           names.insert(as);
         }
-      } else if ((mod == "torch.nn.init" && !as.empty()) || (as.empty() && (mod == "warnings" || mod == "functools" || mod == "collections"))) {
+      } else if ((mod == "torch.nn.init" && !as.empty()) ||
+                 (as.empty() && (mod == "warnings" || mod == "functools" || mod == "collections" || mod == "copy"))) {
         std::string bound = as.empty() ? mod : as;
         m_.aliases[bound] = mod;
         unavailable(bound, fmt::format("'{}' comes from `import {}` (line {}), which kiln script reads in __init__ only", bound, mod, s.loc.line));
@@ -158,13 +159,18 @@ class Collector {
       } else if (name == "_log_api_usage_once") {
         m_.no_op_calls.insert(as);
       } else if ((mod == "functools" && name == "partial") || ((mod == "collections" || mod == "typing") && name == "OrderedDict") ||
-                 (mod == "typing" && name == "cast") || (mod == "torch.nn" && name == "init")) {
+                 (mod == "typing" && (name == "cast" || name == "Sequence")) || (mod == "torch.nn" && name == "init")) {
         m_.aliases[as] = mod + "." + name;
         unavailable(as, fmt::format("'{}' comes from `from {} import {}` (line {}), which kiln script reads in __init__ only", as, mod,
                                     name, s.loc.line));
       } else {
-        // A relative import: __init__ reads the name from the package's file when it first uses it.
+        // A relative import, or an absolute one of the file's own package (maxvit.py's `from torchvision.ops.misc
+        // import ...`): __init__ reads the name from the package's file when it first uses it.
+        static const std::set<std::string> kOther = {"torch", "typing", "collections", "functools", "math", "numpy",
+                                                     "dataclasses", "enum", "warnings", "copy", "re", "os", "sys"};
+        std::string top = s.module.substr(0, s.module.find('.'));
         if (s.level) m_.aliases[as] = fmt::format("import:{}:{}:{}", s.level, s.module, name);
+        else if (!kOther.count(top)) m_.aliases[as] = fmt::format("import:0:{}:{}", s.module, name);
         unavailable(as, fmt::format("'{}' comes from `from {} import {}{}` (line {}), which kiln {}", as, mod, name,
                                     as == name ? "" : " as " + as, s.loc.line,
                                     s.level ? "follows in __init__ only (lowered code cannot use it yet)" : "cannot read"));
@@ -190,8 +196,15 @@ class Collector {
 
   void module_class(const Stmt& s) {
     ClassDef& c = *s.cls;
-    if (!c.decorators.empty()) reject(c.decorators[0]->loc, fmt::format("class '{}' has a decorator, which kiln script does not support", c.name));
-    if (c.bases.empty()) reject(c.loc, fmt::format("class '{}' must derive from nn.Module in kiln script", c.name));
+    bool dataclass = c.decorators.size() == 1 && (dotted(*c.decorators[0]) == "dataclass" || dotted(*c.decorators[0]) == "dataclasses.dataclass");
+    if (!c.decorators.empty() && !dataclass)
+      reject(c.decorators[0]->loc, fmt::format("class '{}' has a decorator, which kiln script does not support (@dataclass aside)", c.name));
+    if (c.bases.empty() || (c.bases.size() == 1 && dotted(*c.bases[0]) == "object")) {
+      // A plain class or a @dataclass: a config object __init__ builds and reads (lowered code cannot use one).
+      c.torch_base = dataclass ? "dataclass" : "";
+      return class_body(c, s);
+    }
+    if (dataclass) reject(c.decorators[0]->loc, fmt::format("a @dataclass deriving from another class ('{}') is not supported", c.name));
     if (!c.keywords.empty())
       reject(c.keywords[0].loc, fmt::format("class keywords are not supported in kiln script ('{}' derives from nn.Module only)", c.name));
     const Expr& b = *c.bases[0];
@@ -209,6 +222,11 @@ class Collector {
                                 "of the file in kiln script, not '{}'",
                                 c.name, c.bases.size() == 1 ? base : "several bases"));
     if (!c.parent) c.torch_base = last;
+    class_body(c, s);
+  }
+
+  void class_body(ClassDef& c, const Stmt& s) {
+    bool plain = c.root()->torch_base.empty() || c.root()->torch_base == "dataclass";
     for (const StmtPtr& st : c.body) {
       if (st->kind == StmtKind::FunctionDef) {
         // @torch.jit._overload_method: a typed declaration for TorchScript; the def that follows is the body.
@@ -223,6 +241,8 @@ class Collector {
       } else if ((st->kind == StmtKind::Assign || st->kind == StmtKind::AnnAssign) && st->targets.size() == 1 &&
                  st->targets[0]->kind == ExprKind::Name && st->targets[0]->name == "__constants__") {
         // TorchScript's list of constant attributes: kiln treats every int/float/bool attribute as one.
+      } else if (st->kind == StmtKind::AnnAssign && c.torch_base == "dataclass" && st->targets[0]->kind == ExprKind::Name) {
+        c.fields.emplace_back(st->targets[0]->name, st->value.get());  // a field of the generated __init__
       } else if (st->kind == StmtKind::Assign || st->kind == StmtKind::AnnAssign) {
         // A class-level attribute (`expansion = 1`): a constant every instance starts with.
         if (st->targets.size() != 1 || st->targets[0]->kind != ExprKind::Name || !st->value)
@@ -233,7 +253,7 @@ class Collector {
                            "docstring and __constants__");
       }
     }
-    if (!c.method("forward") && c.root()->torch_base != "Sequential")
+    if (!c.method("forward") && c.root()->torch_base != "Sequential" && !plain)
       reject(c.loc, fmt::format("class '{}' has no forward method", c.name));
     m_.classes.push_back(s.cls);
   }
@@ -432,7 +452,7 @@ bool looks_scripted(const FunctionDef& f) {
 
 void check_def(const Source& src, const FunctionDef& f, bool method, std::string_view where) {
   for (const ExprPtr& d : f.decorators)
-    if (mark_of(*d) != JitMark::Export && !(where == "__init__" && dotted(*d) == "staticmethod"))
+    if (mark_of(*d) != JitMark::Export && !(where == "__init__" && (dotted(*d) == "staticmethod" || dotted(*d) == "classmethod")))
       src.fail(d->loc, fmt::format("decorators other than @torch.jit.export are not supported in {}", where));
   if (f.is_async) src.fail(f.loc, fmt::format("async def is not supported in {}", where));
   bool evaluated = where == "__init__";  // the evaluator binds arguments as Python does

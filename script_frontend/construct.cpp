@@ -123,6 +123,7 @@ class Init {
     obj->layer = !c.method("forward") && c.root()->torch_base == "Sequential" ? Layer::Sequential : Layer::User;
     obj->cls = c.name;
     obj->def = &c;
+    obj->plain = c.root()->torch_base.empty() || c.root()->torch_base == "dataclass";
     auto mod = std::make_shared<ScriptedModule>(obj->file, obj);
     obj->module = mod.get();
     objs_[mod.get()] = obj;
@@ -136,14 +137,8 @@ class Init {
         Scope sc;
         obj->attrs[name] = eval(*value, sc);
       }
-    if (const FunctionDef* init = c.method("__init__")) {
-      Static self = Static::module(obj);
-      run_function(*init, &self, args, kwargs, at, c.owner_of("__init__"));
-    } else if (c.root()->torch_base == "Sequential") {
-      for (const Static& m : args) add_item(*obj, m, at);
-    } else if (!args.empty() || !kwargs.empty()) {
-      fail(at, fmt::format("{}() takes no arguments (the class has no __init__)", c.name));
-    }
+    Static self = Static::module(obj);
+    init_object(self, c, args, kwargs, at);
     --depth_;
     return mod;
   }
@@ -160,6 +155,36 @@ class Init {
   [[noreturn]] void fail(SourceLoc loc, std::string_view msg) const { src_->fail(loc, msg); }
 
   ScriptedModule& module_of(const Object& o) { return *static_cast<ScriptedModule*>(o.module); }
+
+  // cls.__init__ on self: the class's own or inherited one, or what nn.Sequential and @dataclass give.
+  void init_object(const Static& self, const ClassDef& c, const std::vector<Static>& args, const Bound& kwargs, SourceLoc at) {
+    if (const FunctionDef* init = c.method("__init__")) {
+      run_function(*init, &self, args, kwargs, at, c.owner_of("__init__"));
+    } else if (c.root()->torch_base == "Sequential") {
+      if (!kwargs.empty()) fail(at, "nn.Sequential.__init__() takes no keyword arguments");
+      add_items(*self.obj, args, at);
+    } else if (c.root()->torch_base == "dataclass") {
+      // the generated __init__: one parameter per field, in order, with the field's default
+      const ClassDef& root = *c.root();
+      InFile in(*this, file_of(&root));
+      Signature sig;
+      sig.required = 0;
+      for (const auto& [name, def] : root.fields) {
+        sig.params.push_back(name);
+        if (def) {
+          Scope top;
+          sig.defaults.push_back(eval(*def, top));
+        } else if (!sig.defaults.empty()) {
+          fail(root.loc, "a field without a default follows one with a default");
+        } else {
+          ++sig.required;
+        }
+      }
+      for (auto& [k, v] : bind(root.name, sig, args, kwargs, at)) self.obj->attrs[k] = v;
+    } else if (!args.empty() || !kwargs.empty()) {
+      fail(at, fmt::format("{}() takes no arguments (the class has no __init__)", c.name));
+    }
+  }
 
   // ---- functions and arguments
 
@@ -374,6 +399,10 @@ class Init {
       }
       case ExprKind::Attribute: {
         Static base = eval(*t.args[0], sc);
+        if (base.kind == Kind::Module && base.obj->plain) {  // a config object's field, wherever it is
+          base.obj->attrs[t.name] = v;
+          return;
+        }
         if (base.kind != Kind::Module || !base.obj->def || !sc.self || base.obj != sc.self->obj)
           fail(t.loc, fmt::format("only attributes of self can be assigned in __init__, not of {}", base.type_name()));
         return set_attr(*base.obj, t.name, v, t.loc);
@@ -410,7 +439,11 @@ class Init {
       if (old->kind == Kind::Module || (old->kind == Kind::Tensor && (old->parameter || buffers_.count(old->tensor.impl()))))
         fail(loc, fmt::format("'{}' is assigned twice; kiln script registers a submodule, parameter or buffer once", name));
     }
-    if (v.kind == Kind::Module) {
+    if (v.kind == Kind::Module && v.obj->plain && !o.plain)
+      fail(loc, fmt::format("a config object ({}) kept as a module's attribute is not supported in kiln script; keep the "
+                            "numbers, strings and tuples it holds instead",
+                            v.obj->cls));
+    if (v.kind == Kind::Module && !o.plain) {
       if (!v.obj->path.empty())
         fail(loc, fmt::format("module '{}' is already a submodule ('{}'); kiln script does not share modules", name, v.obj->path));
       set_path(*v.obj, prefix(o) + name);
@@ -589,6 +622,35 @@ class Init {
     fail(e.loc, "this expression is not supported in __init__");
   }
 
+  // A local dict changed in place: d.pop(k[, default]), d.update(other, **kw), d.setdefault(k[, v]).
+  Static dict_update(Static& d, const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
+    if (name == "update") {
+      if (a.size() > 1) fail(loc, "dict.update() takes at most one positional argument");
+      if (!a.empty())
+        for (const Static& kv : a[0].kind == Kind::Dict ? a[0].elems : iterate(a[0], loc)) {
+          std::vector<Static> pair = iterate(kv, loc);
+          if (pair.size() != 2) fail(loc, "dict.update() takes (key, value) pairs");
+          dict_set(d, pair[0], pair[1]);
+        }
+      for (const auto& [k, v] : kw) dict_set(d, Static::str(k), v);
+      return Static::none();
+    }
+    if (a.empty() || a.size() > 2 || !kw.empty()) fail(loc, fmt::format("dict.{}() takes a key and an optional default", name));
+    for (auto it = d.elems.begin(); it != d.elems.end(); ++it)
+      if (equal(it->elems[0], a[0])) {
+        Static v = it->elems[1];
+        if (name == "pop") d.elems.erase(it);
+        return v;
+      }
+    if (name == "setdefault") {
+      Static v = a.size() > 1 ? a[1] : Static::none();
+      dict_set(d, a[0], v);
+      return v;
+    }
+    if (a.size() > 1) return a[1];
+    fail(loc, fmt::format("KeyError: {}", py_repr(a[0])));
+  }
+
   static const Static* dict_get(const Static& d, const Static& key) {
     for (const Static& kv : d.elems)
       if (equal(kv.elems[0], key)) return &kv.elems[1];
@@ -629,7 +691,8 @@ class Init {
     } else if (auto a = m_->aliases.find(name); a != m_->aliases.end() && a->second.rfind("import:", 0) == 0) {
       v = imported(a->second, name, loc);
     } else if (a != m_->aliases.end()) {
-      bool module = a->second == "torch.nn.init" || a->second == "warnings" || a->second == "functools" || a->second == "collections";
+      bool module = a->second == "torch.nn.init" || a->second == "warnings" || a->second == "functools" ||
+                    a->second == "collections" || a->second == "copy";
       v = Static::named(module ? Kind::Namespace : Kind::Function, a->second);
     } else if (kBuiltins.count(name) && !m_->why_unavailable(name)) {
       v = Static::named(Kind::Function, name);
@@ -688,6 +751,21 @@ class Init {
     std::string dir = cur_->src.name.substr(0, cur_->src.name.find_last_of('/') + 1);
     for (int k = 1; k < level; ++k) dir = dir.substr(0, dir.find_last_of('/', dir.size() - 2) + 1);
     std::string rel = module;
+    if (level == 0) {
+      // an absolute import of the package the file is in: the directory above the one named after its top
+      std::string top = module.substr(0, module.find('.'));
+      std::string up = dir;
+      while (up.size() > 1) {
+        std::string parent = up.substr(0, up.find_last_of('/', up.size() - 2) + 1);
+        if (up.substr(parent.size(), up.size() - parent.size() - 1) == top) break;
+        up = parent;
+      }
+      if (up.size() <= 1) {
+        const std::string* why = m_->why_unavailable(as);
+        fail(loc, why ? *why : fmt::format("'{}' comes from `from {} import {}`, which kiln cannot read", as, module, name));
+      }
+      dir = up.substr(0, up.find_last_of('/', up.size() - 2) + 1);
+    }
     std::replace(rel.begin(), rel.end(), '.', '/');
     std::string stmt = fmt::format("from {}{} import {}{}", std::string(size_t(level), '.'), module, name, as == name ? "" : " as " + as);
     std::shared_ptr<const File> f;
@@ -992,6 +1070,18 @@ class Init {
                 Scope inner;
                 return eval(*value, inner);
               }
+          if (const FunctionDef* f = b.cls->method(name)) {
+            // Class.method: a @staticmethod is the function, a @classmethod the function with the class first
+            Static fn = Static::named(Kind::Function, "");
+            fn.fn = f;
+            bool classmethod = std::any_of(f->decorators.begin(), f->decorators.end(),
+                                           [](const ExprPtr& d) { return d->kind == ExprKind::Name && d->name == "classmethod"; });
+            if (!classmethod) return fn;
+            Static p;
+            p.kind = Kind::Partial;
+            p.elems = {fn, b};
+            return p;
+          }
           fail(loc, fmt::format("class '{}' has no class attribute '{}'", b.cls->name, name));
         }
         break;
@@ -1057,6 +1147,7 @@ class Init {
       if (n == "list") return v.kind == Kind::List;
       if (n == "tuple") return v.kind == Kind::Tuple;
       if (n == "dict" || n == "collections.OrderedDict" || n == "typing.OrderedDict") return v.kind == Kind::Dict;
+      if (n == "typing.Sequence") return v.kind == Kind::List || v.kind == Kind::Tuple || v.kind == Kind::Str;
       if (n == "object") return true;
     }
     fail(loc, fmt::format("isinstance() arg 2 must be a type or tuple of types, got {}", t.type_name()));
@@ -1110,15 +1201,8 @@ class Init {
       if (fn.name == "__init__" && base.kind == ExprKind::Call && is_name(*base.args[0], "super", sc)) {
         eval_args();
         if (!sc.self || !sc.cls) fail(e.loc, "super() is only supported in a method's __init__");
-        if (const ClassDef* parent = sc.cls->parent) {
-          if (const FunctionDef* init = parent->method("__init__"))
-            return run_function(*init, sc.self, args, kwargs, e.loc, parent->owner_of("__init__"));
-          if (parent->root()->torch_base != "Sequential") return Static::none();
-        }
-        if (sc.cls->root()->torch_base == "Sequential") {
-          if (!kwargs.empty()) fail(e.loc, "nn.Sequential.__init__() takes no keyword arguments");
-          add_items(*sc.self->obj, args, e.loc);
-        }
+        if (const ClassDef* parent = sc.cls->parent) init_object(*sc.self, *parent, args, kwargs, e.loc);
+        else if (sc.cls->torch_base == "Sequential") add_items(*sc.self->obj, args, e.loc);
         return Static::none();
       }
       if (is_nn(base, sc)) {
@@ -1144,6 +1228,9 @@ class Init {
           for (const Static& x : iterate(args[0], fn.loc)) list.elems.push_back(x);
         return Static::none();
       }
+      if ((fn.name == "pop" || fn.name == "update" || fn.name == "setdefault") && base.kind == ExprKind::Name &&
+          sc.vars.count(base.name) && sc.vars[base.name].kind == Kind::Dict)
+        return dict_update(sc.vars[base.name], fn.name, args, kwargs, fn.loc);
       Static self = eval(base, sc);
       return method_call(self, fn.name, args, kwargs, fn.loc);
     }
@@ -1238,6 +1325,17 @@ class Init {
       }
       for (const auto& [k, v] : kw) dict_set(d, Static::str(k), v);
       return d;
+    }
+    if (n == "copy.copy") {
+      // a config object's shallow copy (efficientnet's copy.copy(cnf)); lists are values here already
+      if (a.size() != 1) fail(loc, "copy.copy() takes one argument");
+      if (a[0].kind != Kind::Module) return a[0];
+      if (!a[0].obj->plain) fail(loc, fmt::format("copy.copy() of a module ({}) is not supported in __init__", a[0].obj->cls));
+      auto obj = std::make_shared<Object>(*a[0].obj);
+      auto mod = std::make_shared<ScriptedModule>(obj->file, obj);
+      obj->module = mod.get();
+      plain_copies_.push_back(mod);
+      return Static::module(obj);
     }
     if (n == "typing.cast") {
       if (a.size() != 2) fail(loc, "cast() takes a type and a value");
@@ -1379,6 +1477,14 @@ class Init {
         if (compare(n == "min" ? "<" : ">", x, best, loc)) best = x;
       return best;
     }
+    if (n == "round") {
+      // Python's: halves to even; with ndigits a float, without it an int
+      nargs(1, 2);
+      double x = need_number(a[0], loc, "the argument");
+      if (a.size() == 1 || a[1].kind == Kind::None) return Static::integer(int64_t(std::nearbyint(x)));
+      double scale = std::pow(10.0, double(need_int(a[1], loc, "ndigits")));
+      return Static::number(std::nearbyint(x * scale) / scale);
+    }
     if (n == "abs") {
       nargs(1, 1);
       if (a[0].kind == Kind::Float) return Static::number(std::fabs(a[0].f));
@@ -1481,6 +1587,7 @@ class Init {
       for (auto it = all.rbegin(); it != all.rend(); ++it) call_value(a[0], {Static::module(it->second)}, {}, loc);
       return self;
     }
+    if (const Static* v = o.attr(name); v && v->kind != Kind::Module) return call_value(*v, a, kw, loc);  // cnf.block(...)
     if (o.layer == Layer::Registered || !o.def)
       fail(loc, fmt::format("{}.{}() is not supported in __init__", o.cls, name));
     if (name == "register_buffer") {
@@ -1784,6 +1891,7 @@ class Init {
   int depth_ = 0;
   std::map<const Object*, std::shared_ptr<nn::Module>> owned_;  // modules built and not yet attached
   std::map<const nn::Module*, ObjectPtr> objs_;  // every module object built, by its nn::Module (modules())
+  std::vector<std::shared_ptr<ScriptedModule>> plain_copies_;  // what copy.copy made (config objects)
   using Global = std::pair<const Module*, std::string>;
   std::map<Global, Static> globals_;    // each file's names as values, made on first read
   std::map<Global, Static> constants_;  // module-level values computed so far

@@ -127,6 +127,7 @@ struct Object {
   std::vector<std::string> item_names;  // their state_dict names: "0", "1", ... or an OrderedDict's keys
   std::string path;              // its state_dict prefix: "", "features", "layers.0"
   std::shared_ptr<const File> file;  // the file of its class (methods are lowered in that file's names)
+  bool plain = false;  // an instance of a plain class or @dataclass: a config object, not a submodule
 
   const Static* attr(const std::string& name) const {
     auto it = attrs.find(name);
