@@ -202,6 +202,8 @@ class Collector {
     if (c.bases.empty() || (c.bases.size() == 1 && dotted(*c.bases[0]) == "object")) {
       // A plain class or a @dataclass: a config object __init__ builds and reads (lowered code cannot use one).
       c.torch_base = dataclass ? "dataclass" : "";
+      // lowered code cannot use one (TorchScript's classes are not kiln's yet)
+      unavailable(c.name, fmt::format("class '{}' must derive from nn.Module in kiln script (it is defined at line {})", c.name, c.loc.line));
       return class_body(c, s);
     }
     if (dataclass) reject(c.decorators[0]->loc, fmt::format("a @dataclass deriving from another class ('{}') is not supported", c.name));

@@ -245,9 +245,11 @@ class Init {
       pos.resize(sig.params.size());
     }
     Bound named, rest;
-    for (const auto& [k, v] : kwargs) {
+    for (const auto& kv : kwargs) {
+      const std::string& k = kv.first;
+      const Static& v = kv.second;
       bool param = std::count(sig.params.begin(), sig.params.end(), k) != 0;
-      bool kwonly = std::any_of(f.kwonly.begin(), f.kwonly.end(), [&](const Param& p) { return p.name == k; });
+      bool kwonly = std::any_of(f.kwonly.begin(), f.kwonly.end(), [&k](const Param& p) { return p.name == k; });
       if (param) named[k] = v;
       else if (kwonly || f.kwarg) rest[k] = v;
       else fail(at, fmt::format("{}() got an unexpected keyword argument '{}'{}", f.name, k, did_you_mean(k, sig.params)));
@@ -748,8 +750,16 @@ class Init {
     size_t a = spec.find(':', 7), b = spec.find(':', a + 1);
     int level = std::stoi(spec.substr(7, a - 7));
     std::string module = spec.substr(a + 1, b - a - 1), name = spec.substr(b + 1);
-    std::string dir = cur_->src.name.substr(0, cur_->src.name.find_last_of('/') + 1);
-    for (int k = 1; k < level; ++k) dir = dir.substr(0, dir.find_last_of('/', dir.size() - 2) + 1);
+    std::string stmt0 = fmt::format("from {}{} import {}{}", std::string(size_t(level), '.'), module, name, as == name ? "" : " as " + as);
+    size_t slash = cur_->src.name.find_last_of('/');
+    if (slash == std::string::npos)
+      fail(loc, fmt::format("'{}' comes from `{}`, which kiln cannot read (the source has no file path to resolve it from)", as, stmt0));
+    std::string dir = cur_->src.name.substr(0, slash + 1);
+    for (int k = 1; k < level; ++k) {
+      if (dir.size() < 2 || dir.find_last_of('/', dir.size() - 2) == std::string::npos)
+        fail(loc, fmt::format("'{}' comes from `{}`, which goes above the top of the file's directories", as, stmt0));
+      dir = dir.substr(0, dir.find_last_of('/', dir.size() - 2) + 1);
+    }
     std::string rel = module;
     if (level == 0) {
       // an absolute import of the package the file is in: the directory above the one named after its top

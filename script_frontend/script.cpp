@@ -131,6 +131,16 @@ std::shared_ptr<ScriptedModule> ScriptModule::build(const std::string& name, con
     fail("script: no class '{}' in the module (it has: {}){}", name, all.empty() ? "none" : all,
          script::did_you_mean(name, names));
   }
+  if (cls->root()->torch_base.empty() || cls->root()->torch_base == "dataclass") {
+    // a config object is an argument of a module, not one itself
+    const script::Expr* base = cls->bases.empty() ? nullptr : cls->bases[0].get();
+    if (base && base->kind == script::ExprKind::Name)
+      file_->src.fail(base->loc, fmt::format("class '{}' must derive from nn.Module (imported as torch.nn) in kiln script, not '{}'",
+                                             name, base->name));
+    file_->src.fail(cls->loc, fmt::format("class '{}' is a {}, not an nn.Module: a config object that a module's "
+                                          "constructor takes (value(\"{}(...)\"))",
+                                          name, cls->root()->torch_base.empty() ? "plain class" : "@dataclass", name));
+  }
   auto arg = [](const ScriptValue& v) { return script::CtorArg{v.expr_ ? script::Static() : script::static_of(v.value_), v.expr_}; };
   std::vector<script::CtorArg> sargs;
   for (const ScriptValue& a : args) sargs.push_back(arg(a));
