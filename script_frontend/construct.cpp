@@ -430,6 +430,9 @@ class Init {
     if (const std::string* why = m_->why_unavailable(name)) fail(loc, *why);
     std::vector<std::string> names;
     for (auto& [k, v] : sc.vars) names.push_back(k);
+    for (const auto& c : m_->classes) names.push_back(c->name);
+    for (const auto& f : m_->functions) names.push_back(f->name);
+    for (const auto& [k, v] : m_->constants) names.push_back(k);
     fail(loc, fmt::format("undefined name '{}'{}", name, did_you_mean(name, names)));
   }
 
@@ -1112,13 +1115,16 @@ class Init {
       case Kind::List:
       case Kind::Tuple:
       case Kind::Str:
-      case Kind::Tensor:
-        // their methods: the call takes them (xs.append, d.items, t.dim)
-        {
-          Static m = Static::named(Kind::Function, "." + name);
-          m.elems = {b};
-          return m;
-        }
+      case Kind::Tensor: {
+        // their methods, bound: the call takes them (d.items(), xs.index(v), t.dim())
+        static const std::set<std::string> kMethods = {"items", "keys", "values", "get", "index", "count", "startswith",
+                                                       "endswith", "dim", "numel", "size", "normal_", "uniform_",
+                                                       "zero_", "fill_"};
+        if (!kMethods.count(name)) break;
+        Static m = Static::named(Kind::Function, "." + name);
+        m.elems = {b};
+        return m;
+      }
       case Kind::None:
       case Kind::Int:
       case Kind::Float:
@@ -1126,7 +1132,7 @@ class Init {
       case Kind::Function:
       case Kind::Partial: break;
     }
-    fail(loc, fmt::format("{} has no attribute '{}' in __init__", b.type_name(), name));
+    fail(loc, fmt::format("'{}' object has no attribute '{}' in __init__", b.type_name(), name));
   }
 
   // isinstance(v, t): t a class of the file (its subclasses match), a torch.nn class by name, a Python

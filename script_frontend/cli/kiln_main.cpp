@@ -17,6 +17,7 @@
 //
 // Options are parsed into one struct before any command runs.
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -227,12 +228,14 @@ int check(const Options& o) {
   }
   kiln::ScriptModule file = kiln::script_file(o.file);
   std::vector<std::string> classes = file.class_names();
-  // A literal, or Python written as in the file: a class of it (BasicBlock), [2,2,2,2], nn.BatchNorm2d,
-  // make_layers(cfgs['A']). A word that is neither stays a string, as before.
+  // A literal, or Python written as in the file: a class of it (BasicBlock, or any capitalised word), [2,2,2,2],
+  // nn.BatchNorm2d, make_layers(cfgs['A']). Another word stays a string, as before ('HS' quoted for one).
   auto value = [&](const std::string& t) -> kiln::ScriptValue {
     kiln::IValue v = literal(t);
     if (!v.is_string()) return v;
-    bool python = std::count(classes.begin(), classes.end(), t) || t.find_first_of("[({'\".") != std::string::npos;
+    bool identifier = !t.empty() && std::all_of(t.begin(), t.end(), [](char c) { return std::isalnum((unsigned char)c) || c == '_'; });
+    bool python = std::count(classes.begin(), classes.end(), t) || t.find_first_of("[({'\".") != std::string::npos ||
+                  (identifier && std::isupper((unsigned char)t[0]));  // a class name, misspelt or not
     return python ? file.value(t) : kiln::ScriptValue(v);
   };
   std::vector<kiln::ScriptValue> args;

@@ -5,8 +5,9 @@ passes (few classes, under a fixed seed, batch norm statistics randomized), save
 eval output on a small input; kiln builds the same class from the installed file (script_module_tool),
 loads the state_dict, and its eval output on the interpreter and through compile() must equal PyTorch's
 within 1e-4. A model kiln cannot build yet must fail with the error its entry names (the layer or op it
-lacks), so a regression and a fix both show. Run with /usr/bin/python3 (PyTorch 1.13):
-    check_torchvision.py SCRIPT_MODULE_TOOL
+lacks), so a regression and a fix both show. `kiln check` builds ResNet from the command line too. Run
+with /usr/bin/python3 (PyTorch 1.13):
+    check_torchvision.py SCRIPT_MODULE_TOOL KILN [MODEL...]
 """
 import importlib.util
 import os
@@ -111,11 +112,24 @@ def run(tool, name, tmp):
     return None
 
 
+def check_cli(kiln):
+    resnet_py = os.path.join(MODELS, "resnet.py")
+    r = subprocess.run([kiln, "check", resnet_py, "ResNet", "BasicBlock", "[2,2,2,2]", "num_classes=10"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return f"kiln check resnet.py ResNet BasicBlock [2,2,2,2] failed:\n{r.stderr}"
+    r = subprocess.run([kiln, "check", resnet_py, "ResNet", "BasicBlok", "[2,2,2,2]"], capture_output=True, text=True)
+    if r.returncode == 0 or "undefined name 'BasicBlok'; did you mean BasicBlock?" not in r.stderr:
+        return f"kiln check with a misspelt class: expected an undefined name error, got (status {r.returncode}):\n{r.stderr}"
+    print("kiln check builds ResNet(BasicBlock, [2,2,2,2]) from the command line")
+    return None
+
+
 def main():
-    tool = sys.argv[1]
-    names = sys.argv[2:] or list(CASES)
+    tool, kiln = sys.argv[1], sys.argv[2]
+    names = sys.argv[3:] or list(CASES)
     torch.set_num_threads(1)
-    failures = []
+    failures = [m for m in [check_cli(kiln)] if m]
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             msg = run(tool, name, tmp)
