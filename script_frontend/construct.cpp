@@ -102,6 +102,13 @@ class Init {
     know(file_);
   }
 
+  // Every file read so far: the model file and the ones its imports led to.
+  std::vector<std::shared_ptr<const File>> files() const {
+    std::vector<std::shared_ptr<const File>> out;
+    for (const auto& [path, f] : loaded_) out.push_back(f);
+    return out;
+  }
+
   // An argument given from C++ or the command line: a value, or an expression read in module scope
   // (errors point into the expression's own text).
   Static argument(const CtorArg& a) {
@@ -1102,7 +1109,14 @@ class Init {
         const std::string& ns = b.s;
         if (ns == "torch" && name == "nn") return Static::named(Kind::Namespace, "torch.nn");
         if (ns == "torch.nn" && (name == "init" || name == "functional")) return Static::named(Kind::Namespace, "torch.nn." + name);
-        if (ns == "torch.nn") return Static::named(Kind::Class, name);
+        if (ns == "torch.nn") {
+          if (!torch_nn_class(name)) {
+            std::vector<std::string> known;
+            for (const nn::LayerSpec& spec : nn::layer_registry()) known.push_back(spec.name);
+            fail(loc, fmt::format("module 'torch.nn' has no attribute '{}'{}", name, did_you_mean(name, known)));
+          }
+          return Static::named(Kind::Class, name);
+        }
         if (ns == "math") {
           if (name == "pi") return Static::number(M_PI);
           if (name == "e") return Static::number(M_E);
@@ -1133,6 +1147,42 @@ class Init {
       case Kind::Partial: break;
     }
     fail(loc, fmt::format("'{}' object has no attribute '{}' in __init__", b.type_name(), name));
+  }
+
+  // torch.nn's classes as torch 1.13 has them: nn.X is a class value for these (building one kiln lacks
+  // fails when it is called, naming it), and hasattr(nn, name) is false for other names.
+  static bool torch_nn_class(const std::string& name) {
+    static const std::set<std::string> names = [] {
+      std::set<std::string> out;
+      std::string all =
+        "AdaptiveAvgPool1d AdaptiveAvgPool2d AdaptiveAvgPool3d AdaptiveLogSoftmaxWithLoss AdaptiveMaxPool1d "
+        "AdaptiveMaxPool2d AdaptiveMaxPool3d AlphaDropout AvgPool1d AvgPool2d AvgPool3d BCELoss BCEWithLogitsLoss "
+        "BatchNorm1d BatchNorm2d BatchNorm3d Bilinear CELU CTCLoss ChannelShuffle ConstantPad1d ConstantPad2d "
+        "ConstantPad3d Container Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d ConvTranspose3d "
+        "CosineEmbeddingLoss CosineSimilarity CrossEntropyLoss CrossMapLRN2d DataParallel Dropout Dropout1d Dropout2d "
+        "Dropout3d ELU Embedding EmbeddingBag FeatureAlphaDropout Flatten Fold FractionalMaxPool2d "
+        "FractionalMaxPool3d GELU GLU GRU GRUCell GaussianNLLLoss GroupNorm Hardshrink Hardsigmoid Hardswish Hardtanh "
+        "HingeEmbeddingLoss HuberLoss Identity InstanceNorm1d InstanceNorm2d InstanceNorm3d KLDivLoss L1Loss LPPool1d "
+        "LPPool2d LSTM LSTMCell LayerNorm LazyBatchNorm1d LazyBatchNorm2d LazyBatchNorm3d LazyConv1d LazyConv2d "
+        "LazyConv3d LazyConvTranspose1d LazyConvTranspose2d LazyConvTranspose3d LazyInstanceNorm1d LazyInstanceNorm2d "
+        "LazyInstanceNorm3d LazyLinear LeakyReLU Linear LocalResponseNorm LogSigmoid LogSoftmax MSELoss "
+        "MarginRankingLoss MaxPool1d MaxPool2d MaxPool3d MaxUnpool1d MaxUnpool2d MaxUnpool3d Mish Module ModuleDict "
+        "ModuleList MultiLabelMarginLoss MultiLabelSoftMarginLoss MultiMarginLoss MultiheadAttention NLLLoss "
+        "NLLLoss2d PReLU PairwiseDistance Parameter ParameterDict ParameterList PixelShuffle PixelUnshuffle "
+        "PoissonNLLLoss RNN RNNBase RNNCell RNNCellBase RReLU ReLU ReLU6 ReflectionPad1d ReflectionPad2d "
+        "ReflectionPad3d ReplicationPad1d ReplicationPad2d ReplicationPad3d SELU Sequential SiLU Sigmoid SmoothL1Loss "
+        "SoftMarginLoss Softmax Softmax2d Softmin Softplus Softshrink Softsign SyncBatchNorm Tanh Tanhshrink "
+        "Threshold Transformer TransformerDecoder TransformerDecoderLayer TransformerEncoder TransformerEncoderLayer "
+        "TripletMarginLoss TripletMarginWithDistanceLoss Unflatten Unfold UninitializedBuffer UninitializedParameter "
+        "Upsample UpsamplingBilinear2d UpsamplingNearest2d ZeroPad2d ";
+      for (size_t b = 0, e; b < all.size(); b = e + 1) {
+        e = all.find(' ', b);
+        if (e == std::string::npos) e = all.size();
+        if (e > b) out.insert(all.substr(b, e - b));
+      }
+      return out;
+    }();
+    return names.count(name) != 0;
   }
 
   // isinstance(v, t): t a class of the file (its subclasses match), a torch.nn class by name, a Python
@@ -1930,7 +1980,9 @@ std::shared_ptr<ScriptedModule> construct(const std::shared_ptr<const File>& fil
   for (const CtorArg& x : args) a.push_back(init.argument(x));
   std::map<std::string, Static> kw;
   for (const auto& [k, x] : kwargs) kw[k] = init.argument(x);
-  return init.build(cls, a, kw, cls.loc);
+  std::shared_ptr<ScriptedModule> m = init.build(cls, a, kw, cls.loc);
+  m->object_ptr()->imports = init.files();
+  return m;
 }
 
 }  // namespace kiln::script

@@ -128,6 +128,9 @@ struct Object {
   std::string path;              // its state_dict prefix: "", "features", "layers.0"
   std::shared_ptr<const File> file;  // the file of its class (methods are lowered in that file's names)
   bool plain = false;  // an instance of a plain class or @dataclass: a config object, not a submodule
+  // The root's: every file __init__ read, kept while the module lives (a class value from one may be an
+  // attribute without a module of that file in the tree).
+  std::vector<std::shared_ptr<const File>> imports;
 
   const Static* attr(const std::string& name) const {
     auto it = attrs.find(name);
