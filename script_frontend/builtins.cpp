@@ -381,14 +381,18 @@ std::vector<Builtin> make_builtins() {
     return L.op(OpId::Contiguous, {L.tensor_arg(a[0], "input")});
   });
   add("chunk", kFn | kMethod, {"input", "chunks", "dim"}, 2, [](Lowerer& L, Args& a, const Expr&) {
-    // A tuple of `chunks` slices of ceil(size / chunks) along dim (the size is known only when the graph
-    // runs, the count now, so a size smaller than `chunks` gives empty trailing slices where torch gives fewer).
+    // A tuple of `chunks` slices of ceil(size / chunks) along dim. The count is fixed now and the size known
+    // only when the graph runs, so a size for which torch returns fewer chunks (5 in 4: 2, 2, 1) raises then.
     Value* x = L.tensor_arg(a[0], "input");
     int64_t n = L.need_int(a[1], "chunks");
     if (n < 1 || n > 64) L.fail(a[1].loc, fmt::format("chunk expects chunks between 1 and 64, got {}", n));
     Value* dim = a[2].present() ? int_arg(L, a[2], "dim") : L.constant(int64_t(0));
     Value* size = L.prim(Prim::Size, {x, dim}, kInt);
     Value* step = L.prim(Prim::NumFloorDiv, {L.prim(Prim::NumAdd, {size, L.constant(n - 1)}, kInt), L.constant(n)}, kInt);
+    L.check(L.prim(Prim::NumLt, {L.prim(Prim::NumMul, {L.constant(n - 1), step}, kInt), size}, kBool),
+            fmt::format("chunk: the size along dim is too small for {} non-empty chunks (torch returns fewer, kiln "
+                        "script a fixed count)",
+                        n));
     std::vector<Value*> parts;
     for (int64_t k = 0; k < n; ++k) {
       Value* start = L.prim(Prim::Min, {L.prim(Prim::NumMul, {L.constant(k), step}, kInt), size}, kInt);
