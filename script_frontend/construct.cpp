@@ -1547,7 +1547,10 @@ class Init {
       // Python's: halves to even; with ndigits a float, without it an int
       nargs(1, 2);
       double x = need_number(a[0], loc, "the argument");
-      if (a.size() == 1 || a[1].kind == Kind::None) return Static::integer(int64_t(std::nearbyint(x)));
+      if (a.size() == 1 || a[1].kind == Kind::None) {
+        if (!(std::fabs(x) < 9.2e18)) fail(loc, fmt::format("round() of {} does not fit in int64", py_str(a[0])));
+        return Static::integer(int64_t(std::nearbyint(x)));
+      }
       double scale = std::pow(10.0, double(need_int(a[1], loc, "ndigits")));
       return Static::number(std::nearbyint(x * scale) / scale);
     }
