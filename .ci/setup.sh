@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 pkgs=(meson ninja-build pkg-config g++ cmake libfmt-dev libspdlog-dev doctest-dev libbenchmark-dev
       libopenblas-dev libdnnl-dev libxbyak-dev llvm-14-tools python3-numpy python3-sklearn
       libopenmpi-dev openmpi-bin
-      python3-torch)  # Debian's PyTorch 1.13: tests/script compares every script file with it
+      python3-torch   # Debian's PyTorch 1.13: tests/script compares every script file with it
+      python3-torchvision)  # its model files, read by kiln as published (tests/script/torchvision)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

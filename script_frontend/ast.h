@@ -232,11 +232,27 @@ struct ClassDef {
   // Collected from body for lowering: the methods and class-level `name = value`, in order.
   std::vector<std::shared_ptr<FunctionDef>> methods;
   std::vector<std::pair<std::string, const Expr*>> attrs;
+  // Its base: a class of the same file (`class Conv2dNormActivation(ConvNormActivation)`), or none and
+  // the torch.nn class it derives from: "Module" or "Sequential".
+  const ClassDef* parent = nullptr;
+  // "" for a plain class and "dataclass" for a @dataclass (config objects, built by __init__ only)
+  std::string torch_base = "Module";
+  std::vector<std::pair<std::string, const Expr*>> fields;  // a @dataclass's `name: T [= default]`, in order
+  // Its own method, or the nearest base class's (Python's lookup along single inheritance).
   const FunctionDef* method(std::string_view n) const {
-    for (const auto& m : methods)
-      if (m->name == n) return m.get();
+    for (const ClassDef* c = this; c; c = c->parent)
+      for (const auto& m : c->methods)
+        if (m->name == n) return m.get();
     return nullptr;
   }
+  // The class among this one and its bases that defines method `n` (where its super() starts).
+  const ClassDef* owner_of(std::string_view n) const {
+    for (const ClassDef* c = this; c; c = c->parent)
+      for (const auto& m : c->methods)
+        if (m->name == n) return c;
+    return nullptr;
+  }
+  const ClassDef* root() const { return parent ? parent->root() : this; }
 };
 
 struct Module {
@@ -259,6 +275,10 @@ struct Module {
   // Module-level `NAME = value` statements: the evaluator of __init__ computes one when it first reads
   // the name (lowered code still sees the name as unavailable).
   std::map<std::string, const Expr*> constants;
+  // Names bound to Python modules and objects the evaluator of __init__ knows, by their dotted names:
+  // "partial" → "functools.partial", "OrderedDict" → "collections.OrderedDict", "init" → "torch.nn.init",
+  // "warnings" → "warnings". (They stay in `unavailable` for lowered code.)
+  std::map<std::string, std::string> aliases;
   // The classes among them that are not built, with the place and words of their first problem: what
   // ScriptModule::module() raises when asked for one.
   std::map<std::string, std::pair<SourceLoc, std::string>> unbuilt;

@@ -381,6 +381,27 @@ std::vector<Builtin> make_builtins() {
   add("contiguous", kMethod, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     return L.op(OpId::Contiguous, {L.tensor_arg(a[0], "input")});
   });
+  add("chunk", kFn | kMethod, {"input", "chunks", "dim"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    // A tuple of `chunks` slices of ceil(size / chunks) along dim. The count is fixed now and the size known
+    // only when the graph runs, so a size for which torch returns fewer chunks (5 in 4: 2, 2, 1) raises then.
+    Value* x = L.tensor_arg(a[0], "input");
+    int64_t n = L.need_int(a[1], "chunks");
+    if (n < 1 || n > 64) L.fail(a[1].loc, fmt::format("chunk expects chunks between 1 and 64, got {}", n));
+    Value* dim = a[2].present() ? int_arg(L, a[2], "dim") : L.constant(int64_t(0));
+    Value* size = L.prim(Prim::Size, {x, dim}, kInt);
+    Value* step = L.prim(Prim::NumFloorDiv, {L.prim(Prim::NumAdd, {size, L.constant(n - 1)}, kInt), L.constant(n)}, kInt);
+    L.check(L.prim(Prim::NumLt, {L.prim(Prim::NumMul, {L.constant(n - 1), step}, kInt), size}, kBool),
+            fmt::format("chunk: the size along dim is too small for {} non-empty chunks (torch returns fewer, kiln "
+                        "script a fixed count)",
+                        n));
+    std::vector<Value*> parts;
+    for (int64_t k = 0; k < n; ++k) {
+      Value* start = L.prim(Prim::Min, {L.prim(Prim::NumMul, {L.constant(k), step}, kInt), size}, kInt);
+      Value* end = L.prim(Prim::Min, {L.prim(Prim::NumMul, {L.constant(k + 1), step}, kInt), size}, kInt);
+      parts.push_back(L.prim(Prim::Slice, {x, dim, start, end, L.constant(int64_t(1))}, Type::tensor()));
+    }
+    return L.tuple(parts);
+  });
   add("clone", kFn | kMethod, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     return L.op(OpId::Clone, {L.tensor_arg(a[0], "input")});
   });

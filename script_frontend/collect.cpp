@@ -127,6 +127,11 @@ class Collector {
         } else {
           names.insert(as);
         }
+      } else if ((mod == "torch.nn.init" && !as.empty()) ||
+                 (as.empty() && (mod == "warnings" || mod == "functools" || mod == "collections" || mod == "copy"))) {
+        std::string bound = as.empty() ? mod : as;
+        m_.aliases[bound] = mod;
+        unavailable(bound, fmt::format("'{}' comes from `import {}` (line {}), which kiln script reads in __init__ only", bound, mod, s.loc.line));
       } else {
         std::string bound = as.empty() ? mod.substr(0, mod.find('.')) : as;
         std::string stmt = as.empty() ? "import " + mod : fmt::format("import {} as {}", mod, as);
@@ -153,10 +158,22 @@ class Collector {
         m_.imported.insert(name);
       } else if (name == "_log_api_usage_once") {
         m_.no_op_calls.insert(as);
+      } else if ((mod == "functools" && name == "partial") || ((mod == "collections" || mod == "typing") && name == "OrderedDict") ||
+                 (mod == "typing" && (name == "cast" || name == "Sequence")) || (mod == "torch.nn" && name == "init")) {
+        m_.aliases[as] = mod + "." + name;
+        unavailable(as, fmt::format("'{}' comes from `from {} import {}` (line {}), which kiln script reads in __init__ only", as, mod,
+                                    name, s.loc.line));
       } else {
-        unavailable(as, fmt::format("'{}' comes from `from {} import {}{}` (line {}), which kiln cannot read{}", as, mod, name,
+        // A relative import, or an absolute one of the file's own package (maxvit.py's `from torchvision.ops.misc
+        // import ...`): __init__ reads the name from the package's file when it first uses it.
+        static const std::set<std::string> kOther = {"torch", "typing", "collections", "functools", "math", "numpy",
+                                                     "dataclasses", "enum", "warnings", "copy", "re", "os", "sys"};
+        std::string top = s.module.substr(0, s.module.find('.'));
+        if (s.level) m_.aliases[as] = fmt::format("import:{}:{}:{}", s.level, s.module, name);
+        else if (!kOther.count(top)) m_.aliases[as] = fmt::format("import:0:{}:{}", s.module, name);
+        unavailable(as, fmt::format("'{}' comes from `from {} import {}{}` (line {}), which kiln {}", as, mod, name,
                                     as == name ? "" : " as " + as, s.loc.line,
-                                    s.level ? " (kiln reads one file; relative imports are not followed yet)" : ""));
+                                    s.level ? "follows in __init__ only (lowered code cannot use it yet)" : "cannot read"));
       }
     }
   }
@@ -179,23 +196,45 @@ class Collector {
 
   void module_class(const Stmt& s) {
     ClassDef& c = *s.cls;
-    if (!c.decorators.empty()) reject(c.decorators[0]->loc, fmt::format("class '{}' has a decorator, which kiln script does not support", c.name));
-    if (c.bases.empty()) reject(c.loc, fmt::format("class '{}' must derive from nn.Module in kiln script", c.name));
+    bool dataclass = c.decorators.size() == 1 && (dotted(*c.decorators[0]) == "dataclass" || dotted(*c.decorators[0]) == "dataclasses.dataclass");
+    if (!c.decorators.empty() && !dataclass)
+      reject(c.decorators[0]->loc, fmt::format("class '{}' has a decorator, which kiln script does not support (@dataclass aside)", c.name));
+    if (c.bases.empty() || (c.bases.size() == 1 && dotted(*c.bases[0]) == "object")) {
+      // A plain class or a @dataclass: a config object __init__ builds and reads (lowered code cannot use one).
+      c.torch_base = dataclass ? "dataclass" : "";
+      // lowered code cannot use one (TorchScript's classes are not kiln's yet)
+      unavailable(c.name, fmt::format("class '{}' must derive from nn.Module in kiln script (it is defined at line {})", c.name, c.loc.line));
+      return class_body(c, s);
+    }
+    if (dataclass) reject(c.decorators[0]->loc, fmt::format("a @dataclass deriving from another class ('{}') is not supported", c.name));
     if (!c.keywords.empty())
       reject(c.keywords[0].loc, fmt::format("class keywords are not supported in kiln script ('{}' derives from nn.Module only)", c.name));
     const Expr& b = *c.bases[0];
     std::string base = dotted(b);
     size_t dot = base.rfind('.');
     std::string owner = dot == std::string::npos ? "" : base.substr(0, dot);
-    bool ok = c.bases.size() == 1 &&
-              (base == "Module" ? m_.imported.count("Module") != 0
-                                : base.substr(dot + 1) == "Module" &&
-                                      (m_.nn_names.count(owner) != 0 || (owner == "torch.nn" && m_.imported.count("torch"))));
+    std::string last = base.substr(dot + 1);
+    bool torch_nn = m_.nn_names.count(owner) != 0 || (owner == "torch.nn" && m_.imported.count("torch"));
+    for (const auto& earlier : m_.classes)
+      if (c.bases.size() == 1 && earlier->name == base) c.parent = earlier.get();
+    bool ok = c.bases.size() == 1 && (c.parent || (base == "Module" && m_.imported.count("Module")) ||
+                                      ((last == "Module" || last == "Sequential") && torch_nn));
     if (!ok)
-      reject(b.loc, fmt::format("class '{}' must derive from nn.Module (imported as torch.nn) in kiln script, not '{}'", c.name,
-                                c.bases.size() == 1 ? base : "several bases"));
+      reject(b.loc, fmt::format("class '{}' must derive from nn.Module, nn.Sequential (imported as torch.nn) or a class "
+                                "of the file in kiln script, not '{}'",
+                                c.name, c.bases.size() == 1 ? base : "several bases"));
+    if (!c.parent) c.torch_base = last;
+    class_body(c, s);
+  }
+
+  void class_body(ClassDef& c, const Stmt& s) {
+    bool plain = c.root()->torch_base.empty() || c.root()->torch_base == "dataclass";
     for (const StmtPtr& st : c.body) {
       if (st->kind == StmtKind::FunctionDef) {
+        // @torch.jit._overload_method: a typed declaration for TorchScript; the def that follows is the body.
+        bool overload = false;
+        for (const ExprPtr& d : st->fn->decorators) overload = overload || dotted(*d) == "torch.jit._overload_method";
+        if (overload) continue;
         for (const auto& m : c.methods)
           if (m->name == st->fn->name)
             reject(st->fn->loc, fmt::format("method '{}' is defined twice in class '{}'", m->name, c.name));
@@ -204,6 +243,8 @@ class Collector {
       } else if ((st->kind == StmtKind::Assign || st->kind == StmtKind::AnnAssign) && st->targets.size() == 1 &&
                  st->targets[0]->kind == ExprKind::Name && st->targets[0]->name == "__constants__") {
         // TorchScript's list of constant attributes: kiln treats every int/float/bool attribute as one.
+      } else if (st->kind == StmtKind::AnnAssign && c.torch_base == "dataclass" && st->targets[0]->kind == ExprKind::Name) {
+        c.fields.emplace_back(st->targets[0]->name, st->value.get());  // a field of the generated __init__
       } else if (st->kind == StmtKind::Assign || st->kind == StmtKind::AnnAssign) {
         // A class-level attribute (`expansion = 1`): a constant every instance starts with.
         if (st->targets.size() != 1 || st->targets[0]->kind != ExprKind::Name || !st->value)
@@ -214,7 +255,8 @@ class Collector {
                            "docstring and __constants__");
       }
     }
-    if (!c.method("forward")) reject(c.loc, fmt::format("class '{}' has no forward method", c.name));
+    if (!c.method("forward") && c.root()->torch_base != "Sequential" && !plain)
+      reject(c.loc, fmt::format("class '{}' has no forward method", c.name));
     m_.classes.push_back(s.cls);
   }
 
@@ -258,7 +300,7 @@ class SupportCheck {
         if (!s.orelse.empty()) fail(s.loc, s.kind == StmtKind::For ? "for ... else is not supported in {}" : "while ... else is not supported in {}");
         break;
       case StmtKind::AnnAssign:
-        if (!s.value) fail(s.loc, "an annotated name needs a value in {}");
+        if (!s.value && !evaluated()) fail(s.loc, "an annotated name needs a value in {}");
         break;
       case StmtKind::Raise:
         if (evaluated()) break;  // __init__ raises as Python does (a kiln::Error with Python's message)
@@ -268,9 +310,11 @@ class SupportCheck {
       case StmtKind::TryStar:
       case StmtKind::With:
       case StmtKind::AsyncWith:
+      case StmtKind::Delete:
+        if (evaluated()) break;  // __init__ unbinds local names as Python does
+        fail(s.loc, std::string(unsupported_construct(s.kind)) + " not supported in {}");
       case StmtKind::Global:
       case StmtKind::Nonlocal:
-      case StmtKind::Delete:
       case StmtKind::Match: fail(s.loc, std::string(unsupported_construct(s.kind)) + " not supported in {}");
       case StmtKind::Expr:
       case StmtKind::Assign:
@@ -325,7 +369,7 @@ class SupportCheck {
         break;
       case ExprKind::Call:
         for (const Keyword& k : e->keywords)
-          if (k.name.empty()) fail(k.loc, "**kwargs are not supported in {}");
+          if (k.name.empty() && !evaluated()) fail(k.loc, "**kwargs are not supported in {}");
         break;
       case ExprKind::Name:
       case ExprKind::Int:
@@ -410,14 +454,22 @@ bool looks_scripted(const FunctionDef& f) {
 
 void check_def(const Source& src, const FunctionDef& f, bool method, std::string_view where) {
   for (const ExprPtr& d : f.decorators)
-    if (mark_of(*d) != JitMark::Export)
+    if (mark_of(*d) != JitMark::Export && !(where == "__init__" && (dotted(*d) == "staticmethod" || dotted(*d) == "classmethod")))
       src.fail(d->loc, fmt::format("decorators other than @torch.jit.export are not supported in {}", where));
   if (f.is_async) src.fail(f.loc, fmt::format("async def is not supported in {}", where));
+  bool evaluated = where == "__init__";  // the evaluator binds arguments as Python does
+  if (evaluated) {
+    SupportCheck check(src, where);
+    for (const Param& p : f.params) check.expr(p.default_value.get());
+    for (const Param& p : f.kwonly) check.expr(p.default_value.get());
+    check.body(f.body);
+    return;
+  }
   if (f.vararg) src.fail(f.vararg->loc, fmt::format("*args and **kwargs are not supported in {}", where));
   if (f.kwarg) src.fail(f.kwarg->loc, fmt::format("*args and **kwargs are not supported in {}", where));
   if (!f.kwonly.empty()) src.fail(f.kwonly[0].loc, fmt::format("keyword-only parameters are not supported in {}", where));
   if (f.posonly) src.fail(f.params[f.posonly - 1].loc, fmt::format("positional-only parameters are not supported in {}", where));
-  if (!method)
+  if (!method && where != "__init__")  // the evaluator of __init__ needs no types, as Python
     for (const Param& p : f.params)
       if (!p.has_type)
         src.fail(p.loc, fmt::format("parameter '{}' needs a type annotation (kiln script types every parameter)", p.name));

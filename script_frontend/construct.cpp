@@ -35,8 +35,13 @@ std::string Static::type_name() const {
       for (size_t k = 0; k < elems.size() && (kind == Kind::Tuple || k < 1); ++k) s += (k ? ", " : "") + elems[k].type_name();
       return s + "]";
     }
+    case Kind::Dict: return "dict";
     case Kind::Module: return obj->cls;
     case Kind::Tensor: return parameter ? "Parameter" : "Tensor";
+    case Kind::Class: return "type[" + (cls ? cls->name : s) + "]";
+    case Kind::Function: return fn ? "function " + fn->name : "builtin " + s;
+    case Kind::Partial: return "functools.partial";
+    case Kind::Namespace: return "module " + s;
   }
   return "?";
 }
@@ -62,12 +67,17 @@ Static static_of(const IValue& v) {
 
 namespace {
 
-// ModuleList: children only.
-class ModuleList : public nn::Module {
+// nn.Sequential and nn.ModuleList: children only, under their state_dict names (an OrderedDict's keys
+// or add_module's names for a Sequential). Methods call a Sequential's items when lowered.
+class Container : public nn::Module {
  public:
-  void add(std::shared_ptr<nn::Module> m) { register_module(std::to_string(named_children().size()), std::move(m)); }
-  Tensor forward(const Tensor&) override { fail("ModuleList is not callable; iterate over it in forward"); }
-  std::string name() const override { return "ModuleList"; }
+  explicit Container(std::string name) : name_(std::move(name)) {}
+  void add(const std::string& key, std::shared_ptr<nn::Module> m) { register_module(key, std::move(m)); }
+  Tensor forward(const Tensor&) override { fail("{} built by a script's __init__ is called through its script module", name_); }
+  std::string name() const override { return name_; }
+
+ private:
+  std::string name_;
 };
 
 // A module object with the nn::Module that owns its tensors.
@@ -88,28 +98,54 @@ struct Signature {
 
 class Init {
  public:
-  explicit Init(std::shared_ptr<const File> file) : file_(std::move(file)), src_(file_->src), m_(file_->ast) {}
+  explicit Init(std::shared_ptr<const File> file) : file_(std::move(file)), cur_(file_.get()), src_(&file_->src), m_(&file_->ast) {
+    know(file_);
+  }
+
+  // Every file read so far: the model file and the ones its imports led to.
+  std::vector<std::shared_ptr<const File>> files() const {
+    std::vector<std::shared_ptr<const File>> out;
+    for (const auto& [path, f] : loaded_) out.push_back(f);
+    return out;
+  }
+
+  // An argument given from C++ or the command line: a value, or an expression read in module scope
+  // (errors point into the expression's own text).
+  Static argument(const CtorArg& a) {
+    if (!a.expr) return a.value;
+    const Source* outer = src_;
+    src_ = &a.expr->src;
+    Scope top;
+    Static v = eval(*a.expr->ast.body.at(0)->value, top);
+    src_ = outer;
+    return v;
+  }
 
   std::shared_ptr<ScriptedModule> build(const ClassDef& c, const std::vector<Static>& args, const Bound& kwargs,
                                         SourceLoc at) {
     if (++depth_ > 64) fail(at, fmt::format("constructing '{}' nests more than 64 modules deep (a class that builds itself?)", c.name));
+    InFile in(*this, file_of(&c));
     auto obj = std::make_shared<Object>();
-    obj->layer = Layer::User;
+    obj->file = shared(cur_);
+    obj->layer = !c.method("forward") && c.root()->torch_base == "Sequential" ? Layer::Sequential : Layer::User;
     obj->cls = c.name;
     obj->def = &c;
-    auto mod = std::make_shared<ScriptedModule>(file_, obj);
+    obj->plain = c.root()->torch_base.empty() || c.root()->torch_base == "dataclass";
+    auto mod = std::make_shared<ScriptedModule>(obj->file, obj);
     obj->module = mod.get();
-    // Class-level attributes first: __init__ reads them through self and may rebind them.
-    for (const auto& [name, value] : c.attrs) {
-      Scope sc;
-      obj->attrs[name] = eval(*value, sc);
-    }
-    if (const FunctionDef* init = c.method("__init__")) {
-      Static self = Static::module(obj);
-      run_function(*init, &self, args, kwargs, at);
-    } else if (!args.empty() || !kwargs.empty()) {
-      fail(at, fmt::format("{}() takes no arguments (the class has no __init__)", c.name));
-    }
+    objs_[mod.get()] = obj;
+    // Class-level attributes first (a base class's before its subclass's): __init__ reads them through
+    // self and may rebind them.
+    std::vector<const ClassDef*> chain;
+    for (const ClassDef* k = &c; k; k = k->parent) chain.insert(chain.begin(), k);
+    for (const ClassDef* k : chain)
+      for (const auto& [name, value] : k->attrs) {
+        InFile base_file(*this, file_of(k));
+        Scope sc;
+        obj->attrs[name] = eval(*value, sc);
+      }
+    Static self = Static::module(obj);
+    init_object(self, c, args, kwargs, at);
     --depth_;
     return mod;
   }
@@ -119,12 +155,43 @@ class Init {
     std::map<std::string, Static> vars;
     const Static* self = nullptr;
     const FunctionDef* fn = nullptr;
+    const ClassDef* cls = nullptr;  // the class whose method runs (where super() looks next)
   };
   enum class Flow { Normal, Break, Continue, Return };
 
-  [[noreturn]] void fail(SourceLoc loc, std::string_view msg) const { src_.fail(loc, msg); }
+  [[noreturn]] void fail(SourceLoc loc, std::string_view msg) const { src_->fail(loc, msg); }
 
   ScriptedModule& module_of(const Object& o) { return *static_cast<ScriptedModule*>(o.module); }
+
+  // cls.__init__ on self: the class's own or inherited one, or what nn.Sequential and @dataclass give.
+  void init_object(const Static& self, const ClassDef& c, const std::vector<Static>& args, const Bound& kwargs, SourceLoc at) {
+    if (const FunctionDef* init = c.method("__init__")) {
+      run_function(*init, &self, args, kwargs, at, c.owner_of("__init__"));
+    } else if (c.root()->torch_base == "Sequential") {
+      if (!kwargs.empty()) fail(at, "nn.Sequential.__init__() takes no keyword arguments");
+      add_items(*self.obj, args, at);
+    } else if (c.root()->torch_base == "dataclass") {
+      // the generated __init__: one parameter per field, in order, with the field's default
+      const ClassDef& root = *c.root();
+      InFile in(*this, file_of(&root));
+      Signature sig;
+      sig.required = 0;
+      for (const auto& [name, def] : root.fields) {
+        sig.params.push_back(name);
+        if (def) {
+          Scope top;
+          sig.defaults.push_back(eval(*def, top));
+        } else if (!sig.defaults.empty()) {
+          fail(root.loc, "a field without a default follows one with a default");
+        } else {
+          ++sig.required;
+        }
+      }
+      for (auto& [k, v] : bind(root.name, sig, args, kwargs, at)) self.obj->attrs[k] = v;
+    } else if (!args.empty() || !kwargs.empty()) {
+      fail(at, fmt::format("{}() takes no arguments (the class has no __init__)", c.name));
+    }
+  }
 
   // ---- functions and arguments
 
@@ -154,9 +221,10 @@ class Init {
   }
 
   Static run_function(const FunctionDef& f, const Static* self, const std::vector<Static>& args, const Bound& kwargs,
-                      SourceLoc at) {
+                      SourceLoc at, const ClassDef* owner = nullptr) {
     if (++depth_ > 64) fail(at, fmt::format("calls nest more than 64 deep in '{}' (recursion?)", f.name));
-    check_def(src_, f, self != nullptr, "__init__");
+    InFile in(*this, file_of(&f));
+    check_def(*src_, f, self != nullptr, "__init__");
     Signature sig;
     size_t first = self ? 1 : 0;
     if (self && (f.params.empty() || f.params[0].name != "self"))
@@ -175,7 +243,41 @@ class Init {
     Scope sc;
     sc.self = self;
     sc.fn = &f;
-    sc.vars = bind(f.name, sig, args, kwargs, at);
+    sc.cls = owner;
+    // *args takes the positional arguments past the named ones, **kwargs the keywords no parameter
+    // names; keyword-only parameters bind by keyword alone.
+    std::vector<Static> pos = args, extra;
+    if (f.vararg && pos.size() > sig.params.size()) {
+      extra.assign(pos.begin() + long(sig.params.size()), pos.end());
+      pos.resize(sig.params.size());
+    }
+    Bound named, rest;
+    for (const auto& kv : kwargs) {
+      const std::string& k = kv.first;
+      const Static& v = kv.second;
+      bool param = std::count(sig.params.begin(), sig.params.end(), k) != 0;
+      bool kwonly = std::any_of(f.kwonly.begin(), f.kwonly.end(), [&k](const Param& p) { return p.name == k; });
+      if (param) named[k] = v;
+      else if (kwonly || f.kwarg) rest[k] = v;
+      else fail(at, fmt::format("{}() got an unexpected keyword argument '{}'{}", f.name, k, did_you_mean(k, sig.params)));
+    }
+    sc.vars = bind(f.name, sig, pos, named, at);
+    for (const Param& p : f.kwonly) {
+      if (auto it = rest.find(p.name); it != rest.end()) {
+        sc.vars[p.name] = it->second;
+        rest.erase(it);
+      } else if (p.default_value) {
+        sc.vars[p.name] = eval(*p.default_value, empty);
+      } else {
+        fail(at, fmt::format("{}() missing required keyword-only argument '{}'", f.name, p.name));
+      }
+    }
+    if (f.vararg) sc.vars[f.vararg->name] = Static::seq(Kind::Tuple, std::move(extra));
+    if (f.kwarg) {
+      Static d = Static::seq(Kind::Dict, {});
+      for (const auto& [k, v] : rest) dict_set(d, Static::str(k), v);
+      sc.vars[f.kwarg->name] = d;
+    }
     if (self) sc.vars["self"] = *self;
     Static ret;
     exec(f.body, sc, ret);
@@ -204,8 +306,7 @@ class Init {
         return Flow::Normal;
       }
       case StmtKind::AnnAssign:
-        if (!s.value) fail(s.loc, "an annotated name needs a value in __init__");
-        assign(*s.targets[0], eval(*s.value, sc), sc);
+        if (s.value) assign(*s.targets[0], eval(*s.value, sc), sc);  // `self.stage2: nn.Sequential` alone binds nothing
         return Flow::Normal;
       case StmtKind::AugAssign: {
         Static cur = eval(*s.targets[0], sc);
@@ -249,6 +350,12 @@ class Init {
           fail(s.loc, s.value && s.value->kind == ExprKind::String ? "AssertionError: " + s.value->name : "AssertionError");
         return Flow::Normal;
       case StmtKind::Raise: raise(s, sc);
+      case StmtKind::Delete:
+        for (const auto& t : s.targets) {
+          if (t->kind != ExprKind::Name) fail(t->loc, "only names can be deleted in __init__");
+          if (!sc.vars.erase(t->name)) fail(t->loc, fmt::format("name '{}' is not defined", t->name));
+        }
+        return Flow::Normal;
       case StmtKind::FunctionDef:
       case StmtKind::ClassDef:
       case StmtKind::Import:
@@ -260,7 +367,6 @@ class Init {
       case StmtKind::AsyncWith:
       case StmtKind::Global:
       case StmtKind::Nonlocal:
-      case StmtKind::Delete:
       case StmtKind::Match: fail(s.loc, fmt::format("{} not supported in __init__", unsupported_construct(s.kind)));
     }
     return Flow::Normal;
@@ -268,6 +374,16 @@ class Init {
 
   std::vector<Static> iterate(const Static& seq, SourceLoc loc) {
     if (seq.kind == Kind::List || seq.kind == Kind::Tuple) return seq.elems;
+    if (seq.kind == Kind::Dict) {
+      std::vector<Static> keys;
+      for (const Static& kv : seq.elems) keys.push_back(kv.elems[0]);
+      return keys;
+    }
+    if (seq.kind == Kind::Str) {
+      std::vector<Static> chars;
+      for (char ch : seq.s) chars.push_back(Static::str(std::string(1, ch)));
+      return chars;
+    }
     if (seq.kind == Kind::Module && (seq.obj->layer == Layer::ModuleList || seq.obj->layer == Layer::Sequential)) {
       std::vector<Static> out;
       for (const ObjectPtr& o : seq.obj->items) out.push_back(Static::module(o));
@@ -292,7 +408,11 @@ class Init {
       }
       case ExprKind::Attribute: {
         Static base = eval(*t.args[0], sc);
-        if (base.kind != Kind::Module || base.obj->layer != Layer::User || !sc.self || base.obj != sc.self->obj)
+        if (base.kind == Kind::Module && base.obj->plain) {  // a config object's field, wherever it is
+          base.obj->attrs[t.name] = v;
+          return;
+        }
+        if (base.kind != Kind::Module || !base.obj->def || !sc.self || base.obj != sc.self->obj)
           fail(t.loc, fmt::format("only attributes of self can be assigned in __init__, not of {}", base.type_name()));
         return set_attr(*base.obj, t.name, v, t.loc);
       }
@@ -313,9 +433,13 @@ class Init {
     auto it = sc.vars.find(name);
     if (it != sc.vars.end()) return it->second;
     if (Static* c = module_constant(name, loc)) return *c;
-    if (const std::string* why = m_.why_unavailable(name)) fail(loc, *why);
+    if (Static* v = global_value(name, loc)) return *v;
+    if (const std::string* why = m_->why_unavailable(name)) fail(loc, *why);
     std::vector<std::string> names;
     for (auto& [k, v] : sc.vars) names.push_back(k);
+    for (const auto& c : m_->classes) names.push_back(c->name);
+    for (const auto& f : m_->functions) names.push_back(f->name);
+    for (const auto& [k, v] : m_->constants) names.push_back(k);
     fail(loc, fmt::format("undefined name '{}'{}", name, did_you_mean(name, names)));
   }
 
@@ -327,7 +451,11 @@ class Init {
       if (old->kind == Kind::Module || (old->kind == Kind::Tensor && (old->parameter || buffers_.count(old->tensor.impl()))))
         fail(loc, fmt::format("'{}' is assigned twice; kiln script registers a submodule, parameter or buffer once", name));
     }
-    if (v.kind == Kind::Module) {
+    if (v.kind == Kind::Module && v.obj->plain && !o.plain)
+      fail(loc, fmt::format("a config object ({}) kept as a module's attribute is not supported in kiln script; keep the "
+                            "numbers, strings and tuples it holds instead",
+                            v.obj->cls));
+    if (v.kind == Kind::Module && !o.plain) {
       if (!v.obj->path.empty())
         fail(loc, fmt::format("module '{}' is already a submodule ('{}'); kiln script does not share modules", name, v.obj->path));
       set_path(*v.obj, prefix(o) + name);
@@ -341,7 +469,7 @@ class Init {
   static std::string prefix(const Object& o) { return o.path.empty() ? "" : o.path + "."; }
   void set_path(Object& o, const std::string& p) {
     o.path = p;
-    for (size_t i = 0; i < o.items.size(); ++i) set_path(*o.items[i], prefix(o) + std::to_string(i));
+    for (size_t i = 0; i < o.items.size(); ++i) set_path(*o.items[i], prefix(o) + o.item_names[i]);
     for (auto& [k, v] : o.attrs)
       if (v.kind == Kind::Module) set_path(*v.obj, prefix(o) + k);
   }
@@ -356,8 +484,13 @@ class Init {
       case Kind::Float: return v.f != 0;
       case Kind::Str: return !v.s.empty();
       case Kind::Tuple:
-      case Kind::List: return !v.elems.empty();
-      case Kind::Module: return true;
+      case Kind::List:
+      case Kind::Dict: return !v.elems.empty();
+      case Kind::Module:
+      case Kind::Class:
+      case Kind::Function:
+      case Kind::Partial:
+      case Kind::Namespace: return true;
       case Kind::Tensor: break;
     }
     fail(loc, fmt::format("cannot use {} as a condition in __init__", v.type_name()));
@@ -412,6 +545,16 @@ class Init {
         Static base = eval(*e.args[0], sc);
         if (e.args.size() != 2) fail(e.loc, "only one index is supported in __init__");
         const Expr& ix = *e.args[1];
+        if (base.kind == Kind::Dict) {
+          Static key = eval(ix, sc);
+          if (const Static* v = dict_get(base, key)) return *v;
+          fail(ix.loc, fmt::format("KeyError: {}", py_repr(key)));
+        }
+        if (base.kind == Kind::Module && base.obj->layer != Layer::User) {
+          Static i = eval(ix, sc);
+          const auto& items = base.obj->items;
+          return Static::module(items[size_t(index_of(i, int64_t(items.size()), ix.loc))]);
+        }
         std::vector<Static> es = iterate(base, e.loc);
         if (ix.kind == ExprKind::Slice) {
           int64_t n = int64_t(es.size()), b[3] = {0, n, 1};
@@ -454,7 +597,14 @@ class Init {
       case ExprKind::Ellipsis:
       case ExprKind::Slice:
       case ExprKind::Starred: break;
-      case ExprKind::Dict: fail(e.loc, "dicts are not supported in __init__ (kiln script supports them in methods)");
+      case ExprKind::Dict: {
+        Static d = Static::seq(Kind::Dict, {});
+        for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
+          if (!e.args[i]) fail(e.args[i + 1]->loc, "dict unpacking (**) is not supported in __init__");
+          dict_set(d, eval(*e.args[i], sc), eval(*e.args[i + 1], sc));
+        }
+        return d;
+      }
       case ExprKind::BigInt: fail(e.loc, fmt::format("integer literal {} does not fit in int64", e.name));
       case ExprKind::FString: {
         std::string out;
@@ -484,17 +634,200 @@ class Init {
     fail(e.loc, "this expression is not supported in __init__");
   }
 
+  // A local dict changed in place: d.pop(k[, default]), d.update(other, **kw), d.setdefault(k[, v]).
+  Static dict_update(Static& d, const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
+    if (name == "update") {
+      if (a.size() > 1) fail(loc, "dict.update() takes at most one positional argument");
+      if (!a.empty())
+        for (const Static& kv : a[0].kind == Kind::Dict ? a[0].elems : iterate(a[0], loc)) {
+          std::vector<Static> pair = iterate(kv, loc);
+          if (pair.size() != 2) fail(loc, "dict.update() takes (key, value) pairs");
+          dict_set(d, pair[0], pair[1]);
+        }
+      for (const auto& [k, v] : kw) dict_set(d, Static::str(k), v);
+      return Static::none();
+    }
+    if (a.empty() || a.size() > 2 || !kw.empty()) fail(loc, fmt::format("dict.{}() takes a key and an optional default", name));
+    for (auto it = d.elems.begin(); it != d.elems.end(); ++it)
+      if (equal(it->elems[0], a[0])) {
+        Static v = it->elems[1];
+        if (name == "pop") d.elems.erase(it);
+        return v;
+      }
+    if (name == "setdefault") {
+      Static v = a.size() > 1 ? a[1] : Static::none();
+      dict_set(d, a[0], v);
+      return v;
+    }
+    if (a.size() > 1) return a[1];
+    fail(loc, fmt::format("KeyError: {}", py_repr(a[0])));
+  }
+
+  static const Static* dict_get(const Static& d, const Static& key) {
+    for (const Static& kv : d.elems)
+      if (equal(kv.elems[0], key)) return &kv.elems[1];
+    return nullptr;
+  }
+  static void dict_set(Static& d, const Static& key, const Static& value) {
+    for (Static& kv : d.elems)
+      if (equal(kv.elems[0], key)) {
+        kv.elems[1] = value;
+        return;
+      }
+    d.elems.push_back(Static::seq(Kind::Tuple, {key, value}));
+  }
+
+  // A name of the file or of what it imported, as a value: a class, a function, torch.nn, partial, int...
+  Static* global_value(const std::string& name, SourceLoc loc) {
+    if (auto it = globals_.find({m_, name}); it != globals_.end()) return &it->second;
+    Static v;
+    bool found = true;
+    auto cls = std::find_if(m_->classes.begin(), m_->classes.end(), [&](const auto& c) { return c->name == name; });
+    auto fn = std::find_if(m_->functions.begin(), m_->functions.end(), [&](const auto& f) { return f->name == name; });
+    static const std::set<std::string> kBuiltins = {"int", "float", "str", "bool", "list", "tuple", "dict", "len", "range",
+                                                    "isinstance", "getattr", "hasattr", "setattr", "min", "max", "abs",
+                                                    "sum", "any", "all", "enumerate", "zip", "print", "repr", "round",
+                                                    "sorted", "reversed", "object", "type", "callable"};
+    if (cls != m_->classes.end()) {
+      v.kind = Kind::Class;
+      v.cls = cls->get();
+    } else if (fn != m_->functions.end()) {
+      v.kind = Kind::Function;
+      v.fn = fn->get();
+    } else if (m_->nn_names.count(name)) {
+      v = Static::named(Kind::Namespace, "torch.nn");
+    } else if (m_->functional_names.count(name)) {
+      v = Static::named(Kind::Namespace, "torch.nn.functional");
+    } else if ((name == "torch" || name == "math") && m_->imported.count(name)) {
+      v = Static::named(Kind::Namespace, name);
+    } else if (auto a = m_->aliases.find(name); a != m_->aliases.end() && a->second.rfind("import:", 0) == 0) {
+      v = imported(a->second, name, loc);
+    } else if (a != m_->aliases.end()) {
+      bool module = a->second == "torch.nn.init" || a->second == "warnings" || a->second == "functools" ||
+                    a->second == "collections" || a->second == "copy";
+      v = Static::named(module ? Kind::Namespace : Kind::Function, a->second);
+    } else if (kBuiltins.count(name) && !m_->why_unavailable(name)) {
+      v = Static::named(Kind::Function, name);
+    } else {
+      found = false;
+    }
+    if (!found) return nullptr;
+    return &globals_.emplace(Global{m_, name}, std::move(v)).first->second;
+  }
+
+  // ---- other files: `from ..ops.misc import Conv2dNormActivation`, read when a name of it is first used
+
+  // Runs code of another file (its names, its errors) while it lives; restores the caller's on exit.
+  struct InFile {
+    Init& I;
+    const File* file;
+    const Source* src;
+    const Module* m;
+    InFile(Init& i, const File* f) : I(i), file(i.cur_), src(i.src_), m(i.m_) {
+      if (f) {
+        I.cur_ = f;
+        I.src_ = &f->src;
+        I.m_ = &f->ast;
+      }
+    }
+    ~InFile() {
+      I.cur_ = file;
+      I.src_ = src;
+      I.m_ = m;
+    }
+  };
+  const File* file_of(const void* def) const {
+    auto it = def_file_.find(def);
+    return it == def_file_.end() ? nullptr : it->second;
+  }
+  void know(const std::shared_ptr<const File>& f) {
+    loaded_.emplace(f->src.name, f);
+    for (const auto& fn : f->ast.functions) def_file_[fn.get()] = f.get();
+    for (const auto& c : f->ast.classes) {
+      def_file_[c.get()] = f.get();
+      for (const auto& m : c->methods) def_file_[m.get()] = f.get();
+    }
+  }
+  std::shared_ptr<const File> shared(const File* f) const {
+    for (const auto& [path, sp] : loaded_)
+      if (sp.get() == f) return sp;
+    return file_;
+  }
+
+  // "import:LEVEL:MODULE:NAME" (collect.cpp): the package directory LEVEL - 1 levels above the importing
+  // file's, MODULE's file there (MODULE.py or MODULE/__init__.py), and NAME in it.
+  Static imported(const std::string& spec, const std::string& as, SourceLoc loc) {
+    size_t a = spec.find(':', 7), b = spec.find(':', a + 1);
+    int level = std::stoi(spec.substr(7, a - 7));
+    std::string module = spec.substr(a + 1, b - a - 1), name = spec.substr(b + 1);
+    std::string stmt0 = fmt::format("from {}{} import {}{}", std::string(size_t(level), '.'), module, name, as == name ? "" : " as " + as);
+    size_t slash = cur_->src.name.find_last_of('/');
+    if (slash == std::string::npos)
+      fail(loc, fmt::format("'{}' comes from `{}`, which kiln cannot read (the source has no file path to resolve it from)", as, stmt0));
+    std::string dir = cur_->src.name.substr(0, slash + 1);
+    for (int k = 1; k < level; ++k) {
+      if (dir.size() < 2 || dir.find_last_of('/', dir.size() - 2) == std::string::npos)
+        fail(loc, fmt::format("'{}' comes from `{}`, which goes above the top of the file's directories", as, stmt0));
+      dir = dir.substr(0, dir.find_last_of('/', dir.size() - 2) + 1);
+    }
+    std::string rel = module;
+    if (level == 0) {
+      // an absolute import of the package the file is in: the directory above the one named after its top
+      std::string top = module.substr(0, module.find('.'));
+      std::string up = dir;
+      while (up.size() > 1) {
+        std::string parent = up.substr(0, up.find_last_of('/', up.size() - 2) + 1);
+        if (up.substr(parent.size(), up.size() - parent.size() - 1) == top) break;
+        up = parent;
+      }
+      if (up.size() <= 1) {
+        const std::string* why = m_->why_unavailable(as);
+        fail(loc, why ? *why : fmt::format("'{}' comes from `from {} import {}`, which kiln cannot read", as, module, name));
+      }
+      dir = up.substr(0, up.find_last_of('/', up.size() - 2) + 1);
+    }
+    std::replace(rel.begin(), rel.end(), '.', '/');
+    std::string stmt = fmt::format("from {}{} import {}{}", std::string(size_t(level), '.'), module, name, as == name ? "" : " as " + as);
+    std::shared_ptr<const File> f;
+    for (const std::string& path : {dir + rel + ".py", dir + rel + "/__init__.py"}) {
+      if (module.empty()) break;
+      if (auto it = loaded_.find(path); it != loaded_.end()) {
+        f = it->second;
+        break;
+      }
+      if (std::FILE* fp = std::fopen(path.c_str(), "rb")) {
+        std::string text;
+        char buf[65536];
+        for (size_t n; (n = std::fread(buf, 1, sizeof buf, fp)) > 0;) text.append(buf, n);
+        std::fclose(fp);
+        auto file = std::make_shared<File>();
+        file->src = Source{path, std::move(text)};
+        file->ast = parse(file->src);
+        know(file);
+        f = file;
+        break;
+      }
+    }
+    if (!f) fail(loc, fmt::format("'{}' comes from `{}`, and kiln found no file for it ({}{}.py)", as, stmt, dir, rel));
+    InFile in(*this, f.get());
+    if (Static* c = module_constant(name, loc)) return *c;
+    if (Static* g = global_value(name, loc)) return *g;
+    if (const std::string* why = m_->why_unavailable(name)) src_->fail(loc, *why);
+    fail(loc, fmt::format("cannot import name '{}' from {}", name, f->src.name));
+  }
+
   // A module-level `NAME = value`, computed on first read (in an empty scope, as Python's module-level
   // code sees no function's locals); a value that reads itself is an error, not a hang.
   Static* module_constant(const std::string& name, SourceLoc loc) {
-    auto it = m_.constants.find(name);
-    if (it == m_.constants.end()) return nullptr;
-    if (auto done = constants_.find(name); done != constants_.end()) return &done->second;
-    if (!computing_.insert(name).second) fail(loc, fmt::format("module-level '{}' is defined in terms of itself", name));
+    auto it = m_->constants.find(name);
+    if (it == m_->constants.end()) return nullptr;
+    Global key{m_, name};
+    if (auto done = constants_.find(key); done != constants_.end()) return &done->second;
+    if (!computing_.insert(key).second) fail(loc, fmt::format("module-level '{}' is defined in terms of itself", name));
     Scope top;
     Static v = eval(*it->second, top);
-    computing_.erase(name);
-    return &constants_.emplace(name, std::move(v)).first->second;
+    computing_.erase(key);
+    return &constants_.emplace(key, std::move(v)).first->second;
   }
 
   // The `for ... in ... if ...` clauses of a list comprehension or generator from the k-th on, appending
@@ -525,6 +858,34 @@ class Init {
     fail(s.loc, msg.empty() ? name : name + ": " + msg);
   }
 
+  // "denseblock%d" % (i + 1): printf-style formatting with %d %i %s %r %f and %%.
+  Static percent_format(const std::string& f, const Static& b, SourceLoc loc) {
+    std::vector<Static> vals = b.kind == Kind::Tuple ? b.elems : std::vector<Static>{b};
+    std::string out;
+    size_t next = 0;
+    for (size_t i = 0; i < f.size(); ++i) {
+      if (f[i] != '%') {
+        out += f[i];
+        continue;
+      }
+      if (++i == f.size()) fail(loc, "ValueError: incomplete format");
+      char c = f[i];
+      if (c == '%') {
+        out += '%';
+        continue;
+      }
+      if (next >= vals.size()) fail(loc, "TypeError: not enough arguments for format string");
+      const Static& v = vals[next++];
+      if (c == 'd' || c == 'i') out += std::to_string(int64_t(need_number(v, loc, "%d format")));
+      else if (c == 's') out += py_str(v);
+      else if (c == 'r') out += py_repr(v);
+      else if (c == 'f') out += fmt::format("{:.6f}", need_number(v, loc, "%f format"));
+      else fail(loc, fmt::format("the format '%{}' is not supported in __init__ (%d %i %s %r %f are)", c));
+    }
+    if (next != vals.size()) fail(loc, "TypeError: not all arguments converted during string formatting");
+    return Static::str(out);
+  }
+
   // One {value!conv:spec} of an f-string, as Python's format() writes it for the kinds __init__ has.
   std::string formatted(const Expr& fv, Scope& sc) {
     Static v = eval(*fv.args[0], sc);
@@ -544,8 +905,13 @@ class Init {
         case Kind::None:
         case Kind::Tuple:
         case Kind::List:
+        case Kind::Dict:
         case Kind::Module:
-        case Kind::Tensor: return fmt::format(fmt::runtime("{:" + spec + "}"), py_str(v));
+        case Kind::Tensor:
+        case Kind::Class:
+        case Kind::Function:
+        case Kind::Partial:
+        case Kind::Namespace: return fmt::format(fmt::runtime("{:" + spec + "}"), py_str(v));
       }
     } catch (const fmt::format_error&) {
     }
@@ -572,8 +938,17 @@ class Init {
         if (v.kind == Kind::List) return "[" + out + "]";
         return "(" + out + (v.elems.size() == 1 ? ",)" : ")");
       }
+      case Kind::Dict: {
+        std::string out;
+        for (const Static& kv : v.elems) out += (out.empty() ? "" : ", ") + py_repr(kv.elems[0]) + ": " + py_repr(kv.elems[1]);
+        return "{" + out + "}";
+      }
       case Kind::Module: return v.obj->cls + "()";
       case Kind::Tensor: return "tensor(" + shape_str(v.tensor.sizes()) + ")";
+      case Kind::Class: return "<class '" + (v.cls ? v.cls->name : "torch.nn." + v.s) + "'>";
+      case Kind::Function: return v.fn ? "<function " + v.fn->name + ">" : "<built-in function " + v.s + ">";
+      case Kind::Partial: return "functools.partial(" + py_str(v.elems[0]) + ", ...)";
+      case Kind::Namespace: return "<module '" + v.s + "'>";
     }
     return "";
   }
@@ -587,12 +962,16 @@ class Init {
       case Kind::Str: return a.s == b.s;
       case Kind::Tuple:
       case Kind::List:
+      case Kind::Dict:
         if (a.elems.size() != b.elems.size()) return false;
         for (size_t i = 0; i < a.elems.size(); ++i)
           if (!equal(a.elems[i], b.elems[i])) return false;
         return true;
       case Kind::Module: return a.obj == b.obj;
       case Kind::Tensor: return a.tensor.impl() == b.tensor.impl();
+      case Kind::Class: return a.cls || b.cls ? a.cls == b.cls : a.s == b.s;
+      case Kind::Function:
+      case Kind::Namespace: return a.fn == b.fn && a.s == b.s;
       default: return false;
     }
   }
@@ -631,6 +1010,12 @@ class Init {
       if (r != 0 && ((r < 0) != (y < 0))) --q, r += y;
       if (op == "//") return Static::integer(q);
       if (op == "%") return Static::integer(r);
+      if ((op == "<<" || op == ">>") && y < 0) fail(loc, "ValueError: negative shift count");
+      if (op == "<<") return Static::integer(y >= 63 ? 0 : x << y);
+      if (op == ">>") return Static::integer(y >= 63 ? (x < 0 ? -1 : 0) : x >> y);
+      if (op == "&") return Static::integer(x & y);
+      if (op == "|") return Static::integer(x | y);
+      if (op == "^") return Static::integer(x ^ y);
     }
     if (ints && op == "**" && b.i >= 0) {
       int64_t r = 1;
@@ -654,6 +1039,7 @@ class Init {
       return Static::seq(a.kind, std::move(es));
     }
     if (op == "+" && a.kind == Kind::Str && b.kind == Kind::Str) return Static::str(a.s + b.s);
+    if (op == "%" && a.kind == Kind::Str) return percent_format(a.s, b, loc);
     if (op == "*" && (a.kind == Kind::List || a.kind == Kind::Tuple) && b.kind == Kind::Int) {
       std::vector<Static> es;
       for (int64_t k = 0; k < b.i; ++k) es.insert(es.end(), a.elems.begin(), a.elems.end());
@@ -665,48 +1051,179 @@ class Init {
   Static attribute(const Expr& e, Scope& sc) {
     const Expr& base = *e.args[0];
     // torch.float64 and friends: dtypes travel as their names (torch.zeros(n, dtype=torch.float64)).
-    if (is_name(base, "torch", sc) && m_.imported.count("torch")) return Static::str(e.name);
-    if (base.kind == ExprKind::Name && base.name == "math" && m_.imported.count("math") && !sc.vars.count("math")) {
-      if (e.name == "pi") return Static::number(M_PI);
-      if (e.name == "e") return Static::number(M_E);
-      if (e.name == "inf") return Static::number(INFINITY);
-      fail(e.loc, fmt::format("math.{} is not supported in kiln script", e.name));
-    }
-    // ClassName.attr: a class-level attribute of a class of the file
-    if (base.kind == ExprKind::Name && !sc.vars.count(base.name))
-      for (const auto& c : m_.classes)
-        if (c->name == base.name) {
-          for (const auto& [name, value] : c->attrs)
-            if (name == e.name) {
-              Scope inner;
-              return eval(*value, inner);
-            }
-          fail(e.loc, fmt::format("class '{}' has no class attribute '{}'", c->name, e.name));
+    if (is_name(base, "torch", sc) && m_->imported.count("torch") && e.name != "nn") return Static::str(e.name);
+    return attr_of(eval(base, sc), e.name, e.loc);
+  }
+
+  Static attr_of(const Static& b, const std::string& name, SourceLoc loc) {
+    switch (b.kind) {
+      case Kind::Module: {
+        const Object& o = *b.obj;
+        if (name == "training") return Static::boolean(o.module->is_training());
+        if (name == "__class__") {
+          Static c = Static::named(Kind::Class, o.cls);
+          c.cls = o.def;
+          return c;
         }
-    Static b = eval(base, sc);
-    if (b.kind == Kind::Module) {
-      const Object& o = *b.obj;
-      if (e.name == "training") return Static::boolean(o.module->is_training());
-      if (const Static* v = o.attr(e.name)) return *v;
-      if (o.layer != Layer::User) {
-        // A built-in layer's tensors: self.fc.weight (for nn.init calls and weight tying).
-        for (auto& [n, t] : o.module->named_parameters(false))
-          if (n == e.name) return Static::of_tensor(t, true);
-        for (auto& [n, t] : o.module->named_buffers(false))
-          if (n == e.name) return Static::of_tensor(t, false);
+        if (o.layer == Layer::Registered) {
+          // A built-in layer's tensors before its constructor arguments: self.fc.weight, and m.bias is
+          // None for a layer built with bias=False, as torch sets it.
+          for (auto& [n, t] : o.module->named_parameters(false))
+            if (n == name) return Static::of_tensor(t, true);
+          for (auto& [n, t] : o.module->named_buffers(false))
+            if (n == name) return Static::of_tensor(t, false);
+          if (name == "weight" || name == "bias") return Static::none();
+        }
+        if (const Static* v = o.attr(name)) return *v;
+        std::vector<std::string> names;
+        for (auto& [k, v] : o.attrs) names.push_back(k);
+        fail(loc, fmt::format("'{}' object has no attribute '{}'{}", o.cls, name, did_you_mean(name, names)));
       }
-      std::vector<std::string> names;
-      for (auto& [k, v] : o.attrs) names.push_back(k);
-      fail(e.loc, fmt::format("'{}' object has no attribute '{}'{}", o.cls, e.name, did_you_mean(e.name, names)));
+      case Kind::Class:
+        if (name == "__name__") return Static::str(b.cls ? b.cls->name : b.s);
+        if (b.cls) {
+          // block.expansion: a class-level attribute, the subclass's over its base's
+          for (const ClassDef* k = b.cls; k; k = k->parent)
+            for (const auto& [n, value] : k->attrs)
+              if (n == name) {
+                InFile in(*this, file_of(k));
+                Scope inner;
+                return eval(*value, inner);
+              }
+          if (const FunctionDef* f = b.cls->method(name)) {
+            // Class.method: a @staticmethod is the function, a @classmethod the function with the class first
+            Static fn = Static::named(Kind::Function, "");
+            fn.fn = f;
+            bool classmethod = std::any_of(f->decorators.begin(), f->decorators.end(),
+                                           [](const ExprPtr& d) { return d->kind == ExprKind::Name && d->name == "classmethod"; });
+            if (!classmethod) return fn;
+            Static p;
+            p.kind = Kind::Partial;
+            p.elems = {fn, b};
+            return p;
+          }
+          fail(loc, fmt::format("class '{}' has no class attribute '{}'", b.cls->name, name));
+        }
+        break;
+      case Kind::Namespace: {
+        const std::string& ns = b.s;
+        if (ns == "torch" && name == "nn") return Static::named(Kind::Namespace, "torch.nn");
+        if (ns == "torch.nn" && (name == "init" || name == "functional")) return Static::named(Kind::Namespace, "torch.nn." + name);
+        if (ns == "torch.nn") {
+          if (!torch_nn_class(name)) {
+            std::vector<std::string> known;
+            for (const nn::LayerSpec& spec : nn::layer_registry()) known.push_back(spec.name);
+            fail(loc, fmt::format("module 'torch.nn' has no attribute '{}'{}", name, did_you_mean(name, known)));
+          }
+          return Static::named(Kind::Class, name);
+        }
+        if (ns == "math") {
+          if (name == "pi") return Static::number(M_PI);
+          if (name == "e") return Static::number(M_E);
+          if (name == "inf") return Static::number(INFINITY);
+        }
+        if (ns == "torch") return Static::str(name);
+        return Static::named(Kind::Function, ns + "." + name);
+      }
+      case Kind::Dict:
+      case Kind::List:
+      case Kind::Tuple:
+      case Kind::Str:
+      case Kind::Tensor: {
+        // their methods, bound: the call takes them (d.items(), xs.index(v), t.dim())
+        static const std::set<std::string> kMethods = {"items", "keys", "values", "get", "index", "count", "startswith",
+                                                       "endswith", "dim", "numel", "size", "normal_", "uniform_",
+                                                       "zero_", "fill_"};
+        if (!kMethods.count(name)) break;
+        Static m = Static::named(Kind::Function, "." + name);
+        m.elems = {b};
+        return m;
+      }
+      case Kind::None:
+      case Kind::Int:
+      case Kind::Float:
+      case Kind::Bool:
+      case Kind::Function:
+      case Kind::Partial: break;
     }
-    fail(e.loc, fmt::format("{} has no attribute '{}' in __init__", b.type_name(), e.name));
+    fail(loc, fmt::format("'{}' object has no attribute '{}' in __init__", b.type_name(), name));
+  }
+
+  // torch.nn's classes as torch 1.13 has them: nn.X is a class value for these (building one kiln lacks
+  // fails when it is called, naming it), and hasattr(nn, name) is false for other names.
+  static bool torch_nn_class(const std::string& name) {
+    static const std::set<std::string> names = [] {
+      std::set<std::string> out;
+      std::string all =
+        "AdaptiveAvgPool1d AdaptiveAvgPool2d AdaptiveAvgPool3d AdaptiveLogSoftmaxWithLoss AdaptiveMaxPool1d "
+        "AdaptiveMaxPool2d AdaptiveMaxPool3d AlphaDropout AvgPool1d AvgPool2d AvgPool3d BCELoss BCEWithLogitsLoss "
+        "BatchNorm1d BatchNorm2d BatchNorm3d Bilinear CELU CTCLoss ChannelShuffle ConstantPad1d ConstantPad2d "
+        "ConstantPad3d Container Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d ConvTranspose3d "
+        "CosineEmbeddingLoss CosineSimilarity CrossEntropyLoss CrossMapLRN2d DataParallel Dropout Dropout1d Dropout2d "
+        "Dropout3d ELU Embedding EmbeddingBag FeatureAlphaDropout Flatten Fold FractionalMaxPool2d "
+        "FractionalMaxPool3d GELU GLU GRU GRUCell GaussianNLLLoss GroupNorm Hardshrink Hardsigmoid Hardswish Hardtanh "
+        "HingeEmbeddingLoss HuberLoss Identity InstanceNorm1d InstanceNorm2d InstanceNorm3d KLDivLoss L1Loss LPPool1d "
+        "LPPool2d LSTM LSTMCell LayerNorm LazyBatchNorm1d LazyBatchNorm2d LazyBatchNorm3d LazyConv1d LazyConv2d "
+        "LazyConv3d LazyConvTranspose1d LazyConvTranspose2d LazyConvTranspose3d LazyInstanceNorm1d LazyInstanceNorm2d "
+        "LazyInstanceNorm3d LazyLinear LeakyReLU Linear LocalResponseNorm LogSigmoid LogSoftmax MSELoss "
+        "MarginRankingLoss MaxPool1d MaxPool2d MaxPool3d MaxUnpool1d MaxUnpool2d MaxUnpool3d Mish Module ModuleDict "
+        "ModuleList MultiLabelMarginLoss MultiLabelSoftMarginLoss MultiMarginLoss MultiheadAttention NLLLoss "
+        "NLLLoss2d PReLU PairwiseDistance Parameter ParameterDict ParameterList PixelShuffle PixelUnshuffle "
+        "PoissonNLLLoss RNN RNNBase RNNCell RNNCellBase RReLU ReLU ReLU6 ReflectionPad1d ReflectionPad2d "
+        "ReflectionPad3d ReplicationPad1d ReplicationPad2d ReplicationPad3d SELU Sequential SiLU Sigmoid SmoothL1Loss "
+        "SoftMarginLoss Softmax Softmax2d Softmin Softplus Softshrink Softsign SyncBatchNorm Tanh Tanhshrink "
+        "Threshold Transformer TransformerDecoder TransformerDecoderLayer TransformerEncoder TransformerEncoderLayer "
+        "TripletMarginLoss TripletMarginWithDistanceLoss Unflatten Unfold UninitializedBuffer UninitializedParameter "
+        "Upsample UpsamplingBilinear2d UpsamplingNearest2d ZeroPad2d ";
+      for (size_t b = 0, e; b < all.size(); b = e + 1) {
+        e = all.find(' ', b);
+        if (e == std::string::npos) e = all.size();
+        if (e > b) out.insert(all.substr(b, e - b));
+      }
+      return out;
+    }();
+    return names.count(name) != 0;
+  }
+
+  // isinstance(v, t): t a class of the file (its subclasses match), a torch.nn class by name, a Python
+  // type, or a tuple of them.
+  bool instance_of(const Static& v, const Static& t, SourceLoc loc) {
+    if (t.kind == Kind::Tuple) {
+      for (const Static& x : t.elems)
+        if (instance_of(v, x, loc)) return true;
+      return false;
+    }
+    if (t.kind == Kind::Class) {
+      if (v.kind != Kind::Module) return false;
+      if (t.cls) {
+        for (const ClassDef* k = v.obj->def; k; k = k->parent)
+          if (k == t.cls) return true;
+        return false;
+      }
+      if (t.s == "Module") return true;
+      if (v.obj->def) return v.obj->def->root()->torch_base == t.s && t.s != "Module";
+      return v.obj->cls == t.s;
+    }
+    if (t.kind == Kind::Function && !t.fn) {
+      const std::string& n = t.s;
+      if (n == "int") return v.kind == Kind::Int || v.kind == Kind::Bool;
+      if (n == "float") return v.kind == Kind::Float;
+      if (n == "bool") return v.kind == Kind::Bool;
+      if (n == "str") return v.kind == Kind::Str;
+      if (n == "list") return v.kind == Kind::List;
+      if (n == "tuple") return v.kind == Kind::Tuple;
+      if (n == "dict" || n == "collections.OrderedDict" || n == "typing.OrderedDict") return v.kind == Kind::Dict;
+      if (n == "typing.Sequence") return v.kind == Kind::List || v.kind == Kind::Tuple || v.kind == Kind::Str;
+      if (n == "object") return true;
+    }
+    fail(loc, fmt::format("isinstance() arg 2 must be a type or tuple of types, got {}", t.type_name()));
   }
 
   // The dotted name of a callee rooted at an import: "nn.Linear" → ("nn", "Linear").
   bool is_nn(const Expr& e, const Scope& sc) const {
-    if (e.kind == ExprKind::Name) return m_.nn_names.count(e.name) && !sc.vars.count(e.name);
+    if (e.kind == ExprKind::Name) return m_->nn_names.count(e.name) && !sc.vars.count(e.name);
     return e.kind == ExprKind::Attribute && e.name == "nn" && e.args[0]->kind == ExprKind::Name &&
-           e.args[0]->name == "torch" && m_.imported.count("torch") && !sc.vars.count("torch");
+           e.args[0]->name == "torch" && m_->imported.count("torch") && !sc.vars.count("torch");
   }
   bool is_name(const Expr& e, const char* n, const Scope& sc) const {
     return e.kind == ExprKind::Name && e.name == n && !sc.vars.count(n);
@@ -726,19 +1243,34 @@ class Init {
         }
       }
       for (const Keyword& k : e.keywords) {
-        if (k.name.empty()) fail(k.loc, "**kwargs are not supported in __init__");
-        kwargs[k.name] = eval(*k.value, sc);
+        if (!k.name.empty()) {
+          kwargs[k.name] = eval(*k.value, sc);
+          continue;
+        }
+        Static d = eval(*k.value, sc);  // f(**kwargs)
+        if (d.kind != Kind::Dict) fail(k.loc, fmt::format("argument after ** must be a mapping, not {}", d.type_name()));
+        for (const Static& kv : d.elems) {
+          if (kv.elems[0].kind != Kind::Str) fail(k.loc, "keywords must be strings");
+          kwargs[kv.elems[0].s] = kv.elems[1];
+        }
       }
     };
-    if ((fn.kind == ExprKind::Name && m_.no_op_calls.count(fn.name) && !sc.vars.count(fn.name)) ||
+    if ((fn.kind == ExprKind::Name && m_->no_op_calls.count(fn.name) && !sc.vars.count(fn.name)) ||
         (fn.kind == ExprKind::Attribute && fn.name == "_log_api_usage_once")) {  // torch._C._log_api_usage_once
       eval_args();
       return Static::none();
     }
     if (fn.kind == ExprKind::Attribute) {
       const Expr& base = *fn.args[0];
-      // super().__init__() and super(Net, self).__init__(): nn.Module's own __init__ has nothing to do.
-      if (fn.name == "__init__" && base.kind == ExprKind::Call && is_name(*base.args[0], "super", sc)) return Static::none();
+      // super().__init__(...) and super(Net, self).__init__(...): the base class's __init__ (a class of
+      // the file), nn.Sequential's (its modules), or nn.Module's (nothing to do).
+      if (fn.name == "__init__" && base.kind == ExprKind::Call && is_name(*base.args[0], "super", sc)) {
+        eval_args();
+        if (!sc.self || !sc.cls) fail(e.loc, "super() is only supported in a method's __init__");
+        if (const ClassDef* parent = sc.cls->parent) init_object(*sc.self, *parent, args, kwargs, e.loc);
+        else if (sc.cls->torch_base == "Sequential") add_items(*sc.self->obj, args, e.loc);
+        return Static::none();
+      }
       if (is_nn(base, sc)) {
         eval_args();
         return layer(fn.name, args, kwargs, e.loc);
@@ -747,20 +1279,9 @@ class Init {
         eval_args();
         return init_fn(fn.name, args, kwargs, e.loc);
       }
-      if (is_name(base, "torch", sc) && m_.imported.count("torch")) {
+      if (is_name(base, "torch", sc) && m_->imported.count("torch")) {
         eval_args();
         return torch_fn(fn.name, args, kwargs, e.loc);
-      }
-      if (is_name(base, "math", sc) && m_.imported.count("math")) {
-        eval_args();
-        if (args.size() != 1 || !kwargs.empty()) fail(e.loc, fmt::format("math.{}() takes one argument", fn.name));
-        double x = need_number(args[0], e.loc, "the argument");
-        if (fn.name == "sqrt") return Static::number(std::sqrt(x));
-        if (fn.name == "log") return Static::number(std::log(x));
-        if (fn.name == "exp") return Static::number(std::exp(x));
-        if (fn.name == "floor") return Static::integer(int64_t(std::floor(x)));
-        if (fn.name == "ceil") return Static::integer(int64_t(std::ceil(x)));
-        fail(fn.loc, fmt::format("math.{} is not supported in kiln script", fn.name));
       }
       eval_args();
       if ((fn.name == "append" || fn.name == "extend") && base.kind == ExprKind::Name && sc.vars.count(base.name) &&
@@ -773,22 +1294,216 @@ class Init {
           for (const Static& x : iterate(args[0], fn.loc)) list.elems.push_back(x);
         return Static::none();
       }
+      if ((fn.name == "pop" || fn.name == "update" || fn.name == "setdefault") && base.kind == ExprKind::Name &&
+          sc.vars.count(base.name) && sc.vars[base.name].kind == Kind::Dict)
+        return dict_update(sc.vars[base.name], fn.name, args, kwargs, fn.loc);
       Static self = eval(base, sc);
       return method_call(self, fn.name, args, kwargs, fn.loc);
     }
-    if (fn.kind != ExprKind::Name) fail(fn.loc, "this call is not supported in __init__");
+    if (fn.kind != ExprKind::Name) {
+      // getattr(nn, name)(...), self.make(...)(...): any expression whose value is callable
+      Static callee = eval(fn, sc);
+      eval_args();
+      return call_value(callee, args, kwargs, e.loc);
+    }
     eval_args();
-    if (sc.vars.count(fn.name)) fail(fn.loc, fmt::format("'{}' is not callable", fn.name));
-    for (const auto& c : m_.classes)
-      if (c->name == fn.name) {
-        std::shared_ptr<ScriptedModule> m = build(*c, args, kwargs, e.loc);
+    if (auto it = sc.vars.find(fn.name); it != sc.vars.end()) return call_value(it->second, args, kwargs, e.loc);
+    if (Static* g = global_value(fn.name, fn.loc)) return call_value(*g, args, kwargs, e.loc);
+    if (Static* c = module_constant(fn.name, fn.loc)) return call_value(*c, args, kwargs, e.loc);
+    if (const std::string* why = m_->why_unavailable(fn.name)) fail(fn.loc, *why);
+    return python_builtin(fn.name, args, kwargs, e.loc);
+  }
+
+  // Calls a value: a class (built), a function of the file (run), a torch.nn class, nn.init function,
+  // builtin, or a partial of any of them.
+  Static call_value(const Static& callee, std::vector<Static> args, Bound kwargs, SourceLoc loc) {
+    switch (callee.kind) {
+      case Kind::Class: {
+        if (!callee.cls) return layer(callee.s, args, kwargs, loc);
+        std::shared_ptr<ScriptedModule> m = build(*callee.cls, args, kwargs, loc);
         owned_[m->object_ptr().get()] = m;
         return Static::module(m->object_ptr());
       }
-    for (const auto& f : m_.functions)
-      if (f->name == fn.name) return run_function(*f, nullptr, args, kwargs, e.loc);
-    if (const std::string* why = m_.why_unavailable(fn.name)) fail(fn.loc, *why);
-    return python_builtin(fn.name, args, kwargs, e.loc);
+      case Kind::Function:
+        if (callee.fn) return run_function(*callee.fn, nullptr, args, kwargs, loc);
+        return builtin_call(callee, args, kwargs, loc);
+      case Kind::Partial: {
+        // partial(f, *a, **k)(*b, **j) is f(*a, *b, **k, **j), later keywords replacing earlier ones
+        size_t nk = callee.keys.size(), na = callee.elems.size() - 1 - nk;
+        std::vector<Static> all(callee.elems.begin() + 1, callee.elems.begin() + 1 + long(na));
+        all.insert(all.end(), args.begin(), args.end());
+        Bound kw;
+        for (size_t k = 0; k < nk; ++k) kw[callee.keys[k]] = callee.elems[1 + na + k];
+        for (auto& [k, v] : kwargs) kw[k] = v;
+        return call_value(callee.elems[0], std::move(all), std::move(kw), loc);
+      }
+      case Kind::Module: fail(loc, fmt::format("calling a module ({}) in __init__ is not supported", callee.obj->cls));
+      case Kind::None:
+      case Kind::Int:
+      case Kind::Float:
+      case Kind::Bool:
+      case Kind::Str:
+      case Kind::Tuple:
+      case Kind::List:
+      case Kind::Dict:
+      case Kind::Tensor:
+      case Kind::Namespace: break;
+    }
+    fail(loc, fmt::format("'{}' object is not callable", callee.type_name()));
+  }
+
+  // The module objects under `o` as named_modules() lists them: `o` first, then depth-first in the
+  // order the children were registered.
+  void modules_of(const ObjectPtr& o, const std::string& prefix, std::vector<std::pair<std::string, ObjectPtr>>& out) {
+    out.emplace_back(prefix, o);
+    for (const auto& [name, child] : o->module->named_children()) {
+      auto it = objs_.find(child.get());
+      if (it != objs_.end()) modules_of(it->second, prefix.empty() ? name : prefix + "." + name, out);
+    }
+  }
+
+  // A builtin called by value: Python's, functools.partial, OrderedDict, typing.cast, nn.init.*, math.*,
+  // warnings.*, and the methods of lists, dicts, strings and tensors (".name", the object first).
+  Static builtin_call(const Static& callee, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
+    const std::string& n = callee.s;
+    if (n == "functools.partial") {
+      if (a.empty()) fail(loc, "partial() takes a callable first");
+      Static p;
+      p.kind = Kind::Partial;
+      p.elems = a;
+      for (const auto& [k, v] : kw) {
+        p.keys.push_back(k);
+        p.elems.push_back(v);
+      }
+      return p;
+    }
+    if (n == "collections.OrderedDict" || n == "typing.OrderedDict" || n == "dict") {
+      Static d = Static::seq(Kind::Dict, {});
+      if (a.size() > 1) fail(loc, fmt::format("{}() takes at most one positional argument", n));
+      if (!a.empty()) {
+        if (a[0].kind == Kind::Dict) d.elems = a[0].elems;
+        else
+          for (const Static& kv : iterate(a[0], loc)) {
+            std::vector<Static> pair = iterate(kv, loc);
+            if (pair.size() != 2) fail(loc, fmt::format("{}() takes (key, value) pairs", n));
+            dict_set(d, pair[0], pair[1]);
+          }
+      }
+      for (const auto& [k, v] : kw) dict_set(d, Static::str(k), v);
+      return d;
+    }
+    if (n == "copy.copy") {
+      // a config object's shallow copy (efficientnet's copy.copy(cnf)); lists are values here already
+      if (a.size() != 1) fail(loc, "copy.copy() takes one argument");
+      if (a[0].kind != Kind::Module) return a[0];
+      if (!a[0].obj->plain) fail(loc, fmt::format("copy.copy() of a module ({}) is not supported in __init__", a[0].obj->cls));
+      auto obj = std::make_shared<Object>(*a[0].obj);
+      auto mod = std::make_shared<ScriptedModule>(obj->file, obj);
+      obj->module = mod.get();
+      plain_copies_.push_back(mod);
+      return Static::module(obj);
+    }
+    if (n == "typing.cast") {
+      if (a.size() != 2) fail(loc, "cast() takes a type and a value");
+      return a[1];
+    }
+    if (n.rfind("warnings.", 0) == 0) return Static::none();
+    if (n.rfind("torch.nn.init.", 0) == 0) return init_fn(n.substr(14), a, kw, loc);
+    if (n.rfind("math.", 0) == 0) return math_fn(n.substr(5), a, kw, loc);
+    if (n.rfind("torch.nn.functional.", 0) == 0)
+      fail(loc, fmt::format("F.{}() runs in forward, not in __init__ (kiln evaluates __init__ without tensors' ops)", n.substr(20)));
+    if (n.rfind("torch.", 0) == 0) return torch_fn(n.substr(6), a, kw, loc);
+    if (!n.empty() && n[0] == '.') return value_method(callee.elems[0], n.substr(1), a, kw, loc);
+    if (n == "isinstance") {
+      if (a.size() != 2 || !kw.empty()) fail(loc, "isinstance() takes 2 arguments");
+      return Static::boolean(instance_of(a[0], a[1], loc));
+    }
+    if (n == "getattr" || n == "hasattr") {
+      if (a.size() < 2 || a.size() > (n == "getattr" ? 3u : 2u) || a[1].kind != Kind::Str)
+        fail(loc, fmt::format("{}() takes an object and an attribute name{}", n, n == "getattr" ? " (and a default)" : ""));
+      try {
+        Static v = attr_of(a[0], a[1].s, loc);
+        return n == "hasattr" ? Static::boolean(true) : v;
+      } catch (const Error&) {
+        if (n == "hasattr") return Static::boolean(false);
+        if (a.size() == 3) return a[2];
+        throw;
+      }
+    }
+    if (n == "setattr") {
+      if (a.size() != 3 || a[1].kind != Kind::Str || a[0].kind != Kind::Module || a[0].obj->layer != Layer::User)
+        fail(loc, "setattr() takes a module of the file, an attribute name and a value in __init__");
+      set_attr(*a[0].obj, a[1].s, a[2], loc);
+      return Static::none();
+    }
+    if (n == "callable") {
+      if (a.size() != 1) fail(loc, "callable() takes one argument");
+      Kind k = a[0].kind;
+      return Static::boolean(k == Kind::Class || k == Kind::Function || k == Kind::Partial || k == Kind::Module);
+    }
+    return python_builtin(n, a, kw, loc);
+  }
+
+  Static math_fn(const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
+    if (a.size() != 1 || !kw.empty()) fail(loc, fmt::format("math.{}() takes one argument in __init__", name));
+    double x = need_number(a[0], loc, "the argument");
+    if (name == "sqrt") return Static::number(std::sqrt(x));
+    if (name == "log") return Static::number(std::log(x));
+    if (name == "exp") return Static::number(std::exp(x));
+    if (name == "floor") return Static::integer(int64_t(std::floor(x)));
+    if (name == "ceil") return Static::integer(int64_t(std::ceil(x)));
+    fail(loc, fmt::format("math.{} is not supported in kiln script", name));
+  }
+
+  // Methods of the values __init__ has that are not modules: d.items(), xs.index(v), t.dim(), ...
+  Static value_method(const Static& v, const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
+    if (v.kind == Kind::Dict && kw.empty()) {
+      std::vector<Static> out;
+      if (name == "items" || name == "keys" || name == "values") {
+        for (const Static& kv : v.elems) out.push_back(name == "items" ? kv : kv.elems[name == "keys" ? 0 : 1]);
+        return Static::seq(Kind::List, std::move(out));
+      }
+      if (name == "get" && (a.size() == 1 || a.size() == 2)) {
+        const Static* x = dict_get(v, a[0]);
+        return x ? *x : a.size() == 2 ? a[1] : Static::none();
+      }
+    }
+    if ((v.kind == Kind::List || v.kind == Kind::Tuple) && (name == "index" || name == "count") && a.size() == 1 && kw.empty()) {
+      int64_t k = 0, found = -1;
+      for (const Static& x : v.elems) {
+        if (equal(x, a[0])) {
+          if (found < 0) found = k;
+          if (name == "count") ++found;
+        }
+        ++k;
+      }
+      if (name == "index" && found < 0) fail(loc, fmt::format("ValueError: {} is not in list", py_repr(a[0])));
+      return Static::integer(name == "count" ? found + 1 : found);
+    }
+    if (v.kind == Kind::Tensor && (name == "normal_" || name == "uniform_" || name == "zero_" || name == "fill_")) {
+      // t.normal_(std=0.02) in place, as nn.init's functions
+      std::vector<Static> all = {v};
+      all.insert(all.end(), a.begin(), a.end());
+      std::string init = name == "zero_" ? "zeros_" : name == "fill_" ? "constant_" : name;
+      Bound k;
+      for (const auto& [key, x] : kw) k[key == "from" ? "a" : key == "to" ? "b" : key == "value" ? "val" : key] = x;
+      return init_fn(init, all, k, loc);
+    }
+    if (!kw.empty()) fail(loc, fmt::format("{}.{}() takes no keyword arguments in __init__", v.type_name(), name));
+    if (v.kind == Kind::Tensor && a.empty() && (name == "dim" || name == "numel"))
+      return Static::integer(name == "dim" ? v.tensor.dim() : v.tensor.numel());
+    if (v.kind == Kind::Tensor && name == "size") {
+      if (a.size() == 1) return Static::integer(v.tensor.size(need_int(a[0], loc, "dim")));
+      std::vector<Static> dims;
+      for (int64_t d : v.tensor.sizes()) dims.push_back(Static::integer(d));
+      return Static::seq(Kind::Tuple, std::move(dims));
+    }
+    if (v.kind == Kind::Str && (name == "startswith" || name == "endswith") && a.size() == 1 && a[0].kind == Kind::Str) {
+      const std::string &x = v.s, &y = a[0].s;
+      bool r = y.size() <= x.size() && (name == "startswith" ? x.compare(0, y.size(), y) == 0 : x.compare(x.size() - y.size(), y.size(), y) == 0);
+      return Static::boolean(r);
+    }
+    fail(loc, fmt::format("{}.{}() is not supported in __init__", v.type_name(), name));
   }
 
   Static python_builtin(const std::string& n, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
@@ -827,6 +1542,17 @@ class Init {
       for (const Static& x : xs)
         if (compare(n == "min" ? "<" : ">", x, best, loc)) best = x;
       return best;
+    }
+    if (n == "round") {
+      // Python's: halves to even; with ndigits a float, without it an int
+      nargs(1, 2);
+      double x = need_number(a[0], loc, "the argument");
+      if (a.size() == 1 || a[1].kind == Kind::None) {
+        if (!(std::fabs(x) < 9.2e18)) fail(loc, fmt::format("round() of {} does not fit in int64", py_str(a[0])));
+        return Static::integer(int64_t(std::nearbyint(x)));
+      }
+      double scale = std::pow(10.0, double(need_int(a[1], loc, "ndigits")));
+      return Static::number(std::nearbyint(x * scale) / scale);
     }
     if (n == "abs") {
       nargs(1, 1);
@@ -881,15 +1607,58 @@ class Init {
   }
 
   Static method_call(Static& self, const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
-    if (self.kind != Kind::Module) fail(loc, fmt::format("{} has no method '{}' in __init__", self.type_name(), name));
+    if (self.kind != Kind::Module) return call_value(attr_of(self, name, loc), a, kw, loc);
     Object& o = *self.obj;
-    if (o.layer == Layer::ModuleList && (name == "append" || name == "extend")) {
-      if (a.size() != 1 || !kw.empty()) fail(loc, fmt::format("ModuleList.{}() takes one argument", name));
+    bool container = o.layer == Layer::ModuleList || o.layer == Layer::Sequential;
+    if (container && (name == "append" || name == "extend")) {
+      if (a.size() != 1 || !kw.empty()) fail(loc, fmt::format("{}.{}() takes one argument", o.cls, name));
       std::vector<Static> ms = name == "append" ? std::vector<Static>{a[0]} : iterate(a[0], loc);
       for (const Static& m : ms) add_item(o, m, loc);
       return Static::none();
     }
-    if (o.layer != Layer::User) fail(loc, fmt::format("{}.{}() is not supported in __init__", o.cls, name));
+    if (container && name == "add_module") {
+      if (a.size() != 2 || a[0].kind != Kind::Str || !kw.empty()) fail(loc, "add_module() takes a name and a module");
+      add_item(o, a[1], loc, a[0].s);
+      return Static::none();
+    }
+    if (name == "modules" || name == "named_modules" || name == "children" || name == "named_children") {
+      if (!a.empty() || !kw.empty()) fail(loc, fmt::format("{}() takes no arguments in __init__", name));
+      std::vector<std::pair<std::string, ObjectPtr>> all;
+      if (name == "modules" || name == "named_modules") {
+        modules_of(self.obj, "", all);
+      } else {
+        for (const auto& [n, child] : o.module->named_children())
+          if (auto it = objs_.find(child.get()); it != objs_.end()) all.emplace_back(n, it->second);
+      }
+      std::vector<Static> out;
+      for (auto& [n, obj] : all) {
+        Static m = Static::module(obj);
+        out.push_back(name.rfind("named_", 0) == 0 ? Static::seq(Kind::Tuple, {Static::str(n), m}) : m);
+      }
+      return Static::seq(Kind::List, std::move(out));
+    }
+    if (name == "parameters" || name == "named_parameters" || name == "buffers" || name == "named_buffers") {
+      Static recurse_v = kw.count("recurse") ? kw.at("recurse") : a.empty() ? Static::boolean(true) : a[0];
+      bool recurse = need_bool(recurse_v, loc, "recurse");
+      bool params = name.find("parameters") != std::string::npos;
+      std::vector<Static> out;
+      for (auto& [n, t] : params ? o.module->named_parameters(recurse) : o.module->named_buffers(recurse)) {
+        Static v = Static::of_tensor(t, params);
+        out.push_back(name.rfind("named_", 0) == 0 ? Static::seq(Kind::Tuple, {Static::str(n), v}) : v);
+      }
+      return Static::seq(Kind::List, std::move(out));
+    }
+    if (name == "apply") {
+      // fn on every submodule, children before their parent, as torch's Module.apply
+      if (a.size() != 1 || !kw.empty()) fail(loc, "apply() takes one function");
+      std::vector<std::pair<std::string, ObjectPtr>> all;
+      modules_of(self.obj, "", all);
+      for (auto it = all.rbegin(); it != all.rend(); ++it) call_value(a[0], {Static::module(it->second)}, {}, loc);
+      return self;
+    }
+    if (const Static* v = o.attr(name); v && v->kind != Kind::Module) return call_value(*v, a, kw, loc);  // cnf.block(...)
+    if (o.layer == Layer::Registered || !o.def)
+      fail(loc, fmt::format("{}.{}() is not supported in __init__", o.cls, name));
     if (name == "register_buffer") {
       Signature sig{{"name", "tensor", "persistent"}, 2, {Static::boolean(true)}};
       Bound b = bind("register_buffer", sig, a, kw, loc);
@@ -911,21 +1680,41 @@ class Init {
       set_attr(o, a[0].s, a[1], loc);
       return Static::none();
     }
-    if (const FunctionDef* f = o.def->method(name)) return run_function(*f, &self, a, kw, loc);
+    if (const FunctionDef* f = o.def->method(name)) {
+      bool is_static = std::any_of(f->decorators.begin(), f->decorators.end(),
+                                   [](const ExprPtr& d) { return d->kind == ExprKind::Name && d->name == "staticmethod"; });
+      return run_function(*f, is_static ? nullptr : &self, a, kw, loc, o.def->owner_of(name));
+    }
     std::vector<std::string> names;
     for (const auto& f : o.def->methods) names.push_back(f->name);
     fail(loc, fmt::format("'{}' object has no method '{}'{}", o.cls, name, did_you_mean(name, names)));
   }
 
-  void add_item(Object& container, const Static& m, SourceLoc loc) {
+  void add_item(Object& container, const Static& m, SourceLoc loc, std::string name = "") {
     if (m.kind != Kind::Module)
       fail(loc, fmt::format("{} holds modules, got {}", container.cls, m.type_name()));
     if (!m.obj->path.empty()) fail(loc, fmt::format("module '{}' is already a submodule; kiln script does not share modules", m.obj->path));
+    if (name.empty()) name = std::to_string(container.items.size());
+    if (std::count(container.item_names.begin(), container.item_names.end(), name) || container.attr(name))
+      fail(loc, fmt::format("{} already has a module named '{}'", container.cls, name));
     std::shared_ptr<nn::Module> owned = owned_.at(m.obj.get());
-    if (container.layer == Layer::ModuleList) static_cast<ModuleList*>(container.module)->add(owned);
-    else static_cast<nn::Sequential*>(container.module)->add(owned);
+    if (container.def) module_of(container).add_child(name, owned);  // a class of the file deriving from nn.Sequential
+    else static_cast<Container*>(container.module)->add(name, owned);
     container.items.push_back(m.obj);
-    if (!container.path.empty()) set_path(*container.items.back(), prefix(container) + std::to_string(container.items.size() - 1));
+    container.item_names.push_back(name);
+    if (!container.path.empty()) set_path(*container.items.back(), prefix(container) + name);
+  }
+
+  // nn.Sequential(a, b, ...) or nn.Sequential(OrderedDict([("conv", a), ...])): its items, named.
+  void add_items(Object& container, const std::vector<Static>& mods, SourceLoc loc) {
+    if (mods.size() == 1 && mods[0].kind == Kind::Dict) {
+      for (const Static& kv : mods[0].elems) {
+        if (kv.elems[0].kind != Kind::Str) fail(loc, fmt::format("module names must be strings, got {}", kv.elems[0].type_name()));
+        add_item(container, kv.elems[1], loc, kv.elems[0].s);
+      }
+      return;
+    }
+    for (const Static& x : mods) add_item(container, x, loc);
   }
 
   // ---- torch.nn
@@ -936,6 +1725,7 @@ class Init {
     obj->cls = cls;
     obj->module = m.get();
     obj->attrs = std::move(attrs);
+    objs_[m.get()] = obj;
     owned_[obj.get()] = std::move(m);
     return Static::module(obj);
   }
@@ -980,7 +1770,12 @@ class Init {
         return v.kind == Kind::Tuple ? IValue::tuple(std::move(es)) : IValue::list(std::move(es));
       }
       case Kind::Tensor: return IValue(v.tensor);  // a loss's weight
-      case Kind::Module: break;
+      case Kind::Dict:
+      case Kind::Module:
+      case Kind::Class:
+      case Kind::Function:
+      case Kind::Partial:
+      case Kind::Namespace: break;
     }
     fail(loc, fmt::format("{} must be a number, a string, a tensor or a tuple of them, got {}", what, v.type_name()));
   }
@@ -998,11 +1793,8 @@ class Init {
         if (a.size() > 1) fail(loc, "nn.ModuleList() takes one list of modules");
         if (!a.empty() && a[0].kind != Kind::None) mods = iterate(a[0], loc);
       }
-      std::shared_ptr<nn::Module> m;
-      if (seq) m = std::make_shared<nn::Sequential>();
-      else m = std::make_shared<ModuleList>();
-      Static s = make(seq ? Layer::Sequential : Layer::ModuleList, name, m, {});
-      for (const Static& x : mods) add_item(*s.obj, x, loc);
+      Static s = make(seq ? Layer::Sequential : Layer::ModuleList, name, std::make_shared<Container>(name), {});
+      add_items(*s.obj, mods, loc);
       return s;
     }
     if (name == "Parameter") {
@@ -1018,8 +1810,20 @@ class Init {
   }
 
   Static init_fn(const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
-    if (a.empty() || a[0].kind != Kind::Tensor) fail(loc, fmt::format("nn.init.{}() takes a Tensor first", name));
-    Tensor t = a[0].tensor;
+    if (name == "calculate_gain") {
+      Bound b = bind("nn.init.calculate_gain", Signature{{"nonlinearity", "param"}, 1, {Static::none()}}, a, kw, loc);
+      if (b["nonlinearity"].kind != Kind::Str) fail(loc, "nn.init.calculate_gain() takes the nonlinearity's name first");
+      double param = b["param"].kind == Kind::None ? 0.01 : need_number(b["param"], loc, "param");
+      try {
+        return Static::number(nn::init::calculate_gain(b["nonlinearity"].s, param));
+      } catch (const Error& e) {
+        fail(loc, e.what());
+      }
+    }
+    Static first = !a.empty() ? a[0] : kw.count("tensor") ? kw.at("tensor") : Static::none();
+    if (first.kind != Kind::Tensor)
+      fail(loc, fmt::format("nn.init.{}() takes the Tensor to fill first, got {}", name, a.empty() ? "no argument" : first.type_name()));
+    Tensor t = first.tensor;
     auto num = [&](size_t i, const char* key, double def) {
       if (kw.count(key)) return need_number(kw.at(key), loc, key);
       return a.size() > i ? need_number(a[i], loc, key) : def;
@@ -1038,14 +1842,43 @@ class Init {
       std::string nl = kw.count("nonlinearity") && kw.at("nonlinearity").kind == Kind::Str ? kw.at("nonlinearity").s : "leaky_relu";
       if (name == "kaiming_uniform_") nn::init::kaiming_uniform_(t, num(1, "a", 0), mode, nl);
       else nn::init::kaiming_normal_(t, num(1, "a", 0), mode, nl);
+    } else if (name == "trunc_normal_") {
+      trunc_normal(t, num(1, "mean", 0), num(2, "std", 1), num(3, "a", -2), num(4, "b", 2));
     } else {
-      fail(loc, fmt::format("nn.init.{} is not supported in kiln script", name));
+      fail(loc, fmt::format("nn.init.{} is not supported in kiln script (zeros_, ones_, constant_, normal_, uniform_, "
+                            "trunc_normal_, xavier_uniform_, xavier_normal_, kaiming_uniform_, kaiming_normal_ and "
+                            "calculate_gain are)",
+                            name));
     }
-    return a[0];
+    return first;
+  }
+
+  // N(mean, std) restricted to [lo, hi]: samples outside are drawn again, as the distribution torch's
+  // trunc_normal_ samples (by its inverse CDF) is.
+  static void trunc_normal(Tensor& t, double mean, double std, double lo, double hi) {
+    int64_t n = t.numel();
+    std::vector<double> v(static_cast<size_t>(n));
+    size_t filled = 0;
+    for (int round = 0; filled < v.size() && round < 1000; ++round) {
+      Tensor r = randn({std::max<int64_t>(n, 16)}, DType::Float64).contiguous();
+      const double* p = r.data_ptr<double>();
+      for (int64_t k = 0; k < r.numel() && filled < v.size(); ++k) {
+        double x = mean + std * p[k];
+        if (x >= lo && x <= hi) v[filled++] = x;
+      }
+    }
+    for (; filled < v.size(); ++filled) v[filled] = std::clamp(mean, lo, hi);  // a range N(mean, std) almost never hits
+    NoGradGuard ng;
+    t.copy_(tensor(v, t.sizes(), DType::Float64).to(t.dtype()));
   }
 
   // torch.<factory>(...) in __init__ runs eagerly: the tensor becomes a parameter, buffer or constant.
   Static torch_fn(const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
+    if (name == "_assert") {
+      if (a.size() != 2 || !kw.empty()) fail(loc, "torch._assert() takes a condition and a message");
+      if (!truthy(a[0], loc)) fail(loc, "AssertionError: " + py_str(a[1]));
+      return Static::none();
+    }
     DType dt = DType::Float32;
     bool int_dtype = false;
     for (const auto& [k, v] : kw) {
@@ -1118,13 +1951,20 @@ class Init {
     fail(loc, fmt::format("unknown dtype torch.{}", s));
   }
 
-  std::shared_ptr<const File> file_;
-  const Source& src_;
-  const Module& m_;
+  std::shared_ptr<const File> file_;  // the model file
+  const File* cur_;    // the file whose code runs now: the model file or one it imports
+  const Source* src_;  // where errors point: cur_'s, or an argument's expression while it is read
+  const Module* m_;    // cur_'s names
+  std::map<std::string, std::shared_ptr<const File>> loaded_;  // the files read, by path
+  std::map<const void*, const File*> def_file_;                // the file of each class, method and function
   int depth_ = 0;
   std::map<const Object*, std::shared_ptr<nn::Module>> owned_;  // modules built and not yet attached
-  std::map<std::string, Static> constants_;  // module-level values computed so far
-  std::set<std::string> computing_;         // module-level values being computed (a cycle guard)
+  std::map<const nn::Module*, ObjectPtr> objs_;  // every module object built, by its nn::Module (modules())
+  std::vector<std::shared_ptr<ScriptedModule>> plain_copies_;  // what copy.copy made (config objects)
+  using Global = std::pair<const Module*, std::string>;
+  std::map<Global, Static> globals_;    // each file's names as values, made on first read
+  std::map<Global, Static> constants_;  // module-level values computed so far
+  std::set<Global> computing_;          // module-level values being computed (a cycle guard)
   std::set<const TensorImpl*> buffers_;
 };
 
@@ -1134,6 +1974,18 @@ std::shared_ptr<ScriptedModule> construct(const std::shared_ptr<const File>& fil
                                           const std::vector<Static>& args, const std::map<std::string, Static>& kwargs) {
   Init init(file);
   return init.build(cls, args, kwargs, cls.loc);
+}
+
+std::shared_ptr<ScriptedModule> construct(const std::shared_ptr<const File>& file, const ClassDef& cls,
+                                          const std::vector<CtorArg>& args, const std::map<std::string, CtorArg>& kwargs) {
+  Init init(file);
+  std::vector<Static> a;
+  for (const CtorArg& x : args) a.push_back(init.argument(x));
+  std::map<std::string, Static> kw;
+  for (const auto& [k, x] : kwargs) kw[k] = init.argument(x);
+  std::shared_ptr<ScriptedModule> m = init.build(cls, a, kw, cls.loc);
+  m->object_ptr()->imports = init.files();
+  return m;
 }
 
 }  // namespace kiln::script

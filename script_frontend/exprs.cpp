@@ -306,9 +306,9 @@ Value* Lowerer::name(const Expr& e) {
   if (e.name == "torch") fail(e.loc, "the torch module is not a value; call torch.<function>(...)");
   if (const Object* o = static_object(e))
     fail(e.loc, fmt::format("'{}' is a module ({}), not a value; call it or read its attributes", e.name, o->cls));
-  for (const auto& f : m_.functions)
+  for (const auto& f : m_->functions)
     if (f->name == e.name) fail(e.loc, fmt::format("function '{}' is not a value; call it", e.name));
-  if (const std::string* why = m_.why_unavailable(e.name)) fail(e.loc, *why);
+  if (const std::string* why = m_->why_unavailable(e.name)) fail(e.loc, *why);
   std::vector<std::string> cands;
   for (auto& [k, v] : frame().env)
     if (k[0] != '$') cands.push_back(k);
@@ -702,7 +702,7 @@ Value* Lowerer::attribute(const Expr& e) {
   const Expr& base = *e.args[0];
   if (base.kind == ExprKind::Name && base.name == "torch" && !frame().env.count("torch"))
     fail(e.loc, fmt::format("torch.{} is not supported as a value in kiln script", e.name));
-  if (base.kind == ExprKind::Name && base.name == "math" && m_.imported.count("math") && !frame().env.count("math")) {
+  if (base.kind == ExprKind::Name && base.name == "math" && m_->imported.count("math") && !frame().env.count("math")) {
     if (e.name == "pi") return constant(M_PI);
     if (e.name == "e") return constant(M_E);
     if (e.name == "inf") return constant(double(INFINITY));
@@ -711,7 +711,7 @@ Value* Lowerer::attribute(const Expr& e) {
   if (const Object* o = static_object(base)) return object_attribute(*o, e.name, e.loc);
   // ClassName.attr: a class-level attribute of a class of the file, a constant
   if (base.kind == ExprKind::Name && !frame().env.count(base.name))
-    for (const auto& c : m_.classes)
+    for (const auto& c : m_->classes)
       if (c->name == base.name) {
         for (const auto& [name, value] : c->attrs)
           if (name == e.name) return expr(*value);
@@ -759,9 +759,9 @@ Value* Lowerer::call(const Expr& e) {
       if (fn.name == "forward") return call_object(*o, e);
       fail(fn.loc, fmt::format("{}.{}() is not supported in kiln script; call the module itself", o->cls, fn.name));
     }
-    if (!frame().env.count(base.kind == ExprKind::Name ? base.name : std::string()) && is_functional(base, m_))
+    if (!frame().env.count(base.kind == ExprKind::Name ? base.name : std::string()) && is_functional(base, *m_))
       return call_builtin(*this, "F." + fn.name, e, nullptr);
-    if (base.kind == ExprKind::Name && base.name == "math" && m_.imported.count("math") && !frame().env.count("math")) {
+    if (base.kind == ExprKind::Name && base.name == "math" && m_->imported.count("math") && !frame().env.count("math")) {
       // math functions of constants fold now; kiln has no number sqrt at run time
       if (e.args.size() != 2 || !e.keywords.empty()) fail(e.loc, fmt::format("math.{}() takes one argument", fn.name));
       auto x = const_float(Arg{e.args[1].get(), nullptr, e.args[1]->loc});
@@ -772,14 +772,14 @@ Value* Lowerer::call(const Expr& e) {
       fail(fn.loc, fmt::format("math.{} is not supported in kiln script", fn.name));
     }
     if (base.kind == ExprKind::Name && base.name == "torch" && !frame().env.count("torch")) {
-      if (!m_.imported.count("torch")) fail(base.loc, "name 'torch' is not defined (add `import torch`)");
+      if (!m_->imported.count("torch")) fail(base.loc, "name 'torch' is not defined (add `import torch`)");
       return call_builtin(*this, "torch." + fn.name, e, nullptr);
     }
     if (base.kind == ExprKind::Attribute && base.args[0]->kind == ExprKind::Name && base.args[0]->name == "torch")
       fail(fn.loc, fmt::format("torch.{}.{} is not supported in kiln script; only torch.<function> calls are",
                                base.name, fn.name));
     if (base.kind == ExprKind::Name && !frame().env.count(base.name))
-      if (const std::string* why = m_.why_unavailable(base.name)) fail(base.loc, *why);
+      if (const std::string* why = m_->why_unavailable(base.name)) fail(base.loc, *why);
     if (base.kind == ExprKind::Name && (base.name == "F" || base.name == "nn" || base.name == "np"))
       if (!frame().env.count(base.name))
         fail(base.loc, fmt::format("'{}' is not available in kiln script; use torch.<function>", base.name));
@@ -810,9 +810,9 @@ Value* Lowerer::call(const Expr& e) {
     return call_builtin(*this, fn.name, e, self);
   }
   if (fn.kind != ExprKind::Name) fail(fn.loc, "only functions of this file, torch.<function> and tensor methods can be called");
-  for (const auto& f : m_.functions)
+  for (const auto& f : m_->functions)
     if (f->name == fn.name) return inline_call(*f, e);
-  if (const std::string* why = m_.why_unavailable(fn.name); why && !frame().env.count(fn.name)) fail(fn.loc, *why);
+  if (const std::string* why = m_->why_unavailable(fn.name); why && !frame().env.count(fn.name)) fail(fn.loc, *why);
   if (fn.name == "print" && !frame().env.count("print")) {
     // A side effect kept by dead-code elimination; printed as Python prints (sep and end as attributes).
     Node* n = g_->create(Prim::Print, 0);

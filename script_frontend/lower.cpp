@@ -36,7 +36,7 @@ std::string ir_name(const std::string& var) {
 }
 }  // namespace
 
-Lowerer::Lowerer(const Source& src, const Module& m) : src_(src), m_(m) {}
+Lowerer::Lowerer(const Source& src, const Module& m) : src_(&src), m_(&m) {}
 
 // ---------------------------------------------------------------- graph building
 
@@ -145,13 +145,13 @@ Value* Lowerer::coerce(Value* v, const Type& want, SourceLoc loc, std::string_vi
 // ---------------------------------------------------------------- functions
 
 Lowerer::Frame Lowerer::new_frame(const FunctionDef& f, const Object* self) {
-  check_def(src_, f, self != nullptr, "kiln script");
+  check_def(*src_, f, self != nullptr, "kiln script");
   Frame fr{&f, Type::scalar(TypeKind::None)};
   fr.self = self;
   if (f.has_returns && (f.returns.name == "Dict" || f.returns.name == "dict")) {
     fr.infer_ret = true;  // a dict is a tuple whose element types come from the return
   } else if (f.has_returns) {
-    fr.ret_type = type_from_annotation(src_, f.returns, m_.imported);
+    fr.ret_type = type_from_annotation(*src_, f.returns, m_->imported);
   } else if (self) {
     fr.infer_ret = true;  // TorchScript infers a method's return type from its returns
   } else {
@@ -192,7 +192,7 @@ std::shared_ptr<ir::Graph> Lowerer::lower_top(const FunctionDef& f, const Object
   for (size_t i = self ? 1 : 0; i < f.params.size(); ++i) {
     const Param& p = f.params[i];
     if (!seen.insert(p.name).second) fail(p.loc, fmt::format("duplicate parameter '{}'", p.name));
-    Type t = p.has_type ? type_from_annotation(src_, p.type, m_.imported) : Type::tensor();
+    Type t = p.has_type ? type_from_annotation(*src_, p.type, m_->imported) : Type::tensor();
     if (p.default_value && p.default_value->kind == ExprKind::None && t.kind != TypeKind::Optional)
       fail(p.default_value->loc, fmt::format("parameter '{}' defaults to None, so its type must be Optional[...], not {}",
                                              p.name, t.str()));
@@ -276,12 +276,27 @@ Value* Lowerer::inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc
         chain += inlining_[j]->name + " -> ";
         if (j >= i) cycle.insert(inlining_[j]);
       }
-      throw RecursionError(format_source_error(src_.name, src_.text, call_loc,
+      throw RecursionError(format_source_error(src_->name, src_->text, call_loc,
                                                fmt::format("recursive call {}{} is not supported in kiln script (calls "
                                                            "are inlined)",
                                                            chain, f.name)),
                            std::move(cycle));
     }
+  // A method of a class of another file (one the model file imports) reads that file's names, and its
+  // errors point into it.
+  struct FileSwitch {
+    Lowerer& L;
+    const Source* src;
+    const Module* m;
+    ~FileSwitch() {
+      L.src_ = src;
+      L.m_ = m;
+    }
+  } restore{*this, src_, m_};
+  if (self && self->file) {
+    src_ = &self->file->src;
+    m_ = &self->file->ast;
+  }
   Frame fr = new_frame(f, self);
   size_t first = self ? 1 : 0;
   size_t nparams = f.params.size() - first;
@@ -312,7 +327,7 @@ Value* Lowerer::inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc
       fr.env[p.name] = dict_argument(p, f, bound[i], locs[i]);
       continue;
     }
-    Type t = p.has_type ? type_from_annotation(src_, p.type, m_.imported) : Type::tensor();
+    Type t = p.has_type ? type_from_annotation(*src_, p.type, m_->imported) : Type::tensor();
     if (!bound[i]) {
       if (!p.default_value) fail(call_loc, fmt::format("{}() is missing argument '{}'", f.name, p.name));
       bound[i] = expr(*p.default_value);
@@ -572,7 +587,7 @@ void Lowerer::stmt(const Stmt& s) {
         if (!dict_keys(d)) fail(s.value->loc, fmt::format("the annotation of '{}' is a dict, got {}", s.targets[0]->name, d->type().str()));
         return assign(*s.targets[0], d, s.loc);
       }
-      Type t = type_from_annotation(src_, s.annotation, m_.imported);
+      Type t = type_from_annotation(*src_, s.annotation, m_->imported);
       Value* v = nullptr;
       if (s.value->kind == ExprKind::List && s.value->args.empty() && t.kind == TypeKind::List)
         v = prim(Prim::ListConstruct, {}, t);
@@ -1168,7 +1183,7 @@ void Lowerer::assert_stmt(const Stmt& s) {
   ir::InsertPointGuard guard(*g_);
   g_->set_insert_point(no);
   Node* r = g_->create(Prim::Raise, 0);
-  r->attrs().set("message", fmt::format("{}:{}: {}", src_.name, s.loc.line, msg));
+  r->attrs().set("message", fmt::format("{}:{}: {}", src_->name, s.loc.line, msg));
   emit(r);
 }
 

@@ -56,8 +56,8 @@ class Lowerer {
   const std::vector<std::string>& later_errors() const { return later_errors_; }
 
   // ---- used by builtins.cpp ----
-  const Source& src() const { return src_; }
-  [[noreturn]] void fail(SourceLoc loc, std::string_view msg) const { src_.fail(loc, msg); }
+  const Source& src() const { return *src_; }
+  [[noreturn]] void fail(SourceLoc loc, std::string_view msg) const { src_->fail(loc, msg); }
   ir::Graph& graph() { return *g_; }
   Value* expr(const Expr& e);
   Value* value_of(const Arg& a) { return a.value ? a.value : expr(*a.expr); }
@@ -89,7 +89,7 @@ class Lowerer {
                   SourceLoc loc);
   Value* to_condition(Value* v, SourceLoc loc);
   SourceLoc loc() const { return loc_; }
-  const Module& module() const { return m_; }
+  const Module& module() const { return *m_; }
 
   // ---- module objects (used by layers.cpp)
   // A parameter, buffer or tensor attribute of a module: its graph input (added on first use) or,
@@ -235,8 +235,8 @@ class Lowerer {
   Value* coerce(Value* v, const Type& want, SourceLoc loc, std::string_view what);
   std::optional<Value*> refine_none(const Expr& test, bool then_branch);
 
-  const Source& src_;
-  const Module& m_;
+  const Source* src_;  // the file whose code is lowered now: the model's, or the file of an inlined method's class
+  const Module* m_;
   std::shared_ptr<ir::Graph> g_;
   std::deque<Frame> frames_;  // a deque: inlining pushes frames while outer ones are referenced
   std::vector<LoopCtx> loops_;

@@ -127,9 +127,16 @@ Value* Lowerer::static_value(const Static& v, const std::string& name, SourceLoc
           fail(loc, fmt::format("'{}' is a list kiln script cannot type ({})", name, v.type_name()));
       return prim(ir::Prim::ListConstruct, es, Type::list(es[0]->type().is_tensor() ? Type::tensor() : es[0]->type()));
     }
-    case Kind::Module: break;
+    case Kind::Module: fail(loc, fmt::format("'{}' is a module, not a value", name));
+    case Kind::Dict:
+    case Kind::Class:
+    case Kind::Function:
+    case Kind::Partial:
+    case Kind::Namespace: break;
   }
-  fail(loc, fmt::format("'{}' is a module, not a value", name));
+  fail(loc, fmt::format("'{}' is a {} from __init__, which methods cannot use as a value (TorchScript keeps only "
+                        "numbers, strings, tensors, tuples and lists of them as attributes too)",
+                        name, v.type_name()));
 }
 
 Value* Lowerer::tensor_of(const Static& t, const std::string& name) {
@@ -183,7 +190,7 @@ void Lowerer::check(Value* cond, const std::string& message) {
   ir::InsertPointGuard guard(*g_);
   g_->set_insert_point(no);
   Node* r = g_->create(ir::Prim::Raise, 0);
-  r->attrs().set("message", fmt::format("{}:{}: {}", src_.name, loc_.line, message));
+  r->attrs().set("message", fmt::format("{}:{}: {}", src_->name, loc_.line, message));
   emit(r);
 }
 

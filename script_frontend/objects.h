@@ -35,14 +35,23 @@ using ObjectPtr = std::shared_ptr<Object>;
 
 // A value __init__ computes. Tensors are parameters, buffers or plain tensor attributes.
 struct Static {
-  enum class Kind : uint8_t { None, Int, Float, Bool, Str, Tuple, List, Module, Tensor };
+  // Class, Function, Partial and Namespace are what published __init__s pass around as values
+  // (`block=BasicBlock`, `norm_layer=nn.BatchNorm2d`, `partial(nn.LayerNorm, eps=1e-6)`, `nn`).
+  enum class Kind : uint8_t { None, Int, Float, Bool, Str, Tuple, List, Dict, Module, Tensor, Class, Function, Partial, Namespace };
   Kind kind = Kind::None;
   int64_t i = 0;
   double f = 0;
+  // Str: the text. Class: a torch.nn layer's name (cls null). Function: a builtin's name (fn null).
+  // Namespace: the module's dotted name ("torch.nn", "torch.nn.init", "warnings").
   std::string s;
+  // Tuple, List: the elements. Dict: (key, value) tuples in insertion order. Partial: the callee, then
+  // the bound positional arguments, then the values of `keys`.
   std::vector<Static> elems;
+  std::vector<std::string> keys;  // Partial: the bound keyword arguments' names
   ObjectPtr obj;
   Tensor tensor;
+  const ClassDef* cls = nullptr;     // Class: a class of a file
+  const FunctionDef* fn = nullptr;   // Function: a function of a file
   bool parameter = false;  // a Tensor wrapped in nn.Parameter (registered when assigned to self)
 
   static Static none() { return {}; }
@@ -89,6 +98,12 @@ struct Static {
     x.parameter = parameter;
     return x;
   }
+  static Static named(Kind k, std::string name) {
+    Static x;
+    x.kind = k;
+    x.s = std::move(name);
+    return x;
+  }
   bool is_number() const { return kind == Kind::Int || kind == Kind::Float || kind == Kind::Bool; }
   double as_double() const { return kind == Kind::Float ? f : double(i); }
   std::string type_name() const;  // "int", "List[int]", "Linear", ...
@@ -96,6 +111,8 @@ struct Static {
 
 // What a module object is: a class of the file (User), a layer of eager's registry (Registered: built and
 // lowered from its nn::LayerSpec), or a torch.nn layer the frontend builds itself.
+// A class of the file deriving from nn.Sequential without a forward of its own is a Sequential whose
+// __init__ is the class's (torchvision's Conv2dNormActivation): `def` is set and lowering calls its items.
 enum class Layer : uint8_t { User, Registered, Sequential, ModuleList };
 
 struct Object {
@@ -107,7 +124,13 @@ struct Object {
   // User classes: what __init__ assigned to self, by name. Layers: their constructor arguments.
   std::map<std::string, Static> attrs;
   std::vector<ObjectPtr> items;  // Sequential / ModuleList, in order
+  std::vector<std::string> item_names;  // their state_dict names: "0", "1", ... or an OrderedDict's keys
   std::string path;              // its state_dict prefix: "", "features", "layers.0"
+  std::shared_ptr<const File> file;  // the file of its class (methods are lowered in that file's names)
+  bool plain = false;  // an instance of a plain class or @dataclass: a config object, not a submodule
+  // The root's: every file __init__ read, kept while the module lives (a class value from one may be an
+  // attribute without a module of that file in the tree).
+  std::vector<std::shared_ptr<const File>> imports;
 
   const Static* attr(const std::string& name) const {
     auto it = attrs.find(name);
@@ -122,6 +145,14 @@ struct Object {
 // pointing into the file.
 std::shared_ptr<ScriptedModule> construct(const std::shared_ptr<const File>& file, const ClassDef& cls,
                                           const std::vector<Static>& args, const std::map<std::string, Static>& kwargs);
+// A constructor argument: a value, or an expression of the file (`expr`, evaluated in the file's module
+// scope when the class is built; its own Source for errors).
+struct CtorArg {
+  Static value;
+  std::shared_ptr<const File> expr;
+};
+std::shared_ptr<ScriptedModule> construct(const std::shared_ptr<const File>& file, const ClassDef& cls,
+                                          const std::vector<CtorArg>& args, const std::map<std::string, CtorArg>& kwargs);
 // An IValue given to module() as a constructor argument.
 Static static_of(const IValue& v);
 

@@ -97,6 +97,24 @@ std::vector<std::string> ScriptModule::class_names() const {
 
 std::shared_ptr<ScriptedModule> ScriptModule::module(const std::string& name, const std::vector<IValue>& args,
                                                      const std::map<std::string, IValue>& kwargs) const {
+  std::vector<ScriptValue> a(args.begin(), args.end());
+  std::map<std::string, ScriptValue> kw(kwargs.begin(), kwargs.end());
+  return build(name, a, kw);
+}
+
+ScriptValue ScriptModule::value(const std::string& expr) const {
+  auto f = std::make_shared<script::File>();
+  f->src = script::Source{fmt::format("<value {}>", expr), "(" + expr + ")\n"};
+  f->ast = script::parse_syntax(f->src);
+  if (f->ast.body.size() != 1 || f->ast.body[0]->kind != script::StmtKind::Expr)
+    fail("script: value() takes one expression, got '{}'", expr);
+  ScriptValue v = IValue();
+  v.expr_ = std::move(f);
+  return v;
+}
+
+std::shared_ptr<ScriptedModule> ScriptModule::build(const std::string& name, const std::vector<ScriptValue>& args,
+                                                    const std::map<std::string, ScriptValue>& kwargs) const {
   const script::ClassDef* cls = nullptr;
   if (file_)
     for (const auto& c : file_->ast.classes)
@@ -113,13 +131,24 @@ std::shared_ptr<ScriptedModule> ScriptModule::module(const std::string& name, co
     fail("script: no class '{}' in the module (it has: {}){}", name, all.empty() ? "none" : all,
          script::did_you_mean(name, names));
   }
-  std::vector<script::Static> sargs;
-  for (const IValue& a : args) sargs.push_back(script::static_of(a));
-  std::map<std::string, script::Static> skw;
-  for (const auto& [k, v] : kwargs) skw[k] = script::static_of(v);
+  if (cls->root()->torch_base.empty() || cls->root()->torch_base == "dataclass") {
+    // a config object is an argument of a module, not one itself
+    const script::Expr* base = cls->bases.empty() ? nullptr : cls->bases[0].get();
+    if (base && base->kind == script::ExprKind::Name)
+      file_->src.fail(base->loc, fmt::format("class '{}' must derive from nn.Module (imported as torch.nn) in kiln script, not '{}'",
+                                             name, base->name));
+    file_->src.fail(cls->loc, fmt::format("class '{}' is a {}, not an nn.Module: a config object that a module's "
+                                          "constructor takes (value(\"{}(...)\"))",
+                                          name, cls->root()->torch_base.empty() ? "plain class" : "@dataclass", name));
+  }
+  auto arg = [](const ScriptValue& v) { return script::CtorArg{v.expr_ ? script::Static() : script::static_of(v.value_), v.expr_}; };
+  std::vector<script::CtorArg> sargs;
+  for (const ScriptValue& a : args) sargs.push_back(arg(a));
+  std::map<std::string, script::CtorArg> skw;
+  for (const auto& [k, v] : kwargs) skw[k] = arg(v);
   std::shared_ptr<ScriptedModule> m = script::construct(file_, *cls, sargs, skw);
   // TorchScript's rule: forward (with what it calls) and the @torch.jit.export methods are compiled now.
-  m->method("forward");
+  if (cls->method("forward")) m->method("forward");
   for (const auto& f : cls->methods)
     if (script::jit_mark(*f) == script::JitMark::Export) m->method(f->name);
   return m;

@@ -16,12 +16,29 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "backends/interp/function.h"
 #include "script_frontend/module.h"
 
 namespace kiln {
+
+// A constructor argument for ScriptModule::build(): any IValue, or an expression of the file that
+// ScriptModule::value() names (a class, a function's result, a module-level constant).
+class ScriptValue {
+ public:
+  ScriptValue(IValue v) : value_(std::move(v)) {}  // NOLINT: implicit, as IValue's own
+  template <class T>
+    requires(std::is_constructible_v<IValue, T &&> && !std::is_same_v<std::decay_t<T>, IValue> &&
+             !std::is_same_v<std::decay_t<T>, ScriptValue>)
+  ScriptValue(T&& v) : value_(IValue(std::forward<T>(v))) {}  // NOLINT
+
+ private:
+  friend class ScriptModule;
+  IValue value_;
+  std::shared_ptr<const script::File> expr_;  // the expression, parsed, when set
+};
 
 class ScriptModule {
  public:
@@ -41,6 +58,15 @@ class ScriptModule {
   std::shared_ptr<ScriptedModule> module(const std::string& name, const std::vector<IValue>& args = {},
                                          const std::map<std::string, IValue>& kwargs = {}) const;
   std::vector<std::string> class_names() const;
+
+  // An expression over the file's names, evaluated as __init__ evaluates (when build() runs): a class
+  // (`value("BasicBlock")`), a torch.nn class, a partial, a call of a function of the file
+  // (`value("make_layers(cfgs['A'])")`), a module-level constant. Raises kiln::Error for a syntax error.
+  ScriptValue value(const std::string& expr) const;
+  // module() for constructors that take classes, functions or config objects:
+  //   file.build("ResNet", {file.value("BasicBlock"), IValue::list({2, 2, 2, 2})}, {{"num_classes", 10}})
+  std::shared_ptr<ScriptedModule> build(const std::string& name, const std::vector<ScriptValue>& args = {},
+                                        const std::map<std::string, ScriptValue>& kwargs = {}) const;
 
  private:
   struct Compiled;  // the functions lowered so far, under a mutex

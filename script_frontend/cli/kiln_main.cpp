@@ -16,6 +16,8 @@
 // A FILE is read as a saved function when its name ends in .kiln or it starts with the magic "KILN".
 //
 // Options are parsed into one struct before any command runs.
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -47,7 +49,8 @@ constexpr const char* kUsage =
     "       kiln run MODEL.kiln ARG... [-o OUT.npy]... [--backend interp|x86]\n"
     "       kiln ir FILE.py FUNC [--after PASS]    (or MODEL.kiln)\n"
     "       kiln dot FILE.py FUNC [--after PASS]   (or MODEL.kiln)\n"
-    "       kiln check FILE.py [CLASS ARG... NAME=ARG...]   (ARG: 3, 0.5, True, None, 2,2,2,2 for a list)\n"
+    "       kiln check FILE.py [CLASS ARG... NAME=ARG...]   (ARG: 3, 0.5, True, None, 2,2,2,2 for a list, or Python\n"
+    "                                  over the file's names: BasicBlock, [2, 2, 2, 2], nn.BatchNorm2d, make_layers(cfgs['A']))\n"
     "       kiln profile FILE.py FUNC ARG... [--trace OUT.json] [--warmup N]   (or MODEL.kiln ARG...)\n"
     "ARG: a .npy file (a tensor), a literal (int, float, bool, None, a,b,c for a list), or --randn 64x784\n";
 
@@ -194,7 +197,7 @@ int profile(const Options& o) {
 
 // A constructor argument as written: an int, a float, True/False, None, or comma-separated values (a list).
 kiln::IValue literal(const std::string& t) {
-  if (t.find(',') != std::string::npos) {
+  if (t.find(',') != std::string::npos && t.find_first_of("[({'\"") == std::string::npos) {
     std::vector<kiln::IValue> es;
     size_t start = 0;
     for (size_t comma; (comma = t.find(',', start)) != std::string::npos; start = comma + 1)
@@ -223,15 +226,28 @@ int check(const Options& o) {
     kiln::script::check_source(ss.str(), o.file);
     return 0;
   }
-  std::vector<kiln::IValue> args;
-  std::map<std::string, kiln::IValue> kwargs;
+  kiln::ScriptModule file = kiln::script_file(o.file);
+  std::vector<std::string> classes = file.class_names();
+  // A literal, or Python written as in the file: a class of it (BasicBlock, or any capitalised word), [2,2,2,2],
+  // nn.BatchNorm2d, make_layers(cfgs['A']). Another word stays a string, as before ('HS' quoted for one).
+  auto value = [&](const std::string& t) -> kiln::ScriptValue {
+    kiln::IValue v = literal(t);
+    if (!v.is_string()) return v;
+    bool identifier = !t.empty() && std::all_of(t.begin(), t.end(), [](char c) { return std::isalnum((unsigned char)c) || c == '_'; });
+    bool python = std::count(classes.begin(), classes.end(), t) || t.find_first_of("[({'\".") != std::string::npos ||
+                  (identifier && std::isupper((unsigned char)t[0]));  // a class name, misspelt or not
+    return python ? file.value(t) : kiln::ScriptValue(v);
+  };
+  std::vector<kiln::ScriptValue> args;
+  std::map<std::string, kiln::ScriptValue> kwargs;
   for (const Arg& a : o.args) {
     if (a.randn) kiln::fail("kiln check: --randn is not a constructor argument");
     size_t eq = a.text.find('=');
-    if (eq != std::string::npos && eq > 0) kwargs[a.text.substr(0, eq)] = literal(a.text.substr(eq + 1));
-    else args.push_back(literal(a.text));
+    bool keyword = eq != std::string::npos && eq > 0 && a.text.find_first_of("[('\"") > eq && a.text[eq + 1] != '=';
+    if (keyword) kwargs.emplace(a.text.substr(0, eq), value(a.text.substr(eq + 1)));
+    else args.push_back(value(a.text));
   }
-  kiln::script_file(o.file).module(o.function, args, kwargs);
+  file.build(o.function, args, kwargs);
   return 0;
 }
 

@@ -1,0 +1,146 @@
+"""torchvision's model files as Debian's python3-torchvision installs them, read by kiln as published.
+
+For each of the 18 models of issue 28: PyTorch builds the class with the arguments torchvision's builder
+passes (few classes, under a fixed seed, batch norm statistics randomized), saves its state_dict and its
+eval output on a small input; kiln builds the same class from the installed file (script_module_tool),
+loads the state_dict, and its eval output on the interpreter and through compile() must equal PyTorch's
+within 1e-4. A model kiln cannot build yet must fail with the error its entry names (the layer or op it
+lacks), so a regression and a fix both show. `kiln check` builds ResNet from the command line too. Run
+with /usr/bin/python3 (PyTorch 1.13):
+    check_torchvision.py SCRIPT_MODULE_TOOL KILN [MODEL...]
+"""
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+import torchvision.models as tvm
+from torchvision.models import mobilenetv3, resnet, vgg
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODELS = os.path.dirname(tvm.__file__)
+
+spec = importlib.util.spec_from_file_location("make_fixtures", os.path.join(HERE, "..", "models", "make_fixtures.py"))
+fixtures = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(fixtures)
+
+# name: (file, class, kiln arguments, PyTorch's constructor, input size, None or the error kiln must give)
+CASES = {
+    "alexnet": ("alexnet", "AlexNet", ["num_classes=10"], lambda: tvm.AlexNet(num_classes=10), 64, None),
+    "vgg11": ("vgg", "VGG", ["make_layers(cfgs['A'], False)", "num_classes=10"],
+              lambda: tvm.VGG(vgg.make_layers(vgg.cfgs["A"], False), num_classes=10), 32, None),
+    "resnet18": ("resnet", "ResNet", ["BasicBlock", "[2, 2, 2, 2]", "num_classes=10"],
+                 lambda: tvm.ResNet(resnet.BasicBlock, [2, 2, 2, 2], num_classes=10), 64, None),
+    "resnet50": ("resnet", "ResNet", ["Bottleneck", "[3, 4, 6, 3]", "num_classes=10"],
+                 lambda: tvm.ResNet(resnet.Bottleneck, [3, 4, 6, 3], num_classes=10), 64, None),
+    "squeezenet1_0": ("squeezenet", "SqueezeNet", ["'1_0'", "num_classes=10"], None, 64,
+                      r"squeezenet\.py:\d+:\d+: error: nn\.MaxPool2d: ceil_mode=True is not supported"),
+    "densenet121": ("densenet", "DenseNet", ["32", "(6, 12, 24, 16)", "64", "num_classes=10"], None, 64,
+                    r"class '_DenseBlock' must derive from .* not 'nn\.ModuleDict'"),
+    "mobilenet_v2": ("mobilenetv2", "MobileNetV2", ["num_classes=10"], lambda: tvm.MobileNetV2(num_classes=10), 64, None),
+    "mobilenet_v3_small": ("mobilenetv3", "MobileNetV3", ["_mobilenet_v3_conf('mobilenet_v3_small')[0]",
+                                                          "_mobilenet_v3_conf('mobilenet_v3_small')[1]", "num_classes=10"],
+                           lambda: tvm.MobileNetV3(*mobilenetv3._mobilenet_v3_conf("mobilenet_v3_small"), num_classes=10),
+                           64, None),
+    "mnasnet0_5": ("mnasnet", "MNASNet", ["0.5", "num_classes=10"], lambda: tvm.MNASNet(0.5, num_classes=10), 64, None),
+    "shufflenet_v2_x0_5": ("shufflenetv2", "ShuffleNetV2", ["[4, 8, 4]", "[24, 48, 96, 192, 1024]", "num_classes=10"],
+                           lambda: tvm.ShuffleNetV2([4, 8, 4], [24, 48, 96, 192, 1024], num_classes=10), 64, None),
+    "googlenet": ("googlenet", "GoogLeNet", ["num_classes=10", "aux_logits=False", "init_weights=True"], None, 64,
+                  r"googlenet\.py:\d+:\d+: error: nn\.MaxPool2d: ceil_mode=True is not supported"),
+    # its forward returns a namedtuple (InceptionOutputs), a type kiln script does not have yet
+    "inception_v3": ("inception", "Inception3", ["num_classes=10", "aux_logits=False", "init_weights=True"], None, 75,
+                     r"unknown type 'InceptionOutputs'"),
+    # torchvision's StochasticDepth (ops/stochastic_depth.py) raises in its forward's stochastic_depth()
+    "efficientnet_b0": ("efficientnet", "EfficientNet",
+                        ["_efficientnet_conf('efficientnet_b0', width_mult=1.0, depth_mult=1.0)[0]", "0.2", "num_classes=10"],
+                        None, 64, r"stochastic_depth\.py:\d+:\d+: error: raise is not supported"),
+    # BlockParams.from_init_params computes the widths with tensor arithmetic in Python
+    "regnet_y_400mf": ("regnet", "RegNet", ["BlockParams.from_init_params(depth=16, w_0=48, w_a=27.89, w_m=2.09, "
+                                            "group_width=8, se_ratio=0.25)", "num_classes=10"],
+                       None, 64, r"unsupported operand types for \*: Tensor and float"),
+    "convnext_tiny": ("convnext", "ConvNeXt", ["[CNBlockConfig(96, 192, 3), CNBlockConfig(192, 384, 3), "
+                                               "CNBlockConfig(384, 768, 9), CNBlockConfig(768, None, 3)]", "0.1",
+                                               "num_classes=10"],
+                      None, 64, r"class 'LayerNorm2d' must derive from .* not 'nn\.LayerNorm'"),
+    "vit_b_16": ("vision_transformer", "VisionTransformer", ["224", "16", "12", "12", "768", "3072", "num_classes=10"],
+                 None, 64, r"nn\.MultiheadAttention is not supported"),
+    "swin_t": ("swin_transformer", "SwinTransformer", ["[4, 4]", "96", "[2, 2, 6, 2]", "[3, 6, 12, 24]", "[7, 7]", "0.2",
+                                                       "num_classes=10"],
+               None, 64, r"torch\.meshgrid\(\) keyword 'indexing' is not supported in __init__"),
+    "maxvit_t": ("maxvit", "MaxVit", ["(224, 224)", "64", "7", "[64, 128, 256, 512]", "[2, 2, 5, 2]", "32", "0.2",
+                                      "num_classes=10"],
+                 None, 64, r"'np' comes from `import numpy as np`"),
+}
+
+
+def run(tool, name, tmp):
+    file, cls, args, make, size, expected = CASES[name]
+    path = os.path.join(MODELS, file + ".py")
+    weights, x_path = os.path.join(tmp, name + ".safetensors"), os.path.join(tmp, name + "_x.npy")
+    y_interp, y_compiled = os.path.join(tmp, name + "_interp.npy"), os.path.join(tmp, name + "_compiled.npy")
+    want = None
+    if expected is None:
+        torch.manual_seed(0)
+        model = make()
+        fixtures.randomize_batch_norm(model)
+        model.eval()
+        x = torch.randn(1, 3, size, size)
+        with torch.no_grad():
+            want = model(x).numpy()
+        fixtures.save(weights, model.state_dict())
+        np.save(x_path, x.numpy())
+    r = subprocess.run([tool, path, cls, weights, x_path, y_interp, y_compiled] + args, capture_output=True, text=True)
+    if expected is not None:
+        if r.returncode == 0:
+            return f"{name}: expected to fail with /{expected}/, but it built (a fix? update its entry)"
+        if r.returncode != 2 or not re.search(expected, r.stderr):
+            return f"{name}: expected an error matching /{expected}/, got (status {r.returncode}):\n{r.stderr}"
+        print(f"{name}: fails as expected: {r.stderr.strip().splitlines()[0]}")
+        return None
+    if r.returncode != 0:
+        return f"{name}: kiln failed (status {r.returncode}):\n{r.stderr}"
+    for what, p in (("interpreter", y_interp), ("compile()", y_compiled)):
+        got = np.load(p)
+        if got.shape != want.shape or not np.allclose(got, want, rtol=1e-4, atol=1e-4):
+            err = np.abs(got - want).max() if got.shape == want.shape else f"shape {got.shape} vs {want.shape}"
+            return f"{name}: {what} differs from PyTorch (max abs error {err})"
+    print(f"{name}: equal to PyTorch on the interpreter and through compile()")
+    return None
+
+
+def check_cli(kiln):
+    resnet_py = os.path.join(MODELS, "resnet.py")
+    r = subprocess.run([kiln, "check", resnet_py, "ResNet", "BasicBlock", "[2,2,2,2]", "num_classes=10"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return f"kiln check resnet.py ResNet BasicBlock [2,2,2,2] failed:\n{r.stderr}"
+    r = subprocess.run([kiln, "check", resnet_py, "ResNet", "BasicBlok", "[2,2,2,2]"], capture_output=True, text=True)
+    if r.returncode == 0 or "undefined name 'BasicBlok'; did you mean BasicBlock?" not in r.stderr:
+        return f"kiln check with a misspelt class: expected an undefined name error, got (status {r.returncode}):\n{r.stderr}"
+    print("kiln check builds ResNet(BasicBlock, [2,2,2,2]) from the command line")
+    return None
+
+
+def main():
+    tool, kiln = sys.argv[1], sys.argv[2]
+    names = sys.argv[3:] or list(CASES)
+    torch.set_num_threads(1)
+    failures = [m for m in [check_cli(kiln)] if m]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            msg = run(tool, name, tmp)
+            if msg:
+                failures.append(msg)
+    built = sum(1 for n in names if CASES[n][5] is None)
+    print(f"kiln builds {built} of {len(names)}")
+    for f in failures:
+        print("FAIL " + f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

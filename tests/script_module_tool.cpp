@@ -1,0 +1,48 @@
+// Builds a class of a model file as ScriptModule::build() does, loads a state_dict and runs forward in
+// eval mode on the interpreter and through compile(): what tests/script/torchvision compares with
+// PyTorch on torchvision's installed model files.
+//
+//   script_module_tool FILE.py CLASS WEIGHTS.safetensors INPUT.npy OUT_INTERP.npy OUT_COMPILED.npy [ARG...]
+//
+// Each ARG is Python over the file's names (BasicBlock, [2, 2, 2, 2], make_layers(cfgs['A'])), NAME=ARG for
+// a keyword. A kiln::Error is printed as `error: ...` on stderr with exit status 2.
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "eager/io.h"
+#include "jit/compiled_function.h"
+#include "script_frontend/script.h"
+
+int main(int argc, char** argv) {
+  if (argc < 7) {
+    std::cerr << "usage: script_module_tool FILE.py CLASS WEIGHTS.safetensors INPUT.npy OUT_INTERP.npy OUT_COMPILED.npy [ARG...]\n";
+    return 1;
+  }
+  try {
+    kiln::ScriptModule file = kiln::script_file(argv[1]);
+    std::vector<kiln::ScriptValue> args;
+    std::map<std::string, kiln::ScriptValue> kwargs;
+    for (int i = 7; i < argc; ++i) {
+      std::string a = argv[i];
+      size_t eq = a.find('=');
+      bool keyword = eq != std::string::npos && eq > 0 && a.find_first_of("[('\"") > eq && a[eq + 1] != '=';
+      if (keyword) kwargs.emplace(a.substr(0, eq), file.value(a.substr(eq + 1)));
+      else args.push_back(file.value(a));
+    }
+    auto net = file.build(argv[2], args, kwargs);
+    net->load(argv[3]);
+    net->eval();
+    kiln::Tensor x = kiln::load_npy(argv[4]);
+    kiln::save_npy(argv[5], (*net)(x));
+    kiln::Function compiled = kiln::compile(net->method());
+    std::vector<kiln::IValue> out = compiled.call({x});
+    kiln::save_npy(argv[6], out.at(0).to_tensor());
+  } catch (const kiln::Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}
