@@ -139,6 +139,49 @@ Val<B> conv2d(B& b, Val<B> x_in, Val<B> weight_in, Val<B> bias_in, const Shape& 
   return b.op(OpId::Conv2d, {cast[0], cast[1]}, a);
 }
 
+// ---- pooling windows ----
+// A max_pool2d / avg_pool2d row's attrs from torch's arguments: one value stands for both dims (torch's
+// _pair), no stride means the kernel. Flags at their defaults are left out, so graphs print as before.
+template <class B>
+Attrs pool2d_attrs(B& b, const char* op, const Shape& kernel_size, const Shape& stride, const Shape& padding, bool ceil_mode) {
+  auto pair = [&](const char* what, const Shape& v) -> Shape {
+    if (v.size() == 1) return {v[0], v[0]};
+    if (v.size() != 2) b.fail(fmt::format("{}: {} must have 1 or 2 elements, got {}", op, what, shape_str(v)));
+    return v;
+  };
+  Shape k = pair("kernel_size", kernel_size);
+  Attrs a = Attrs().set("kernel_size", k).set("stride", stride.empty() ? k : pair("stride", stride)).set("padding", pair("padding", padding));
+  if (ceil_mode) a.set("ceil_mode", true);
+  return a;
+}
+
+template <class B>
+Attrs max_pool2d_attrs(B& b, const Shape& kernel_size, const Shape& stride, const Shape& padding, const Shape& dilation,
+                       bool ceil_mode) {
+  Attrs a = pool2d_attrs(b, "max_pool2d", kernel_size, stride, padding, ceil_mode);
+  if (dilation.size() != 1 && dilation.size() != 2)
+    b.fail(fmt::format("max_pool2d: dilation must have 1 or 2 elements, got {}", shape_str(dilation)));
+  return a.set("dilation", dilation.size() == 1 ? Shape{dilation[0], dilation[0]} : dilation);
+}
+
+template <class B>
+Val<B> max_pool2d(B& b, Val<B> x, const Shape& kernel_size, const Shape& stride, const Shape& padding, const Shape& dilation,
+                  bool ceil_mode) {
+  return b.op(OpId::MaxPool2d, {x}, max_pool2d_attrs(b, kernel_size, stride, padding, dilation, ceil_mode));
+}
+
+template <class B>
+Val<B> avg_pool2d(B& b, Val<B> x, const Shape& kernel_size, const Shape& stride, const Shape& padding, bool ceil_mode,
+                  bool count_include_pad, std::optional<int64_t> divisor_override) {
+  Attrs a = pool2d_attrs(b, "avg_pool2d", kernel_size, stride, padding, ceil_mode);
+  if (!count_include_pad) a.set("count_include_pad", false);
+  if (divisor_override) {
+    if (*divisor_override == 0) b.fail("avg_pool2d: divisor must be not zero");
+    a.set("divisor_override", *divisor_override);
+  }
+  return b.op(OpId::AvgPool2d, {x}, a);
+}
+
 // conv2d over a height of 1. A graph whose input rank is unknown when lowering takes the batched form.
 template <class B>
 Val<B> conv1d(B& b, Val<B> x, Val<B> weight, Val<B> bias, int64_t stride, int64_t padding, int64_t dilation, int64_t groups) {

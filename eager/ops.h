@@ -155,11 +155,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::stri
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1, 1},
               Shape padding = {0, 0}, Shape dilation = {1, 1}, int64_t groups = 1);
+// torch's arguments and defaults; stride empty means kernel_size, one value stands for both dims
 Tensor max_pool2d(const Tensor& x, Shape kernel_size, Shape stride = {}, Shape padding = {0, 0},
-                  Shape dilation = {1, 1});
+                  Shape dilation = {1, 1}, bool ceil_mode = false);
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Shape kernel_size, Shape stride = {},
-                                                  Shape padding = {0, 0}, Shape dilation = {1, 1});
-Tensor avg_pool2d(const Tensor& x, Shape kernel_size, Shape stride = {}, Shape padding = {0, 0});
+                                                  Shape padding = {0, 0}, Shape dilation = {1, 1}, bool ceil_mode = false);
+Tensor avg_pool2d(const Tensor& x, Shape kernel_size, Shape stride = {}, Shape padding = {0, 0}, bool ceil_mode = false,
+                  bool count_include_pad = true, std::optional<int64_t> divisor_override = std::nullopt);
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);

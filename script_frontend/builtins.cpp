@@ -510,17 +510,29 @@ std::vector<Builtin> make_builtins() {
     return layer_norm_of(L, L.tensor_arg(a[0], "input"), L.need_ints(a[1], "normalized_shape"), opt(a[2], "weight"),
                          opt(a[3], "bias"), eps);
   });
-  for (const char* n : {"max_pool2d", "avg_pool2d"}) {
-    bool mx = n[0] == 'm';
-    add(n, kFn | kF, {"input", "kernel_size", "stride", "padding"}, 2, [mx](Lowerer& L, Args& a, const Expr&) {
-      Shape k = pair_of(L, a[1], "kernel_size");
-      Shape st = a[2].present() && !(a[2].expr && a[2].expr->kind == ExprKind::None) ? pair_of(L, a[2], "stride") : k;
-      Shape p = a[3].present() ? pair_of(L, a[3], "padding") : Shape{0, 0};
-      Attrs at = Attrs().set("kernel_size", k).set("stride", st).set("padding", p);
-      if (mx) at.set("dilation", Shape{1, 1});
-      return L.op(mx ? OpId::MaxPool2d : OpId::AvgPool2d, {L.tensor_arg(a[0], "input")}, at);
-    });
-  }
+  // torch's signatures and defaults; a None stride is the kernel (an empty one for the composite)
+  auto given = [](const Arg& x) { return x.present() && !(x.expr && x.expr->kind == ExprKind::None); };
+  add("max_pool2d", kFn | kF, {"input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"}, 2,
+      [given](Lowerer& L, Args& a, const Expr&) {
+        if (given(a[6]) && L.need_bool(a[6], "return_indices")) L.fail(a[6].loc, "max_pool2d: return_indices=True is not supported");
+        Shape st = given(a[2]) ? pair_of(L, a[2], "stride") : Shape{};
+        Shape p = a[3].present() ? pair_of(L, a[3], "padding") : Shape{0, 0};
+        Shape d = a[4].present() ? pair_of(L, a[4], "dilation") : Shape{1, 1};
+        bool ceil = a[5].present() && L.need_bool(a[5], "ceil_mode");
+        LoweringBuilder lb(L);
+        return composite::max_pool2d(lb, L.tensor_arg(a[0], "input"), pair_of(L, a[1], "kernel_size"), st, p, d, ceil);
+      });
+  add("avg_pool2d", kFn | kF, {"input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"}, 2,
+      [given](Lowerer& L, Args& a, const Expr&) {
+        Shape st = given(a[2]) ? pair_of(L, a[2], "stride") : Shape{};
+        Shape p = a[3].present() ? pair_of(L, a[3], "padding") : Shape{0, 0};
+        bool ceil = a[4].present() && L.need_bool(a[4], "ceil_mode");
+        bool cip = !a[5].present() || L.need_bool(a[5], "count_include_pad");
+        std::optional<int64_t> div;
+        if (given(a[6])) div = L.need_int(a[6], "divisor_override");
+        LoweringBuilder lb(L);
+        return composite::avg_pool2d(lb, L.tensor_arg(a[0], "input"), pair_of(L, a[1], "kernel_size"), st, p, ceil, cip, div);
+      });
   add("size", kMethod, {"input", "dim"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     Value* x = L.tensor_arg(a[0], "input");
     if (!a[1].present()) return L.prim(Prim::Shape, {x}, Type::list(kInt));

@@ -1,7 +1,7 @@
 // The gradients of conv2d and avg_pool2d, as kernels of their own ops (see core/ops.def):
 //   conv2d_backward_input:  per sample and group, col = W_g^T · grad_g, then col2im onto the input;
 //   conv2d_backward_weight: per sample and group, grad_w_g += grad_g · im2col(x)_g^T;
-//   avg_pool2d_backward:    each output gradient spread evenly over its window (count_include_pad);
+//   avg_pool2d_backward:    each output gradient spread evenly over its window, by the forward's divisor;
 // and conv2d_backward (conv_backward.h), any of conv2d's three gradients from one pass over grad.
 // Attrs are parsed by the same helpers as the forward kernels (eager/cpu/im2col.h).
 #include "eager/cpu/conv_backward.h"
@@ -140,22 +140,18 @@ void backward_weight(const Tensor& grad, const Tensor& x, const Tensor& out, con
 
 template <class T>
 void avg_pool_backward(const T* gy, T* gx, const im2col::PoolGeom& g) {
-  // The forward's divisor is kh*kw for every window (count_include_pad, no ceil_mode).
-  double inv = 1.0 / double(g.kh * g.kw);
 #pragma omp parallel for if (g.planes * g.OH * g.OW * g.kh * g.kw > kParallelGrain && g.planes > 1)
   for (int64_t pl = 0; pl < g.planes; ++pl) {
     T* in = gx + pl * g.H * g.W;
     std::fill(in, in + g.H * g.W, T(0));
     const T* out = gy + pl * g.OH * g.OW;
-    for (int64_t oh = 0; oh < g.OH; ++oh) {
-      int64_t ih0 = std::max<int64_t>(oh * g.sh - g.ph, 0), ih1 = std::min(oh * g.sh - g.ph + g.kh, g.H);
+    for (int64_t oh = 0; oh < g.OH; ++oh)
       for (int64_t ow = 0; ow < g.OW; ++ow) {
-        int64_t iw0 = std::max<int64_t>(ow * g.sw - g.pw, 0), iw1 = std::min(ow * g.sw - g.pw + g.kw, g.W);
-        T v = T(double(out[oh * g.OW + ow]) * inv);
-        for (int64_t ih = ih0; ih < ih1; ++ih)
-          for (int64_t iw = iw0; iw < iw1; ++iw) in[ih * g.W + iw] += v;
+        im2col::AvgWindow w = im2col::avg_window(g, oh, ow);
+        T v = T(double(out[oh * g.OW + ow]) * w.inv);
+        for (int64_t ih = w.h0; ih < w.h1; ++ih)
+          for (int64_t iw = w.w0; iw < w.w1; ++iw) in[ih * g.W + iw] += v;
       }
-    }
   }
 }
 

@@ -66,25 +66,13 @@ Val<B> forward_with(B& b, Conv1d& m, Val<B> x) {
 }
 Tensor Conv1d::forward(const Tensor& x) { return eager_forward(*this, x); }
 
-// The window of a pool as its op's attributes; one value stands for both dims, no stride means the kernel.
-static Attrs window_attrs(const char* op, const Pool2d& p) {
-  auto pair = [&](const char* what, const Shape& v) -> Shape {
-    if (v.size() == 1) return {v[0], v[0]};
-    if (v.size() != 2) fail("{}: {} must have 1 or 2 elements, got {}", op, what, shape_str(v));
-    return v;
-  };
-  Shape k = pair("kernel_size", p.kernel_size);
-  return Attrs().set("kernel_size", k).set("stride", p.stride.empty() ? k : pair("stride", p.stride)).set("padding", pair("padding", p.padding));
-}
 template <class B>
 Val<B> forward_with(B& b, MaxPool2d& m, Val<B> x) {
-  Attrs a = window_attrs("max_pool2d", m);
-  a.set("dilation", m.dilation.size() == 1 ? Shape{m.dilation[0], m.dilation[0]} : m.dilation);
-  return b.op(OpId::MaxPool2d, {x}, a);
+  return composite::max_pool2d(b, x, m.kernel_size, m.stride, m.padding, m.dilation, m.ceil_mode);
 }
 template <class B>
 Val<B> forward_with(B& b, AvgPool2d& m, Val<B> x) {
-  return b.op(OpId::AvgPool2d, {x}, window_attrs("avg_pool2d", m));
+  return composite::avg_pool2d(b, x, m.kernel_size, m.stride, m.padding, m.ceil_mode, m.count_include_pad, m.divisor_override);
 }
 Tensor MaxPool2d::forward(const Tensor& x) { return eager_forward(*this, x); }
 Tensor AvgPool2d::forward(const Tensor& x) { return eager_forward(*this, x); }
@@ -358,20 +346,23 @@ const std::vector<LayerSpec>& layer_registry() {
         {{"kernel_size"}, {"stride", IValue()}, {"padding", 0}, {"dilation", 1}, {"return_indices", false}, {"ceil_mode", false}},
         [](const LayerArgs& a) {
           a.unsupported_if_true("return_indices");
-          a.unsupported_if_true("ceil_mode");
           Shape k = a.pair("kernel_size");
-          return std::make_shared<MaxPool2d>(k, a.is_none("stride") ? k : a.pair("stride"), a.pair("padding"), a.pair("dilation"));
+          return std::make_shared<MaxPool2d>(k, a.is_none("stride") ? k : a.pair("stride"), a.pair("padding"), a.pair("dilation"),
+                                             a.flag("ceil_mode"));
         },
-        {{"kernel_size", 2}}, t({2, 3, 6, 6})));
+        {{"kernel_size", 3}, {"stride", 2}, {"ceil_mode", true}}, t({2, 3, 6, 6})));
     r.push_back(layer_spec<AvgPool2d>(
-        "AvgPool2d", {{"kernel_size"}, {"stride", IValue()}, {"padding", 0}, {"ceil_mode", false}, {"count_include_pad", true}},
+        "AvgPool2d",
+        {{"kernel_size"}, {"stride", IValue()}, {"padding", 0}, {"ceil_mode", false}, {"count_include_pad", true},
+         {"divisor_override", IValue()}},
         [](const LayerArgs& a) {
-          a.unsupported_if_true("ceil_mode");
-          if (!a.flag("count_include_pad")) a.fail("count_include_pad=False is not supported");
           Shape k = a.pair("kernel_size");
-          return std::make_shared<AvgPool2d>(k, a.is_none("stride") ? k : a.pair("stride"), a.pair("padding"));
+          std::optional<int64_t> div;
+          if (!a.is_none("divisor_override")) div = a.integer("divisor_override");
+          return std::make_shared<AvgPool2d>(k, a.is_none("stride") ? k : a.pair("stride"), a.pair("padding"), a.flag("ceil_mode"),
+                                             a.flag("count_include_pad"), div);
         },
-        {{"kernel_size", 3}, {"stride", 2}, {"padding", 1}}, t({2, 3, 7, 7})));
+        {{"kernel_size", 3}, {"stride", 2}, {"padding", 1}, {"ceil_mode", true}, {"count_include_pad", false}}, t({2, 3, 6, 6})));
     // output_size: an int, None, or a pair of them (None keeps that dim). The samples' bins overlap.
     auto output_size = [](const LayerArgs& a) {
       std::vector<std::optional<int64_t>> r;

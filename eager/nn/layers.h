@@ -50,18 +50,26 @@ class Pool2d : public Module {
 
 class MaxPool2d : public Pool2d {
  public:
-  explicit MaxPool2d(Shape kernel_size, Shape stride = {}, Shape padding = {0, 0}, Shape dilation = {1, 1})
-      : Pool2d(std::move(kernel_size), std::move(stride), std::move(padding)), dilation(std::move(dilation)) {}
+  explicit MaxPool2d(Shape kernel_size, Shape stride = {}, Shape padding = {0, 0}, Shape dilation = {1, 1},
+                     bool ceil_mode = false)
+      : Pool2d(std::move(kernel_size), std::move(stride), std::move(padding)), dilation(std::move(dilation)),
+        ceil_mode(ceil_mode) {}
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "MaxPool2d"; }
   Shape dilation;
+  bool ceil_mode;
 };
 
 class AvgPool2d : public Pool2d {
  public:
-  using Pool2d::Pool2d;
+  explicit AvgPool2d(Shape kernel_size, Shape stride = {}, Shape padding = {0, 0}, bool ceil_mode = false,
+                     bool count_include_pad = true, std::optional<int64_t> divisor_override = std::nullopt)
+      : Pool2d(std::move(kernel_size), std::move(stride), std::move(padding)), ceil_mode(ceil_mode),
+        count_include_pad(count_include_pad), divisor_override(divisor_override) {}
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "AvgPool2d"; }
+  bool ceil_mode, count_include_pad;
+  std::optional<int64_t> divisor_override;
 };
 
 #define KILN_ACTIVATION(Cls)                                        \

@@ -101,12 +101,12 @@ std::optional<Dims> matmul_dims(const Dims& a, const Dims& b) {
   return out;
 }
 
-// One spatial dim of a sliding window (conv, pool): (in + 2p - d(k - 1) - 1) / s + 1. Unknown when the
-// input or the window is, or when the sizes do not fit (the kernel raises then, with the facts).
-Dim window_dim(const Dim& in, const Dim& k, int64_t s, int64_t p, int64_t d) {
+// One spatial dim of a sliding window (conv, pool), core's window_out. Unknown when the input or the
+// window is, or when the sizes do not fit (the kernel raises then, with the facts).
+Dim window_dim(const Dim& in, const Dim& k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
   if (!in.is_known() || !k.is_known() || s <= 0) return Dim::unknown();
-  int64_t span = in.size + 2 * p - d * (k.size - 1) - 1;
-  return span < 0 ? Dim::unknown() : Dim::known(span / s + 1);
+  int64_t out = window_out(in.size, k.size, s, p, d, ceil_mode);
+  return out < 1 ? Dim::unknown() : Dim::known(out);
 }
 
 Shape pair_or(const Attrs& a, const char* name, Shape fallback) {
@@ -125,8 +125,9 @@ std::optional<Dims> window_dims(const ir::Node& n, const Dims& in, const Dim& ch
   Dims out = in;
   size_t r = in.size();
   if (channels.is_known() || !channels.sym.empty()) out[r - 3] = channels;
-  out[r - 2] = window_dim(in[r - 2], window[0], s[0], p[0], d[0]);
-  out[r - 1] = window_dim(in[r - 1], window[1], s[1], p[1], d[1]);
+  bool ceil_mode = a.b_or("ceil_mode", false);
+  out[r - 2] = window_dim(in[r - 2], window[0], s[0], p[0], d[0], ceil_mode);
+  out[r - 1] = window_dim(in[r - 1], window[1], s[1], p[1], d[1], ceil_mode);
   return out;
 }
 
