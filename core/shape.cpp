@@ -22,6 +22,10 @@ int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool 
   return out;
 }
 
+int64_t transposed_window_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int64_t output_padding) {
+  return (in - 1) * s - 2 * p + d * (k - 1) + output_padding + 1;
+}
+
 Shape contiguous_strides(const Shape& sizes) {
   Shape st(sizes.size());
   int64_t acc = 1;

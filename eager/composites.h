@@ -202,6 +202,65 @@ Val<B> conv1d(B& b, Val<B> x, Val<B> weight, Val<B> bias, int64_t stride, int64_
   return batched ? y : b.op(OpId::Squeeze, {y}, Attrs().set("dims", Shape{0}));
 }
 
+// ---- transposed convolution ----
+// conv2d's input gradient is a transposed convolution, and its weight layout [in, out / groups, kh, kw] is
+// torch's ConvTranspose2d weight, so the forward is that row (oneDNN's backward-data primitive where it
+// applies); with no "shape" attr the row works the output size out from its input, as torch:
+// (H - 1) * stride - 2 * padding + dilation * (kh - 1) + output_padding + 1. Its gradients are then conv2d
+// (input) and conv2d's weight gradient. Autocast: conv2d's row (torch lists conv_transpose2d with it).
+template <class B>
+Val<B> conv_transpose2d(B& b, Val<B> x_in, Val<B> weight_in, Val<B> bias_in, const Shape& stride, const Shape& padding,
+                        const Shape& output_padding, int64_t groups, const Shape& dilation) {
+  std::vector<Val<B>> cast = b.autocast("conv2d", {x_in, weight_in, bias_in});
+  Val<B> x = cast[0], weight = cast[1], bias = cast[2];
+  auto pair = [&](const char* what, const Shape& v) -> Shape {
+    if (v.size() == 1) return {v[0], v[0]};
+    if (v.size() != 2)
+      b.fail(fmt::format("conv_transpose2d: expected {} to be a single integer value or a list of 2 values to match the "
+                         "convolution dimensions, but got {}={}", what, what, shape_str(v)));
+    return v;
+  };
+  Shape s = pair("stride", stride), p = pair("padding", padding), op = pair("output_padding", output_padding),
+        d = pair("dilation", dilation);
+  if (s[0] <= 0 || s[1] <= 0) b.fail("conv_transpose2d: non-positive stride is not supported");
+  if (d[0] <= 0 || d[1] <= 0) b.fail("conv_transpose2d: dilation should be greater than zero");
+  if (p[0] < 0 || p[1] < 0) b.fail("conv_transpose2d: negative padding is not supported");
+  if (op[0] < 0 || op[1] < 0) b.fail("conv_transpose2d: negative output_padding is not supported");
+  if (groups <= 0) b.fail("conv_transpose2d: non-positive groups is not supported");
+  for (int i = 0; i < 2; ++i)
+    if (op[size_t(i)] >= s[size_t(i)] && op[size_t(i)] >= d[size_t(i)])
+      b.fail(fmt::format("conv_transpose2d: output padding must be smaller than either stride or dilation, but got "
+                         "output_padding_height: {} output_padding_width: {} stride_height: {} stride_width: {} "
+                         "dilation_height: {} dilation_width: {}", op[0], op[1], s[0], s[1], d[0], d[1]));
+    else if (op[size_t(i)] >= s[size_t(i)])
+      b.fail(fmt::format("conv_transpose2d: output_padding {} not smaller than stride {} is not supported", shape_str(op),
+                         shape_str(s)));
+  // checked now where the shapes are known; in a script graph the row checks them as it runs (no branch
+  // in the graph, so its backward compiles whole)
+  std::optional<Shape> xs = b.shape(x), ws = b.shape(weight);
+  if (xs && xs->size() != 3 && xs->size() != 4)
+    b.fail("conv_transpose2d: Expected 3D (unbatched) or 4D (batched) input to conv_transpose2d, but got input of size: " +
+           shape_str(*xs));
+  if (ws && ws->size() != 4)
+    b.fail("conv_transpose2d: expected a 4-D weight [in_channels,out_channels/groups,kh,kw], got shape " + shape_str(*ws));
+  if (xs && ws) {
+    int64_t c = (*xs)[xs->size() - 3];
+    if ((*ws)[0] % groups != 0 || c != (*ws)[0])
+      b.fail(fmt::format("conv_transpose2d: Given transposed=1, weight of size {}, expected input{} to have {} channels, but "
+                         "got {} channels instead", shape_str(*ws), shape_str(*xs), (*ws)[0], c));
+  }
+  if (present(bias) && ws)
+    b.check_shape(bias, {(*ws)[1] * groups}, false, [&](const std::optional<Shape>& sh) {
+      return fmt::format("conv_transpose2d: Given transposed=1, weight of size {}, expected bias to be 1-dimensional with {} "
+                         "elements, but got bias of size {} instead", shape_str(*ws), (*ws)[1] * groups, sh ? shape_str(*sh) : "?");
+    });
+  Attrs a = Attrs().set("stride", s).set("padding", p).set("dilation", d).set("groups", groups);
+  if (op[0] || op[1]) a.set("output_padding", op);
+  Val<B> y = b.op(OpId::Conv2dBackwardInput, {x, weight}, a);
+  if (!present(bias)) return y;
+  return b.op(OpId::Add, {y, b.op(OpId::Reshape, {bias}, Attrs().set("shape", Shape{-1, 1, 1}))});
+}
+
 // Statistics per channel (dim 1) over every other dim. In training the running estimates, when given,
 // move by `momentum` toward the batch's mean and unbiased variance, outside autograd; in evaluation they
 // normalise. `rank` is the input's when the builder cannot know it (a layer that has checked it).

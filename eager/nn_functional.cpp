@@ -96,6 +96,12 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Shape s
   return composite::conv2d(b, x, weight, bias, stride, padding, dilation, groups);
 }
 
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Shape stride, Shape padding,
+                        Shape output_padding, int64_t groups, Shape dilation) {
+  EagerBuilder b;
+  return composite::conv_transpose2d(b, x, weight, bias, stride, padding, output_padding, groups, dilation);
+}
+
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Shape kernel_size, Shape stride, Shape padding,
                                                   Shape dilation, bool ceil_mode) {
   EagerBuilder b;

@@ -155,6 +155,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::stri
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1, 1},
               Shape padding = {0, 0}, Shape dilation = {1, 1}, int64_t groups = 1);
+// weight [in_channels, out_channels / groups, kh, kw] (torch's); one value stands for both dims
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1, 1},
+                        Shape padding = {0, 0}, Shape output_padding = {0, 0}, int64_t groups = 1, Shape dilation = {1, 1});
 // torch's arguments and defaults; stride empty means kernel_size, one value stands for both dims
 Tensor max_pool2d(const Tensor& x, Shape kernel_size, Shape stride = {}, Shape padding = {0, 0},
                   Shape dilation = {1, 1}, bool ceil_mode = false);

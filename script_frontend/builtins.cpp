@@ -512,6 +512,16 @@ std::vector<Builtin> make_builtins() {
   });
   // torch's signatures and defaults; a None stride is the kernel (an empty one for the composite)
   auto given = [](const Arg& x) { return x.present() && !(x.expr && x.expr->kind == ExprKind::None); };
+  add("conv_transpose2d", kFn | kF, {"input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"}, 2,
+      [given](Lowerer& L, Args& a, const Expr&) {
+        Value* bias = given(a[2]) ? L.tensor_arg(a[2], "bias") : nullptr;
+        auto pair_or = [&](const Arg& x, const char* what, int64_t dflt) { return x.present() ? pair_of(L, x, what) : Shape{dflt, dflt}; };
+        int64_t groups = a[6].present() ? L.need_int(a[6], "groups") : 1;
+        LoweringBuilder lb(L);
+        return composite::conv_transpose2d(lb, L.tensor_arg(a[0], "input"), L.tensor_arg(a[1], "weight"), bias,
+                                           pair_or(a[3], "stride", 1), pair_or(a[4], "padding", 0),
+                                           pair_or(a[5], "output_padding", 0), groups, pair_or(a[7], "dilation", 1));
+      });
   add("max_pool2d", kFn | kF, {"input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"}, 2,
       [given](Lowerer& L, Args& a, const Expr&) {
         if (given(a[6]) && L.need_bool(a[6], "return_indices")) L.fail(a[6].loc, "max_pool2d: return_indices=True is not supported");

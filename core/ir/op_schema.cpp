@@ -66,7 +66,8 @@ OpSchema schema_of(OpId op) {
       req.push_back({"shape", K::Ints});
       return {1, 1, 1, req, avg_opt};
     }
-    case OpId::Conv2dBackwardInput:
+    // without "shape", conv2d_backward_input is conv_transpose2d: the output's shape from the input's
+    case OpId::Conv2dBackwardInput: return {2, 2, 1, conv, {{"groups", K::Int}, {"shape", K::Ints}, {"output_padding", K::Ints}}};
     case OpId::Conv2dBackwardWeight: {
       auto req = conv;
       req.push_back({"shape", K::Ints});

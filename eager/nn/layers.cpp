@@ -52,6 +52,24 @@ Val<B> forward_with(B& b, Conv2d& m, Val<B> x) {
 }
 Tensor Conv2d::forward(const Tensor& x) { return eager_forward(*this, x); }
 
+ConvTranspose2d::ConvTranspose2d(int64_t in, int64_t out, Shape k, Shape s, Shape p, Shape op, int64_t g, bool with_bias, Shape d)
+    : stride(std::move(s)), padding(std::move(p)), output_padding(std::move(op)), dilation(std::move(d)), groups(g) {
+  if (k.size() == 1) k = {k[0], k[0]};
+  if (k.size() != 2) fail("ConvTranspose2d: kernel_size must have 1 or 2 elements, got {}", shape_str(k));
+  if (g <= 0) fail("ConvTranspose2d: groups must be positive, got {}", g);
+  if (in % g != 0) fail("ConvTranspose2d: in_channels must be divisible by groups (in_channels {}, groups {})", in, g);
+  if (out % g != 0) fail("ConvTranspose2d: out_channels must be divisible by groups (out_channels {}, groups {})", out, g);
+  weight = register_parameter("weight", empty({in, out / g, k[0], k[1]}));
+  if (with_bias) bias = register_parameter("bias", empty({out}));
+  default_init(weight, bias);
+}
+template <class B>
+Val<B> forward_with(B& b, ConvTranspose2d& m, Val<B> x) {
+  return composite::conv_transpose2d(b, x, b.parameter(m.weight, "weight"), b.parameter(m.bias, "bias"), m.stride, m.padding,
+                                     m.output_padding, m.groups, m.dilation);
+}
+Tensor ConvTranspose2d::forward(const Tensor& x) { return eager_forward(*this, x); }
+
 Conv1d::Conv1d(int64_t in, int64_t out, int64_t k, int64_t s, int64_t p, int64_t d, int64_t g, bool with_bias)
     : stride(s), padding(p), dilation(d), groups(g) {
   if (g <= 0 || in % g != 0 || out % g != 0)
@@ -421,6 +439,20 @@ const std::vector<LayerSpec>& layer_registry() {
                                            a.flag("bias"));
         },
         {{"in_channels", 3}, {"out_channels", 4}, {"kernel_size", 3}, {"padding", 1}}, t({2, 3, 6, 6})));
+    r.push_back(layer_spec<ConvTranspose2d>(
+        "ConvTranspose2d",
+        {{"in_channels"}, {"out_channels"}, {"kernel_size"}, {"stride", 1}, {"padding", 0}, {"output_padding", 0}, {"groups", 1},
+         {"bias", true}, {"dilation", 1}, {"padding_mode", "zeros"}},
+        [](const LayerArgs& a) {
+          if (a.str("padding_mode") != "zeros")
+            a.fail(fmt::format("Only \"zeros\" padding mode is supported for ConvTranspose2d, got '{}'", a.str("padding_mode")));
+          return std::make_shared<ConvTranspose2d>(a.positive("in_channels"), a.positive("out_channels"), a.pair("kernel_size"),
+                                                   a.pair("stride"), a.pair("padding"), a.pair("output_padding"),
+                                                   a.positive("groups"), a.flag("bias"), a.pair("dilation"));
+        },
+        {{"in_channels", 4}, {"out_channels", 6}, {"kernel_size", 3}, {"stride", 2}, {"padding", 1}, {"output_padding", 1},
+         {"groups", 2}},
+        t({2, 4, 3, 4})));
     r.push_back(layer_spec<Conv1d>(
         "Conv1d", conv_params,
         [conv_padding](const LayerArgs& a) {

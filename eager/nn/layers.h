@@ -29,6 +29,19 @@ class Conv2d : public Module {
   int64_t groups;
 };
 
+// torch's weight [in_channels, out_channels / groups, kh, kw] and bias [out_channels], initialised as torch's
+class ConvTranspose2d : public Module {
+ public:
+  ConvTranspose2d(int64_t in_channels, int64_t out_channels, Shape kernel_size, Shape stride = {1, 1},
+                  Shape padding = {0, 0}, Shape output_padding = {0, 0}, int64_t groups = 1, bool bias = true,
+                  Shape dilation = {1, 1});
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "ConvTranspose2d"; }
+  Tensor weight, bias;
+  Shape stride, padding, output_padding, dilation;
+  int64_t groups;
+};
+
 // Conv2d's arguments with one spatial dim: (N, C, L) inputs, weight (out, in / groups, kernel).
 class Conv1d : public Module {
  public:

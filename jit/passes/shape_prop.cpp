@@ -131,6 +131,25 @@ std::optional<Dims> window_dims(const ir::Node& n, const Dims& in, const Dim& ch
   return out;
 }
 
+// conv_transpose2d: x [N, C, H, W] (or unbatched), w [C, O / groups, kh, kw].
+std::optional<Dims> transposed_dims(const ir::Node& n, const std::optional<Dims>& x, const std::optional<Dims>& w) {
+  if (!x || !w || w->size() != 4 || x->size() < 3) return std::nullopt;
+  const Attrs& a = n.attrs();
+  Shape s = pair_or(a, "stride", {1, 1}), p = pair_or(a, "padding", {0, 0}), d = pair_or(a, "dilation", {1, 1}),
+        o = pair_or(a, "output_padding", {0, 0});
+  if (s.size() != 2 || p.size() != 2 || d.size() != 2 || o.size() != 2) return std::nullopt;
+  Dims out = *x;
+  size_t r = out.size();
+  const Dim& og = (*w)[1];
+  out[r - 3] = og.is_known() ? Dim::known(og.size * a.i_or("groups", 1)) : Dim::unknown();
+  for (size_t i = 0; i < 2; ++i) {
+    const Dim &in = (*x)[r - 2 + i], &k = (*w)[2 + i];
+    int64_t len = in.is_known() && k.is_known() ? transposed_window_out(in.size, k.size, s[i], p[i], d[i], o[i]) : 0;
+    out[r - 2 + i] = len >= 1 ? Dim::known(len) : Dim::unknown();
+  }
+  return out;
+}
+
 std::optional<Dims> cat_dims(const ir::Node& n) {
   auto first = dims_of(n.input(0));
   if (!first || first->empty()) return std::nullopt;
@@ -264,7 +283,10 @@ std::optional<Dims> out_dims(const ir::Node& n) {
     }
     case OpId::Gather:
       return in1;
-    case OpId::SliceBackward: case OpId::AvgPool2dBackward: case OpId::Conv2dBackwardInput:
+    case OpId::Conv2dBackwardInput:  // without "shape": conv_transpose2d, its size from the input's
+      if (!a.has("shape")) return transposed_dims(n, in0, in1);
+      return known_dims(a.ints("shape"));
+    case OpId::SliceBackward: case OpId::AvgPool2dBackward:
     case OpId::Conv2dBackwardWeight:  // the gradient of a value of this shape
       return a.has("shape") ? std::optional<Dims>(known_dims(a.ints("shape"))) : std::nullopt;
   }
