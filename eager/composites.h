@@ -261,6 +261,125 @@ Val<B> conv_transpose2d(B& b, Val<B> x_in, Val<B> weight_in, Val<B> bias_in, con
   return b.op(OpId::Add, {y, b.op(OpId::Reshape, {bias}, Attrs().set("shape", Shape{-1, 1, 1}))});
 }
 
+// ---- group and instance normalisation ----
+// (N, C, *) normalised over each group of C / num_groups channels and the trailing dims (biased variance,
+// as torch), then scaled and shifted per channel. The input is viewed as (N, C, S) and grouped as (N, G, -1),
+// its sizes read from the input when the graph runs (a script graph knows neither N nor the rank when
+// lowering). `channels` (nn.GroupNorm's num_channels) stands for C where the input's shape is not known now.
+template <class B>
+Val<B> group_norm(B& b, Val<B> x_in, int64_t num_groups, Val<B> weight_in, Val<B> bias_in, double eps,
+                  std::optional<int64_t> channels = std::nullopt) {
+  std::vector<Val<B>> cast = b.autocast("group_norm", {x_in, weight_in, bias_in});
+  Val<B> x = cast[0], weight = cast[1], bias = cast[2];
+  std::optional<Shape> xs = b.shape(x);
+  if (xs && xs->size() < 2)
+    b.fail(fmt::format("group_norm: expected at least 2 dims (N, C, *), got input of shape {}", shape_str(*xs)));
+  if (num_groups <= 0) b.fail(fmt::format("group_norm: num_groups must be positive, got {}", num_groups));
+  std::optional<int64_t> C = xs ? std::optional<int64_t>((*xs)[1]) : channels;
+  auto input_str = [&] { return xs ? shape_str(*xs) : fmt::format("[N,{},...]", *C); };
+  if (C && *C % num_groups != 0)
+    b.fail(fmt::format("group_norm: Expected number of channels in input to be divisible by num_groups, but got input of "
+                       "shape {} and num_groups={}", input_str(), num_groups));
+  const char* names[] = {"weight", "bias"};
+  Val<B> params[] = {weight, bias};
+  for (int i = 0; i < 2; ++i)
+    if (present(params[i]) && C)
+      b.check_shape(params[i], {*C}, false, [&](const std::optional<Shape>& s) {
+        return fmt::format("group_norm: Expected {} to be a vector of size equal to the number of channels in input, but "
+                           "got {} of shape {} and input of shape {}", names[i], names[i], s ? shape_str(*s) : "?", input_str());
+      });
+  Val<B> x3 = b.flatten(b.op(OpId::Unsqueeze, {x}, Attrs().set("dim", int64_t(-1))), 2, -1);  // (N, C, S)
+  auto first = [&](Val<B> v, int64_t d) { return b.op(OpId::Select, {v}, Attrs().set("dim", d).set("index", int64_t(0))); };
+  Val<B> n_like = first(first(x3, 2), 1);  // (N)
+  Val<B> g = b.reshape_like(x3, n_like, {num_groups, -1});
+  Val<B> count = b.count(g, {2}, 0, [&](const std::optional<Shape>& s) {
+    return fmt::format("group_norm: expected a non-empty group, got input of shape {}", s ? shape_str(*s) : "?");
+  });
+  Val<B> xc = b.op(OpId::Sub, {g, mean_keep(b, g, {2}, count)});
+  Val<B> var = mean_keep(b, b.op(OpId::Mul, {xc, xc}), {2}, count);
+  Val<B> y = b.op(OpId::Mul, {xc, b.op(OpId::Rsqrt, {b.op(OpId::Add, {var, b.scalar(eps)})})});
+  y = b.reshape_like(y, x3, {});
+  auto col = [&](Val<B> v) { return b.op(OpId::Reshape, {v}, Attrs().set("shape", Shape{-1, 1})); };
+  if (present(weight)) y = b.op(OpId::Mul, {y, col(weight)});
+  if (present(bias)) y = b.op(OpId::Add, {y, col(bias)});
+  return b.reshape_like(y, x, {});
+}
+
+// Each (sample, channel) normalised over the last `spatial` dims (biased variance), for (N, C, *) and, in a
+// layer, unbatched (C, *) inputs. In training with running statistics (use_input_stats and running_mean
+// given) those move by `momentum` toward the batch's average of the instances' means and unbiased variances,
+// outside autograd, as torch's instance_norm; without use_input_stats they normalise. `channels` is C.
+template <class B>
+Val<B> instance_norm(B& b, Val<B> x_in, Val<B> running_mean, Val<B> running_var, Val<B> weight_in, Val<B> bias_in,
+                     bool use_input_stats, double momentum, double eps, std::optional<int64_t> spatial_dims,
+                     std::optional<int64_t> channels) {
+  std::vector<Val<B>> cast = b.autocast("instance_norm", {x_in, weight_in, bias_in});
+  Val<B> x = cast[0], weight = cast[1], bias = cast[2];
+  if (!spatial_dims) {  // the rank unknown now: the trailing dims as one
+    if (std::optional<int64_t> r = b.rank(x)) {
+      spatial_dims = *r - 2;
+    } else {
+      Val<B> y = instance_norm(b, b.flatten(x, 2, -1), running_mean, running_var, weight, bias, use_input_stats, momentum, eps,
+                               int64_t(1), channels);
+      return b.reshape_like(y, x, {});
+    }
+  }
+  if (*spatial_dims < 1) b.fail("instance_norm: expected an input of at least 3 dims (N, C, *)");
+  if (!channels && present(running_mean))
+    if (std::optional<Shape> s = b.shape(running_mean); s && s->size() == 1) channels = (*s)[0];
+  const int64_t spatial = *spatial_dims;
+  Shape per_channel{-1}, dims;
+  for (int64_t d = -spatial; d < 0; ++d) {
+    per_channel.push_back(1);
+    dims.push_back(d);
+  }
+  auto col = [&](Val<B> v) { return b.op(OpId::Reshape, {v}, Attrs().set("shape", per_channel)); };
+  const char* names[] = {"running_mean", "running_var", "weight", "bias"};
+  Val<B> params[] = {running_mean, running_var, weight, bias};
+  for (int i = 0; i < 4; ++i)
+    if (present(params[i]) && channels)
+      b.check_shape(params[i], {*channels}, false, [&](const std::optional<Shape>& s) {
+        return fmt::format("instance_norm: {} should contain {} elements{}", names[i], *channels,
+                           s ? fmt::format(", got {}", numel_of(*s)) : std::string());
+      });
+  Val<B> mean, var;
+  if (use_input_stats) {
+    Val<B> n = b.count(x, dims, 1, [&](const std::optional<Shape>& s) {
+      return fmt::format("instance_norm: Expected more than 1 spatial element when training, got input size {}",
+                         s ? shape_str(*s) : std::string("?"));
+    });
+    mean = mean_keep(b, x, dims, n);
+    Val<B> xc = b.op(OpId::Sub, {x, mean});
+    var = mean_keep(b, b.op(OpId::Mul, {xc, xc}), dims, n);
+    if (present(running_mean) && present(running_var)) {
+      if (!channels) b.fail("instance_norm: the running statistics' size must be known");
+      // per instance as rows of C; their batch average, the variance unbiased per instance (torch's)
+      auto batch_avg = [&](Val<B> v) {
+        Val<B> rows = b.op(OpId::Reshape, {b.detach(v)}, Attrs().set("shape", Shape{-1, *channels}));
+        Val<B> count = b.count(rows, {0}, 0, [](const std::optional<Shape>&) { return std::string("instance_norm: an empty batch"); });
+        return b.op(OpId::Reshape, {mean_keep(b, rows, {0}, count)}, Attrs().set("shape", Shape{-1}));
+      };
+      Val<B> unbiased = b.op(OpId::Div, {b.op(OpId::Mul, {var, n}), b.op(OpId::Sub, {n, b.scalar(1)})});
+      auto moved = [&](Val<B> run, Val<B> batch) {
+        return b.op(OpId::Add, {b.op(OpId::Mul, {run, b.scalar(1.0 - momentum)}), b.op(OpId::Mul, {batch, b.scalar(momentum)})});
+      };
+      b.update_buffer(running_mean, moved(running_mean, batch_avg(mean)));
+      b.update_buffer(running_var, moved(running_var, batch_avg(unbiased)));
+    }
+    Val<B> y = b.op(OpId::Mul, {xc, b.op(OpId::Rsqrt, {b.op(OpId::Add, {var, b.scalar(eps)})})});
+    if (present(weight)) y = b.op(OpId::Mul, {y, col(weight)});
+    if (present(bias)) y = b.op(OpId::Add, {y, col(bias)});
+    return y;
+  }
+  if (!present(running_mean) || !present(running_var))
+    b.fail("instance_norm: Expected running_mean and running_var to be defined when use_input_stats is false");
+  Val<B> y = b.op(OpId::Mul, {b.op(OpId::Sub, {x, col(running_mean)}),
+                              b.op(OpId::Rsqrt, {b.op(OpId::Add, {col(running_var), b.scalar(eps)})})});
+  if (present(weight)) y = b.op(OpId::Mul, {y, col(weight)});
+  if (present(bias)) y = b.op(OpId::Add, {y, col(bias)});
+  return y;
+}
+
 // Statistics per channel (dim 1) over every other dim. In training the running estimates, when given,
 // move by `momentum` toward the batch's mean and unbiased variance, outside autograd; in evaluation they
 // normalise. `rank` is the input's when the builder cannot know it (a layer that has checked it).

@@ -96,6 +96,19 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Shape s
   return composite::conv2d(b, x, weight, bias, stride, padding, dilation, groups);
 }
 
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+  EagerBuilder b;
+  return composite::group_norm(b, x, num_groups, weight, bias, eps);
+}
+
+Tensor instance_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                     const Tensor& bias, bool use_input_stats, double momentum, double eps) {
+  if (x.dim() < 3) fail("instance_norm: expected an input of at least 3 dims (N, C, *), got shape {}", shape_str(x.sizes()));
+  EagerBuilder b;
+  return composite::instance_norm(b, x, running_mean, running_var, weight, bias, use_input_stats, momentum, eps, x.dim() - 2,
+                                  x.size(1));
+}
+
 Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Shape stride, Shape padding,
                         Shape output_padding, int64_t groups, Shape dilation) {
   EagerBuilder b;

@@ -155,6 +155,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::stri
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1, 1},
               Shape padding = {0, 0}, Shape dilation = {1, 1}, int64_t groups = 1);
+// (N, C, *): group_norm over C / num_groups channels and the trailing dims; instance_norm per (N, C) over the
+// trailing dims, with running statistics as torch's F.instance_norm
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {}, const Tensor& bias = {}, double eps = 1e-5);
+Tensor instance_norm(const Tensor& x, const Tensor& running_mean = {}, const Tensor& running_var = {},
+                     const Tensor& weight = {}, const Tensor& bias = {}, bool use_input_stats = true,
+                     double momentum = 0.1, double eps = 1e-5);
 // weight [in_channels, out_channels / groups, kh, kw] (torch's); one value stands for both dims
 Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1, 1},
                         Shape padding = {0, 0}, Shape output_padding = {0, 0}, int64_t groups = 1, Shape dilation = {1, 1});

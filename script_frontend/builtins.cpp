@@ -512,6 +512,26 @@ std::vector<Builtin> make_builtins() {
   });
   // torch's signatures and defaults; a None stride is the kernel (an empty one for the composite)
   auto given = [](const Arg& x) { return x.present() && !(x.expr && x.expr->kind == ExprKind::None); };
+  add("group_norm", kFn | kF, {"input", "num_groups", "weight", "bias", "eps"}, 2, [given](Lowerer& L, Args& a, const Expr&) {
+    Value* w = given(a[2]) ? L.tensor_arg(a[2], "weight") : nullptr;
+    Value* bias = given(a[3]) ? L.tensor_arg(a[3], "bias") : nullptr;
+    double eps = a[4].present() ? need_float(L, a[4], "eps") : 1e-5;
+    LoweringBuilder lb(L);
+    return composite::group_norm(lb, L.tensor_arg(a[0], "input"), L.need_int(a[1], "num_groups"), w, bias, eps);
+  });
+  add("instance_norm", kFn | kF,
+      {"input", "running_mean", "running_var", "weight", "bias", "use_input_stats", "momentum", "eps"}, 1,
+      [given](Lowerer& L, Args& a, const Expr&) {
+        Value* t[4] = {};
+        const char* names[] = {"running_mean", "running_var", "weight", "bias"};
+        for (int i = 0; i < 4; ++i)
+          if (given(a[size_t(i + 1)])) t[i] = L.tensor_arg(a[size_t(i + 1)], names[i]);
+        bool use_input_stats = !a[5].present() || L.need_bool(a[5], "use_input_stats");
+        double momentum = a[6].present() ? need_float(L, a[6], "momentum") : 0.1, eps = a[7].present() ? need_float(L, a[7], "eps") : 1e-5;
+        LoweringBuilder lb(L);
+        return composite::instance_norm(lb, L.tensor_arg(a[0], "input"), t[0], t[1], t[2], t[3], use_input_stats, momentum, eps,
+                                        std::nullopt, std::nullopt);
+      });
   add("conv_transpose2d", kFn | kF, {"input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"}, 2,
       [given](Lowerer& L, Args& a, const Expr&) {
         Value* bias = given(a[2]) ? L.tensor_arg(a[2], "bias") : nullptr;

@@ -234,6 +234,51 @@ Val<B> forward_with(B& b, BatchNorm1d& m, Val<B> x) {
 Tensor BatchNorm2d::forward(const Tensor& x) { return eager_forward(*this, x); }
 Tensor BatchNorm1d::forward(const Tensor& x) { return eager_forward(*this, x); }
 
+GroupNorm::GroupNorm(int64_t g, int64_t c, double eps, bool affine) : num_groups(g), num_channels(c), eps(eps) {
+  if (g <= 0 || c % g != 0) fail("GroupNorm: num_channels must be divisible by num_groups (num_channels {}, num_groups {})", c, g);
+  if (affine) {
+    weight = register_parameter("weight", ones({c}));
+    bias = register_parameter("bias", zeros({c}));
+  }
+}
+template <class B>
+Val<B> forward_with(B& b, GroupNorm& m, Val<B> x) {
+  return composite::group_norm(b, x, m.num_groups, b.parameter(m.weight, "weight"), b.parameter(m.bias, "bias"), m.eps,
+                               m.num_channels);
+}
+Tensor GroupNorm::forward(const Tensor& x) { return eager_forward(*this, x); }
+
+InstanceNorm2d::InstanceNorm2d(int64_t n, double eps, double momentum, bool affine, bool track)
+    : num_features(n), eps(eps), momentum(momentum) {
+  if (affine) {
+    weight = register_parameter("weight", ones({n}));
+    bias = register_parameter("bias", zeros({n}));
+  }
+  if (track) {
+    running_mean = register_buffer("running_mean", zeros({n}));
+    running_var = register_buffer("running_var", ones({n}));
+    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, DType::Int64));
+  }
+}
+template <class B>
+Val<B> forward_with(B& b, InstanceNorm2d& m, Val<B> x) {
+  b.check_rank(x, {3, 4}, [](const std::optional<Shape>& s) {
+    return "InstanceNorm2d: expected 3D or 4D input" + (s ? fmt::format(" (got {}D input)", s->size()) : std::string());
+  });
+  if (std::optional<Shape> s = b.shape(x); s && (*s)[s->size() - 3] != m.num_features && m.weight.defined())
+    b.fail(fmt::format("InstanceNorm2d: expected input's size at dim={} to match num_features ({}), but got: {}.", s->size() - 3,
+                       m.num_features, (*s)[s->size() - 3]));
+  bool tracked = m.running_mean.defined();
+  if (tracked && m.is_training()) {
+    Val<B> n = b.parameter(m.num_batches_tracked, "num_batches_tracked");
+    b.update_buffer(n, b.op(OpId::Add, {n, b.scalar(1)}));
+  }
+  return composite::instance_norm(b, x, b.parameter(m.running_mean, "running_mean"), b.parameter(m.running_var, "running_var"),
+                                  b.parameter(m.weight, "weight"), b.parameter(m.bias, "bias"), m.is_training() || !tracked,
+                                  m.momentum, m.eps, int64_t(2), m.num_features);
+}
+Tensor InstanceNorm2d::forward(const Tensor& x) { return eager_forward(*this, x); }
+
 Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad) {
   if (pad && (*pad < -num || *pad >= num))
     fail("Embedding: padding_idx {} must be within num_embeddings {}", *pad, num);
@@ -481,6 +526,22 @@ const std::vector<LayerSpec>& layer_registry() {
       r.push_back(one_d ? layer_spec<BatchNorm1d>(name, ps, make, {{"num_features", 3}}, t({4, 3, 5}))
                         : layer_spec<BatchNorm2d>(name, ps, make, {{"num_features", 3}, {"momentum", 0.2}}, t({4, 3, 5, 5})));
     }
+    r.push_back(layer_spec<GroupNorm>(
+        "GroupNorm", {{"num_groups"}, {"num_channels"}, {"eps", 1e-5}, {"affine", true}},
+        [](const LayerArgs& a) {
+          int64_t g = a.positive("num_groups"), c = a.positive("num_channels");
+          if (c % g != 0) a.fail("num_channels must be divisible by num_groups");
+          return std::make_shared<GroupNorm>(g, c, a.number("eps"), a.flag("affine"));
+        },
+        {{"num_groups", 2}, {"num_channels", 4}}, t({3, 4, 3, 5})));
+    r.push_back(layer_spec<InstanceNorm2d>(
+        "InstanceNorm2d", {{"num_features"}, {"eps", 1e-5}, {"momentum", 0.1}, {"affine", false}, {"track_running_stats", false}},
+        [](const LayerArgs& a) {
+          if (a.is_none("momentum")) a.fail("momentum=None (a cumulative average) is not supported");
+          return std::make_shared<InstanceNorm2d>(a.positive("num_features"), a.number("eps"), a.number("momentum"), a.flag("affine"),
+                                                  a.flag("track_running_stats"));
+        },
+        {{"num_features", 3}, {"affine", true}, {"track_running_stats", true}, {"momentum", 0.3}}, t({2, 3, 4, 5})));
     r.push_back(layer_spec<Embedding>(
         "Embedding",
         {{"num_embeddings"}, {"embedding_dim"}, {"padding_idx", IValue()}, {"max_norm", IValue()}, {"norm_type", 2.0},

@@ -223,6 +223,31 @@ class BatchNorm2d : public Module {
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 };
 
+// weight and bias [num_channels] when affine (ones and zeros, as torch)
+class GroupNorm : public Module {
+ public:
+  GroupNorm(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "GroupNorm"; }
+  int64_t num_groups, num_channels;
+  double eps;
+  Tensor weight, bias;
+};
+
+// (N, C, H, W) or unbatched (C, H, W). torch's defaults: no affine parameters and no running statistics;
+// with track_running_stats the buffers are BatchNorm's (running_mean, running_var, num_batches_tracked) and
+// evaluation normalises with them.
+class InstanceNorm2d : public Module {
+ public:
+  explicit InstanceNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = false,
+                          bool track_running_stats = false);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "InstanceNorm2d"; }
+  int64_t num_features;
+  double eps, momentum;
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+};
+
 // BatchNorm2d's parameters and statistics over (N, C) or (N, C, L) inputs.
 class BatchNorm1d : public BatchNorm2d {
  public:
