@@ -121,6 +121,81 @@ Val<B> dropout(B& b, Val<B> x, double p, bool training) {
   return b.op(OpId::Where, {keep, b.op(OpId::Mul, {x, b.scalar(1.0 / (1.0 - p))}), b.op(OpId::Mul, {x, b.scalar(0.0)})});
 }
 
+// Channel dropout (torch's feature_dropout, F.dropout2d): one draw per (sample, channel) of an (N, C, *)
+// input keeps the whole feature map (scaled by 1 / (1 - p)) or zeroes it. The mask is (N, C, 1) against the
+// (N, C, S) view, sizes read when the graph runs; a new one is drawn at each run.
+template <class B>
+Val<B> dropout2d(B& b, Val<B> x, double p, bool training) {
+  if (!(p >= 0.0 && p <= 1.0)) b.fail(fmt::format("dropout2d: dropout probability has to be between 0 and 1, but got {}", p));
+  if (std::optional<int64_t> r = b.rank(x); r && *r < 2)
+    b.fail(fmt::format("dropout2d: expected an input with at least 2 dims (N, C, *), got {}-D", *r));
+  if (!training || p == 0.0) return x;
+  Val<B> x3 = b.flatten(b.op(OpId::Unsqueeze, {x}, Attrs().set("dim", int64_t(-1))), 2, -1);
+  if (p == 1.0) return b.reshape_like(b.op(OpId::Mul, {x3, b.scalar(0.0)}), x, {});
+  Val<B> per_channel = b.op(OpId::Slice, {x3}, Attrs().set("dim", int64_t(2)).set("start", int64_t(0)).set("end", int64_t(1)));
+  Val<B> keep = b.op(OpId::Lt, {b.rand_like(per_channel), b.scalar(1.0 - p)});
+  Val<B> y = b.op(OpId::Where, {keep, b.op(OpId::Mul, {x3, b.scalar(1.0 / (1.0 - p))}), b.op(OpId::Mul, {x3, b.scalar(0.0)})});
+  return b.reshape_like(y, x, {});
+}
+
+// pixel_shuffle: (*, C r^2, H, W) -> (*, C, H r, W r); the inverse, pixel_unshuffle, back. Over (N, C', H', W')
+// (leading dims as one where the rank is known now; a script graph of unknown rank takes 4-D, checked when
+// it runs), with the unknown sizes as -1 and the rest read from the input when the graph runs.
+template <class B>
+Val<B> pixel_shuffle_impl(B& b, Val<B> x, int64_t r, bool inverse) {
+  const char* name = inverse ? "pixel_unshuffle" : "pixel_shuffle";
+  const char* factor = inverse ? "downscale_factor" : "upscale_factor";
+  if (r <= 0) b.fail(fmt::format("{}: expected {} to be positive, but got {}", name, factor, r));
+  std::optional<Shape> xs = b.shape(x);
+  if (xs) {
+    if (xs->size() < 3)
+      b.fail(fmt::format("{}: {} expects input to have at least 3 dimensions, but got input with {} dimension(s)", name, name,
+                         xs->size()));
+    const int64_t c = (*xs)[xs->size() - 3], h = (*xs)[xs->size() - 2], w = (*xs)[xs->size() - 1];
+    if (!inverse && c % (r * r) != 0)
+      b.fail(fmt::format("pixel_shuffle: pixel_shuffle expects its input's 'channel' dimension to be divisible by the square "
+                         "of upscale_factor, but input.size(-3)={} is not divisible by {}", c, r * r));
+    if (inverse && h % r != 0)
+      b.fail(fmt::format("pixel_unshuffle: pixel_unshuffle expects height to be divisible by downscale_factor, but "
+                         "input.size(-2)={} is not divisible by {}", h, r));
+    if (inverse && w % r != 0)
+      b.fail(fmt::format("pixel_unshuffle: pixel_unshuffle expects width to be divisible by downscale_factor, but "
+                         "input.size(-1)={} is not divisible by {}", w, r));
+    if (xs->size() != 4) {
+      Shape lead(xs->begin(), xs->end() - 3), out = lead;
+      Shape tail = inverse ? Shape{c * r * r, h / r, w / r} : Shape{c / (r * r), h * r, w * r};
+      out.insert(out.end(), tail.begin(), tail.end());
+      Val<B> x4 = b.op(OpId::Reshape, {x}, Attrs().set("shape", Shape{-1, c, h, w}));
+      return b.op(OpId::Reshape, {pixel_shuffle_impl(b, x4, r, inverse)}, Attrs().set("shape", out));
+    }
+  } else {
+    b.check_rank(x, {4}, [name](const std::optional<Shape>& s) {
+      return fmt::format("{}: a script graph takes a 4-D (N, C, H, W) input, got {}", name, s ? "shape " + shape_str(*s) : "another rank");
+    });
+  }
+  auto at = [&](Val<B> v, int64_t d) { return b.op(OpId::Select, {v}, Attrs().set("dim", d).set("index", int64_t(0))); };
+  auto perm = [&](Val<B> v, Shape dims) { return b.op(OpId::Permute, {v}, Attrs().set("dims", std::move(dims))); };
+  if (!inverse) {
+    Val<B> xp = perm(x, {0, 2, 3, 1});                                       // (N, H, W, C r^2)
+    Val<B> t = b.reshape_like(xp, at(xp, 3), {-1, r, r});                    // (N, H, W, C, r, r)
+    Val<B> y = perm(t, {0, 3, 1, 4, 2, 5});                                  // (N, C, H, r, W, r)
+    return b.flatten(b.flatten(y, 4, 5), 2, 3);
+  }
+  Val<B> rows = b.op(OpId::Slice, {x}, Attrs().set("dim", int64_t(2)).set("start", int64_t(0)).set("step", r));  // (N, C, H, W r)
+  Val<B> t = b.reshape_like(x, at(rows, 3), {r, -1, r});                    // (N, C, H, r, W, r)
+  return b.flatten(perm(t, {0, 1, 3, 5, 2, 4}), 1, 3);                     // (N, C r^2, H, W)
+}
+
+template <class B>
+Val<B> pixel_shuffle(B& b, Val<B> x, int64_t upscale_factor) {
+  return pixel_shuffle_impl(b, x, upscale_factor, false);
+}
+
+template <class B>
+Val<B> pixel_unshuffle(B& b, Val<B> x, int64_t downscale_factor) {
+  return pixel_shuffle_impl(b, x, downscale_factor, true);
+}
+
 template <class B>
 Val<B> conv2d(B& b, Val<B> x_in, Val<B> weight_in, Val<B> bias_in, const Shape& stride, const Shape& padding,
               const Shape& dilation, int64_t groups) {

@@ -96,6 +96,21 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Shape s
   return composite::conv2d(b, x, weight, bias, stride, padding, dilation, groups);
 }
 
+Tensor dropout2d(const Tensor& x, double p, bool training) {
+  EagerBuilder b;
+  return composite::dropout2d(b, x, p, training);
+}
+
+Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor) {
+  EagerBuilder b;
+  return composite::pixel_shuffle(b, x, upscale_factor);
+}
+
+Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor) {
+  EagerBuilder b;
+  return composite::pixel_unshuffle(b, x, downscale_factor);
+}
+
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
   EagerBuilder b;
   return composite::group_norm(b, x, num_groups, weight, bias, eps);

@@ -155,6 +155,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::stri
 Tensor mse_loss(const Tensor& input, const Tensor& target, const std::string& reduction = "mean");
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1, 1},
               Shape padding = {0, 0}, Shape dilation = {1, 1}, int64_t groups = 1);
+// channel dropout over (N, C, *): whole feature maps kept (scaled by 1 / (1 - p)) or zeroed
+Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true);
+// (*, C r^2, H, W) <-> (*, C, H r, W r)
+Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor);
+Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor);
 // (N, C, *): group_norm over C / num_groups channels and the trailing dims; instance_norm per (N, C) over the
 // trailing dims, with running statistics as torch's F.instance_norm
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {}, const Tensor& bias = {}, double eps = 1e-5);

@@ -512,6 +512,21 @@ std::vector<Builtin> make_builtins() {
   });
   // torch's signatures and defaults; a None stride is the kernel (an empty one for the composite)
   auto given = [](const Arg& x) { return x.present() && !(x.expr && x.expr->kind == ExprKind::None); };
+  add("dropout2d", kF, {"input", "p", "training", "inplace"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    double p = a[1].present() ? need_float(L, a[1], "p") : 0.5;
+    bool training = a[2].present() ? L.need_bool(a[2], "training") : true;
+    LoweringBuilder lb(L);
+    return composite::dropout2d(lb, L.tensor_arg(a[0], "input"), p, training);
+  });
+  for (const char* n : {"pixel_shuffle", "pixel_unshuffle"}) {
+    bool inverse = n[6] == 'u';
+    add(n, kFn | kF, {"input", inverse ? "downscale_factor" : "upscale_factor"}, 2, [inverse](Lowerer& L, Args& a, const Expr&) {
+      int64_t r = L.need_int(a[1], inverse ? "downscale_factor" : "upscale_factor");
+      LoweringBuilder lb(L);
+      Value* x = L.tensor_arg(a[0], "input");
+      return inverse ? composite::pixel_unshuffle(lb, x, r) : composite::pixel_shuffle(lb, x, r);
+    });
+  }
   add("group_norm", kFn | kF, {"input", "num_groups", "weight", "bias", "eps"}, 2, [given](Lowerer& L, Args& a, const Expr&) {
     Value* w = given(a[2]) ? L.tensor_arg(a[2], "weight") : nullptr;
     Value* bias = given(a[3]) ? L.tensor_arg(a[3], "bias") : nullptr;

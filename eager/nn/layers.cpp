@@ -234,6 +234,20 @@ Val<B> forward_with(B& b, BatchNorm1d& m, Val<B> x) {
 Tensor BatchNorm2d::forward(const Tensor& x) { return eager_forward(*this, x); }
 Tensor BatchNorm1d::forward(const Tensor& x) { return eager_forward(*this, x); }
 
+Dropout2d::Dropout2d(double p) : p(p) {
+  if (p < 0 || p > 1) fail("Dropout2d: dropout probability has to be between 0 and 1, but got {}", p);
+}
+template <class B>
+Val<B> forward_with(B& b, Dropout2d& m, Val<B> x) { return composite::dropout2d(b, x, m.p, m.is_training()); }
+Tensor Dropout2d::forward(const Tensor& x) { return eager_forward(*this, x); }
+
+template <class B>
+Val<B> forward_with(B& b, PixelShuffle& m, Val<B> x) { return composite::pixel_shuffle(b, x, m.upscale_factor); }
+Tensor PixelShuffle::forward(const Tensor& x) { return eager_forward(*this, x); }
+template <class B>
+Val<B> forward_with(B& b, PixelUnshuffle& m, Val<B> x) { return composite::pixel_unshuffle(b, x, m.downscale_factor); }
+Tensor PixelUnshuffle::forward(const Tensor& x) { return eager_forward(*this, x); }
+
 GroupNorm::GroupNorm(int64_t g, int64_t c, double eps, bool affine) : num_groups(g), num_channels(c), eps(eps) {
   if (g <= 0 || c % g != 0) fail("GroupNorm: num_channels must be divisible by num_groups (num_channels {}, num_groups {})", c, g);
   if (affine) {
@@ -338,6 +352,22 @@ const std::vector<LayerSpec>& layer_registry() {
           return std::make_shared<Dropout>(p);
         },
         {{"p", 0.25}}, t({4, 6})));
+    r.push_back(layer_spec<Dropout2d>(
+        "Dropout2d", {{"p", 0.5}, {"inplace", false}},
+        [](const LayerArgs& a) {
+          double p = a.number("p");
+          if (!(p >= 0 && p <= 1)) a.fail(fmt::format("dropout probability has to be between 0 and 1, but got {}", p));
+          return std::make_shared<Dropout2d>(p);
+        },
+        {{"p", 0.5}}, t({4, 6, 2, 3})));
+    r.push_back(layer_spec<PixelShuffle>(
+        "PixelShuffle", {{"upscale_factor"}},
+        [](const LayerArgs& a) { return std::make_shared<PixelShuffle>(a.positive("upscale_factor")); },
+        {{"upscale_factor", 2}}, t({2, 8, 3, 2})));
+    r.push_back(layer_spec<PixelUnshuffle>(
+        "PixelUnshuffle", {{"downscale_factor"}},
+        [](const LayerArgs& a) { return std::make_shared<PixelUnshuffle>(a.positive("downscale_factor")); },
+        {{"downscale_factor", 2}}, t({2, 3, 4, 6})));
     r.push_back(layer_spec<ReLU>("ReLU", {{"inplace", false}}, no_args([] { return std::make_shared<ReLU>(); }), {}, t({3, 4})));
     r.push_back(layer_spec<Tanh>("Tanh", {}, no_args([] { return std::make_shared<Tanh>(); }), {}, t({3, 4})));
     r.push_back(layer_spec<Sigmoid>("Sigmoid", {}, no_args([] { return std::make_shared<Sigmoid>(); }), {}, t({3, 4})));

@@ -196,6 +196,31 @@ class Dropout : public Module {
   double p;
 };
 
+// Channel dropout: one draw per (sample, channel)
+class Dropout2d : public Module {
+ public:
+  explicit Dropout2d(double p = 0.5);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Dropout2d"; }
+  double p;
+};
+
+class PixelShuffle : public Module {
+ public:
+  explicit PixelShuffle(int64_t upscale_factor) : upscale_factor(upscale_factor) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "PixelShuffle"; }
+  int64_t upscale_factor;
+};
+
+class PixelUnshuffle : public Module {
+ public:
+  explicit PixelUnshuffle(int64_t downscale_factor) : downscale_factor(downscale_factor) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "PixelUnshuffle"; }
+  int64_t downscale_factor;
+};
+
 class Flatten : public Module {
  public:
   explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_dim(start_dim), end_dim(end_dim) {}
