@@ -15,6 +15,17 @@ int64_t numel_of(const Shape& s) {
   return n;
 }
 
+int64_t window_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+  int64_t span = in + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+  int64_t out = (span >= 0 ? span / s : -((-span + s - 1) / s)) + 1;  // floor division, as torch's div_rtn
+  if (ceil_mode && out > 0 && (out - 1) * s >= in + p) --out;
+  return out;
+}
+
+int64_t transposed_window_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, int64_t output_padding) {
+  return (in - 1) * s - 2 * p + d * (k - 1) + output_padding + 1;
+}
+
 Shape contiguous_strides(const Shape& sizes) {
   Shape st(sizes.size());
   int64_t acc = 1;

@@ -121,6 +121,81 @@ Val<B> dropout(B& b, Val<B> x, double p, bool training) {
   return b.op(OpId::Where, {keep, b.op(OpId::Mul, {x, b.scalar(1.0 / (1.0 - p))}), b.op(OpId::Mul, {x, b.scalar(0.0)})});
 }
 
+// Channel dropout (torch's feature_dropout, F.dropout2d): one draw per (sample, channel) of an (N, C, *)
+// input keeps the whole feature map (scaled by 1 / (1 - p)) or zeroes it. The mask is (N, C, 1) against the
+// (N, C, S) view, sizes read when the graph runs; a new one is drawn at each run.
+template <class B>
+Val<B> dropout2d(B& b, Val<B> x, double p, bool training) {
+  if (!(p >= 0.0 && p <= 1.0)) b.fail(fmt::format("dropout2d: dropout probability has to be between 0 and 1, but got {}", p));
+  if (std::optional<int64_t> r = b.rank(x); r && *r < 2)
+    b.fail(fmt::format("dropout2d: expected an input with at least 2 dims (N, C, *), got {}-D", *r));
+  if (!training || p == 0.0) return x;
+  Val<B> x3 = b.flatten(b.op(OpId::Unsqueeze, {x}, Attrs().set("dim", int64_t(-1))), 2, -1);
+  if (p == 1.0) return b.reshape_like(b.op(OpId::Mul, {x3, b.scalar(0.0)}), x, {});
+  Val<B> per_channel = b.op(OpId::Slice, {x3}, Attrs().set("dim", int64_t(2)).set("start", int64_t(0)).set("end", int64_t(1)));
+  Val<B> keep = b.op(OpId::Lt, {b.rand_like(per_channel), b.scalar(1.0 - p)});
+  Val<B> y = b.op(OpId::Where, {keep, b.op(OpId::Mul, {x3, b.scalar(1.0 / (1.0 - p))}), b.op(OpId::Mul, {x3, b.scalar(0.0)})});
+  return b.reshape_like(y, x, {});
+}
+
+// pixel_shuffle: (*, C r^2, H, W) -> (*, C, H r, W r); the inverse, pixel_unshuffle, back. Over (N, C', H', W')
+// (leading dims as one where the rank is known now; a script graph of unknown rank takes 4-D, checked when
+// it runs), with the unknown sizes as -1 and the rest read from the input when the graph runs.
+template <class B>
+Val<B> pixel_shuffle_impl(B& b, Val<B> x, int64_t r, bool inverse) {
+  const char* name = inverse ? "pixel_unshuffle" : "pixel_shuffle";
+  const char* factor = inverse ? "downscale_factor" : "upscale_factor";
+  if (r <= 0) b.fail(fmt::format("{}: expected {} to be positive, but got {}", name, factor, r));
+  std::optional<Shape> xs = b.shape(x);
+  if (xs) {
+    if (xs->size() < 3)
+      b.fail(fmt::format("{}: {} expects input to have at least 3 dimensions, but got input with {} dimension(s)", name, name,
+                         xs->size()));
+    const int64_t c = (*xs)[xs->size() - 3], h = (*xs)[xs->size() - 2], w = (*xs)[xs->size() - 1];
+    if (!inverse && c % (r * r) != 0)
+      b.fail(fmt::format("pixel_shuffle: pixel_shuffle expects its input's 'channel' dimension to be divisible by the square "
+                         "of upscale_factor, but input.size(-3)={} is not divisible by {}", c, r * r));
+    if (inverse && h % r != 0)
+      b.fail(fmt::format("pixel_unshuffle: pixel_unshuffle expects height to be divisible by downscale_factor, but "
+                         "input.size(-2)={} is not divisible by {}", h, r));
+    if (inverse && w % r != 0)
+      b.fail(fmt::format("pixel_unshuffle: pixel_unshuffle expects width to be divisible by downscale_factor, but "
+                         "input.size(-1)={} is not divisible by {}", w, r));
+    if (xs->size() != 4) {
+      Shape lead(xs->begin(), xs->end() - 3), out = lead;
+      Shape tail = inverse ? Shape{c * r * r, h / r, w / r} : Shape{c / (r * r), h * r, w * r};
+      out.insert(out.end(), tail.begin(), tail.end());
+      Val<B> x4 = b.op(OpId::Reshape, {x}, Attrs().set("shape", Shape{-1, c, h, w}));
+      return b.op(OpId::Reshape, {pixel_shuffle_impl(b, x4, r, inverse)}, Attrs().set("shape", out));
+    }
+  } else {
+    b.check_rank(x, {4}, [name](const std::optional<Shape>& s) {
+      return fmt::format("{}: a script graph takes a 4-D (N, C, H, W) input, got {}", name, s ? "shape " + shape_str(*s) : "another rank");
+    });
+  }
+  auto at = [&](Val<B> v, int64_t d) { return b.op(OpId::Select, {v}, Attrs().set("dim", d).set("index", int64_t(0))); };
+  auto perm = [&](Val<B> v, Shape dims) { return b.op(OpId::Permute, {v}, Attrs().set("dims", std::move(dims))); };
+  if (!inverse) {
+    Val<B> xp = perm(x, {0, 2, 3, 1});                                       // (N, H, W, C r^2)
+    Val<B> t = b.reshape_like(xp, at(xp, 3), {-1, r, r});                    // (N, H, W, C, r, r)
+    Val<B> y = perm(t, {0, 3, 1, 4, 2, 5});                                  // (N, C, H, r, W, r)
+    return b.flatten(b.flatten(y, 4, 5), 2, 3);
+  }
+  Val<B> rows = b.op(OpId::Slice, {x}, Attrs().set("dim", int64_t(2)).set("start", int64_t(0)).set("step", r));  // (N, C, H, W r)
+  Val<B> t = b.reshape_like(x, at(rows, 3), {r, -1, r});                    // (N, C, H, r, W, r)
+  return b.flatten(perm(t, {0, 1, 3, 5, 2, 4}), 1, 3);                     // (N, C r^2, H, W)
+}
+
+template <class B>
+Val<B> pixel_shuffle(B& b, Val<B> x, int64_t upscale_factor) {
+  return pixel_shuffle_impl(b, x, upscale_factor, false);
+}
+
+template <class B>
+Val<B> pixel_unshuffle(B& b, Val<B> x, int64_t downscale_factor) {
+  return pixel_shuffle_impl(b, x, downscale_factor, true);
+}
+
 template <class B>
 Val<B> conv2d(B& b, Val<B> x_in, Val<B> weight_in, Val<B> bias_in, const Shape& stride, const Shape& padding,
               const Shape& dilation, int64_t groups) {
@@ -137,6 +212,49 @@ Val<B> conv2d(B& b, Val<B> x_in, Val<B> weight_in, Val<B> bias_in, const Shape& 
                 .set("groups", groups);
   if (present(cast[2])) return b.op(OpId::Conv2d, {cast[0], cast[1], cast[2]}, a);
   return b.op(OpId::Conv2d, {cast[0], cast[1]}, a);
+}
+
+// ---- pooling windows ----
+// A max_pool2d / avg_pool2d row's attrs from torch's arguments: one value stands for both dims (torch's
+// _pair), no stride means the kernel. Flags at their defaults are left out, so graphs print as before.
+template <class B>
+Attrs pool2d_attrs(B& b, const char* op, const Shape& kernel_size, const Shape& stride, const Shape& padding, bool ceil_mode) {
+  auto pair = [&](const char* what, const Shape& v) -> Shape {
+    if (v.size() == 1) return {v[0], v[0]};
+    if (v.size() != 2) b.fail(fmt::format("{}: {} must have 1 or 2 elements, got {}", op, what, shape_str(v)));
+    return v;
+  };
+  Shape k = pair("kernel_size", kernel_size);
+  Attrs a = Attrs().set("kernel_size", k).set("stride", stride.empty() ? k : pair("stride", stride)).set("padding", pair("padding", padding));
+  if (ceil_mode) a.set("ceil_mode", true);
+  return a;
+}
+
+template <class B>
+Attrs max_pool2d_attrs(B& b, const Shape& kernel_size, const Shape& stride, const Shape& padding, const Shape& dilation,
+                       bool ceil_mode) {
+  Attrs a = pool2d_attrs(b, "max_pool2d", kernel_size, stride, padding, ceil_mode);
+  if (dilation.size() != 1 && dilation.size() != 2)
+    b.fail(fmt::format("max_pool2d: dilation must have 1 or 2 elements, got {}", shape_str(dilation)));
+  return a.set("dilation", dilation.size() == 1 ? Shape{dilation[0], dilation[0]} : dilation);
+}
+
+template <class B>
+Val<B> max_pool2d(B& b, Val<B> x, const Shape& kernel_size, const Shape& stride, const Shape& padding, const Shape& dilation,
+                  bool ceil_mode) {
+  return b.op(OpId::MaxPool2d, {x}, max_pool2d_attrs(b, kernel_size, stride, padding, dilation, ceil_mode));
+}
+
+template <class B>
+Val<B> avg_pool2d(B& b, Val<B> x, const Shape& kernel_size, const Shape& stride, const Shape& padding, bool ceil_mode,
+                  bool count_include_pad, std::optional<int64_t> divisor_override) {
+  Attrs a = pool2d_attrs(b, "avg_pool2d", kernel_size, stride, padding, ceil_mode);
+  if (!count_include_pad) a.set("count_include_pad", false);
+  if (divisor_override) {
+    if (*divisor_override == 0) b.fail("avg_pool2d: divisor must be not zero");
+    a.set("divisor_override", *divisor_override);
+  }
+  return b.op(OpId::AvgPool2d, {x}, a);
 }
 
 // conv2d over a height of 1. A graph whose input rank is unknown when lowering takes the batched form.
@@ -157,6 +275,184 @@ Val<B> conv1d(B& b, Val<B> x, Val<B> weight, Val<B> bias, int64_t stride, int64_
   Val<B> y = conv2d(b, x4, unsqueeze(weight, 2), bias, {1, stride}, {0, padding}, {1, dilation}, groups);
   y = b.op(OpId::Squeeze, {y}, Attrs().set("dims", Shape{2}));
   return batched ? y : b.op(OpId::Squeeze, {y}, Attrs().set("dims", Shape{0}));
+}
+
+// ---- transposed convolution ----
+// conv2d's input gradient is a transposed convolution, and its weight layout [in, out / groups, kh, kw] is
+// torch's ConvTranspose2d weight, so the forward is that row (oneDNN's backward-data primitive where it
+// applies); with no "shape" attr the row works the output size out from its input, as torch:
+// (H - 1) * stride - 2 * padding + dilation * (kh - 1) + output_padding + 1. Its gradients are then conv2d
+// (input) and conv2d's weight gradient. Autocast: conv2d's row (torch lists conv_transpose2d with it).
+template <class B>
+Val<B> conv_transpose2d(B& b, Val<B> x_in, Val<B> weight_in, Val<B> bias_in, const Shape& stride, const Shape& padding,
+                        const Shape& output_padding, int64_t groups, const Shape& dilation) {
+  std::vector<Val<B>> cast = b.autocast("conv2d", {x_in, weight_in, bias_in});
+  Val<B> x = cast[0], weight = cast[1], bias = cast[2];
+  auto pair = [&](const char* what, const Shape& v) -> Shape {
+    if (v.size() == 1) return {v[0], v[0]};
+    if (v.size() != 2)
+      b.fail(fmt::format("conv_transpose2d: expected {} to be a single integer value or a list of 2 values to match the "
+                         "convolution dimensions, but got {}={}", what, what, shape_str(v)));
+    return v;
+  };
+  Shape s = pair("stride", stride), p = pair("padding", padding), op = pair("output_padding", output_padding),
+        d = pair("dilation", dilation);
+  if (s[0] <= 0 || s[1] <= 0) b.fail("conv_transpose2d: non-positive stride is not supported");
+  if (d[0] <= 0 || d[1] <= 0) b.fail("conv_transpose2d: dilation should be greater than zero");
+  if (p[0] < 0 || p[1] < 0) b.fail("conv_transpose2d: negative padding is not supported");
+  if (op[0] < 0 || op[1] < 0) b.fail("conv_transpose2d: negative output_padding is not supported");
+  if (groups <= 0) b.fail("conv_transpose2d: non-positive groups is not supported");
+  for (int i = 0; i < 2; ++i)
+    if (op[size_t(i)] >= s[size_t(i)] && op[size_t(i)] >= d[size_t(i)])
+      b.fail(fmt::format("conv_transpose2d: output padding must be smaller than either stride or dilation, but got "
+                         "output_padding_height: {} output_padding_width: {} stride_height: {} stride_width: {} "
+                         "dilation_height: {} dilation_width: {}", op[0], op[1], s[0], s[1], d[0], d[1]));
+    else if (op[size_t(i)] >= s[size_t(i)])
+      b.fail(fmt::format("conv_transpose2d: output_padding {} not smaller than stride {} is not supported", shape_str(op),
+                         shape_str(s)));
+  // checked now where the shapes are known; in a script graph the row checks them as it runs (no branch
+  // in the graph, so its backward compiles whole)
+  std::optional<Shape> xs = b.shape(x), ws = b.shape(weight);
+  if (xs && xs->size() != 3 && xs->size() != 4)
+    b.fail("conv_transpose2d: Expected 3D (unbatched) or 4D (batched) input to conv_transpose2d, but got input of size: " +
+           shape_str(*xs));
+  if (ws && ws->size() != 4)
+    b.fail("conv_transpose2d: expected a 4-D weight [in_channels,out_channels/groups,kh,kw], got shape " + shape_str(*ws));
+  if (xs && ws) {
+    int64_t c = (*xs)[xs->size() - 3];
+    if ((*ws)[0] % groups != 0 || c != (*ws)[0])
+      b.fail(fmt::format("conv_transpose2d: Given transposed=1, weight of size {}, expected input{} to have {} channels, but "
+                         "got {} channels instead", shape_str(*ws), shape_str(*xs), (*ws)[0], c));
+  }
+  if (present(bias) && ws)
+    b.check_shape(bias, {(*ws)[1] * groups}, false, [&](const std::optional<Shape>& sh) {
+      return fmt::format("conv_transpose2d: Given transposed=1, weight of size {}, expected bias to be 1-dimensional with {} "
+                         "elements, but got bias of size {} instead", shape_str(*ws), (*ws)[1] * groups, sh ? shape_str(*sh) : "?");
+    });
+  Attrs a = Attrs().set("stride", s).set("padding", p).set("dilation", d).set("groups", groups);
+  if (op[0] || op[1]) a.set("output_padding", op);
+  Val<B> y = b.op(OpId::Conv2dBackwardInput, {x, weight}, a);
+  if (!present(bias)) return y;
+  return b.op(OpId::Add, {y, b.op(OpId::Reshape, {bias}, Attrs().set("shape", Shape{-1, 1, 1}))});
+}
+
+// ---- group and instance normalisation ----
+// (N, C, *) normalised over each group of C / num_groups channels and the trailing dims (biased variance,
+// as torch), then scaled and shifted per channel. The input is viewed as (N, C, S) and grouped as (N, G, -1),
+// its sizes read from the input when the graph runs (a script graph knows neither N nor the rank when
+// lowering). `channels` (nn.GroupNorm's num_channels) stands for C where the input's shape is not known now.
+template <class B>
+Val<B> group_norm(B& b, Val<B> x_in, int64_t num_groups, Val<B> weight_in, Val<B> bias_in, double eps,
+                  std::optional<int64_t> channels = std::nullopt) {
+  std::vector<Val<B>> cast = b.autocast("group_norm", {x_in, weight_in, bias_in});
+  Val<B> x = cast[0], weight = cast[1], bias = cast[2];
+  std::optional<Shape> xs = b.shape(x);
+  if (xs && xs->size() < 2)
+    b.fail(fmt::format("group_norm: expected at least 2 dims (N, C, *), got input of shape {}", shape_str(*xs)));
+  if (num_groups <= 0) b.fail(fmt::format("group_norm: num_groups must be positive, got {}", num_groups));
+  std::optional<int64_t> C = xs ? std::optional<int64_t>((*xs)[1]) : channels;
+  auto input_str = [&] { return xs ? shape_str(*xs) : fmt::format("[N,{},...]", *C); };
+  if (C && *C % num_groups != 0)
+    b.fail(fmt::format("group_norm: Expected number of channels in input to be divisible by num_groups, but got input of "
+                       "shape {} and num_groups={}", input_str(), num_groups));
+  const char* names[] = {"weight", "bias"};
+  Val<B> params[] = {weight, bias};
+  for (int i = 0; i < 2; ++i)
+    if (present(params[i]) && C)
+      b.check_shape(params[i], {*C}, false, [&](const std::optional<Shape>& s) {
+        return fmt::format("group_norm: Expected {} to be a vector of size equal to the number of channels in input, but "
+                           "got {} of shape {} and input of shape {}", names[i], names[i], s ? shape_str(*s) : "?", input_str());
+      });
+  Val<B> x3 = b.flatten(b.op(OpId::Unsqueeze, {x}, Attrs().set("dim", int64_t(-1))), 2, -1);  // (N, C, S)
+  auto first = [&](Val<B> v, int64_t d) { return b.op(OpId::Select, {v}, Attrs().set("dim", d).set("index", int64_t(0))); };
+  Val<B> n_like = first(first(x3, 2), 1);  // (N)
+  Val<B> g = b.reshape_like(x3, n_like, {num_groups, -1});
+  Val<B> count = b.count(g, {2}, 0, [&](const std::optional<Shape>& s) {
+    return fmt::format("group_norm: expected a non-empty group, got input of shape {}", s ? shape_str(*s) : "?");
+  });
+  Val<B> xc = b.op(OpId::Sub, {g, mean_keep(b, g, {2}, count)});
+  Val<B> var = mean_keep(b, b.op(OpId::Mul, {xc, xc}), {2}, count);
+  Val<B> y = b.op(OpId::Mul, {xc, b.op(OpId::Rsqrt, {b.op(OpId::Add, {var, b.scalar(eps)})})});
+  y = b.reshape_like(y, x3, {});
+  auto col = [&](Val<B> v) { return b.op(OpId::Reshape, {v}, Attrs().set("shape", Shape{-1, 1})); };
+  if (present(weight)) y = b.op(OpId::Mul, {y, col(weight)});
+  if (present(bias)) y = b.op(OpId::Add, {y, col(bias)});
+  return b.reshape_like(y, x, {});
+}
+
+// Each (sample, channel) normalised over the last `spatial` dims (biased variance), for (N, C, *) and, in a
+// layer, unbatched (C, *) inputs. In training with running statistics (use_input_stats and running_mean
+// given) those move by `momentum` toward the batch's average of the instances' means and unbiased variances,
+// outside autograd, as torch's instance_norm; without use_input_stats they normalise. `channels` is C.
+template <class B>
+Val<B> instance_norm(B& b, Val<B> x_in, Val<B> running_mean, Val<B> running_var, Val<B> weight_in, Val<B> bias_in,
+                     bool use_input_stats, double momentum, double eps, std::optional<int64_t> spatial_dims,
+                     std::optional<int64_t> channels) {
+  std::vector<Val<B>> cast = b.autocast("instance_norm", {x_in, weight_in, bias_in});
+  Val<B> x = cast[0], weight = cast[1], bias = cast[2];
+  if (!spatial_dims) {  // the rank unknown now: the trailing dims as one
+    if (std::optional<int64_t> r = b.rank(x)) {
+      spatial_dims = *r - 2;
+    } else {
+      Val<B> y = instance_norm(b, b.flatten(x, 2, -1), running_mean, running_var, weight, bias, use_input_stats, momentum, eps,
+                               int64_t(1), channels);
+      return b.reshape_like(y, x, {});
+    }
+  }
+  if (*spatial_dims < 1) b.fail("instance_norm: expected an input of at least 3 dims (N, C, *)");
+  if (!channels && present(running_mean))
+    if (std::optional<Shape> s = b.shape(running_mean); s && s->size() == 1) channels = (*s)[0];
+  const int64_t spatial = *spatial_dims;
+  Shape per_channel{-1}, dims;
+  for (int64_t d = -spatial; d < 0; ++d) {
+    per_channel.push_back(1);
+    dims.push_back(d);
+  }
+  auto col = [&](Val<B> v) { return b.op(OpId::Reshape, {v}, Attrs().set("shape", per_channel)); };
+  const char* names[] = {"running_mean", "running_var", "weight", "bias"};
+  Val<B> params[] = {running_mean, running_var, weight, bias};
+  for (int i = 0; i < 4; ++i)
+    if (present(params[i]) && channels)
+      b.check_shape(params[i], {*channels}, false, [&](const std::optional<Shape>& s) {
+        return fmt::format("instance_norm: {} should contain {} elements{}", names[i], *channels,
+                           s ? fmt::format(", got {}", numel_of(*s)) : std::string());
+      });
+  Val<B> mean, var;
+  if (use_input_stats) {
+    Val<B> n = b.count(x, dims, 1, [&](const std::optional<Shape>& s) {
+      return fmt::format("instance_norm: Expected more than 1 spatial element when training, got input size {}",
+                         s ? shape_str(*s) : std::string("?"));
+    });
+    mean = mean_keep(b, x, dims, n);
+    Val<B> xc = b.op(OpId::Sub, {x, mean});
+    var = mean_keep(b, b.op(OpId::Mul, {xc, xc}), dims, n);
+    if (present(running_mean) && present(running_var)) {
+      if (!channels) b.fail("instance_norm: the running statistics' size must be known");
+      // per instance as rows of C; their batch average, the variance unbiased per instance (torch's)
+      auto batch_avg = [&](Val<B> v) {
+        Val<B> rows = b.op(OpId::Reshape, {b.detach(v)}, Attrs().set("shape", Shape{-1, *channels}));
+        Val<B> count = b.count(rows, {0}, 0, [](const std::optional<Shape>&) { return std::string("instance_norm: an empty batch"); });
+        return b.op(OpId::Reshape, {mean_keep(b, rows, {0}, count)}, Attrs().set("shape", Shape{-1}));
+      };
+      Val<B> unbiased = b.op(OpId::Div, {b.op(OpId::Mul, {var, n}), b.op(OpId::Sub, {n, b.scalar(1)})});
+      auto moved = [&](Val<B> run, Val<B> batch) {
+        return b.op(OpId::Add, {b.op(OpId::Mul, {run, b.scalar(1.0 - momentum)}), b.op(OpId::Mul, {batch, b.scalar(momentum)})});
+      };
+      b.update_buffer(running_mean, moved(running_mean, batch_avg(mean)));
+      b.update_buffer(running_var, moved(running_var, batch_avg(unbiased)));
+    }
+    Val<B> y = b.op(OpId::Mul, {xc, b.op(OpId::Rsqrt, {b.op(OpId::Add, {var, b.scalar(eps)})})});
+    if (present(weight)) y = b.op(OpId::Mul, {y, col(weight)});
+    if (present(bias)) y = b.op(OpId::Add, {y, col(bias)});
+    return y;
+  }
+  if (!present(running_mean) || !present(running_var))
+    b.fail("instance_norm: Expected running_mean and running_var to be defined when use_input_stats is false");
+  Val<B> y = b.op(OpId::Mul, {b.op(OpId::Sub, {x, col(running_mean)}),
+                              b.op(OpId::Rsqrt, {b.op(OpId::Add, {col(running_var), b.scalar(eps)})})});
+  if (present(weight)) y = b.op(OpId::Mul, {y, col(weight)});
+  if (present(bias)) y = b.op(OpId::Add, {y, col(bias)});
+  return y;
 }
 
 // Statistics per channel (dim 1) over every other dim. In training the running estimates, when given,

@@ -11,24 +11,6 @@
 #include "eager/ops.h"
 
 namespace kiln {
-namespace {
-
-// torch's _pair: one value stands for both spatial dims.
-Shape pair(const char* op, const char* name, const Shape& v) {
-  if (v.size() == 1) return {v[0], v[0]};
-  if (v.size() != 2) fail("{}: {} must have 1 or 2 elements, got {}", op, name, shape_str(v));
-  return v;
-}
-
-Attrs pool_attrs(const char* op, const Shape& kernel_size, const Shape& stride, const Shape& padding) {
-  Shape k = pair(op, "kernel_size", kernel_size);
-  return Attrs()
-      .set("kernel_size", k)
-      .set("stride", stride.empty() ? k : pair(op, "stride", stride))
-      .set("padding", pair(op, "padding", padding));
-}
-
-}  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) {
   EagerBuilder b;
@@ -46,22 +28,56 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Shape s
   return composite::conv2d(b, x, weight, bias, stride, padding, dilation, groups);
 }
 
+Tensor dropout2d(const Tensor& x, double p, bool training) {
+  EagerBuilder b;
+  return composite::dropout2d(b, x, p, training);
+}
+
+Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor) {
+  EagerBuilder b;
+  return composite::pixel_shuffle(b, x, upscale_factor);
+}
+
+Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor) {
+  EagerBuilder b;
+  return composite::pixel_unshuffle(b, x, downscale_factor);
+}
+
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+  EagerBuilder b;
+  return composite::group_norm(b, x, num_groups, weight, bias, eps);
+}
+
+Tensor instance_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                     const Tensor& bias, bool use_input_stats, double momentum, double eps) {
+  if (x.dim() < 3) fail("instance_norm: expected an input of at least 3 dims (N, C, *), got shape {}", shape_str(x.sizes()));
+  EagerBuilder b;
+  return composite::instance_norm(b, x, running_mean, running_var, weight, bias, use_input_stats, momentum, eps, x.dim() - 2,
+                                  x.size(1));
+}
+
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Shape stride, Shape padding,
+                        Shape output_padding, int64_t groups, Shape dilation) {
+  EagerBuilder b;
+  return composite::conv_transpose2d(b, x, weight, bias, stride, padding, output_padding, groups, dilation);
+}
+
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Shape kernel_size, Shape stride, Shape padding,
-                                                  Shape dilation) {
-  Attrs a = pool_attrs("max_pool2d", kernel_size, stride, padding);
-  a.set("dilation", pair("max_pool2d", "dilation", dilation));
-  Tensors r = dispatch(OpId::MaxPool2d, {x}, a);
+                                                  Shape dilation, bool ceil_mode) {
+  EagerBuilder b;
+  Tensors r = dispatch(OpId::MaxPool2d, {x}, composite::max_pool2d_attrs(b, kernel_size, stride, padding, dilation, ceil_mode));
   return {r[0], r[1]};
 }
 
-Tensor max_pool2d(const Tensor& x, Shape kernel_size, Shape stride, Shape padding, Shape dilation) {
-  return max_pool2d_with_indices(x, std::move(kernel_size), std::move(stride), std::move(padding),
-                                 std::move(dilation))
-      .first;
+Tensor max_pool2d(const Tensor& x, Shape kernel_size, Shape stride, Shape padding, Shape dilation, bool ceil_mode) {
+  EagerBuilder b;
+  return composite::max_pool2d(b, x, kernel_size, stride, padding, dilation, ceil_mode);
 }
 
-Tensor avg_pool2d(const Tensor& x, Shape kernel_size, Shape stride, Shape padding) {
-  return dispatch1(OpId::AvgPool2d, {x}, pool_attrs("avg_pool2d", kernel_size, stride, padding));
+Tensor avg_pool2d(const Tensor& x, Shape kernel_size, Shape stride, Shape padding, bool ceil_mode, bool count_include_pad,
+                  std::optional<int64_t> divisor_override) {
+  EagerBuilder b;
+  return composite::avg_pool2d(b, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {

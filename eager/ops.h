@@ -153,11 +153,27 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 // the loss functions: eager/losses.h
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1, 1},
               Shape padding = {0, 0}, Shape dilation = {1, 1}, int64_t groups = 1);
+// channel dropout over (N, C, *): whole feature maps kept (scaled by 1 / (1 - p)) or zeroed
+Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true);
+// (*, C r^2, H, W) <-> (*, C, H r, W r)
+Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor);
+Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor);
+// (N, C, *): group_norm over C / num_groups channels and the trailing dims; instance_norm per (N, C) over the
+// trailing dims, with running statistics as torch's F.instance_norm
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {}, const Tensor& bias = {}, double eps = 1e-5);
+Tensor instance_norm(const Tensor& x, const Tensor& running_mean = {}, const Tensor& running_var = {},
+                     const Tensor& weight = {}, const Tensor& bias = {}, bool use_input_stats = true,
+                     double momentum = 0.1, double eps = 1e-5);
+// weight [in_channels, out_channels / groups, kh, kw] (torch's); one value stands for both dims
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1, 1},
+                        Shape padding = {0, 0}, Shape output_padding = {0, 0}, int64_t groups = 1, Shape dilation = {1, 1});
+// torch's arguments and defaults; stride empty means kernel_size, one value stands for both dims
 Tensor max_pool2d(const Tensor& x, Shape kernel_size, Shape stride = {}, Shape padding = {0, 0},
-                  Shape dilation = {1, 1});
+                  Shape dilation = {1, 1}, bool ceil_mode = false);
 std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Shape kernel_size, Shape stride = {},
-                                                  Shape padding = {0, 0}, Shape dilation = {1, 1});
-Tensor avg_pool2d(const Tensor& x, Shape kernel_size, Shape stride = {}, Shape padding = {0, 0});
+                                                  Shape padding = {0, 0}, Shape dilation = {1, 1}, bool ceil_mode = false);
+Tensor avg_pool2d(const Tensor& x, Shape kernel_size, Shape stride = {}, Shape padding = {0, 0}, bool ceil_mode = false,
+                  bool count_include_pad = true, std::optional<int64_t> divisor_override = std::nullopt);
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);

@@ -532,17 +532,74 @@ std::vector<Builtin> make_builtins() {
     return layer_norm_of(L, L.tensor_arg(a[0], "input"), L.need_ints(a[1], "normalized_shape"), opt(a[2], "weight"),
                          opt(a[3], "bias"), eps);
   });
-  for (const char* n : {"max_pool2d", "avg_pool2d"}) {
-    bool mx = n[0] == 'm';
-    add(n, kFn | kF, {"input", "kernel_size", "stride", "padding"}, 2, [mx](Lowerer& L, Args& a, const Expr&) {
-      Shape k = pair_of(L, a[1], "kernel_size");
-      Shape st = a[2].present() && !(a[2].expr && a[2].expr->kind == ExprKind::None) ? pair_of(L, a[2], "stride") : k;
-      Shape p = a[3].present() ? pair_of(L, a[3], "padding") : Shape{0, 0};
-      Attrs at = Attrs().set("kernel_size", k).set("stride", st).set("padding", p);
-      if (mx) at.set("dilation", Shape{1, 1});
-      return L.op(mx ? OpId::MaxPool2d : OpId::AvgPool2d, {L.tensor_arg(a[0], "input")}, at);
+  // torch's signatures and defaults; a None stride is the kernel (an empty one for the composite)
+  auto given = [](const Arg& x) { return x.present() && !(x.expr && x.expr->kind == ExprKind::None); };
+  add("dropout2d", kF, {"input", "p", "training", "inplace"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    double p = a[1].present() ? need_float(L, a[1], "p") : 0.5;
+    bool training = a[2].present() ? L.need_bool(a[2], "training") : true;
+    LoweringBuilder lb(L);
+    return composite::dropout2d(lb, L.tensor_arg(a[0], "input"), p, training);
+  });
+  for (const char* n : {"pixel_shuffle", "pixel_unshuffle"}) {
+    bool inverse = n[6] == 'u';
+    add(n, kFn | kF, {"input", inverse ? "downscale_factor" : "upscale_factor"}, 2, [inverse](Lowerer& L, Args& a, const Expr&) {
+      int64_t r = L.need_int(a[1], inverse ? "downscale_factor" : "upscale_factor");
+      LoweringBuilder lb(L);
+      Value* x = L.tensor_arg(a[0], "input");
+      return inverse ? composite::pixel_unshuffle(lb, x, r) : composite::pixel_shuffle(lb, x, r);
     });
   }
+  add("group_norm", kFn | kF, {"input", "num_groups", "weight", "bias", "eps"}, 2, [given](Lowerer& L, Args& a, const Expr&) {
+    Value* w = given(a[2]) ? L.tensor_arg(a[2], "weight") : nullptr;
+    Value* bias = given(a[3]) ? L.tensor_arg(a[3], "bias") : nullptr;
+    double eps = a[4].present() ? need_float(L, a[4], "eps") : 1e-5;
+    LoweringBuilder lb(L);
+    return composite::group_norm(lb, L.tensor_arg(a[0], "input"), L.need_int(a[1], "num_groups"), w, bias, eps);
+  });
+  add("instance_norm", kFn | kF,
+      {"input", "running_mean", "running_var", "weight", "bias", "use_input_stats", "momentum", "eps"}, 1,
+      [given](Lowerer& L, Args& a, const Expr&) {
+        Value* t[4] = {};
+        const char* names[] = {"running_mean", "running_var", "weight", "bias"};
+        for (int i = 0; i < 4; ++i)
+          if (given(a[size_t(i + 1)])) t[i] = L.tensor_arg(a[size_t(i + 1)], names[i]);
+        bool use_input_stats = !a[5].present() || L.need_bool(a[5], "use_input_stats");
+        double momentum = a[6].present() ? need_float(L, a[6], "momentum") : 0.1, eps = a[7].present() ? need_float(L, a[7], "eps") : 1e-5;
+        LoweringBuilder lb(L);
+        return composite::instance_norm(lb, L.tensor_arg(a[0], "input"), t[0], t[1], t[2], t[3], use_input_stats, momentum, eps,
+                                        std::nullopt, std::nullopt);
+      });
+  add("conv_transpose2d", kFn | kF, {"input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"}, 2,
+      [given](Lowerer& L, Args& a, const Expr&) {
+        Value* bias = given(a[2]) ? L.tensor_arg(a[2], "bias") : nullptr;
+        auto pair_or = [&](const Arg& x, const char* what, int64_t dflt) { return x.present() ? pair_of(L, x, what) : Shape{dflt, dflt}; };
+        int64_t groups = a[6].present() ? L.need_int(a[6], "groups") : 1;
+        LoweringBuilder lb(L);
+        return composite::conv_transpose2d(lb, L.tensor_arg(a[0], "input"), L.tensor_arg(a[1], "weight"), bias,
+                                           pair_or(a[3], "stride", 1), pair_or(a[4], "padding", 0),
+                                           pair_or(a[5], "output_padding", 0), groups, pair_or(a[7], "dilation", 1));
+      });
+  add("max_pool2d", kFn | kF, {"input", "kernel_size", "stride", "padding", "dilation", "ceil_mode", "return_indices"}, 2,
+      [given](Lowerer& L, Args& a, const Expr&) {
+        if (given(a[6]) && L.need_bool(a[6], "return_indices")) L.fail(a[6].loc, "max_pool2d: return_indices=True is not supported");
+        Shape st = given(a[2]) ? pair_of(L, a[2], "stride") : Shape{};
+        Shape p = a[3].present() ? pair_of(L, a[3], "padding") : Shape{0, 0};
+        Shape d = a[4].present() ? pair_of(L, a[4], "dilation") : Shape{1, 1};
+        bool ceil = a[5].present() && L.need_bool(a[5], "ceil_mode");
+        LoweringBuilder lb(L);
+        return composite::max_pool2d(lb, L.tensor_arg(a[0], "input"), pair_of(L, a[1], "kernel_size"), st, p, d, ceil);
+      });
+  add("avg_pool2d", kFn | kF, {"input", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"}, 2,
+      [given](Lowerer& L, Args& a, const Expr&) {
+        Shape st = given(a[2]) ? pair_of(L, a[2], "stride") : Shape{};
+        Shape p = a[3].present() ? pair_of(L, a[3], "padding") : Shape{0, 0};
+        bool ceil = a[4].present() && L.need_bool(a[4], "ceil_mode");
+        bool cip = !a[5].present() || L.need_bool(a[5], "count_include_pad");
+        std::optional<int64_t> div;
+        if (given(a[6])) div = L.need_int(a[6], "divisor_override");
+        LoweringBuilder lb(L);
+        return composite::avg_pool2d(lb, L.tensor_arg(a[0], "input"), pair_of(L, a[1], "kernel_size"), st, p, ceil, cip, div);
+      });
   add("size", kMethod, {"input", "dim"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     Value* x = L.tensor_arg(a[0], "input");
     if (!a[1].present()) return L.prim(Prim::Shape, {x}, Type::list(kInt));

@@ -106,8 +106,8 @@ TEST_CASE("layer registry: constructor arguments bind with torch's names, defaul
               "nn.Linear() got an unexpected keyword argument 'bais'");
   check_error([&] { lin->make(nn::bind_layer_args(*lin, {IValue(0), IValue(2)}, {})); }, "nn.Linear: in_features must be positive, got 0");
   const char* bad = "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-                    "        self.pool = nn.MaxPool2d(2, ceil_mode=True)\n\n    def forward(self, x):\n        return self.pool(x)\n";
-  check_error([&] { script_source(bad, "bad.py").module("Net"); }, "nn.MaxPool2d: ceil_mode=True is not supported");
+                    "        self.pool = nn.MaxPool2d(2, return_indices=True)\n\n    def forward(self, x):\n        return self.pool(x)\n";
+  check_error([&] { script_source(bad, "bad.py").module("Net"); }, "nn.MaxPool2d: return_indices=True is not supported");
   CHECK(nn::find_layer("Conv3d") == nullptr);
   const char* same = "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
                      "        self.c = nn.Conv2d(2, 3, 4, padding='same')\n\n    def forward(self, x):\n        return self.c(x)\n";

@@ -23,7 +23,10 @@ using K = AttrKind;
 OpSchema schema_of(OpId op) {
   const std::vector<std::pair<const char*, K>> conv = {{"stride", K::Ints}, {"padding", K::Ints}, {"dilation", K::Ints}};
   const std::vector<std::pair<const char*, K>> pool = {{"kernel_size", K::Ints}};
-  const std::vector<std::pair<const char*, K>> pool_opt = {{"stride", K::Ints}, {"padding", K::Ints}, {"dilation", K::Ints}};
+  const std::vector<std::pair<const char*, K>> pool_opt = {{"stride", K::Ints}, {"padding", K::Ints}, {"dilation", K::Ints},
+                                                            {"ceil_mode", K::Bool}};
+  const std::vector<std::pair<const char*, K>> avg_opt = {{"stride", K::Ints}, {"padding", K::Ints}, {"ceil_mode", K::Bool},
+                                                           {"count_include_pad", K::Bool}, {"divisor_override", K::Int}};
   switch (op) {
 #define KILN_UNARY(Id, name, rule, expr) case OpId::Id:
 #include "core/ops.def"
@@ -50,7 +53,7 @@ OpSchema schema_of(OpId op) {
     case OpId::Matmul: return {2, 2, 1, {}, {}};
     case OpId::Conv2d: return {2, 3, 1, conv, {{"groups", K::Int}}};
     case OpId::MaxPool2d: return {1, 1, 2, pool, pool_opt};
-    case OpId::AvgPool2d: return {1, 1, 1, pool, pool_opt};
+    case OpId::AvgPool2d: return {1, 1, 1, pool, avg_opt};
     case OpId::RnnLayer: return {2, 4, 1, {{"mode", K::Str}}, {{"reverse", K::Bool}, {"bias", K::Bool}}};
     case OpId::RnnLayerBackward: return {3, 5, 4, {{"mode", K::Str}}, {{"reverse", K::Bool}, {"bias", K::Bool}}};
     case OpId::Cat: return {1, -1, 1, {{"dim", K::Int}}, {}};
@@ -63,9 +66,10 @@ OpSchema schema_of(OpId op) {
     case OpId::AvgPool2dBackward: {
       auto req = pool;
       req.push_back({"shape", K::Ints});
-      return {1, 1, 1, req, pool_opt};
+      return {1, 1, 1, req, avg_opt};
     }
-    case OpId::Conv2dBackwardInput:
+    // without "shape", conv2d_backward_input is conv_transpose2d: the output's shape from the input's
+    case OpId::Conv2dBackwardInput: return {2, 2, 1, conv, {{"groups", K::Int}, {"shape", K::Ints}, {"output_padding", K::Ints}}};
     case OpId::Conv2dBackwardWeight: {
       auto req = conv;
       req.push_back({"shape", K::Ints});

@@ -33,7 +33,9 @@ Tensor unreduce(const Tensor& g, const Shape& in_shape, const Attrs& attrs) {
 }
 
 // The conv2d family is bilinear, so each gradient is another member of the family.
+// conv_transpose2d (conv2d_backward_input with no "shape") carries output_padding, which only it reads.
 Tensor conv_family(OpId op, const Tensor& a, const Tensor& b, Attrs attrs, const Shape& shape) {
+  attrs = attrs.without("output_padding");
   if (op != OpId::Conv2d) attrs.set("shape", shape);
   else attrs = attrs.without("shape");
   return dispatch1(op, {a, b}, attrs);

@@ -1,7 +1,8 @@
 // The gradients of conv2d and avg_pool2d, as kernels of their own ops (see core/ops.def):
-//   conv2d_backward_input:  per sample and group, col = W_g^T · grad_g, then col2im onto the input;
+//   conv2d_backward_input:  per sample and group, col = W_g^T · grad_g, then col2im onto the input (also
+//                           conv_transpose2d's forward, the output's shape then worked out here);
 //   conv2d_backward_weight: per sample and group, grad_w_g += grad_g · im2col(x)_g^T;
-//   avg_pool2d_backward:    each output gradient spread evenly over its window (count_include_pad);
+//   avg_pool2d_backward:    each output gradient spread evenly over its window, by the forward's divisor;
 // and conv2d_backward (conv_backward.h), any of conv2d's three gradients from one pass over grad.
 // Attrs are parsed by the same helpers as the forward kernels (eager/cpu/im2col.h).
 #include "eager/cpu/conv_backward.h"
@@ -140,33 +141,66 @@ void backward_weight(const Tensor& grad, const Tensor& x, const Tensor& out, con
 
 template <class T>
 void avg_pool_backward(const T* gy, T* gx, const im2col::PoolGeom& g) {
-  // The forward's divisor is kh*kw for every window (count_include_pad, no ceil_mode).
-  double inv = 1.0 / double(g.kh * g.kw);
 #pragma omp parallel for if (g.planes * g.OH * g.OW * g.kh * g.kw > kParallelGrain && g.planes > 1)
   for (int64_t pl = 0; pl < g.planes; ++pl) {
     T* in = gx + pl * g.H * g.W;
     std::fill(in, in + g.H * g.W, T(0));
     const T* out = gy + pl * g.OH * g.OW;
-    for (int64_t oh = 0; oh < g.OH; ++oh) {
-      int64_t ih0 = std::max<int64_t>(oh * g.sh - g.ph, 0), ih1 = std::min(oh * g.sh - g.ph + g.kh, g.H);
+    for (int64_t oh = 0; oh < g.OH; ++oh)
       for (int64_t ow = 0; ow < g.OW; ++ow) {
-        int64_t iw0 = std::max<int64_t>(ow * g.sw - g.pw, 0), iw1 = std::min(ow * g.sw - g.pw + g.kw, g.W);
-        T v = T(double(out[oh * g.OW + ow]) * inv);
-        for (int64_t ih = ih0; ih < ih1; ++ih)
-          for (int64_t iw = iw0; iw < iw1; ++iw) in[ih * g.W + iw] += v;
+        im2col::AvgWindow w = im2col::avg_window(g, oh, ow);
+        T v = T(double(out[oh * g.OW + ow]) * w.inv);
+        for (int64_t ih = w.h0; ih < w.h1; ++ih)
+          for (int64_t iw = w.w0; iw < w.w1; ++iw) in[ih * g.W + iw] += v;
       }
-    }
   }
 }
 
 }  // namespace
 
+// With no "shape" attr the row is conv_transpose2d (eager/composites.h): the output's shape from its input's,
+// torch's rule, with torch's checks.
+static Shape transposed_shape(const char* op, const Tensor& x, const Tensor& w, const Attrs& attrs) {
+  if (x.dim() != 3 && x.dim() != 4)
+    fail("{}: Expected 3D (unbatched) or 4D (batched) input to conv_transpose2d, but got input of size: {}", op,
+         shape_str(x.sizes()));
+  if (w.dim() != 4)
+    fail("{}: expected a 4-D weight [in_channels,out_channels/groups,kh,kw], got shape {}", op, shape_str(w.sizes()));
+  const Shape &s = im2col::pair_attr(op, attrs, "stride"), &p = im2col::pair_attr(op, attrs, "padding"),
+              &d = im2col::pair_attr(op, attrs, "dilation");
+  Shape o = attrs.has("output_padding") ? im2col::pair_attr(op, attrs, "output_padding") : Shape{0, 0};
+  int64_t groups = attrs.i_or("groups", 1);
+  if (groups <= 0) fail("{}: groups must be positive, got {}", op, groups);
+  // output_padding below the dilation but not the stride (torch allows it) adds rows no convolution maps
+  // back onto: kiln's kernels do not make them
+  for (size_t i = 0; i < 2; ++i)
+    if (o[i] < 0 || (o[i] >= s[i] && o[i] >= d[i]))
+      fail("{}: output padding must be smaller than either stride or dilation, but got output_padding {} stride {} "
+           "dilation {}", op, shape_str(o), shape_str(s), shape_str(d));
+    else if (o[i] >= s[i])
+      fail("{}: output_padding {} not smaller than stride {} is not supported", op, shape_str(o), shape_str(s));
+  if (x.size(-3) != w.size(0))
+    fail("{}: Given transposed=1, weight of size {}, expected input{} to have {} channels, but got {} channels instead", op,
+         shape_str(w.sizes()), shape_str(x.sizes()), w.size(0), x.size(-3));
+  if (w.size(0) % groups != 0)
+    fail("{}: weight of size {} has {} input channels, not divisible by groups {}", op, shape_str(w.sizes()), w.size(0), groups);
+  Shape out = x.sizes();
+  out[out.size() - 3] = w.size(1) * groups;
+  for (size_t i = 0; i < 2; ++i)
+    out[out.size() - 2 + i] = transposed_window_out(x.size(int64_t(i) - 2), w.size(int64_t(i) + 2), s[i], p[i], d[i], o[i]);
+  if (out[out.size() - 2] < 1 || out[out.size() - 1] < 1)
+    fail("{}: Given input size per channel: ({} x {}). Calculated output size per channel: ({} x {}). Output size is too small",
+         op, x.size(-2), x.size(-1), out[out.size() - 2], out[out.size() - 1]);
+  return out;
+}
+
 Tensors kernel_conv2d_backward_input(OpId id, const Tensors& in, const Attrs& attrs) {
   if (all_half(in)) return run_in_float32(kernel_conv2d_backward_input, id, in, attrs);
-  const char* op = "conv2d_backward_input";
+  const bool transposed = !attrs.has("shape");
+  const char* op = transposed ? "conv_transpose2d" : "conv2d_backward_input";
   if (in.size() != 2) fail("{}: expected 2 inputs (grad_output, weight), got {}", op, in.size());
   const Tensor &grad = in[0], &w = in[1];
-  const Shape& shape = attrs.ints("shape");
+  const Shape shape = transposed ? transposed_shape(op, grad, w, attrs) : attrs.ints("shape");
   if (shape.size() != 3 && shape.size() != 4)
     fail("{}: expected a 3-D [C,H,W] or 4-D [N,C,H,W] input shape, got {}", op, shape_str(shape));
   if (grad.dim() != int64_t(shape.size()))

@@ -222,7 +222,26 @@ struct PoolGeom {
   int64_t planes, H, W;
   int64_t kh, kw, sh, sw, ph, pw, dh, dw;
   int64_t OH, OW;
+  bool count_include_pad;    // avg: padding counts in the divisor (torch's default)
+  int64_t divisor_override;  // avg: 0 when not given
 };
+
+// An avg_pool2d window clipped to the input, rows [h0, h1) and columns [w0, w1), and the reciprocal of
+// torch's divisor: divisor_override, else the window within the padded input (count_include_pad; a ceil_mode
+// window hanging over the right padding counts only what lies inside it), else the elements inside the input.
+struct AvgWindow {
+  int64_t h0, h1, w0, w1;
+  double inv;
+};
+inline AvgWindow avg_window(const PoolGeom& g, int64_t oh, int64_t ow) {
+  int64_t h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
+  int64_t h1 = std::min(h0 + g.kh, g.H + g.ph), w1 = std::min(w0 + g.kw, g.W + g.pw);
+  int64_t padded = (h1 - h0) * (w1 - w0);
+  h0 = std::max<int64_t>(h0, 0), w0 = std::max<int64_t>(w0, 0);
+  h1 = std::min(h1, g.H), w1 = std::min(w1, g.W);
+  int64_t n = g.divisor_override ? g.divisor_override : g.count_include_pad ? padded : (h1 - h0) * (w1 - w0);
+  return {h0, h1, w0, w1, 1.0 / double(n)};
+}
 
 // Checks an input of shape xs and the attrs the way torch's pool2d_shape_check does and works out the
 // output size. A missing or empty "stride" means kernel_size.
@@ -250,11 +269,15 @@ inline PoolGeom pool_geometry(const char* op, const Shape& xs, DType dtype, cons
   g.planes = 1;
   for (int64_t i = 0; i < dim - 2; ++i) g.planes *= xs[size_t(i)];
   g.kh = k[0], g.kw = k[1], g.sh = s[0], g.sw = s[1], g.ph = p[0], g.pw = p[1], g.dh = d[0], g.dw = d[1];
-  g.OH = (g.H + 2 * g.ph - g.dh * (g.kh - 1) - 1) / g.sh + 1;
-  g.OW = (g.W + 2 * g.pw - g.dw * (g.kw - 1) - 1) / g.sw + 1;
-  if (g.H + 2 * g.ph - g.dh * (g.kh - 1) - 1 < 0 || g.W + 2 * g.pw - g.dw * (g.kw - 1) - 1 < 0 || g.OH < 1 || g.OW < 1)
-    fail("{}: output size is too small for input shape {} with kernel_size {}, stride {}, padding {}, dilation {}",
-         op, shape_str(xs), shape_str(k), shape_str(s), shape_str(p), shape_str(d));
+  bool ceil_mode = attrs.b_or("ceil_mode", false);
+  g.count_include_pad = attrs.b_or("count_include_pad", true);
+  g.divisor_override = attrs.i_or("divisor_override", 0);
+  if (attrs.has("divisor_override") && g.divisor_override == 0) fail("{}: divisor must be not zero", op);
+  g.OH = window_out(g.H, g.kh, g.sh, g.ph, g.dh, ceil_mode);
+  g.OW = window_out(g.W, g.kw, g.sw, g.pw, g.dw, ceil_mode);
+  if (g.OH < 1 || g.OW < 1)
+    fail("{}: output size is too small for input shape {} with kernel_size {}, stride {}, padding {}, dilation {}{}",
+         op, shape_str(xs), shape_str(k), shape_str(s), shape_str(p), shape_str(d), ceil_mode ? ", ceil_mode" : "");
   return g;
 }
 

@@ -1,5 +1,5 @@
 // 2-D pooling over [C,H,W] or [N,C,H,W], one plane per task: max_pool2d (values and torch's flat
-// H*W indices) and avg_pool2d with torch's defaults (count_include_pad=True, ceil_mode=False).
+// H*W indices) and avg_pool2d (ceil_mode, count_include_pad and divisor_override as torch's).
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -118,7 +118,9 @@ void max_pool_2x2_ow2(const float* x, float* y, int64_t* idx, const PoolGeom& g)
 
 template <class T>
 bool max_pool_2x2(const T* x, T* y, int64_t* idx, const PoolGeom& g) {
-  if (!(g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && g.dh == 1 && g.dw == 1))
+  // ceil_mode's last window may hang over the edge: only whole windows take this path.
+  if (!(g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 && g.dh == 1 && g.dw == 1 &&
+        2 * g.OH <= g.H && 2 * g.OW <= g.W))
     return false;
   if constexpr (std::is_same_v<T, float>) {
     if (g.OW == 2) {
@@ -173,21 +175,17 @@ void max_pool(const T* x, T* y, int64_t* idx, const PoolGeom& g) {
 
 template <class T>
 void avg_pool(const T* x, T* y, const PoolGeom& g) {
-  // count_include_pad with ceil_mode off: every window lies inside the padded input, so the divisor is kh*kw.
-  double inv = 1.0 / double(g.kh * g.kw);
 #pragma omp parallel for if (g.planes * g.OH * g.OW * g.kh * g.kw > kParallelGrain && g.planes > 1)
   for (int64_t pl = 0; pl < g.planes; ++pl) {
     const T* in = x + pl * g.H * g.W;
-    for (int64_t oh = 0; oh < g.OH; ++oh) {
-      int64_t ih0 = std::max<int64_t>(oh * g.sh - g.ph, 0), ih1 = std::min(oh * g.sh - g.ph + g.kh, g.H);
+    for (int64_t oh = 0; oh < g.OH; ++oh)
       for (int64_t ow = 0; ow < g.OW; ++ow) {
-        int64_t iw0 = std::max<int64_t>(ow * g.sw - g.pw, 0), iw1 = std::min(ow * g.sw - g.pw + g.kw, g.W);
+        im2col::AvgWindow w = im2col::avg_window(g, oh, ow);
         double acc = 0;
-        for (int64_t ih = ih0; ih < ih1; ++ih)
-          for (int64_t iw = iw0; iw < iw1; ++iw) acc += double(in[ih * g.W + iw]);
-        y[(pl * g.OH + oh) * g.OW + ow] = T(acc * inv);
+        for (int64_t ih = w.h0; ih < w.h1; ++ih)
+          for (int64_t iw = w.w0; iw < w.w1; ++iw) acc += double(in[ih * g.W + iw]);
+        y[(pl * g.OH + oh) * g.OW + ow] = T(acc * w.inv);
       }
-    }
   }
 }
 

@@ -54,6 +54,24 @@ Val<B> forward_with(B& b, Conv2d& m, Val<B> x) {
 }
 Tensor Conv2d::forward(const Tensor& x) { return eager_forward(*this, x); }
 
+ConvTranspose2d::ConvTranspose2d(int64_t in, int64_t out, Shape k, Shape s, Shape p, Shape op, int64_t g, bool with_bias, Shape d)
+    : stride(std::move(s)), padding(std::move(p)), output_padding(std::move(op)), dilation(std::move(d)), groups(g) {
+  if (k.size() == 1) k = {k[0], k[0]};
+  if (k.size() != 2) fail("ConvTranspose2d: kernel_size must have 1 or 2 elements, got {}", shape_str(k));
+  if (g <= 0) fail("ConvTranspose2d: groups must be positive, got {}", g);
+  if (in % g != 0) fail("ConvTranspose2d: in_channels must be divisible by groups (in_channels {}, groups {})", in, g);
+  if (out % g != 0) fail("ConvTranspose2d: out_channels must be divisible by groups (out_channels {}, groups {})", out, g);
+  weight = register_parameter("weight", empty({in, out / g, k[0], k[1]}));
+  if (with_bias) bias = register_parameter("bias", empty({out}));
+  default_init(weight, bias);
+}
+template <class B>
+Val<B> forward_with(B& b, ConvTranspose2d& m, Val<B> x) {
+  return composite::conv_transpose2d(b, x, b.parameter(m.weight, "weight"), b.parameter(m.bias, "bias"), m.stride, m.padding,
+                                     m.output_padding, m.groups, m.dilation);
+}
+Tensor ConvTranspose2d::forward(const Tensor& x) { return eager_forward(*this, x); }
+
 Conv1d::Conv1d(int64_t in, int64_t out, int64_t k, int64_t s, int64_t p, int64_t d, int64_t g, bool with_bias)
     : stride(s), padding(p), dilation(d), groups(g) {
   if (g <= 0 || in % g != 0 || out % g != 0)
@@ -68,25 +86,13 @@ Val<B> forward_with(B& b, Conv1d& m, Val<B> x) {
 }
 Tensor Conv1d::forward(const Tensor& x) { return eager_forward(*this, x); }
 
-// The window of a pool as its op's attributes; one value stands for both dims, no stride means the kernel.
-static Attrs window_attrs(const char* op, const Pool2d& p) {
-  auto pair = [&](const char* what, const Shape& v) -> Shape {
-    if (v.size() == 1) return {v[0], v[0]};
-    if (v.size() != 2) fail("{}: {} must have 1 or 2 elements, got {}", op, what, shape_str(v));
-    return v;
-  };
-  Shape k = pair("kernel_size", p.kernel_size);
-  return Attrs().set("kernel_size", k).set("stride", p.stride.empty() ? k : pair("stride", p.stride)).set("padding", pair("padding", p.padding));
-}
 template <class B>
 Val<B> forward_with(B& b, MaxPool2d& m, Val<B> x) {
-  Attrs a = window_attrs("max_pool2d", m);
-  a.set("dilation", m.dilation.size() == 1 ? Shape{m.dilation[0], m.dilation[0]} : m.dilation);
-  return b.op(OpId::MaxPool2d, {x}, a);
+  return composite::max_pool2d(b, x, m.kernel_size, m.stride, m.padding, m.dilation, m.ceil_mode);
 }
 template <class B>
 Val<B> forward_with(B& b, AvgPool2d& m, Val<B> x) {
-  return b.op(OpId::AvgPool2d, {x}, window_attrs("avg_pool2d", m));
+  return composite::avg_pool2d(b, x, m.kernel_size, m.stride, m.padding, m.ceil_mode, m.count_include_pad, m.divisor_override);
 }
 Tensor MaxPool2d::forward(const Tensor& x) { return eager_forward(*this, x); }
 Tensor AvgPool2d::forward(const Tensor& x) { return eager_forward(*this, x); }
@@ -230,6 +236,65 @@ Val<B> forward_with(B& b, BatchNorm1d& m, Val<B> x) {
 Tensor BatchNorm2d::forward(const Tensor& x) { return eager_forward(*this, x); }
 Tensor BatchNorm1d::forward(const Tensor& x) { return eager_forward(*this, x); }
 
+Dropout2d::Dropout2d(double p) : p(p) {
+  if (p < 0 || p > 1) fail("Dropout2d: dropout probability has to be between 0 and 1, but got {}", p);
+}
+template <class B>
+Val<B> forward_with(B& b, Dropout2d& m, Val<B> x) { return composite::dropout2d(b, x, m.p, m.is_training()); }
+Tensor Dropout2d::forward(const Tensor& x) { return eager_forward(*this, x); }
+
+template <class B>
+Val<B> forward_with(B& b, PixelShuffle& m, Val<B> x) { return composite::pixel_shuffle(b, x, m.upscale_factor); }
+Tensor PixelShuffle::forward(const Tensor& x) { return eager_forward(*this, x); }
+template <class B>
+Val<B> forward_with(B& b, PixelUnshuffle& m, Val<B> x) { return composite::pixel_unshuffle(b, x, m.downscale_factor); }
+Tensor PixelUnshuffle::forward(const Tensor& x) { return eager_forward(*this, x); }
+
+GroupNorm::GroupNorm(int64_t g, int64_t c, double eps, bool affine) : num_groups(g), num_channels(c), eps(eps) {
+  if (g <= 0 || c % g != 0) fail("GroupNorm: num_channels must be divisible by num_groups (num_channels {}, num_groups {})", c, g);
+  if (affine) {
+    weight = register_parameter("weight", ones({c}));
+    bias = register_parameter("bias", zeros({c}));
+  }
+}
+template <class B>
+Val<B> forward_with(B& b, GroupNorm& m, Val<B> x) {
+  return composite::group_norm(b, x, m.num_groups, b.parameter(m.weight, "weight"), b.parameter(m.bias, "bias"), m.eps,
+                               m.num_channels);
+}
+Tensor GroupNorm::forward(const Tensor& x) { return eager_forward(*this, x); }
+
+InstanceNorm2d::InstanceNorm2d(int64_t n, double eps, double momentum, bool affine, bool track)
+    : num_features(n), eps(eps), momentum(momentum) {
+  if (affine) {
+    weight = register_parameter("weight", ones({n}));
+    bias = register_parameter("bias", zeros({n}));
+  }
+  if (track) {
+    running_mean = register_buffer("running_mean", zeros({n}));
+    running_var = register_buffer("running_var", ones({n}));
+    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, DType::Int64));
+  }
+}
+template <class B>
+Val<B> forward_with(B& b, InstanceNorm2d& m, Val<B> x) {
+  b.check_rank(x, {3, 4}, [](const std::optional<Shape>& s) {
+    return "InstanceNorm2d: expected 3D or 4D input" + (s ? fmt::format(" (got {}D input)", s->size()) : std::string());
+  });
+  if (std::optional<Shape> s = b.shape(x); s && (*s)[s->size() - 3] != m.num_features && m.weight.defined())
+    b.fail(fmt::format("InstanceNorm2d: expected input's size at dim={} to match num_features ({}), but got: {}.", s->size() - 3,
+                       m.num_features, (*s)[s->size() - 3]));
+  bool tracked = m.running_mean.defined();
+  if (tracked && m.is_training()) {
+    Val<B> n = b.parameter(m.num_batches_tracked, "num_batches_tracked");
+    b.update_buffer(n, b.op(OpId::Add, {n, b.scalar(1)}));
+  }
+  return composite::instance_norm(b, x, b.parameter(m.running_mean, "running_mean"), b.parameter(m.running_var, "running_var"),
+                                  b.parameter(m.weight, "weight"), b.parameter(m.bias, "bias"), m.is_training() || !tracked,
+                                  m.momentum, m.eps, int64_t(2), m.num_features);
+}
+Tensor InstanceNorm2d::forward(const Tensor& x) { return eager_forward(*this, x); }
+
 Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad) {
   if (pad && (*pad < -num || *pad >= num))
     fail("Embedding: padding_idx {} must be within num_embeddings {}", *pad, num);
@@ -289,6 +354,22 @@ const std::vector<LayerSpec>& layer_registry() {
           return std::make_shared<Dropout>(p);
         },
         {{"p", 0.25}}, t({4, 6})));
+    r.push_back(layer_spec<Dropout2d>(
+        "Dropout2d", {{"p", 0.5}, {"inplace", false}},
+        [](const LayerArgs& a) {
+          double p = a.number("p");
+          if (!(p >= 0 && p <= 1)) a.fail(fmt::format("dropout probability has to be between 0 and 1, but got {}", p));
+          return std::make_shared<Dropout2d>(p);
+        },
+        {{"p", 0.5}}, t({4, 6, 2, 3})));
+    r.push_back(layer_spec<PixelShuffle>(
+        "PixelShuffle", {{"upscale_factor"}},
+        [](const LayerArgs& a) { return std::make_shared<PixelShuffle>(a.positive("upscale_factor")); },
+        {{"upscale_factor", 2}}, t({2, 8, 3, 2})));
+    r.push_back(layer_spec<PixelUnshuffle>(
+        "PixelUnshuffle", {{"downscale_factor"}},
+        [](const LayerArgs& a) { return std::make_shared<PixelUnshuffle>(a.positive("downscale_factor")); },
+        {{"downscale_factor", 2}}, t({2, 3, 4, 6})));
     r.push_back(layer_spec<ReLU>("ReLU", {{"inplace", false}}, no_args([] { return std::make_shared<ReLU>(); }), {}, t({3, 4})));
     r.push_back(layer_spec<Tanh>("Tanh", {}, no_args([] { return std::make_shared<Tanh>(); }), {}, t({3, 4})));
     r.push_back(layer_spec<Sigmoid>("Sigmoid", {}, no_args([] { return std::make_shared<Sigmoid>(); }), {}, t({3, 4})));
@@ -360,20 +441,23 @@ const std::vector<LayerSpec>& layer_registry() {
         {{"kernel_size"}, {"stride", IValue()}, {"padding", 0}, {"dilation", 1}, {"return_indices", false}, {"ceil_mode", false}},
         [](const LayerArgs& a) {
           a.unsupported_if_true("return_indices");
-          a.unsupported_if_true("ceil_mode");
           Shape k = a.pair("kernel_size");
-          return std::make_shared<MaxPool2d>(k, a.is_none("stride") ? k : a.pair("stride"), a.pair("padding"), a.pair("dilation"));
+          return std::make_shared<MaxPool2d>(k, a.is_none("stride") ? k : a.pair("stride"), a.pair("padding"), a.pair("dilation"),
+                                             a.flag("ceil_mode"));
         },
-        {{"kernel_size", 2}}, t({2, 3, 6, 6})));
+        {{"kernel_size", 3}, {"stride", 2}, {"ceil_mode", true}}, t({2, 3, 6, 6})));
     r.push_back(layer_spec<AvgPool2d>(
-        "AvgPool2d", {{"kernel_size"}, {"stride", IValue()}, {"padding", 0}, {"ceil_mode", false}, {"count_include_pad", true}},
+        "AvgPool2d",
+        {{"kernel_size"}, {"stride", IValue()}, {"padding", 0}, {"ceil_mode", false}, {"count_include_pad", true},
+         {"divisor_override", IValue()}},
         [](const LayerArgs& a) {
-          a.unsupported_if_true("ceil_mode");
-          if (!a.flag("count_include_pad")) a.fail("count_include_pad=False is not supported");
           Shape k = a.pair("kernel_size");
-          return std::make_shared<AvgPool2d>(k, a.is_none("stride") ? k : a.pair("stride"), a.pair("padding"));
+          std::optional<int64_t> div;
+          if (!a.is_none("divisor_override")) div = a.integer("divisor_override");
+          return std::make_shared<AvgPool2d>(k, a.is_none("stride") ? k : a.pair("stride"), a.pair("padding"), a.flag("ceil_mode"),
+                                             a.flag("count_include_pad"), div);
         },
-        {{"kernel_size", 3}, {"stride", 2}, {"padding", 1}}, t({2, 3, 7, 7})));
+        {{"kernel_size", 3}, {"stride", 2}, {"padding", 1}, {"ceil_mode", true}, {"count_include_pad", false}}, t({2, 3, 6, 6})));
     // output_size: an int, None, or a pair of them (None keeps that dim). The samples' bins overlap.
     auto output_size = [](const LayerArgs& a) {
       std::vector<std::optional<int64_t>> r;
@@ -432,6 +516,20 @@ const std::vector<LayerSpec>& layer_registry() {
                                            a.flag("bias"));
         },
         {{"in_channels", 3}, {"out_channels", 4}, {"kernel_size", 3}, {"padding", 1}}, t({2, 3, 6, 6})));
+    r.push_back(layer_spec<ConvTranspose2d>(
+        "ConvTranspose2d",
+        {{"in_channels"}, {"out_channels"}, {"kernel_size"}, {"stride", 1}, {"padding", 0}, {"output_padding", 0}, {"groups", 1},
+         {"bias", true}, {"dilation", 1}, {"padding_mode", "zeros"}},
+        [](const LayerArgs& a) {
+          if (a.str("padding_mode") != "zeros")
+            a.fail(fmt::format("Only \"zeros\" padding mode is supported for ConvTranspose2d, got '{}'", a.str("padding_mode")));
+          return std::make_shared<ConvTranspose2d>(a.positive("in_channels"), a.positive("out_channels"), a.pair("kernel_size"),
+                                                   a.pair("stride"), a.pair("padding"), a.pair("output_padding"),
+                                                   a.positive("groups"), a.flag("bias"), a.pair("dilation"));
+        },
+        {{"in_channels", 4}, {"out_channels", 6}, {"kernel_size", 3}, {"stride", 2}, {"padding", 1}, {"output_padding", 1},
+         {"groups", 2}},
+        t({2, 4, 3, 4})));
     r.push_back(layer_spec<Conv1d>(
         "Conv1d", conv_params,
         [conv_padding](const LayerArgs& a) {
@@ -460,6 +558,22 @@ const std::vector<LayerSpec>& layer_registry() {
       r.push_back(one_d ? layer_spec<BatchNorm1d>(name, ps, make, {{"num_features", 3}}, t({4, 3, 5}))
                         : layer_spec<BatchNorm2d>(name, ps, make, {{"num_features", 3}, {"momentum", 0.2}}, t({4, 3, 5, 5})));
     }
+    r.push_back(layer_spec<GroupNorm>(
+        "GroupNorm", {{"num_groups"}, {"num_channels"}, {"eps", 1e-5}, {"affine", true}},
+        [](const LayerArgs& a) {
+          int64_t g = a.positive("num_groups"), c = a.positive("num_channels");
+          if (c % g != 0) a.fail("num_channels must be divisible by num_groups");
+          return std::make_shared<GroupNorm>(g, c, a.number("eps"), a.flag("affine"));
+        },
+        {{"num_groups", 2}, {"num_channels", 4}}, t({3, 4, 3, 5})));
+    r.push_back(layer_spec<InstanceNorm2d>(
+        "InstanceNorm2d", {{"num_features"}, {"eps", 1e-5}, {"momentum", 0.1}, {"affine", false}, {"track_running_stats", false}},
+        [](const LayerArgs& a) {
+          if (a.is_none("momentum")) a.fail("momentum=None (a cumulative average) is not supported");
+          return std::make_shared<InstanceNorm2d>(a.positive("num_features"), a.number("eps"), a.number("momentum"), a.flag("affine"),
+                                                  a.flag("track_running_stats"));
+        },
+        {{"num_features", 3}, {"affine", true}, {"track_running_stats", true}, {"momentum", 0.3}}, t({2, 3, 4, 5})));
     r.push_back(layer_spec<Embedding>(
         "Embedding",
         {{"num_embeddings"}, {"embedding_dim"}, {"padding_idx", IValue()}, {"max_norm", IValue()}, {"norm_type", 2.0},

@@ -29,6 +29,19 @@ class Conv2d : public Module {
   int64_t groups;
 };
 
+// torch's weight [in_channels, out_channels / groups, kh, kw] and bias [out_channels], initialised as torch's
+class ConvTranspose2d : public Module {
+ public:
+  ConvTranspose2d(int64_t in_channels, int64_t out_channels, Shape kernel_size, Shape stride = {1, 1},
+                  Shape padding = {0, 0}, Shape output_padding = {0, 0}, int64_t groups = 1, bool bias = true,
+                  Shape dilation = {1, 1});
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "ConvTranspose2d"; }
+  Tensor weight, bias;
+  Shape stride, padding, output_padding, dilation;
+  int64_t groups;
+};
+
 // Conv2d's arguments with one spatial dim: (N, C, L) inputs, weight (out, in / groups, kernel).
 class Conv1d : public Module {
  public:
@@ -50,18 +63,26 @@ class Pool2d : public Module {
 
 class MaxPool2d : public Pool2d {
  public:
-  explicit MaxPool2d(Shape kernel_size, Shape stride = {}, Shape padding = {0, 0}, Shape dilation = {1, 1})
-      : Pool2d(std::move(kernel_size), std::move(stride), std::move(padding)), dilation(std::move(dilation)) {}
+  explicit MaxPool2d(Shape kernel_size, Shape stride = {}, Shape padding = {0, 0}, Shape dilation = {1, 1},
+                     bool ceil_mode = false)
+      : Pool2d(std::move(kernel_size), std::move(stride), std::move(padding)), dilation(std::move(dilation)),
+        ceil_mode(ceil_mode) {}
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "MaxPool2d"; }
   Shape dilation;
+  bool ceil_mode;
 };
 
 class AvgPool2d : public Pool2d {
  public:
-  using Pool2d::Pool2d;
+  explicit AvgPool2d(Shape kernel_size, Shape stride = {}, Shape padding = {0, 0}, bool ceil_mode = false,
+                     bool count_include_pad = true, std::optional<int64_t> divisor_override = std::nullopt)
+      : Pool2d(std::move(kernel_size), std::move(stride), std::move(padding)), ceil_mode(ceil_mode),
+        count_include_pad(count_include_pad), divisor_override(divisor_override) {}
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "AvgPool2d"; }
+  bool ceil_mode, count_include_pad;
+  std::optional<int64_t> divisor_override;
 };
 
 #define KILN_ACTIVATION(Cls)                                        \
@@ -175,6 +196,31 @@ class Dropout : public Module {
   double p;
 };
 
+// Channel dropout: one draw per (sample, channel)
+class Dropout2d : public Module {
+ public:
+  explicit Dropout2d(double p = 0.5);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Dropout2d"; }
+  double p;
+};
+
+class PixelShuffle : public Module {
+ public:
+  explicit PixelShuffle(int64_t upscale_factor) : upscale_factor(upscale_factor) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "PixelShuffle"; }
+  int64_t upscale_factor;
+};
+
+class PixelUnshuffle : public Module {
+ public:
+  explicit PixelUnshuffle(int64_t downscale_factor) : downscale_factor(downscale_factor) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "PixelUnshuffle"; }
+  int64_t downscale_factor;
+};
+
 class Flatten : public Module {
  public:
   explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : start_dim(start_dim), end_dim(end_dim) {}
@@ -198,6 +244,31 @@ class BatchNorm2d : public Module {
   explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true);
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "BatchNorm2d"; }
+  double eps, momentum;
+  Tensor weight, bias, running_mean, running_var, num_batches_tracked;
+};
+
+// weight and bias [num_channels] when affine (ones and zeros, as torch)
+class GroupNorm : public Module {
+ public:
+  GroupNorm(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "GroupNorm"; }
+  int64_t num_groups, num_channels;
+  double eps;
+  Tensor weight, bias;
+};
+
+// (N, C, H, W) or unbatched (C, H, W). torch's defaults: no affine parameters and no running statistics;
+// with track_running_stats the buffers are BatchNorm's (running_mean, running_var, num_batches_tracked) and
+// evaluation normalises with them.
+class InstanceNorm2d : public Module {
+ public:
+  explicit InstanceNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = false,
+                          bool track_running_stats = false);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "InstanceNorm2d"; }
+  int64_t num_features;
   double eps, momentum;
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
 };

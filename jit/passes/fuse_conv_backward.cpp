@@ -50,7 +50,8 @@ int64_t fuse_block(ir::Graph& g, ir::Block& b) {
     for (const ir::Use& u : grad->uses()) {
       ir::Node* m = u.user;
       if (m->owning_block() != &b || u.index != 0 || m->outputs().size() != 1) continue;
-      if (m->is_op(OpId::Conv2dBackwardInput) && m->inputs().size() == 2 && !input) input = m;
+      // a conv_transpose2d forward (no "shape") is not a gradient
+      if (m->is_op(OpId::Conv2dBackwardInput) && m->inputs().size() == 2 && m->attrs().has("shape") && !input) input = m;
       else if (m->is_op(OpId::Conv2dBackwardWeight) && m->inputs().size() == 2 && !weight) weight = m;
       else if (is_conv_bias_sum(*m) && !bias) bias = m;
     }

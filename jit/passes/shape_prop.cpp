@@ -102,12 +102,12 @@ std::optional<Dims> matmul_dims(const Dims& a, const Dims& b) {
   return out;
 }
 
-// One spatial dim of a sliding window (conv, pool): (in + 2p - d(k - 1) - 1) / s + 1. Unknown when the
-// input or the window is, or when the sizes do not fit (the kernel raises then, with the facts).
-Dim window_dim(const Dim& in, const Dim& k, int64_t s, int64_t p, int64_t d) {
+// One spatial dim of a sliding window (conv, pool), core's window_out. Unknown when the input or the
+// window is, or when the sizes do not fit (the kernel raises then, with the facts).
+Dim window_dim(const Dim& in, const Dim& k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
   if (!in.is_known() || !k.is_known() || s <= 0) return Dim::unknown();
-  int64_t span = in.size + 2 * p - d * (k.size - 1) - 1;
-  return span < 0 ? Dim::unknown() : Dim::known(span / s + 1);
+  int64_t out = window_out(in.size, k.size, s, p, d, ceil_mode);
+  return out < 1 ? Dim::unknown() : Dim::known(out);
 }
 
 Shape pair_or(const Attrs& a, const char* name, Shape fallback) {
@@ -126,8 +126,28 @@ std::optional<Dims> window_dims(const ir::Node& n, const Dims& in, const Dim& ch
   Dims out = in;
   size_t r = in.size();
   if (channels.is_known() || !channels.sym.empty()) out[r - 3] = channels;
-  out[r - 2] = window_dim(in[r - 2], window[0], s[0], p[0], d[0]);
-  out[r - 1] = window_dim(in[r - 1], window[1], s[1], p[1], d[1]);
+  bool ceil_mode = a.b_or("ceil_mode", false);
+  out[r - 2] = window_dim(in[r - 2], window[0], s[0], p[0], d[0], ceil_mode);
+  out[r - 1] = window_dim(in[r - 1], window[1], s[1], p[1], d[1], ceil_mode);
+  return out;
+}
+
+// conv_transpose2d: x [N, C, H, W] (or unbatched), w [C, O / groups, kh, kw].
+std::optional<Dims> transposed_dims(const ir::Node& n, const std::optional<Dims>& x, const std::optional<Dims>& w) {
+  if (!x || !w || w->size() != 4 || x->size() < 3) return std::nullopt;
+  const Attrs& a = n.attrs();
+  Shape s = pair_or(a, "stride", {1, 1}), p = pair_or(a, "padding", {0, 0}), d = pair_or(a, "dilation", {1, 1}),
+        o = pair_or(a, "output_padding", {0, 0});
+  if (s.size() != 2 || p.size() != 2 || d.size() != 2 || o.size() != 2) return std::nullopt;
+  Dims out = *x;
+  size_t r = out.size();
+  const Dim& og = (*w)[1];
+  out[r - 3] = og.is_known() ? Dim::known(og.size * a.i_or("groups", 1)) : Dim::unknown();
+  for (size_t i = 0; i < 2; ++i) {
+    const Dim &in = (*x)[r - 2 + i], &k = (*w)[2 + i];
+    int64_t len = in.is_known() && k.is_known() ? transposed_window_out(in.size, k.size, s[i], p[i], d[i], o[i]) : 0;
+    out[r - 2 + i] = len >= 1 ? Dim::known(len) : Dim::unknown();
+  }
   return out;
 }
 
@@ -272,7 +292,10 @@ std::optional<Dims> out_dims(const ir::Node& n) {
     }
     case OpId::Gather:
       return in1;
-    case OpId::SliceBackward: case OpId::AvgPool2dBackward: case OpId::Conv2dBackwardInput:
+    case OpId::Conv2dBackwardInput:  // without "shape": conv_transpose2d, its size from the input's
+      if (!a.has("shape")) return transposed_dims(n, in0, in1);
+      return known_dims(a.ints("shape"));
+    case OpId::SliceBackward: case OpId::AvgPool2dBackward:
     case OpId::Conv2dBackwardWeight:  // the gradient of a value of this shape
       return a.has("shape") ? std::optional<Dims>(known_dims(a.ints("shape"))) : std::nullopt;
   }
