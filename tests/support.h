@@ -92,6 +92,14 @@ inline void check_close(const Tensor& actual, const Tensor& expected, double rto
 
 // x_i = sin(a*i + b) in row-major order: deterministic inputs that PyTorch scripts can reproduce.
 #ifdef KILN_TEST_DATA
+// A fixture file's tensors whose key starts with `prefix`, the prefix removed.
+inline std::map<std::string, Tensor> with_prefix(const std::map<std::string, Tensor>& all, const std::string& prefix) {
+  std::map<std::string, Tensor> out;
+  for (const auto& [k, v] : all)
+    if (k.rfind(prefix, 0) == 0) out[k.substr(prefix.size())] = v;
+  return out;
+}
+
 // The 8x8 digits .ci/setup.sh writes for the samples (1797 images, 64 features, labels 0-9).
 inline std::pair<Tensor, Tensor> digits() {
   std::string dir = std::string(KILN_TEST_DATA) + "/../../samples/data";

@@ -387,12 +387,6 @@ namespace {
 
 const std::string kModels = std::string(KILN_TEST_DATA) + "/../script/models/";
 
-std::map<std::string, Tensor> part(const std::map<std::string, Tensor>& all, const std::string& prefix) {
-  std::map<std::string, Tensor> out;
-  for (const auto& [k, v] : all)
-    if (k.rfind(prefix, 0) == 0) out[k.substr(prefix.size())] = v;
-  return out;
-}
 
 Tensors flat(const std::vector<IValue>& vs) {
   Tensors r;
@@ -430,7 +424,7 @@ TEST_CASE("rnn model files: PyTorch's outputs, gradients and SGD steps, interpre
     CAPTURE(c.file);
     std::map<std::string, Tensor> data = load_safetensors(kModels + "data/" + c.file + ".safetensors");
     auto net = script_file(kModels + c.file + ".py").module(c.cls, c.args);
-    net->load_state_dict(part(data, "state."));
+    net->load_state_dict(kiln::test::with_prefix(data, "state."));
     Tensors inputs = {data.at("input.0")};
     for (int i = 1; data.count("input." + std::to_string(i)); ++i) inputs.push_back(data.at("input." + std::to_string(i)));
     std::vector<IValue> in = c.call(inputs);
@@ -452,7 +446,7 @@ TEST_CASE("rnn model files: PyTorch's outputs, gradients and SGD steps, interpre
     // one backward: every parameter's gradient as PyTorch's
     net->zero_grad();
     loss_of(flat(net->call(in)), target).backward();
-    std::map<std::string, Tensor> grads = part(data, "grad.");
+    std::map<std::string, Tensor> grads = kiln::test::with_prefix(data, "grad.");
     for (const auto& [name, p] : net->named_parameters()) {
       CAPTURE(name);
       REQUIRE(grads.count(name));
@@ -460,7 +454,7 @@ TEST_CASE("rnn model files: PyTorch's outputs, gradients and SGD steps, interpre
       check_close(p.grad(), grads.at(name), 1e-4, 1e-5);
     }
     // three SGD steps as one compiled training step, and the same steps in eager
-    net->load_state_dict(part(data, "state."));
+    net->load_state_dict(kiln::test::with_prefix(data, "state."));
     optim::SGD opt(net->parameters(), {0.1});
     CompiledTrainStep step(*net, [&](const Tensors& batch) {
       return loss_of(flat(net->call(c.call(batch))), target);
@@ -469,7 +463,7 @@ TEST_CASE("rnn model files: PyTorch's outputs, gradients and SGD steps, interpre
     CHECK(step.traces() == 1);
     CHECK_FALSE(step.running_eagerly());
     CHECK(count_ops(step.function().graph(), OpId::RnnLayer) == layers);
-    for (const auto& [k, v] : part(data, "trained.")) {
+    for (const auto& [k, v] : kiln::test::with_prefix(data, "trained.")) {
       CAPTURE(k);
       check_close(net->state_dict().at(k), v, 1e-4, 1e-5);
     }
@@ -521,7 +515,7 @@ TEST_CASE("rnn sweep: layers and cells in twelve configurations equal PyTorch's 
       m = c;
     }
     CAPTURE(m->name());
-    m->load_state_dict(part(data, key("state.")));
+    m->load_state_dict(kiln::test::with_prefix(data, key("state.")));
     Tensor x = data.at(key("x")).detach().clone().requires_grad_();
     Tensors hx;
     for (int k = 0; data.count(key("hx." + std::to_string(k))); ++k)

@@ -15,13 +15,6 @@ namespace {
 
 const std::string kModels = std::string(KILN_TEST_DATA) + "/../script/models/";
 
-// A fixture file's tensors whose key starts with `prefix`, the prefix removed.
-std::map<std::string, Tensor> part(const std::map<std::string, Tensor>& all, const std::string& prefix) {
-  std::map<std::string, Tensor> out;
-  for (const auto& [k, v] : all)
-    if (k.rfind(prefix, 0) == 0) out[k.substr(prefix.size())] = v;
-  return out;
-}
 
 struct Model {
   std::shared_ptr<ScriptedModule> net;
@@ -32,7 +25,7 @@ Model build(const std::string& file, const std::string& cls, const std::vector<I
   Model m;
   m.net = script_file(kModels + file + ".py").module(cls, args);
   m.data = load_safetensors(kModels + "data/" + file + ".safetensors");
-  m.net->load_state_dict(part(m.data, "state."));  // strict: the key names are PyTorch's
+  m.net->load_state_dict(kiln::test::with_prefix(m.data, "state."));  // strict: the key names are PyTorch's
   return m;
 }
 
@@ -71,7 +64,7 @@ void check_training(Model& m) {
     loss.backward();
     opt.step();
   }
-  std::map<std::string, Tensor> trained = part(m.data, "trained.");
+  std::map<std::string, Tensor> trained = kiln::test::with_prefix(m.data, "trained.");
   std::map<std::string, Tensor> mine = m.net->state_dict();
   REQUIRE(mine.size() == trained.size());
   for (const auto& [k, v] : trained) {
