@@ -255,6 +255,16 @@ struct ClassDef {
   const ClassDef* root() const { return parent ? parent->root() : this; }
 };
 
+// `Outputs = namedtuple("Outputs", ["logits", "aux"])` (its field types from a later
+// `Outputs.__annotations__ = {...}`, else Tensor, as TorchScript reads it) or `class Outputs(NamedTuple):`
+// with annotated fields: a tuple type whose elements are also read by name.
+struct NamedTupleDef {
+  std::string name;
+  SourceLoc loc;
+  std::vector<std::string> fields;
+  std::vector<TypeExpr> types;  // one per field
+};
+
 struct Module {
   std::vector<StmtPtr> body;  // every top-level statement, in order
   // Collected from body: the top-level functions and classes kiln lowers.
@@ -282,6 +292,15 @@ struct Module {
   // The classes among them that are not built, with the place and words of their first problem: what
   // ScriptModule::module() raises when asked for one.
   std::map<std::string, std::pair<SourceLoc, std::string>> unbuilt;
+  // The namedtuple types of the file, by every name bound to one (`_Outputs = Outputs` too).
+  std::map<std::string, std::shared_ptr<NamedTupleDef>> namedtuples;
+  // Names bound to collections.namedtuple and typing.NamedTuple (dotted, `collections.namedtuple` after
+  // `import collections`), each to which of the two it is.
+  std::map<std::string, std::string> namedtuple_makers;
+  const NamedTupleDef* namedtuple(const std::string& name) const {
+    auto it = namedtuples.find(name);
+    return it == namedtuples.end() ? nullptr : it->second.get();
+  }
   const std::string* why_unavailable(const std::string& name) const {
     auto it = unavailable.find(name);
     return it == unavailable.end() ? nullptr : &it->second;

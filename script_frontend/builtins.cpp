@@ -169,7 +169,8 @@ std::optional<std::vector<Value*>> known_tensors(Lowerer& L, const Arg& a, std::
 // Where an elementwise row's name is a torch name: torch.<name> and Tensor.<name> unless listed here.
 unsigned elementwise_where(std::string_view name) {
   static const std::pair<const char*, unsigned> listed[] = {
-      {"relu", kFn | kMethod | kF}, {"tanh", kFn | kMethod | kF}, {"sigmoid", kFn | kMethod | kF},
+      {"relu", kFn | kMethod},  // F.relu(inplace=) below
+      {"tanh", kFn | kMethod | kF}, {"sigmoid", kFn | kMethod | kF},
       {"gelu", 0},       // F.gelu(approximate=) below
       {"gelu_tanh", 0},  // F.gelu(approximate='tanh')
       {"silu", 0}};  // F.silu(inplace=) below
@@ -468,6 +469,7 @@ std::vector<Builtin> make_builtins() {
       {"celu", {"alpha", "inplace"}, {1.0}, [](auto& b, Value* x, auto& v) { return composite::celu(b, x, v[0]); }},
       {"softplus", {"beta", "threshold"}, {1.0, 20.0}, [](auto& b, Value* x, auto& v) { return composite::softplus(b, x, v[0], v[1]); }},
       {"mish", {"inplace"}, {}, [](auto& b, Value* x, auto&) { return composite::mish(b, x); }},
+      {"relu", {"inplace"}, {}, [](auto& b, Value* x, auto&) { return b.op(OpId::Relu, {x}); }},
       {"silu", {"inplace"}, {}, [](auto& b, Value* x, auto&) { return b.op(OpId::Silu, {x}); }},
       {"logsigmoid", {}, {}, [](auto& b, Value* x, auto&) { return composite::logsigmoid(b, x); }},
       {"softsign", {}, {}, [](auto& b, Value* x, auto&) { return composite::softsign(b, x); }},

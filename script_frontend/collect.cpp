@@ -51,7 +51,13 @@ class Collector {
           if (f->name == s->fn->name) src_.fail(s->fn->loc, fmt::format("function '{}' is defined twice", f->name));
         m_.functions.push_back(s->fn);
         return;
-      case StmtKind::ClassDef: return class_def(*s);
+      case StmtKind::ClassDef:
+        if (collect_namedtuple(src_, m_, *s)) {
+          unavailable(s->cls->name, fmt::format("'{}' is a NamedTuple class (line {}), which kiln script uses in lowered code only",
+                                                s->cls->name, s->loc.line));
+          return;
+        }
+        return class_def(*s);
       case StmtKind::Expr:
         if (is_docstring(*s)) return;
         break;
@@ -59,6 +65,8 @@ class Collector {
         if (is_main_guard(*s)) return;
         break;
       case StmtKind::Assign:
+        collect_namedtuple(src_, m_, *s);  // module-level code all the same: __init__ does not read one
+        break;
       case StmtKind::AugAssign:
       case StmtKind::AnnAssign:
       case StmtKind::While:
@@ -114,6 +122,8 @@ class Collector {
     for (const Alias& a : s.names) {
       const std::string& mod = a.name;
       const std::string& as = a.asname;
+      if (as.empty() && mod == "collections") m_.namedtuple_makers["collections.namedtuple"] = "collections.namedtuple";
+      if (as.empty() && mod == "typing") m_.namedtuple_makers["typing.NamedTuple"] = "typing.NamedTuple";
       if (mod == "torch" && as.empty()) {
         m_.imported.insert("torch");
       } else if (mod == "math" && as.empty()) {
@@ -147,6 +157,8 @@ class Collector {
     for (const Alias& a : s.names) {
       const std::string& name = a.name;
       std::string as = a.asname.empty() ? name : a.asname;
+      if ((mod == "collections" && name == "namedtuple") || (mod == "typing" && name == "NamedTuple"))
+        m_.namedtuple_makers[as] = mod + "." + name;
       bool typing = mod == "typing" && (name == "List" || name == "Tuple" || name == "Optional" || name == "Dict");
       if (mod == "torch" && name == "nn") {
         m_.nn_names.insert(as);

@@ -93,7 +93,7 @@ Value* Lowerer::dict_argument(const Param& p, const FunctionDef& f, Value* arg, 
   const TypeExpr& t = p.type;
   if (t.args.size() != 2 || t.args[0].name != "str")
     fail(t.loc, fmt::format("parameter '{}': kiln script dicts are Dict[str, T] (string keys)", p.name));
-  Type vt = type_from_annotation(*src_, t.args[1], m_->imported);
+  Type vt = type_from_annotation(*src_, t.args[1], *m_);
   if (!dict_keys(arg))
     fail(loc, fmt::format("argument '{}' of {}() expects Dict[str, {}], got {}", p.name, f.name, vt.str(), arg->type().str()));
   const std::vector<std::string>& keys = *dict_keys(arg);

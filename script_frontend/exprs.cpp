@@ -721,6 +721,8 @@ Value* Lowerer::attribute(const Expr& e) {
   loc_ = e.loc;
   if (x->type().is_tensor())
     if (auto v = tensor_attribute(*this, x, e.name, e.loc)) return *v;
+  if (x->type().kind == TypeKind::Tuple)
+    if (auto v = namedtuple_field(x, e.name, e.loc)) return *v;
   fail(e.loc, fmt::format("{} has no attribute '{}' in kiln script", x->type().str(), e.name));
 }
 
@@ -775,9 +777,15 @@ Value* Lowerer::call(const Expr& e) {
       if (!m_->imported.count("torch")) fail(base.loc, "name 'torch' is not defined (add `import torch`)");
       return call_builtin(*this, "torch." + fn.name, e, nullptr);
     }
+    if (is_scripting_call(e)) return constant(true);
     if (base.kind == ExprKind::Attribute && base.args[0]->kind == ExprKind::Name && base.args[0]->name == "torch")
       fail(fn.loc, fmt::format("torch.{}.{} is not supported in kiln script; only torch.<function> calls are",
                                base.name, fn.name));
+    if (base.kind == ExprKind::Name && !frame().env.count(base.name) && fn.name == "warn") {
+      // warnings.warn: a Python warning, not part of what the graph computes (as __init__ treats it)
+      auto a = m_->aliases.find(base.name);
+      if (a != m_->aliases.end() && a->second == "warnings") return g_->insert_none();
+    }
     if (base.kind == ExprKind::Name && !frame().env.count(base.name))
       if (const std::string* why = m_->why_unavailable(base.name)) fail(base.loc, *why);
     if (base.kind == ExprKind::Name && (base.name == "F" || base.name == "nn" || base.name == "np"))
@@ -812,6 +820,8 @@ Value* Lowerer::call(const Expr& e) {
   if (fn.kind != ExprKind::Name) fail(fn.loc, "only functions of this file, torch.<function> and tensor methods can be called");
   for (const auto& f : m_->functions)
     if (f->name == fn.name) return inline_call(*f, e);
+  if (const NamedTupleDef* def = m_->namedtuple(fn.name); def && !frame().env.count(fn.name))
+    return construct_namedtuple(*def, e);
   if (const std::string* why = m_->why_unavailable(fn.name); why && !frame().env.count(fn.name)) fail(fn.loc, *why);
   if (fn.name == "print" && !frame().env.count("print")) {
     // A side effect kept by dead-code elimination; printed as Python prints (sep and end as attributes).

@@ -151,7 +151,7 @@ Lowerer::Frame Lowerer::new_frame(const FunctionDef& f, const Object* self) {
   if (f.has_returns && (f.returns.name == "Dict" || f.returns.name == "dict")) {
     fr.infer_ret = true;  // a dict is a tuple whose element types come from the return
   } else if (f.has_returns) {
-    fr.ret_type = type_from_annotation(*src_, f.returns, m_->imported);
+    fr.ret_type = type_from_annotation(*src_, f.returns, *m_);
   } else if (self) {
     fr.infer_ret = true;  // TorchScript infers a method's return type from its returns
   } else {
@@ -192,13 +192,14 @@ std::shared_ptr<ir::Graph> Lowerer::lower_top(const FunctionDef& f, const Object
   for (size_t i = self ? 1 : 0; i < f.params.size(); ++i) {
     const Param& p = f.params[i];
     if (!seen.insert(p.name).second) fail(p.loc, fmt::format("duplicate parameter '{}'", p.name));
-    Type t = p.has_type ? type_from_annotation(*src_, p.type, m_->imported) : Type::tensor();
+    Type t = p.has_type ? type_from_annotation(*src_, p.type, *m_) : Type::tensor();
     if (p.default_value && p.default_value->kind == ExprKind::None && t.kind != TypeKind::Optional)
       fail(p.default_value->loc, fmt::format("parameter '{}' defaults to None, so its type must be Optional[...], not {}",
                                              p.name, t.str()));
     if (p.default_value && p.default_value->kind != ExprKind::None && !self)
       fail(p.default_value->loc, "only None is supported as a parameter default in kiln script");
     fr.env[p.name] = g_->add_input(t, p.name);
+    if (p.has_type) note_namedtuple(fr.env[p.name], p.type);
     param_of_[fr.env[p.name]] = fmt::format("parameter '{}' of '{}'", p.name, f.name);
   }
   frames_.push_back(std::move(fr));
@@ -327,12 +328,13 @@ Value* Lowerer::inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc
       fr.env[p.name] = dict_argument(p, f, bound[i], locs[i]);
       continue;
     }
-    Type t = p.has_type ? type_from_annotation(*src_, p.type, m_->imported) : Type::tensor();
+    Type t = p.has_type ? type_from_annotation(*src_, p.type, *m_) : Type::tensor();
     if (!bound[i]) {
       if (!p.default_value) fail(call_loc, fmt::format("{}() is missing argument '{}'", f.name, p.name));
       bound[i] = expr(*p.default_value);
     }
     fr.env[p.name] = coerce(bound[i], t, locs[i], fmt::format("argument '{}' of {}()", p.name, f.name));
+    if (p.has_type) note_namedtuple(fr.env[p.name], p.type);
   }
   // While the callee runs, its parameters are the caller's values: writing to them is refused.
   std::map<Value*, std::string> saved_params = param_of_;
@@ -377,6 +379,7 @@ Value* Lowerer::inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc
   std::swap(saved_loops, loops_);
   inlining_.pop_back();
   loc_ = saved_loc;
+  if (f.has_returns) note_namedtuple(result, f.returns);
   return result;
 }
 
@@ -587,12 +590,13 @@ void Lowerer::stmt(const Stmt& s) {
         if (!dict_keys(d)) fail(s.value->loc, fmt::format("the annotation of '{}' is a dict, got {}", s.targets[0]->name, d->type().str()));
         return assign(*s.targets[0], d, s.loc);
       }
-      Type t = type_from_annotation(*src_, s.annotation, m_->imported);
+      Type t = type_from_annotation(*src_, s.annotation, *m_);
       Value* v = nullptr;
       if (s.value->kind == ExprKind::List && s.value->args.empty() && t.kind == TypeKind::List)
         v = prim(Prim::ListConstruct, {}, t);
       else
         v = coerce(expr(*s.value), t, s.value->loc, fmt::format("the annotation of '{}'", s.targets[0]->name));
+      note_namedtuple(v, s.annotation);
       return assign(*s.targets[0], v, s.loc);
     }
     case StmtKind::If: return if_stmt(s);

@@ -234,6 +234,11 @@ class Lowerer {
   std::optional<int64_t> static_int(const Expr& e);
   Value* coerce(Value* v, const Type& want, SourceLoc loc, std::string_view what);
   std::optional<Value*> refine_none(const Expr& test, bool then_branch);
+  // namedtuples.cpp: `Outputs(x, aux)` as a tuple of the declared field types, `out.logits`
+  Type namedtuple_type(const NamedTupleDef& def);
+  Value* construct_namedtuple(const NamedTupleDef& def, const Expr& call);
+  std::optional<Value*> namedtuple_field(Value* x, const std::string& field, SourceLoc loc);
+  void note_namedtuple(Value* v, const TypeExpr& annotation);  // a value annotated as one reads its fields by name
 
   const Source* src_;  // the file whose code is lowered now: the model's, or the file of an inlined method's class
   const Module* m_;
@@ -254,6 +259,7 @@ class Lowerer {
   std::map<Value*, std::vector<std::string>> dict_keys_;              // function parameters' values: the function
   int loop_depth_ = 0;
   int branch_depth_ = 0;  // if blocks being lowered (written ones and the guards of early exits)
+  std::map<const Value*, const NamedTupleDef*> named_tuples_;  // tuples whose elements have names
   std::map<Value*, std::string> shared_list_;  // a loop's carried list: a name that held it before the loop
   SourceLoc loc_;
 
@@ -261,8 +267,12 @@ class Lowerer {
   friend Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, Value* self);
 };
 
+// `torch.jit.is_scripting()` (methods.cpp): true in lowered code.
+bool is_scripting_call(const Expr& e);
+
 // Type helpers (types.cpp)
-Type type_from_annotation(const Source& src, const TypeExpr& t, const std::set<std::string>& imported);
+// A namedtuple of the file (m.namedtuples) is the tuple of its field types.
+Type type_from_annotation(const Source& src, const TypeExpr& t, const Module& m);
 bool is_number(const Type& t);  // int, float, bool
 bool same_type(const Type& a, const Type& b);  // tensors of any dtype/shape count as one type
 // Edit-distance suggestion: "; did you mean X?" or "".

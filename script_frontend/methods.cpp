@@ -41,7 +41,18 @@ const Object* Lowerer::static_object(const Expr& e) {
 }
 
 // Conditions on module attributes that are modules, None, bools or `self.training`.
+bool is_scripting_call(const Expr& e) {
+  if (e.kind != ExprKind::Call || e.args.size() != 1 || !e.keywords.empty()) return false;
+  const Expr& fn = *e.args[0];
+  if (fn.kind != ExprKind::Attribute || fn.name != "is_scripting") return false;
+  const Expr& jit = *fn.args[0];
+  return jit.kind == ExprKind::Attribute && jit.name == "jit" && jit.args[0]->kind == ExprKind::Name && jit.args[0]->name == "torch";
+}
+
 std::optional<bool> Lowerer::static_condition(const Expr& test) {
+  // torch.jit.is_scripting() is True in lowered code, as under torch.jit.script: the eager branch it
+  // guards (often a call of a @torch.jit.unused method) is never lowered.
+  if (!frames_.empty() && is_scripting_call(test) && !frame().env.count("torch")) return true;
   if (frames_.empty() || !frame().self) return std::nullopt;
   auto attr_of = [&](const Expr& e) -> const Static* {
     if (e.kind != ExprKind::Attribute) return nullptr;

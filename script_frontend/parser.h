@@ -21,6 +21,9 @@ Module parse_syntax(const Source& src);
 // Fills m's functions, classes, import names and unavailable names from m.body (collect.cpp says what
 // each top-level statement gives), appending a message only for a function defined twice.
 void collect(const Source& src, Module& m, std::vector<std::string>& errors);
+// A namedtuple definition at the top level (`X = namedtuple(...)`, `X.__annotations__ = {...}`, `Y = X`,
+// `class X(NamedTuple):`): records it in m.namedtuples and returns true; raises on a malformed one.
+bool collect_namedtuple(const Source& src, Module& m, const Stmt& s);
 // Raises the first problem of a def kiln is about to evaluate or lower: decorators, async, *args,
 // keyword-only or positional-only parameters, an unannotated parameter of a function (methods may
 // leave them out), then the first construct of its body kiln does not support (lambda, try, ...), in

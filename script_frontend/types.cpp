@@ -8,7 +8,8 @@
 
 namespace kiln::script {
 
-Type type_from_annotation(const Source& src, const TypeExpr& t, const std::set<std::string>& imported) {
+Type type_from_annotation(const Source& src, const TypeExpr& t, const Module& m) {
+  const std::set<std::string>& imported = m.imported;
   // Python evaluates annotations: each name must have been imported, as the file must run under it.
   auto need = [&](const char* name, const char* how) {
     if (!imported.count(name)) src.fail(t.loc, fmt::format("name '{}' is not defined (add `{}`)", name, how));
@@ -35,22 +36,28 @@ Type type_from_annotation(const Source& src, const TypeExpr& t, const std::set<s
   if (n == "Tuple" || n == "tuple" || n == "typing.Tuple") {
     if (t.args.empty()) src.fail(t.loc, "Tuple needs its element types, e.g. Tuple[Tensor, int]");
     std::vector<Type> es;
-    for (const TypeExpr& a : t.args) es.push_back(type_from_annotation(src, a, imported));
+    for (const TypeExpr& a : t.args) es.push_back(type_from_annotation(src, a, m));
     return Type::tuple(std::move(es));
   }
   if (n == "List" || n == "list" || n == "typing.List") {
     args(1);
-    Type e = type_from_annotation(src, t.args[0], imported);
+    Type e = type_from_annotation(src, t.args[0], m);
     if (!e.is_tensor() && !is_number(e))
       src.fail(t.args[0].loc, fmt::format("List[{}] is not supported; lists hold Tensor, int, float or bool", e.str()));
     return Type::list(e);
   }
   if (n == "Optional" || n == "typing.Optional") {
     args(1);
-    Type e = type_from_annotation(src, t.args[0], imported);
+    Type e = type_from_annotation(src, t.args[0], m);
     if (e.kind == TypeKind::Optional || e.kind == TypeKind::None)
       src.fail(t.args[0].loc, fmt::format("Optional[{}] is not supported", e.str()));
     return Type::optional(e);
+  }
+  if (const NamedTupleDef* def = m.namedtuple(n)) {
+    args(0);
+    std::vector<Type> es;
+    for (const TypeExpr& f : def->types) es.push_back(type_from_annotation(src, f, m));
+    return Type::tuple(std::move(es));
   }
   if (n == "Dict" || n == "dict" || n == "Any" || n == "Union")
     src.fail(t.loc, fmt::format("type {} is not supported in kiln script", n));

@@ -1,6 +1,6 @@
 // Builds a class of a model file as ScriptModule::build() does, loads a state_dict and runs forward in
 // eval mode on the interpreter and through compile(): what tests/script/torchvision compares with
-// PyTorch on torchvision's installed model files.
+// PyTorch on torchvision's installed model files. A tuple result is saved as its first element.
 //
 //   script_module_tool FILE.py CLASS WEIGHTS.safetensors INPUT.npy OUT_INTERP.npy OUT_COMPILED.npy [ARG...]
 //
@@ -36,10 +36,12 @@ int main(int argc, char** argv) {
     net->load(argv[3]);
     net->eval();
     kiln::Tensor x = kiln::load_npy(argv[4]);
-    kiln::save_npy(argv[5], (*net)(x));
+    // A forward that returns a namedtuple (GoogLeNetOutputs) gives its first field, the logits: what
+    // torchvision's eager forward returns in eval mode.
+    auto first = [](const kiln::IValue& v) { return v.is_tuple() ? v.elements().at(0).to_tensor() : v.to_tensor(); };
+    kiln::save_npy(argv[5], first(net->call({x}).at(0)));
     kiln::Function compiled = kiln::compile(net->method());
-    std::vector<kiln::IValue> out = compiled.call({x});
-    kiln::save_npy(argv[6], out.at(0).to_tensor());
+    kiln::save_npy(argv[6], first(compiled.call({x}).at(0)));
   } catch (const kiln::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

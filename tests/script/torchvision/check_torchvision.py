@@ -49,12 +49,12 @@ CASES = {
     "mnasnet0_5": ("mnasnet", "MNASNet", ["0.5", "num_classes=10"], lambda: tvm.MNASNet(0.5, num_classes=10), 64, None),
     "shufflenet_v2_x0_5": ("shufflenetv2", "ShuffleNetV2", ["[4, 8, 4]", "[24, 48, 96, 192, 1024]", "num_classes=10"],
                            lambda: tvm.ShuffleNetV2([4, 8, 4], [24, 48, 96, 192, 1024], num_classes=10), 64, None),
-    # its forward returns a namedtuple (GoogLeNetOutputs), a type kiln script does not have yet
-    "googlenet": ("googlenet", "GoogLeNet", ["num_classes=10", "aux_logits=False", "init_weights=True"], None, 64,
-                  r"unknown type 'GoogLeNetOutputs'"),
-    # its forward returns a namedtuple (InceptionOutputs), a type kiln script does not have yet
-    "inception_v3": ("inception", "Inception3", ["num_classes=10", "aux_logits=False", "init_weights=True"], None, 75,
-                     r"unknown type 'InceptionOutputs'"),
+    # forward returns the namedtuple GoogLeNetOutputs (the scripted branch of torch.jit.is_scripting()): its
+    # logits are PyTorch's eager eval output
+    "googlenet": ("googlenet", "GoogLeNet", ["num_classes=10", "aux_logits=False", "init_weights=True"],
+                  lambda: tvm.GoogLeNet(num_classes=10, aux_logits=False, init_weights=True), 64, None),
+    "inception_v3": ("inception", "Inception3", ["num_classes=10", "aux_logits=False", "init_weights=True"],
+                     lambda: tvm.Inception3(num_classes=10, aux_logits=False, init_weights=True), 75, None),
     # torchvision's StochasticDepth (ops/stochastic_depth.py) raises in its forward's stochastic_depth()
     "efficientnet_b0": ("efficientnet", "EfficientNet",
                         ["_efficientnet_conf('efficientnet_b0', width_mult=1.0, depth_mult=1.0)[0]", "0.2", "num_classes=10"],
