@@ -2,6 +2,8 @@
 // The composites of torch.nn.functional and friends, each written once over a builder (eager/builder.h):
 // eager runs them with EagerBuilder, the script frontend lowers them with its GraphBuilder, so a scripted
 // softmax is eager's softmax, op for op (the max detached, autocast's policy row applied).
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -11,6 +13,7 @@
 
 #include "core/dtype.h"
 #include "eager/builder.h"
+#include "eager/ops.h"
 
 namespace kiln::composite {
 
@@ -720,6 +723,154 @@ Val<B> adaptive_max_pool2d(B& b, Val<B> x, const OptionalSizes& output_size) {
 template <class B>
 Val<B> remainder(B& b, Val<B> a, Val<B> d) {
   return b.op(OpId::Sub, {a, b.op(OpId::Mul, {b.op(OpId::FloorDivide, {a, d}), d})});
+}
+
+// F.interpolate over a 4-D (N, C, H, W) input, modes 'nearest' and 'bilinear' (torch 1.13's rules). Each
+// spatial axis is resampled on its own (separable): nearest is one index_select, bilinear two weighted
+// ones, so autograd, tracing and compile need nothing new. The indices and weights depend only on the
+// sizes, so they are computed here as constants when the input's shape is known now. A script graph of
+// unknown shape has no way to build them at run time; an integer scale_factor (the common x2 upsampler)
+// needs none there: nearest repeats each row s times, and bilinear without align_corners mixes each row
+// with its clamped neighbour using s weights that repeat along the axis.
+struct InterpolateArgs {
+  std::optional<Shape> size;                         // one value standing for both, or (H, W)
+  std::optional<std::vector<double>> scale_factor;  // likewise
+  std::string mode = "nearest";
+  std::optional<bool> align_corners;
+  std::optional<bool> recompute_scale_factor;
+  bool antialias = false;
+};
+
+namespace detail {
+// torch's area_pixel_compute_source_index and nearest_idx, in float64
+inline double interp_scale(int64_t in, int64_t out, bool align_corners, std::optional<double> given) {
+  if (align_corners) return out > 1 ? double(in - 1) / double(out - 1) : 0.0;
+  if (given && *given > 0) return 1.0 / *given;
+  return double(in) / double(out);
+}
+}  // namespace detail
+
+template <class B>
+Val<B> interpolate(B& b, Val<B> x, const InterpolateArgs& a) {
+  const std::string& mode = a.mode;
+  const bool known_mode = mode == "nearest" || mode == "linear" || mode == "bilinear" || mode == "bicubic" ||
+                          mode == "trilinear" || mode == "area" || mode == "nearest-exact";
+  if (a.size && a.scale_factor) b.fail("interpolate: only one of size or scale_factor should be defined");
+  if (!a.size && !a.scale_factor) b.fail("interpolate: either size or scale_factor should be defined");
+  if (a.size && a.recompute_scale_factor.value_or(false))
+    b.fail("interpolate: recompute_scale_factor is not meaningful with an explicit size");
+  const bool interpolating = mode == "linear" || mode == "bilinear" || mode == "bicubic" || mode == "trilinear";
+  if (a.align_corners && !interpolating)
+    b.fail("interpolate: align_corners option can only be set with the interpolating modes: linear | bilinear | bicubic | "
+           "trilinear");
+  if (a.size && a.size->size() != 1 && a.size->size() != 2)
+    b.fail(fmt::format("interpolate: input and output must have the same number of spatial dimensions, but got input with 2 "
+                       "spatial dimensions and output size of {}", shape_str(*a.size)));
+  if (a.scale_factor && a.scale_factor->size() != 1 && a.scale_factor->size() != 2)
+    b.fail(fmt::format("interpolate: input and scale_factor must have the same number of spatial dimensions, but got input "
+                       "with 2 spatial dimensions and {} scale factors", a.scale_factor->size()));
+  if (!known_mode)
+    b.fail(fmt::format("interpolate: only 3D, 4D and 5D input tensors are supported for the modes: nearest | linear | "
+                       "bilinear | bicubic | trilinear | area | nearest-exact (got {})", mode));
+  if (mode != "nearest" && mode != "bilinear")
+    b.fail(fmt::format("interpolate: mode '{}' is not supported (kiln has 'nearest' and 'bilinear')", mode));
+  if (a.antialias) b.fail("interpolate: antialias=True is not supported");
+  const bool bilinear = mode == "bilinear", align = a.align_corners.value_or(false);
+  auto msg = [&mode](const std::optional<Shape>& s) {
+    std::string got = s ? fmt::format("{}-D input of shape {}", s->size(), shape_str(*s)) : "an input of another rank";
+    return mode == "bilinear" ? fmt::format("interpolate: bilinear mode needs a 4-D (N, C, H, W) input, got {}", got)
+                              : fmt::format("interpolate: kiln's nearest mode takes a 4-D (N, C, H, W) input, got {}", got);
+  };
+  b.check_rank(x, {4}, msg);
+  auto pick = [](const auto& v, size_t i) { return v.size() == 1 ? v[0] : v[i]; };
+
+  // the integer scale_factor form, which reads no size
+  bool integral = a.scale_factor && !(bilinear && align);
+  for (size_t i = 0; integral && i < 2; ++i) {
+    double s = pick(*a.scale_factor, i);
+    integral = s >= 1 && s == double(int64_t(s));
+  }
+  std::optional<Shape> xs = b.shape(x);
+  if (integral) {
+    Val<B> y = x;
+    for (int64_t d = 2; d < 4; ++d) {
+      const int64_t s = int64_t(pick(*a.scale_factor, size_t(d - 2)));
+      if (s == 1) continue;
+      auto unsq = [&](Val<B> v) { return b.op(OpId::Unsqueeze, {v}, Attrs().set("dim", d + 1)); };
+      if (!bilinear) {
+        Shape e(5, -1);
+        e[size_t(d + 1)] = s;
+        y = b.flatten(b.op(OpId::Expand, {unsq(y)}, Attrs().set("shape", e)), d, d + 1);
+        continue;
+      }
+      auto slice = [&](Val<B> v, std::optional<int64_t> start, std::optional<int64_t> end) {
+        Attrs at = Attrs().set("dim", d).set("step", int64_t(1));
+        if (start) at.set("start", *start);
+        if (end) at.set("end", *end);
+        return b.op(OpId::Slice, {v}, at);
+      };
+      // the neighbours with the edge repeated: where the source index falls off the axis, torch clamps it
+      Val<B> prev = b.op(OpId::Cat, {slice(y, 0, 1), slice(y, 0, -1)}, Attrs().set("dim", d));
+      Val<B> next = b.op(OpId::Cat, {slice(y, 1, std::nullopt), slice(y, -1, std::nullopt)}, Attrs().set("dim", d));
+      std::vector<Val<B>> phases;
+      for (int64_t r = 0; r < s; ++r) {
+        const double off = (double(r) + 0.5) / double(s) - 0.5;  // source = row + off, |off| < 1/2
+        Val<B> other = off < 0 ? prev : next;
+        const double w = off < 0 ? -off : off;
+        phases.push_back(unsq(b.op(OpId::Add, {b.op(OpId::Mul, {y, b.scalar(1.0 - w)}), b.op(OpId::Mul, {other, b.scalar(w)})})));
+      }
+      y = b.flatten(b.op(OpId::Cat, phases, Attrs().set("dim", d + 1)), d, d + 1);
+    }
+    return y;
+  }
+  if (!xs)
+    b.fail(fmt::format("interpolate: a script graph whose input shape is unknown when it is lowered takes only an integer "
+                       "scale_factor >= 1{}; mode '{}' with {} needs the input's size to build its source indices",
+                       bilinear ? " without align_corners" : "", mode, a.size ? "size" : "this scale_factor"));
+  Shape out(2);
+  for (size_t i = 0; i < 2; ++i) {
+    const int64_t in = (*xs)[i + 2];
+    out[i] = a.size ? pick(*a.size, i) : int64_t(std::floor(double(in) * pick(*a.scale_factor, i)));
+  }
+  if ((*xs)[2] <= 0 || (*xs)[3] <= 0 || out[0] <= 0 || out[1] <= 0)
+    b.fail(fmt::format("interpolate: input and output sizes should be greater than 0, but got input (H: {}, W: {}) output "
+                       "(H: {}, W: {})", (*xs)[2], (*xs)[3], out[0], out[1]));
+  // torch passes the given scale to its kernels unless recompute_scale_factor is true
+  const bool use_given = a.scale_factor && !a.recompute_scale_factor.value_or(false);
+  const DType wt = b.dtype(x).value_or(DType::Float32);
+  Val<B> y = x;
+  for (int64_t d = 2; d < 4; ++d) {
+    const int64_t in = (*xs)[size_t(d)], n = out[size_t(d - 2)];
+    const double scale =
+        detail::interp_scale(in, n, align, use_given ? std::optional<double>(pick(*a.scale_factor, size_t(d - 2))) : std::nullopt);
+    const Attrs along = Attrs().set("dim", d);
+    const Shape wshape = d == 2 ? Shape{n, 1} : Shape{n};
+    std::vector<int64_t> idx_lo(static_cast<size_t>(n)), idx_hi(static_cast<size_t>(n));
+    std::vector<double> wt_lo(static_cast<size_t>(n)), wt_hi(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) {
+      if (!bilinear) {
+        idx_lo[size_t(j)] = std::min(int64_t(std::floor(double(j) * scale)), in - 1);
+        continue;
+      }
+      const double src = align ? double(j) * scale : std::max((double(j) + 0.5) * scale - 0.5, 0.0);
+      const int64_t lo = std::min(int64_t(src), in - 1);
+      idx_lo[size_t(j)] = lo;
+      idx_hi[size_t(j)] = std::min(lo + 1, in - 1);
+      wt_hi[size_t(j)] = src - double(lo);
+      wt_lo[size_t(j)] = 1.0 - wt_hi[size_t(j)];
+    }
+    const std::string axis = d == 2 ? "h" : "w";
+    Val<B> lo = b.op(OpId::IndexSelect, {y, b.parameter(tensor(idx_lo, {n}), "interpolate_index0_" + axis)}, along);
+    if (!bilinear) {
+      y = lo;
+      continue;
+    }
+    Val<B> hi = b.op(OpId::IndexSelect, {y, b.parameter(tensor(idx_hi, {n}), "interpolate_index1_" + axis)}, along);
+    Val<B> lw = b.parameter(tensor(wt_lo, wshape, wt), "interpolate_weight0_" + axis);
+    Val<B> hw = b.parameter(tensor(wt_hi, wshape, wt), "interpolate_weight1_" + axis);
+    y = b.op(OpId::Add, {b.op(OpId::Mul, {lo, lw}), b.op(OpId::Mul, {hi, hw})});
+  }
+  return y;
 }
 
 }  // namespace kiln::composite

@@ -43,6 +43,12 @@ Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor) {
   return composite::pixel_unshuffle(b, x, downscale_factor);
 }
 
+Tensor interpolate(const Tensor& x, std::optional<Shape> size, std::optional<std::vector<double>> scale_factor, const std::string& mode,
+                   std::optional<bool> align_corners, std::optional<bool> recompute_scale_factor, bool antialias) {
+  EagerBuilder b;
+  return composite::interpolate(b, x, {std::move(size), std::move(scale_factor), mode, align_corners, recompute_scale_factor, antialias});
+}
+
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
   EagerBuilder b;
   return composite::group_norm(b, x, num_groups, weight, bias, eps);

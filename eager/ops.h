@@ -158,6 +158,11 @@ Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true);
 // (*, C r^2, H, W) <-> (*, C, H r, W r)
 Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor);
 Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor);
+// F.interpolate of a 4-D (N, C, H, W) input, modes 'nearest' and 'bilinear'; size or scale_factor (one value
+// standing for both dims), torch's defaults
+Tensor interpolate(const Tensor& x, std::optional<Shape> size, std::optional<std::vector<double>> scale_factor = std::nullopt,
+                   const std::string& mode = "nearest", std::optional<bool> align_corners = std::nullopt,
+                   std::optional<bool> recompute_scale_factor = std::nullopt, bool antialias = false);
 // (N, C, *): group_norm over C / num_groups channels and the trailing dims; instance_norm per (N, C) over the
 // trailing dims, with running statistics as torch's F.instance_norm
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {}, const Tensor& bias = {}, double eps = 1e-5);

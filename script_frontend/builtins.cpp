@@ -536,6 +536,32 @@ std::vector<Builtin> make_builtins() {
   });
   // torch's signatures and defaults; a None stride is the kernel (an empty one for the composite)
   auto given = [](const Arg& x) { return x.present() && !(x.expr && x.expr->kind == ExprKind::None); };
+  add("interpolate", kF, {"input", "size", "scale_factor", "mode", "align_corners", "recompute_scale_factor", "antialias"}, 1,
+      [given](Lowerer& L, Args& a, const Expr&) {
+        composite::InterpolateArgs ia;
+        if (given(a[1])) ia.size = L.need_ints(a[1], "size");
+        if (given(a[2])) {
+          std::vector<double> s;
+          if (auto f = L.const_float(a[2])) {
+            s.push_back(*f);
+          } else if (a[2].expr && (a[2].expr->kind == ExprKind::Tuple || a[2].expr->kind == ExprKind::List)) {
+            for (const auto& e : a[2].expr->args) s.push_back(need_float(L, Arg{e.get(), nullptr, e->loc}, "scale_factor"));
+          } else {
+            L.fail(a[2].loc, "scale_factor must be a number or a tuple of numbers, each a constant, in kiln script");
+          }
+          ia.scale_factor = s;
+        }
+        if (a[3].present()) {
+          std::optional<std::string> m = L.const_str(a[3]);
+          if (!m) L.fail(a[3].loc, "mode must be a string constant in kiln script");
+          ia.mode = *m;
+        }
+        if (given(a[4])) ia.align_corners = L.need_bool(a[4], "align_corners");
+        if (given(a[5])) ia.recompute_scale_factor = L.need_bool(a[5], "recompute_scale_factor");
+        ia.antialias = a[6].present() && L.need_bool(a[6], "antialias");
+        LoweringBuilder lb(L);
+        return composite::interpolate(lb, L.tensor_arg(a[0], "input"), ia);
+      });
   add("dropout2d", kF, {"input", "p", "training", "inplace"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     double p = a[1].present() ? need_float(L, a[1], "p") : 0.5;
     bool training = a[2].present() ? L.need_bool(a[2], "training") : true;

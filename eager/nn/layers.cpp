@@ -250,6 +250,12 @@ template <class B>
 Val<B> forward_with(B& b, PixelUnshuffle& m, Val<B> x) { return composite::pixel_unshuffle(b, x, m.downscale_factor); }
 Tensor PixelUnshuffle::forward(const Tensor& x) { return eager_forward(*this, x); }
 
+template <class B>
+Val<B> forward_with(B& b, Upsample& m, Val<B> x) {
+  return composite::interpolate(b, x, {m.size, m.scale_factor, m.mode, m.align_corners, m.recompute_scale_factor, false});
+}
+Tensor Upsample::forward(const Tensor& x) { return eager_forward(*this, x); }
+
 GroupNorm::GroupNorm(int64_t g, int64_t c, double eps, bool affine) : num_groups(g), num_channels(c), eps(eps) {
   if (g <= 0 || c % g != 0) fail("GroupNorm: num_channels must be divisible by num_groups (num_channels {}, num_groups {})", c, g);
   if (affine) {
@@ -370,6 +376,41 @@ const std::vector<LayerSpec>& layer_registry() {
         "PixelUnshuffle", {{"downscale_factor"}},
         [](const LayerArgs& a) { return std::make_shared<PixelUnshuffle>(a.positive("downscale_factor")); },
         {{"downscale_factor", 2}}, t({2, 3, 4, 6})));
+    // size: None, an int or a tuple of ints; scale_factor: None, a number or a tuple of numbers. Checked as
+    // torch does, in forward (interpolate's errors).
+    auto upsample_size = [](const LayerArgs& a) -> std::optional<Shape> {
+      if (a.is_none("size")) return std::nullopt;
+      return a.ints("size");
+    };
+    auto upsample_scale = [](const LayerArgs& a) -> std::optional<std::vector<double>> {
+      const IValue& v = a["scale_factor"];
+      if (v.is_none()) return std::nullopt;
+      std::vector<double> r;
+      auto one = [&](const IValue& e) {
+        if (!e.is_int() && !e.is_double()) a.fail(fmt::format("scale_factor must be a number or a tuple of numbers, got {}", v.type_name()));
+        r.push_back(e.to_double());
+      };
+      if (v.is_tuple() || v.is_list())
+        for (const IValue& e : v.elements()) one(e);
+      else
+        one(v);
+      return r;
+    };
+    auto optional_flag = [](const LayerArgs& a, std::string_view name) {
+      return a.is_none(name) ? std::nullopt : std::optional<bool>(a.flag(name));
+    };
+    r.push_back(layer_spec<Upsample>(
+        "Upsample", {{"size", IValue()}, {"scale_factor", IValue()}, {"mode", "nearest"}, {"align_corners", IValue()},
+                     {"recompute_scale_factor", IValue()}},
+        [=](const LayerArgs& a) {
+          return std::make_shared<Upsample>(upsample_size(a), upsample_scale(a), a.str("mode"), optional_flag(a, "align_corners"),
+                                            optional_flag(a, "recompute_scale_factor"));
+        },
+        {{"scale_factor", 2}, {"mode", "bilinear"}}, t({2, 3, 3, 4})));
+    r.push_back(layer_spec<UpsamplingNearest2d>(
+        "UpsamplingNearest2d", {{"size", IValue()}, {"scale_factor", IValue()}},
+        [=](const LayerArgs& a) { return std::make_shared<UpsamplingNearest2d>(upsample_size(a), upsample_scale(a)); },
+        {{"scale_factor", 3}}, t({2, 3, 2, 3})));
     r.push_back(layer_spec<ReLU>("ReLU", {{"inplace", false}}, no_args([] { return std::make_shared<ReLU>(); }), {}, t({3, 4})));
     r.push_back(layer_spec<Tanh>("Tanh", {}, no_args([] { return std::make_shared<Tanh>(); }), {}, t({3, 4})));
     r.push_back(layer_spec<Sigmoid>("Sigmoid", {}, no_args([] { return std::make_shared<Sigmoid>(); }), {}, t({3, 4})));

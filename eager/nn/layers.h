@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "eager/nn/module.h"
@@ -219,6 +220,30 @@ class PixelUnshuffle : public Module {
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "PixelUnshuffle"; }
   int64_t downscale_factor;
+};
+
+// F.interpolate as a layer: size or scale_factor (one value standing for both dims), modes 'nearest' and
+// 'bilinear' of a 4-D input
+class Upsample : public Module {
+ public:
+  Upsample(std::optional<Shape> size, std::optional<std::vector<double>> scale_factor, std::string mode = "nearest",
+           std::optional<bool> align_corners = std::nullopt, std::optional<bool> recompute_scale_factor = std::nullopt)
+      : size(std::move(size)), scale_factor(std::move(scale_factor)), mode(std::move(mode)), align_corners(align_corners),
+        recompute_scale_factor(recompute_scale_factor) {}
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "Upsample"; }
+  std::optional<Shape> size;
+  std::optional<std::vector<double>> scale_factor;
+  std::string mode;
+  std::optional<bool> align_corners, recompute_scale_factor;
+};
+
+// torch's deprecated alias: Upsample with mode 'nearest'
+class UpsamplingNearest2d : public Upsample {
+ public:
+  UpsamplingNearest2d(std::optional<Shape> size, std::optional<std::vector<double>> scale_factor)
+      : Upsample(std::move(size), std::move(scale_factor), "nearest") {}
+  std::string name() const override { return "UpsamplingNearest2d"; }
 };
 
 class Flatten : public Module {
