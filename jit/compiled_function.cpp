@@ -259,11 +259,13 @@ class CompiledFunction final : public Function::Executor {
     if (!entries_.empty()) {
       std::pair<int, int> dim = note_miss(entries_.back()->sig, sig, "");
       if (dim.first >= 0 && ++dim_misses_[dim] >= opts_.recompile_limit) {
-        symbolic_.insert(dim);
-        ++stats_.symbolic_dims;
+        // Another thread may have made the dim symbolic after this call's signature was taken: counted once.
+        if (symbolic_.insert(dim).second) {
+          ++stats_.symbolic_dims;
+          kiln::logger().info("{}: input {} dim {} changed {} times; compiling it as a symbolic dim", name_, dim.first,
+                              dim.second, dim_misses_[dim]);
+        }
         sig.inputs[size_t(dim.first)].dims[size_t(dim.second)] = kSymbolic;
-        kiln::logger().info("{}: input {} dim {} changed {} times; compiling it as a symbolic dim", name_, dim.first,
-                     dim.second, dim_misses_[dim]);
         for (const auto& e : entries_)
           if (e->sig == sig) return e;
       }
