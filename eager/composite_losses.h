@@ -69,6 +69,15 @@ void check_class_target(B& b, const char* op, Val<B> input, Val<B> target, Val<B
       b.fail(fmt::format("{}: weight of shape {} does not match the {} classes of the input", op, shape_str(*w), (*in)[cdim]));
 }
 
+// Each target's weight (1 without one), 0 where the target is ignore_index.
+template <class B>
+Val<B> target_weights(B& b, Val<B> target, Val<B> weight, Val<B> keep) {
+  Val<B> safe = b.op(OpId::Where, {keep, target, b.scalar(int64_t(0))});
+  Val<B> w = present(weight) ? b.reshape_like(b.op(OpId::IndexSelect, {weight, b.flatten(safe, 0, -1)}, Attrs().set("dim", int64_t(0))), safe, {})
+                             : b.scalar(1.0);
+  return b.op(OpId::Where, {keep, w, b.scalar(0.0)});
+}
+
 // -log_probs[target] (times weight[target]); ignore_index adds nothing and is not counted. "mean" divides
 // by the summed weights of the counted targets (their number without weight).
 template <class B>
@@ -81,11 +90,9 @@ Val<B> nll_loss(B& b, Val<B> log_probs_in, Val<B> target, Val<B> weight_in, int6
   Val<B> safe = b.op(OpId::Where, {keep, target, b.scalar(int64_t(0))});
   Val<B> picked = b.op(OpId::Gather, {lp, b.op(OpId::Unsqueeze, {safe}, Attrs().set("dim", cdim))}, Attrs().set("dim", cdim));
   picked = b.op(OpId::Squeeze, {picked}, Attrs().set("dims", Shape{cdim}));
-  // the weight of each target, 0 where ignored; the loss is masked by where, never by a product with 0,
-  // so an ignored position whose log-probability is -inf adds 0, not NaN
-  Val<B> w = present(weight) ? b.reshape_like(b.op(OpId::IndexSelect, {weight, b.flatten(safe, 0, -1)}, Attrs().set("dim", int64_t(0))), safe, {})
-                             : b.scalar(1.0);
-  w = b.op(OpId::Where, {keep, w, b.scalar(0.0)});
+  // the loss is masked by where, never by a product with 0, so an ignored position whose log-probability
+  // is -inf adds 0, not NaN
+  Val<B> w = target_weights(b, target, weight, keep);
   Val<B> loss = b.op(OpId::Where, {keep, b.op(OpId::Mul, {b.op(OpId::Neg, {picked}), w}), b.scalar(0.0)});
   if (r == Reduction::None) return loss;
   Attrs all = Attrs().set("dims", Shape{}).set("keepdim", false);
@@ -140,14 +147,7 @@ Val<B> cross_entropy(B& b, Val<B> logits_in, Val<B> target, Val<B> weight, int64
   Attrs all = Attrs().set("dims", Shape{}).set("keepdim", false);
   if (r == Reduction::Sum) ret = b.op(OpId::Sum, {smooth}, all);
   if (r == Reduction::Mean) {
-    Val<B> counted;
-    if (present(weight)) {
-      Val<B> safe = b.op(OpId::Where, {keep, target, b.scalar(int64_t(0))});
-      Val<B> w = b.op(OpId::IndexSelect, {weight, b.flatten(safe, 0, -1)}, Attrs().set("dim", int64_t(0)));
-      counted = b.op(OpId::Where, {b.flatten(keep, 0, -1), w, b.scalar(0.0)});
-    } else {
-      counted = b.op(OpId::Where, {keep, b.scalar(1.0), b.scalar(0.0)});
-    }
+    Val<B> counted = target_weights(b, target, weight, keep);
     ret = b.op(OpId::Div, {b.op(OpId::Sum, {smooth}, all), b.op(OpId::Sum, {counted}, all)});
   }
   Val<B> classes = b.count(lp, {cdim}, 0, [](const std::optional<Shape>&) { return std::string("cross_entropy: no classes"); });
