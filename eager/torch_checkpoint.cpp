@@ -46,7 +46,7 @@ IValue torch_load(const std::string& path) {
     const zip::Entry* e = zip.find(prefix + "data/" + ref.key);
     if (!e) fail("{}: {}: the archive lacks storage '{}' that data.pkl refers to", op, path, ref.key);
     uint64_t want = uint64_t(ref.numel) * itemsize(ref.dtype);
-    if (e->size != want)
+    if (e->size / itemsize(ref.dtype) != uint64_t(ref.numel) || e->size != want)
       fail("{}: {}: storage '{}' has {} bytes, but {} elements of {} need {}", op, path, ref.key, e->size, ref.numel,
            dtype_name(ref.dtype), want);
     Tensor t = Tensor::empty({ref.numel}, ref.dtype);

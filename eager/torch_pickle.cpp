@@ -246,7 +246,11 @@ P Unpickler::run() {
       case '(': marks_.push_back(stack_.size()); break;  // MARK
       case '0': pop(); break;                            // POP
       case '1': pop_mark(); break;                       // POP_MARK
-      case '2': stack_.push_back(top()); break;          // DUP
+      case '2': {                                        // DUP
+        P d = top();
+        stack_.push_back(d);
+        break;
+      }
       case 'N': stack_.push_back(make(Obj::None)); break;
       case 0x88: case 0x89: {                            // NEWTRUE, NEWFALSE
         P o = make(Obj::Bool);
@@ -363,12 +367,13 @@ P Unpickler::run() {
         break;
       }
       case 'Q': stack_.push_back(persistent(pop())); break;  // BINPERSID
-      case 'b': {  // BUILD: torch only sets an empty state on OrderedDicts
+      case 'b': {  // BUILD
+        // A state_dict is an OrderedDict with a `_metadata` attribute (module versions): attributes of a
+        // dict are dropped. Other objects may only receive an empty state.
         P state = pop();
-        if (state->kind != Obj::None && !(state->kind == Obj::Dict && state->items.empty()) &&
-            !(state->kind == Obj::Tuple && state->items.empty()))
+        bool empty = state->kind == Obj::None || ((state->kind == Obj::Dict || state->kind == Obj::Tuple) && state->items.empty());
+        if (!empty && !(top()->kind == Obj::Dict && state->kind == Obj::Dict))
           bad("refused BUILD with a state: objects with state are not built");
-        top();
         break;
       }
       default: bad("unsupported pickle opcode 0x{:02x} at offset {}", op, at_ - 1);

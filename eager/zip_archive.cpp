@@ -13,12 +13,13 @@ namespace kiln::zip {
 namespace {
 
 constexpr uint32_t kLocalSig = 0x04034b50, kCentralSig = 0x02014b50, kEndSig = 0x06054b50;
-constexpr uint32_t kZip64EndLocatorSig = 0x07064b50;
-constexpr uint64_t kLocalHeader = 30, kCentralHeader = 46, kEndRecord = 22;
+constexpr uint32_t kZip64EndLocatorSig = 0x07064b50, kZip64EndSig = 0x06064b50;
+constexpr uint64_t kLocalHeader = 30, kCentralHeader = 46, kEndRecord = 22, kZip64EndRecord = 56;
 constexpr uint64_t kAlign = 64;
 
 uint16_t u16(const unsigned char* p) { return uint16_t(p[0] | p[1] << 8); }
 uint32_t u32(const unsigned char* p) { return uint32_t(u16(p)) | uint32_t(u16(p + 2)) << 16; }
+uint64_t u64(const unsigned char* p) { return uint64_t(u32(p)) | uint64_t(u32(p + 4)) << 32; }
 void put16(std::string& s, uint16_t v) { s += char(v & 0xff), s += char(v >> 8); }
 void put32(std::string& s, uint32_t v) { put16(s, uint16_t(v)), put16(s, uint16_t(v >> 16)); }
 
@@ -65,17 +66,29 @@ Reader::Reader(std::string_view op, std::string path) : op_(op), path_(std::move
       break;
     }
   if (end < 0) fail("{}: {}: not a zip archive or truncated: no end of central directory record", op_, path_);
-  if (end >= 20 && u32(t + end - 20) == kZip64EndLocatorSig)
-    fail("{}: {}: zip64 archives (over 4 GiB or 65535 entries) are not supported", op_, path_);
   const unsigned char* e = t + end;
   uint64_t count = u16(e + 10), dir_size = u32(e + 12), dir_offset = u32(e + 16);
-  uint64_t end_at = size - tail_len + uint64_t(end);
+  uint64_t dir_end = size - tail_len + uint64_t(end);
   if (u16(e + 4) != 0 || u16(e + 6) != 0 || u16(e + 8) != count)
     fail("{}: {}: multi-disk zip archives are not supported", op_, path_);
-  if (dir_offset > end_at || dir_size != end_at - dir_offset)
+  // PyTorch's writer (miniz) always adds the zip64 end record, whose counts and offsets then rule.
+  if (end >= 20 && u32(t + end - 20) == kZip64EndLocatorSig) {
+    uint64_t at64 = u64(t + end - 20 + 8);
+    if (at64 > dir_end || dir_end - at64 < kZip64EndRecord)
+      fail("{}: {}: corrupt zip archive: the zip64 end record offset {} is outside the file", op_, path_, at64);
+    std::string r = read_at(at64, kZip64EndRecord);
+    auto* z = reinterpret_cast<const unsigned char*>(r.data());
+    if (u32(z) != kZip64EndSig) fail("{}: {}: corrupt zip archive: no zip64 end record at offset {}", op_, path_, at64);
+    count = u64(z + 32), dir_size = u64(z + 40), dir_offset = u64(z + 48);
+    dir_end = at64;
+  }
+  if (dir_offset > dir_end || dir_size != dir_end - dir_offset)
     fail("{}: {}: corrupt zip archive: the central directory ({} bytes at offset {}) does not end where the end "
-         "record starts ({})",
-         op_, path_, dir_size, dir_offset, end_at);
+         "records start ({})",
+         op_, path_, dir_size, dir_offset, dir_end);
+  if (count > dir_size / kCentralHeader)
+    fail("{}: {}: corrupt zip archive: {} entries cannot fit a central directory of {} bytes", op_, path_, count,
+         dir_size);
   std::string dir = read_at(dir_offset, dir_size);
   auto* d = reinterpret_cast<const unsigned char*>(dir.data());
   uint64_t at = 0;
@@ -91,8 +104,23 @@ Reader::Reader(std::string_view op, std::string path) : op_(op), path_(std::move
     en.name.assign(reinterpret_cast<const char*>(c + kCentralHeader), name_len);
     en.crc = u32(c + 16);
     uint64_t csize = u32(c + 20), usize = u32(c + 24), local = u32(c + 42);
-    if (csize == 0xffffffff || usize == 0xffffffff || local == 0xffffffff)
-      fail("{}: {}: zip64 archives (over 4 GiB or 65535 entries) are not supported", op_, path_);
+    // Values that do not fit 32 bits are 0xffffffff here and follow in the zip64 extra field, in this order.
+    for (uint64_t x = 0; x + 4 <= extra_len;) {
+      const unsigned char* f = c + kCentralHeader + name_len + x;
+      uint64_t id = u16(f), len = u16(f + 2);
+      if (x + 4 + len > extra_len) break;
+      if (id == 1) {
+        uint64_t k = 0;
+        for (uint64_t* v : {&usize, &csize, &local})
+          if (*v == 0xffffffff) {
+            if (k + 8 > len)
+              fail("{}: {}: corrupt zip archive: entry '{}' has a short zip64 field", op_, path_, en.name);
+            *v = u64(f + 4 + k);
+            k += 8;
+          }
+      }
+      x += 4 + len;
+    }
     if (method != 0)
       fail("{}: {}: entry '{}' is compressed (zip method {}); kiln reads only stored entries, as torch.save writes "
            "them",
