@@ -1,7 +1,10 @@
 #include "eager/nn/module.h"
 
 #include "eager/autograd/graph.h"
+#include <cstdio>
+
 #include "eager/io.h"
+#include "eager/torch_checkpoint.h"
 
 namespace kiln::nn {
 
@@ -124,6 +127,34 @@ void Module::save(const std::string& path) const {
   save_safetensors(path, s);
 }
 
-void Module::load(const std::string& path, bool strict) { load_state_dict(load_safetensors(path), strict); }
+namespace {
+// A torch.save file is a zip archive; safetensors starts with its header length.
+bool is_zip(const std::string& path) {
+  char head[4] = {};
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;  // load_safetensors names the failure
+  size_t n = std::fread(head, 1, 4, f);
+  std::fclose(f);
+  return n == 4 && std::string_view(head, 4) == std::string_view("PK\x03\x04", 4);
+}
+
+// The state_dict in what a training script saved: itself, or under one of the keys scripts use.
+std::map<std::string, Tensor> state_dict_in(const IValue& v, const std::string& path) {
+  if (!v.is_dict()) fail("Module.load: {}: holds a {}, not a state_dict", path, v.type_name());
+  bool all_tensors = true;
+  for (auto& [k, e] : v.items()) all_tensors &= k.is_string() && e.is_tensor();
+  if (all_tensors) return tensor_dict(v, "Module.load: " + path);
+  for (const char* key : {"model", "state_dict", "model_state_dict"})
+    if (const IValue* sd = v.find(key)) return tensor_dict(*sd, fmt::format("Module.load: {}: '{}'", path, key));
+  fail("Module.load: {}: a dict that is neither a state_dict nor holds one under 'model', 'state_dict' or "
+       "'model_state_dict'",
+       path);
+}
+}  // namespace
+
+void Module::load(const std::string& path, bool strict) {
+  if (is_zip(path)) return load_state_dict(state_dict_in(torch_load(path), path), strict);
+  load_state_dict(load_safetensors(path), strict);
+}
 
 }  // namespace kiln::nn

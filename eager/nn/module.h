@@ -41,6 +41,8 @@ class Module {
   std::map<std::string, Tensor> state_dict() const;
   void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
   void save(const std::string& path) const;  // safetensors
+  // A safetensors file, or a torch.save file (recognised by content) holding a state_dict or a dict with
+  // one under "model", "state_dict" or "model_state_dict", as training scripts save checkpoints.
   void load(const std::string& path, bool strict = true);
 
  protected:
