@@ -1743,10 +1743,15 @@ class Init {
     std::vector<Static> ignored;
     Bound b = bind("nn." + spec.name, sig, a, declared, loc, &ignored);
     std::map<std::string, IValue> values;
-    for (const auto& [k, v] : b) values[k] = ivalue_of(v, loc, fmt::format("nn.{}: {}", spec.name, k));
+    std::map<std::string, std::shared_ptr<nn::Module>> modules;  // nn.TransformerEncoder's encoder_layer
+    for (const auto& [k, v] : b) {
+      auto owned = v.kind == Kind::Module ? owned_.find(v.obj.get()) : owned_.end();
+      if (owned != owned_.end()) modules[k] = owned->second, values[k] = IValue();
+      else values[k] = ivalue_of(v, loc, fmt::format("nn.{}: {}", spec.name, k));
+    }
     std::shared_ptr<nn::Module> m;
     try {
-      m = spec.make(nn::LayerArgs(spec.name, std::move(values)));
+      m = spec.make(nn::LayerArgs(spec.name, std::move(values), std::move(modules)));
     } catch (const Error& e) {
       fail(loc, e.what());
     }
