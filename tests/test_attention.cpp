@@ -180,14 +180,14 @@ TEST_CASE("MultiheadAttention: masks of the wrong shape and other errors name th
   nn::MultiheadAttention m(8, 2);
   Tensor q = randn({4, 3, 8}), k = randn({5, 3, 8});
   check_error([&] { m.forward(q, k, k, {}, true, zeros({4, 4})); },
-              "nn.MultiheadAttention: the shape of the 2D attn_mask is [4, 4], but should be [4, 5]");
+              "nn.MultiheadAttention: the shape of the 2D attn_mask is [4,4], but should be [4,5]");
   check_error([&] { m.forward(q, k, k, {}, true, zeros({3, 4, 5})); },
-              "nn.MultiheadAttention: the shape of the 3D attn_mask is [3, 4, 5], but should be [6, 4, 5]");
+              "nn.MultiheadAttention: the shape of the 3D attn_mask is [3,4,5], but should be [6,4,5]");
   check_error([&] { m.forward(q, k, k, zeros({3, 4}, DType::Bool)); },
-              "nn.MultiheadAttention: expecting key_padding_mask shape of [3, 5], but got [3, 4]");
+              "nn.MultiheadAttention: expecting key_padding_mask shape of [3,5], but got [3,4]");
   check_error([&] { m.forward(q, k, k, {}, true, {}, true, true); }, "need attn_mask if specifying the is_causal hint");
   check_error([&] { m.forward(randn({4, 8}), k, k, {}); }, "nn.MultiheadAttention: query must be 3-D");
-  check_error([&] { m.forward(q, randn({5, 3, 7}), k, {}); }, "key's last dim must be 8, got [5, 3, 7]");
+  check_error([&] { m.forward(q, randn({5, 3, 7}), k, {}); }, "key's last dim must be 8, got [5,3,7]");
   check_error([] { nn::MultiheadAttention(10, 3); }, "embed_dim must be divisible by num_heads");
   check_error([] { nn::MultiheadAttention(8, 2, 0.0, true, true); }, "add_bias_kv=True is not supported");
 }

@@ -139,8 +139,9 @@ std::vector<Val<B>> attention_forward(B& b, MultiheadAttention& m, const std::st
     kpm = b.op(OpId::Unsqueeze, {b.op(OpId::Unsqueeze, {kpm}, Attrs().set("dim", int64_t(1)))}, Attrs().set("dim", int64_t(1)));
     scores = apply_mask(b, scores, kpm);  // (N, 1, 1, S)
   }
-  Val<B> w = composite::softmax(b, scores, -1);
-  Val<B> out = b.op(OpId::Matmul, {composite::dropout(b, w, m.dropout, m.is_training()), v});  // (N, H, L, hd)
+  // the weights returned are the ones applied, after dropout, as torch's
+  Val<B> w = composite::dropout(b, composite::softmax(b, scores, -1), m.dropout, m.is_training());
+  Val<B> out = b.op(OpId::Matmul, {w, v});  // (N, H, L, hd)
   out = b.flatten(dim_op(b, OpId::Permute, out, {2, 0, 1, 3}), 2, 3);                               // (L, N, E)
   out = composite::linear(b, out, b.parameter(m.out_proj->weight, at + "out_proj.weight"),
                           b.parameter(m.out_proj->bias, at + "out_proj.bias"));
