@@ -32,6 +32,7 @@ def record(name, model, inputs, call):
     if model is not None:
         for k, v in model.state_dict().items():
             out[f"{name}.state.{k}"] = v.clone()
+    inputs = [None if x is None else x.clone() for x in inputs]  # a tensor shared by cases gets its own gradient
     for i, x in enumerate(inputs):
         if x is not None:
             put(name, "input", i, x)
