@@ -97,11 +97,11 @@ struct Run {
   Options o;
   samples::TextCorpus corpus;
   std::shared_ptr<ScriptedModule> model;
-  Device device = Device::CPU;
+  Device device = Device::cpu();
 
   std::pair<Tensor, Tensor> batch(const Tensor& split) {
     auto [x, y] = samples::random_batch(split, o.batch, o.block);
-    if (device != Device::CPU) return {x.to(device), y.to(device)};
+    if (device != Device::cpu()) return {x.to(device), y.to(device)};
     return {x, y};
   }
 
@@ -120,7 +120,7 @@ struct Run {
       for (int64_t k = 0; k < o.eval_iters; ++k) {
         seed_for(o, 1 + s, at * o.eval_iters + k);
         auto [x, y] = batch(s == 0 ? corpus.train : corpus.val);
-        means[s] += loss(x, y).to(Device::CPU).item<double>();
+        means[s] += loss(x, y).to(Device::cpu()).item<double>();
       }
       means[s] /= double(o.eval_iters);
     }
@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
     r.o = parse(argc, argv);
     const Options& o = r.o;
     if (o.threads > 0) set_num_threads(int(o.threads));
-    if (o.device == "cuda") r.device = Device::CUDA;
+    if (o.device == "cuda") r.device = Device::cuda();
     std::filesystem::create_directories(o.out);
     r.corpus = samples::load_text_corpus(o.data);
     std::printf("corpus: %s, %lld training and %lld validation characters, vocabulary %lld\n", o.data.c_str(),
@@ -183,7 +183,7 @@ int main(int argc, char** argv) {
         "GPTConfig(block_size={}, vocab_size={}, n_layer={}, n_head={}, n_embd={}, dropout=0.0, bias=False)", o.block,
         r.corpus.vocab_size(), o.n_layer, o.n_head, o.n_embd));
     r.model = file.build("GPT", {config});
-    if (r.device != Device::CPU) r.model->to(r.device);
+    if (r.device != Device::cpu()) r.model->to(r.device);
     int64_t n_params = 0;
     for (const Tensor& p : r.model->parameters()) n_params += p.numel();
     std::printf("model: %s, %.2fM parameters\n", o.model.c_str(), double(n_params) / 1e6);
@@ -211,7 +211,7 @@ int main(int argc, char** argv) {
       opt.set_lr(learning_rate(o, step));
       seed_for(o, 0, step + 1);
       auto [x, y] = r.batch(r.corpus.train);
-      double loss = train_step({x, y}).to(Device::CPU).item<double>();
+      double loss = train_step({x, y}).to(Device::cpu()).item<double>();
       tokens += x.numel();
       bar.update(step + 1, loss, tokens);
       if ((step + 1) % o.eval_every == 0 || step + 1 == o.steps) {
@@ -234,10 +234,10 @@ int main(int argc, char** argv) {
     seed_for(o, 3, 0);
     std::vector<int64_t> prompt = r.corpus.encode(o.prompt);
     Tensor idx = tensor(prompt, {1, int64_t(prompt.size())}, DType::Int64);
-    if (r.device != Device::CPU) idx = idx.to(r.device);
+    if (r.device != Device::cpu()) idx = idx.to(r.device);
     IValue top_k = o.top_k > 0 ? IValue(o.top_k) : IValue();
     Tensor out = r.model->call({idx, IValue(o.tokens), IValue(o.temperature), top_k}, "generate").at(0).to_tensor();
-    Tensor cpu = out.to(Device::CPU).contiguous();
+    Tensor cpu = out.to(Device::cpu()).contiguous();
     std::printf("--- sample (temperature %.2f, top-k %lld) ---\n%s\n", o.temperature, (long long)o.top_k,
                 r.corpus.decode(cpu.data_ptr<int64_t>(), cpu.numel()).c_str());
     return 0;

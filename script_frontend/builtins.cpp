@@ -11,6 +11,7 @@
 
 #include "eager/composite_losses.h"
 #include "eager/composites.h"
+#include "eager/composites_attention.h"
 #include "eager/composites_einsum.h"
 #include "eager/composites_math_ops.h"
 #include "eager/composites_tensor_ops.h"
@@ -568,6 +569,17 @@ std::vector<Builtin> make_builtins() {
         ia.antialias = a[6].present() && L.need_bool(a[6], "antialias");
         LoweringBuilder lb(L);
         return composite::interpolate(lb, L.tensor_arg(a[0], "input"), ia);
+      });
+  add("scaled_dot_product_attention", kF, {"query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale"}, 3,
+      [given](Lowerer& L, Args& a, const Expr&) {
+        double p = given(a[4]) ? need_float(L, a[4], "dropout_p") : 0.0;
+        bool causal = given(a[5]) && L.need_bool(a[5], "is_causal");
+        std::optional<double> scale;
+        if (given(a[6])) scale = need_float(L, a[6], "scale");
+        Value* mask = given(a[3]) ? L.tensor_arg(a[3], "attn_mask") : nullptr;
+        LoweringBuilder lb(L);
+        return composite::scaled_dot_product_attention(lb, L.tensor_arg(a[0], "query"), L.tensor_arg(a[1], "key"),
+                                                       L.tensor_arg(a[2], "value"), mask, p, causal, scale);
       });
   add("dropout2d", kF, {"input", "p", "training", "inplace"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     double p = a[1].present() ? need_float(L, a[1], "p") : 0.5;

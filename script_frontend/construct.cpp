@@ -418,8 +418,12 @@ class Init {
       }
       case ExprKind::Subscript: {
         if (t.args[0]->kind != ExprKind::Name || t.args.size() != 2)
-          fail(t.loc, "only a local list's element can be assigned by index in __init__");
+          fail(t.loc, "only a local list's element or dict's item can be assigned by index in __init__");
         Static& list = var(t.args[0]->name, sc, t.args[0]->loc);
+        if (list.kind == Kind::Dict) {  // vision_transformer's OrderedDict of layers
+          dict_set(list, eval(*t.args[1], sc), v);
+          return;
+        }
         if (list.kind != Kind::List) fail(t.loc, fmt::format("{} does not support item assignment", list.type_name()));
         int64_t i = index_of(eval(*t.args[1], sc), int64_t(list.elems.size()), t.args[1]->loc);
         list.elems[size_t(i)] = v;
@@ -1075,6 +1079,9 @@ class Init {
           if (name == "weight" || name == "bias") return Static::none();
         }
         if (const Static* v = o.attr(name)) return *v;
+        // a Sequential built from an OrderedDict names its items (vision_transformer's self.heads.head)
+        for (size_t i = 0; i < o.item_names.size() && i < o.items.size(); ++i)
+          if (o.item_names[i] == name) return Static::module(o.items[i]);
         std::vector<std::string> names;
         for (auto& [k, v] : o.attrs) names.push_back(k);
         fail(loc, fmt::format("'{}' object has no attribute '{}'{}", o.cls, name, did_you_mean(name, names)));
@@ -1743,13 +1750,25 @@ class Init {
     std::vector<Static> ignored;
     Bound b = bind("nn." + spec.name, sig, a, declared, loc, &ignored);
     std::map<std::string, IValue> values;
-    for (const auto& [k, v] : b) values[k] = ivalue_of(v, loc, fmt::format("nn.{}: {}", spec.name, k));
+    std::map<std::string, std::shared_ptr<nn::Module>> modules;  // nn.TransformerEncoder's encoder_layer
+    for (const auto& [k, v] : b) {
+      auto owned = v.kind == Kind::Module ? owned_.find(v.obj.get()) : owned_.end();
+      if (owned != owned_.end()) modules[k] = owned->second, values[k] = IValue();
+      else values[k] = ivalue_of(v, loc, fmt::format("nn.{}: {}", spec.name, k));
+    }
     std::shared_ptr<nn::Module> m;
     try {
-      m = spec.make(nn::LayerArgs(spec.name, std::move(values)));
+      m = spec.make(nn::LayerArgs(spec.name, std::move(values), std::move(modules)));
     } catch (const Error& e) {
       fail(loc, e.what());
     }
+    // torch's convolutions keep these as tuples (_pair), which __init__ code indexes (vision_transformer's
+    // conv_proj.kernel_size[0]); the other layers keep what they were given
+    static const std::map<std::string, size_t> kTupleArgs = {{"Conv1d", 1}, {"Conv2d", 2}, {"ConvTranspose2d", 2}};
+    if (auto it = kTupleArgs.find(spec.name); it != kTupleArgs.end())
+      for (const char* k : {"kernel_size", "stride", "padding", "dilation", "output_padding"})
+        if (auto a = b.find(k); a != b.end() && a->second.kind == Kind::Int)
+          a->second = Static::seq(Kind::Tuple, std::vector<Static>(it->second, a->second));
     Static s = make(Layer::Registered, spec.name, m, b);
     s.obj->spec = &spec;
     return s;

@@ -491,6 +491,7 @@ class Frame {
         return out(0, Tensor::wrap_scalar(s));
       }
       case Prim::IsNone: return out(0, in(n, 0).is_none());
+      case Prim::IsBool: return out(0, in(n, 0).to_tensor().dtype() == DType::Bool);
       case Prim::Unwrap: {
         IValue x = in(n, 0);
         if (x.is_none()) fail("unwrapped an Optional that is None");

@@ -32,6 +32,7 @@
 #include "eager/nn/layers.h"
 #include "eager/nn/losses.h"
 #include "eager/nn/module.h"
+#include "eager/nn/attention.h"
 #include "eager/nn/recurrent.h"
 #include "eager/ops.h"
 #include "eager/optim/optimizer.h"
