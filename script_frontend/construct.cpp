@@ -170,6 +170,8 @@ class Init {
     } else if (c.root()->torch_base == "Sequential") {
       if (!kwargs.empty()) fail(at, "nn.Sequential.__init__() takes no keyword arguments");
       add_items(*self.obj, args, at);
+    } else if (const nn::LayerSpec* spec = nn::find_layer(c.root()->torch_base)) {
+      init_layer_base(self, *spec, args, kwargs, at);
     } else if (c.root()->torch_base == "dataclass") {
       // the generated __init__: one parameter per field, in order, with the field's default
       const ClassDef& root = *c.root();
@@ -190,6 +192,28 @@ class Init {
       for (auto& [k, v] : bind(root.name, sig, args, kwargs, at)) self.obj->attrs[k] = v;
     } else if (!args.empty() || !kwargs.empty()) {
       fail(at, fmt::format("{}() takes no arguments (the class has no __init__)", c.name));
+    }
+  }
+
+  // A class deriving from a registered layer (convnext's `LayerNorm2d(nn.LayerNorm)`): the layer's
+  // __init__ gives self its parameters, buffers and constructor arguments (`self.normalized_shape`,
+  // `self.eps`), under the layer's names, for the subclass's own forward.
+  void init_layer_base(const Static& self, const nn::LayerSpec& spec, std::vector<Static> args, const Bound& kwargs, SourceLoc at) {
+    Static base = registered_layer(spec, args, kwargs, at);
+    Object& o = *self.obj;
+    for (auto& [n, t] : base.obj->module->named_parameters(false)) {
+      module_of(o).add_parameter(n, t);
+      o.attrs[n] = Static::of_tensor(t, true);
+    }
+    for (auto& [n, t] : base.obj->module->named_buffers(false)) {
+      module_of(o).add_buffer(n, t);
+      buffers_.insert(t.impl());
+      o.attrs[n] = Static::of_tensor(t, false);
+    }
+    for (auto& [k, v] : base.obj->attrs) {
+      if (o.attrs.count(k)) continue;
+      // torch keeps LayerNorm's normalized_shape as a tuple whatever was passed
+      o.attrs[k] = k == "normalized_shape" && v.kind == Kind::Int ? Static::seq(Kind::Tuple, {v}) : v;
     }
   }
 
@@ -455,6 +479,9 @@ class Init {
       fail(loc, fmt::format("a config object ({}) kept as a module's attribute is not supported in kiln script; keep the "
                             "numbers, strings and tuples it holds instead",
                             v.obj->cls));
+    // A module assigned to a class deriving from nn.Sequential (densenet's _Transition: `self.norm = ...`)
+    // is one of its items, run in the order assigned, as torch registers it in _modules.
+    if (v.kind == Kind::Module && o.layer == Layer::Sequential && o.def && !v.obj->plain) return add_item(o, v, loc, name);
     if (v.kind == Kind::Module && !o.plain) {
       if (!v.obj->path.empty())
         fail(loc, fmt::format("module '{}' is already a submodule ('{}'); kiln script does not share modules", name, v.obj->path));
@@ -1269,6 +1296,7 @@ class Init {
         if (!sc.self || !sc.cls) fail(e.loc, "super() is only supported in a method's __init__");
         if (const ClassDef* parent = sc.cls->parent) init_object(*sc.self, *parent, args, kwargs, e.loc);
         else if (sc.cls->torch_base == "Sequential") add_items(*sc.self->obj, args, e.loc);
+        else if (const nn::LayerSpec* spec = nn::find_layer(sc.cls->torch_base)) init_layer_base(*sc.self, *spec, args, kwargs, e.loc);
         return Static::none();
       }
       if (is_nn(base, sc)) {
@@ -1610,6 +1638,8 @@ class Init {
     if (self.kind != Kind::Module) return call_value(attr_of(self, name, loc), a, kw, loc);
     Object& o = *self.obj;
     bool container = o.layer == Layer::ModuleList || o.layer == Layer::Sequential;
+    // A class deriving from nn.ModuleDict (densenet's _DenseBlock) keeps its modules in order, as items.
+    if (o.def && o.def->root()->torch_base == "ModuleDict" && name == "add_module") container = true;
     if (container && (name == "append" || name == "extend")) {
       if (a.size() != 1 || !kw.empty()) fail(loc, fmt::format("{}.{}() takes one argument", o.cls, name));
       std::vector<Static> ms = name == "append" ? std::vector<Static>{a[0]} : iterate(a[0], loc);
