@@ -237,7 +237,11 @@ struct ClassDef {
   std::vector<std::pair<std::string, const Expr*>> attrs;
   // Its base: a class of the same file (`class Conv2dNormActivation(ConvNormActivation)`), or none and
   // the torch.nn class it derives from: "Module", "Sequential" or "ModuleDict".
-  const ClassDef* parent = nullptr;
+  // Set when the class is first built for a base imported from another file (base_import).
+  mutable const ClassDef* parent = nullptr;
+  // A base class imported from another file (regnet's `class SimpleStemIN(Conv2dNormActivation)`): the
+  // name bound by the import, resolved by the evaluator when the class is first built.
+  std::string base_import;
   // "" for a plain class and "dataclass" for a @dataclass (config objects, built by __init__ only)
   std::string torch_base = "Module";
   std::vector<std::pair<std::string, const Expr*>> fields;  // a @dataclass's `name: T [= default]`, in order

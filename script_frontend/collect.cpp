@@ -230,6 +230,10 @@ class Collector {
     bool torch_nn = m_.nn_names.count(owner) != 0 || (owner == "torch.nn" && m_.imported.count("torch"));
     for (const auto& earlier : m_.classes)
       if (c.bases.size() == 1 && earlier->name == base) c.parent = earlier.get();
+    if (auto a = m_.aliases.find(base); !c.parent && c.bases.size() == 1 && a != m_.aliases.end() && a->second.rfind("import:", 0) == 0) {
+      c.base_import = base;
+      return class_body(c, s);
+    }
     bool ok = c.bases.size() == 1 && (c.parent || (base == "Module" && m_.imported.count("Module")) ||
                                       ((last == "Module" || last == "Sequential" || last == "ModuleDict") && torch_nn) ||
                                       (torch_nn && nn::find_layer(last)));
@@ -275,7 +279,7 @@ class Collector {
                            "docstring and __constants__");
       }
     }
-    if (!c.method("forward") && c.root()->torch_base != "Sequential" && !plain)
+    if (!c.method("forward") && c.root()->torch_base != "Sequential" && !plain && c.root()->base_import.empty())
       reject(c.loc, fmt::format("class '{}' has no forward method", c.name));
     m_.classes.push_back(s.cls);
   }

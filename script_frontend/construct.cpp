@@ -13,6 +13,7 @@
 #include "eager/nn/layers.h"
 #include "eager/nn/registry.h"
 #include "eager/ops.h"
+#include "script_frontend/init_tensors.h"
 #include "script_frontend/lowerer.h"
 #include "script_frontend/module.h"
 #include "script_frontend/objects.h"
@@ -125,6 +126,7 @@ class Init {
                                         SourceLoc at) {
     if (++depth_ > 64) fail(at, fmt::format("constructing '{}' nests more than 64 modules deep (a class that builds itself?)", c.name));
     InFile in(*this, file_of(&c));
+    resolve_bases(c, at);
     auto obj = std::make_shared<Object>();
     obj->file = shared(cur_);
     obj->layer = !c.method("forward") && c.root()->torch_base == "Sequential" ? Layer::Sequential : Layer::User;
@@ -195,6 +197,19 @@ class Init {
     }
   }
 
+  // Base classes imported from other files, read now (each in the file of the class naming it).
+  void resolve_bases(const ClassDef& c, SourceLoc at) {
+    for (const ClassDef* k = &c; k; k = k->parent) {
+      if (k->base_import.empty() || k->parent) continue;
+      InFile in(*this, file_of(k));
+      Static* b = global_value(k->base_import, k->bases[0]->loc);
+      if (!b || b->kind != Kind::Class || !b->cls)
+        fail(k->bases[0]->loc, fmt::format("class '{}' derives from '{}', which is not a class kiln builds", k->name, k->base_import));
+      k->parent = b->cls;
+    }
+    (void)at;
+  }
+
   // A class deriving from a registered layer (convnext's `LayerNorm2d(nn.LayerNorm)`): the layer's
   // __init__ gives self its parameters, buffers and constructor arguments (`self.normalized_shape`,
   // `self.eps`), under the layer's names, for the subclass's own forward.
@@ -215,6 +230,40 @@ class Init {
       // torch keeps LayerNorm's normalized_shape as a tuple whatever was passed
       o.attrs[k] = k == "normalized_shape" && v.kind == Kind::Int ? Static::seq(Kind::Tuple, {v}) : v;
     }
+  }
+
+  // Tensor arithmetic (init_tensors.h) with its errors pointing at loc.
+  template <class F>
+  std::optional<Static> tensor_math(SourceLoc loc, F&& f) {
+    try {
+      return f();
+    } catch (const Error& e) {
+      fail(loc, e.what());
+    }
+  }
+
+  // t[i, a:b, None, ...]: a view of the tensor (writes through it change t, as in torch).
+  Tensor tensor_index(const Tensor& t, const Expr& e, Scope& sc) {
+    std::vector<TensorIndex> ix;
+    for (size_t k = 1; k < e.args.size(); ++k) {
+      const Expr& a = *e.args[k];
+      TensorIndex x;
+      if (a.kind == ExprKind::Slice) {
+        x.kind = TensorIndex::Kind::Slice;
+        if (a.args[0]) x.start = need_int(eval(*a.args[0], sc), a.loc, "a slice bound");
+        if (a.args[1]) x.stop = need_int(eval(*a.args[1], sc), a.loc, "a slice bound");
+        if (a.args[2]) x.step = need_int(eval(*a.args[2], sc), a.loc, "a slice step");
+      } else if (a.kind == ExprKind::None) {
+        x.kind = TensorIndex::Kind::None;
+      } else if (a.kind == ExprKind::Ellipsis) {
+        x.kind = TensorIndex::Kind::Ellipsis;
+      } else {
+        x.i = need_int(eval(a, sc), a.loc, "a tensor index (tensors index tensors only in lowered code)");
+      }
+      ix.push_back(x);
+    }
+    std::optional<Static> r = tensor_math(e.loc, [&] { return std::optional<Static>(Static::of_tensor(init_tensor_index(t, ix), false)); });
+    return r->tensor;
   }
 
   // ---- functions and arguments
@@ -441,9 +490,21 @@ class Init {
         return set_attr(*base.obj, t.name, v, t.loc);
       }
       case ExprKind::Subscript: {
+        if (t.args[0]->kind == ExprKind::Name && sc.vars.count(t.args[0]->name) && sc.vars[t.args[0]->name].kind == Kind::Tensor) {
+          // t[:, :, 0] = v (and +=): stored through the view, as torch's copy_
+          Tensor view = tensor_index(sc.vars[t.args[0]->name].tensor, t, sc);
+          tensor_math(t.loc, [&] {
+            if (v.kind == Kind::Tensor) view.copy_(v.tensor);
+            else if (v.is_number()) view.copy_(Tensor::wrap_scalar(v.kind == Kind::Float ? Scalar(v.f) : Scalar(static_cast<long long>(v.i))));
+            else kiln::fail("cannot store {} into a Tensor", v.type_name());
+            return std::optional<Static>();
+          });
+          return;
+        }
         if (t.args[0]->kind != ExprKind::Name || t.args.size() != 2)
           fail(t.loc, "only a local list's element can be assigned by index in __init__");
         Static& list = var(t.args[0]->name, sc, t.args[0]->loc);
+        if (list.kind == Kind::Dict) return dict_set(list, eval(*t.args[1], sc), v);
         if (list.kind != Kind::List) fail(t.loc, fmt::format("{} does not support item assignment", list.type_name()));
         int64_t i = index_of(eval(*t.args[1], sc), int64_t(list.elems.size()), t.args[1]->loc);
         list.elems[size_t(i)] = v;
@@ -570,6 +631,7 @@ class Init {
       case ExprKind::Call: return call(e, sc);
       case ExprKind::Subscript: {
         Static base = eval(*e.args[0], sc);
+        if (base.kind == Kind::Tensor) return Static::of_tensor(tensor_index(base.tensor, e, sc), false);
         if (e.args.size() != 2) fail(e.loc, "only one index is supported in __init__");
         const Expr& ix = *e.args[1];
         if (base.kind == Kind::Dict) {
@@ -600,6 +662,7 @@ class Init {
         if (e.op == "-" && x.kind == Kind::Float) return Static::number(-x.f);
         if (e.op == "-" && (x.kind == Kind::Int || x.kind == Kind::Bool)) return Static::integer(-x.i);
         if (e.op == "+" && x.is_number()) return x;
+        if (auto t = tensor_math(e.loc, [&] { return init_tensor_unary(e.op, x); })) return *t;
         fail(e.loc, fmt::format("bad operand type for unary {}: {}", e.op, x.type_name()));
       }
       case ExprKind::Binary: return binary(e.op, eval(*e.args[0], sc), eval(*e.args[1], sc), e.loc);
@@ -714,7 +777,7 @@ class Init {
     static const std::set<std::string> kBuiltins = {"int", "float", "str", "bool", "list", "tuple", "dict", "len", "range",
                                                     "isinstance", "getattr", "hasattr", "setattr", "min", "max", "abs",
                                                     "sum", "any", "all", "enumerate", "zip", "print", "repr", "round",
-                                                    "sorted", "reversed", "object", "type", "callable"};
+                                                    "sorted", "reversed", "object", "type", "callable", "set"};
     if (cls != m_->classes.end()) {
       v.kind = Kind::Class;
       v.cls = cls->get();
@@ -1026,6 +1089,7 @@ class Init {
   }
 
   Static binary(const std::string& op, const Static& a, const Static& b, SourceLoc loc) {
+    if (auto t = tensor_math(loc, [&] { return init_tensor_binary(op, a, b); })) return *t;
     bool ints = (a.kind == Kind::Int || a.kind == Kind::Bool) && (b.kind == Kind::Int || b.kind == Kind::Bool);
     if (ints && op != "/" && op != "**") {
       int64_t x = a.i, y = b.i;
@@ -1100,6 +1164,12 @@ class Init {
           for (auto& [n, t] : o.module->named_buffers(false))
             if (n == name) return Static::of_tensor(t, false);
           if (name == "weight" || name == "bias") return Static::none();
+          // torch keeps a convolution's sizes as tuples whatever was passed (regnet reads m.kernel_size[1])
+          const Static* v = o.attr(name);
+          bool conv = o.cls == "Conv2d" || o.cls == "ConvTranspose2d" || o.cls == "Conv1d";
+          if (v && v->kind == Kind::Int && conv &&
+              (name == "kernel_size" || name == "stride" || name == "padding" || name == "dilation" || name == "output_padding"))
+            return Static::seq(Kind::Tuple, std::vector<Static>(o.cls == "Conv1d" ? 1 : 2, *v));
         }
         if (const Static* v = o.attr(name)) return *v;
         std::vector<std::string> names;
@@ -1161,7 +1231,11 @@ class Init {
         static const std::set<std::string> kMethods = {"items", "keys", "values", "get", "index", "count", "startswith",
                                                        "endswith", "dim", "numel", "size", "normal_", "uniform_",
                                                        "zero_", "fill_"};
-        if (!kMethods.count(name)) break;
+        static const std::set<std::string> kTensorMethods = {"int", "long", "float", "double", "bool", "tolist", "item",
+                                                             "permute", "view", "reshape", "contiguous", "clone",
+                                                             "unsqueeze", "flatten", "sum", "round", "log", "exp",
+                                                             "sqrt", "abs"};
+        if (!kMethods.count(name) && !(b.kind == Kind::Tensor && kTensorMethods.count(name))) break;
         Static m = Static::named(Kind::Function, "." + name);
         m.elems = {b};
         return m;
@@ -1485,6 +1559,8 @@ class Init {
 
   // Methods of the values __init__ has that are not modules: d.items(), xs.index(v), t.dim(), ...
   Static value_method(const Static& v, const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
+    if (v.kind == Kind::Tensor)
+      if (auto t = tensor_math(loc, [&] { return init_tensor_method(v.tensor, name, a, kw); })) return *t;
     if (v.kind == Kind::Dict && kw.empty()) {
       std::vector<Static> out;
       if (name == "items" || name == "keys" || name == "values") {
@@ -1586,6 +1662,15 @@ class Init {
       nargs(1, 1);
       if (a[0].kind == Kind::Float) return Static::number(std::fabs(a[0].f));
       return Static::integer(std::abs(need_int(a[0], loc, "the argument")));
+    }
+    if (n == "set") {
+      // a set's elements as a list without repeats (in first-seen order; only its size and members matter
+      // to the __init__s that build one)
+      nargs(0, 1);
+      std::vector<Static> out;
+      for (const Static& x : a.empty() ? std::vector<Static>{} : iterate(a[0], loc))
+        if (std::none_of(out.begin(), out.end(), [&](const Static& y) { return equal(x, y); })) out.push_back(x);
+      return Static::seq(Kind::List, std::move(out));
     }
     if (n == "list" || n == "tuple") {
       nargs(0, 1);
@@ -1904,6 +1989,7 @@ class Init {
 
   // torch.<factory>(...) in __init__ runs eagerly: the tensor becomes a parameter, buffer or constant.
   Static torch_fn(const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
+    if (auto t = tensor_math(loc, [&] { return init_torch_function(name, a, kw); })) return *t;
     if (name == "_assert") {
       if (a.size() != 2 || !kw.empty()) fail(loc, "torch._assert() takes a condition and a message");
       if (!truthy(a[0], loc)) fail(loc, "AssertionError: " + py_str(a[1]));

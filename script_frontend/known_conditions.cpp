@@ -43,6 +43,7 @@ std::optional<bool> Lowerer::known_condition(const Expr& test) {
         auto it = frame().env.find(e.name);
         if (it == frame().env.end()) return std::nullopt;
         const ir::Node* n = it->second->node();
+
         if (n->prim() != ir::Prim::Constant || n->tensor().defined()) return std::nullopt;
         for (const auto& [k, a] : n->attrs().items())
           if (k == "value") return of_attr(a);

@@ -152,8 +152,10 @@ Lowerer::Frame Lowerer::new_frame(const FunctionDef& f, const Object* self) {
     fr.infer_ret = true;  // a dict is a tuple whose element types come from the return
   } else if (f.has_returns) {
     fr.ret_type = type_from_annotation(*src_, f.returns, *m_);
-  } else if (self) {
-    fr.infer_ret = true;  // TorchScript infers a method's return type from its returns
+  } else if (self || (!inlining_.empty() && inlining_.back() != &f)) {
+    // TorchScript infers a method's return type from its returns, and a called function's (swin's
+    // shifted_window_attention has no annotation); a function lowered as a graph of its own declares it
+    fr.infer_ret = true;
   } else {
     fail(f.loc, fmt::format("function '{}' needs a return type annotation (-> Tensor, ...)", f.name));
   }

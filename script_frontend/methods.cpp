@@ -108,13 +108,16 @@ Value* Lowerer::object_attribute(const Object& o, const std::string& attr, Sourc
   if (const Static* a = o.attr(attr)) {
     if (a->kind == Kind::Module)
       fail(loc, fmt::format("'{}' is a module ({}), not a value; call it", attr, a->obj->cls));
-    if (o.layer == Layer::User || a->kind != Kind::Tensor) return static_value(*a, full, loc);
+    // a built-in layer's constructor argument `bias=True` is not its bias: its tensors come first below
+    bool layer_tensor = o.layer != Layer::User && (attr == "weight" || attr == "bias");
+    if (!layer_tensor && (o.layer == Layer::User || a->kind != Kind::Tensor)) return static_value(*a, full, loc);
   }
   // A built-in layer's tensors: self.fc.weight
   for (auto& [n, t] : o.module->named_parameters(false))
     if (n == attr) return tensor_of(Static::of_tensor(t, true), full);
   for (auto& [n, t] : o.module->named_buffers(false))
     if (n == attr) return tensor_of(Static::of_tensor(t, false), full);
+  if (o.layer != Layer::User && (attr == "weight" || attr == "bias")) return g_->insert_none();  // built with bias=False
   if (const Static* a = o.attr(attr)) return static_value(*a, full, loc);
   std::vector<std::string> names;
   for (auto& [k, v] : o.attrs) names.push_back(k);

@@ -19,7 +19,7 @@ import tempfile
 import numpy as np
 import torch
 import torchvision.models as tvm
-from torchvision.models import mobilenetv3, resnet, vgg
+from torchvision.models import mobilenetv3, regnet, resnet, vgg
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.dirname(tvm.__file__)
@@ -61,10 +61,13 @@ CASES = {
     "efficientnet_b0": ("efficientnet", "EfficientNet",
                         ["_efficientnet_conf('efficientnet_b0', width_mult=1.0, depth_mult=1.0)[0]", "0.2", "num_classes=10"],
                         None, 64, r"stochastic_depth\.py:\d+:\d+: error: raise is not supported"),
-    # BlockParams.from_init_params computes the widths with tensor arithmetic in Python
+    # BlockParams.from_init_params computes the widths with tensor arithmetic in Python (run by __init__'s
+    # evaluator); SimpleStemIN derives from Conv2dNormActivation of ops/misc.py
     "regnet_y_400mf": ("regnet", "RegNet", ["BlockParams.from_init_params(depth=16, w_0=48, w_a=27.89, w_m=2.09, "
                                             "group_width=8, se_ratio=0.25)", "num_classes=10"],
-                       None, 64, r"unsupported operand types for \*: Tensor and float"),
+                       lambda: tvm.RegNet(regnet.BlockParams.from_init_params(depth=16, w_0=48, w_a=27.89, w_m=2.09,
+                                                                              group_width=8, se_ratio=0.25), num_classes=10),
+                       64, None),
     "convnext_tiny": ("convnext", "ConvNeXt", ["[CNBlockConfig(96, 192, 3), CNBlockConfig(192, 384, 3), "
                                                "CNBlockConfig(384, 768, 9), CNBlockConfig(768, None, 3)]", "0.1",
                                                "num_classes=10"],
