@@ -327,6 +327,7 @@ Value* Lowerer::binary(const std::string& op, Value* a, Value* b, SourceLoc loc)
     }
     fail(loc, fmt::format("unsupported operand types for {}: {} and {}", op, ta.str(), tb.str()));
   };
+  if (Value* l = list_binary(op, a, b)) return l;
   if (tensors) {
     Value* x = ta.is_tensor() ? a : number_to_tensor(a);
     Value* y = tb.is_tensor() ? b : number_to_tensor(b);

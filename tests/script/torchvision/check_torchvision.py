@@ -57,10 +57,13 @@ CASES = {
                   lambda: tvm.GoogLeNet(num_classes=10, aux_logits=False, init_weights=True), 64, None),
     "inception_v3": ("inception", "Inception3", ["num_classes=10", "aux_logits=False", "init_weights=True"],
                      lambda: tvm.Inception3(num_classes=10, aux_logits=False, init_weights=True), 75, None),
-    # torchvision's StochasticDepth (ops/stochastic_depth.py) raises in its forward's stochastic_depth()
+    # torchvision's StochasticDepth (ops/stochastic_depth.py): its raises lower to prim::raise and its eval
+    # path folds, but building lowers forward in training mode, where stochastic_depth() draws its noise
+    # with torch.empty(size, dtype=input.dtype, device=input.device).bernoulli_(p), ops kiln script lacks
+    # (with those two lines replaced, eval output equals PyTorch's within 1e-6, as convnext_tiny's does)
     "efficientnet_b0": ("efficientnet", "EfficientNet",
                         ["_efficientnet_conf('efficientnet_b0', width_mult=1.0, depth_mult=1.0)[0]", "0.2", "num_classes=10"],
-                        None, 64, r"stochastic_depth\.py:\d+:\d+: error: raise is not supported"),
+                        None, 64, r"stochastic_depth\.py:40:\d+: error: unknown function torch\.empty"),
     # BlockParams.from_init_params computes the widths with tensor arithmetic in Python (run by __init__'s
     # evaluator); SimpleStemIN derives from Conv2dNormActivation of ops/misc.py
     "regnet_y_400mf": ("regnet", "RegNet", ["BlockParams.from_init_params(depth=16, w_0=48, w_a=27.89, w_m=2.09, "
@@ -71,12 +74,13 @@ CASES = {
     "convnext_tiny": ("convnext", "ConvNeXt", ["[CNBlockConfig(96, 192, 3), CNBlockConfig(192, 384, 3), "
                                                "CNBlockConfig(384, 768, 9), CNBlockConfig(768, None, 3)]", "0.1",
                                                "num_classes=10"],
-                      None, 64, r"class 'LayerNorm2d' must derive from .* not 'nn\.LayerNorm'"),
+                      None, 64, r"stochastic_depth\.py:40:\d+: error: unknown function torch\.empty"),
     "vit_b_16": ("vision_transformer", "VisionTransformer", ["224", "16", "12", "12", "768", "3072", "num_classes=10"],
                  None, 64, r"nn\.MultiheadAttention is not supported"),
+    # __init__ builds (torch.meshgrid, indexing, writes through views); forward pads with F.pad (and rolls)
     "swin_t": ("swin_transformer", "SwinTransformer", ["[4, 4]", "96", "[2, 2, 6, 2]", "[3, 6, 12, 24]", "[7, 7]", "0.2",
                                                        "num_classes=10"],
-               None, 64, r"torch\.meshgrid\(\) keyword 'indexing' is not supported in __init__"),
+               None, 64, r"swin_transformer\.py:\d+:\d+: error: torch\.nn\.functional\.pad is not supported"),
     "maxvit_t": ("maxvit", "MaxVit", ["(224, 224)", "64", "7", "[64, 128, 256, 512]", "[2, 2, 5, 2]", "32", "0.2",
                                       "num_classes=10"],
                  None, 64, r"'np' comes from `import numpy as np`"),
