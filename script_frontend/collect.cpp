@@ -478,9 +478,19 @@ bool looks_scripted(const FunctionDef& f) {
   return kTypes.count(f.returns.name) != 0;
 }
 
+// torchvision's builder decorators, evaluated as what they do for a call kiln can run: register_model()
+// records the builder in torchvision's registry, and handle_legacy_interface(...) only maps the old
+// `pretrained=` keyword to `weights=` (a `pretrained` argument then reaches the class, which refuses it).
+bool builder_decorator(const Expr& d) {
+  const Expr& callee = d.kind == ExprKind::Call ? *d.args[0] : d;
+  std::string n = dotted(callee);
+  return n == "register_model" || n == "handle_legacy_interface";
+}
+
 void check_def(const Source& src, const FunctionDef& f, bool method, std::string_view where) {
   for (const ExprPtr& d : f.decorators)
-    if (mark_of(*d) != JitMark::Export && !(where == "__init__" && (dotted(*d) == "staticmethod" || dotted(*d) == "classmethod")))
+    if (mark_of(*d) != JitMark::Export &&
+        !(where == "__init__" && (dotted(*d) == "staticmethod" || dotted(*d) == "classmethod" || builder_decorator(*d))))
       src.fail(d->loc, fmt::format("decorators other than @torch.jit.export are not supported in {}", where));
   if (f.is_async) src.fail(f.loc, fmt::format("async def is not supported in {}", where));
   bool evaluated = where == "__init__";  // the evaluator binds arguments as Python does

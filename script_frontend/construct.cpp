@@ -152,6 +152,16 @@ class Init {
     return mod;
   }
 
+  // A builder function of the file (torchvision's `resnet18(weights=None)`): run, its result the module.
+  std::shared_ptr<ScriptedModule> call_builder(const FunctionDef& f, const std::vector<Static>& args, const Bound& kwargs) {
+    Static r = run_function(f, nullptr, args, kwargs, f.loc);
+    if (r.kind != Kind::Module || r.obj->plain || !owned_.count(r.obj.get()))
+      fail(f.loc, fmt::format("'{}' returned {}, not a module it built", f.name, r.type_name()));
+    auto m = std::dynamic_pointer_cast<ScriptedModule>(owned_.at(r.obj.get()));
+    if (!m) fail(f.loc, fmt::format("'{}' returned a torch.nn layer ({}), not a module of the file", f.name, r.obj->cls));
+    return m;
+  }
+
  private:
   struct Scope {
     std::map<std::string, Static> vars;
@@ -2100,6 +2110,18 @@ std::shared_ptr<ScriptedModule> construct(const std::shared_ptr<const File>& fil
   std::map<std::string, Static> kw;
   for (const auto& [k, x] : kwargs) kw[k] = init.argument(x);
   std::shared_ptr<ScriptedModule> m = init.build(cls, a, kw, cls.loc);
+  m->object_ptr()->imports = init.files();
+  return m;
+}
+
+std::shared_ptr<ScriptedModule> construct_by(const std::shared_ptr<const File>& file, const FunctionDef& builder,
+                                             const std::vector<CtorArg>& args, const std::map<std::string, CtorArg>& kwargs) {
+  Init init(file);
+  std::vector<Static> a;
+  for (const CtorArg& x : args) a.push_back(init.argument(x));
+  std::map<std::string, Static> kw;
+  for (const auto& [k, x] : kwargs) kw[k] = init.argument(x);
+  std::shared_ptr<ScriptedModule> m = init.call_builder(builder, a, kw);
   m->object_ptr()->imports = init.files();
   return m;
 }
