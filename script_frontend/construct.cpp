@@ -1189,6 +1189,7 @@ class Init {
       case Kind::Class:
         if (name == "__name__") return Static::str(b.cls ? b.cls->name : b.s);
         if (b.cls) {
+          resolve_bases(*b.cls, loc);  // a base from another file holds the attribute or says why it cannot
           // block.expansion: a class-level attribute, the subclass's over its base's
           for (const ClassDef* k = b.cls; k; k = k->parent)
             for (const auto& [n, value] : k->attrs)
