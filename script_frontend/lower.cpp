@@ -237,6 +237,7 @@ std::shared_ptr<ir::Graph> Lowerer::lower_top(const FunctionDef& f, const Object
     }
     Frame& F2 = frame();
     result = F2.flag_returns ? F2.env.at(kRetValue) : F2.final_return;
+    if (!result) result = placeholder(F2.ret_type);  // the body always raises
     if (F2.ret_type.kind == TypeKind::None) result = nullptr;
   }
   if (result) g_->register_output(result);
@@ -379,6 +380,7 @@ Value* Lowerer::inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc
   }
   block(body);
   Value* result = frame().flag_returns ? frame().env.at(kRetValue) : frame().final_return;
+  if (!result) result = placeholder(frame().ret_type);  // the body always raises
   if (frame().ret_type.kind == TypeKind::None) result = g_->insert_none();
   std::map<std::string, Value*> buffers;
   for (auto& [impl, var] : buffer_vars_)
