@@ -173,7 +173,8 @@ std::optional<Static> init_torch_function(const std::string& name, const std::ve
     return of(name == "stack" ? stack(ts, dim) : cat(ts, dim));
   }
   if (name == "meshgrid") {
-    // indexing="ij" (torch 1.13 warns without it and means "ij"); "xy" swaps the first two dims
+    // indexing="ij" (torch 1.13 warns without it and means "ij"); "xy" is "ij" on the first two inputs
+    // swapped, the first two outputs swapped back
     std::string indexing = "ij";
     if (kw.count("indexing")) {
       if (kw.at("indexing").kind != Kind::Str) fail("torch.meshgrid(): indexing is \"ij\" or \"xy\"");
@@ -192,10 +193,7 @@ std::optional<Static> init_torch_function(const std::string& name, const std::ve
       view[i] = shape[i];
       out.push_back(ts[i].reshape(view).expand(shape));
     }
-    if (indexing == "xy" && out.size() >= 2) {
-      for (Tensor& t : out) t = t.transpose(0, 1);
-      std::swap(out[0], out[1]);
-    }
+    if (indexing == "xy" && out.size() >= 2) std::swap(out[0], out[1]);
     return tuple_of(std::move(out));
   }
   if (name == "flatten") {
