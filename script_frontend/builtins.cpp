@@ -1051,6 +1051,8 @@ Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, 
   if (!method && !torch_fn && !functional) {
     if (name == "range") L.fail(fn.loc, "range() is only supported as the iterable of a for loop");
     if (name == "print") L.fail(fn.loc, "print is not supported in kiln script");
+    if (name == "isinstance")
+      if (auto known = L.isinstance_known(call)) return L.constant(*known);
     if (name == "isinstance" || name == "getattr" || name == "setattr" || name == "hasattr" || name == "type")
       L.fail(fn.loc, fmt::format("{}() is not supported in kiln script", name));
   }

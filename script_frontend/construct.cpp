@@ -13,6 +13,7 @@
 #include "eager/nn/layers.h"
 #include "eager/nn/registry.h"
 #include "eager/ops.h"
+#include "script_frontend/init_tensors.h"
 #include "script_frontend/lowerer.h"
 #include "script_frontend/module.h"
 #include "script_frontend/objects.h"
@@ -125,6 +126,7 @@ class Init {
                                         SourceLoc at) {
     if (++depth_ > 64) fail(at, fmt::format("constructing '{}' nests more than 64 modules deep (a class that builds itself?)", c.name));
     InFile in(*this, file_of(&c));
+    resolve_bases(c, at);
     auto obj = std::make_shared<Object>();
     obj->file = shared(cur_);
     obj->layer = !c.method("forward") && c.root()->torch_base == "Sequential" ? Layer::Sequential : Layer::User;
@@ -150,6 +152,16 @@ class Init {
     return mod;
   }
 
+  // A builder function of the file (torchvision's `resnet18(weights=None)`): run, its result the module.
+  std::shared_ptr<ScriptedModule> call_builder(const FunctionDef& f, const std::vector<Static>& args, const Bound& kwargs) {
+    Static r = run_function(f, nullptr, args, kwargs, f.loc);
+    if (r.kind != Kind::Module || r.obj->plain || !owned_.count(r.obj.get()))
+      fail(f.loc, fmt::format("'{}' returned {}, not a module it built", f.name, r.type_name()));
+    auto m = std::dynamic_pointer_cast<ScriptedModule>(owned_.at(r.obj.get()));
+    if (!m) fail(f.loc, fmt::format("'{}' returned a torch.nn layer ({}), not a module of the file", f.name, r.obj->cls));
+    return m;
+  }
+
  private:
   struct Scope {
     std::map<std::string, Static> vars;
@@ -170,6 +182,8 @@ class Init {
     } else if (c.root()->torch_base == "Sequential") {
       if (!kwargs.empty()) fail(at, "nn.Sequential.__init__() takes no keyword arguments");
       add_items(*self.obj, args, at);
+    } else if (const nn::LayerSpec* spec = nn::find_layer(c.root()->torch_base)) {
+      init_layer_base(self, *spec, args, kwargs, at);
     } else if (c.root()->torch_base == "dataclass") {
       // the generated __init__: one parameter per field, in order, with the field's default
       const ClassDef& root = *c.root();
@@ -191,6 +205,75 @@ class Init {
     } else if (!args.empty() || !kwargs.empty()) {
       fail(at, fmt::format("{}() takes no arguments (the class has no __init__)", c.name));
     }
+  }
+
+  // Base classes imported from other files, read now (each in the file of the class naming it).
+  void resolve_bases(const ClassDef& c, SourceLoc at) {
+    for (const ClassDef* k = &c; k; k = k->parent) {
+      if (k->base_import.empty() || k->parent) continue;
+      InFile in(*this, file_of(k));
+      Static* b = global_value(k->base_import, k->bases[0]->loc);
+      if (!b || b->kind != Kind::Class || !b->cls)
+        fail(k->bases[0]->loc, fmt::format("class '{}' derives from '{}', which is not a class kiln builds", k->name, k->base_import));
+      k->parent = b->cls;
+    }
+    (void)at;
+  }
+
+  // A class deriving from a registered layer (convnext's `LayerNorm2d(nn.LayerNorm)`): the layer's
+  // __init__ gives self its parameters, buffers and constructor arguments (`self.normalized_shape`,
+  // `self.eps`), under the layer's names, for the subclass's own forward.
+  void init_layer_base(const Static& self, const nn::LayerSpec& spec, std::vector<Static> args, const Bound& kwargs, SourceLoc at) {
+    Static base = registered_layer(spec, args, kwargs, at);
+    Object& o = *self.obj;
+    for (auto& [n, t] : base.obj->module->named_parameters(false)) {
+      module_of(o).add_parameter(n, t);
+      o.attrs[n] = Static::of_tensor(t, true);
+    }
+    for (auto& [n, t] : base.obj->module->named_buffers(false)) {
+      module_of(o).add_buffer(n, t);
+      buffers_.insert(t.impl());
+      o.attrs[n] = Static::of_tensor(t, false);
+    }
+    for (auto& [k, v] : base.obj->attrs) {
+      if (o.attrs.count(k)) continue;
+      // torch keeps LayerNorm's normalized_shape as a tuple whatever was passed
+      o.attrs[k] = k == "normalized_shape" && v.kind == Kind::Int ? Static::seq(Kind::Tuple, {v}) : v;
+    }
+  }
+
+  // Tensor arithmetic (init_tensors.h) with its errors pointing at loc.
+  template <class F>
+  std::optional<Static> tensor_math(SourceLoc loc, F&& f) {
+    try {
+      return f();
+    } catch (const Error& e) {
+      fail(loc, e.what());
+    }
+  }
+
+  // t[i, a:b, None, ...]: a view of the tensor (writes through it change t, as in torch).
+  Tensor tensor_index(const Tensor& t, const Expr& e, Scope& sc) {
+    std::vector<TensorIndex> ix;
+    for (size_t k = 1; k < e.args.size(); ++k) {
+      const Expr& a = *e.args[k];
+      TensorIndex x;
+      if (a.kind == ExprKind::Slice) {
+        x.kind = TensorIndex::Kind::Slice;
+        if (a.args[0]) x.start = need_int(eval(*a.args[0], sc), a.loc, "a slice bound");
+        if (a.args[1]) x.stop = need_int(eval(*a.args[1], sc), a.loc, "a slice bound");
+        if (a.args[2]) x.step = need_int(eval(*a.args[2], sc), a.loc, "a slice step");
+      } else if (a.kind == ExprKind::None) {
+        x.kind = TensorIndex::Kind::None;
+      } else if (a.kind == ExprKind::Ellipsis) {
+        x.kind = TensorIndex::Kind::Ellipsis;
+      } else {
+        x.i = need_int(eval(a, sc), a.loc, "a tensor index (tensors index tensors only in lowered code)");
+      }
+      ix.push_back(x);
+    }
+    std::optional<Static> r = tensor_math(e.loc, [&] { return std::optional<Static>(Static::of_tensor(init_tensor_index(t, ix), false)); });
+    return r->tensor;
   }
 
   // ---- functions and arguments
@@ -417,13 +500,21 @@ class Init {
         return set_attr(*base.obj, t.name, v, t.loc);
       }
       case ExprKind::Subscript: {
+        if (t.args[0]->kind == ExprKind::Name && sc.vars.count(t.args[0]->name) && sc.vars[t.args[0]->name].kind == Kind::Tensor) {
+          // t[:, :, 0] = v (and +=): stored through the view, as torch's copy_
+          Tensor view = tensor_index(sc.vars[t.args[0]->name].tensor, t, sc);
+          tensor_math(t.loc, [&] {
+            if (v.kind == Kind::Tensor) view.copy_(v.tensor);
+            else if (v.is_number()) view.copy_(Tensor::wrap_scalar(v.kind == Kind::Float ? Scalar(v.f) : Scalar(static_cast<long long>(v.i))));
+            else kiln::fail("cannot store {} into a Tensor", v.type_name());
+            return std::optional<Static>();
+          });
+          return;
+        }
         if (t.args[0]->kind != ExprKind::Name || t.args.size() != 2)
           fail(t.loc, "only a local list's element or dict's item can be assigned by index in __init__");
         Static& list = var(t.args[0]->name, sc, t.args[0]->loc);
-        if (list.kind == Kind::Dict) {  // vision_transformer's OrderedDict of layers
-          dict_set(list, eval(*t.args[1], sc), v);
-          return;
-        }
+        if (list.kind == Kind::Dict) return dict_set(list, eval(*t.args[1], sc), v);
         if (list.kind != Kind::List) fail(t.loc, fmt::format("{} does not support item assignment", list.type_name()));
         int64_t i = index_of(eval(*t.args[1], sc), int64_t(list.elems.size()), t.args[1]->loc);
         list.elems[size_t(i)] = v;
@@ -459,6 +550,9 @@ class Init {
       fail(loc, fmt::format("a config object ({}) kept as a module's attribute is not supported in kiln script; keep the "
                             "numbers, strings and tuples it holds instead",
                             v.obj->cls));
+    // A module assigned to a class deriving from nn.Sequential (densenet's _Transition: `self.norm = ...`)
+    // is one of its items, run in the order assigned, as torch registers it in _modules.
+    if (v.kind == Kind::Module && o.layer == Layer::Sequential && o.def && !v.obj->plain) return add_item(o, v, loc, name);
     if (v.kind == Kind::Module && !o.plain) {
       if (!v.obj->path.empty())
         fail(loc, fmt::format("module '{}' is already a submodule ('{}'); kiln script does not share modules", name, v.obj->path));
@@ -547,6 +641,7 @@ class Init {
       case ExprKind::Call: return call(e, sc);
       case ExprKind::Subscript: {
         Static base = eval(*e.args[0], sc);
+        if (base.kind == Kind::Tensor) return Static::of_tensor(tensor_index(base.tensor, e, sc), false);
         if (e.args.size() != 2) fail(e.loc, "only one index is supported in __init__");
         const Expr& ix = *e.args[1];
         if (base.kind == Kind::Dict) {
@@ -577,6 +672,7 @@ class Init {
         if (e.op == "-" && x.kind == Kind::Float) return Static::number(-x.f);
         if (e.op == "-" && (x.kind == Kind::Int || x.kind == Kind::Bool)) return Static::integer(-x.i);
         if (e.op == "+" && x.is_number()) return x;
+        if (auto t = tensor_math(e.loc, [&] { return init_tensor_unary(e.op, x); })) return *t;
         fail(e.loc, fmt::format("bad operand type for unary {}: {}", e.op, x.type_name()));
       }
       case ExprKind::Binary: return binary(e.op, eval(*e.args[0], sc), eval(*e.args[1], sc), e.loc);
@@ -691,7 +787,7 @@ class Init {
     static const std::set<std::string> kBuiltins = {"int", "float", "str", "bool", "list", "tuple", "dict", "len", "range",
                                                     "isinstance", "getattr", "hasattr", "setattr", "min", "max", "abs",
                                                     "sum", "any", "all", "enumerate", "zip", "print", "repr", "round",
-                                                    "sorted", "reversed", "object", "type", "callable"};
+                                                    "sorted", "reversed", "object", "type", "callable", "set"};
     if (cls != m_->classes.end()) {
       v.kind = Kind::Class;
       v.cls = cls->get();
@@ -1003,6 +1099,7 @@ class Init {
   }
 
   Static binary(const std::string& op, const Static& a, const Static& b, SourceLoc loc) {
+    if (auto t = tensor_math(loc, [&] { return init_tensor_binary(op, a, b); })) return *t;
     bool ints = (a.kind == Kind::Int || a.kind == Kind::Bool) && (b.kind == Kind::Int || b.kind == Kind::Bool);
     if (ints && op != "/" && op != "**") {
       int64_t x = a.i, y = b.i;
@@ -1077,6 +1174,12 @@ class Init {
           for (auto& [n, t] : o.module->named_buffers(false))
             if (n == name) return Static::of_tensor(t, false);
           if (name == "weight" || name == "bias") return Static::none();
+          // torch keeps a convolution's sizes as tuples whatever was passed (regnet reads m.kernel_size[1])
+          const Static* v = o.attr(name);
+          bool conv = o.cls == "Conv2d" || o.cls == "ConvTranspose2d" || o.cls == "Conv1d";
+          if (v && v->kind == Kind::Int && conv &&
+              (name == "kernel_size" || name == "stride" || name == "padding" || name == "dilation" || name == "output_padding"))
+            return Static::seq(Kind::Tuple, std::vector<Static>(o.cls == "Conv1d" ? 1 : 2, *v));
         }
         if (const Static* v = o.attr(name)) return *v;
         // a Sequential built from an OrderedDict names its items (vision_transformer's self.heads.head)
@@ -1089,6 +1192,7 @@ class Init {
       case Kind::Class:
         if (name == "__name__") return Static::str(b.cls ? b.cls->name : b.s);
         if (b.cls) {
+          resolve_bases(*b.cls, loc);  // a base from another file holds the attribute or says why it cannot
           // block.expansion: a class-level attribute, the subclass's over its base's
           for (const ClassDef* k = b.cls; k; k = k->parent)
             for (const auto& [n, value] : k->attrs)
@@ -1141,7 +1245,11 @@ class Init {
         static const std::set<std::string> kMethods = {"items", "keys", "values", "get", "index", "count", "startswith",
                                                        "endswith", "dim", "numel", "size", "normal_", "uniform_",
                                                        "zero_", "fill_"};
-        if (!kMethods.count(name)) break;
+        static const std::set<std::string> kTensorMethods = {"int", "long", "float", "double", "bool", "tolist", "item",
+                                                             "permute", "view", "reshape", "contiguous", "clone",
+                                                             "unsqueeze", "flatten", "sum", "round", "log", "exp",
+                                                             "sqrt", "abs"};
+        if (!kMethods.count(name) && !(b.kind == Kind::Tensor && kTensorMethods.count(name))) break;
         Static m = Static::named(Kind::Function, "." + name);
         m.elems = {b};
         return m;
@@ -1276,6 +1384,7 @@ class Init {
         if (!sc.self || !sc.cls) fail(e.loc, "super() is only supported in a method's __init__");
         if (const ClassDef* parent = sc.cls->parent) init_object(*sc.self, *parent, args, kwargs, e.loc);
         else if (sc.cls->torch_base == "Sequential") add_items(*sc.self->obj, args, e.loc);
+        else if (const nn::LayerSpec* spec = nn::find_layer(sc.cls->torch_base)) init_layer_base(*sc.self, *spec, args, kwargs, e.loc);
         return Static::none();
       }
       if (is_nn(base, sc)) {
@@ -1464,6 +1573,8 @@ class Init {
 
   // Methods of the values __init__ has that are not modules: d.items(), xs.index(v), t.dim(), ...
   Static value_method(const Static& v, const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
+    if (v.kind == Kind::Tensor)
+      if (auto t = tensor_math(loc, [&] { return init_tensor_method(v.tensor, name, a, kw); })) return *t;
     if (v.kind == Kind::Dict && kw.empty()) {
       std::vector<Static> out;
       if (name == "items" || name == "keys" || name == "values") {
@@ -1566,6 +1677,15 @@ class Init {
       if (a[0].kind == Kind::Float) return Static::number(std::fabs(a[0].f));
       return Static::integer(std::abs(need_int(a[0], loc, "the argument")));
     }
+    if (n == "set") {
+      // a set's elements as a list without repeats (in first-seen order; only its size and members matter
+      // to the __init__s that build one)
+      nargs(0, 1);
+      std::vector<Static> out;
+      for (const Static& x : a.empty() ? std::vector<Static>{} : iterate(a[0], loc))
+        if (std::none_of(out.begin(), out.end(), [&](const Static& y) { return equal(x, y); })) out.push_back(x);
+      return Static::seq(Kind::List, std::move(out));
+    }
     if (n == "list" || n == "tuple") {
       nargs(0, 1);
       return Static::seq(n == "list" ? Kind::List : Kind::Tuple, a.empty() ? std::vector<Static>{} : iterate(a[0], loc));
@@ -1617,6 +1737,8 @@ class Init {
     if (self.kind != Kind::Module) return call_value(attr_of(self, name, loc), a, kw, loc);
     Object& o = *self.obj;
     bool container = o.layer == Layer::ModuleList || o.layer == Layer::Sequential;
+    // A class deriving from nn.ModuleDict (densenet's _DenseBlock) keeps its modules in order, as items.
+    if (o.def && o.def->root()->torch_base == "ModuleDict" && name == "add_module") container = true;
     if (container && (name == "append" || name == "extend")) {
       if (a.size() != 1 || !kw.empty()) fail(loc, fmt::format("{}.{}() takes one argument", o.cls, name));
       std::vector<Static> ms = name == "append" ? std::vector<Static>{a[0]} : iterate(a[0], loc);
@@ -1893,6 +2015,7 @@ class Init {
 
   // torch.<factory>(...) in __init__ runs eagerly: the tensor becomes a parameter, buffer or constant.
   Static torch_fn(const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
+    if (auto t = tensor_math(loc, [&] { return init_torch_function(name, a, kw); })) return *t;
     if (name == "_assert") {
       if (a.size() != 2 || !kw.empty()) fail(loc, "torch._assert() takes a condition and a message");
       if (!truthy(a[0], loc)) fail(loc, "AssertionError: " + py_str(a[1]));
@@ -2003,6 +2126,18 @@ std::shared_ptr<ScriptedModule> construct(const std::shared_ptr<const File>& fil
   std::map<std::string, Static> kw;
   for (const auto& [k, x] : kwargs) kw[k] = init.argument(x);
   std::shared_ptr<ScriptedModule> m = init.build(cls, a, kw, cls.loc);
+  m->object_ptr()->imports = init.files();
+  return m;
+}
+
+std::shared_ptr<ScriptedModule> construct_by(const std::shared_ptr<const File>& file, const FunctionDef& builder,
+                                             const std::vector<CtorArg>& args, const std::map<std::string, CtorArg>& kwargs) {
+  Init init(file);
+  std::vector<Static> a;
+  for (const CtorArg& x : args) a.push_back(init.argument(x));
+  std::map<std::string, Static> kw;
+  for (const auto& [k, x] : kwargs) kw[k] = init.argument(x);
+  std::shared_ptr<ScriptedModule> m = init.call_builder(builder, a, kw);
   m->object_ptr()->imports = init.files();
   return m;
 }

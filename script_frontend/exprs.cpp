@@ -327,6 +327,7 @@ Value* Lowerer::binary(const std::string& op, Value* a, Value* b, SourceLoc loc)
     }
     fail(loc, fmt::format("unsupported operand types for {}: {} and {}", op, ta.str(), tb.str()));
   };
+  if (Value* l = list_binary(op, a, b)) return l;
   if (tensors) {
     Value* x = ta.is_tensor() ? a : number_to_tensor(a);
     Value* y = tb.is_tensor() ? b : number_to_tensor(b);
@@ -671,7 +672,9 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
       record_view(v, x, st);
       return v;
     }
-    if (i->type().is_tensor()) fail(ix.loc, "indexing a tensor with a tensor is not supported in kiln script; use torch.index_select or torch.where");
+    // One integer tensor index of one dimension (swin's `table[relative_position_index]`): torch's advanced
+    // indexing gathers rows along that dim, a copy, as index_select does (which raises for another rank).
+    if (i->type().is_tensor()) return op(OpId::IndexSelect, {x, i}, Attrs().set("dim", dim));
     fail(ix.loc, fmt::format("tensor indices must be int or slices, got {}", i->type().str()));
   };
   // Before the ellipsis, dims count from the front; a select removes its dim, a None adds one.

@@ -152,8 +152,10 @@ Lowerer::Frame Lowerer::new_frame(const FunctionDef& f, const Object* self) {
     fr.infer_ret = true;  // a dict is a tuple whose element types come from the return
   } else if (f.has_returns) {
     fr.ret_type = type_from_annotation(*src_, f.returns, *m_);
-  } else if (self) {
-    fr.infer_ret = true;  // TorchScript infers a method's return type from its returns
+  } else if (self || (!inlining_.empty() && inlining_.back() != &f)) {
+    // TorchScript infers a method's return type from its returns, and a called function's (swin's
+    // shifted_window_attention has no annotation); a function lowered as a graph of its own declares it
+    fr.infer_ret = true;
   } else {
     fail(f.loc, fmt::format("function '{}' needs a return type annotation (-> Tensor, ...)", f.name));
   }
@@ -235,6 +237,7 @@ std::shared_ptr<ir::Graph> Lowerer::lower_top(const FunctionDef& f, const Object
     }
     Frame& F2 = frame();
     result = F2.flag_returns ? F2.env.at(kRetValue) : F2.final_return;
+    if (!result) result = placeholder(F2.ret_type);  // the body always raises
     if (F2.ret_type.kind == TypeKind::None) result = nullptr;
   }
   if (result) g_->register_output(result);
@@ -333,6 +336,14 @@ Value* Lowerer::inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc
       if (!p.default_value) fail(call_loc, fmt::format("{}() is missing argument '{}'", f.name, p.name));
       bound[i] = expr(*p.default_value);
     }
+    // An @torch.jit._overload_method declaration with the argument's type: the body is lowered for it.
+    for (const auto& o : f.overloads) {
+      if (same_type(bound[i]->type(), t)) break;
+      if (i + first < o->params.size() && o->params[i + first].has_type) {
+        Type ot = type_from_annotation(*src_, o->params[i + first].type, *m_);
+        if (same_type(bound[i]->type(), ot)) t = ot;
+      }
+    }
     fr.env[p.name] = coerce(bound[i], t, locs[i], fmt::format("argument '{}' of {}()", p.name, f.name));
     if (p.has_type) note_namedtuple(fr.env[p.name], p.type);
   }
@@ -369,6 +380,7 @@ Value* Lowerer::inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc
   }
   block(body);
   Value* result = frame().flag_returns ? frame().env.at(kRetValue) : frame().final_return;
+  if (!result) result = placeholder(frame().ret_type);  // the body always raises
   if (frame().ret_type.kind == TypeKind::None) result = g_->insert_none();
   std::map<std::string, Value*> buffers;
   for (auto& [impl, var] : buffer_vars_)
@@ -425,7 +437,9 @@ unsigned Lowerer::exits(const std::vector<StmtPtr>& b) const {
 
 bool Lowerer::always_exits(const std::vector<StmtPtr>& b) const {
   for (const auto& s : b) {
-    if (s->kind == StmtKind::Return || s->kind == StmtKind::Break || s->kind == StmtKind::Continue) return true;
+    if (s->kind == StmtKind::Return || s->kind == StmtKind::Break || s->kind == StmtKind::Continue ||
+        s->kind == StmtKind::Raise)
+      return true;
     if (s->kind == StmtKind::If && always_exits(s->body) && always_exits(s->orelse)) return true;
   }
   return false;
@@ -433,7 +447,7 @@ bool Lowerer::always_exits(const std::vector<StmtPtr>& b) const {
 
 bool Lowerer::always_returns(const std::vector<StmtPtr>& b) const {
   for (const auto& s : b) {
-    if (s->kind == StmtKind::Return) return true;
+    if (s->kind == StmtKind::Return || s->kind == StmtKind::Raise) return true;
     if (s->kind == StmtKind::If && always_returns(s->body) && always_returns(s->orelse)) return true;
   }
   return false;
@@ -544,13 +558,21 @@ void Lowerer::block(const std::vector<StmtPtr>& body, size_t from) {
     stmt(s);
     if (i + 1 == body.size()) return;
     if (s.kind == StmtKind::Return || s.kind == StmtKind::Break || s.kind == StmtKind::Continue ||
-        (s.kind == StmtKind::If && always_exits(s.body) && always_exits(s.orelse)))
+        s.kind == StmtKind::Raise || (s.kind == StmtKind::If && always_exits(s.body) && always_exits(s.orelse)))
       return;  // the rest is unreachable, as Python would never run it
     unsigned f = exits(s);
     if (!f) continue;
     // The rest of the block runs only when s did not exit: guard it with the exit flags.
     loc_ = body[i + 1]->loc;
     Value* exited = exit_condition(f);
+    if (!exited) continue;
+    // An exit folded while lowering (an `if` on constants that returned): the rest is unreachable.
+    if (exited->node()->prim() == Prim::Constant && !exited->node()->tensor().defined())
+      for (const auto& [k, a] : exited->node()->attrs().items())
+        if (k == "value" && std::holds_alternative<bool>(a)) {
+          if (std::get<bool>(a)) return;
+          exited = nullptr;
+        }
     if (!exited) continue;
     branch(exited, [] {}, [&] { block(body, i + 1); }, true, false, body[i + 1]->loc);
     return;
@@ -627,11 +649,11 @@ void Lowerer::stmt(const Stmt& s) {
     case StmtKind::TryStar:
     case StmtKind::With:
     case StmtKind::AsyncWith:
-    case StmtKind::Raise:
     case StmtKind::Global:
     case StmtKind::Nonlocal:
     case StmtKind::Delete:
     case StmtKind::Match: fail(s.loc, fmt::format("{} not supported in kiln script", unsupported_construct(s.kind)));
+    case StmtKind::Raise: return raise_stmt(s);
   }
 }
 
@@ -848,6 +870,7 @@ void Lowerer::if_stmt(const Stmt& s) {
   // decided now, as TorchScript does: the other branch may not even type-check for this module.
   if (std::optional<bool> known = static_condition(*s.test)) return block(*known ? s.body : s.orelse);
   if (std::optional<bool> known = dict_condition(*s.test)) return block(*known ? s.body : s.orelse);
+  if (std::optional<bool> known = known_condition(*s.test)) return block(*known ? s.body : s.orelse);
   Value* c = to_condition(expr(*s.test), s.test->loc);
   auto run = [&](const std::vector<StmtPtr>& body, bool then_branch) {
     if (auto opt = refine_none(*s.test, then_branch)) {
@@ -1038,6 +1061,26 @@ void Lowerer::for_stmt(const Stmt& s) {
     std::vector<Value*> es;
     for (const auto& a : it.args) es.push_back(expr(*a));
     return unrolled_for(s, es.size(), [&](size_t k) { assign(target, es[k], target.loc); });
+  }
+  // `for name, layer in self.items()` over a class deriving from nn.ModuleDict (densenet's _DenseBlock):
+  // unrolled in insertion order, the name a string constant.
+  if (it.kind == ExprKind::Call && it.args.size() == 1 && it.keywords.empty() && it.args[0]->kind == ExprKind::Attribute) {
+    const std::string& how = it.args[0]->name;
+    const Object* o = static_object(*it.args[0]->args[0]);
+    if (o && o->def && o->def->root()->torch_base == "ModuleDict" && (how == "items" || how == "values" || how == "keys")) {
+      bool pairs = how == "items";
+      if (pairs && (target.kind != ExprKind::Tuple || target.args.size() != 2))
+        fail(target.loc, "a for over items() needs two names as its target: for name, module in self.items()");
+      const Expr& module_target = pairs ? *target.args[1] : target;
+      if (how != "keys" && module_target.kind != ExprKind::Name)
+        fail(module_target.loc, "a for over modules needs one name as its target");
+      return unrolled_for(s, o->items.size(), [&, o](size_t k) {
+        if (how == "keys") return assign(target, g_->insert_constant(o->item_names[k]), target.loc);
+        frame().modules[module_target.name] = o->items[k].get();
+        frame().env.erase(module_target.name);
+        if (pairs) assign(*target.args[0], g_->insert_constant(o->item_names[k]), target.args[0]->loc);
+      });
+    }
   }
   // A ModuleList or Sequential: unrolled, the target naming each module in turn (enumerate gives
   // the index too), as TorchScript does.

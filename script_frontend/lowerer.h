@@ -168,6 +168,12 @@ class Lowerer {
   Value* buffer_input(const std::string& var);
   void return_stmt(const Stmt& s);
   void assert_stmt(const Stmt& s);
+  void raise_stmt(const Stmt& s);
+  std::string raise_message(const Expr& e);
+  std::optional<bool> isinstance_known(const Expr& call);
+  std::optional<bool> known_condition(const Expr& test);
+  Value* list_repeat(Value* xs, Value* n);
+  Value* list_binary(const std::string& op, Value* a, Value* b);  // null when not list + list, list * int
   // Lowers an If whose branches run then_fn / else_fn on copies of the environment and merges the
   // variables they assign into the If's outputs.
   void branch(Value* cond, const std::function<void()>& then_fn, const std::function<void()>& else_fn,

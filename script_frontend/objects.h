@@ -153,6 +153,9 @@ struct CtorArg {
 };
 std::shared_ptr<ScriptedModule> construct(const std::shared_ptr<const File>& file, const ClassDef& cls,
                                           const std::vector<CtorArg>& args, const std::map<std::string, CtorArg>& kwargs);
+// Runs a builder function of the file (`resnet18(weights=None)`) and returns the module it built.
+std::shared_ptr<ScriptedModule> construct_by(const std::shared_ptr<const File>& file, const FunctionDef& builder,
+                                             const std::vector<CtorArg>& args, const std::map<std::string, CtorArg>& kwargs);
 // An IValue given to module() as a constructor argument.
 Static static_of(const IValue& v);
 
