@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
+#include <cstdlib>
 
 #include "eager/composite_losses.h"
 #include "eager/composites.h"
@@ -117,6 +119,31 @@ Value* int_list(Lowerer& L, const Arg& a, std::string_view what) {
 }
 
 std::optional<DType> dtype_of(const Expr& e);
+
+// A factory's device= argument: a graph makes its tensors where it runs, so the device a forward passes
+// (`device=idx.device`, nanoGPT's) changes nothing; it must still be one (a tensor's .device, a string, None).
+void check_device(Lowerer& L, const Arg& a) {
+  if (!a.present() || (a.expr && a.expr->kind == ExprKind::None)) return;
+  if (a.expr && a.expr->kind == ExprKind::String) return;
+  Value* v = L.value_of(a);
+  if (!L.is_device(v)) L.fail(a.loc, fmt::format("device must be a tensor's .device or a string, got {}", v->type().str()));
+}
+
+// float('-inf'), float('nan'), float('1e-3'): a constant, as Python reads the string.
+Value* float_of_string(Lowerer& L, const Arg& a) {
+  std::string t;
+  for (char c : a.expr->name)
+    if (!std::isspace(static_cast<unsigned char>(c))) t += char(std::tolower(static_cast<unsigned char>(c)));
+  std::string body = !t.empty() && (t[0] == '-' || t[0] == '+') ? t.substr(1) : t;
+  double sign = !t.empty() && t[0] == '-' ? -1.0 : 1.0;
+  if (body == "inf" || body == "infinity") return L.constant(sign * double(INFINITY));
+  if (body == "nan") return L.constant(double(NAN));
+  char* end = nullptr;
+  double d = std::strtod(t.c_str(), &end);
+  if (t.empty() || *end != '\0')
+    L.fail(a.loc, fmt::format("ValueError: could not convert string to float: '{}'", a.expr->name));
+  return L.constant(d);
+}
 
 // torch.zeros / ones / full: the shape may be known only at run time.
 Value* full_of(Lowerer& L, const Arg& size, Value* v, const Arg& dtype, DType def = DType::Float32) {
@@ -427,11 +454,54 @@ std::vector<Builtin> make_builtins() {
   });
   for (const char* n : {"zeros", "ones"}) {
     bool one = n[0] == 'o';
-    b.push_back(Builtin{n, kFn, {"size", "dtype"}, 1,
-                        [one](Lowerer& L, Args& a, const Expr&) { return full_of(L, a[0], L.constant(int64_t(one)), a[1]); },
+    b.push_back(Builtin{n, kFn, {"size", "dtype", "device"}, 1,
+                        [one](Lowerer& L, Args& a, const Expr&) {
+                          check_device(L, a[2]);
+                          return full_of(L, a[0], L.constant(int64_t(one)), a[1]);
+                        },
                         true});
   }
-  add("full", kFn, {"size", "fill_value", "dtype"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+  add("arange", kFn, {"start", "end", "step", "dtype", "device"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    check_device(L, a[4]);
+    // torch.arange(n) is arange(0, n)
+    auto number = [&](const Arg& x, std::string_view what) {
+      Value* v = L.value_of(x);
+      if (v->type().kind != TypeKind::Int && v->type().kind != TypeKind::Float)
+        L.fail(x.loc, fmt::format("torch.arange() expects a number for {}, got {}", what, v->type().str()));
+      return v;
+    };
+    Value* start = a[1].present() ? number(a[0], "start") : L.constant(int64_t(0));
+    Value* end = a[1].present() ? number(a[1], "end") : number(a[0], "end");
+    Value* step = a[2].present() ? number(a[2], "step") : L.constant(int64_t(1));
+    ir::Node* n = L.graph().create(Prim::Arange, 1);
+    for (Value* v : {start, end, step}) n->add_input(v);
+    if (a[3].present() && !(a[3].expr && a[3].expr->kind == ExprKind::None)) {
+      std::optional<DType> d = a[3].expr ? dtype_of(*a[3].expr) : std::nullopt;
+      if (!d) L.fail(a[3].loc, "dtype must be a torch dtype such as torch.long");
+      n->attrs().set("dtype", *d);
+    }
+    n->output()->set_type(Type::tensor());
+    return L.emit(n)->output();
+  });
+  for (const char* n : {"rand_like", "randn_like"}) {
+    bool normal = n[4] == 'n';
+    add(n, kFn, {"input", "dtype", "device"}, 1, [normal](Lowerer& L, Args& a, const Expr&) {
+      check_device(L, a[2]);
+      Value* x = L.tensor_arg(a[0], "input");
+      if (a[1].present() && !(a[1].expr && a[1].expr->kind == ExprKind::None)) {
+        std::optional<DType> d = a[1].expr ? dtype_of(*a[1].expr) : std::nullopt;
+        if (!d) L.fail(a[1].loc, "dtype must be a torch dtype such as torch.float64");
+        x = L.op(OpId::Cast, {x}, Attrs().set("dtype", *d));
+      }
+      ir::Node* r = L.graph().create(Prim::RandLike, 1);
+      r->add_input(x);
+      if (normal) r->attrs().set("normal", int64_t(1));
+      r->output()->set_type(Type::tensor());
+      return L.emit(r)->output();
+    });
+  }
+  add("full", kFn, {"size", "fill_value", "dtype", "device"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    check_device(L, a[3]);
     Value* v = L.value_of(a[1]);
     if (!is_number(v->type())) L.fail(a[1].loc, fmt::format("fill_value expects a number, got {}", v->type().str()));
     // torch.full infers the dtype from the value when none is given
@@ -663,6 +733,7 @@ std::vector<Builtin> make_builtins() {
     Type out = pr == Prim::ToInt ? kInt : pr == Prim::ToFloat ? kFloat : kBool;
     std::string name = n;
     add(n, kPython, {"x"}, 1, [pr, out, name](Lowerer& L, Args& a, const Expr&) {
+      if (pr == Prim::ToFloat && a[0].expr && a[0].expr->kind == ExprKind::String) return float_of_string(L, a[0]);
       Value* v = L.value_of(a[0]);
       if (!v->type().is_tensor() && !is_number(v->type()))
         L.fail(a[0].loc, fmt::format("{}() of {} is not supported", name, v->type().str()));
@@ -844,8 +915,12 @@ Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, 
     if (!method) {
       Arg dt;
       for (const Keyword& k : call.keywords) {
+        if (k.name == "device") {
+          check_device(L, Arg{k.value.get(), nullptr, k.value->loc});
+          continue;
+        }
         if (k.name != "dtype") L.fail(k.loc, fmt::format("{}() got an unexpected keyword argument '{}'{}", shown, k.name,
-                                                         did_you_mean(k.name, {"dtype"})));
+                                                         did_you_mean(k.name, {"dtype", "device"})));
         dt = Arg{k.value.get(), nullptr, k.value->loc};
       }
       return full_of(L, Arg{nullptr, list, call.loc}, L.constant(int64_t(b->name == "ones")), dt);
@@ -882,6 +957,7 @@ Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, 
 
 std::optional<Value*> tensor_attribute(Lowerer& L, Value* x, const std::string& attr, SourceLoc loc) {
   (void)loc;
+  if (attr == "device") return L.device_value();
   if (attr == "shape") return L.prim(Prim::Shape, {x}, Type::list(kInt));
   if (attr == "T" || attr == "mT") return L.op(OpId::Permute, {x}, Attrs().set("dims", Shape{1, 0}));
   if (attr == "ndim") return L.prim(Prim::Len, {L.prim(Prim::Shape, {x}, Type::list(kInt))}, kInt);

@@ -49,7 +49,7 @@ std::string Static::type_name() const {
 void Object::walk(const std::function<void(const Object&)>& f) const {
   f(*this);
   for (const auto& [k, v] : attrs)
-    if (v.kind == Kind::Module) v.obj->walk(f);
+    if (v.kind == Kind::Module && !v.obj->plain) v.obj->walk(f);
   for (const ObjectPtr& o : items) o->walk(f);
 }
 
@@ -389,6 +389,11 @@ class Init {
       for (const ObjectPtr& o : seq.obj->items) out.push_back(Static::module(o));
       return out;
     }
+    if (seq.kind == Kind::Module && seq.obj->layer == Layer::ModuleDict) {  // its keys, as a dict's
+      std::vector<Static> out;
+      for (const std::string& k : seq.obj->item_names) out.push_back(Static::str(k));
+      return out;
+    }
     fail(loc, fmt::format("cannot iterate over {} in __init__", seq.type_name()));
   }
 
@@ -412,6 +417,8 @@ class Init {
           base.obj->attrs[t.name] = v;
           return;
         }
+        if (base.kind == Kind::Module && v.kind == Kind::Tensor && v.parameter && !(sc.self && base.obj == sc.self->obj))
+          return tie_parameter(*base.obj, t.name, v, t.loc);
         if (base.kind != Kind::Module || !base.obj->def || !sc.self || base.obj != sc.self->obj)
           fail(t.loc, fmt::format("only attributes of self can be assigned in __init__, not of {}", base.type_name()));
         return set_attr(*base.obj, t.name, v, t.loc);
@@ -443,6 +450,22 @@ class Init {
     fail(loc, fmt::format("undefined name '{}'{}", name, did_you_mean(name, names)));
   }
 
+  // `m.weight = other.weight` on a submodule: m's parameter becomes the other tensor (weight tying). state_dict
+  // keeps both names, parameters() the tensor once, as torch's.
+  void tie_parameter(Object& o, const std::string& name, const Static& v, SourceLoc loc) {
+    Tensor old;
+    for (auto& [n, p] : o.module->named_parameters(false))
+      if (n == name) old = p;
+    if (!old.defined())
+      fail(loc, fmt::format("only a parameter '{}' already has can be replaced in kiln script; {} has none", name, o.cls));
+    if (old.sizes() != v.tensor.sizes())
+      fail(loc, fmt::format("cannot tie {}.{} of shape {} to a parameter of shape {}", o.cls, name, shape_str(old.sizes()),
+                            shape_str(v.tensor.sizes())));
+    o.module->replace_parameter(name, v.tensor);
+    if (o.layer == Layer::User) o.attrs[name] = v;
+    else o.tied.emplace_back(old, v.tensor);
+  }
+
   // self.name = v: a submodule, parameter or constant attribute, under the name state_dict uses.
   void set_attr(Object& o, const std::string& name, const Static& v, SourceLoc loc) {
     if (name == "training") fail(loc, "self.training is set by train() and eval(), not assigned");
@@ -451,11 +474,9 @@ class Init {
       if (old->kind == Kind::Module || (old->kind == Kind::Tensor && (old->parameter || buffers_.count(old->tensor.impl()))))
         fail(loc, fmt::format("'{}' is assigned twice; kiln script registers a submodule, parameter or buffer once", name));
     }
-    if (v.kind == Kind::Module && v.obj->plain && !o.plain)
-      fail(loc, fmt::format("a config object ({}) kept as a module's attribute is not supported in kiln script; keep the "
-                            "numbers, strings and tuples it holds instead",
-                            v.obj->cls));
-    if (v.kind == Kind::Module && !o.plain) {
+    // A config object kept by a module (nanoGPT's self.config) is no submodule: its fields are constants
+    // of the methods, as the module's own numbers are.
+    if (v.kind == Kind::Module && !o.plain && !v.obj->plain) {
       if (!v.obj->path.empty())
         fail(loc, fmt::format("module '{}' is already a submodule ('{}'); kiln script does not share modules", name, v.obj->path));
       set_path(*v.obj, prefix(o) + name);
@@ -471,7 +492,7 @@ class Init {
     o.path = p;
     for (size_t i = 0; i < o.items.size(); ++i) set_path(*o.items[i], prefix(o) + o.item_names[i]);
     for (auto& [k, v] : o.attrs)
-      if (v.kind == Kind::Module) set_path(*v.obj, prefix(o) + k);
+      if (v.kind == Kind::Module && !v.obj->plain) set_path(*v.obj, prefix(o) + k);
   }
 
   // ---- expressions
@@ -858,7 +879,8 @@ class Init {
     fail(s.loc, msg.empty() ? name : name + ": " + msg);
   }
 
-  // "denseblock%d" % (i + 1): printf-style formatting with %d %i %s %r %f and %%.
+  // "denseblock%d" % (i + 1), "%.2fM" % (n / 1e6,): printf-style formatting with Python's flags (- + space 0),
+  // width and precision, the conversions d i s r f e g x, and %%.
   Static percent_format(const std::string& f, const Static& b, SourceLoc loc) {
     std::vector<Static> vals = b.kind == Kind::Tuple ? b.elems : std::vector<Static>{b};
     std::string out;
@@ -869,18 +891,41 @@ class Init {
         continue;
       }
       if (++i == f.size()) fail(loc, "ValueError: incomplete format");
-      char c = f[i];
-      if (c == '%') {
+      if (f[i] == '%') {
         out += '%';
         continue;
       }
+      std::string align = ">", sign, zero, width, prec;
+      for (; i < f.size() && std::string_view("-+ 0#").find(f[i]) != std::string_view::npos; ++i) {
+        if (f[i] == '-') align = "<";
+        else if (f[i] == '+') sign = "+";
+        else if (f[i] == ' ' && sign.empty()) sign = " ";
+        else if (f[i] == '0') zero = "0";
+      }
+      for (; i < f.size() && std::isdigit(static_cast<unsigned char>(f[i])); ++i) width += f[i];
+      if (i < f.size() && f[i] == '.')
+        for (prec = "."; ++i < f.size() && std::isdigit(static_cast<unsigned char>(f[i]));) prec += f[i];
+      if (i == f.size()) fail(loc, "ValueError: incomplete format");
+      if (prec == ".") prec = ".0";
+      char c = f[i];
       if (next >= vals.size()) fail(loc, "TypeError: not enough arguments for format string");
       const Static& v = vals[next++];
-      if (c == 'd' || c == 'i') out += std::to_string(int64_t(need_number(v, loc, "%d format")));
-      else if (c == 's') out += py_str(v);
-      else if (c == 'r') out += py_repr(v);
-      else if (c == 'f') out += fmt::format("{:.6f}", need_number(v, loc, "%f format"));
-      else fail(loc, fmt::format("the format '%{}' is not supported in __init__ (%d %i %s %r %f are)", c));
+      if (align == "<") zero.clear();  // Python ignores 0 when - is given
+      std::string num_spec = "{:" + (zero.empty() ? align : "") + sign + zero + width;
+      if (c == 'd' || c == 'i') {
+        out += fmt::format(fmt::runtime(num_spec + "}"), int64_t(need_number(v, loc, "%d format")));
+      } else if (c == 'x' || c == 'X') {
+        out += fmt::format(fmt::runtime(num_spec + c + "}"), need_int(v, loc, "%x format"));
+      } else if (c == 'f' || c == 'F' || c == 'e' || c == 'E' || c == 'g' || c == 'G') {
+        std::string p = prec.empty() ? ".6" : prec;
+        out += fmt::format(fmt::runtime(num_spec + p + c + "}"), need_number(v, loc, "%f format"));
+      } else if (c == 's' || c == 'r') {
+        std::string text = c == 's' ? py_str(v) : py_repr(v);
+        if (!prec.empty()) text = text.substr(0, size_t(std::stoll(prec.substr(1))));
+        out += fmt::format(fmt::runtime("{:" + align + width + "}"), text);
+      } else {
+        fail(loc, fmt::format("the format '%{}' is not supported in __init__ (%d %i %s %r %f %e %g %x are)", c));
+      }
     }
     if (next != vals.size()) fail(loc, "TypeError: not all arguments converted during string formatting");
     return Static::str(out);
@@ -1075,6 +1120,18 @@ class Init {
           if (name == "weight" || name == "bias") return Static::none();
         }
         if (const Static* v = o.attr(name)) return *v;
+        if (o.layer == Layer::ModuleDict)
+          if (ObjectPtr m = o.item(name)) return Static::module(m);
+        if (o.def)
+          if (const FunctionDef* f = o.def->method(name)) {
+            // a bound method (`self.apply(self._init_weights)`): the method with self bound first
+            Static fn = Static::named(Kind::Function, "");
+            fn.fn = f;
+            Static p;
+            p.kind = Kind::Partial;
+            p.elems = {fn, b};
+            return p;
+          }
         std::vector<std::string> names;
         for (auto& [k, v] : o.attrs) names.push_back(k);
         fail(loc, fmt::format("'{}' object has no attribute '{}'{}", o.cls, name, did_you_mean(name, names)));
@@ -1797,6 +1854,15 @@ class Init {
       add_items(*s.obj, mods, loc);
       return s;
     }
+    if (name == "ModuleDict") {
+      if (!kw.empty() || a.size() > 1) fail(loc, "nn.ModuleDict() takes one dict of modules");
+      Static s = make(Layer::ModuleDict, name, std::make_shared<Container>(name), {});
+      if (!a.empty() && a[0].kind != Kind::None) {
+        if (a[0].kind != Kind::Dict) fail(loc, fmt::format("nn.ModuleDict() takes a dict of modules, got {}", a[0].type_name()));
+        add_items(*s.obj, a, loc);
+      }
+      return s;
+    }
     if (name == "Parameter") {
       Bound b = bind("nn.Parameter", Signature{{"data", "requires_grad"}, 1, {B(true)}}, a, kw, loc);
       if (b["data"].kind != Kind::Tensor) fail(loc, fmt::format("nn.Parameter() takes a Tensor, got {}", b["data"].type_name()));
@@ -1804,7 +1870,7 @@ class Init {
         fail(loc, "nn.Parameter(requires_grad=False) is not supported in kiln script; use register_buffer");
       return Static::of_tensor(b["data"].tensor.detach(), true);
     }
-    std::vector<std::string> known = {"Sequential", "ModuleList", "Parameter"};
+    std::vector<std::string> known = {"Sequential", "ModuleList", "ModuleDict", "Parameter"};
     for (const nn::LayerSpec& spec : nn::layer_registry()) known.push_back(spec.name);
     fail(loc, fmt::format("nn.{} is not supported in kiln script{}", name, did_you_mean(name, known)));
   }

@@ -89,6 +89,14 @@ class Lowerer {
                   SourceLoc loc);
   Value* to_condition(Value* v, SourceLoc loc);
   SourceLoc loc() const { return loc_; }
+  // x.device: a value only factories' device= takes (a graph makes its tensors where it runs), typed None
+  // so that nothing else can compute with it.
+  Value* device_value() {
+    Value* v = g_->insert_none();
+    devices_.insert(v);
+    return v;
+  }
+  bool is_device(Value* v) const { return devices_.count(v) != 0; }
   const Module& module() const { return *m_; }
 
   // ---- module objects (used by layers.cpp)
@@ -168,6 +176,7 @@ class Lowerer {
   Value* buffer_input(const std::string& var);
   void return_stmt(const Stmt& s);
   void assert_stmt(const Stmt& s);
+  std::string assert_message(const Expr& fstring);
   // Lowers an If whose branches run then_fn / else_fn on copies of the environment and merges the
   // variables they assign into the If's outputs.
   void branch(Value* cond, const std::function<void()>& then_fn, const std::function<void()>& else_fn,
@@ -250,6 +259,8 @@ class Lowerer {
   std::vector<std::string> later_errors_;
   std::vector<Tensor> bound_;                           // tensors read by this graph, in input order
   std::map<const TensorImpl*, Value*> bound_inputs_;    // their graph inputs
+  std::set<Value*> devices_;                            // what x.device gave
+  std::map<const TensorImpl*, Tensor> tied_;            // a layer's replaced parameters: the tensor now used
   std::map<const TensorImpl*, std::string> buffer_vars_;  // updated buffers: their env variable
   std::vector<std::pair<size_t, size_t>> writebacks_;
   std::vector<const FunctionDef*> inlining_;
