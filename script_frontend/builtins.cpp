@@ -430,6 +430,44 @@ std::vector<Builtin> make_builtins() {
     }
     return L.tuple(parts);
   });
+  add("split", kFn | kMethod, {"input", "split_size_or_sections", "dim"}, 2, [](Lowerer& L, Args& a, const Expr& call) {
+    // Pieces of split_size along dim (the last one shorter), or of the listed sizes. torch's count of pieces
+    // follows the size, known when the graph runs; kiln's is the list's length or the number of names the
+    // result is unpacked into (`q, k, v = x.split(n, dim=2)`), and a size giving another count raises then.
+    Value* x = L.tensor_arg(a[0], "input");
+    Value* dim = a[2].present() ? int_arg(L, a[2], "dim") : L.constant(int64_t(0));
+    Value* size = L.prim(Prim::Size, {x, dim}, kInt);
+    auto piece = [&](Value* start, Value* end) {
+      return L.prim(Prim::Slice, {x, dim, start, end, L.constant(int64_t(1))}, Type::tensor());
+    };
+    std::vector<Value*> parts;
+    if (a[1].expr && (a[1].expr->kind == ExprKind::List || a[1].expr->kind == ExprKind::Tuple)) {
+      Value* at = L.constant(int64_t(0));
+      for (const auto& e : a[1].expr->args) {
+        Value* n = int_arg(L, Arg{e.get(), nullptr, e->loc}, "split_size_or_sections");
+        Value* end = L.prim(Prim::NumAdd, {at, n}, kInt);
+        parts.push_back(piece(at, end));
+        at = end;
+      }
+      L.check(L.prim(Prim::NumEq, {at, size}, kBool),
+              "split: the sizes of split_size_or_sections do not add up to the size along dim");
+      return L.tuple(parts);
+    }
+    Value* step = int_arg(L, a[1], "split_size_or_sections");
+    size_t count = L.unpack_count(call);
+    if (!count)
+      L.fail(call.loc, "split() by a size gives as many pieces as the size along dim needs, known only when the graph "
+                       "runs: unpack the result into names (q, k, v = x.split(n, dim=2)) or pass the list of sizes");
+    Value* pieces = L.prim(Prim::NumFloorDiv, {L.prim(Prim::NumAdd, {size, L.prim(Prim::NumSub, {step, L.constant(int64_t(1))}, kInt)}, kInt), step}, kInt);
+    L.check(L.prim(Prim::NumEq, {pieces, L.constant(int64_t(count))}, kBool),
+            fmt::format("split: the size along dim does not give the {} pieces the result is unpacked into", count));
+    for (size_t k = 0; k < count; ++k) {
+      Value* start = L.prim(Prim::NumMul, {L.constant(int64_t(k)), step}, kInt);
+      Value* end = L.prim(Prim::Min, {L.prim(Prim::NumAdd, {start, step}, kInt), size}, kInt);
+      parts.push_back(piece(start, end));
+    }
+    return L.tuple(parts);
+  });
   add("clone", kFn | kMethod, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     return L.op(OpId::Clone, {L.tensor_arg(a[0], "input")});
   });
@@ -856,6 +894,12 @@ std::vector<std::string> builtin_names(bool methods) {
     if (!methods && (b.where & kPython)) out.push_back(b.name);
   }
   return out;
+}
+
+bool functional_exists(const std::string& name) {
+  for (const Builtin& b : builtins())
+    if (b.name == name && (b.where & kF)) return true;
+  return false;
 }
 
 Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, Value* self) {

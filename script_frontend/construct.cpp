@@ -1180,6 +1180,9 @@ class Init {
           if (name == "inf") return Static::number(INFINITY);
         }
         if (ns == "torch") return Static::str(name);
+        // what lowered code can call: hasattr(F, 'scaled_dot_product_attention') picks the path kiln has
+        if (ns == "torch.nn.functional" && !functional_exists(name))
+          fail(loc, fmt::format("module 'torch.nn.functional' has no attribute '{}' in kiln script", name));
         return Static::named(Kind::Function, ns + "." + name);
       }
       case Kind::Dict:
@@ -1189,7 +1192,7 @@ class Init {
       case Kind::Tensor: {
         // their methods, bound: the call takes them (d.items(), xs.index(v), t.dim())
         static const std::set<std::string> kMethods = {"items", "keys", "values", "get", "index", "count", "startswith",
-                                                       "endswith", "dim", "numel", "size", "normal_", "uniform_",
+                                                       "endswith", "dim", "numel", "size", "view", "reshape", "normal_", "uniform_",
                                                        "zero_", "fill_"};
         if (!kMethods.count(name)) break;
         Static m = Static::named(Kind::Function, "." + name);
@@ -1549,6 +1552,17 @@ class Init {
     if (!kw.empty()) fail(loc, fmt::format("{}.{}() takes no keyword arguments in __init__", v.type_name(), name));
     if (v.kind == Kind::Tensor && a.empty() && (name == "dim" || name == "numel"))
       return Static::integer(name == "dim" ? v.tensor.dim() : v.tensor.numel());
+    if (v.kind == Kind::Tensor && (name == "view" || name == "reshape")) {
+      // a buffer shaped once (nanoGPT's causal mask: torch.tril(...).view(1, 1, n, n)), computed now
+      Shape shape = a.size() == 1 && a[0].kind != Kind::Int ? need_ints(a[0], loc, "shape") : Shape{};
+      if (shape.empty() || a.size() != 1)
+        for (const Static& d : a) shape.push_back(need_int(d, loc, "shape"));
+      try {
+        return Static::of_tensor(v.tensor.contiguous().reshape(shape), false);
+      } catch (const Error& e) {
+        fail(loc, e.what());
+      }
+    }
     if (v.kind == Kind::Tensor && name == "size") {
       if (a.size() == 1) return Static::integer(v.tensor.size(need_int(a[0], loc, "dim")));
       std::vector<Static> dims;

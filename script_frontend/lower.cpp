@@ -664,7 +664,20 @@ void Lowerer::assign_from_expr(const Expr& target, const Expr& value) {
       frame().env.erase(target.name);
       return;
     }
-  Value* v = expr(value);
+  const Expr* saved_call = unpack_call_;
+  size_t saved_count = unpack_count_;
+  if ((target.kind == ExprKind::Tuple || target.kind == ExprKind::List) && value.kind == ExprKind::Call) {
+    unpack_call_ = &value;
+    unpack_count_ = target.args.size();
+  }
+  Value* v;
+  try {
+    v = expr(value);
+  } catch (...) {
+    unpack_call_ = saved_call, unpack_count_ = saved_count;
+    throw;
+  }
+  unpack_call_ = saved_call, unpack_count_ = saved_count;
   loc_ = target.loc;
   assign(target, v, target.loc);
 }

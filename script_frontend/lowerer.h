@@ -97,6 +97,9 @@ class Lowerer {
     return v;
   }
   bool is_device(Value* v) const { return devices_.count(v) != 0; }
+  // The number of names a call's result is unpacked into (`q, k, v = x.split(n, dim=2)`), or 0: what
+  // torch decides from the size at run time, the lowering takes from the names.
+  size_t unpack_count(const Expr& call) const { return &call == unpack_call_ ? unpack_count_ : 0; }
   const Module& module() const { return *m_; }
 
   // ---- module objects (used by layers.cpp)
@@ -259,6 +262,8 @@ class Lowerer {
   std::vector<std::string> later_errors_;
   std::vector<Tensor> bound_;                           // tensors read by this graph, in input order
   std::map<const TensorImpl*, Value*> bound_inputs_;    // their graph inputs
+  const Expr* unpack_call_ = nullptr;
+  size_t unpack_count_ = 0;
   std::set<Value*> devices_;                            // what x.device gave
   std::map<const TensorImpl*, Tensor> tied_;            // a layer's replaced parameters: the tensor now used
   std::map<const TensorImpl*, std::string> buffer_vars_;  // updated buffers: their env variable
@@ -304,5 +309,7 @@ Value* linear_of(Lowerer& L, Value* x, Value* weight, Value* bias);
 std::optional<Value*> tensor_attribute(Lowerer& L, Value* x, const std::string& attr, SourceLoc loc);
 // Names of builtins (for suggestions).
 std::vector<std::string> builtin_names(bool methods);
+// Whether lowered code has torch.nn.functional.<name>.
+bool functional_exists(const std::string& name);
 
 }  // namespace kiln::script
