@@ -5,12 +5,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cmath>
-#include <cstdlib>
 
 #include "eager/composite_losses.h"
 #include "eager/composites.h"
+#include "eager/composites_einsum.h"
+#include "eager/composites_math_ops.h"
+#include "eager/composites_tensor_ops.h"
 #include "script_frontend/lowerer.h"
 #include "script_frontend/lowering_builder.h"
 
@@ -129,21 +132,6 @@ void check_device(Lowerer& L, const Arg& a) {
   if (!L.is_device(v)) L.fail(a.loc, fmt::format("device must be a tensor's .device or a string, got {}", v->type().str()));
 }
 
-// float('-inf'), float('nan'), float('1e-3'): a constant, as Python reads the string.
-Value* float_of_string(Lowerer& L, const Arg& a) {
-  std::string t;
-  for (char c : a.expr->name)
-    if (!std::isspace(static_cast<unsigned char>(c))) t += char(std::tolower(static_cast<unsigned char>(c)));
-  std::string body = !t.empty() && (t[0] == '-' || t[0] == '+') ? t.substr(1) : t;
-  double sign = !t.empty() && t[0] == '-' ? -1.0 : 1.0;
-  if (body == "inf" || body == "infinity") return L.constant(sign * double(INFINITY));
-  if (body == "nan") return L.constant(double(NAN));
-  char* end = nullptr;
-  double d = std::strtod(t.c_str(), &end);
-  if (t.empty() || *end != '\0')
-    L.fail(a.loc, fmt::format("ValueError: could not convert string to float: '{}'", a.expr->name));
-  return L.constant(d);
-}
 
 // torch.zeros / ones / full: the shape may be known only at run time.
 Value* full_of(Lowerer& L, const Arg& size, Value* v, const Arg& dtype, DType def = DType::Float32) {
@@ -205,6 +193,8 @@ unsigned elementwise_where(std::string_view name) {
     if (name == n) return w;
   return kFn | kMethod;
 }
+
+void add_tensor_ops(std::vector<Builtin>& b);
 
 std::vector<Builtin> make_builtins() {
   std::vector<Builtin> b;
@@ -757,6 +747,7 @@ std::vector<Builtin> make_builtins() {
       return L.op(op, {x, L.tensor_arg(a[2], "index")}, Attrs().set("dim", dim));
     });
   }
+  add_tensor_ops(b);
   // Python builtins
   add("len", kPython, {"obj"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     Value* v = L.value_of(a[0]);
@@ -771,7 +762,15 @@ std::vector<Builtin> make_builtins() {
     Type out = pr == Prim::ToInt ? kInt : pr == Prim::ToFloat ? kFloat : kBool;
     std::string name = n;
     add(n, kPython, {"x"}, 1, [pr, out, name](Lowerer& L, Args& a, const Expr&) {
-      if (pr == Prim::ToFloat && a[0].expr && a[0].expr->kind == ExprKind::String) return float_of_string(L, a[0]);
+      // float('-inf'), float('inf'), float('nan'): Python's spellings of the special values
+      if (pr == Prim::ToFloat && a[0].expr && a[0].expr->kind == ExprKind::String) {
+        std::string s = a[0].expr->name;
+        std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+        if (s == "inf" || s == "+inf" || s == "infinity") return L.constant(double(INFINITY));
+        if (s == "-inf" || s == "-infinity") return L.constant(-double(INFINITY));
+        if (s == "nan") return L.constant(double(NAN));
+        L.fail(a[0].loc, fmt::format("float() of the string '{}' is not supported in kiln script (inf, -inf and nan are)", a[0].expr->name));
+      }
       Value* v = L.value_of(a[0]);
       if (!v->type().is_tensor() && !is_number(v->type()))
         L.fail(a[0].loc, fmt::format("{}() of {} is not supported", name, v->type().str()));
@@ -884,6 +883,232 @@ const std::vector<Builtin>& builtins() {
   return all;
 }
 
+
+// ---- tensor ops (eager/composites_tensor_ops.h) ----
+
+bool is_given(const Arg& g) { return g.present() && !(g.expr && g.expr->kind == ExprKind::None); }
+
+// x broadcast to a shape known at run time: where(full(shape, True), x, x) takes x's dtype and sums the
+// gradient back over the broadcast dims, as expand's does. A -1 keeps x's size there (counted from the end).
+Value* expand_to(Lowerer& L, Value* x, Value* shape) {
+  ir::Node* ln = shape->node();
+  if (ln->prim() == Prim::ListConstruct) {
+    const int64_t m = int64_t(ln->inputs().size());
+    std::vector<Value*> es;
+    for (int64_t i = 0; i < m; ++i) {
+      Value* s = ln->input(size_t(i));
+      es.push_back(L.if_value(L.prim(Prim::NumEq, {s, L.constant(int64_t(-1))}, kBool),
+                              [&] { return L.prim(Prim::Size, {x, L.constant(i - m)}, kInt); }, [&] { return s; }, L.loc()));
+    }
+    shape = L.prim(Prim::ListConstruct, es, Type::list(kInt));
+  }
+  ir::Node* n = L.graph().create(Prim::Full, 1);
+  n->add_input(shape);
+  n->add_input(L.constant(true));
+  n->attrs().set("dtype", DType::Bool);
+  n->output()->set_type(Type::tensor());
+  Value* all = L.emit(n)->output();
+  return L.op(OpId::Where, {all, x, x});
+}
+
+// Tensor.repeat: x with leading 1s up to len(repeats) dims (its shape read when the graph runs), repeated
+Value* repeat_of(Lowerer& L, Value* x, const Shape& r) {
+  const int64_t m = int64_t(r.size());
+  Type li = Type::list(kInt);
+  Value* shape = L.prim(Prim::Shape, {x}, li);
+  L.check(L.prim(Prim::NumLe, {L.prim(Prim::Len, {shape}, kInt), L.constant(m)}, kBool),
+          fmt::format("repeat: number of dimensions of repeat dims can not be smaller than number of dimensions of tensor "
+                      "({} repeats)", m));
+  std::vector<Value*> ones(size_t(m), L.constant(int64_t(1)));
+  Value* padded = L.prim(Prim::ListAdd, {L.prim(Prim::ListConstruct, ones, li), shape}, li);
+  padded = L.prim(Prim::ListSlice, {padded, L.constant(-m), L.constant(int64_t(INT64_MAX))}, li);
+  LoweringBuilder lb(L);
+  return composite::repeat(lb, L.prim(Prim::Reshape, {x, padded}, Type::tensor()), r);
+}
+
+void add_tensor_ops(std::vector<Builtin>& b) {
+  auto add = [&](std::string name, unsigned where, std::vector<std::string> params, size_t required, Handler h) {
+    b.push_back(Builtin{std::move(name), where, std::move(params), required, std::move(h)});
+  };
+  add("masked_fill", kFn | kMethod, {"input", "mask", "value"}, 3, [](Lowerer& L, Args& a, const Expr&) {
+    Value* x = L.tensor_arg(a[0], "input");
+    Value* mask = L.tensor_arg(a[1], "mask");
+    LoweringBuilder lb(L);
+    return composite::masked_fill(lb, x, mask, L.tensor_arg(a[2], "value", true));
+  });
+  for (const char* n : {"tril", "triu"}) {
+    bool upper = n[3] == 'u';
+    add(n, kFn | kMethod, {"input", "diagonal"}, 1, [upper](Lowerer& L, Args& a, const Expr&) {
+      int64_t k = is_given(a[1]) ? L.need_int(a[1], "diagonal") : 0;
+      LoweringBuilder lb(L);
+      return composite::triangle(lb, L.tensor_arg(a[0], "input"), k, upper);
+    });
+  }
+  add("topk", kFn | kMethod, {"input", "k", "dim", "largest", "sorted"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    Value* x = L.tensor_arg(a[0], "input");
+    int64_t dim = is_given(a[2]) ? L.need_int(a[2], "dim") : -1;
+    bool largest = is_given(a[3]) ? L.need_bool(a[3], "largest") : true;
+    if (is_given(a[4])) L.need_bool(a[4], "sorted");  // kiln always returns them sorted, which torch allows
+    LoweringBuilder lb(L);
+    if (std::optional<int64_t> k = L.const_int(a[1])) {
+      auto [v, i] = composite::topk(lb, x, *k, dim, largest);
+      return L.tuple({v, i});
+    }
+    // k computed when the graph runs (min(top_k, logits.size(-1))): the slice's end is that int
+    Value* k = int_arg(L, a[1], "k");
+    L.check(L.prim(Prim::NumGe, {k, L.constant(int64_t(0))}, kBool), "topk: selected index k out of range: k is negative");
+    L.check(L.prim(Prim::NumLe, {k, L.prim(Prim::Size, {x, L.constant(dim)}, kInt)}, kBool),
+            "topk: selected index k out of range: k is larger than the size of dim");
+    Value* order = composite::argsort(lb, x, dim, largest);
+    Value* idx = L.prim(Prim::Slice, {order, L.constant(dim), L.constant(int64_t(0)), k, L.constant(int64_t(1))}, Type::tensor());
+    return L.tuple({L.op(OpId::Gather, {x, idx}, Attrs().set("dim", dim)), idx});
+  });
+  add("sort", kFn | kMethod, {"input", "dim", "descending", "stable"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    int64_t dim = is_given(a[1]) ? L.need_int(a[1], "dim") : -1;
+    bool desc = is_given(a[2]) ? L.need_bool(a[2], "descending") : false;
+    if (is_given(a[3])) L.need_bool(a[3], "stable");  // kiln's sort is always stable
+    LoweringBuilder lb(L);
+    auto [v, i] = composite::sort(lb, L.tensor_arg(a[0], "input"), dim, desc);
+    return L.tuple({v, i});
+  });
+  add("argsort", kFn | kMethod, {"input", "dim", "descending", "stable"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    int64_t dim = is_given(a[1]) ? L.need_int(a[1], "dim") : -1;
+    bool desc = is_given(a[2]) ? L.need_bool(a[2], "descending") : false;
+    if (is_given(a[3])) L.need_bool(a[3], "stable");
+    LoweringBuilder lb(L);
+    return composite::argsort(lb, L.tensor_arg(a[0], "input"), dim, desc);
+  });
+  add("multinomial", kFn | kMethod, {"input", "num_samples", "replacement", "generator"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    if (is_given(a[3])) L.fail(a[3].loc, "multinomial: generator= is not supported in kiln script (kiln's generator is used)");
+    int64_t n = L.need_int(a[1], "num_samples");
+    bool repl = is_given(a[2]) ? L.need_bool(a[2], "replacement") : false;
+    LoweringBuilder lb(L);
+    return composite::multinomial(lb, L.tensor_arg(a[0], "input"), n, repl);
+  });
+  b.push_back(Builtin{"expand", kMethod, {"input", "size"}, 2,
+                      [](Lowerer& L, Args& a, const Expr&) {
+                        Value* x = L.tensor_arg(a[0], "input");
+                        if (auto s = L.const_ints(a[1])) return L.op(OpId::Expand, {x}, Attrs().set("shape", *s));
+                        return expand_to(L, x, int_list(L, a[1], "size"));
+                      },
+                      true});
+  add("expand_as", kMethod, {"input", "other"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    Value* x = L.tensor_arg(a[0], "input");
+    return expand_to(L, x, L.prim(Prim::Shape, {L.tensor_arg(a[1], "other")}, Type::list(kInt)));
+  });
+  b.push_back(Builtin{"repeat", kMethod, {"input", "repeats"}, 2,
+                      [](Lowerer& L, Args& a, const Expr&) {
+                        return repeat_of(L, L.tensor_arg(a[0], "input"), L.need_ints(a[1], "repeats"));
+                      },
+                      true});
+  add("einsum", kFn, {"equation", "operand0", "operand1"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    if (!a[0].expr || a[0].expr->kind != ExprKind::String) L.fail(a[0].loc, "einsum: the equation must be a string constant");
+    std::vector<Value*> ops;
+    if (!a[2].present() && a[1].expr && (a[1].expr->kind == ExprKind::List || a[1].expr->kind == ExprKind::Tuple)) {
+      ops = *known_tensors(L, a[1], "einsum");
+    } else {
+      ops.push_back(L.tensor_arg(a[1], "operand"));
+      if (a[2].present()) ops.push_back(L.tensor_arg(a[2], "operand"));
+    }
+    LoweringBuilder lb(L);
+    return composite::einsum(lb, a[0].expr->name, ops);
+  });
+  add("cumsum", kFn | kMethod, {"input", "dim", "dtype"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    if (is_given(a[2])) L.fail(a[2].loc, "cumsum: dtype= is not supported in kiln script; cast the input");
+    LoweringBuilder lb(L);
+    return composite::cumsum(lb, L.tensor_arg(a[0], "input"), L.need_int(a[1], "dim"));
+  });
+  add("cumprod", kFn | kMethod, {"input", "dim", "dtype"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    if (is_given(a[2])) L.fail(a[2].loc, "cumprod: dtype= is not supported in kiln script; cast the input");
+    LoweringBuilder lb(L);
+    return composite::cumprod(lb, L.tensor_arg(a[0], "input"), L.need_int(a[1], "dim"));
+  });
+  b.push_back(Builtin{"flip", kFn | kMethod, {"input", "dims"}, 2,
+                      [](Lowerer& L, Args& a, const Expr&) {
+                        LoweringBuilder lb(L);
+                        return composite::flip(lb, L.tensor_arg(a[0], "input"), L.need_ints(a[1], "dims"));
+                      },
+                      true});
+  add("roll", kFn | kMethod, {"input", "shifts", "dims"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    Shape dims = is_given(a[2]) ? L.need_ints(a[2], "dims") : Shape{};
+    LoweringBuilder lb(L);
+    return composite::roll(lb, L.tensor_arg(a[0], "input"), L.need_ints(a[1], "shifts"), dims);
+  });
+  add("repeat_interleave", kFn | kMethod, {"input", "repeats", "dim", "output_size"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    std::optional<int64_t> r = L.const_int(a[1]);
+    if (!r) L.fail(a[1].loc, "repeat_interleave: repeats must be an int constant in kiln script (a tensor of counts is not supported)");
+    std::optional<int64_t> dim;
+    if (is_given(a[2])) dim = L.need_int(a[2], "dim");
+    LoweringBuilder lb(L);
+    return composite::repeat_interleave(lb, L.tensor_arg(a[0], "input"), *r, dim);
+  });
+  add("one_hot", kF, {"tensor", "num_classes"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    int64_t n = is_given(a[1]) ? L.need_int(a[1], "num_classes") : -1;
+    LoweringBuilder lb(L);
+    return composite::one_hot(lb, L.tensor_arg(a[0], "tensor"), n);
+  });
+  add("pad", kF, {"input", "pad", "mode", "value"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    std::string mode = "constant";
+    if (is_given(a[2])) {
+      if (!a[2].expr || a[2].expr->kind != ExprKind::String) L.fail(a[2].loc, "pad: mode must be a string constant");
+      mode = a[2].expr->name;
+    }
+    double v = is_given(a[3]) ? need_float(L, a[3], "value") : 0.0;
+    LoweringBuilder lb(L);
+    return composite::pad(lb, L.tensor_arg(a[0], "input"), L.need_ints(a[1], "pad"), mode, v);
+  });
+  add("normalize", kF, {"input", "p", "dim", "eps"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    double p = is_given(a[1]) ? need_float(L, a[1], "p") : 2.0;
+    int64_t dim = is_given(a[2]) ? L.need_int(a[2], "dim") : 1;
+    double eps = is_given(a[3]) ? need_float(L, a[3], "eps") : 1e-12;
+    LoweringBuilder lb(L);
+    return composite::normalize(lb, L.tensor_arg(a[0], "input"), p, dim, eps);
+  });
+  auto norm_handler = [](bool torch_norm) {
+    return [torch_norm](Lowerer& L, Args& a, const Expr&) {
+      double p = 2.0;
+      if (is_given(a[1])) {
+        if (a[1].expr && a[1].expr->kind == ExprKind::String) {
+          if (a[1].expr->name != "fro") L.fail(a[1].loc, fmt::format("norm: p='{}' is not supported (numbers and 'fro' are)", a[1].expr->name));
+        } else {
+          p = need_float(L, a[1], "ord");
+        }
+      }
+      Shape dims = is_given(a[2]) ? L.need_ints(a[2], "dim") : Shape{};
+      bool kd = is_given(a[3]) ? L.need_bool(a[3], "keepdim") : false;
+      (void)torch_norm;
+      LoweringBuilder lb(L);
+      return composite::vector_norm(lb, L.tensor_arg(a[0], "input"), p, dims, kd);
+    };
+  };
+  add("norm", kFn | kMethod, {"input", "p", "dim", "keepdim"}, 1, norm_handler(true));
+  add("linalg.vector_norm", kFn, {"x", "ord", "dim", "keepdim"}, 1, norm_handler(false));
+  for (const char* n : {"addmm", "baddbmm"}) {
+    add(n, kFn | kMethod, {"input", n[0] == 'a' ? "mat1" : "batch1", n[0] == 'a' ? "mat2" : "batch2", "beta", "alpha"}, 3,
+        [](Lowerer& L, Args& a, const Expr&) {
+          double beta = is_given(a[3]) ? need_float(L, a[3], "beta") : 1.0;
+          double alpha = is_given(a[4]) ? need_float(L, a[4], "alpha") : 1.0;
+          LoweringBuilder lb(L);
+          return composite::addmm(lb, L.tensor_arg(a[0], "input"), L.tensor_arg(a[1], "mat1"), L.tensor_arg(a[2], "mat2"), beta, alpha);
+        });
+  }
+  add("bernoulli", kFn | kMethod, {"input", "generator"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    if (is_given(a[1])) L.fail(a[1].loc, "bernoulli: generator= is not supported in kiln script (kiln's generator is used)");
+    LoweringBuilder lb(L);
+    return composite::bernoulli(lb, L.tensor_arg(a[0], "input"));
+  });
+  add("rand_like", kFn, {"input", "dtype"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    if (is_given(a[1])) L.fail(a[1].loc, "rand_like: dtype= is not supported in kiln script");
+    LoweringBuilder lb(L);
+    return lb.rand_like(L.tensor_arg(a[0], "input"));
+  });
+  add("randn_like", kFn, {"input", "dtype"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    if (is_given(a[1])) L.fail(a[1].loc, "randn_like: dtype= is not supported in kiln script");
+    LoweringBuilder lb(L);
+    return composite::randn_like(lb, L.tensor_arg(a[0], "input"));
+  });
+}
+
 }  // namespace
 
 std::vector<std::string> builtin_names(bool methods) {
@@ -973,6 +1198,11 @@ Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, 
     if (b->name == "permute") {
       if (!all_const) L.fail(call.loc, fmt::format("{} takes int constants in kiln script", shown));
       return L.op(OpId::Permute, {x}, Attrs().set("dims", ints));
+    }
+    if (b->name == "expand") return all_const ? L.op(OpId::Expand, {x}, Attrs().set("shape", ints)) : expand_to(L, x, list);
+    if (b->name == "repeat") {
+      if (!all_const) L.fail(call.loc, fmt::format("{} takes int constants in kiln script", shown));
+      return repeat_of(L, x, ints);
     }
     if (all_const) return L.op(OpId::Reshape, {x}, Attrs().set("shape", ints));
     return L.prim(Prim::Reshape, {x, list}, Type::tensor());

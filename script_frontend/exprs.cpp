@@ -799,6 +799,9 @@ Value* Lowerer::call(const Expr& e) {
       return call_builtin(*this, "torch." + fn.name, e, nullptr);
     }
     if (is_scripting_call(e)) return constant(true);
+    if (base.kind == ExprKind::Attribute && base.args[0]->kind == ExprKind::Name && base.args[0]->name == "torch" &&
+        base.name == "linalg" && !frame().env.count("torch"))
+      return call_builtin(*this, "torch.linalg." + fn.name, e, nullptr);
     if (base.kind == ExprKind::Attribute && base.args[0]->kind == ExprKind::Name && base.args[0]->name == "torch")
       fail(fn.loc, fmt::format("torch.{}.{} is not supported in kiln script; only torch.<function> calls are",
                                base.name, fn.name));

@@ -159,6 +159,11 @@ Value* Lowerer::tensor_of(const Static& t0, const std::string& name) {
   if (var != buffer_vars_.end() && frame().env.count(var->second)) return frame().env.at(var->second);
   auto it = bound_inputs_.find(impl);
   if (it != bound_inputs_.end()) return it->second;
+  // A function of the file (no module at the bottom of the frames) has no bound inputs to carry a tensor:
+  // a composite's constant (indices, a mask) goes into the graph as a constant
+  if (!frames_.empty() && frames_.front().self == nullptr) {
+    return g_->insert_constant(t.tensor);
+  }
   std::string ir_name;
   for (char c : name) ir_name += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
   Value* in = g_->add_input(Type::tensor(), ir_name);
