@@ -357,7 +357,13 @@ class SupportCheck {
       expr(t.get());
     }
     expr(s.test.get());
-    expr(s.value.get());
+    // an assert's f-string message is written out when lowering (Lowerer::assert_message)
+    if (s.kind == StmtKind::Assert && s.value && s.value->kind == ExprKind::FString) {
+      for (const ExprPtr& part : s.value->args)
+        if (part->kind == ExprKind::FormattedValue) expr(part->args[0].get());
+    } else {
+      expr(s.value.get());
+    }
     body(s.body);
     body(s.orelse);
   }

@@ -50,7 +50,7 @@ std::string Static::type_name() const {
 void Object::walk(const std::function<void(const Object&)>& f) const {
   f(*this);
   for (const auto& [k, v] : attrs)
-    if (v.kind == Kind::Module) v.obj->walk(f);
+    if (v.kind == Kind::Module && !v.obj->plain) v.obj->walk(f);
   for (const ObjectPtr& o : items) o->walk(f);
 }
 
@@ -472,6 +472,11 @@ class Init {
       for (const ObjectPtr& o : seq.obj->items) out.push_back(Static::module(o));
       return out;
     }
+    if (seq.kind == Kind::Module && seq.obj->layer == Layer::ModuleDict) {  // its keys, as a dict's
+      std::vector<Static> out;
+      for (const std::string& k : seq.obj->item_names) out.push_back(Static::str(k));
+      return out;
+    }
     fail(loc, fmt::format("cannot iterate over {} in __init__", seq.type_name()));
   }
 
@@ -495,6 +500,8 @@ class Init {
           base.obj->attrs[t.name] = v;
           return;
         }
+        if (base.kind == Kind::Module && v.kind == Kind::Tensor && v.parameter && !(sc.self && base.obj == sc.self->obj))
+          return tie_parameter(*base.obj, t.name, v, t.loc);
         if (base.kind != Kind::Module || !base.obj->def || !sc.self || base.obj != sc.self->obj)
           fail(t.loc, fmt::format("only attributes of self can be assigned in __init__, not of {}", base.type_name()));
         return set_attr(*base.obj, t.name, v, t.loc);
@@ -538,6 +545,22 @@ class Init {
     fail(loc, fmt::format("undefined name '{}'{}", name, did_you_mean(name, names)));
   }
 
+  // `m.weight = other.weight` on a submodule: m's parameter becomes the other tensor (weight tying). state_dict
+  // keeps both names, parameters() the tensor once, as torch's.
+  void tie_parameter(Object& o, const std::string& name, const Static& v, SourceLoc loc) {
+    Tensor old;
+    for (auto& [n, p] : o.module->named_parameters(false))
+      if (n == name) old = p;
+    if (!old.defined())
+      fail(loc, fmt::format("only a parameter '{}' already has can be replaced in kiln script; {} has none", name, o.cls));
+    if (old.sizes() != v.tensor.sizes())
+      fail(loc, fmt::format("cannot tie {}.{} of shape {} to a parameter of shape {}", o.cls, name, shape_str(old.sizes()),
+                            shape_str(v.tensor.sizes())));
+    o.module->replace_parameter(name, v.tensor);
+    if (o.layer == Layer::User) o.attrs[name] = v;
+    else o.tied.emplace_back(old, v.tensor);
+  }
+
   // self.name = v: a submodule, parameter or constant attribute, under the name state_dict uses.
   void set_attr(Object& o, const std::string& name, const Static& v, SourceLoc loc) {
     if (name == "training") fail(loc, "self.training is set by train() and eval(), not assigned");
@@ -546,14 +569,12 @@ class Init {
       if (old->kind == Kind::Module || (old->kind == Kind::Tensor && (old->parameter || buffers_.count(old->tensor.impl()))))
         fail(loc, fmt::format("'{}' is assigned twice; kiln script registers a submodule, parameter or buffer once", name));
     }
-    if (v.kind == Kind::Module && v.obj->plain && !o.plain)
-      fail(loc, fmt::format("a config object ({}) kept as a module's attribute is not supported in kiln script; keep the "
-                            "numbers, strings and tuples it holds instead",
-                            v.obj->cls));
     // A module assigned to a class deriving from nn.Sequential (densenet's _Transition: `self.norm = ...`)
     // is one of its items, run in the order assigned, as torch registers it in _modules.
     if (v.kind == Kind::Module && o.layer == Layer::Sequential && o.def && !v.obj->plain) return add_item(o, v, loc, name);
-    if (v.kind == Kind::Module && !o.plain) {
+    // A config object kept by a module (nanoGPT's self.config) is no submodule: its fields are constants
+    // of the methods, as the module's own numbers are.
+    if (v.kind == Kind::Module && !o.plain && !v.obj->plain) {
       if (!v.obj->path.empty())
         fail(loc, fmt::format("module '{}' is already a submodule ('{}'); kiln script does not share modules", name, v.obj->path));
       set_path(*v.obj, prefix(o) + name);
@@ -569,7 +590,7 @@ class Init {
     o.path = p;
     for (size_t i = 0; i < o.items.size(); ++i) set_path(*o.items[i], prefix(o) + o.item_names[i]);
     for (auto& [k, v] : o.attrs)
-      if (v.kind == Kind::Module) set_path(*v.obj, prefix(o) + k);
+      if (v.kind == Kind::Module && !v.obj->plain) set_path(*v.obj, prefix(o) + k);
   }
 
   // ---- expressions
@@ -958,7 +979,8 @@ class Init {
     fail(s.loc, msg.empty() ? name : name + ": " + msg);
   }
 
-  // "denseblock%d" % (i + 1): printf-style formatting with %d %i %s %r %f and %%.
+  // "denseblock%d" % (i + 1), "%.2fM" % (n / 1e6,): printf-style formatting with Python's flags (- + space 0),
+  // width and precision, the conversions d i s r f e g x, and %%.
   Static percent_format(const std::string& f, const Static& b, SourceLoc loc) {
     std::vector<Static> vals = b.kind == Kind::Tuple ? b.elems : std::vector<Static>{b};
     std::string out;
@@ -969,18 +991,41 @@ class Init {
         continue;
       }
       if (++i == f.size()) fail(loc, "ValueError: incomplete format");
-      char c = f[i];
-      if (c == '%') {
+      if (f[i] == '%') {
         out += '%';
         continue;
       }
+      std::string align = ">", sign, zero, width, prec;
+      for (; i < f.size() && std::string_view("-+ 0#").find(f[i]) != std::string_view::npos; ++i) {
+        if (f[i] == '-') align = "<";
+        else if (f[i] == '+') sign = "+";
+        else if (f[i] == ' ' && sign.empty()) sign = " ";
+        else if (f[i] == '0') zero = "0";
+      }
+      for (; i < f.size() && std::isdigit(static_cast<unsigned char>(f[i])); ++i) width += f[i];
+      if (i < f.size() && f[i] == '.')
+        for (prec = "."; ++i < f.size() && std::isdigit(static_cast<unsigned char>(f[i]));) prec += f[i];
+      if (i == f.size()) fail(loc, "ValueError: incomplete format");
+      if (prec == ".") prec = ".0";
+      char c = f[i];
       if (next >= vals.size()) fail(loc, "TypeError: not enough arguments for format string");
       const Static& v = vals[next++];
-      if (c == 'd' || c == 'i') out += std::to_string(int64_t(need_number(v, loc, "%d format")));
-      else if (c == 's') out += py_str(v);
-      else if (c == 'r') out += py_repr(v);
-      else if (c == 'f') out += fmt::format("{:.6f}", need_number(v, loc, "%f format"));
-      else fail(loc, fmt::format("the format '%{}' is not supported in __init__ (%d %i %s %r %f are)", c));
+      if (align == "<") zero.clear();  // Python ignores 0 when - is given
+      std::string num_spec = "{:" + (zero.empty() ? align : "") + sign + zero + width;
+      if (c == 'd' || c == 'i') {
+        out += fmt::format(fmt::runtime(num_spec + "}"), int64_t(need_number(v, loc, "%d format")));
+      } else if (c == 'x' || c == 'X') {
+        out += fmt::format(fmt::runtime(num_spec + c + "}"), need_int(v, loc, "%x format"));
+      } else if (c == 'f' || c == 'F' || c == 'e' || c == 'E' || c == 'g' || c == 'G') {
+        std::string p = prec.empty() ? ".6" : prec;
+        out += fmt::format(fmt::runtime(num_spec + p + c + "}"), need_number(v, loc, "%f format"));
+      } else if (c == 's' || c == 'r') {
+        std::string text = c == 's' ? py_str(v) : py_repr(v);
+        if (!prec.empty()) text = text.substr(0, size_t(std::stoll(prec.substr(1))));
+        out += fmt::format(fmt::runtime("{:" + align + width + "}"), text);
+      } else {
+        fail(loc, fmt::format("the format '%{}' is not supported in __init__ (%d %i %s %r %f %e %g %x are)", c));
+      }
     }
     if (next != vals.size()) fail(loc, "TypeError: not all arguments converted during string formatting");
     return Static::str(out);
@@ -1185,6 +1230,18 @@ class Init {
         // a Sequential built from an OrderedDict names its items (vision_transformer's self.heads.head)
         for (size_t i = 0; i < o.item_names.size() && i < o.items.size(); ++i)
           if (o.item_names[i] == name) return Static::module(o.items[i]);
+        if (o.layer == Layer::ModuleDict)
+          if (ObjectPtr m = o.item(name)) return Static::module(m);
+        if (o.def)
+          if (const FunctionDef* f = o.def->method(name)) {
+            // a bound method (`self.apply(self._init_weights)`): the method with self bound first
+            Static fn = Static::named(Kind::Function, "");
+            fn.fn = f;
+            Static p;
+            p.kind = Kind::Partial;
+            p.elems = {fn, b};
+            return p;
+          }
         std::vector<std::string> names;
         for (auto& [k, v] : o.attrs) names.push_back(k);
         fail(loc, fmt::format("'{}' object has no attribute '{}'{}", o.cls, name, did_you_mean(name, names)));
@@ -1234,6 +1291,9 @@ class Init {
           if (name == "inf") return Static::number(INFINITY);
         }
         if (ns == "torch") return Static::str(name);
+        // what lowered code can call: hasattr(F, 'scaled_dot_product_attention') picks the path kiln has
+        if (ns == "torch.nn.functional" && !functional_exists(name))
+          fail(loc, fmt::format("module 'torch.nn.functional' has no attribute '{}' in kiln script", name));
         return Static::named(Kind::Function, ns + "." + name);
       }
       case Kind::Dict:
@@ -1243,7 +1303,7 @@ class Init {
       case Kind::Tensor: {
         // their methods, bound: the call takes them (d.items(), xs.index(v), t.dim())
         static const std::set<std::string> kMethods = {"items", "keys", "values", "get", "index", "count", "startswith",
-                                                       "endswith", "dim", "numel", "size", "normal_", "uniform_",
+                                                       "endswith", "dim", "numel", "size", "view", "reshape", "normal_", "uniform_",
                                                        "zero_", "fill_"};
         static const std::set<std::string> kTensorMethods = {"int", "long", "float", "double", "bool", "tolist", "item",
                                                              "permute", "view", "reshape", "contiguous", "clone",
@@ -1610,6 +1670,17 @@ class Init {
     if (!kw.empty()) fail(loc, fmt::format("{}.{}() takes no keyword arguments in __init__", v.type_name(), name));
     if (v.kind == Kind::Tensor && a.empty() && (name == "dim" || name == "numel"))
       return Static::integer(name == "dim" ? v.tensor.dim() : v.tensor.numel());
+    if (v.kind == Kind::Tensor && (name == "view" || name == "reshape")) {
+      // a buffer shaped once (nanoGPT's causal mask: torch.tril(...).view(1, 1, n, n)), computed now
+      Shape shape = a.size() == 1 && a[0].kind != Kind::Int ? need_ints(a[0], loc, "shape") : Shape{};
+      if (shape.empty() || a.size() != 1)
+        for (const Static& d : a) shape.push_back(need_int(d, loc, "shape"));
+      try {
+        return Static::of_tensor(v.tensor.contiguous().reshape(shape), false);
+      } catch (const Error& e) {
+        fail(loc, e.what());
+      }
+    }
     if (v.kind == Kind::Tensor && name == "size") {
       if (a.size() == 1) return Static::integer(v.tensor.size(need_int(a[0], loc, "dim")));
       std::vector<Static> dims;
@@ -1938,6 +2009,15 @@ class Init {
       add_items(*s.obj, mods, loc);
       return s;
     }
+    if (name == "ModuleDict") {
+      if (!kw.empty() || a.size() > 1) fail(loc, "nn.ModuleDict() takes one dict of modules");
+      Static s = make(Layer::ModuleDict, name, std::make_shared<Container>(name), {});
+      if (!a.empty() && a[0].kind != Kind::None) {
+        if (a[0].kind != Kind::Dict) fail(loc, fmt::format("nn.ModuleDict() takes a dict of modules, got {}", a[0].type_name()));
+        add_items(*s.obj, a, loc);
+      }
+      return s;
+    }
     if (name == "Parameter") {
       Bound b = bind("nn.Parameter", Signature{{"data", "requires_grad"}, 1, {B(true)}}, a, kw, loc);
       if (b["data"].kind != Kind::Tensor) fail(loc, fmt::format("nn.Parameter() takes a Tensor, got {}", b["data"].type_name()));
@@ -1945,7 +2025,7 @@ class Init {
         fail(loc, "nn.Parameter(requires_grad=False) is not supported in kiln script; use register_buffer");
       return Static::of_tensor(b["data"].tensor.detach(), true);
     }
-    std::vector<std::string> known = {"Sequential", "ModuleList", "Parameter"};
+    std::vector<std::string> known = {"Sequential", "ModuleList", "ModuleDict", "Parameter"};
     for (const nn::LayerSpec& spec : nn::layer_registry()) known.push_back(spec.name);
     fail(loc, fmt::format("nn.{} is not supported in kiln script{}", name, did_you_mean(name, known)));
   }

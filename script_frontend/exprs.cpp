@@ -169,6 +169,17 @@ std::optional<std::string> Lowerer::const_str(const Arg& a) {
 
 std::optional<std::vector<int64_t>> Lowerer::const_ints(const Arg& a) {
   if (auto i = const_int(a)) return std::vector<int64_t>{*i};
+  // self.weight.shape (nanoGPT's LayerNorm): a module's tensors keep their shapes, so it is known now
+  if (a.expr && a.expr->kind == ExprKind::Attribute && a.expr->name == "shape" && a.expr->args[0]->kind == ExprKind::Attribute)
+    if (const Object* o = static_object(*a.expr->args[0]->args[0])) {
+      const std::string& name = a.expr->args[0]->name;
+      const Static* v = o->attr(name);
+      if (v && v->kind == Static::Kind::Tensor) return v->tensor.sizes();
+      for (auto& [n, t] : o->module->named_parameters(false))
+        if (n == name) return t.sizes();
+      for (auto& [n, t] : o->module->named_buffers(false))
+        if (n == name) return t.sizes();
+    }
   if (a.expr && a.expr->kind == ExprKind::Attribute)
     if (const Object* o = static_object(*a.expr->args[0])) {
       const Static* v = o->attr(a.expr->name);
@@ -770,6 +781,16 @@ Value* Lowerer::call(const Expr& e) {
       // math functions of constants fold now; kiln has no number sqrt at run time
       if (e.args.size() != 2 || !e.keywords.empty()) fail(e.loc, fmt::format("math.{}() takes one argument", fn.name));
       auto x = const_float(Arg{e.args[1].get(), nullptr, e.args[1]->loc});
+      if (!x && fn.name == "sqrt") {
+        // a size known when the graph runs (nanoGPT's math.sqrt(k.size(-1))): x ** 0.5, as a float
+        Value* v = expr(*e.args[1]);
+        if (v->type().kind != TypeKind::Int && v->type().kind != TypeKind::Float)
+          fail(e.args[1]->loc, fmt::format("math.sqrt() takes a number, got {}", v->type().str()));
+        loc_ = e.loc;
+        Value* f = v->type().kind == TypeKind::Float ? v : prim(Prim::ToFloat, {v}, Type::scalar(TypeKind::Float));
+        check(prim(Prim::NumGe, {f, constant(0.0)}, Type::scalar(TypeKind::Bool)), "ValueError: math domain error");
+        return prim(Prim::NumPow, {f, constant(0.5)}, Type::scalar(TypeKind::Float));
+      }
       if (!x) fail(e.args[1]->loc, fmt::format("math.{}() needs a constant argument in kiln script (a literal or a module attribute)", fn.name));
       if (fn.name == "sqrt") return constant(std::sqrt(*x));
       if (fn.name == "log") return constant(std::log(*x));

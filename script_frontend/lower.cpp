@@ -169,6 +169,10 @@ std::shared_ptr<ir::Graph> Lowerer::lower_function(const FunctionDef& f) { retur
 MethodGraph Lowerer::lower_method(const FunctionDef& f, const Object& self) {
   MethodGraph mg;
   writebacks_.clear();
+  tied_.clear();
+  self.walk([&](const Object& o) {
+    for (const auto& [old, now] : o.tied) tied_[old.impl()] = now;
+  });
   mg.graph = lower_top(f, &self);
   mg.bound = bound_;
   mg.writebacks = writebacks_;
@@ -183,6 +187,7 @@ std::shared_ptr<ir::Graph> Lowerer::lower_top(const FunctionDef& f, const Object
   bound_inputs_.clear();
   buffer_vars_.clear();
   views_.clear();
+  devices_.clear();
   shared_list_.clear();
   opaque_.clear();
   param_of_.clear();
@@ -194,8 +199,10 @@ std::shared_ptr<ir::Graph> Lowerer::lower_top(const FunctionDef& f, const Object
   for (size_t i = self ? 1 : 0; i < f.params.size(); ++i) {
     const Param& p = f.params[i];
     if (!seen.insert(p.name).second) fail(p.loc, fmt::format("duplicate parameter '{}'", p.name));
-    Type t = p.has_type ? type_from_annotation(*src_, p.type, *m_) : Type::tensor();
-    if (p.default_value && p.default_value->kind == ExprKind::None && t.kind != TypeKind::Optional)
+    // unannotated with a None default (nanoGPT's `targets=None`): an optional Tensor
+    bool none_default = p.default_value && p.default_value->kind == ExprKind::None;
+    Type t = p.has_type ? type_from_annotation(*src_, p.type, *m_) : none_default ? Type::optional(Type::tensor()) : Type::tensor();
+    if (none_default && t.kind != TypeKind::Optional)
       fail(p.default_value->loc, fmt::format("parameter '{}' defaults to None, so its type must be Optional[...], not {}",
                                              p.name, t.str()));
     if (p.default_value && p.default_value->kind != ExprKind::None && !self)
@@ -331,11 +338,17 @@ Value* Lowerer::inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc
       fr.env[p.name] = dict_argument(p, f, bound[i], locs[i]);
       continue;
     }
-    Type t = p.has_type ? type_from_annotation(*src_, p.type, *m_) : Type::tensor();
     if (!bound[i]) {
       if (!p.default_value) fail(call_loc, fmt::format("{}() is missing argument '{}'", f.name, p.name));
       bound[i] = expr(*p.default_value);
     }
+    // An inlined call knows its arguments: an unannotated parameter takes the argument's type (a helper
+    // method called with an int, as published code writes them), where a graph's own input is a Tensor.
+    if (!p.has_type && f.overloads.empty()) {
+      fr.env[p.name] = bound[i];
+      continue;
+    }
+    Type t = p.has_type ? type_from_annotation(*src_, p.type, *m_) : Type::tensor();
     // An @torch.jit._overload_method declaration with the argument's type: the body is lowered for it.
     for (const auto& o : f.overloads) {
       if (same_type(bound[i]->type(), t)) break;
@@ -673,7 +686,20 @@ void Lowerer::assign_from_expr(const Expr& target, const Expr& value) {
       frame().env.erase(target.name);
       return;
     }
-  Value* v = expr(value);
+  const Expr* saved_call = unpack_call_;
+  size_t saved_count = unpack_count_;
+  if ((target.kind == ExprKind::Tuple || target.kind == ExprKind::List) && value.kind == ExprKind::Call) {
+    unpack_call_ = &value;
+    unpack_count_ = target.args.size();
+  }
+  Value* v;
+  try {
+    v = expr(value);
+  } catch (...) {
+    unpack_call_ = saved_call, unpack_count_ = saved_count;
+    throw;
+  }
+  unpack_call_ = saved_call, unpack_count_ = saved_count;
   loc_ = target.loc;
   assign(target, v, target.loc);
 }
@@ -1215,12 +1241,43 @@ void Lowerer::return_stmt(const Stmt& s) {
   frame().env[kReturned] = constant(true);
 }
 
+// An assert's f-string message (nanoGPT's f"Cannot forward sequence of length {t}, ..."): prim::raise holds
+// one message fixed when lowering, so fields known then (constants, module attributes) are written as
+// Python would, and the others as the name they read, in braces.
+std::string Lowerer::assert_message(const Expr& f) {
+  std::string out;
+  for (const ExprPtr& part : f.args) {
+    if (part->kind == ExprKind::String) {
+      out += part->name;
+      continue;
+    }
+    const Expr& v = *part->args[0];
+    Arg a{&v, nullptr, v.loc};
+    if (auto i = const_int(a)) out += std::to_string(*i);
+    else if (auto d = const_float(a)) out += fmt::format("{}", *d);
+    else if (auto str = const_str(a)) out += *str;
+    else {
+      std::string name;
+      for (const Expr* e = &v; e; e = e->kind == ExprKind::Attribute ? e->args[0].get() : nullptr) {
+        if (e->kind != ExprKind::Attribute && e->kind != ExprKind::Name) {
+          name = "...";
+          break;
+        }
+        name = name.empty() ? e->name : e->name + "." + name;
+      }
+      out += "{" + name + "}";
+    }
+  }
+  return out;
+}
+
 void Lowerer::assert_stmt(const Stmt& s) {
   Value* c = to_condition(expr(*s.test), s.test->loc);
   std::string msg = "AssertionError";
   if (s.value) {
-    if (s.value->kind != ExprKind::String) fail(s.value->loc, "the message of an assert must be a string literal");
-    msg = "AssertionError: " + s.value->name;
+    if (s.value->kind != ExprKind::String && s.value->kind != ExprKind::FString)
+      fail(s.value->loc, "the message of an assert must be a string literal or an f-string");
+    msg = "AssertionError: " + (s.value->kind == ExprKind::String ? s.value->name : assert_message(*s.value));
   }
   loc_ = s.loc;
   Node* n = emit(g_->create(Prim::If, 0));

@@ -23,6 +23,7 @@ const Object* Lowerer::static_object(const Expr& e) {
       const Object* o = static_object(*e.args[0]);
       if (!o) return nullptr;
       const Static* a = o->attr(e.name);
+      if (!a && o->layer == Layer::ModuleDict) return o->item(e.name).get();
       return a && a->kind == Kind::Module ? a->obj.get() : nullptr;
     }
     case ExprKind::Subscript: {
@@ -155,7 +156,9 @@ Value* Lowerer::static_value(const Static& v, const std::string& name, SourceLoc
                         name, v.type_name()));
 }
 
-Value* Lowerer::tensor_of(const Static& t, const std::string& name) {
+Value* Lowerer::tensor_of(const Static& t0, const std::string& name) {
+  auto tie = tied_.find(t0.tensor.impl());
+  const Static& t = tie == tied_.end() ? t0 : Static::of_tensor(tie->second, true);
   const TensorImpl* impl = t.tensor.impl();
   auto var = buffer_vars_.find(impl);
   if (var != buffer_vars_.end() && frame().env.count(var->second)) return frame().env.at(var->second);

@@ -1,5 +1,7 @@
 #include "eager/nn/module.h"
 
+#include <set>
+
 #include "eager/autograd/graph.h"
 #include <cstdio>
 
@@ -35,9 +37,27 @@ void Module::collect(const std::string& prefix, bool params, bool recurse,
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
-  std::vector<std::pair<std::string, Tensor>> out;
-  collect("", true, recurse, out);
+  std::vector<std::pair<std::string, Tensor>> all, out;
+  collect("", true, recurse, all);
+  std::set<const TensorImpl*> seen;
+  for (auto& [n, t] : all)
+    if (seen.insert(t.impl()).second) out.emplace_back(n, t);
   return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::all_named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect("", true, true, out);
+  return out;
+}
+
+void Module::replace_parameter(const std::string& name, Tensor t) {
+  for (auto& [n, p] : params_)
+    if (n == name) {
+      p = std::move(t);
+      return;
+    }
+  fail("{} has no parameter '{}'", this->name(), name);
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
@@ -96,7 +116,7 @@ Module& Module::to(DType dtype) {
 
 std::map<std::string, Tensor> Module::state_dict() const {
   std::map<std::string, Tensor> out;
-  for (auto& [n, t] : named_parameters()) out[n] = t.detach();
+  for (auto& [n, t] : all_named_parameters()) out[n] = t.detach();
   for (auto& [n, t] : named_buffers()) out[n] = t.detach();
   return out;
 }
