@@ -130,3 +130,23 @@ TEST_CASE("script published: the examples' DCGAN Generator and Discriminator (we
   test::check_error([&] { file.module("Generator", {int64_t(2)}, {{"nz", int64_t(8)}, {"ngf", int64_t(4)}}); },
                     "dcgan.py:46:18: error: Tensor has no attribute 'is_cuda' in kiln script");
 }
+
+TEST_CASE("script published: word_language_model's RNNModel (getattr(nn, rnn_type), tied decoder) matches PyTorch") {
+  ScriptModule file = script_file(kModels + "word_lm.py");
+  auto net = file.module("RNNModel", {std::string("GRU"), int64_t(20), int64_t(8), int64_t(8), int64_t(2), 0.2},
+                         {{"tie_weights", true}});
+  std::map<std::string, Tensor> data = fixture("word_lm");
+  net->load_state_dict(test::with_prefix(data, "state."));
+  CHECK(net->parameters().size() == 10);  // the decoder's weight is the encoder's
+  net->eval();
+  NoGradGuard no_grad;
+  std::vector<IValue> r = results(net->call({at(data, "input.0"), at(data, "input.1")}));
+  check_close(r[0].to_tensor(), at(data, "output.0"), 1e-4, 1e-5);
+  check_close(r[1].to_tensor(), at(data, "output.1"), 1e-4, 1e-5);
+  // As published, the LSTM variant passes its (h, c) tuple through an unannotated parameter, a Tensor to a
+  // script (torch.jit.script refuses it too); the RNN_TANH one looks its nonlinearity up inside a try.
+  test::check_error([&] { file.module("RNNModel", {std::string("LSTM"), int64_t(20), int64_t(8), int64_t(8), int64_t(2)}); },
+                    "LSTM: expected hx as (h_0, c_0), got 1 tensors");
+  test::check_error([&] { file.module("RNNModel", {std::string("RNN_TANH"), int64_t(20), int64_t(8), int64_t(8), int64_t(2)}); },
+                    "word_lm.py:20:13: error: try is not supported in __init__");
+}
