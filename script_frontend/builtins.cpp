@@ -511,23 +511,6 @@ std::vector<Builtin> make_builtins() {
     n->output()->set_type(Type::tensor());
     return L.emit(n)->output();
   });
-  for (const char* n : {"rand_like", "randn_like"}) {
-    bool normal = n[4] == 'n';
-    add(n, kFn, {"input", "dtype", "device"}, 1, [normal](Lowerer& L, Args& a, const Expr&) {
-      check_device(L, a[2]);
-      Value* x = L.tensor_arg(a[0], "input");
-      if (a[1].present() && !(a[1].expr && a[1].expr->kind == ExprKind::None)) {
-        std::optional<DType> d = a[1].expr ? dtype_of(*a[1].expr) : std::nullopt;
-        if (!d) L.fail(a[1].loc, "dtype must be a torch dtype such as torch.float64");
-        x = L.op(OpId::Cast, {x}, Attrs().set("dtype", *d));
-      }
-      ir::Node* r = L.graph().create(Prim::RandLike, 1);
-      r->add_input(x);
-      if (normal) r->attrs().set("normal", int64_t(1));
-      r->output()->set_type(Type::tensor());
-      return L.emit(r)->output();
-    });
-  }
   add("full", kFn, {"size", "fill_value", "dtype", "device"}, 2, [](Lowerer& L, Args& a, const Expr&) {
     check_device(L, a[3]);
     Value* v = L.value_of(a[1]);
