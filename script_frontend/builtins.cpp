@@ -608,8 +608,12 @@ std::vector<Builtin> make_builtins() {
     return linear_of(L, L.tensor_arg(a[0], "input"), L.tensor_arg(a[1], "weight"), b);
   });
   add("layer_norm", kFn | kF, {"input", "normalized_shape", "weight", "bias", "eps"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    // a None weight or bias, written or a module's (nanoGPT's LayerNorm with bias=False)
     auto opt = [&](const Arg& x, const char* what) -> Value* {
-      return x.present() && !(x.expr && x.expr->kind == ExprKind::None) ? L.tensor_arg(x, what) : nullptr;
+      if (!x.present() || (x.expr && x.expr->kind == ExprKind::None)) return nullptr;
+      Value* v = L.value_of(x);
+      if (v->type().kind == TypeKind::None) return nullptr;
+      return L.tensor_arg(Arg{nullptr, v, x.loc}, what);
     };
     double eps = a[4].present() ? need_float(L, a[4], "eps") : 1e-5;
     return layer_norm_of(L, L.tensor_arg(a[0], "input"), L.need_ints(a[1], "normalized_shape"), opt(a[2], "weight"),

@@ -82,6 +82,14 @@ TEST_CASE("script published: nanoGPT's GPT (config dataclass, ModuleDict, tied w
     opt.step();
   }
   check_state(*net, test::with_prefix(data, "trained."));
+
+  // bias=False: the Linears have none and LayerNorm's self.bias is None, passed to F.layer_norm as it is.
+  auto nobias = file.build("GPT", {file.value("GPTConfig(block_size=8, vocab_size=16, n_layer=1, n_head=2, n_embd=8, "
+                                              "dropout=0.1, bias=False)")});
+  nobias->load_state_dict(test::with_prefix(data, "nobias_state."));
+  nobias->eval();
+  NoGradGuard no_grad;
+  check_close(results(nobias->call({idx, targets}))[0].to_tensor(), at(data, "nobias_output.0"), 1e-4, 1e-5);
 }
 
 TEST_CASE("script published: the examples' VAE matches PyTorch; randn_like draws eps") {

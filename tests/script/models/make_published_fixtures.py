@@ -47,6 +47,13 @@ def gpt():
         loss.backward()
         opt.step()
     out.update(state("trained", model))
+    # Without biases (LayerNorm's bias None), eval logits of every position.
+    torch.manual_seed(1)
+    nobias = mod.GPT(mod.GPTConfig(block_size=8, vocab_size=16, n_layer=1, n_head=2, n_embd=8, dropout=0.1, bias=False))
+    out.update(state("nobias_state", nobias))
+    nobias.eval()
+    with torch.no_grad():
+        out["nobias_output.0"] = nobias(idx, targets)[0]
     return out
 
 
