@@ -20,6 +20,12 @@ Tensor EagerBuilder::rand_like(const Tensor& x) {
   return kiln::rand_like(x.dtype() == rt ? x : x.to(rt));
 }
 
+Tensor EagerBuilder::causal_mask(const Tensor& q, const Tensor& k) {
+  TensorOptions o(DType::Int64, q.device());
+  Tensor i = arange(Scalar(0), Scalar(q.size(-2)), Scalar(1), o), j = arange(Scalar(0), Scalar(k.size(-2)), Scalar(1), o);
+  return dispatch1(OpId::Ge, {unsqueeze(i, 1), j}, {});
+}
+
 Tensor EagerBuilder::flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
   return kiln::flatten(x, start_dim, end_dim);
 }

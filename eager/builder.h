@@ -29,6 +29,11 @@
 //   void update_buffer(V buf, V value) a buffer that parameter() gave, overwritten with value outside autograd
 //                                      (BatchNorm's running statistics)
 //   V rand_like(V)                     U[0, 1) of the value's shape, drawn at each run
+//   V causal_mask(V q, V k)            bool (L, S), True where key j <= query i (torch's tril of ones): L and S
+//                                      are q's and k's dim -2, read when the graph runs
+//   V if_bool(V x, then, otherwise)    the value of `then` where x is a bool tensor, else of `otherwise` (an
+//                                      attention mask's meaning): chosen now where x's dtype is known, else when
+//                                      the graph runs
 //   std::vector<V> autocast(fn, {..})  the inputs as autocast's policy row `fn` wants them in the scope
 //   std::optional<int64_t> rank(V)     the rank when known now (always in eager)
 //   std::optional<Shape> shape(V)      the shape when known now
@@ -74,6 +79,10 @@ class EagerBuilder {
   std::pair<Tensor, Tensor> bin(const Tensor& x, int64_t d, int64_t j, int64_t n);
   void update_buffer(const Tensor& buffer, const Tensor& value);
   Tensor rand_like(const Tensor& x);
+  Tensor causal_mask(const Tensor& q, const Tensor& k);
+  Tensor if_bool(const Tensor& x, const std::function<Tensor()>& then, const std::function<Tensor()>& otherwise) {
+    return x.dtype() == DType::Bool ? then() : otherwise();
+  }
   Tensors autocast(std::string_view fn, const Tensors& inputs);
   std::optional<int64_t> rank(const Tensor& x) { return x.dim(); }
   std::optional<Shape> shape(const Tensor& x) { return x.sizes(); }
@@ -100,6 +109,8 @@ class GraphBuilder {
   virtual std::pair<V, V> bin(V x, int64_t d, int64_t j, int64_t n) = 0;
   virtual void update_buffer(V buffer, V value) = 0;
   virtual V rand_like(V x) = 0;
+  virtual V causal_mask(V q, V k) = 0;
+  virtual V if_bool(V x, const std::function<V()>& then, const std::function<V()>& otherwise) = 0;
   virtual std::vector<V> autocast(std::string_view fn, const std::vector<V>& inputs) = 0;
   virtual std::optional<int64_t> rank(V x) = 0;
   virtual std::optional<Shape> shape(V x) = 0;

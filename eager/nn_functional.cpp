@@ -7,6 +7,7 @@
 
 #include "eager/autocast/autocast.h"
 #include "eager/composites.h"
+#include "eager/composites_attention.h"
 #include "eager/dispatch.h"
 #include "eager/ops.h"
 
@@ -20,6 +21,12 @@ Tensor softmax(const Tensor& x, int64_t dim) {
 Tensor log_softmax(const Tensor& x, int64_t dim) {
   EagerBuilder b;
   return composite::log_softmax(b, x, dim);
+}
+
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& attn_mask,
+                                    double dropout_p, bool is_causal, std::optional<double> scale) {
+  EagerBuilder b;
+  return composite::scaled_dot_product_attention(b, query, key, value, attn_mask, dropout_p, is_causal, scale);
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Shape stride, Shape padding, Shape dilation,

@@ -203,6 +203,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                   const Tensor& weight = {}, const Tensor& bias = {}, bool training = false,
                   double momentum = 0.1, double eps = 1e-5);
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+// F.scaled_dot_product_attention: (..., L, E), (..., S, E), (..., S, Ev) -> (..., L, Ev). A bool attn_mask is
+// True where to attend, a float one is added; scale defaults to 1 / sqrt(E).
+Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& attn_mask = {},
+                                    double dropout_p = 0.0, bool is_causal = false, std::optional<double> scale = std::nullopt);
 // Activations (silu is an op row). torch's inplace=True is not offered: these always return a new tensor.
 Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
 Tensor elu(const Tensor& x, double alpha = 1.0);

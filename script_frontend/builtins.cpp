@@ -11,6 +11,7 @@
 
 #include "eager/composite_losses.h"
 #include "eager/composites.h"
+#include "eager/composites_attention.h"
 #include "eager/composites_einsum.h"
 #include "eager/composites_math_ops.h"
 #include "eager/composites_tensor_ops.h"
@@ -122,6 +123,16 @@ Value* int_list(Lowerer& L, const Arg& a, std::string_view what) {
 }
 
 std::optional<DType> dtype_of(const Expr& e);
+
+// A factory's device= argument: a graph makes its tensors where it runs, so the device a forward passes
+// (`device=idx.device`, nanoGPT's) changes nothing; it must still be one (a tensor's .device, a string, None).
+void check_device(Lowerer& L, const Arg& a) {
+  if (!a.present() || (a.expr && a.expr->kind == ExprKind::None)) return;
+  if (a.expr && a.expr->kind == ExprKind::String) return;
+  Value* v = L.value_of(a);
+  if (!L.is_device(v)) L.fail(a.loc, fmt::format("device must be a tensor's .device or a string, got {}", v->type().str()));
+}
+
 
 // torch.zeros / ones / full: the shape may be known only at run time.
 Value* full_of(Lowerer& L, const Arg& size, Value* v, const Arg& dtype, DType def = DType::Float32) {
@@ -410,6 +421,44 @@ std::vector<Builtin> make_builtins() {
     }
     return L.tuple(parts);
   });
+  add("split", kFn | kMethod, {"input", "split_size_or_sections", "dim"}, 2, [](Lowerer& L, Args& a, const Expr& call) {
+    // Pieces of split_size along dim (the last one shorter), or of the listed sizes. torch's count of pieces
+    // follows the size, known when the graph runs; kiln's is the list's length or the number of names the
+    // result is unpacked into (`q, k, v = x.split(n, dim=2)`), and a size giving another count raises then.
+    Value* x = L.tensor_arg(a[0], "input");
+    Value* dim = a[2].present() ? int_arg(L, a[2], "dim") : L.constant(int64_t(0));
+    Value* size = L.prim(Prim::Size, {x, dim}, kInt);
+    auto piece = [&](Value* start, Value* end) {
+      return L.prim(Prim::Slice, {x, dim, start, end, L.constant(int64_t(1))}, Type::tensor());
+    };
+    std::vector<Value*> parts;
+    if (a[1].expr && (a[1].expr->kind == ExprKind::List || a[1].expr->kind == ExprKind::Tuple)) {
+      Value* at = L.constant(int64_t(0));
+      for (const auto& e : a[1].expr->args) {
+        Value* n = int_arg(L, Arg{e.get(), nullptr, e->loc}, "split_size_or_sections");
+        Value* end = L.prim(Prim::NumAdd, {at, n}, kInt);
+        parts.push_back(piece(at, end));
+        at = end;
+      }
+      L.check(L.prim(Prim::NumEq, {at, size}, kBool),
+              "split: the sizes of split_size_or_sections do not add up to the size along dim");
+      return L.tuple(parts);
+    }
+    Value* step = int_arg(L, a[1], "split_size_or_sections");
+    size_t count = L.unpack_count(call);
+    if (!count)
+      L.fail(call.loc, "split() by a size gives as many pieces as the size along dim needs, known only when the graph "
+                       "runs: unpack the result into names (q, k, v = x.split(n, dim=2)) or pass the list of sizes");
+    Value* pieces = L.prim(Prim::NumFloorDiv, {L.prim(Prim::NumAdd, {size, L.prim(Prim::NumSub, {step, L.constant(int64_t(1))}, kInt)}, kInt), step}, kInt);
+    L.check(L.prim(Prim::NumEq, {pieces, L.constant(int64_t(count))}, kBool),
+            fmt::format("split: the size along dim does not give the {} pieces the result is unpacked into", count));
+    for (size_t k = 0; k < count; ++k) {
+      Value* start = L.prim(Prim::NumMul, {L.constant(int64_t(k)), step}, kInt);
+      Value* end = L.prim(Prim::Min, {L.prim(Prim::NumAdd, {start, step}, kInt), size}, kInt);
+      parts.push_back(piece(start, end));
+    }
+    return L.tuple(parts);
+  });
   add("clone", kFn | kMethod, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     return L.op(OpId::Clone, {L.tensor_arg(a[0], "input")});
   });
@@ -434,11 +483,54 @@ std::vector<Builtin> make_builtins() {
   });
   for (const char* n : {"zeros", "ones"}) {
     bool one = n[0] == 'o';
-    b.push_back(Builtin{n, kFn, {"size", "dtype"}, 1,
-                        [one](Lowerer& L, Args& a, const Expr&) { return full_of(L, a[0], L.constant(int64_t(one)), a[1]); },
+    b.push_back(Builtin{n, kFn, {"size", "dtype", "device"}, 1,
+                        [one](Lowerer& L, Args& a, const Expr&) {
+                          check_device(L, a[2]);
+                          return full_of(L, a[0], L.constant(int64_t(one)), a[1]);
+                        },
                         true});
   }
-  add("full", kFn, {"size", "fill_value", "dtype"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+  add("arange", kFn, {"start", "end", "step", "dtype", "device"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    check_device(L, a[4]);
+    // torch.arange(n) is arange(0, n)
+    auto number = [&](const Arg& x, std::string_view what) {
+      Value* v = L.value_of(x);
+      if (v->type().kind != TypeKind::Int && v->type().kind != TypeKind::Float)
+        L.fail(x.loc, fmt::format("torch.arange() expects a number for {}, got {}", what, v->type().str()));
+      return v;
+    };
+    Value* start = a[1].present() ? number(a[0], "start") : L.constant(int64_t(0));
+    Value* end = a[1].present() ? number(a[1], "end") : number(a[0], "end");
+    Value* step = a[2].present() ? number(a[2], "step") : L.constant(int64_t(1));
+    ir::Node* n = L.graph().create(Prim::Arange, 1);
+    for (Value* v : {start, end, step}) n->add_input(v);
+    if (a[3].present() && !(a[3].expr && a[3].expr->kind == ExprKind::None)) {
+      std::optional<DType> d = a[3].expr ? dtype_of(*a[3].expr) : std::nullopt;
+      if (!d) L.fail(a[3].loc, "dtype must be a torch dtype such as torch.long");
+      n->attrs().set("dtype", *d);
+    }
+    n->output()->set_type(Type::tensor());
+    return L.emit(n)->output();
+  });
+  for (const char* n : {"rand_like", "randn_like"}) {
+    bool normal = n[4] == 'n';
+    add(n, kFn, {"input", "dtype", "device"}, 1, [normal](Lowerer& L, Args& a, const Expr&) {
+      check_device(L, a[2]);
+      Value* x = L.tensor_arg(a[0], "input");
+      if (a[1].present() && !(a[1].expr && a[1].expr->kind == ExprKind::None)) {
+        std::optional<DType> d = a[1].expr ? dtype_of(*a[1].expr) : std::nullopt;
+        if (!d) L.fail(a[1].loc, "dtype must be a torch dtype such as torch.float64");
+        x = L.op(OpId::Cast, {x}, Attrs().set("dtype", *d));
+      }
+      ir::Node* r = L.graph().create(Prim::RandLike, 1);
+      r->add_input(x);
+      if (normal) r->attrs().set("normal", int64_t(1));
+      r->output()->set_type(Type::tensor());
+      return L.emit(r)->output();
+    });
+  }
+  add("full", kFn, {"size", "fill_value", "dtype", "device"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    check_device(L, a[3]);
     Value* v = L.value_of(a[1]);
     if (!is_number(v->type())) L.fail(a[1].loc, fmt::format("fill_value expects a number, got {}", v->type().str()));
     // torch.full infers the dtype from the value when none is given
@@ -568,6 +660,17 @@ std::vector<Builtin> make_builtins() {
         ia.antialias = a[6].present() && L.need_bool(a[6], "antialias");
         LoweringBuilder lb(L);
         return composite::interpolate(lb, L.tensor_arg(a[0], "input"), ia);
+      });
+  add("scaled_dot_product_attention", kF, {"query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale"}, 3,
+      [given](Lowerer& L, Args& a, const Expr&) {
+        double p = given(a[4]) ? need_float(L, a[4], "dropout_p") : 0.0;
+        bool causal = given(a[5]) && L.need_bool(a[5], "is_causal");
+        std::optional<double> scale;
+        if (given(a[6])) scale = need_float(L, a[6], "scale");
+        Value* mask = given(a[3]) ? L.tensor_arg(a[3], "attn_mask") : nullptr;
+        LoweringBuilder lb(L);
+        return composite::scaled_dot_product_attention(lb, L.tensor_arg(a[0], "query"), L.tensor_arg(a[1], "key"),
+                                                       L.tensor_arg(a[2], "value"), mask, p, causal, scale);
       });
   add("dropout2d", kF, {"input", "p", "training", "inplace"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     double p = a[1].present() ? need_float(L, a[1], "p") : 0.5;
@@ -1030,6 +1133,12 @@ std::vector<std::string> builtin_names(bool methods) {
   return out;
 }
 
+bool functional_exists(const std::string& name) {
+  for (const Builtin& b : builtins())
+    if (b.name == name && (b.where & kF)) return true;
+  return false;
+}
+
 Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, Value* self) {
   bool method = self != nullptr;
   bool torch_fn = !method && qualified.rfind("torch.", 0) == 0;
@@ -1039,6 +1148,8 @@ Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, 
   if (!method && !torch_fn && !functional) {
     if (name == "range") L.fail(fn.loc, "range() is only supported as the iterable of a for loop");
     if (name == "print") L.fail(fn.loc, "print is not supported in kiln script");
+    if (name == "isinstance")
+      if (auto known = L.isinstance_known(call)) return L.constant(*known);
     if (name == "isinstance" || name == "getattr" || name == "setattr" || name == "hasattr" || name == "type")
       L.fail(fn.loc, fmt::format("{}() is not supported in kiln script", name));
   }
@@ -1087,8 +1198,12 @@ Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, 
     if (!method) {
       Arg dt;
       for (const Keyword& k : call.keywords) {
+        if (k.name == "device") {
+          check_device(L, Arg{k.value.get(), nullptr, k.value->loc});
+          continue;
+        }
         if (k.name != "dtype") L.fail(k.loc, fmt::format("{}() got an unexpected keyword argument '{}'{}", shown, k.name,
-                                                         did_you_mean(k.name, {"dtype"})));
+                                                         did_you_mean(k.name, {"dtype", "device"})));
         dt = Arg{k.value.get(), nullptr, k.value->loc};
       }
       return full_of(L, Arg{nullptr, list, call.loc}, L.constant(int64_t(b->name == "ones")), dt);
@@ -1130,6 +1245,7 @@ Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, 
 
 std::optional<Value*> tensor_attribute(Lowerer& L, Value* x, const std::string& attr, SourceLoc loc) {
   (void)loc;
+  if (attr == "device") return L.device_value();
   if (attr == "shape") return L.prim(Prim::Shape, {x}, Type::list(kInt));
   if (attr == "T" || attr == "mT") return L.op(OpId::Permute, {x}, Attrs().set("dims", Shape{1, 0}));
   if (attr == "ndim") return L.prim(Prim::Len, {L.prim(Prim::Shape, {x}, Type::list(kInt))}, kInt);

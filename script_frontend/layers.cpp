@@ -109,10 +109,54 @@ Value* call_with_state(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, 
   return L.tuple({r[0], L.tuple({r[1], r[2]})});
 }
 
+// A flag of forward(): a bool constant, None meaning False (torch's Optional[bool] is_causal).
+bool flag_of(Lowerer& L, const Object& o, const std::string& name, Value* v, SourceLoc loc) {
+  if (v->type().kind == ir::TypeKind::None) return false;
+  const ir::Node* n = v->node();
+  if (n->prim() == Prim::Constant && !n->tensor().defined())
+    for (const auto& [k, a] : n->attrs().items())
+      if (k == "value" && std::holds_alternative<bool>(a)) return std::get<bool>(a);
+  L.fail(loc, fmt::format("{}.forward(): {} must be a bool constant in kiln script, got {}", o.cls, name, v->type().str()));
+}
+
+// forward(...) of a layer with optional tensors and flags (nn.MultiheadAttention, the Transformer layers):
+// torch's names and defaults from its LayerSpec; a tuple where it returns several values.
+Value* call_with_params(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, SourceLoc loc) {
+  const auto& params = o.spec->call_params;
+  std::vector<std::string> names;
+  size_t required = 0;
+  for (const nn::LayerParam& p : params) {
+    names.push_back(p.name);
+    if (!p.default_value) ++required;
+  }
+  ForwardArgs f = bind_forward(L, o, a, names, required, loc);
+  std::vector<Value*> tensors(params.size(), nullptr);
+  std::map<std::string, bool> flags;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& d = params[i].default_value;
+    Value* v = f.values[i];
+    if (d && d->is_bool()) {
+      flags[params[i].name] = v ? flag_of(L, o, params[i].name, v, f.locs[i]) : d->to_bool();
+      continue;
+    }
+    if (!v || v->type().kind == ir::TypeKind::None) continue;
+    if (!v->type().is_tensor())
+      L.fail(f.locs[i], fmt::format("{}.forward() expects a Tensor or None for {}, got {}", o.cls, params[i].name, v->type().str()));
+    tensors[i] = v;
+  }
+  LoweringBuilder b(L, o.path.empty() ? "" : o.path + ".");
+  std::vector<Value*> r = o.spec->lower_call(b, *o.module, tensors, flags);
+  for (Value*& v : r)
+    if (!v) v = L.graph().insert_none();
+  return r.size() == 1 ? r[0] : L.tuple(r);
+}
+
 }  // namespace
 
 Value* call_layer(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, SourceLoc loc) {
-  if (o.layer == Layer::ModuleList) L.fail(loc, "a ModuleList is not callable; iterate over it or index it");
+  if (o.layer == Layer::ModuleList || o.layer == Layer::ModuleDict)
+    L.fail(loc, fmt::format("a {} is not callable; call the modules it holds", o.cls));
+  if (o.layer == Layer::Registered && o.spec->lower_call) return call_with_params(L, o, a, loc);
   if (o.layer == Layer::Registered && o.spec->inputs.size() > 1) return call_multi_input_layer(L, o, a, loc);
   if (o.layer == Layer::Registered && o.spec->lower_with_state) return call_with_state(L, o, a, loc);
   // Every layer's forward takes one input (named `input`, as in PyTorch).

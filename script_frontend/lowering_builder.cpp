@@ -8,6 +8,7 @@
 #include <climits>
 
 #include "eager/autocast/autocast.h"
+#include "eager/ops.h"
 
 namespace kiln::script {
 
@@ -133,6 +134,32 @@ Value* LoweringBuilder::rand_like(V x) {
   Value* u = L_.prim(Prim::RandLike, {x}, Type::tensor());
   u->node()->attrs().set("float", int64_t(1));
   return u;
+}
+
+// Positions are a constant range cut to the lengths the graph sees, so one graph serves every length up to
+// kMaxCausal; where both shapes are known the mask is a constant.
+Value* LoweringBuilder::causal_mask(V q, V k) {
+  std::optional<Shape> qs = shape(q), ks = shape(k);
+  if (qs && ks && qs->size() >= 2 && ks->size() >= 2) {
+    EagerBuilder eb;
+    return L_.graph().insert_constant(eb.causal_mask(empty({(*qs)[qs->size() - 2], 0}), empty({(*ks)[ks->size() - 2], 0})));
+  }
+  constexpr int64_t kMaxCausal = 8192;
+  Value* positions = L_.graph().insert_constant(arange(Scalar(0), Scalar(kMaxCausal), Scalar(1), TensorOptions(DType::Int64)));
+  auto first = [&](V x) {
+    Value* n = L_.prim(Prim::Size, {x, L_.constant(int64_t(-2))}, kInt);
+    L_.check(L_.prim(Prim::NumLe, {n, L_.constant(kMaxCausal)}, kBool),
+             fmt::format("scaled_dot_product_attention: is_causal supports sequences of up to {} in a script", kMaxCausal));
+    return L_.prim(Prim::Slice, {positions, L_.constant(int64_t(0)), L_.constant(int64_t(0)), n, L_.constant(int64_t(1))},
+                   Type::tensor());
+  };
+  Value* i = L_.op(OpId::Unsqueeze, {first(q)}, Attrs().set("dim", int64_t(1)));
+  return L_.op(OpId::Ge, {i, first(k)});
+}
+
+Value* LoweringBuilder::if_bool(V x, const std::function<V()>& then, const std::function<V()>& otherwise) {
+  if (std::optional<DType> dt = dtype(x)) return *dt == DType::Bool ? then() : otherwise();
+  return L_.if_value(L_.prim(Prim::IsBool, {x}, kBool), then, otherwise, L_.loc());
 }
 
 std::vector<Value*> LoweringBuilder::autocast(std::string_view fn, const std::vector<V>& inputs) {

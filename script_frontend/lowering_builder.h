@@ -28,6 +28,8 @@ class LoweringBuilder final : public GraphBuilder {
   std::pair<V, V> bin(V x, int64_t d, int64_t j, int64_t n) override;
   void update_buffer(V buffer, V value) override;
   V rand_like(V x) override;
+  V causal_mask(V q, V k) override;
+  V if_bool(V x, const std::function<V()>& then, const std::function<V()>& otherwise) override;
   std::vector<V> autocast(std::string_view fn, const std::vector<V>& inputs) override;
   std::optional<int64_t> rank(V x) override;
   std::optional<Shape> shape(V x) override;

@@ -403,6 +403,15 @@ TEST_CASE("io: safetensors survives every truncation and bit flip of a valid fil
   CHECK(errors > 821);
 }
 
+TEST_CASE("io: torch.save files survive every truncation and bit flip of a valid file") {
+  // A kiln-written archive holding two views of one storage (tests/test_torch_checkpoint.cpp has torch's own
+  // files, and mutates the pickle itself under a correct checksum).
+  Tensor base = arange(0, 4, 1, DType::Float32).reshape({2, 2});
+  torch_save(tmp("src.pt"), IValue::dict({{"a", base}, {"b", base.t()}}));
+  int errors = fuzz(tmp("src.pt"), tmp("fuzz.pt"), [](const std::string& p) { torch_load(p); });
+  CHECK(errors > int(test::read_bytes(tmp("src.pt")).size()));
+}
+
 TEST_CASE("io: safetensors write errors name the file") {
   check_error([] { save_safetensors("/nonexistent-dir/x.safetensors", {{"a", ones({2})}}); },
               "save_safetensors: /nonexistent-dir/x.safetensors: cannot open for writing");

@@ -16,6 +16,7 @@ namespace {
 std::string model_file(const nn::LayerSpec& spec) {
   std::string args, inputs;
   for (const auto& [k, v] : spec.example_args) args += (args.empty() ? "" : ", ") + k + "=" + v.repr();
+  for (const auto& [k, m] : spec.example_modules) args += (args.empty() ? "" : ", ") + k + "=" + m.first;
   for (const std::string& n : spec.inputs) inputs += (inputs.empty() ? "" : ", ") + n;
   return "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
          "        self.layer = nn." + spec.name + "(" + args + ")\n\n    def forward(self, " + inputs + "):\n        return self.layer(" +
@@ -28,7 +29,8 @@ std::string model_file(const nn::LayerSpec& spec) {
 Tensors sample_inputs(const nn::LayerSpec& spec) { return spec.example_inputs ? spec.example_inputs() : Tensors{spec.example_input()}; }
 
 // The layer called on its inputs: through the script method, or the eager module (a loss has its own call).
-Tensor call_eager(nn::Module& m, const Tensors& xs) {
+Tensor call_eager(const nn::LayerSpec& spec, nn::Module& m, const Tensors& xs) {
+  if (spec.eager_call) return spec.eager_call(m, xs);
   if (xs.size() == 1) return m(xs[0]);
   return dynamic_cast<nn::Loss&>(m)(xs[0], xs[1]);
 }
@@ -40,7 +42,9 @@ TEST_CASE("layer registry: every registered eager layer scripts, equal to eager 
   for (const nn::LayerSpec& spec : nn::layer_registry()) {
     CAPTURE(spec.name);
     auto net = script_source(model_file(spec), spec.name + ".py").module("Net");
-    std::shared_ptr<nn::Module> eager = spec.make(nn::bind_layer_args(spec, {}, spec.example_args));
+    std::map<std::string, std::shared_ptr<nn::Module>> modules;
+    for (const auto& [k, m] : spec.example_modules) modules[k] = m.second();
+    std::shared_ptr<nn::Module> eager = spec.make(nn::bind_layer_args(spec, {}, spec.example_args, modules));
     // the scripted layer's tensors, under torch's names, into the eager twin
     std::map<std::string, Tensor> state;
     for (const auto& [k, t] : net->state_dict()) state[k.substr(std::string("layer.").size())] = t;
@@ -64,9 +68,10 @@ TEST_CASE("layer registry: every registered eager layer scripts, equal to eager 
       ia[0] = xa;
       ib[0] = xb;
       manual_seed(2);
-      Tensor ya = call_eager(*eager, ia);
+      Tensor ya = call_eager(spec, *eager, ia);
       manual_seed(2);
-      Tensor yb = ib.size() == 1 ? (*net)(xb) : net->call({IValue(ib[0]), IValue(ib[1])})[0].to_tensor();
+      std::vector<IValue> args(ib.begin(), ib.end());
+      Tensor yb = ib.size() == 1 ? (*net)(xb) : net->call(args)[0].to_tensor();
       check_close(yb, ya, 1e-6, 1e-6);
       Tensor w = randn(ya.sizes());
       sum(mul(ya, w)).backward();

@@ -110,3 +110,29 @@ TEST_CASE("script module: a transformer encoder layer (LayerNorm, softmax attent
   Model m = build("transformer", "EncoderLayer", {int64_t(16), int64_t(4), int64_t(32)});
   check_eval(m, {{at(m, "input.0"), IValue()}, {at(m, "input.0"), at(m, "input.1")}});
 }
+
+TEST_CASE("script module: __init__ as vision_transformer writes it: an OrderedDict filled by key, a Sequential's item by name, "
+          "a conv's kernel_size as a tuple") {
+  const char* src =
+      "from collections import OrderedDict\n\nimport torch.nn as nn\nfrom torch import Tensor\n\n\n"
+      "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+      "        self.conv = nn.Conv2d(3, 4, 2, stride=2)\n"
+      "        layers: OrderedDict[str, nn.Module] = OrderedDict()\n"
+      "        for i in range(2):\n            layers[f\"fc_{i}\"] = nn.Linear(4, 4)\n"
+      "        layers[\"fc_0\"] = nn.Linear(4, 4, bias=False)\n"
+      "        self.body = nn.Sequential(layers)\n"
+      "        self.fan_in = self.conv.in_channels * self.conv.kernel_size[0] * self.conv.kernel_size[1]\n"
+      "        self.stride = self.conv.stride\n"
+      "        if isinstance(self.body.fc_1, nn.Linear):\n            nn.init.zeros_(self.body.fc_1.bias)\n\n"
+      "    def forward(self, x: Tensor) -> Tensor:\n        return self.body(x) * self.fan_in\n";
+  auto net = script_source(src, "vit_init.py").module("Net");
+  auto sd = net->state_dict();
+  CHECK(sd.count("body.fc_0.weight") == 1);
+  CHECK(sd.count("body.fc_0.bias") == 0);  // the second assignment replaced the first, as in Python
+  CHECK(sd.count("body.fc_1.bias") == 1);
+  Tensor x = randn({2, 4});
+  Tensor want = mul(add(matmul(matmul(x, sd.at("body.fc_0.weight").transpose(0, 1)), sd.at("body.fc_1.weight").transpose(0, 1)),
+                        sd.at("body.fc_1.bias")),
+                    12.0);
+  check_close((*net)(x), want, 1e-5, 1e-5);
+}

@@ -7,6 +7,7 @@
 #include "eager/conv1d.h"
 #include "eager/nn/init.h"
 #include "eager/nn/losses.h"
+#include "eager/nn/attention.h"
 #include "eager/nn/recurrent.h"
 #include "eager/nn/registry.h"
 #include "eager/ops.h"
@@ -637,6 +638,7 @@ const std::vector<LayerSpec>& layer_registry() {
     r.push_back(std::move(identity));
     register_losses(r);
     add_recurrent_layers(r);
+    add_attention_layers(r);
     return r;
   }();
   return all;

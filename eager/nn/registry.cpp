@@ -83,7 +83,10 @@ const LayerSpec* find_layer(std::string_view name) {
   return nullptr;
 }
 
-LayerArgs bind_layer_args(const LayerSpec& spec, const std::vector<IValue>& args, const std::map<std::string, IValue>& kwargs) {
+LayerArgs bind_layer_args(const LayerSpec& spec, const std::vector<IValue>& args, const std::map<std::string, IValue>& kwargs_,
+                          const std::map<std::string, std::shared_ptr<Module>>& modules) {
+  std::map<std::string, IValue> kwargs = kwargs_;
+  for (const auto& [k, m] : modules) kwargs[k] = IValue();
   const std::string what = "nn." + spec.name + "()";
   size_t np = spec.params.size();
   if (args.size() > np && !spec.ignores_extra_args)
@@ -102,7 +105,7 @@ LayerArgs bind_layer_args(const LayerSpec& spec, const std::vector<IValue>& args
     if (!p.default_value) fail("{} is missing required argument '{}'", what, p.name);
     bound[p.name] = *p.default_value;
   }
-  return LayerArgs(spec.name, std::move(bound));
+  return LayerArgs(spec.name, std::move(bound), modules);
 }
 
 }  // namespace kiln::nn

@@ -13,6 +13,8 @@
 //   Tensor Linear::forward(const Tensor& x) { return eager_forward(*this, x); }
 //
 // and registered with layer_spec<Linear>(...), which lowers the same template for scripts.
+#include <fmt/format.h>
+
 #include <functional>
 #include <map>
 #include <memory>
@@ -37,7 +39,8 @@ struct LayerParam {
 // naming the layer and the argument (`nn.Linear: in_features must be an int, got str`).
 class LayerArgs {
  public:
-  LayerArgs(std::string layer, std::map<std::string, IValue> values) : layer_(std::move(layer)), values_(std::move(values)) {}
+  LayerArgs(std::string layer, std::map<std::string, IValue> values, std::map<std::string, std::shared_ptr<Module>> modules = {})
+      : layer_(std::move(layer)), values_(std::move(values)), modules_(std::move(modules)) {}
   const IValue& operator[](std::string_view name) const;
   bool is_none(std::string_view name) const { return (*this)[name].is_none(); }
   int64_t integer(std::string_view name) const;
@@ -48,6 +51,18 @@ class LayerArgs {
   Shape ints(std::string_view name) const;        // an int or a tuple/list of ints
   Shape pair(std::string_view name) const;        // ints(), one value standing for both (torch's _pair)
   Tensor tensor_or_none(std::string_view name) const;  // a Tensor, or undefined for None
+  // A module argument (nn.TransformerEncoder's encoder_layer) of class M, or null for None.
+  template <class M>
+  std::shared_ptr<M> module_or_none(std::string_view name, std::string_view cls) const {
+    auto it = modules_.find(std::string(name));
+    if (it == modules_.end()) {
+      if (is_none(name)) return nullptr;
+      fail(fmt::format("{} must be an nn.{}, got {}", name, cls, (*this)[name].type_name()));
+    }
+    auto m = std::dynamic_pointer_cast<M>(it->second);
+    if (!m) fail(fmt::format("{} must be an nn.{}, got nn.{}", name, cls, it->second->name()));
+    return m;
+  }
   // A flag torch has that kiln does not implement: raises unless it has its default (false).
   void unsupported_if_true(std::string_view name) const;
   [[noreturn]] void fail(const std::string& msg) const;
@@ -56,6 +71,7 @@ class LayerArgs {
  private:
   std::string layer_;
   std::map<std::string, IValue> values_;
+  std::map<std::string, std::shared_ptr<Module>> modules_;  // their values_ entry is None
 };
 
 struct LayerSpec {
@@ -80,6 +96,19 @@ struct LayerSpec {
                                              const std::vector<GraphBuilder::V>& hx)>
       lower_with_state;
   int results = 1;
+  // forward(...) with optional tensors and flags beside its tensors (nn.MultiheadAttention, the Transformer
+  // layers): torch's names and defaults in `call_params` (no default: a tensor; None: an optional tensor; a
+  // bool: a flag, which a script gives as a constant). `lower_call` takes the tensors in that order (null for
+  // None and at flags) and the flags by name, and gives `results` values, null for None; two or more make a
+  // tuple. `eager_call` is its eager twin over the sample inputs (`inputs`, `example_inputs`), first result.
+  std::vector<LayerParam> call_params;
+  std::function<std::vector<GraphBuilder::V>(GraphBuilder& b, Module& m, const std::vector<GraphBuilder::V>& tensors,
+                                             const std::map<std::string, bool>& flags)>
+      lower_call;
+  std::function<Tensor(Module& m, const Tensors& xs)> eager_call;
+  // Constructor arguments that are modules (nn.TransformerEncoder's encoder_layer) in the sample: the Python
+  // expression that builds one in a script and an eager one.
+  std::map<std::string, std::pair<std::string, std::function<std::shared_ptr<Module>()>>> example_modules;
 };
 
 // Every registered layer, in registration order.
@@ -89,7 +118,9 @@ const LayerSpec* find_layer(std::string_view name);
 // Binds positional and keyword arguments to spec.params as Python does; raises with torch's wording
 // (`nn.Linear() takes 3 positional arguments but 4 were given`, `... got an unexpected keyword argument`,
 // `... missing required argument 'out_features'`).
-LayerArgs bind_layer_args(const LayerSpec& spec, const std::vector<IValue>& args, const std::map<std::string, IValue>& kwargs);
+// `modules`: keyword arguments that are modules.
+LayerArgs bind_layer_args(const LayerSpec& spec, const std::vector<IValue>& args, const std::map<std::string, IValue>& kwargs,
+                          const std::map<std::string, std::shared_ptr<Module>>& modules = {});
 
 template <class L>
 Tensor eager_forward(L& layer, const Tensor& x) {
