@@ -124,6 +124,12 @@ std::optional<double> Lowerer::const_float(const Arg& a) {
   const Expr& e = *a.expr;
   if (e.kind == ExprKind::Float) return e.float_value;
   if (e.kind == ExprKind::Unary && e.op == "-" && e.args[0]->kind == ExprKind::Float) return -e.args[0]->float_value;
+  // nanoGPT's `dropout_p=self.dropout if self.training else 0`: the branch the module's mode takes
+  if (e.kind == ExprKind::IfExp)
+    if (std::optional<bool> known = static_condition(*e.args[0])) {
+      const Expr& taken = *e.args[*known ? 1 : 2];
+      return const_float(Arg{&taken, nullptr, taken.loc});
+    }
   if (e.kind == ExprKind::Name) {
     auto it = frame().env.find(e.name);
     if (it == frame().env.end()) return std::nullopt;

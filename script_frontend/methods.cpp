@@ -70,16 +70,28 @@ std::optional<bool> Lowerer::static_condition(const Expr& test) {
     return !*v;
   }
   if (test.kind == ExprKind::BoolOp) {
-    // Python's short circuit: `self.memory_efficient and self.any_requires_grad(xs)` is False for a module
-    // built with memory_efficient=False, whatever the rest would give (densenet's guard around a
-    // @torch.jit.unused call). Decided only when the operands before the deciding one are known too.
+    // Decided when every operand is, or when one operand decides it (False for `and`, True for `or`) and the
+    // others only read names and attributes: DCGAN's `input.is_cuda and self.ngpu > 1` with one GPU is
+    // False whatever the tensor, and its data_parallel branch is not lowered; densenet's
+    // `self.memory_efficient and self.any_requires_grad(xs)` is False for memory_efficient=False, as Python's
+    // short circuit gives, when the deciding operand comes first.
     bool is_and = test.op == "and";
+    bool pure = true;  // every operand before this one only reads names and attributes
+    bool all_known = true;
     for (const auto& a : test.args) {
       auto v = static_condition(*a);
-      if (!v) return std::nullopt;
-      if (*v != is_and) return *v;
+      if (!v) {
+        pure = pure && reads_only(*a);
+        all_known = false;
+        continue;
+      }
+      if (*v != is_and) {
+        if (pure) return *v;
+        return std::nullopt;
+      }
     }
-    return is_and;
+    if (all_known) return is_and;
+    return std::nullopt;
   }
   if (frames_.empty() || !frame().self) return std::nullopt;
   auto attr_of = [&](const Expr& e) -> const Static* {
@@ -114,32 +126,6 @@ std::optional<bool> Lowerer::static_condition(const Expr& test) {
         if (a->kind == Kind::Bool || a->kind == Kind::None) return a->kind == Kind::Bool && a->i != 0;
         if (a->kind == Kind::Module) return true;
       }
-      return std::nullopt;
-    }
-    case ExprKind::Unary: {
-      if (test.op != "not") return std::nullopt;
-      auto v = static_condition(*test.args[0]);
-      if (!v) return std::nullopt;
-      return !*v;
-    }
-    case ExprKind::BoolOp: {
-      // Decided when every operand is, or when one operand decides it (False for `and`, True for `or`) and the
-      // others only read names and attributes: DCGAN's `input.is_cuda and self.ngpu > 1` with one GPU is
-      // False whatever the tensor, and its data_parallel branch is not lowered.
-      bool is_and = test.op == "and";
-      bool acc = is_and, all_known = true, decided = false, pure = true;
-      for (const auto& a : test.args) {
-        auto v = static_condition(*a);
-        if (!v) {
-          all_known = false;
-          pure = pure && reads_only(*a);
-          continue;
-        }
-        if (*v != is_and) decided = true;
-        acc = is_and ? acc && *v : acc || *v;
-      }
-      if (all_known) return acc;
-      if (decided && pure) return !is_and;
       return std::nullopt;
     }
     default: return std::nullopt;
