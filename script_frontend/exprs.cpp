@@ -759,6 +759,12 @@ Value* Lowerer::call(const Expr& e) {
         fail(fn.loc, fmt::format("'{}' object has no attribute '{}'{}", o->cls, fn.name, did_you_mean(fn.name, names)));
       }
       if (fn.name == "forward") return call_object(*o, e);
+      if (fn.name == "generate_square_subsequent_mask" && o->layer == Layer::Registered && o->cls == "Transformer") {
+        if (e.args.size() != 2 || !e.keywords.empty()) fail(e.loc, "generate_square_subsequent_mask() takes one argument (sz)");
+        Value* sz = expr(*e.args[1]);
+        if (sz->type().kind != TypeKind::Int) fail(e.args[1]->loc, fmt::format("sz must be an int, got {}", sz->type().str()));
+        return square_subsequent_mask_of(*this, sz);
+      }
       fail(fn.loc, fmt::format("{}.{}() is not supported in kiln script; call the module itself", o->cls, fn.name));
     }
     if (!frame().env.count(base.kind == ExprKind::Name ? base.name : std::string()) && is_functional(base, *m_))
