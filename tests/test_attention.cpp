@@ -138,6 +138,8 @@ TEST_CASE("scaled_dot_product_attention: torch's errors") {
   check_error([&] { scaled_dot_product_attention(q, k, randn({2, 6, 3})); }, "key and value must have the same sequence length");
   check_error([&] { scaled_dot_product_attention(randn({8}), k, v); }, "query must be at least 2-D, got 1-D");
   check_error([&] { scaled_dot_product_attention(q, k, v, {}, 1.5); }, "dropout_p has to be between 0 and 1, but got 1.5");
+  check_error([&] { scaled_dot_product_attention(q, k, v, zeros({4, 4})); },
+              "scaled_dot_product_attention: attn_mask of shape [4,4] does not broadcast to the attention's shape [2,4,5]");
 }
 
 TEST_CASE("MultiheadAttention: PyTorch's outputs, weights and gradients; masks, kdim/vdim, batch_first, no bias") {
