@@ -2,7 +2,7 @@
 # Sets up, builds and runs every test: the release build's suite (the unit suite in a random order, golden
 # IR, script files against PyTorch, the soak test), the unit suite again on another kernel build and
 # intra-op thread count, an ASan+UBSan build of the unit tests, a ThreadSanitizer build of the programs
-# that use threads, and an install check (a user program built with pkg-config against the installed kiln).
+# that use threads, and an install check (a user program built with pkg-config and with CMake against the installed kiln).
 # docs/testing.md says what runs where and why.
 set -euo pipefail
 cd "$(dirname "$0")/.."

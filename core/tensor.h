@@ -157,6 +157,7 @@ class Tensor {
   Tensor& zero_();
   Tensor& fill_(Scalar s);
   Tensor& copy_(const Tensor& src);  // broadcasts src, converts dtype
+  Tensor& masked_fill_(const Tensor& mask, Scalar value);
 
   // ---- math methods (the free functions of eager/ops.h) ----
   Tensor neg() const;
@@ -190,6 +191,13 @@ class Tensor {
   Tensor matmul(const Tensor& other) const;
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
+  Tensor masked_fill(const Tensor& mask, Scalar value) const;
+  Tensor tril(int64_t diagonal = 0) const;
+  Tensor triu(int64_t diagonal = 0) const;
+  std::pair<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
+  std::pair<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;
+  Tensor argsort(int64_t dim = -1, bool descending = false) const;
+  Tensor repeat(const Shape& repeats) const;
 
   // ---- autograd (eager/autograd) ----
   bool requires_grad() const;

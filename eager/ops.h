@@ -122,6 +122,22 @@ Tensor var(const Tensor& x, const Shape& dims = {}, int64_t correction = 1, bool
 Tensor std(const Tensor& x, const Shape& dims = {}, int64_t correction = 1, bool keepdim = false);
 Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim = false);
 
+// ---- tensor ops (eager/composites_tensor_ops.h) ----
+// value where mask (bool, broadcast to x's shape) is true; x's dtype
+Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value);  // a 0-d value
+// the lower / upper triangle of the last two dims (col - row <= diagonal / >= diagonal), the rest zero
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+// stable sorts, NaN as the largest value; values and int64 indices
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false);
+std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false);
+// the k largest (smallest) along dim, always in sorted order
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
+// int64 indices drawn from the rows of a 1-D or 2-D tensor of weights, from kiln's generator (manual_seed)
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false);
+Tensor repeat(const Tensor& x, const Shape& repeats);
+
 // ---- linear algebra ----
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor mm(const Tensor& a, const Tensor& b);

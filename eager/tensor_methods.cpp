@@ -79,6 +79,15 @@ void write_back(const char* method, Tensor& self, const Tensor& value) {
   if (TraceHooks* tracer = trace_hooks()) tracer->on_inplace(method, self, value);
 }
 
+// self takes the history of r, the value written back into it
+void adopt_history(Tensor& self, const Tensor& r) {
+  AutogradMeta& m = ensure_autograd_meta(self);
+  AutogradMeta* rm = autograd_meta(r);
+  m.requires_grad = true;
+  m.grad_fn = rm->grad_fn;
+  m.output_nr = rm->output_nr;
+}
+
 // In-place under autograd or a trace: the op runs out of place (on a copy of self under autograd,
 // so what backward saves is not overwritten), the result is written back, and self takes the
 // result's history and graph value.
@@ -92,12 +101,7 @@ void inplace(OpId op, Tensor& self, const Tensor& other) {
     fail("{}_: result type {} can't be cast to the desired output type {}", op_name(op), dtype_name(r.dtype()),
          dtype_name(self.dtype()));
   write_back(op_name(op).data(), self, r);
-  if (!tracked) return;
-  AutogradMeta& m = ensure_autograd_meta(self);
-  AutogradMeta* rm = autograd_meta(r);
-  m.requires_grad = true;
-  m.grad_fn = rm->grad_fn;
-  m.output_nr = rm->output_nr;
+  if (tracked) adopt_history(self, r);
 }
 
 // fill_/copy_ while tracing: the new value as ops (cast, broadcast, fresh copy), so the graph has it.
@@ -126,6 +130,26 @@ Tensor& Tensor::copy_(const Tensor& src) {
   bump_version();
   return *this;
 }
+
+// masked_fill_ writes the composite's result back, as the binary in-place ops do under autograd
+Tensor& Tensor::masked_fill_(const Tensor& mask, Scalar value) {
+  bool tracked = GradMode::enabled() && requires_grad();
+  if (tracked && is_leaf()) fail("masked_fill_: a leaf tensor that requires grad is being used in an in-place operation");
+  Tensor r = kiln::masked_fill(tracked ? clone() : *this, mask, value);
+  write_back("masked_fill_", *this, r);
+  if (tracked) adopt_history(*this, r);
+  return *this;
+}
+
+Tensor Tensor::masked_fill(const Tensor& mask, Scalar value) const { return kiln::masked_fill(*this, mask, value); }
+Tensor Tensor::tril(int64_t diagonal) const { return kiln::tril(*this, diagonal); }
+Tensor Tensor::triu(int64_t diagonal) const { return kiln::triu(*this, diagonal); }
+std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim, bool largest, bool sorted) const {
+  return kiln::topk(*this, k, dim, largest, sorted);
+}
+std::pair<Tensor, Tensor> Tensor::sort(int64_t dim, bool descending) const { return kiln::sort(*this, dim, descending); }
+Tensor Tensor::argsort(int64_t dim, bool descending) const { return kiln::argsort(*this, dim, descending); }
+Tensor Tensor::repeat(const Shape& repeats) const { return kiln::repeat(*this, repeats); }
 
 Tensor Tensor::neg() const { return kiln::neg(*this); }
 Tensor Tensor::abs() const { return kiln::abs(*this); }

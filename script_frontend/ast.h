@@ -218,6 +218,9 @@ struct FunctionDef {
   bool is_async = false;
   std::vector<ExprPtr> decorators;
   std::vector<StmtPtr> body;
+  // A method's @torch.jit._overload_method declarations before it: the other parameter types a call may
+  // pass (densenet's forward takes a Tensor or a List[Tensor]); inlining types the body for the caller's.
+  std::vector<std::shared_ptr<FunctionDef>> overloads;
 };
 
 // `class Net(nn.Module):` with its methods. Only torch.nn.Module is accepted as the base (checked when
@@ -233,8 +236,12 @@ struct ClassDef {
   std::vector<std::shared_ptr<FunctionDef>> methods;
   std::vector<std::pair<std::string, const Expr*>> attrs;
   // Its base: a class of the same file (`class Conv2dNormActivation(ConvNormActivation)`), or none and
-  // the torch.nn class it derives from: "Module" or "Sequential".
-  const ClassDef* parent = nullptr;
+  // the torch.nn class it derives from: "Module", "Sequential" or "ModuleDict".
+  // Set when the class is first built for a base imported from another file (base_import).
+  mutable const ClassDef* parent = nullptr;
+  // A base class imported from another file (regnet's `class SimpleStemIN(Conv2dNormActivation)`): the
+  // name bound by the import, resolved by the evaluator when the class is first built.
+  std::string base_import;
   // "" for a plain class and "dataclass" for a @dataclass (config objects, built by __init__ only)
   std::string torch_base = "Module";
   std::vector<std::pair<std::string, const Expr*>> fields;  // a @dataclass's `name: T [= default]`, in order

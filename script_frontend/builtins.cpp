@@ -5,11 +5,16 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
+#include <cmath>
 
 #include "eager/composite_losses.h"
 #include "eager/composites.h"
 #include "eager/composites_attention.h"
+#include "eager/composites_einsum.h"
+#include "eager/composites_math_ops.h"
+#include "eager/composites_tensor_ops.h"
 #include "script_frontend/lowerer.h"
 #include "script_frontend/lowering_builder.h"
 
@@ -119,6 +124,16 @@ Value* int_list(Lowerer& L, const Arg& a, std::string_view what) {
 
 std::optional<DType> dtype_of(const Expr& e);
 
+// A factory's device= argument: a graph makes its tensors where it runs, so the device a forward passes
+// (`device=idx.device`, nanoGPT's) changes nothing; it must still be one (a tensor's .device, a string, None).
+void check_device(Lowerer& L, const Arg& a) {
+  if (!a.present() || (a.expr && a.expr->kind == ExprKind::None)) return;
+  if (a.expr && a.expr->kind == ExprKind::String) return;
+  Value* v = L.value_of(a);
+  if (!L.is_device(v)) L.fail(a.loc, fmt::format("device must be a tensor's .device or a string, got {}", v->type().str()));
+}
+
+
 // torch.zeros / ones / full: the shape may be known only at run time.
 Value* full_of(Lowerer& L, const Arg& size, Value* v, const Arg& dtype, DType def = DType::Float32) {
   DType dt = def;
@@ -179,6 +194,8 @@ unsigned elementwise_where(std::string_view name) {
     if (name == n) return w;
   return kFn | kMethod;
 }
+
+void add_tensor_ops(std::vector<Builtin>& b);
 
 std::vector<Builtin> make_builtins() {
   std::vector<Builtin> b;
@@ -404,6 +421,44 @@ std::vector<Builtin> make_builtins() {
     }
     return L.tuple(parts);
   });
+  add("split", kFn | kMethod, {"input", "split_size_or_sections", "dim"}, 2, [](Lowerer& L, Args& a, const Expr& call) {
+    // Pieces of split_size along dim (the last one shorter), or of the listed sizes. torch's count of pieces
+    // follows the size, known when the graph runs; kiln's is the list's length or the number of names the
+    // result is unpacked into (`q, k, v = x.split(n, dim=2)`), and a size giving another count raises then.
+    Value* x = L.tensor_arg(a[0], "input");
+    Value* dim = a[2].present() ? int_arg(L, a[2], "dim") : L.constant(int64_t(0));
+    Value* size = L.prim(Prim::Size, {x, dim}, kInt);
+    auto piece = [&](Value* start, Value* end) {
+      return L.prim(Prim::Slice, {x, dim, start, end, L.constant(int64_t(1))}, Type::tensor());
+    };
+    std::vector<Value*> parts;
+    if (a[1].expr && (a[1].expr->kind == ExprKind::List || a[1].expr->kind == ExprKind::Tuple)) {
+      Value* at = L.constant(int64_t(0));
+      for (const auto& e : a[1].expr->args) {
+        Value* n = int_arg(L, Arg{e.get(), nullptr, e->loc}, "split_size_or_sections");
+        Value* end = L.prim(Prim::NumAdd, {at, n}, kInt);
+        parts.push_back(piece(at, end));
+        at = end;
+      }
+      L.check(L.prim(Prim::NumEq, {at, size}, kBool),
+              "split: the sizes of split_size_or_sections do not add up to the size along dim");
+      return L.tuple(parts);
+    }
+    Value* step = int_arg(L, a[1], "split_size_or_sections");
+    size_t count = L.unpack_count(call);
+    if (!count)
+      L.fail(call.loc, "split() by a size gives as many pieces as the size along dim needs, known only when the graph "
+                       "runs: unpack the result into names (q, k, v = x.split(n, dim=2)) or pass the list of sizes");
+    Value* pieces = L.prim(Prim::NumFloorDiv, {L.prim(Prim::NumAdd, {size, L.prim(Prim::NumSub, {step, L.constant(int64_t(1))}, kInt)}, kInt), step}, kInt);
+    L.check(L.prim(Prim::NumEq, {pieces, L.constant(int64_t(count))}, kBool),
+            fmt::format("split: the size along dim does not give the {} pieces the result is unpacked into", count));
+    for (size_t k = 0; k < count; ++k) {
+      Value* start = L.prim(Prim::NumMul, {L.constant(int64_t(k)), step}, kInt);
+      Value* end = L.prim(Prim::Min, {L.prim(Prim::NumAdd, {start, step}, kInt), size}, kInt);
+      parts.push_back(piece(start, end));
+    }
+    return L.tuple(parts);
+  });
   add("clone", kFn | kMethod, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     return L.op(OpId::Clone, {L.tensor_arg(a[0], "input")});
   });
@@ -428,11 +483,54 @@ std::vector<Builtin> make_builtins() {
   });
   for (const char* n : {"zeros", "ones"}) {
     bool one = n[0] == 'o';
-    b.push_back(Builtin{n, kFn, {"size", "dtype"}, 1,
-                        [one](Lowerer& L, Args& a, const Expr&) { return full_of(L, a[0], L.constant(int64_t(one)), a[1]); },
+    b.push_back(Builtin{n, kFn, {"size", "dtype", "device"}, 1,
+                        [one](Lowerer& L, Args& a, const Expr&) {
+                          check_device(L, a[2]);
+                          return full_of(L, a[0], L.constant(int64_t(one)), a[1]);
+                        },
                         true});
   }
-  add("full", kFn, {"size", "fill_value", "dtype"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+  add("arange", kFn, {"start", "end", "step", "dtype", "device"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    check_device(L, a[4]);
+    // torch.arange(n) is arange(0, n)
+    auto number = [&](const Arg& x, std::string_view what) {
+      Value* v = L.value_of(x);
+      if (v->type().kind != TypeKind::Int && v->type().kind != TypeKind::Float)
+        L.fail(x.loc, fmt::format("torch.arange() expects a number for {}, got {}", what, v->type().str()));
+      return v;
+    };
+    Value* start = a[1].present() ? number(a[0], "start") : L.constant(int64_t(0));
+    Value* end = a[1].present() ? number(a[1], "end") : number(a[0], "end");
+    Value* step = a[2].present() ? number(a[2], "step") : L.constant(int64_t(1));
+    ir::Node* n = L.graph().create(Prim::Arange, 1);
+    for (Value* v : {start, end, step}) n->add_input(v);
+    if (a[3].present() && !(a[3].expr && a[3].expr->kind == ExprKind::None)) {
+      std::optional<DType> d = a[3].expr ? dtype_of(*a[3].expr) : std::nullopt;
+      if (!d) L.fail(a[3].loc, "dtype must be a torch dtype such as torch.long");
+      n->attrs().set("dtype", *d);
+    }
+    n->output()->set_type(Type::tensor());
+    return L.emit(n)->output();
+  });
+  for (const char* n : {"rand_like", "randn_like"}) {
+    bool normal = n[4] == 'n';
+    add(n, kFn, {"input", "dtype", "device"}, 1, [normal](Lowerer& L, Args& a, const Expr&) {
+      check_device(L, a[2]);
+      Value* x = L.tensor_arg(a[0], "input");
+      if (a[1].present() && !(a[1].expr && a[1].expr->kind == ExprKind::None)) {
+        std::optional<DType> d = a[1].expr ? dtype_of(*a[1].expr) : std::nullopt;
+        if (!d) L.fail(a[1].loc, "dtype must be a torch dtype such as torch.float64");
+        x = L.op(OpId::Cast, {x}, Attrs().set("dtype", *d));
+      }
+      ir::Node* r = L.graph().create(Prim::RandLike, 1);
+      r->add_input(x);
+      if (normal) r->attrs().set("normal", int64_t(1));
+      r->output()->set_type(Type::tensor());
+      return L.emit(r)->output();
+    });
+  }
+  add("full", kFn, {"size", "fill_value", "dtype", "device"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    check_device(L, a[3]);
     Value* v = L.value_of(a[1]);
     if (!is_number(v->type())) L.fail(a[1].loc, fmt::format("fill_value expects a number, got {}", v->type().str()));
     // torch.full infers the dtype from the value when none is given
@@ -661,6 +759,7 @@ std::vector<Builtin> make_builtins() {
       return L.op(op, {x, L.tensor_arg(a[2], "index")}, Attrs().set("dim", dim));
     });
   }
+  add_tensor_ops(b);
   // Python builtins
   add("len", kPython, {"obj"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     Value* v = L.value_of(a[0]);
@@ -675,6 +774,15 @@ std::vector<Builtin> make_builtins() {
     Type out = pr == Prim::ToInt ? kInt : pr == Prim::ToFloat ? kFloat : kBool;
     std::string name = n;
     add(n, kPython, {"x"}, 1, [pr, out, name](Lowerer& L, Args& a, const Expr&) {
+      // float('-inf'), float('inf'), float('nan'): Python's spellings of the special values
+      if (pr == Prim::ToFloat && a[0].expr && a[0].expr->kind == ExprKind::String) {
+        std::string s = a[0].expr->name;
+        std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+        if (s == "inf" || s == "+inf" || s == "infinity") return L.constant(double(INFINITY));
+        if (s == "-inf" || s == "-infinity") return L.constant(-double(INFINITY));
+        if (s == "nan") return L.constant(double(NAN));
+        L.fail(a[0].loc, fmt::format("float() of the string '{}' is not supported in kiln script (inf, -inf and nan are)", a[0].expr->name));
+      }
       Value* v = L.value_of(a[0]);
       if (!v->type().is_tensor() && !is_number(v->type()))
         L.fail(a[0].loc, fmt::format("{}() of {} is not supported", name, v->type().str()));
@@ -787,6 +895,232 @@ const std::vector<Builtin>& builtins() {
   return all;
 }
 
+
+// ---- tensor ops (eager/composites_tensor_ops.h) ----
+
+bool is_given(const Arg& g) { return g.present() && !(g.expr && g.expr->kind == ExprKind::None); }
+
+// x broadcast to a shape known at run time: where(full(shape, True), x, x) takes x's dtype and sums the
+// gradient back over the broadcast dims, as expand's does. A -1 keeps x's size there (counted from the end).
+Value* expand_to(Lowerer& L, Value* x, Value* shape) {
+  ir::Node* ln = shape->node();
+  if (ln->prim() == Prim::ListConstruct) {
+    const int64_t m = int64_t(ln->inputs().size());
+    std::vector<Value*> es;
+    for (int64_t i = 0; i < m; ++i) {
+      Value* s = ln->input(size_t(i));
+      es.push_back(L.if_value(L.prim(Prim::NumEq, {s, L.constant(int64_t(-1))}, kBool),
+                              [&] { return L.prim(Prim::Size, {x, L.constant(i - m)}, kInt); }, [&] { return s; }, L.loc()));
+    }
+    shape = L.prim(Prim::ListConstruct, es, Type::list(kInt));
+  }
+  ir::Node* n = L.graph().create(Prim::Full, 1);
+  n->add_input(shape);
+  n->add_input(L.constant(true));
+  n->attrs().set("dtype", DType::Bool);
+  n->output()->set_type(Type::tensor());
+  Value* all = L.emit(n)->output();
+  return L.op(OpId::Where, {all, x, x});
+}
+
+// Tensor.repeat: x with leading 1s up to len(repeats) dims (its shape read when the graph runs), repeated
+Value* repeat_of(Lowerer& L, Value* x, const Shape& r) {
+  const int64_t m = int64_t(r.size());
+  Type li = Type::list(kInt);
+  Value* shape = L.prim(Prim::Shape, {x}, li);
+  L.check(L.prim(Prim::NumLe, {L.prim(Prim::Len, {shape}, kInt), L.constant(m)}, kBool),
+          fmt::format("repeat: number of dimensions of repeat dims can not be smaller than number of dimensions of tensor "
+                      "({} repeats)", m));
+  std::vector<Value*> ones(size_t(m), L.constant(int64_t(1)));
+  Value* padded = L.prim(Prim::ListAdd, {L.prim(Prim::ListConstruct, ones, li), shape}, li);
+  padded = L.prim(Prim::ListSlice, {padded, L.constant(-m), L.constant(int64_t(INT64_MAX))}, li);
+  LoweringBuilder lb(L);
+  return composite::repeat(lb, L.prim(Prim::Reshape, {x, padded}, Type::tensor()), r);
+}
+
+void add_tensor_ops(std::vector<Builtin>& b) {
+  auto add = [&](std::string name, unsigned where, std::vector<std::string> params, size_t required, Handler h) {
+    b.push_back(Builtin{std::move(name), where, std::move(params), required, std::move(h)});
+  };
+  add("masked_fill", kFn | kMethod, {"input", "mask", "value"}, 3, [](Lowerer& L, Args& a, const Expr&) {
+    Value* x = L.tensor_arg(a[0], "input");
+    Value* mask = L.tensor_arg(a[1], "mask");
+    LoweringBuilder lb(L);
+    return composite::masked_fill(lb, x, mask, L.tensor_arg(a[2], "value", true));
+  });
+  for (const char* n : {"tril", "triu"}) {
+    bool upper = n[3] == 'u';
+    add(n, kFn | kMethod, {"input", "diagonal"}, 1, [upper](Lowerer& L, Args& a, const Expr&) {
+      int64_t k = is_given(a[1]) ? L.need_int(a[1], "diagonal") : 0;
+      LoweringBuilder lb(L);
+      return composite::triangle(lb, L.tensor_arg(a[0], "input"), k, upper);
+    });
+  }
+  add("topk", kFn | kMethod, {"input", "k", "dim", "largest", "sorted"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    Value* x = L.tensor_arg(a[0], "input");
+    int64_t dim = is_given(a[2]) ? L.need_int(a[2], "dim") : -1;
+    bool largest = is_given(a[3]) ? L.need_bool(a[3], "largest") : true;
+    if (is_given(a[4])) L.need_bool(a[4], "sorted");  // kiln always returns them sorted, which torch allows
+    LoweringBuilder lb(L);
+    if (std::optional<int64_t> k = L.const_int(a[1])) {
+      auto [v, i] = composite::topk(lb, x, *k, dim, largest);
+      return L.tuple({v, i});
+    }
+    // k computed when the graph runs (min(top_k, logits.size(-1))): the slice's end is that int
+    Value* k = int_arg(L, a[1], "k");
+    L.check(L.prim(Prim::NumGe, {k, L.constant(int64_t(0))}, kBool), "topk: selected index k out of range: k is negative");
+    L.check(L.prim(Prim::NumLe, {k, L.prim(Prim::Size, {x, L.constant(dim)}, kInt)}, kBool),
+            "topk: selected index k out of range: k is larger than the size of dim");
+    Value* order = composite::argsort(lb, x, dim, largest);
+    Value* idx = L.prim(Prim::Slice, {order, L.constant(dim), L.constant(int64_t(0)), k, L.constant(int64_t(1))}, Type::tensor());
+    return L.tuple({L.op(OpId::Gather, {x, idx}, Attrs().set("dim", dim)), idx});
+  });
+  add("sort", kFn | kMethod, {"input", "dim", "descending", "stable"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    int64_t dim = is_given(a[1]) ? L.need_int(a[1], "dim") : -1;
+    bool desc = is_given(a[2]) ? L.need_bool(a[2], "descending") : false;
+    if (is_given(a[3])) L.need_bool(a[3], "stable");  // kiln's sort is always stable
+    LoweringBuilder lb(L);
+    auto [v, i] = composite::sort(lb, L.tensor_arg(a[0], "input"), dim, desc);
+    return L.tuple({v, i});
+  });
+  add("argsort", kFn | kMethod, {"input", "dim", "descending", "stable"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    int64_t dim = is_given(a[1]) ? L.need_int(a[1], "dim") : -1;
+    bool desc = is_given(a[2]) ? L.need_bool(a[2], "descending") : false;
+    if (is_given(a[3])) L.need_bool(a[3], "stable");
+    LoweringBuilder lb(L);
+    return composite::argsort(lb, L.tensor_arg(a[0], "input"), dim, desc);
+  });
+  add("multinomial", kFn | kMethod, {"input", "num_samples", "replacement", "generator"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    if (is_given(a[3])) L.fail(a[3].loc, "multinomial: generator= is not supported in kiln script (kiln's generator is used)");
+    int64_t n = L.need_int(a[1], "num_samples");
+    bool repl = is_given(a[2]) ? L.need_bool(a[2], "replacement") : false;
+    LoweringBuilder lb(L);
+    return composite::multinomial(lb, L.tensor_arg(a[0], "input"), n, repl);
+  });
+  b.push_back(Builtin{"expand", kMethod, {"input", "size"}, 2,
+                      [](Lowerer& L, Args& a, const Expr&) {
+                        Value* x = L.tensor_arg(a[0], "input");
+                        if (auto s = L.const_ints(a[1])) return L.op(OpId::Expand, {x}, Attrs().set("shape", *s));
+                        return expand_to(L, x, int_list(L, a[1], "size"));
+                      },
+                      true});
+  add("expand_as", kMethod, {"input", "other"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    Value* x = L.tensor_arg(a[0], "input");
+    return expand_to(L, x, L.prim(Prim::Shape, {L.tensor_arg(a[1], "other")}, Type::list(kInt)));
+  });
+  b.push_back(Builtin{"repeat", kMethod, {"input", "repeats"}, 2,
+                      [](Lowerer& L, Args& a, const Expr&) {
+                        return repeat_of(L, L.tensor_arg(a[0], "input"), L.need_ints(a[1], "repeats"));
+                      },
+                      true});
+  add("einsum", kFn, {"equation", "operand0", "operand1"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    if (!a[0].expr || a[0].expr->kind != ExprKind::String) L.fail(a[0].loc, "einsum: the equation must be a string constant");
+    std::vector<Value*> ops;
+    if (!a[2].present() && a[1].expr && (a[1].expr->kind == ExprKind::List || a[1].expr->kind == ExprKind::Tuple)) {
+      ops = *known_tensors(L, a[1], "einsum");
+    } else {
+      ops.push_back(L.tensor_arg(a[1], "operand"));
+      if (a[2].present()) ops.push_back(L.tensor_arg(a[2], "operand"));
+    }
+    LoweringBuilder lb(L);
+    return composite::einsum(lb, a[0].expr->name, ops);
+  });
+  add("cumsum", kFn | kMethod, {"input", "dim", "dtype"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    if (is_given(a[2])) L.fail(a[2].loc, "cumsum: dtype= is not supported in kiln script; cast the input");
+    LoweringBuilder lb(L);
+    return composite::cumsum(lb, L.tensor_arg(a[0], "input"), L.need_int(a[1], "dim"));
+  });
+  add("cumprod", kFn | kMethod, {"input", "dim", "dtype"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    if (is_given(a[2])) L.fail(a[2].loc, "cumprod: dtype= is not supported in kiln script; cast the input");
+    LoweringBuilder lb(L);
+    return composite::cumprod(lb, L.tensor_arg(a[0], "input"), L.need_int(a[1], "dim"));
+  });
+  b.push_back(Builtin{"flip", kFn | kMethod, {"input", "dims"}, 2,
+                      [](Lowerer& L, Args& a, const Expr&) {
+                        LoweringBuilder lb(L);
+                        return composite::flip(lb, L.tensor_arg(a[0], "input"), L.need_ints(a[1], "dims"));
+                      },
+                      true});
+  add("roll", kFn | kMethod, {"input", "shifts", "dims"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    Shape dims = is_given(a[2]) ? L.need_ints(a[2], "dims") : Shape{};
+    LoweringBuilder lb(L);
+    return composite::roll(lb, L.tensor_arg(a[0], "input"), L.need_ints(a[1], "shifts"), dims);
+  });
+  add("repeat_interleave", kFn | kMethod, {"input", "repeats", "dim", "output_size"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    std::optional<int64_t> r = L.const_int(a[1]);
+    if (!r) L.fail(a[1].loc, "repeat_interleave: repeats must be an int constant in kiln script (a tensor of counts is not supported)");
+    std::optional<int64_t> dim;
+    if (is_given(a[2])) dim = L.need_int(a[2], "dim");
+    LoweringBuilder lb(L);
+    return composite::repeat_interleave(lb, L.tensor_arg(a[0], "input"), *r, dim);
+  });
+  add("one_hot", kF, {"tensor", "num_classes"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    int64_t n = is_given(a[1]) ? L.need_int(a[1], "num_classes") : -1;
+    LoweringBuilder lb(L);
+    return composite::one_hot(lb, L.tensor_arg(a[0], "tensor"), n);
+  });
+  add("pad", kF, {"input", "pad", "mode", "value"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    std::string mode = "constant";
+    if (is_given(a[2])) {
+      if (!a[2].expr || a[2].expr->kind != ExprKind::String) L.fail(a[2].loc, "pad: mode must be a string constant");
+      mode = a[2].expr->name;
+    }
+    double v = is_given(a[3]) ? need_float(L, a[3], "value") : 0.0;
+    LoweringBuilder lb(L);
+    return composite::pad(lb, L.tensor_arg(a[0], "input"), L.need_ints(a[1], "pad"), mode, v);
+  });
+  add("normalize", kF, {"input", "p", "dim", "eps"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    double p = is_given(a[1]) ? need_float(L, a[1], "p") : 2.0;
+    int64_t dim = is_given(a[2]) ? L.need_int(a[2], "dim") : 1;
+    double eps = is_given(a[3]) ? need_float(L, a[3], "eps") : 1e-12;
+    LoweringBuilder lb(L);
+    return composite::normalize(lb, L.tensor_arg(a[0], "input"), p, dim, eps);
+  });
+  auto norm_handler = [](bool torch_norm) {
+    return [torch_norm](Lowerer& L, Args& a, const Expr&) {
+      double p = 2.0;
+      if (is_given(a[1])) {
+        if (a[1].expr && a[1].expr->kind == ExprKind::String) {
+          if (a[1].expr->name != "fro") L.fail(a[1].loc, fmt::format("norm: p='{}' is not supported (numbers and 'fro' are)", a[1].expr->name));
+        } else {
+          p = need_float(L, a[1], "ord");
+        }
+      }
+      Shape dims = is_given(a[2]) ? L.need_ints(a[2], "dim") : Shape{};
+      bool kd = is_given(a[3]) ? L.need_bool(a[3], "keepdim") : false;
+      (void)torch_norm;
+      LoweringBuilder lb(L);
+      return composite::vector_norm(lb, L.tensor_arg(a[0], "input"), p, dims, kd);
+    };
+  };
+  add("norm", kFn | kMethod, {"input", "p", "dim", "keepdim"}, 1, norm_handler(true));
+  add("linalg.vector_norm", kFn, {"x", "ord", "dim", "keepdim"}, 1, norm_handler(false));
+  for (const char* n : {"addmm", "baddbmm"}) {
+    add(n, kFn | kMethod, {"input", n[0] == 'a' ? "mat1" : "batch1", n[0] == 'a' ? "mat2" : "batch2", "beta", "alpha"}, 3,
+        [](Lowerer& L, Args& a, const Expr&) {
+          double beta = is_given(a[3]) ? need_float(L, a[3], "beta") : 1.0;
+          double alpha = is_given(a[4]) ? need_float(L, a[4], "alpha") : 1.0;
+          LoweringBuilder lb(L);
+          return composite::addmm(lb, L.tensor_arg(a[0], "input"), L.tensor_arg(a[1], "mat1"), L.tensor_arg(a[2], "mat2"), beta, alpha);
+        });
+  }
+  add("bernoulli", kFn | kMethod, {"input", "generator"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    if (is_given(a[1])) L.fail(a[1].loc, "bernoulli: generator= is not supported in kiln script (kiln's generator is used)");
+    LoweringBuilder lb(L);
+    return composite::bernoulli(lb, L.tensor_arg(a[0], "input"));
+  });
+  add("rand_like", kFn, {"input", "dtype"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    if (is_given(a[1])) L.fail(a[1].loc, "rand_like: dtype= is not supported in kiln script");
+    LoweringBuilder lb(L);
+    return lb.rand_like(L.tensor_arg(a[0], "input"));
+  });
+  add("randn_like", kFn, {"input", "dtype"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    if (is_given(a[1])) L.fail(a[1].loc, "randn_like: dtype= is not supported in kiln script");
+    LoweringBuilder lb(L);
+    return composite::randn_like(lb, L.tensor_arg(a[0], "input"));
+  });
+}
+
 }  // namespace
 
 std::vector<std::string> builtin_names(bool methods) {
@@ -799,6 +1133,12 @@ std::vector<std::string> builtin_names(bool methods) {
   return out;
 }
 
+bool functional_exists(const std::string& name) {
+  for (const Builtin& b : builtins())
+    if (b.name == name && (b.where & kF)) return true;
+  return false;
+}
+
 Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, Value* self) {
   bool method = self != nullptr;
   bool torch_fn = !method && qualified.rfind("torch.", 0) == 0;
@@ -808,6 +1148,8 @@ Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, 
   if (!method && !torch_fn && !functional) {
     if (name == "range") L.fail(fn.loc, "range() is only supported as the iterable of a for loop");
     if (name == "print") L.fail(fn.loc, "print is not supported in kiln script");
+    if (name == "isinstance")
+      if (auto known = L.isinstance_known(call)) return L.constant(*known);
     if (name == "isinstance" || name == "getattr" || name == "setattr" || name == "hasattr" || name == "type")
       L.fail(fn.loc, fmt::format("{}() is not supported in kiln script", name));
   }
@@ -856,8 +1198,12 @@ Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, 
     if (!method) {
       Arg dt;
       for (const Keyword& k : call.keywords) {
+        if (k.name == "device") {
+          check_device(L, Arg{k.value.get(), nullptr, k.value->loc});
+          continue;
+        }
         if (k.name != "dtype") L.fail(k.loc, fmt::format("{}() got an unexpected keyword argument '{}'{}", shown, k.name,
-                                                         did_you_mean(k.name, {"dtype"})));
+                                                         did_you_mean(k.name, {"dtype", "device"})));
         dt = Arg{k.value.get(), nullptr, k.value->loc};
       }
       return full_of(L, Arg{nullptr, list, call.loc}, L.constant(int64_t(b->name == "ones")), dt);
@@ -866,6 +1212,11 @@ Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, 
     if (b->name == "permute") {
       if (!all_const) L.fail(call.loc, fmt::format("{} takes int constants in kiln script", shown));
       return L.op(OpId::Permute, {x}, Attrs().set("dims", ints));
+    }
+    if (b->name == "expand") return all_const ? L.op(OpId::Expand, {x}, Attrs().set("shape", ints)) : expand_to(L, x, list);
+    if (b->name == "repeat") {
+      if (!all_const) L.fail(call.loc, fmt::format("{} takes int constants in kiln script", shown));
+      return repeat_of(L, x, ints);
     }
     if (all_const) return L.op(OpId::Reshape, {x}, Attrs().set("shape", ints));
     return L.prim(Prim::Reshape, {x, list}, Type::tensor());
@@ -894,6 +1245,7 @@ Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, 
 
 std::optional<Value*> tensor_attribute(Lowerer& L, Value* x, const std::string& attr, SourceLoc loc) {
   (void)loc;
+  if (attr == "device") return L.device_value();
   if (attr == "shape") return L.prim(Prim::Shape, {x}, Type::list(kInt));
   if (attr == "T" || attr == "mT") return L.op(OpId::Permute, {x}, Attrs().set("dims", Shape{1, 0}));
   if (attr == "ndim") return L.prim(Prim::Len, {L.prim(Prim::Shape, {x}, Type::list(kInt))}, kInt);

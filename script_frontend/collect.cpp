@@ -8,6 +8,7 @@
 
 #include <functional>
 
+#include "eager/nn/registry.h"
 #include "script_frontend/parser.h"
 
 namespace kiln::script {
@@ -229,10 +230,15 @@ class Collector {
     bool torch_nn = m_.nn_names.count(owner) != 0 || (owner == "torch.nn" && m_.imported.count("torch"));
     for (const auto& earlier : m_.classes)
       if (c.bases.size() == 1 && earlier->name == base) c.parent = earlier.get();
+    if (auto a = m_.aliases.find(base); !c.parent && c.bases.size() == 1 && a != m_.aliases.end() && a->second.rfind("import:", 0) == 0) {
+      c.base_import = base;
+      return class_body(c, s);
+    }
     bool ok = c.bases.size() == 1 && (c.parent || (base == "Module" && m_.imported.count("Module")) ||
-                                      ((last == "Module" || last == "Sequential") && torch_nn));
+                                      ((last == "Module" || last == "Sequential" || last == "ModuleDict") && torch_nn) ||
+                                      (torch_nn && nn::find_layer(last)));
     if (!ok)
-      reject(b.loc, fmt::format("class '{}' must derive from nn.Module, nn.Sequential (imported as torch.nn) or a class "
+      reject(b.loc, fmt::format("class '{}' must derive from nn.Module, nn.Sequential, nn.ModuleDict, a layer kiln has (imported as torch.nn) or a class "
                                 "of the file in kiln script, not '{}'",
                                 c.name, c.bases.size() == 1 ? base : "several bases"));
     if (!c.parent) c.torch_base = last;
@@ -241,15 +247,21 @@ class Collector {
 
   void class_body(ClassDef& c, const Stmt& s) {
     bool plain = c.root()->torch_base.empty() || c.root()->torch_base == "dataclass";
+    std::vector<std::shared_ptr<FunctionDef>> pending;  // overload declarations not yet matched to their def
     for (const StmtPtr& st : c.body) {
       if (st->kind == StmtKind::FunctionDef) {
         // @torch.jit._overload_method: a typed declaration for TorchScript; the def that follows is the body.
         bool overload = false;
         for (const ExprPtr& d : st->fn->decorators) overload = overload || dotted(*d) == "torch.jit._overload_method";
-        if (overload) continue;
+        if (overload) {
+          pending.push_back(st->fn);
+          continue;
+        }
         for (const auto& m : c.methods)
           if (m->name == st->fn->name)
             reject(st->fn->loc, fmt::format("method '{}' is defined twice in class '{}'", m->name, c.name));
+        for (const auto& o : pending)
+          if (o->name == st->fn->name) st->fn->overloads.push_back(o);
         c.methods.push_back(st->fn);
       } else if (is_docstring(*st) || st->kind == StmtKind::Pass) {
       } else if ((st->kind == StmtKind::Assign || st->kind == StmtKind::AnnAssign) && st->targets.size() == 1 &&
@@ -267,7 +279,7 @@ class Collector {
                            "docstring and __constants__");
       }
     }
-    if (!c.method("forward") && c.root()->torch_base != "Sequential" && !plain)
+    if (!c.method("forward") && c.root()->torch_base != "Sequential" && !plain && c.root()->base_import.empty())
       reject(c.loc, fmt::format("class '{}' has no forward method", c.name));
     m_.classes.push_back(s.cls);
   }
@@ -315,8 +327,10 @@ class SupportCheck {
         if (!s.value && !evaluated()) fail(s.loc, "an annotated name needs a value in {}");
         break;
       case StmtKind::Raise:
-        if (evaluated()) break;  // __init__ raises as Python does (a kiln::Error with Python's message)
-        fail(s.loc, std::string(unsupported_construct(s.kind)) + " not supported in {}");
+        // __init__ raises as Python does (a kiln::Error with Python's message); lowered code raises when the
+        // graph runs, its message formatted while lowering (raise.cpp reads the exception expression itself)
+        if (evaluated()) break;
+        return;
       case StmtKind::AsyncFor:
       case StmtKind::Try:
       case StmtKind::TryStar:
@@ -343,7 +357,13 @@ class SupportCheck {
       expr(t.get());
     }
     expr(s.test.get());
-    expr(s.value.get());
+    // an assert's f-string message is written out when lowering (Lowerer::assert_message)
+    if (s.kind == StmtKind::Assert && s.value && s.value->kind == ExprKind::FString) {
+      for (const ExprPtr& part : s.value->args)
+        if (part->kind == ExprKind::FormattedValue) expr(part->args[0].get());
+    } else {
+      expr(s.value.get());
+    }
     body(s.body);
     body(s.orelse);
   }
@@ -464,9 +484,19 @@ bool looks_scripted(const FunctionDef& f) {
   return kTypes.count(f.returns.name) != 0;
 }
 
+// torchvision's builder decorators, evaluated as what they do for a call kiln can run: register_model()
+// records the builder in torchvision's registry, and handle_legacy_interface(...) only maps the old
+// `pretrained=` keyword to `weights=` (a `pretrained` argument then reaches the class, which refuses it).
+bool builder_decorator(const Expr& d) {
+  const Expr& callee = d.kind == ExprKind::Call ? *d.args[0] : d;
+  std::string n = dotted(callee);
+  return n == "register_model" || n == "handle_legacy_interface";
+}
+
 void check_def(const Source& src, const FunctionDef& f, bool method, std::string_view where) {
   for (const ExprPtr& d : f.decorators)
-    if (mark_of(*d) != JitMark::Export && !(where == "__init__" && (dotted(*d) == "staticmethod" || dotted(*d) == "classmethod")))
+    if (mark_of(*d) != JitMark::Export &&
+        !(where == "__init__" && (dotted(*d) == "staticmethod" || dotted(*d) == "classmethod" || builder_decorator(*d))))
       src.fail(d->loc, fmt::format("decorators other than @torch.jit.export are not supported in {}", where));
   if (f.is_async) src.fail(f.loc, fmt::format("async def is not supported in {}", where));
   bool evaluated = where == "__init__";  // the evaluator binds arguments as Python does

@@ -13,6 +13,7 @@
 #include "eager/nn/layers.h"
 #include "eager/nn/registry.h"
 #include "eager/ops.h"
+#include "script_frontend/init_tensors.h"
 #include "script_frontend/lowerer.h"
 #include "script_frontend/module.h"
 #include "script_frontend/objects.h"
@@ -49,7 +50,7 @@ std::string Static::type_name() const {
 void Object::walk(const std::function<void(const Object&)>& f) const {
   f(*this);
   for (const auto& [k, v] : attrs)
-    if (v.kind == Kind::Module) v.obj->walk(f);
+    if (v.kind == Kind::Module && !v.obj->plain) v.obj->walk(f);
   for (const ObjectPtr& o : items) o->walk(f);
 }
 
@@ -125,6 +126,7 @@ class Init {
                                         SourceLoc at) {
     if (++depth_ > 64) fail(at, fmt::format("constructing '{}' nests more than 64 modules deep (a class that builds itself?)", c.name));
     InFile in(*this, file_of(&c));
+    resolve_bases(c, at);
     auto obj = std::make_shared<Object>();
     obj->file = shared(cur_);
     obj->layer = !c.method("forward") && c.root()->torch_base == "Sequential" ? Layer::Sequential : Layer::User;
@@ -150,6 +152,16 @@ class Init {
     return mod;
   }
 
+  // A builder function of the file (torchvision's `resnet18(weights=None)`): run, its result the module.
+  std::shared_ptr<ScriptedModule> call_builder(const FunctionDef& f, const std::vector<Static>& args, const Bound& kwargs) {
+    Static r = run_function(f, nullptr, args, kwargs, f.loc);
+    if (r.kind != Kind::Module || r.obj->plain || !owned_.count(r.obj.get()))
+      fail(f.loc, fmt::format("'{}' returned {}, not a module it built", f.name, r.type_name()));
+    auto m = std::dynamic_pointer_cast<ScriptedModule>(owned_.at(r.obj.get()));
+    if (!m) fail(f.loc, fmt::format("'{}' returned a torch.nn layer ({}), not a module of the file", f.name, r.obj->cls));
+    return m;
+  }
+
  private:
   struct Scope {
     std::map<std::string, Static> vars;
@@ -170,6 +182,8 @@ class Init {
     } else if (c.root()->torch_base == "Sequential") {
       if (!kwargs.empty()) fail(at, "nn.Sequential.__init__() takes no keyword arguments");
       add_items(*self.obj, args, at);
+    } else if (const nn::LayerSpec* spec = nn::find_layer(c.root()->torch_base)) {
+      init_layer_base(self, *spec, args, kwargs, at);
     } else if (c.root()->torch_base == "dataclass") {
       // the generated __init__: one parameter per field, in order, with the field's default
       const ClassDef& root = *c.root();
@@ -191,6 +205,75 @@ class Init {
     } else if (!args.empty() || !kwargs.empty()) {
       fail(at, fmt::format("{}() takes no arguments (the class has no __init__)", c.name));
     }
+  }
+
+  // Base classes imported from other files, read now (each in the file of the class naming it).
+  void resolve_bases(const ClassDef& c, SourceLoc at) {
+    for (const ClassDef* k = &c; k; k = k->parent) {
+      if (k->base_import.empty() || k->parent) continue;
+      InFile in(*this, file_of(k));
+      Static* b = global_value(k->base_import, k->bases[0]->loc);
+      if (!b || b->kind != Kind::Class || !b->cls)
+        fail(k->bases[0]->loc, fmt::format("class '{}' derives from '{}', which is not a class kiln builds", k->name, k->base_import));
+      k->parent = b->cls;
+    }
+    (void)at;
+  }
+
+  // A class deriving from a registered layer (convnext's `LayerNorm2d(nn.LayerNorm)`): the layer's
+  // __init__ gives self its parameters, buffers and constructor arguments (`self.normalized_shape`,
+  // `self.eps`), under the layer's names, for the subclass's own forward.
+  void init_layer_base(const Static& self, const nn::LayerSpec& spec, std::vector<Static> args, const Bound& kwargs, SourceLoc at) {
+    Static base = registered_layer(spec, args, kwargs, at);
+    Object& o = *self.obj;
+    for (auto& [n, t] : base.obj->module->named_parameters(false)) {
+      module_of(o).add_parameter(n, t);
+      o.attrs[n] = Static::of_tensor(t, true);
+    }
+    for (auto& [n, t] : base.obj->module->named_buffers(false)) {
+      module_of(o).add_buffer(n, t);
+      buffers_.insert(t.impl());
+      o.attrs[n] = Static::of_tensor(t, false);
+    }
+    for (auto& [k, v] : base.obj->attrs) {
+      if (o.attrs.count(k)) continue;
+      // torch keeps LayerNorm's normalized_shape as a tuple whatever was passed
+      o.attrs[k] = k == "normalized_shape" && v.kind == Kind::Int ? Static::seq(Kind::Tuple, {v}) : v;
+    }
+  }
+
+  // Tensor arithmetic (init_tensors.h) with its errors pointing at loc.
+  template <class F>
+  std::optional<Static> tensor_math(SourceLoc loc, F&& f) {
+    try {
+      return f();
+    } catch (const Error& e) {
+      fail(loc, e.what());
+    }
+  }
+
+  // t[i, a:b, None, ...]: a view of the tensor (writes through it change t, as in torch).
+  Tensor tensor_index(const Tensor& t, const Expr& e, Scope& sc) {
+    std::vector<TensorIndex> ix;
+    for (size_t k = 1; k < e.args.size(); ++k) {
+      const Expr& a = *e.args[k];
+      TensorIndex x;
+      if (a.kind == ExprKind::Slice) {
+        x.kind = TensorIndex::Kind::Slice;
+        if (a.args[0]) x.start = need_int(eval(*a.args[0], sc), a.loc, "a slice bound");
+        if (a.args[1]) x.stop = need_int(eval(*a.args[1], sc), a.loc, "a slice bound");
+        if (a.args[2]) x.step = need_int(eval(*a.args[2], sc), a.loc, "a slice step");
+      } else if (a.kind == ExprKind::None) {
+        x.kind = TensorIndex::Kind::None;
+      } else if (a.kind == ExprKind::Ellipsis) {
+        x.kind = TensorIndex::Kind::Ellipsis;
+      } else {
+        x.i = need_int(eval(a, sc), a.loc, "a tensor index (tensors index tensors only in lowered code)");
+      }
+      ix.push_back(x);
+    }
+    std::optional<Static> r = tensor_math(e.loc, [&] { return std::optional<Static>(Static::of_tensor(init_tensor_index(t, ix), false)); });
+    return r->tensor;
   }
 
   // ---- functions and arguments
@@ -389,6 +472,11 @@ class Init {
       for (const ObjectPtr& o : seq.obj->items) out.push_back(Static::module(o));
       return out;
     }
+    if (seq.kind == Kind::Module && seq.obj->layer == Layer::ModuleDict) {  // its keys, as a dict's
+      std::vector<Static> out;
+      for (const std::string& k : seq.obj->item_names) out.push_back(Static::str(k));
+      return out;
+    }
     fail(loc, fmt::format("cannot iterate over {} in __init__", seq.type_name()));
   }
 
@@ -412,18 +500,28 @@ class Init {
           base.obj->attrs[t.name] = v;
           return;
         }
+        if (base.kind == Kind::Module && v.kind == Kind::Tensor && v.parameter && !(sc.self && base.obj == sc.self->obj))
+          return tie_parameter(*base.obj, t.name, v, t.loc);
         if (base.kind != Kind::Module || !base.obj->def || !sc.self || base.obj != sc.self->obj)
           fail(t.loc, fmt::format("only attributes of self can be assigned in __init__, not of {}", base.type_name()));
         return set_attr(*base.obj, t.name, v, t.loc);
       }
       case ExprKind::Subscript: {
+        if (t.args[0]->kind == ExprKind::Name && sc.vars.count(t.args[0]->name) && sc.vars[t.args[0]->name].kind == Kind::Tensor) {
+          // t[:, :, 0] = v (and +=): stored through the view, as torch's copy_
+          Tensor view = tensor_index(sc.vars[t.args[0]->name].tensor, t, sc);
+          tensor_math(t.loc, [&] {
+            if (v.kind == Kind::Tensor) view.copy_(v.tensor);
+            else if (v.is_number()) view.copy_(Tensor::wrap_scalar(v.kind == Kind::Float ? Scalar(v.f) : Scalar(static_cast<long long>(v.i))));
+            else kiln::fail("cannot store {} into a Tensor", v.type_name());
+            return std::optional<Static>();
+          });
+          return;
+        }
         if (t.args[0]->kind != ExprKind::Name || t.args.size() != 2)
           fail(t.loc, "only a local list's element or dict's item can be assigned by index in __init__");
         Static& list = var(t.args[0]->name, sc, t.args[0]->loc);
-        if (list.kind == Kind::Dict) {  // vision_transformer's OrderedDict of layers
-          dict_set(list, eval(*t.args[1], sc), v);
-          return;
-        }
+        if (list.kind == Kind::Dict) return dict_set(list, eval(*t.args[1], sc), v);
         if (list.kind != Kind::List) fail(t.loc, fmt::format("{} does not support item assignment", list.type_name()));
         int64_t i = index_of(eval(*t.args[1], sc), int64_t(list.elems.size()), t.args[1]->loc);
         list.elems[size_t(i)] = v;
@@ -447,6 +545,22 @@ class Init {
     fail(loc, fmt::format("undefined name '{}'{}", name, did_you_mean(name, names)));
   }
 
+  // `m.weight = other.weight` on a submodule: m's parameter becomes the other tensor (weight tying). state_dict
+  // keeps both names, parameters() the tensor once, as torch's.
+  void tie_parameter(Object& o, const std::string& name, const Static& v, SourceLoc loc) {
+    Tensor old;
+    for (auto& [n, p] : o.module->named_parameters(false))
+      if (n == name) old = p;
+    if (!old.defined())
+      fail(loc, fmt::format("only a parameter '{}' already has can be replaced in kiln script; {} has none", name, o.cls));
+    if (old.sizes() != v.tensor.sizes())
+      fail(loc, fmt::format("cannot tie {}.{} of shape {} to a parameter of shape {}", o.cls, name, shape_str(old.sizes()),
+                            shape_str(v.tensor.sizes())));
+    o.module->replace_parameter(name, v.tensor);
+    if (o.layer == Layer::User) o.attrs[name] = v;
+    else o.tied.emplace_back(old, v.tensor);
+  }
+
   // self.name = v: a submodule, parameter or constant attribute, under the name state_dict uses.
   void set_attr(Object& o, const std::string& name, const Static& v, SourceLoc loc) {
     if (name == "training") fail(loc, "self.training is set by train() and eval(), not assigned");
@@ -455,11 +569,12 @@ class Init {
       if (old->kind == Kind::Module || (old->kind == Kind::Tensor && (old->parameter || buffers_.count(old->tensor.impl()))))
         fail(loc, fmt::format("'{}' is assigned twice; kiln script registers a submodule, parameter or buffer once", name));
     }
-    if (v.kind == Kind::Module && v.obj->plain && !o.plain)
-      fail(loc, fmt::format("a config object ({}) kept as a module's attribute is not supported in kiln script; keep the "
-                            "numbers, strings and tuples it holds instead",
-                            v.obj->cls));
-    if (v.kind == Kind::Module && !o.plain) {
+    // A module assigned to a class deriving from nn.Sequential (densenet's _Transition: `self.norm = ...`)
+    // is one of its items, run in the order assigned, as torch registers it in _modules.
+    if (v.kind == Kind::Module && o.layer == Layer::Sequential && o.def && !v.obj->plain) return add_item(o, v, loc, name);
+    // A config object kept by a module (nanoGPT's self.config) is no submodule: its fields are constants
+    // of the methods, as the module's own numbers are.
+    if (v.kind == Kind::Module && !o.plain && !v.obj->plain) {
       if (!v.obj->path.empty())
         fail(loc, fmt::format("module '{}' is already a submodule ('{}'); kiln script does not share modules", name, v.obj->path));
       set_path(*v.obj, prefix(o) + name);
@@ -475,7 +590,7 @@ class Init {
     o.path = p;
     for (size_t i = 0; i < o.items.size(); ++i) set_path(*o.items[i], prefix(o) + o.item_names[i]);
     for (auto& [k, v] : o.attrs)
-      if (v.kind == Kind::Module) set_path(*v.obj, prefix(o) + k);
+      if (v.kind == Kind::Module && !v.obj->plain) set_path(*v.obj, prefix(o) + k);
   }
 
   // ---- expressions
@@ -547,6 +662,7 @@ class Init {
       case ExprKind::Call: return call(e, sc);
       case ExprKind::Subscript: {
         Static base = eval(*e.args[0], sc);
+        if (base.kind == Kind::Tensor) return Static::of_tensor(tensor_index(base.tensor, e, sc), false);
         if (e.args.size() != 2) fail(e.loc, "only one index is supported in __init__");
         const Expr& ix = *e.args[1];
         if (base.kind == Kind::Dict) {
@@ -577,6 +693,7 @@ class Init {
         if (e.op == "-" && x.kind == Kind::Float) return Static::number(-x.f);
         if (e.op == "-" && (x.kind == Kind::Int || x.kind == Kind::Bool)) return Static::integer(-x.i);
         if (e.op == "+" && x.is_number()) return x;
+        if (auto t = tensor_math(e.loc, [&] { return init_tensor_unary(e.op, x); })) return *t;
         fail(e.loc, fmt::format("bad operand type for unary {}: {}", e.op, x.type_name()));
       }
       case ExprKind::Binary: return binary(e.op, eval(*e.args[0], sc), eval(*e.args[1], sc), e.loc);
@@ -691,7 +808,7 @@ class Init {
     static const std::set<std::string> kBuiltins = {"int", "float", "str", "bool", "list", "tuple", "dict", "len", "range",
                                                     "isinstance", "getattr", "hasattr", "setattr", "min", "max", "abs",
                                                     "sum", "any", "all", "enumerate", "zip", "print", "repr", "round",
-                                                    "sorted", "reversed", "object", "type", "callable"};
+                                                    "sorted", "reversed", "object", "type", "callable", "set"};
     if (cls != m_->classes.end()) {
       v.kind = Kind::Class;
       v.cls = cls->get();
@@ -862,7 +979,8 @@ class Init {
     fail(s.loc, msg.empty() ? name : name + ": " + msg);
   }
 
-  // "denseblock%d" % (i + 1): printf-style formatting with %d %i %s %r %f and %%.
+  // "denseblock%d" % (i + 1), "%.2fM" % (n / 1e6,): printf-style formatting with Python's flags (- + space 0),
+  // width and precision, the conversions d i s r f e g x, and %%.
   Static percent_format(const std::string& f, const Static& b, SourceLoc loc) {
     std::vector<Static> vals = b.kind == Kind::Tuple ? b.elems : std::vector<Static>{b};
     std::string out;
@@ -873,18 +991,41 @@ class Init {
         continue;
       }
       if (++i == f.size()) fail(loc, "ValueError: incomplete format");
-      char c = f[i];
-      if (c == '%') {
+      if (f[i] == '%') {
         out += '%';
         continue;
       }
+      std::string align = ">", sign, zero, width, prec;
+      for (; i < f.size() && std::string_view("-+ 0#").find(f[i]) != std::string_view::npos; ++i) {
+        if (f[i] == '-') align = "<";
+        else if (f[i] == '+') sign = "+";
+        else if (f[i] == ' ' && sign.empty()) sign = " ";
+        else if (f[i] == '0') zero = "0";
+      }
+      for (; i < f.size() && std::isdigit(static_cast<unsigned char>(f[i])); ++i) width += f[i];
+      if (i < f.size() && f[i] == '.')
+        for (prec = "."; ++i < f.size() && std::isdigit(static_cast<unsigned char>(f[i]));) prec += f[i];
+      if (i == f.size()) fail(loc, "ValueError: incomplete format");
+      if (prec == ".") prec = ".0";
+      char c = f[i];
       if (next >= vals.size()) fail(loc, "TypeError: not enough arguments for format string");
       const Static& v = vals[next++];
-      if (c == 'd' || c == 'i') out += std::to_string(int64_t(need_number(v, loc, "%d format")));
-      else if (c == 's') out += py_str(v);
-      else if (c == 'r') out += py_repr(v);
-      else if (c == 'f') out += fmt::format("{:.6f}", need_number(v, loc, "%f format"));
-      else fail(loc, fmt::format("the format '%{}' is not supported in __init__ (%d %i %s %r %f are)", c));
+      if (align == "<") zero.clear();  // Python ignores 0 when - is given
+      std::string num_spec = "{:" + (zero.empty() ? align : "") + sign + zero + width;
+      if (c == 'd' || c == 'i') {
+        out += fmt::format(fmt::runtime(num_spec + "}"), int64_t(need_number(v, loc, "%d format")));
+      } else if (c == 'x' || c == 'X') {
+        out += fmt::format(fmt::runtime(num_spec + c + "}"), need_int(v, loc, "%x format"));
+      } else if (c == 'f' || c == 'F' || c == 'e' || c == 'E' || c == 'g' || c == 'G') {
+        std::string p = prec.empty() ? ".6" : prec;
+        out += fmt::format(fmt::runtime(num_spec + p + c + "}"), need_number(v, loc, "%f format"));
+      } else if (c == 's' || c == 'r') {
+        std::string text = c == 's' ? py_str(v) : py_repr(v);
+        if (!prec.empty()) text = text.substr(0, size_t(std::stoll(prec.substr(1))));
+        out += fmt::format(fmt::runtime("{:" + align + width + "}"), text);
+      } else {
+        fail(loc, fmt::format("the format '%{}' is not supported in __init__ (%d %i %s %r %f %e %g %x are)", c));
+      }
     }
     if (next != vals.size()) fail(loc, "TypeError: not all arguments converted during string formatting");
     return Static::str(out);
@@ -1003,6 +1144,7 @@ class Init {
   }
 
   Static binary(const std::string& op, const Static& a, const Static& b, SourceLoc loc) {
+    if (auto t = tensor_math(loc, [&] { return init_tensor_binary(op, a, b); })) return *t;
     bool ints = (a.kind == Kind::Int || a.kind == Kind::Bool) && (b.kind == Kind::Int || b.kind == Kind::Bool);
     if (ints && op != "/" && op != "**") {
       int64_t x = a.i, y = b.i;
@@ -1077,11 +1219,29 @@ class Init {
           for (auto& [n, t] : o.module->named_buffers(false))
             if (n == name) return Static::of_tensor(t, false);
           if (name == "weight" || name == "bias") return Static::none();
+          // torch keeps a convolution's sizes as tuples whatever was passed (regnet reads m.kernel_size[1])
+          const Static* v = o.attr(name);
+          bool conv = o.cls == "Conv2d" || o.cls == "ConvTranspose2d" || o.cls == "Conv1d";
+          if (v && v->kind == Kind::Int && conv &&
+              (name == "kernel_size" || name == "stride" || name == "padding" || name == "dilation" || name == "output_padding"))
+            return Static::seq(Kind::Tuple, std::vector<Static>(o.cls == "Conv1d" ? 1 : 2, *v));
         }
         if (const Static* v = o.attr(name)) return *v;
         // a Sequential built from an OrderedDict names its items (vision_transformer's self.heads.head)
         for (size_t i = 0; i < o.item_names.size() && i < o.items.size(); ++i)
           if (o.item_names[i] == name) return Static::module(o.items[i]);
+        if (o.layer == Layer::ModuleDict)
+          if (ObjectPtr m = o.item(name)) return Static::module(m);
+        if (o.def)
+          if (const FunctionDef* f = o.def->method(name)) {
+            // a bound method (`self.apply(self._init_weights)`): the method with self bound first
+            Static fn = Static::named(Kind::Function, "");
+            fn.fn = f;
+            Static p;
+            p.kind = Kind::Partial;
+            p.elems = {fn, b};
+            return p;
+          }
         std::vector<std::string> names;
         for (auto& [k, v] : o.attrs) names.push_back(k);
         fail(loc, fmt::format("'{}' object has no attribute '{}'{}", o.cls, name, did_you_mean(name, names)));
@@ -1089,6 +1249,7 @@ class Init {
       case Kind::Class:
         if (name == "__name__") return Static::str(b.cls ? b.cls->name : b.s);
         if (b.cls) {
+          resolve_bases(*b.cls, loc);  // a base from another file holds the attribute or says why it cannot
           // block.expansion: a class-level attribute, the subclass's over its base's
           for (const ClassDef* k = b.cls; k; k = k->parent)
             for (const auto& [n, value] : k->attrs)
@@ -1130,6 +1291,9 @@ class Init {
           if (name == "inf") return Static::number(INFINITY);
         }
         if (ns == "torch") return Static::str(name);
+        // what lowered code can call: hasattr(F, 'scaled_dot_product_attention') picks the path kiln has
+        if (ns == "torch.nn.functional" && !functional_exists(name))
+          fail(loc, fmt::format("module 'torch.nn.functional' has no attribute '{}' in kiln script", name));
         return Static::named(Kind::Function, ns + "." + name);
       }
       case Kind::Dict:
@@ -1139,9 +1303,13 @@ class Init {
       case Kind::Tensor: {
         // their methods, bound: the call takes them (d.items(), xs.index(v), t.dim())
         static const std::set<std::string> kMethods = {"items", "keys", "values", "get", "index", "count", "startswith",
-                                                       "endswith", "dim", "numel", "size", "normal_", "uniform_",
+                                                       "endswith", "dim", "numel", "size", "view", "reshape", "normal_", "uniform_",
                                                        "zero_", "fill_"};
-        if (!kMethods.count(name)) break;
+        static const std::set<std::string> kTensorMethods = {"int", "long", "float", "double", "bool", "tolist", "item",
+                                                             "permute", "view", "reshape", "contiguous", "clone",
+                                                             "unsqueeze", "flatten", "sum", "round", "log", "exp",
+                                                             "sqrt", "abs"};
+        if (!kMethods.count(name) && !(b.kind == Kind::Tensor && kTensorMethods.count(name))) break;
         Static m = Static::named(Kind::Function, "." + name);
         m.elems = {b};
         return m;
@@ -1276,6 +1444,7 @@ class Init {
         if (!sc.self || !sc.cls) fail(e.loc, "super() is only supported in a method's __init__");
         if (const ClassDef* parent = sc.cls->parent) init_object(*sc.self, *parent, args, kwargs, e.loc);
         else if (sc.cls->torch_base == "Sequential") add_items(*sc.self->obj, args, e.loc);
+        else if (const nn::LayerSpec* spec = nn::find_layer(sc.cls->torch_base)) init_layer_base(*sc.self, *spec, args, kwargs, e.loc);
         return Static::none();
       }
       if (is_nn(base, sc)) {
@@ -1464,6 +1633,8 @@ class Init {
 
   // Methods of the values __init__ has that are not modules: d.items(), xs.index(v), t.dim(), ...
   Static value_method(const Static& v, const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
+    if (v.kind == Kind::Tensor)
+      if (auto t = tensor_math(loc, [&] { return init_tensor_method(v.tensor, name, a, kw); })) return *t;
     if (v.kind == Kind::Dict && kw.empty()) {
       std::vector<Static> out;
       if (name == "items" || name == "keys" || name == "values") {
@@ -1499,6 +1670,17 @@ class Init {
     if (!kw.empty()) fail(loc, fmt::format("{}.{}() takes no keyword arguments in __init__", v.type_name(), name));
     if (v.kind == Kind::Tensor && a.empty() && (name == "dim" || name == "numel"))
       return Static::integer(name == "dim" ? v.tensor.dim() : v.tensor.numel());
+    if (v.kind == Kind::Tensor && (name == "view" || name == "reshape")) {
+      // a buffer shaped once (nanoGPT's causal mask: torch.tril(...).view(1, 1, n, n)), computed now
+      Shape shape = a.size() == 1 && a[0].kind != Kind::Int ? need_ints(a[0], loc, "shape") : Shape{};
+      if (shape.empty() || a.size() != 1)
+        for (const Static& d : a) shape.push_back(need_int(d, loc, "shape"));
+      try {
+        return Static::of_tensor(v.tensor.contiguous().reshape(shape), false);
+      } catch (const Error& e) {
+        fail(loc, e.what());
+      }
+    }
     if (v.kind == Kind::Tensor && name == "size") {
       if (a.size() == 1) return Static::integer(v.tensor.size(need_int(a[0], loc, "dim")));
       std::vector<Static> dims;
@@ -1566,6 +1748,15 @@ class Init {
       if (a[0].kind == Kind::Float) return Static::number(std::fabs(a[0].f));
       return Static::integer(std::abs(need_int(a[0], loc, "the argument")));
     }
+    if (n == "set") {
+      // a set's elements as a list without repeats (in first-seen order; only its size and members matter
+      // to the __init__s that build one)
+      nargs(0, 1);
+      std::vector<Static> out;
+      for (const Static& x : a.empty() ? std::vector<Static>{} : iterate(a[0], loc))
+        if (std::none_of(out.begin(), out.end(), [&](const Static& y) { return equal(x, y); })) out.push_back(x);
+      return Static::seq(Kind::List, std::move(out));
+    }
     if (n == "list" || n == "tuple") {
       nargs(0, 1);
       return Static::seq(n == "list" ? Kind::List : Kind::Tuple, a.empty() ? std::vector<Static>{} : iterate(a[0], loc));
@@ -1617,6 +1808,8 @@ class Init {
     if (self.kind != Kind::Module) return call_value(attr_of(self, name, loc), a, kw, loc);
     Object& o = *self.obj;
     bool container = o.layer == Layer::ModuleList || o.layer == Layer::Sequential;
+    // A class deriving from nn.ModuleDict (densenet's _DenseBlock) keeps its modules in order, as items.
+    if (o.def && o.def->root()->torch_base == "ModuleDict" && name == "add_module") container = true;
     if (container && (name == "append" || name == "extend")) {
       if (a.size() != 1 || !kw.empty()) fail(loc, fmt::format("{}.{}() takes one argument", o.cls, name));
       std::vector<Static> ms = name == "append" ? std::vector<Static>{a[0]} : iterate(a[0], loc);
@@ -1816,6 +2009,15 @@ class Init {
       add_items(*s.obj, mods, loc);
       return s;
     }
+    if (name == "ModuleDict") {
+      if (!kw.empty() || a.size() > 1) fail(loc, "nn.ModuleDict() takes one dict of modules");
+      Static s = make(Layer::ModuleDict, name, std::make_shared<Container>(name), {});
+      if (!a.empty() && a[0].kind != Kind::None) {
+        if (a[0].kind != Kind::Dict) fail(loc, fmt::format("nn.ModuleDict() takes a dict of modules, got {}", a[0].type_name()));
+        add_items(*s.obj, a, loc);
+      }
+      return s;
+    }
     if (name == "Parameter") {
       Bound b = bind("nn.Parameter", Signature{{"data", "requires_grad"}, 1, {B(true)}}, a, kw, loc);
       if (b["data"].kind != Kind::Tensor) fail(loc, fmt::format("nn.Parameter() takes a Tensor, got {}", b["data"].type_name()));
@@ -1823,7 +2025,7 @@ class Init {
         fail(loc, "nn.Parameter(requires_grad=False) is not supported in kiln script; use register_buffer");
       return Static::of_tensor(b["data"].tensor.detach(), true);
     }
-    std::vector<std::string> known = {"Sequential", "ModuleList", "Parameter"};
+    std::vector<std::string> known = {"Sequential", "ModuleList", "ModuleDict", "Parameter"};
     for (const nn::LayerSpec& spec : nn::layer_registry()) known.push_back(spec.name);
     fail(loc, fmt::format("nn.{} is not supported in kiln script{}", name, did_you_mean(name, known)));
   }
@@ -1893,6 +2095,7 @@ class Init {
 
   // torch.<factory>(...) in __init__ runs eagerly: the tensor becomes a parameter, buffer or constant.
   Static torch_fn(const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
+    if (auto t = tensor_math(loc, [&] { return init_torch_function(name, a, kw); })) return *t;
     if (name == "_assert") {
       if (a.size() != 2 || !kw.empty()) fail(loc, "torch._assert() takes a condition and a message");
       if (!truthy(a[0], loc)) fail(loc, "AssertionError: " + py_str(a[1]));
@@ -2003,6 +2206,18 @@ std::shared_ptr<ScriptedModule> construct(const std::shared_ptr<const File>& fil
   std::map<std::string, Static> kw;
   for (const auto& [k, x] : kwargs) kw[k] = init.argument(x);
   std::shared_ptr<ScriptedModule> m = init.build(cls, a, kw, cls.loc);
+  m->object_ptr()->imports = init.files();
+  return m;
+}
+
+std::shared_ptr<ScriptedModule> construct_by(const std::shared_ptr<const File>& file, const FunctionDef& builder,
+                                             const std::vector<CtorArg>& args, const std::map<std::string, CtorArg>& kwargs) {
+  Init init(file);
+  std::vector<Static> a;
+  for (const CtorArg& x : args) a.push_back(init.argument(x));
+  std::map<std::string, Static> kw;
+  for (const auto& [k, x] : kwargs) kw[k] = init.argument(x);
+  std::shared_ptr<ScriptedModule> m = init.call_builder(builder, a, kw);
   m->object_ptr()->imports = init.files();
   return m;
 }

@@ -169,6 +169,17 @@ std::optional<std::string> Lowerer::const_str(const Arg& a) {
 
 std::optional<std::vector<int64_t>> Lowerer::const_ints(const Arg& a) {
   if (auto i = const_int(a)) return std::vector<int64_t>{*i};
+  // self.weight.shape (nanoGPT's LayerNorm): a module's tensors keep their shapes, so it is known now
+  if (a.expr && a.expr->kind == ExprKind::Attribute && a.expr->name == "shape" && a.expr->args[0]->kind == ExprKind::Attribute)
+    if (const Object* o = static_object(*a.expr->args[0]->args[0])) {
+      const std::string& name = a.expr->args[0]->name;
+      const Static* v = o->attr(name);
+      if (v && v->kind == Static::Kind::Tensor) return v->tensor.sizes();
+      for (auto& [n, t] : o->module->named_parameters(false))
+        if (n == name) return t.sizes();
+      for (auto& [n, t] : o->module->named_buffers(false))
+        if (n == name) return t.sizes();
+    }
   if (a.expr && a.expr->kind == ExprKind::Attribute)
     if (const Object* o = static_object(*a.expr->args[0])) {
       const Static* v = o->attr(a.expr->name);
@@ -327,6 +338,7 @@ Value* Lowerer::binary(const std::string& op, Value* a, Value* b, SourceLoc loc)
     }
     fail(loc, fmt::format("unsupported operand types for {}: {} and {}", op, ta.str(), tb.str()));
   };
+  if (Value* l = list_binary(op, a, b)) return l;
   if (tensors) {
     Value* x = ta.is_tensor() ? a : number_to_tensor(a);
     Value* y = tb.is_tensor() ? b : number_to_tensor(b);
@@ -671,7 +683,9 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
       record_view(v, x, st);
       return v;
     }
-    if (i->type().is_tensor()) fail(ix.loc, "indexing a tensor with a tensor is not supported in kiln script; use torch.index_select or torch.where");
+    // One integer tensor index of one dimension (swin's `table[relative_position_index]`): torch's advanced
+    // indexing gathers rows along that dim, a copy, as index_select does (which raises for another rank).
+    if (i->type().is_tensor()) return op(OpId::IndexSelect, {x, i}, Attrs().set("dim", dim));
     fail(ix.loc, fmt::format("tensor indices must be int or slices, got {}", i->type().str()));
   };
   // Before the ellipsis, dims count from the front; a select removes its dim, a None adds one.
@@ -773,6 +787,16 @@ Value* Lowerer::call(const Expr& e) {
       // math functions of constants fold now; kiln has no number sqrt at run time
       if (e.args.size() != 2 || !e.keywords.empty()) fail(e.loc, fmt::format("math.{}() takes one argument", fn.name));
       auto x = const_float(Arg{e.args[1].get(), nullptr, e.args[1]->loc});
+      if (!x && fn.name == "sqrt") {
+        // a size known when the graph runs (nanoGPT's math.sqrt(k.size(-1))): x ** 0.5, as a float
+        Value* v = expr(*e.args[1]);
+        if (v->type().kind != TypeKind::Int && v->type().kind != TypeKind::Float)
+          fail(e.args[1]->loc, fmt::format("math.sqrt() takes a number, got {}", v->type().str()));
+        loc_ = e.loc;
+        Value* f = v->type().kind == TypeKind::Float ? v : prim(Prim::ToFloat, {v}, Type::scalar(TypeKind::Float));
+        check(prim(Prim::NumGe, {f, constant(0.0)}, Type::scalar(TypeKind::Bool)), "ValueError: math domain error");
+        return prim(Prim::NumPow, {f, constant(0.5)}, Type::scalar(TypeKind::Float));
+      }
       if (!x) fail(e.args[1]->loc, fmt::format("math.{}() needs a constant argument in kiln script (a literal or a module attribute)", fn.name));
       if (fn.name == "sqrt") return constant(std::sqrt(*x));
       if (fn.name == "log") return constant(std::log(*x));
@@ -784,6 +808,9 @@ Value* Lowerer::call(const Expr& e) {
       return call_builtin(*this, "torch." + fn.name, e, nullptr);
     }
     if (is_scripting_call(e)) return constant(true);
+    if (base.kind == ExprKind::Attribute && base.args[0]->kind == ExprKind::Name && base.args[0]->name == "torch" &&
+        base.name == "linalg" && !frame().env.count("torch"))
+      return call_builtin(*this, "torch.linalg." + fn.name, e, nullptr);
     if (base.kind == ExprKind::Attribute && base.args[0]->kind == ExprKind::Name && base.args[0]->name == "torch")
       fail(fn.loc, fmt::format("torch.{}.{} is not supported in kiln script; only torch.<function> calls are",
                                base.name, fn.name));

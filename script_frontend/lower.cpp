@@ -152,8 +152,10 @@ Lowerer::Frame Lowerer::new_frame(const FunctionDef& f, const Object* self) {
     fr.infer_ret = true;  // a dict is a tuple whose element types come from the return
   } else if (f.has_returns) {
     fr.ret_type = type_from_annotation(*src_, f.returns, *m_);
-  } else if (self) {
-    fr.infer_ret = true;  // TorchScript infers a method's return type from its returns
+  } else if (self || (!inlining_.empty() && inlining_.back() != &f)) {
+    // TorchScript infers a method's return type from its returns, and a called function's (swin's
+    // shifted_window_attention has no annotation); a function lowered as a graph of its own declares it
+    fr.infer_ret = true;
   } else {
     fail(f.loc, fmt::format("function '{}' needs a return type annotation (-> Tensor, ...)", f.name));
   }
@@ -167,6 +169,10 @@ std::shared_ptr<ir::Graph> Lowerer::lower_function(const FunctionDef& f) { retur
 MethodGraph Lowerer::lower_method(const FunctionDef& f, const Object& self) {
   MethodGraph mg;
   writebacks_.clear();
+  tied_.clear();
+  self.walk([&](const Object& o) {
+    for (const auto& [old, now] : o.tied) tied_[old.impl()] = now;
+  });
   mg.graph = lower_top(f, &self);
   mg.bound = bound_;
   mg.writebacks = writebacks_;
@@ -181,6 +187,7 @@ std::shared_ptr<ir::Graph> Lowerer::lower_top(const FunctionDef& f, const Object
   bound_inputs_.clear();
   buffer_vars_.clear();
   views_.clear();
+  devices_.clear();
   shared_list_.clear();
   opaque_.clear();
   param_of_.clear();
@@ -192,8 +199,10 @@ std::shared_ptr<ir::Graph> Lowerer::lower_top(const FunctionDef& f, const Object
   for (size_t i = self ? 1 : 0; i < f.params.size(); ++i) {
     const Param& p = f.params[i];
     if (!seen.insert(p.name).second) fail(p.loc, fmt::format("duplicate parameter '{}'", p.name));
-    Type t = p.has_type ? type_from_annotation(*src_, p.type, *m_) : Type::tensor();
-    if (p.default_value && p.default_value->kind == ExprKind::None && t.kind != TypeKind::Optional)
+    // unannotated with a None default (nanoGPT's `targets=None`): an optional Tensor
+    bool none_default = p.default_value && p.default_value->kind == ExprKind::None;
+    Type t = p.has_type ? type_from_annotation(*src_, p.type, *m_) : none_default ? Type::optional(Type::tensor()) : Type::tensor();
+    if (none_default && t.kind != TypeKind::Optional)
       fail(p.default_value->loc, fmt::format("parameter '{}' defaults to None, so its type must be Optional[...], not {}",
                                              p.name, t.str()));
     if (p.default_value && p.default_value->kind != ExprKind::None && !self)
@@ -235,6 +244,7 @@ std::shared_ptr<ir::Graph> Lowerer::lower_top(const FunctionDef& f, const Object
     }
     Frame& F2 = frame();
     result = F2.flag_returns ? F2.env.at(kRetValue) : F2.final_return;
+    if (!result) result = placeholder(F2.ret_type);  // the body always raises
     if (F2.ret_type.kind == TypeKind::None) result = nullptr;
   }
   if (result) g_->register_output(result);
@@ -328,10 +338,24 @@ Value* Lowerer::inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc
       fr.env[p.name] = dict_argument(p, f, bound[i], locs[i]);
       continue;
     }
-    Type t = p.has_type ? type_from_annotation(*src_, p.type, *m_) : Type::tensor();
     if (!bound[i]) {
       if (!p.default_value) fail(call_loc, fmt::format("{}() is missing argument '{}'", f.name, p.name));
       bound[i] = expr(*p.default_value);
+    }
+    // An inlined call knows its arguments: an unannotated parameter takes the argument's type (a helper
+    // method called with an int, as published code writes them), where a graph's own input is a Tensor.
+    if (!p.has_type && f.overloads.empty()) {
+      fr.env[p.name] = bound[i];
+      continue;
+    }
+    Type t = p.has_type ? type_from_annotation(*src_, p.type, *m_) : Type::tensor();
+    // An @torch.jit._overload_method declaration with the argument's type: the body is lowered for it.
+    for (const auto& o : f.overloads) {
+      if (same_type(bound[i]->type(), t)) break;
+      if (i + first < o->params.size() && o->params[i + first].has_type) {
+        Type ot = type_from_annotation(*src_, o->params[i + first].type, *m_);
+        if (same_type(bound[i]->type(), ot)) t = ot;
+      }
     }
     fr.env[p.name] = coerce(bound[i], t, locs[i], fmt::format("argument '{}' of {}()", p.name, f.name));
     if (p.has_type) note_namedtuple(fr.env[p.name], p.type);
@@ -369,6 +393,7 @@ Value* Lowerer::inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc
   }
   block(body);
   Value* result = frame().flag_returns ? frame().env.at(kRetValue) : frame().final_return;
+  if (!result) result = placeholder(frame().ret_type);  // the body always raises
   if (frame().ret_type.kind == TypeKind::None) result = g_->insert_none();
   std::map<std::string, Value*> buffers;
   for (auto& [impl, var] : buffer_vars_)
@@ -425,7 +450,9 @@ unsigned Lowerer::exits(const std::vector<StmtPtr>& b) const {
 
 bool Lowerer::always_exits(const std::vector<StmtPtr>& b) const {
   for (const auto& s : b) {
-    if (s->kind == StmtKind::Return || s->kind == StmtKind::Break || s->kind == StmtKind::Continue) return true;
+    if (s->kind == StmtKind::Return || s->kind == StmtKind::Break || s->kind == StmtKind::Continue ||
+        s->kind == StmtKind::Raise)
+      return true;
     if (s->kind == StmtKind::If && always_exits(s->body) && always_exits(s->orelse)) return true;
   }
   return false;
@@ -433,7 +460,7 @@ bool Lowerer::always_exits(const std::vector<StmtPtr>& b) const {
 
 bool Lowerer::always_returns(const std::vector<StmtPtr>& b) const {
   for (const auto& s : b) {
-    if (s->kind == StmtKind::Return) return true;
+    if (s->kind == StmtKind::Return || s->kind == StmtKind::Raise) return true;
     if (s->kind == StmtKind::If && always_returns(s->body) && always_returns(s->orelse)) return true;
   }
   return false;
@@ -544,13 +571,21 @@ void Lowerer::block(const std::vector<StmtPtr>& body, size_t from) {
     stmt(s);
     if (i + 1 == body.size()) return;
     if (s.kind == StmtKind::Return || s.kind == StmtKind::Break || s.kind == StmtKind::Continue ||
-        (s.kind == StmtKind::If && always_exits(s.body) && always_exits(s.orelse)))
+        s.kind == StmtKind::Raise || (s.kind == StmtKind::If && always_exits(s.body) && always_exits(s.orelse)))
       return;  // the rest is unreachable, as Python would never run it
     unsigned f = exits(s);
     if (!f) continue;
     // The rest of the block runs only when s did not exit: guard it with the exit flags.
     loc_ = body[i + 1]->loc;
     Value* exited = exit_condition(f);
+    if (!exited) continue;
+    // An exit folded while lowering (an `if` on constants that returned): the rest is unreachable.
+    if (exited->node()->prim() == Prim::Constant && !exited->node()->tensor().defined())
+      for (const auto& [k, a] : exited->node()->attrs().items())
+        if (k == "value" && std::holds_alternative<bool>(a)) {
+          if (std::get<bool>(a)) return;
+          exited = nullptr;
+        }
     if (!exited) continue;
     branch(exited, [] {}, [&] { block(body, i + 1); }, true, false, body[i + 1]->loc);
     return;
@@ -627,11 +662,11 @@ void Lowerer::stmt(const Stmt& s) {
     case StmtKind::TryStar:
     case StmtKind::With:
     case StmtKind::AsyncWith:
-    case StmtKind::Raise:
     case StmtKind::Global:
     case StmtKind::Nonlocal:
     case StmtKind::Delete:
     case StmtKind::Match: fail(s.loc, fmt::format("{} not supported in kiln script", unsupported_construct(s.kind)));
+    case StmtKind::Raise: return raise_stmt(s);
   }
 }
 
@@ -651,7 +686,20 @@ void Lowerer::assign_from_expr(const Expr& target, const Expr& value) {
       frame().env.erase(target.name);
       return;
     }
-  Value* v = expr(value);
+  const Expr* saved_call = unpack_call_;
+  size_t saved_count = unpack_count_;
+  if ((target.kind == ExprKind::Tuple || target.kind == ExprKind::List) && value.kind == ExprKind::Call) {
+    unpack_call_ = &value;
+    unpack_count_ = target.args.size();
+  }
+  Value* v;
+  try {
+    v = expr(value);
+  } catch (...) {
+    unpack_call_ = saved_call, unpack_count_ = saved_count;
+    throw;
+  }
+  unpack_call_ = saved_call, unpack_count_ = saved_count;
   loc_ = target.loc;
   assign(target, v, target.loc);
 }
@@ -848,6 +896,7 @@ void Lowerer::if_stmt(const Stmt& s) {
   // decided now, as TorchScript does: the other branch may not even type-check for this module.
   if (std::optional<bool> known = static_condition(*s.test)) return block(*known ? s.body : s.orelse);
   if (std::optional<bool> known = dict_condition(*s.test)) return block(*known ? s.body : s.orelse);
+  if (std::optional<bool> known = known_condition(*s.test)) return block(*known ? s.body : s.orelse);
   Value* c = to_condition(expr(*s.test), s.test->loc);
   auto run = [&](const std::vector<StmtPtr>& body, bool then_branch) {
     if (auto opt = refine_none(*s.test, then_branch)) {
@@ -1039,6 +1088,26 @@ void Lowerer::for_stmt(const Stmt& s) {
     for (const auto& a : it.args) es.push_back(expr(*a));
     return unrolled_for(s, es.size(), [&](size_t k) { assign(target, es[k], target.loc); });
   }
+  // `for name, layer in self.items()` over a class deriving from nn.ModuleDict (densenet's _DenseBlock):
+  // unrolled in insertion order, the name a string constant.
+  if (it.kind == ExprKind::Call && it.args.size() == 1 && it.keywords.empty() && it.args[0]->kind == ExprKind::Attribute) {
+    const std::string& how = it.args[0]->name;
+    const Object* o = static_object(*it.args[0]->args[0]);
+    if (o && o->def && o->def->root()->torch_base == "ModuleDict" && (how == "items" || how == "values" || how == "keys")) {
+      bool pairs = how == "items";
+      if (pairs && (target.kind != ExprKind::Tuple || target.args.size() != 2))
+        fail(target.loc, "a for over items() needs two names as its target: for name, module in self.items()");
+      const Expr& module_target = pairs ? *target.args[1] : target;
+      if (how != "keys" && module_target.kind != ExprKind::Name)
+        fail(module_target.loc, "a for over modules needs one name as its target");
+      return unrolled_for(s, o->items.size(), [&, o](size_t k) {
+        if (how == "keys") return assign(target, g_->insert_constant(o->item_names[k]), target.loc);
+        frame().modules[module_target.name] = o->items[k].get();
+        frame().env.erase(module_target.name);
+        if (pairs) assign(*target.args[0], g_->insert_constant(o->item_names[k]), target.args[0]->loc);
+      });
+    }
+  }
   // A ModuleList or Sequential: unrolled, the target naming each module in turn (enumerate gives
   // the index too), as TorchScript does.
   {
@@ -1172,12 +1241,43 @@ void Lowerer::return_stmt(const Stmt& s) {
   frame().env[kReturned] = constant(true);
 }
 
+// An assert's f-string message (nanoGPT's f"Cannot forward sequence of length {t}, ..."): prim::raise holds
+// one message fixed when lowering, so fields known then (constants, module attributes) are written as
+// Python would, and the others as the name they read, in braces.
+std::string Lowerer::assert_message(const Expr& f) {
+  std::string out;
+  for (const ExprPtr& part : f.args) {
+    if (part->kind == ExprKind::String) {
+      out += part->name;
+      continue;
+    }
+    const Expr& v = *part->args[0];
+    Arg a{&v, nullptr, v.loc};
+    if (auto i = const_int(a)) out += std::to_string(*i);
+    else if (auto d = const_float(a)) out += fmt::format("{}", *d);
+    else if (auto str = const_str(a)) out += *str;
+    else {
+      std::string name;
+      for (const Expr* e = &v; e; e = e->kind == ExprKind::Attribute ? e->args[0].get() : nullptr) {
+        if (e->kind != ExprKind::Attribute && e->kind != ExprKind::Name) {
+          name = "...";
+          break;
+        }
+        name = name.empty() ? e->name : e->name + "." + name;
+      }
+      out += "{" + name + "}";
+    }
+  }
+  return out;
+}
+
 void Lowerer::assert_stmt(const Stmt& s) {
   Value* c = to_condition(expr(*s.test), s.test->loc);
   std::string msg = "AssertionError";
   if (s.value) {
-    if (s.value->kind != ExprKind::String) fail(s.value->loc, "the message of an assert must be a string literal");
-    msg = "AssertionError: " + s.value->name;
+    if (s.value->kind != ExprKind::String && s.value->kind != ExprKind::FString)
+      fail(s.value->loc, "the message of an assert must be a string literal or an f-string");
+    msg = "AssertionError: " + (s.value->kind == ExprKind::String ? s.value->name : assert_message(*s.value));
   }
   loc_ = s.loc;
   Node* n = emit(g_->create(Prim::If, 0));

@@ -89,6 +89,17 @@ class Lowerer {
                   SourceLoc loc);
   Value* to_condition(Value* v, SourceLoc loc);
   SourceLoc loc() const { return loc_; }
+  // x.device: a value only factories' device= takes (a graph makes its tensors where it runs), typed None
+  // so that nothing else can compute with it.
+  Value* device_value() {
+    Value* v = g_->insert_none();
+    devices_.insert(v);
+    return v;
+  }
+  bool is_device(Value* v) const { return devices_.count(v) != 0; }
+  // The number of names a call's result is unpacked into (`q, k, v = x.split(n, dim=2)`), or 0: what
+  // torch decides from the size at run time, the lowering takes from the names.
+  size_t unpack_count(const Expr& call) const { return &call == unpack_call_ ? unpack_count_ : 0; }
   const Module& module() const { return *m_; }
 
   // ---- module objects (used by layers.cpp)
@@ -168,6 +179,13 @@ class Lowerer {
   Value* buffer_input(const std::string& var);
   void return_stmt(const Stmt& s);
   void assert_stmt(const Stmt& s);
+  void raise_stmt(const Stmt& s);
+  std::string raise_message(const Expr& e);
+  std::optional<bool> isinstance_known(const Expr& call);
+  std::optional<bool> known_condition(const Expr& test);
+  Value* list_repeat(Value* xs, Value* n);
+  Value* list_binary(const std::string& op, Value* a, Value* b);  // null when not list + list, list * int
+  std::string assert_message(const Expr& fstring);
   // Lowers an If whose branches run then_fn / else_fn on copies of the environment and merges the
   // variables they assign into the If's outputs.
   void branch(Value* cond, const std::function<void()>& then_fn, const std::function<void()>& else_fn,
@@ -250,6 +268,10 @@ class Lowerer {
   std::vector<std::string> later_errors_;
   std::vector<Tensor> bound_;                           // tensors read by this graph, in input order
   std::map<const TensorImpl*, Value*> bound_inputs_;    // their graph inputs
+  const Expr* unpack_call_ = nullptr;
+  size_t unpack_count_ = 0;
+  std::set<Value*> devices_;                            // what x.device gave
+  std::map<const TensorImpl*, Tensor> tied_;            // a layer's replaced parameters: the tensor now used
   std::map<const TensorImpl*, std::string> buffer_vars_;  // updated buffers: their env variable
   std::vector<std::pair<size_t, size_t>> writebacks_;
   std::vector<const FunctionDef*> inlining_;
@@ -295,5 +317,7 @@ Value* linear_of(Lowerer& L, Value* x, Value* weight, Value* bias);
 std::optional<Value*> tensor_attribute(Lowerer& L, Value* x, const std::string& attr, SourceLoc loc);
 // Names of builtins (for suggestions).
 std::vector<std::string> builtin_names(bool methods);
+// Whether lowered code has torch.nn.functional.<name>.
+bool functional_exists(const std::string& name);
 
 }  // namespace kiln::script

@@ -23,6 +23,7 @@ const Object* Lowerer::static_object(const Expr& e) {
       const Object* o = static_object(*e.args[0]);
       if (!o) return nullptr;
       const Static* a = o->attr(e.name);
+      if (!a && o->layer == Layer::ModuleDict) return o->item(e.name).get();
       return a && a->kind == Kind::Module ? a->obj.get() : nullptr;
     }
     case ExprKind::Subscript: {
@@ -53,6 +54,24 @@ std::optional<bool> Lowerer::static_condition(const Expr& test) {
   // torch.jit.is_scripting() is True in lowered code, as under torch.jit.script: the eager branch it
   // guards (often a call of a @torch.jit.unused method) is never lowered.
   if (!frames_.empty() && is_scripting_call(test) && !frame().env.count("torch")) return true;
+  if (auto known = isinstance_known(test)) return known;
+  if (test.kind == ExprKind::Unary && test.op == "not") {
+    auto v = static_condition(*test.args[0]);
+    if (!v) return std::nullopt;
+    return !*v;
+  }
+  if (test.kind == ExprKind::BoolOp) {
+    // Python's short circuit: `self.memory_efficient and self.any_requires_grad(xs)` is False for a module
+    // built with memory_efficient=False, whatever the rest would give (densenet's guard around a
+    // @torch.jit.unused call). Decided only when the operands before the deciding one are known too.
+    bool is_and = test.op == "and";
+    for (const auto& a : test.args) {
+      auto v = static_condition(*a);
+      if (!v) return std::nullopt;
+      if (*v != is_and) return *v;
+    }
+    return is_and;
+  }
   if (frames_.empty() || !frame().self) return std::nullopt;
   auto attr_of = [&](const Expr& e) -> const Static* {
     if (e.kind != ExprKind::Attribute) return nullptr;
@@ -80,22 +99,6 @@ std::optional<bool> Lowerer::static_condition(const Expr& test) {
       }
       return std::nullopt;
     }
-    case ExprKind::Unary: {
-      if (test.op != "not") return std::nullopt;
-      auto v = static_condition(*test.args[0]);
-      if (!v) return std::nullopt;
-      return !*v;
-    }
-    case ExprKind::BoolOp: {
-      // decided only when every operand is (mixed static and runtime operands lower normally)
-      bool acc = test.op == "and";
-      for (const auto& a : test.args) {
-        auto v = static_condition(*a);
-        if (!v) return std::nullopt;
-        acc = test.op == "and" ? acc && *v : acc || *v;
-      }
-      return acc;
-    }
     default: return std::nullopt;
   }
 }
@@ -106,13 +109,16 @@ Value* Lowerer::object_attribute(const Object& o, const std::string& attr, Sourc
   if (const Static* a = o.attr(attr)) {
     if (a->kind == Kind::Module)
       fail(loc, fmt::format("'{}' is a module ({}), not a value; call it", attr, a->obj->cls));
-    if (o.layer == Layer::User || a->kind != Kind::Tensor) return static_value(*a, full, loc);
+    // a built-in layer's constructor argument `bias=True` is not its bias: its tensors come first below
+    bool layer_tensor = o.layer != Layer::User && (attr == "weight" || attr == "bias");
+    if (!layer_tensor && (o.layer == Layer::User || a->kind != Kind::Tensor)) return static_value(*a, full, loc);
   }
   // A built-in layer's tensors: self.fc.weight
   for (auto& [n, t] : o.module->named_parameters(false))
     if (n == attr) return tensor_of(Static::of_tensor(t, true), full);
   for (auto& [n, t] : o.module->named_buffers(false))
     if (n == attr) return tensor_of(Static::of_tensor(t, false), full);
+  if (o.layer != Layer::User && (attr == "weight" || attr == "bias")) return g_->insert_none();  // built with bias=False
   if (const Static* a = o.attr(attr)) return static_value(*a, full, loc);
   std::vector<std::string> names;
   for (auto& [k, v] : o.attrs) names.push_back(k);
@@ -150,12 +156,19 @@ Value* Lowerer::static_value(const Static& v, const std::string& name, SourceLoc
                         name, v.type_name()));
 }
 
-Value* Lowerer::tensor_of(const Static& t, const std::string& name) {
+Value* Lowerer::tensor_of(const Static& t0, const std::string& name) {
+  auto tie = tied_.find(t0.tensor.impl());
+  const Static& t = tie == tied_.end() ? t0 : Static::of_tensor(tie->second, true);
   const TensorImpl* impl = t.tensor.impl();
   auto var = buffer_vars_.find(impl);
   if (var != buffer_vars_.end() && frame().env.count(var->second)) return frame().env.at(var->second);
   auto it = bound_inputs_.find(impl);
   if (it != bound_inputs_.end()) return it->second;
+  // A function of the file (no module at the bottom of the frames) has no bound inputs to carry a tensor:
+  // a composite's constant (indices, a mask) goes into the graph as a constant
+  if (!frames_.empty() && frames_.front().self == nullptr) {
+    return g_->insert_constant(t.tensor);
+  }
   std::string ir_name;
   for (char c : name) ir_name += (std::isalnum(static_cast<unsigned char>(c)) || c == '_') ? c : '_';
   Value* in = g_->add_input(Type::tensor(), ir_name);

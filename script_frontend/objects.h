@@ -113,7 +113,8 @@ struct Static {
 // lowered from its nn::LayerSpec), or a torch.nn layer the frontend builds itself.
 // A class of the file deriving from nn.Sequential without a forward of its own is a Sequential whose
 // __init__ is the class's (torchvision's Conv2dNormActivation): `def` is set and lowering calls its items.
-enum class Layer : uint8_t { User, Registered, Sequential, ModuleList };
+// A ModuleDict holds its modules as items named by its keys, read as attributes (`self.transformer.wte`).
+enum class Layer : uint8_t { User, Registered, Sequential, ModuleList, ModuleDict };
 
 struct Object {
   Layer layer = Layer::User;
@@ -127,6 +128,9 @@ struct Object {
   std::vector<std::string> item_names;  // their state_dict names: "0", "1", ... or an OrderedDict's keys
   std::string path;              // its state_dict prefix: "", "features", "layers.0"
   std::shared_ptr<const File> file;  // the file of its class (methods are lowered in that file's names)
+  // A registered layer's parameters that __init__ replaced (`self.transformer.wte.weight = self.lm_head.weight`):
+  // (the tensor the layer's lowering reads, the tensor it now is).
+  std::vector<std::pair<Tensor, Tensor>> tied;
   bool plain = false;  // an instance of a plain class or @dataclass: a config object, not a submodule
   // The root's: every file __init__ read, kept while the module lives (a class value from one may be an
   // attribute without a module of that file in the tree).
@@ -135,6 +139,12 @@ struct Object {
   const Static* attr(const std::string& name) const {
     auto it = attrs.find(name);
     return it == attrs.end() ? nullptr : &it->second;
+  }
+  // A ModuleDict's module by key, or null.
+  ObjectPtr item(const std::string& name) const {
+    for (size_t i = 0; i < items.size(); ++i)
+      if (item_names[i] == name) return items[i];
+    return nullptr;
   }
   // Depth-first: this object, then its submodules (attributes and items), each once.
   void walk(const std::function<void(const Object&)>& f) const;
@@ -153,6 +163,9 @@ struct CtorArg {
 };
 std::shared_ptr<ScriptedModule> construct(const std::shared_ptr<const File>& file, const ClassDef& cls,
                                           const std::vector<CtorArg>& args, const std::map<std::string, CtorArg>& kwargs);
+// Runs a builder function of the file (`resnet18(weights=None)`) and returns the module it built.
+std::shared_ptr<ScriptedModule> construct_by(const std::shared_ptr<const File>& file, const FunctionDef& builder,
+                                             const std::vector<CtorArg>& args, const std::map<std::string, CtorArg>& kwargs);
 // An IValue given to module() as a constructor argument.
 Static static_of(const IValue& v);
 

@@ -119,6 +119,19 @@ std::shared_ptr<ScriptedModule> ScriptModule::build(const std::string& name, con
   if (file_)
     for (const auto& c : file_->ast.classes)
       if (c->name == name) cls = c.get();
+  // A builder function (torchvision's `resnet18(weights=None)`): evaluated, its forward compiled as a class's.
+  if (!cls && file_)
+    for (const auto& f : file_->ast.functions)
+      if (f->name == name) {
+        auto arg = [](const ScriptValue& v) { return script::CtorArg{v.expr_ ? script::Static() : script::static_of(v.value_), v.expr_}; };
+        std::vector<script::CtorArg> sargs;
+        for (const ScriptValue& a : args) sargs.push_back(arg(a));
+        std::map<std::string, script::CtorArg> skw;
+        for (const auto& [k, v] : kwargs) skw[k] = arg(v);
+        std::shared_ptr<ScriptedModule> m = script::construct_by(file_, *f, sargs, skw);
+        m->method("forward");
+        return m;
+      }
   if (!cls && file_) {
     auto it = file_->ast.unbuilt.find(name);
     if (it != file_->ast.unbuilt.end()) file_->src.fail(it->second.first, it->second.second);

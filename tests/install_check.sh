@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs kiln from a build dir into a temporary prefix and builds a user program against it with
-# pkg-config, exactly as the README tells users to.
+# Installs kiln from a build dir into a temporary prefix and builds a user program against it twice, with
+# pkg-config and with CMake's find_package, exactly as the README tells users to.
 set -euo pipefail
 build=${1:-build}
 prefix=$(mktemp -d)
@@ -21,5 +21,19 @@ CPP
 PKG_CONFIG_PATH="$pcdir" PKG_CONFIG_SYSROOT_DIR="" \
   g++ -std=c++20 "$prefix/prog.cpp" -o "$prefix/prog" \
   $(PKG_CONFIG_PATH="$pcdir" pkg-config --define-variable=prefix="$root" --cflags --libs kiln)
-LD_LIBRARY_PATH="$(dirname "$(find "$root" -name 'libkiln.so' | head -1)")" "$prefix/prog"
-echo "install check: ok"
+libdir="$(dirname "$(find "$root" -name 'libkiln.so' | head -1)")"
+LD_LIBRARY_PATH="$libdir" "$prefix/prog"
+echo "install check: pkg-config ok"
+
+mkdir "$prefix/cmake-app"
+cat > "$prefix/cmake-app/CMakeLists.txt" <<'CMAKE'
+cmake_minimum_required(VERSION 3.16)
+project(app CXX)
+find_package(kiln 0.1 CONFIG REQUIRED)
+add_executable(prog ../prog.cpp)
+target_link_libraries(prog PRIVATE kiln::kiln)
+CMAKE
+cmake -S "$prefix/cmake-app" -B "$prefix/cmake-build" -DCMAKE_PREFIX_PATH="$root" >/dev/null
+cmake --build "$prefix/cmake-build" >/dev/null
+LD_LIBRARY_PATH="$libdir" "$prefix/cmake-build/prog"
+echo "install check: cmake ok"

@@ -32,6 +32,9 @@ OpCase case_for(OpId op, uint64_t seed) {
     case OpId::Where: return {{gt(a, 0.0), a, b}, {}};
     case OpId::Argmax:
     case OpId::Argmin: return {{a}, Attrs().set("dim", int64_t(1)).set("keepdim", true)};
+    case OpId::Argsort: return {{a}, Attrs().set("dim", int64_t(1)).set("descending", true)};
+    case OpId::Cumsum: return {{a}, Attrs().set("dim", int64_t(1))};
+    case OpId::Cumprod: return {{abs(a) + 0.5}, Attrs().set("dim", int64_t(-1))};
     case OpId::Reshape: return {{a}, Attrs().set("shape", Shape{2, -1})};
     case OpId::Permute: return {{a}, Attrs().set("dims", Shape{1, 0})};
     case OpId::Expand: return {{randn({3, 1})}, Attrs().set("shape", Shape{3, 4})};

@@ -114,6 +114,12 @@ Case case_for(OpId op) {
     case OpId::ScatterAdd:
       return Case{[](const Tensors& x) { return scatter_add(x[0], 1, idx({0, 0, 3, 1, 2, 2}, {3, 2}), x[1]); },
                   {input({3, 4}, -1, 1), input({3, 2}, -1, 1, false, 5)}, true};
+    case OpId::Cumsum:
+      return Case{[](const Tensors& x) { return dispatch1(OpId::Cumsum, {x[0]}, Attrs().set("dim", int64_t(1))); },
+                  {input({3, 4}, -1, 1)}, true};
+    case OpId::Cumprod:  // away from zero, where the derivative divides
+      return Case{[](const Tensors& x) { return dispatch1(OpId::Cumprod, {x[0]}, Attrs().set("dim", int64_t(0))); },
+                  {input({4, 3}, 0.5, 1.5)}};
     case OpId::SliceBackward:
       return Case{[](const Tensors& x) { return slice_backward(x[0], {3, 7}, 1, 1, 7, 3); }, {input({3, 2}, -1, 1)}, true};
     case OpId::AvgPool2dBackward:
@@ -146,7 +152,7 @@ Case case_for(OpId op) {
     // not differentiable: covered by the is_differentiable check below
     // differentiable only to raise (tests/test_rnn.cpp checks the error)
     case OpId::RnnLayerBackward:
-    case OpId::Argmax: case OpId::Argmin:
+    case OpId::Argmax: case OpId::Argmin: case OpId::Argsort:
       return Case{};
   }
   return Case{};

@@ -489,6 +489,9 @@ Kernel kernel_for(OpId op) {
     case OpId::MaxPool2d:
     case OpId::AvgPool2d:
     case OpId::IndexSelect:
+    case OpId::Argsort:
+    case OpId::Cumsum:
+    case OpId::Cumprod:
     case OpId::IndexAdd:
     case OpId::AvgPool2dBackward:
     case OpId::Conv2dBackwardInput:

@@ -508,7 +508,17 @@ class Frame {
         const Tensor& x = in(n, 0).to_tensor();
         // attr float: a draw in float32 unless x is float64 (dropout's mask, as eager draws it)
         bool widen = n.attrs().has("float") && n.attrs().i("float") != 0 && x.dtype() != DType::Float32 && x.dtype() != DType::Float64;
+        if (n.attrs().has("normal") && n.attrs().i("normal") != 0) return out(0, randn_like(x));
         return out(0, rand_like(widen ? x.to(DType::Float32) : x));
+      }
+      case Prim::Arange: {
+        auto num = [&](size_t i) {
+          IValue v = in(n, i);
+          return v.is_int() ? Scalar(v.to_int()) : Scalar(v.to_double());
+        };
+        bool ints = in(n, 0).is_int() && in(n, 1).is_int() && in(n, 2).is_int();
+        DType dt = n.attrs().has("dtype") ? n.attrs().dtype("dtype") : ints ? DType::Int64 : default_dtype();
+        return out(0, arange(num(0), num(1), num(2), TensorOptions(dt)));
       }
       case Prim::Slice: {
         auto bound = [&](size_t i) { return in(n, i).is_none() ? std::nullopt : std::optional<int64_t>(in(n, i).to_int()); };

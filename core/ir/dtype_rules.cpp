@@ -50,7 +50,8 @@ std::optional<DType> op_result_dtype(const Node& n, bool others_keep_first) {
         case OpId::Where: return promoted(n, 1);
         case OpId::Cast: return n.attrs().has("dtype") ? std::optional<DType>(n.attrs().dtype("dtype")) : std::nullopt;
         case OpId::Argmax:
-        case OpId::Argmin: return DType::Int64;
+        case OpId::Argmin: case OpId::Argsort: return DType::Int64;
+        case OpId::Cumsum: case OpId::Cumprod: return is_floating(in[0]) ? in[0] : DType::Int64;
         case OpId::Contiguous:
         case OpId::Clone: return in[0];
         // the first input's dtype: these rows take one dtype (the kernels check it) or, for the

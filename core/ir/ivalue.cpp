@@ -16,6 +16,12 @@ IValue IValue::list(std::vector<IValue> elems) {
   return v;
 }
 
+IValue IValue::dict(std::vector<std::pair<IValue, IValue>> items) {
+  IValue v;
+  v.v_ = std::make_shared<Dict>(Dict{std::move(items)});
+  return v;
+}
+
 const Tensor& IValue::to_tensor() const {
   if (!is_tensor()) fail("expected a Tensor, got {}", type_name());
   return std::get<Tensor>(v_);
@@ -50,6 +56,17 @@ const std::vector<IValue>& IValue::elements() const {
   fail("expected a tuple or a list, got {}", type_name());
 }
 
+const std::vector<std::pair<IValue, IValue>>& IValue::items() const {
+  if (!is_dict()) fail("expected a dict, got {}", type_name());
+  return std::get<std::shared_ptr<Dict>>(v_)->items;
+}
+
+const IValue* IValue::find(std::string_view key) const {
+  for (const auto& [k, v] : items())
+    if (k.is_string() && k.to_string() == key) return &v;
+  return nullptr;
+}
+
 std::string IValue::type_name() const {
   if (is_none()) return "None";
   if (is_tensor()) return "Tensor";
@@ -57,6 +74,11 @@ std::string IValue::type_name() const {
   if (is_double()) return "float";
   if (is_bool()) return "bool";
   if (is_string()) return "str";
+  if (is_dict()) {
+    const auto& its = items();
+    if (its.empty()) return "Dict[Any, Any]";
+    return "Dict[" + its[0].first.type_name() + ", " + its[0].second.type_name() + "]";
+  }
   std::string s = is_tuple() ? "Tuple[" : "List[";
   const auto& es = elements();
   if (is_list()) return s + (es.empty() ? "Any" : es[0].type_name()) + "]";
@@ -74,6 +96,12 @@ std::string IValue::repr() const {
   if (is_double()) return fmt::format("{}", to_double());
   if (is_bool()) return to_bool() ? "True" : "False";
   if (is_string()) return "'" + to_string() + "'";
+  if (is_dict()) {
+    std::string s = "{";
+    const auto& its = items();
+    for (size_t i = 0; i < its.size(); ++i) s += (i ? ", " : "") + its[i].first.repr() + ": " + its[i].second.repr();
+    return s + "}";
+  }
   std::string s = is_tuple() ? "(" : "[";
   const auto& es = elements();
   for (size_t i = 0; i < es.size(); ++i) s += (i ? ", " : "") + es[i].repr();

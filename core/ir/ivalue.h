@@ -1,9 +1,12 @@
 #pragma once
 // IValue: a value a graph takes or returns (PyTorch's name): None, a Tensor, an int, a float, a
-// bool, a string, or a tuple or list of IValues. Script functions take ints and floats; traced
-// functions only tensors.
+// bool, a string, or a tuple, list or dict of IValues. Script functions take ints and floats; traced
+// functions only tensors; dicts come from PyTorch checkpoints (eager/torch_checkpoint.h) and keep their
+// insertion order, as Python's do.
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -15,6 +18,7 @@ class IValue {
  public:
   struct Tuple;
   struct List;
+  struct Dict;
 
   IValue() = default;  // None
   IValue(Tensor t) : v_(std::move(t)) {}
@@ -26,6 +30,7 @@ class IValue {
   IValue(const char* s) : v_(std::string(s)) {}
   static IValue tuple(std::vector<IValue> elems);
   static IValue list(std::vector<IValue> elems);
+  static IValue dict(std::vector<std::pair<IValue, IValue>> items);
 
   bool is_none() const { return v_.index() == 0; }
   bool is_tensor() const { return std::holds_alternative<Tensor>(v_); }
@@ -35,6 +40,7 @@ class IValue {
   bool is_string() const { return std::holds_alternative<std::string>(v_); }
   bool is_tuple() const { return std::holds_alternative<std::shared_ptr<Tuple>>(v_); }
   bool is_list() const { return std::holds_alternative<std::shared_ptr<List>>(v_); }
+  bool is_dict() const { return std::holds_alternative<std::shared_ptr<Dict>>(v_); }
   bool is_number() const { return is_int() || is_double() || is_bool(); }
 
   // Each raises kiln::Error naming both kinds when the value holds another kind.
@@ -44,6 +50,9 @@ class IValue {
   bool to_bool() const;
   const std::string& to_string() const;
   const std::vector<IValue>& elements() const;  // a tuple's or a list's
+  const std::vector<std::pair<IValue, IValue>>& items() const;  // a dict's, in insertion order
+  // A dict's value under a string key; null when the dict lacks it (raises when this is not a dict).
+  const IValue* find(std::string_view key) const;
 
   // "Tensor", "int", "float", "bool", "str", "None", "Tuple[int, Tensor]", "List[int]"
   std::string type_name() const;
@@ -52,7 +61,7 @@ class IValue {
 
  private:
   std::variant<std::monostate, Tensor, int64_t, double, bool, std::string, std::shared_ptr<Tuple>,
-               std::shared_ptr<List>>
+               std::shared_ptr<List>, std::shared_ptr<Dict>>
       v_;
 };
 
@@ -61,6 +70,10 @@ struct IValue::Tuple {
 };
 struct IValue::List {
   std::vector<IValue> elems;
+};
+
+struct IValue::Dict {
+  std::vector<std::pair<IValue, IValue>> items;
 };
 
 }  // namespace kiln

@@ -40,6 +40,8 @@ OpSchema schema_of(OpId op) {
     case OpId::Where: return {3, 3, 1, {}, {}};
     case OpId::Argmax:
     case OpId::Argmin: return {1, 1, 1, {}, {{"dim", K::Int}, {"keepdim", K::Bool}}};
+    case OpId::Argsort: return {1, 1, 1, {{"dim", K::Int}}, {{"descending", K::Bool}}};
+    case OpId::Cumsum: case OpId::Cumprod: return {1, 1, 1, {{"dim", K::Int}}, {}};
     case OpId::Reshape:
     case OpId::Expand: return {1, 1, 1, {{"shape", K::Ints}}, {}};
     case OpId::Permute: return {1, 1, 1, {{"dims", K::Ints}}, {}};

@@ -26,6 +26,7 @@
 #include "eager/autograd/gradcheck.h"
 #include "eager/autograd/graph.h"
 #include "eager/io.h"
+#include "eager/torch_checkpoint.h"
 #include "eager/nn/clip_grad.h"
 #include "eager/nn/init.h"
 #include "eager/nn/layers.h"

@@ -232,6 +232,20 @@ Tensors derivative(OpId op, const Attrs& attrs, const Tensors& in, const Tensors
       }
       break;
     }
+    // a reversed running sum along dim: the total minus the running sum before each element
+    case OpId::Cumsum: {
+      const int64_t d = attrs.i("dim");
+      r[0] = sum(g, {d}, true) - dispatch1(OpId::Cumsum, {g}, attrs) + g;
+      break;
+    }
+    // d y_j / d x_i = y_j / x_i for j >= i: the reversed running sum of g * y, over x (inputs without zeros;
+    // a zero gives inf or NaN there)
+    case OpId::Cumprod: {
+      const int64_t d = attrs.i("dim");
+      Tensor gy = g * dispatch1(OpId::Cumprod, {x}, attrs);
+      r[0] = (sum(gy, {d}, true) - dispatch1(OpId::Cumsum, {gy}, attrs) + gy) / x;
+      break;
+    }
     case OpId::IndexSelect:
       r[0] = index_add(zeros_like(x).to(g.dtype()), attrs.i("dim"), in[1], g);
       break;
@@ -255,7 +269,7 @@ Tensors derivative(OpId op, const Attrs& attrs, const Tensors& in, const Tensors
     // ---- not differentiable ----
     case OpId::Sign: case OpId::LogicalNot: case OpId::Eq: case OpId::Ne: case OpId::Lt: case OpId::Le:
     case OpId::Gt: case OpId::Ge: case OpId::LogicalAnd: case OpId::LogicalOr: case OpId::Argmax:
-    case OpId::Argmin:
+    case OpId::Argmin: case OpId::Argsort:
       break;
   }
   return r;

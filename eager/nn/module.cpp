@@ -1,7 +1,12 @@
 #include "eager/nn/module.h"
 
+#include <set>
+
 #include "eager/autograd/graph.h"
+#include <cstdio>
+
 #include "eager/io.h"
+#include "eager/torch_checkpoint.h"
 
 namespace kiln::nn {
 
@@ -32,9 +37,27 @@ void Module::collect(const std::string& prefix, bool params, bool recurse,
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
-  std::vector<std::pair<std::string, Tensor>> out;
-  collect("", true, recurse, out);
+  std::vector<std::pair<std::string, Tensor>> all, out;
+  collect("", true, recurse, all);
+  std::set<const TensorImpl*> seen;
+  for (auto& [n, t] : all)
+    if (seen.insert(t.impl()).second) out.emplace_back(n, t);
   return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::all_named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect("", true, true, out);
+  return out;
+}
+
+void Module::replace_parameter(const std::string& name, Tensor t) {
+  for (auto& [n, p] : params_)
+    if (n == name) {
+      p = std::move(t);
+      return;
+    }
+  fail("{} has no parameter '{}'", this->name(), name);
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
@@ -93,7 +116,7 @@ Module& Module::to(DType dtype) {
 
 std::map<std::string, Tensor> Module::state_dict() const {
   std::map<std::string, Tensor> out;
-  for (auto& [n, t] : named_parameters()) out[n] = t.detach();
+  for (auto& [n, t] : all_named_parameters()) out[n] = t.detach();
   for (auto& [n, t] : named_buffers()) out[n] = t.detach();
   return out;
 }
@@ -124,6 +147,34 @@ void Module::save(const std::string& path) const {
   save_safetensors(path, s);
 }
 
-void Module::load(const std::string& path, bool strict) { load_state_dict(load_safetensors(path), strict); }
+namespace {
+// A torch.save file is a zip archive; safetensors starts with its header length.
+bool is_zip(const std::string& path) {
+  char head[4] = {};
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;  // load_safetensors names the failure
+  size_t n = std::fread(head, 1, 4, f);
+  std::fclose(f);
+  return n == 4 && std::string_view(head, 4) == std::string_view("PK\x03\x04", 4);
+}
+
+// The state_dict in what a training script saved: itself, or under one of the keys scripts use.
+std::map<std::string, Tensor> state_dict_in(const IValue& v, const std::string& path) {
+  if (!v.is_dict()) fail("Module.load: {}: holds a {}, not a state_dict", path, v.type_name());
+  bool all_tensors = true;
+  for (auto& [k, e] : v.items()) all_tensors &= k.is_string() && e.is_tensor();
+  if (all_tensors) return tensor_dict(v, "Module.load: " + path);
+  for (const char* key : {"model", "state_dict", "model_state_dict"})
+    if (const IValue* sd = v.find(key)) return tensor_dict(*sd, fmt::format("Module.load: {}: '{}'", path, key));
+  fail("Module.load: {}: a dict that is neither a state_dict nor holds one under 'model', 'state_dict' or "
+       "'model_state_dict'",
+       path);
+}
+}  // namespace
+
+void Module::load(const std::string& path, bool strict) {
+  if (is_zip(path)) return load_state_dict(state_dict_in(torch_load(path), path), strict);
+  load_state_dict(load_safetensors(path), strict);
+}
 
 }  // namespace kiln::nn

@@ -20,6 +20,7 @@ class Module {
   Tensor operator()(const Tensor& x) { return profile_hooks() ? profiled_forward(x) : forward(x); }
   virtual std::string name() const = 0;
 
+  // Each parameter once, under the first name that holds it (a tied weight is one parameter, as torch's).
   std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
   std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& named_children() const { return children_; }
@@ -41,7 +42,14 @@ class Module {
   std::map<std::string, Tensor> state_dict() const;
   void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
   void save(const std::string& path) const;  // safetensors
+  // A safetensors file, or a torch.save file (recognised by content) holding a state_dict or a dict with
+  // one under "model", "state_dict" or "model_state_dict", as training scripts save checkpoints.
   void load(const std::string& path, bool strict = true);
+
+  // torch's `layer.weight = other.weight`: the parameter `name` of this module becomes `t` (weight tying).
+  // Layers whose forward reads a member (Embedding::weight) keep the old tensor there; script modules,
+  // which lower through the parameters, see the new one.
+  void replace_parameter(const std::string& name, Tensor t);
 
  protected:
   Tensor register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
@@ -56,6 +64,7 @@ class Module {
   Tensor profiled_forward(const Tensor& x);
   void collect(const std::string& prefix, bool params, bool recurse,
                std::vector<std::pair<std::string, Tensor>>& out) const;
+  std::vector<std::pair<std::string, Tensor>> all_named_parameters() const;  // tied ones under every name
   std::vector<std::pair<std::string, Tensor>> params_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;

@@ -29,6 +29,9 @@ int64_t op_flops(OpId op, const std::vector<Shape>& in, const Attrs& attrs, cons
       return numel_of(out.at(0));
 #define KILN_REDUCE(Id, name, ...) case OpId::Id:
 #include "core/ops.def"
+    case OpId::Argsort:
+    case OpId::Cumsum:
+    case OpId::Cumprod:
     case OpId::Argmax:
     case OpId::Argmin:
       return numel_of(in.at(0));

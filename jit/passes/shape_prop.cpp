@@ -197,6 +197,7 @@ std::optional<Dims> out_dims(const ir::Node& n) {
       if (!in0) return std::nullopt;
       if (!a.has("dim")) return Dims{};
       return reduce_dims(*in0, a, "dim", true);
+    case OpId::Argsort: case OpId::Cumsum: case OpId::Cumprod: return in0;
     case OpId::Reshape: return reshape_dims(*in0, a.ints("shape"));
     case OpId::Permute: {
       Dims out;

@@ -7,7 +7,8 @@
 //                                  the same for a function saved with kiln::save
 //   kiln ir FILE.py FUNC [--after PASS]   print FUNC's IR (after the JIT pipeline up to PASS)
 //   kiln ir MODEL.kiln [--after PASS]     the same for a saved function
-//   kiln dot FILE.py FUNC [--after PASS]  the same as Graphviz
+//   kiln dot FILE.py FUNC [--after PASS] [-o GRAPH.svg]  the same as Graphviz (rendered to .svg/.png/.pdf
+//                                  by Graphviz's dot when -o names one)
 //   kiln check FILE.py [CLASS ARGS...]    report errors only (of a class built from ARGS, when given)
 //   kiln profile FILE.py FUNC ARG... [--trace OUT.json] [--warmup N]
 //                                  run FUNC under kiln::Profiler after N unprofiled runs (default 1);
@@ -40,6 +41,7 @@
 #include "jit/pass_manager.h"
 #include "jit/serialize.h"
 #include "script_frontend/cli/cli_args.h"
+#include "script_frontend/cli/graphviz.h"
 #include "script_frontend/script.h"
 
 namespace {
@@ -48,7 +50,7 @@ constexpr const char* kUsage =
     "usage: kiln run FILE.py FUNC ARG... [-o OUT.npy]... [--backend interp|x86]\n"
     "       kiln run MODEL.kiln ARG... [-o OUT.npy]... [--backend interp|x86]\n"
     "       kiln ir FILE.py FUNC [--after PASS]    (or MODEL.kiln)\n"
-    "       kiln dot FILE.py FUNC [--after PASS]   (or MODEL.kiln)\n"
+    "       kiln dot FILE.py FUNC [--after PASS] [-o GRAPH.svg|.png|.pdf|.dot]   (or MODEL.kiln)\n"
     "       kiln check FILE.py [CLASS ARG... NAME=ARG...]   (ARG: 3, 0.5, True, None, 2,2,2,2 for a list, or Python\n"
     "                                  over the file's names: BasicBlock, [2, 2, 2, 2], nn.BatchNorm2d, make_layers(cfgs['A']))\n"
     "       kiln profile FILE.py FUNC ARG... [--trace OUT.json] [--warmup N]   (or MODEL.kiln ARG...)\n"
@@ -117,7 +119,9 @@ Options parse_options(int argc, char** argv) {
   if (needs_fn && o.function.empty()) kiln::fail("kiln {}: missing FUNC\n{}", o.command, kUsage);
   if (o.command != "run" && o.command != "profile" && o.command != "check" && !o.args.empty())
     kiln::fail("kiln {}: unexpected argument '{}'", o.command, o.args[0].randn ? "--randn" : o.args[0].text);
-  if (o.command != "run" && !o.outputs.empty()) kiln::fail("kiln {}: -o is only for kiln run", o.command);
+  if (o.command != "run" && o.command != "dot" && !o.outputs.empty())
+    kiln::fail("kiln {}: -o is only for kiln run and kiln dot", o.command);
+  if (o.command == "dot" && o.outputs.size() > 1) kiln::fail("kiln dot: one -o file, got {}", o.outputs.size());
   if (o.backend != "interp" && o.backend != "x86") kiln::fail("kiln: unknown backend '{}' (interp, x86)", o.backend);
   if (o.command != "run" && o.backend != "interp") kiln::fail("kiln {}: --backend is only for kiln run", o.command);
   if (o.command != "ir" && o.command != "dot" && !o.after.empty())
@@ -260,7 +264,8 @@ int dispatch(const Options& o) {
     std::unique_ptr<kiln::ir::Graph> g = f.graph().copy();
     if (!o.after.empty()) kiln::jit::run_pipeline(*g, {.stop_after = o.after});
     if (o.command == "ir") std::cout << g->str();
-    else std::cout << kiln::ir::to_dot(*g, f.name());
+    else if (o.outputs.empty()) std::cout << kiln::ir::to_dot(*g, f.name());
+    else kiln::cli::write_graph(kiln::ir::to_dot(*g, f.name()), o.outputs[0]);
     return 0;
   }
   kiln::fail("kiln: unknown command '{}'\n{}", o.command, kUsage);

@@ -19,7 +19,7 @@ import tempfile
 import numpy as np
 import torch
 import torchvision.models as tvm
-from torchvision.models import mobilenetv3, resnet, vgg
+from torchvision.models import mobilenetv3, regnet, resnet, vgg
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.dirname(tvm.__file__)
@@ -47,8 +47,10 @@ CASES = {
                  lambda: tvm.ResNet(resnet.Bottleneck, [3, 4, 6, 3], num_classes=10), 64, None),
     "squeezenet1_0": ("squeezenet", "SqueezeNet", ["'1_0'", "num_classes=10"], lambda: tvm.SqueezeNet("1_0", num_classes=10),
                       64, None),
-    "densenet121": ("densenet", "DenseNet", ["32", "(6, 12, 24, 16)", "64", "num_classes=10"], None, 64,
-                    r"class '_DenseBlock' must derive from .* not 'nn\.ModuleDict'"),
+    # _DenseBlock derives from nn.ModuleDict; _DenseLayer.forward has @torch.jit._overload_method overloads
+    # (a Tensor or a List[Tensor]) and decides isinstance(input, Tensor) while lowering
+    "densenet121": ("densenet", "DenseNet", ["32", "(6, 12, 24, 16)", "64", "num_classes=10"],
+                    lambda: tvm.DenseNet(32, (6, 12, 24, 16), 64, num_classes=10), 64, None),
     "mobilenet_v2": ("mobilenetv2", "MobileNetV2", ["num_classes=10"], lambda: tvm.MobileNetV2(num_classes=10), 64, None),
     "mobilenet_v3_small": ("mobilenetv3", "MobileNetV3", ["_mobilenet_v3_conf('mobilenet_v3_small')[0]",
                                                           "_mobilenet_v3_conf('mobilenet_v3_small')[1]", "num_classes=10"],
@@ -63,27 +65,34 @@ CASES = {
                   lambda: tvm.GoogLeNet(num_classes=10, aux_logits=False, init_weights=True), 64, None),
     "inception_v3": ("inception", "Inception3", ["num_classes=10", "aux_logits=False", "init_weights=True"],
                      lambda: tvm.Inception3(num_classes=10, aux_logits=False, init_weights=True), 75, None),
-    # torchvision's StochasticDepth (ops/stochastic_depth.py) raises in its forward's stochastic_depth()
+    # torchvision's StochasticDepth (ops/stochastic_depth.py): its raises lower to prim::raise and its eval
+    # path folds, but building lowers forward in training mode, where stochastic_depth() draws its noise
+    # with torch.empty(size, dtype=input.dtype, device=input.device).bernoulli_(p), ops kiln script lacks
+    # (with those two lines replaced, eval output equals PyTorch's within 1e-6, as convnext_tiny's does)
     "efficientnet_b0": ("efficientnet", "EfficientNet",
                         ["_efficientnet_conf('efficientnet_b0', width_mult=1.0, depth_mult=1.0)[0]", "0.2", "num_classes=10"],
-                        None, 64, r"stochastic_depth\.py:\d+:\d+: error: raise is not supported"),
-    # BlockParams.from_init_params computes the widths with tensor arithmetic in Python
+                        None, 64, r"stochastic_depth\.py:40:\d+: error: unknown function torch\.empty"),
+    # BlockParams.from_init_params computes the widths with tensor arithmetic in Python (run by __init__'s
+    # evaluator); SimpleStemIN derives from Conv2dNormActivation of ops/misc.py
     "regnet_y_400mf": ("regnet", "RegNet", ["BlockParams.from_init_params(depth=16, w_0=48, w_a=27.89, w_m=2.09, "
                                             "group_width=8, se_ratio=0.25)", "num_classes=10"],
-                       None, 64, r"unsupported operand types for \*: Tensor and float"),
+                       lambda: tvm.RegNet(regnet.BlockParams.from_init_params(depth=16, w_0=48, w_a=27.89, w_m=2.09,
+                                                                              group_width=8, se_ratio=0.25), num_classes=10),
+                       64, None),
     "convnext_tiny": ("convnext", "ConvNeXt", ["[CNBlockConfig(96, 192, 3), CNBlockConfig(192, 384, 3), "
                                                "CNBlockConfig(384, 768, 9), CNBlockConfig(768, None, 3)]", "0.1",
                                                "num_classes=10"],
-                      None, 64, r"class 'LayerNorm2d' must derive from .* not 'nn\.LayerNorm'"),
+                      None, 64, r"stochastic_depth\.py:40:\d+: error: unknown function torch\.empty"),
     # vit_b_16's layers on a 64x64 image (image_size is an argument). nn.MultiheadAttention is kiln's now; MLPBlock
     # derives from torchvision.ops.misc.MLP, a class of another file (behind it, in a copy with that patched:
     # f-strings in forward's torch._assert messages, then Tensor.expand with a runtime size)
     "vit_b_16": ("vision_transformer", "VisionTransformer", ["64", "16", "12", "12", "768", "3072", "num_classes=10"],
                  lambda: vit(64, 16, 12, 12, 768, 3072, num_classes=10), 64,
                  r"class 'MLPBlock' must derive from nn\.Module, .* not 'MLP'"),
+    # __init__ builds (torch.meshgrid, indexing, writes through views); forward pads with F.pad (and rolls)
     "swin_t": ("swin_transformer", "SwinTransformer", ["[4, 4]", "96", "[2, 2, 6, 2]", "[3, 6, 12, 24]", "[7, 7]", "0.2",
                                                        "num_classes=10"],
-               None, 64, r"torch\.meshgrid\(\) keyword 'indexing' is not supported in __init__"),
+               None, 64, r"swin_transformer\.py:\d+:\d+: error: torch\.nn\.functional\.pad is not supported"),
     "maxvit_t": ("maxvit", "MaxVit", ["(224, 224)", "64", "7", "[64, 128, 256, 512]", "[2, 2, 5, 2]", "32", "0.2",
                                       "num_classes=10"],
                  None, 64, r"'np' comes from `import numpy as np`"),

@@ -1,0 +1,309 @@
+#pragma once
+// Tensor ops model files call that are compositions of rows (masked_fill, tril/triu, sort/topk over the
+// argsort row, multinomial, repeat, flip, roll, repeat_interleave, one_hot, pad, cumsum/cumprod), each written once over a builder (eager/builder.h) so eager, the
+// tracer and the script frontend record the same ops.
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/dtype.h"
+#include "eager/composites.h"
+
+namespace kiln::composite {
+
+// The position of each element along dim d (int64), broadcastable against x. With the shape known now it
+// is a constant; otherwise the stable argsort of an all-false tensor, which is the positions 0..n-1 along d
+// for whatever size the graph sees.
+template <class B>
+Val<B> positions(B& b, Val<B> x, int64_t d, const std::string& name) {
+  if (std::optional<Shape> s = b.shape(x)) {
+    const int64_t r = int64_t(s->size()), dd = d < 0 ? d + r : d, n = (*s)[size_t(dd)];
+    Shape shape(size_t(r - dd), 1);
+    shape[0] = n;
+    std::vector<int64_t> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[size_t(i)] = i;
+    return b.parameter(tensor(v, shape), name);
+  }
+  Val<B> none = b.op(OpId::LogicalAnd, {x, b.scalar(false)});
+  return b.op(OpId::Argsort, {none}, Attrs().set("dim", d).set("descending", false));
+}
+
+// x's dtype where the builder knows it and the row's promotion changed it (masked_fill keeps x's dtype)
+template <class B>
+Val<B> keep_dtype(B& b, Val<B> y, Val<B> x) {
+  std::optional<DType> want = b.dtype(x), got = b.dtype(y);
+  if (want && got && *want != *got) return b.op(OpId::Cast, {y}, Attrs().set("dtype", *want));
+  return y;
+}
+
+// torch.masked_fill: value where mask (bool, broadcast to x's shape) is true; x's shape and dtype
+template <class B>
+Val<B> masked_fill(B& b, Val<B> x, Val<B> mask, Val<B> value) {
+  if (std::optional<DType> md = b.dtype(mask); md && *md != DType::Bool)
+    b.fail(fmt::format("masked_fill: expected a bool mask, got {}", dtype_name(*md)));
+  if (std::optional<int64_t> vr = b.rank(value); vr && *vr != 0)
+    b.fail(fmt::format("masked_fill: only supports a 0-dimensional value tensor, but got tensor with {} dimension(s)", *vr));
+  std::optional<Shape> xs = b.shape(x), ms = b.shape(mask);
+  if (xs && ms) {
+    bool ok = ms->size() <= xs->size();
+    for (size_t i = 0; ok && i < ms->size(); ++i) {
+      int64_t m = (*ms)[ms->size() - 1 - i], n = (*xs)[xs->size() - 1 - i];
+      ok = m == n || m == 1;
+    }
+    if (!ok)
+      b.fail(fmt::format("masked_fill: mask of shape {} cannot be broadcast to the input's shape {}", shape_str(*ms),
+                         shape_str(*xs)));
+  }
+  return keep_dtype(b, b.op(OpId::Where, {mask, value, x}), x);
+}
+
+template <class B>
+Val<B> masked_fill(B& b, Val<B> x, Val<B> mask, Scalar value) {
+  return masked_fill(b, x, mask, b.scalar(value));
+}
+
+// torch.tril / triu over the last two dims of a tensor of rank >= 2: elements with col - row <= diagonal
+// (tril) or >= diagonal (triu) kept, the rest zero. The dropped ones get a zero gradient through where.
+template <class B>
+Val<B> triangle(B& b, Val<B> x, int64_t diagonal, bool upper) {
+  const char* name = upper ? "triu" : "tril";
+  if (std::optional<int64_t> r = b.rank(x); r && *r < 2)
+    b.fail(fmt::format("{}: input tensor must have at least 2 dimensions, got {}-D", name, *r));
+  Val<B> keep;
+  if (std::optional<Shape> s = b.shape(x)) {
+    const int64_t n = (*s)[s->size() - 2], m = (*s)[s->size() - 1];
+    std::vector<int64_t> v(size_t(n * m));
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < m; ++j) v[size_t(i * m + j)] = upper ? j - i >= diagonal : j - i <= diagonal;
+    keep = b.parameter(tensor(v, {n, m}, DType::Bool), std::string(name) + "_mask");
+  } else {
+    Val<B> diff = b.op(OpId::Sub, {positions(b, x, -1, ""), positions(b, x, -2, "")});
+    keep = b.op(upper ? OpId::Ge : OpId::Le, {diff, b.scalar(Scalar(diagonal))});
+  }
+  std::optional<DType> dt = b.dtype(x);
+  Val<B> zero = dt == std::optional<DType>(DType::Bool) ? b.scalar(false) : b.scalar(Scalar(0));
+  return keep_dtype(b, b.op(OpId::Where, {keep, x, zero}), x);
+}
+
+template <class B>
+Val<B> argsort(B& b, Val<B> x, int64_t dim, bool descending) {
+  return b.op(OpId::Argsort, {x}, Attrs().set("dim", b.dim("argsort", dim, x)).set("descending", descending));
+}
+
+// torch.sort: (values, indices), stable, NaN as the largest value; the values are a gather, so the gradient
+// flows back to the positions they came from
+template <class B>
+std::pair<Val<B>, Val<B>> sort(B& b, Val<B> x, int64_t dim, bool descending) {
+  Val<B> idx = argsort(b, x, dim, descending);
+  return {b.op(OpId::Gather, {x, idx}, Attrs().set("dim", b.dim("sort", dim, x))), idx};
+}
+
+// torch.topk: the k largest (or smallest) along dim, in order (sorted=False gives them in order too, which
+// torch allows), with their int64 indices
+template <class B>
+std::pair<Val<B>, Val<B>> topk(B& b, Val<B> x, int64_t k, int64_t dim, bool largest) {
+  if (std::optional<Shape> s = b.shape(x)) {
+    const int64_t size = s->empty() ? 1 : (*s)[size_t(b.dim("topk", dim, x))];
+    if (k < 0 || k > size) b.fail(fmt::format("topk: selected index k out of range: k is {} for a dim of size {}", k, size));
+  } else if (k < 0) {
+    b.fail(fmt::format("topk: selected index k out of range: k is {}", k));
+  }
+  const int64_t d = b.dim("topk", dim, x);
+  Val<B> idx = b.op(OpId::Slice, {argsort(b, x, dim, largest)},
+                    Attrs().set("dim", d).set("start", int64_t(0)).set("end", k).set("step", int64_t(1)));
+  return {b.op(OpId::Gather, {x, idx}, Attrs().set("dim", d)), idx};
+}
+
+// torch.multinomial over the last dim of a 1-D or 2-D tensor of non-negative weights (unnormalised), drawn
+// from kiln's generator. Gumbel keys log(p) - log(-log(u)): the largest key of each draw is distributed as
+// p / sum(p), and the order of the keys is sampling without replacement, so both modes are one argmax or
+// one argsort of fresh uniforms (a traced or scripted graph draws new ones at each run).
+template <class B>
+Val<B> multinomial(B& b, Val<B> probs, int64_t num_samples, bool replacement) {
+  if (std::optional<int64_t> r = b.rank(probs); r && *r != 1 && *r != 2)
+    b.fail(fmt::format("multinomial: prob_dist must be 1 or 2 dim, got {}-D", *r));
+  if (std::optional<DType> dt = b.dtype(probs); dt && !is_floating(*dt))
+    b.fail(fmt::format("multinomial: only supports floating-point dtypes for input, got {}", dtype_name(*dt)));
+  if (num_samples <= 0) b.fail(fmt::format("multinomial: cannot sample n_sample <= 0 samples (got {})", num_samples));
+  std::optional<Shape> s = b.shape(probs);
+  if (s && !replacement && num_samples > s->back())
+    b.fail(fmt::format("multinomial: cannot sample n_sample > prob_dist.size(-1) samples without replacement ({} > {})",
+                       num_samples, s->back()));
+  if (s && s->back() == 0) b.fail("multinomial: the last dim of prob_dist must not be empty");
+  Val<B> p = b.detach(probs);
+  auto keys = [&](Val<B> w) {
+    Val<B> gumbel = b.op(OpId::Neg, {b.op(OpId::Log, {b.op(OpId::Neg, {b.op(OpId::Log, {b.rand_like(w)})})})});
+    return b.op(OpId::Add, {b.op(OpId::Log, {w}), gumbel});
+  };
+  if (replacement) {
+    // one row of keys per draw: (..., num_samples, n)
+    Val<B> rows = b.op(OpId::Add, {b.op(OpId::Unsqueeze, {p}, Attrs().set("dim", int64_t(-2))),
+                                   b.parameter(zeros({num_samples, 1}), "multinomial_draws")});
+    return b.op(OpId::Argmax, {keys(rows)}, Attrs().set("dim", int64_t(-1)).set("keepdim", false));
+  }
+  Val<B> order = b.op(OpId::Argsort, {keys(p)}, Attrs().set("dim", int64_t(-1)).set("descending", true));
+  return b.op(OpId::Slice, {order},
+              Attrs().set("dim", int64_t(-1)).set("start", int64_t(0)).set("end", num_samples).set("step", int64_t(1)));
+}
+
+// Tensor.repeat over an x of rank sizes.size() (the caller puts the leading 1s on): each dim i as
+// (1, s_i) expanded to (r_i, s_i) and flattened, so the copies are one expand and one reshape.
+template <class B>
+Val<B> repeat(B& b, Val<B> x, const Shape& repeats) {
+  for (int64_t r : repeats)
+    if (r < 0) b.fail(fmt::format("repeat: trying to create tensor with negative dimension {}: {}", r, shape_str(repeats)));
+  const int64_t m = int64_t(repeats.size());
+  if (m == 0) return x;
+  Val<B> y = x;
+  Shape e;
+  for (int64_t i = 0; i < m; ++i) {
+    y = b.op(OpId::Unsqueeze, {y}, Attrs().set("dim", 2 * i));
+    e.push_back(repeats[size_t(i)]);
+    e.push_back(-1);
+  }
+  y = b.op(OpId::Expand, {y}, Attrs().set("shape", e));
+  for (int64_t i = m - 1; i >= 0; --i) y = b.flatten(y, 2 * i, 2 * i + 1);
+  return y;
+}
+
+// x with the elements along dim d taken at source positions `src(pos)`; with the shape known now the
+// positions are constants and this is one index_select, else a gather by positions computed in the graph.
+template <class B, class KnownFn, class GraphFn>
+Val<B> take_along(B& b, Val<B> x, int64_t d, const char* name, KnownFn known, GraphFn graph) {
+  if (std::optional<Shape> s = b.shape(x)) {
+    const int64_t n = s->empty() ? 1 : (*s)[size_t(d)];
+    std::vector<int64_t> idx(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) idx[size_t(i)] = known(i, n);
+    return b.op(OpId::IndexSelect, {x, b.parameter(tensor(idx, {n}), std::string(name) + "_index")}, Attrs().set("dim", d));
+  }
+  Val<B> n = b.count(x, {d}, -1, [](const std::optional<Shape>&) { return std::string(); });
+  return b.op(OpId::Gather, {x, graph(positions(b, x, d, ""), n)}, Attrs().set("dim", d));
+}
+
+// torch.flip: each listed dim reversed
+template <class B>
+Val<B> flip(B& b, Val<B> x, const Shape& dims) {
+  std::vector<int64_t> seen;
+  Val<B> y = x;
+  for (int64_t d0 : dims) {
+    const int64_t d = b.dim("flip", d0, x);
+    for (int64_t s : seen)
+      if (s == d) b.fail(fmt::format("flip: dim {} appears multiple times in the list of dims", d0));
+    seen.push_back(d);
+    y = take_along(b, y, d, "flip", [](int64_t i, int64_t n) { return n - 1 - i; },
+                   [&](Val<B> pos, Val<B> n) { return b.op(OpId::Sub, {b.op(OpId::Sub, {n, b.scalar(Scalar(int64_t(1)))}), pos}); });
+  }
+  return y;
+}
+
+// torch.roll: element i moves to (i + shift) mod n along each dim; without dims, over the flattened tensor
+template <class B>
+Val<B> roll(B& b, Val<B> x, const Shape& shifts, const Shape& dims) {
+  if (dims.empty()) {
+    if (shifts.size() != 1) b.fail(fmt::format("roll: shifts and dimensions must align. shifts: {}, dims: 0", shifts.size()));
+    Val<B> flat = b.op(OpId::Reshape, {x}, Attrs().set("shape", Shape{-1}));
+    return b.reshape_like(roll(b, flat, shifts, Shape{0}), x, {});
+  }
+  if (shifts.size() != dims.size())
+    b.fail(fmt::format("roll: shifts and dimensions must align. shifts: {}, dims: {}", shifts.size(), dims.size()));
+  Val<B> y = x;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    const int64_t d = b.dim("roll", dims[k], x), shift = shifts[k];
+    y = take_along(b, y, d, "roll", [shift](int64_t i, int64_t n) { return ((i - shift) % n + n) % n; },
+                   [&](Val<B> pos, Val<B> n) { return remainder(b, b.op(OpId::Sub, {pos, b.scalar(Scalar(shift))}), n); });
+  }
+  return y;
+}
+
+// torch.repeat_interleave with an int count: each element repeated `repeats` times along dim (the
+// flattened input without one), as copies along a new dim after it, flattened into it
+template <class B>
+Val<B> repeat_interleave(B& b, Val<B> x, int64_t repeats, std::optional<int64_t> dim) {
+  if (repeats < 0) b.fail(fmt::format("repeat_interleave: repeats can not be negative, got {}", repeats));
+  if (!dim) return repeat_interleave(b, b.op(OpId::Reshape, {x}, Attrs().set("shape", Shape{-1})), repeats, int64_t(0));
+  const int64_t d = b.dim("repeat_interleave", *dim, x);
+  // after the unsqueeze the copies' dim is d + 1 counted from the start, or d counted from the end
+  const int64_t at = d >= 0 ? d + 1 : d;
+  Val<B> u = b.op(OpId::Unsqueeze, {x}, Attrs().set("dim", at));
+  std::vector<Val<B>> copies(size_t(std::max<int64_t>(repeats, 1)), u);
+  Val<B> c = b.op(OpId::Cat, copies, Attrs().set("dim", at));
+  if (repeats == 0) c = b.op(OpId::Slice, {c}, Attrs().set("dim", at).set("start", int64_t(0)).set("end", int64_t(0)).set("step", int64_t(1)));
+  return d >= 0 ? b.flatten(c, d, d + 1) : b.flatten(c, d - 1, d);
+}
+
+// F.one_hot: int64 (..., num_classes) with a 1 at each index
+template <class B>
+Val<B> one_hot(B& b, Val<B> x, int64_t num_classes) {
+  if (std::optional<DType> dt = b.dtype(x); dt && *dt != DType::Int64)
+    b.fail(fmt::format("one_hot: one_hot is only applicable to index tensor, got {}", dtype_name(*dt)));
+  if (num_classes < 0) b.fail("one_hot: num_classes must be given in kiln script (the input's max is known only when it runs)");
+  std::vector<int64_t> classes(static_cast<size_t>(num_classes));
+  for (int64_t i = 0; i < num_classes; ++i) classes[size_t(i)] = i;
+  Val<B> eq = b.op(OpId::Eq, {b.op(OpId::Unsqueeze, {x}, Attrs().set("dim", int64_t(-1))),
+                              b.parameter(tensor(classes, {num_classes}), "one_hot_classes")});
+  return b.op(OpId::Cast, {eq}, Attrs().set("dtype", DType::Int64));
+}
+
+// F.pad over the last len(pad) / 2 dims (pad = (left, right) of the last dim, then of the one before, ...):
+// 'constant' cats blocks of `value` (a negative pad slices), 'reflect' and 'replicate' cat the mirrored or
+// edge slices, one per padded position
+template <class B>
+Val<B> pad(B& b, Val<B> x, const Shape& pads, const std::string& mode, double value) {
+  if (pads.size() % 2 != 0) b.fail(fmt::format("pad: padding length must be divisible by 2, got {}", pads.size()));
+  if (mode != "constant" && mode != "reflect" && mode != "replicate")
+    b.fail(fmt::format("pad: mode '{}' is not supported (kiln has 'constant', 'reflect' and 'replicate')", mode));
+  const int64_t k = int64_t(pads.size()) / 2;
+  if (std::optional<int64_t> r = b.rank(x); r && k > *r)
+    b.fail(fmt::format("pad: padding length too large: {} values for a {}-D input", pads.size(), *r));
+  std::optional<Shape> s = b.shape(x);
+  auto slice = [&](Val<B> v, int64_t d, int64_t start, std::optional<int64_t> end) {
+    Attrs a = Attrs().set("dim", d).set("start", start).set("step", int64_t(1));
+    if (end) a.set("end", *end);
+    return b.op(OpId::Slice, {v}, a);
+  };
+  Val<B> y = x;
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t d = -1 - i, lo = pads[size_t(2 * i)], hi = pads[size_t(2 * i + 1)];
+    if (s) {
+      const int64_t n = (*s)[s->size() - 1 - size_t(i)];
+      if (mode == "reflect" && (lo >= n || hi >= n))
+        b.fail(fmt::format("pad: padding size should be less than the corresponding input dimension, but got: padding ({}, {}) at dimension {} of input {}",
+                           lo, hi, s->size() - 1 - size_t(i), shape_str(*s)));
+      if (mode == "replicate" && n == 0 && (lo > 0 || hi > 0)) b.fail("pad: replicate padding of an empty dim");
+    }
+    if (lo < 0) y = slice(y, d, -lo, std::nullopt);
+    if (hi < 0) y = slice(y, d, 0, hi);
+    std::vector<Val<B>> parts;
+    auto edge = [&](bool left, int64_t j) -> Val<B> {  // the j-th slice outward from the edge, j >= 1
+      if (mode == "constant") {
+        Val<B> one = slice(y, d, 0, 1);
+        return b.op(OpId::Where, {b.scalar(true), b.scalar(value), one});
+      }
+      if (mode == "replicate") return left ? slice(y, d, 0, 1) : slice(y, d, -1, std::nullopt);
+      return left ? slice(y, d, j, j + 1) : slice(y, d, -1 - j, -j);
+    };
+    for (int64_t j = std::max<int64_t>(lo, 0); j >= 1; --j) parts.push_back(edge(true, j));
+    parts.push_back(y);
+    for (int64_t j = 1; j <= std::max<int64_t>(hi, 0); ++j) parts.push_back(edge(false, j));
+    if (parts.size() > 1) y = b.op(OpId::Cat, parts, Attrs().set("dim", d));
+  }
+  return y;
+}
+
+template <class B>
+Val<B> cumsum(B& b, Val<B> x, int64_t dim) {
+  return b.op(OpId::Cumsum, {x}, Attrs().set("dim", b.dim("cumsum", dim, x)));
+}
+
+template <class B>
+Val<B> cumprod(B& b, Val<B> x, int64_t dim) {
+  return b.op(OpId::Cumprod, {x}, Attrs().set("dim", b.dim("cumprod", dim, x)));
+}
+
+
+}  // namespace kiln::composite

@@ -1,0 +1,100 @@
+// The eager entry points of eager/composites_tensor_ops.h: masked_fill, tril/triu, sort/argsort/topk,
+// multinomial and repeat, run with EagerBuilder so autograd and the tracer see their rows.
+#include <fmt/format.h>
+
+#include "eager/composites_tensor_ops.h"
+#include "eager/ops.h"
+#include "eager/tensor_ops.h"
+
+namespace kiln {
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
+  EagerBuilder b;
+  return composite::masked_fill(b, x, mask, value);
+}
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
+  EagerBuilder b;
+  return composite::masked_fill(b, x, mask, value);
+}
+
+Tensor tril(const Tensor& x, int64_t diagonal) {
+  EagerBuilder b;
+  return composite::triangle(b, x, diagonal, false);
+}
+
+Tensor triu(const Tensor& x, int64_t diagonal) {
+  EagerBuilder b;
+  return composite::triangle(b, x, diagonal, true);
+}
+
+Tensor argsort(const Tensor& x, int64_t dim, bool descending) {
+  EagerBuilder b;
+  return composite::argsort(b, x, dim, descending);
+}
+
+std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
+  EagerBuilder b;
+  return composite::sort(b, x, dim, descending);
+}
+
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool) {
+  EagerBuilder b;
+  return composite::topk(b, x, k, dim, largest);
+}
+
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement) {
+  EagerBuilder b;
+  return composite::multinomial(b, probs, num_samples, replacement);
+}
+
+Tensor repeat(const Tensor& x, const Shape& repeats) {
+  if (int64_t(repeats.size()) < x.dim())
+    fail("repeat: number of dimensions of repeat dims can not be smaller than number of dimensions of tensor ({} < {})",
+         repeats.size(), x.dim());
+  Shape padded(repeats.size() - size_t(x.dim()), 1);
+  padded.insert(padded.end(), x.sizes().begin(), x.sizes().end());
+  EagerBuilder b;
+  return composite::repeat(b, x.dim() == int64_t(padded.size()) ? x : x.reshape(padded), repeats);
+}
+
+Tensor flip(const Tensor& x, const Shape& dims) {
+  EagerBuilder b;
+  return composite::flip(b, x, dims);
+}
+
+Tensor roll(const Tensor& x, const Shape& shifts, const Shape& dims) {
+  EagerBuilder b;
+  return composite::roll(b, x, shifts, dims);
+}
+
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim) {
+  EagerBuilder b;
+  return composite::repeat_interleave(b, x, repeats, dim);
+}
+
+Tensor one_hot(const Tensor& x, int64_t num_classes) {
+  if (num_classes == -1) num_classes = x.numel() == 0 ? 0 : int64_t(amax(x).item<int64_t>()) + 1;
+  if (x.dtype() == DType::Int64 && x.numel() > 0 && amin(x).item<int64_t>() < 0) fail("one_hot: class values must be non-negative");
+  if (x.dtype() == DType::Int64 && x.numel() > 0 && amax(x).item<int64_t>() >= num_classes)
+    fail("one_hot: class values must be smaller than num_classes ({})", num_classes);
+  EagerBuilder b;
+  return composite::one_hot(b, x, num_classes);
+}
+
+Tensor pad(const Tensor& x, const Shape& pads, const std::string& mode, double value) {
+  EagerBuilder b;
+  return composite::pad(b, x, pads, mode, value);
+}
+
+Tensor cumsum(const Tensor& x, int64_t dim) {
+  EagerBuilder b;
+  return composite::cumsum(b, x, dim);
+}
+
+Tensor cumprod(const Tensor& x, int64_t dim) {
+  EagerBuilder b;
+  return composite::cumprod(b, x, dim);
+}
+
+}  // namespace kiln

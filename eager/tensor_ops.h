@@ -1,0 +1,35 @@
+#pragma once
+// The eager functions of the second group of tensor ops (eager/composites_tensor_ops.h,
+// eager/composites_math_ops.h): flip, roll, repeat_interleave, one_hot, pad, cumsum/cumprod, norms, normalize,
+// addmm / baddbmm, bernoulli, the tensor-bound clamp and the number-only where.
+#include <optional>
+#include <string>
+
+#include "eager/ops.h"
+
+namespace kiln {
+
+Tensor flip(const Tensor& x, const Shape& dims);
+// without dims: over the flattened tensor, the shape kept
+Tensor roll(const Tensor& x, const Shape& shifts, const Shape& dims = {});
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim = std::nullopt);
+// int64 (..., num_classes); -1: the input's max + 1
+Tensor one_hot(const Tensor& x, int64_t num_classes = -1);
+// F.pad: (left, right) of the last dim, then of the one before, ...; modes constant, reflect, replicate
+Tensor pad(const Tensor& x, const Shape& pad, const std::string& mode = "constant", double value = 0.0);
+Tensor cumsum(const Tensor& x, int64_t dim);   // integers and bool: int64
+Tensor cumprod(const Tensor& x, int64_t dim);
+// torch.linalg.vector_norm (torch.norm of a vector p): p = inf, -inf, 0, or any other number
+Tensor vector_norm(const Tensor& x, double p = 2.0, const Shape& dims = {}, bool keepdim = false);
+Tensor norm(const Tensor& x, double p = 2.0, const Shape& dims = {}, bool keepdim = false);
+Tensor normalize(const Tensor& x, double p = 2.0, int64_t dim = 1, double eps = 1e-12);  // F.normalize
+// beta * input + alpha * (m1 @ m2), batched for baddbmm
+Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, double beta = 1.0, double alpha = 1.0);
+Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, double beta = 1.0, double alpha = 1.0);
+Tensor bernoulli(const Tensor& p);
+// torch.einsum of one or two operands ('bhid,bhjd->bhij', 'ij,jk->ik', 'i,j->ij', 'ij->ji', 'ij->i')
+Tensor einsum(const std::string& equation, const Tensors& operands);  // 1 with probability p, in p's dtype, from kiln's generator
+Tensor where(const Tensor& cond, Scalar a, Scalar b);  // torch's dtype of two Python numbers
+Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max);  // tensor bounds, broadcast; undefined: none
+
+}  // namespace kiln

@@ -1,0 +1,9 @@
+# error: 8:26: the message of a raise in kiln script is a string or an f-string
+import torch
+from torch import Tensor
+
+
+def f(x: Tensor, n: int) -> Tensor:
+    if n < 0:
+        raise ValueError(n)
+    return x

@@ -1,0 +1,102 @@
+"""Writes the PyTorch reference data for the model files written as published code is (gpt.py after
+nanoGPT, vae.py and dcgan.py after PyTorch's examples), which tests/test_script_published.cpp compares kiln
+with. torch.jit.script takes none of them as published (nanoGPT's config object, DCGAN's data_parallel
+branch), so the references are eager PyTorch's. Keys: `state.*` (the state_dict as built under seed 0),
+`input.*`, `output.*` (eval mode, no grad), `trained.*` (the state after the training steps noted per model).
+Run with /usr/bin/python3 (PyTorch 1.13) from the repository root:
+    python3 tests/script/models/make_published_fixtures.py tests/script/models/data
+"""
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from make_fixtures import load, randomize_batch_norm, save  # noqa: E402
+
+
+def state(prefix, model):
+    return {f"{prefix}.{k}": v.clone() for k, v in model.state_dict().items()}
+
+
+def gpt():
+    # A GPT of two blocks; torch 1.13 has no scaled_dot_product_attention, so the masked-softmax path runs.
+    mod = load("gpt")
+    torch.manual_seed(0)
+    model = mod.GPT(mod.GPTConfig(block_size=8, vocab_size=16, n_layer=2, n_head=2, n_embd=8, dropout=0.0, bias=True))
+    out = state("state", model)
+    idx = torch.randint(0, 16, (2, 6))
+    targets = torch.randint(0, 16, (2, 6))
+    targets[1, 4:] = -1  # ignored positions
+    out.update({"input.0": idx, "input.1": targets})
+    model.eval()
+    with torch.no_grad():
+        logits, loss = model(idx)
+        assert loss is None
+        out["output.0"] = logits  # the last position only: (2, 1, 16)
+        logits, loss = model(idx, targets)
+        out["output.1"], out["output.2"] = logits, loss
+    # Three SGD steps on the model's own loss (dropout 0, so train mode computes what eval does).
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        _, loss = model(idx, targets)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    out.update(state("trained", model))
+    return out
+
+
+def vae():
+    # forward draws eps with randn_like, so only mu and logvar are compared; decode(mu) and the loss of it too.
+    mod = load("vae")
+    torch.manual_seed(0)
+    model = mod.VAE(16, 12, 4)
+    out = state("state", model)
+    x = torch.rand(3, 16)
+    out["input.0"] = x
+    model.eval()
+    with torch.no_grad():
+        recon, mu, logvar = model(x)
+        assert recon.shape == (3, 16)
+        out["output.0"], out["output.1"] = mu, logvar
+        out["output.2"] = model.decode(mu)
+        out["output.3"] = mod.loss_function(out["output.2"], x, mu, logvar, 16)
+    return out
+
+
+def dcgan():
+    # A Generator and Discriminator built by the file's build() (weights_init applied), batch norm statistics
+    # randomized; eval outputs, and the Generator's training-mode output and running statistics after one call.
+    mod = load("dcgan")
+    torch.manual_seed(0)
+    net_g, net_d = mod.build(ngpu=1, nz=8, ngf=4, ndf=4, nc=3)
+    randomize_batch_norm(net_g)
+    randomize_batch_norm(net_d)
+    out = {**state("state_g", net_g), **state("state_d", net_d)}
+    z = torch.randn(2, 8, 1, 1)
+    out["input.0"] = z
+    net_g.eval()
+    net_d.eval()
+    with torch.no_grad():
+        fake = net_g(z)
+        out["output.0"] = fake  # (2, 3, 64, 64)
+        out["output.1"] = net_d(fake)  # (2,)
+        net_g.train()
+        out["train_output.0"] = net_g(z)
+    out.update(state("trained_g", net_g))
+    return out
+
+
+def main():
+    dest = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "data")
+    os.makedirs(dest, exist_ok=True)
+    for name, make in (("gpt", gpt), ("vae", vae), ("dcgan", dcgan)):
+        save(os.path.join(dest, name + ".safetensors"), make())
+
+
+if __name__ == "__main__":
+    main()

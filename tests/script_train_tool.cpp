@@ -1,0 +1,57 @@
+// Builds a class of a model file as ScriptModule::build() does, loads a state_dict and takes SGD steps
+// on cross_entropy, in training mode (batch norm on batch statistics, updating its running ones) or in
+// eval mode (batch norm frozen on its running statistics, as fine-tuning does), then saves the state_dict: what tests/script/torchvision/check_torchvision_sgd.py compares with PyTorch's
+// torch.optim.SGD on torchvision's installed model files.
+//
+//   script_train_tool FILE.py CLASS WEIGHTS.safetensors INPUT.npy TARGET.npy STEPS LR train|eval OUT.safetensors [ARG...]
+//
+// Each ARG is Python over the file's names, NAME=ARG for a keyword, as for script_module_tool. A
+// kiln::Error is printed as `error: ...` on stderr with exit status 2.
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "eager/io.h"
+#include "eager/losses.h"
+#include "eager/optim/optimizer.h"
+#include "script_frontend/script.h"
+
+int main(int argc, char** argv) {
+  if (argc < 10) {
+    std::cerr << "usage: script_train_tool FILE.py CLASS WEIGHTS.safetensors INPUT.npy TARGET.npy STEPS LR train|eval OUT.safetensors [ARG...]\n";
+    return 1;
+  }
+  try {
+    kiln::ScriptModule file = kiln::script_file(argv[1]);
+    std::vector<kiln::ScriptValue> args;
+    std::map<std::string, kiln::ScriptValue> kwargs;
+    for (int i = 10; i < argc; ++i) {
+      std::string a = argv[i];
+      size_t eq = a.find('=');
+      bool keyword = eq != std::string::npos && eq > 0 && a.find_first_of("[('\"") > eq && a[eq + 1] != '=';
+      if (keyword) kwargs.emplace(a.substr(0, eq), file.value(a.substr(eq + 1)));
+      else args.push_back(file.value(a));
+    }
+    auto net = file.build(argv[2], args, kwargs);
+    net->load(argv[3]);
+    if (std::string(argv[8]) == "eval") net->eval();
+    else net->train();
+    kiln::Tensor x = kiln::load_npy(argv[4]);
+    kiln::Tensor target = kiln::load_npy(argv[5]);
+    int steps = std::stoi(argv[6]);
+    kiln::optim::SGD opt(net->parameters(), {std::stod(argv[7])});
+    for (int s = 0; s < steps; ++s) {
+      kiln::Tensor loss = kiln::cross_entropy(net->forward(x), target);
+      opt.zero_grad();
+      loss.backward();
+      opt.step();
+    }
+    net->save(argv[9]);
+  } catch (const kiln::Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  }
+  return 0;
+}
