@@ -805,6 +805,11 @@ Value* Lowerer::call(const Expr& e) {
     }
     if (base.kind == ExprKind::Name && base.name == "torch" && !frame().env.count("torch")) {
       if (!m_->imported.count("torch")) fail(base.loc, "name 'torch' is not defined (add `import torch`)");
+      if (fn.name == "_assert") {
+        if (e.args.size() != 3 || !e.keywords.empty()) fail(e.loc, "torch._assert() takes a condition and a message");
+        check_assert(*e.args[1], e.args[2].get(), "AssertionError", e.loc);
+        return g_->insert_none();
+      }
       return call_builtin(*this, "torch." + fn.name, e, nullptr);
     }
     if (is_scripting_call(e)) return constant(true);

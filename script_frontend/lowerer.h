@@ -179,6 +179,7 @@ class Lowerer {
   Value* buffer_input(const std::string& var);
   void return_stmt(const Stmt& s);
   void assert_stmt(const Stmt& s);
+  void check_assert(const Expr& test, const Expr* message, const std::string& what, SourceLoc at);
   void raise_stmt(const Stmt& s);
   std::string raise_message(const Expr& e);
   std::optional<bool> isinstance_known(const Expr& call);
