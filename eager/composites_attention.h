@@ -33,6 +33,15 @@ Val<B> scaled_dot_product_attention(B& b, Val<B> q, Val<B> k, Val<B> v, Val<B> a
   if (ks && vs && (*ks)[ks->size() - 2] != (*vs)[vs->size() - 2])
     b.fail(fmt::format("{}: key and value must have the same sequence length, got key {} and value {}", name, shape_str(*ks),
                        shape_str(*vs)));
+  std::optional<Shape> ms = present(attn_mask) ? b.shape(attn_mask) : std::nullopt;
+  if (ms && qs && ks) {
+    Shape want = Shape(qs->begin(), qs->end() - 1);
+    want.push_back((*ks)[ks->size() - 2]);
+    bool fits = ms->size() <= want.size();
+    for (size_t i = 1; fits && i <= ms->size(); ++i) fits = (*ms)[ms->size() - i] == 1 || (*ms)[ms->size() - i] == want[want.size() - i];
+    if (!fits)
+      b.fail(fmt::format("{}: attn_mask of shape {} does not broadcast to the attention's shape {}", name, shape_str(*ms), shape_str(want)));
+  }
   Val<B> kt = b.transpose(k, -2, -1);
   Val<B> scores = b.op(OpId::Matmul, {q, kt});
   Val<B> s;

@@ -402,6 +402,13 @@ class SupportCheck {
       case ExprKind::Call:
         for (const Keyword& k : e->keywords)
           if (k.name.empty() && !evaluated()) fail(k.loc, "**kwargs are not supported in {}");
+        // torch._assert(cond, f"..."): the message is written out as an assert's (Lowerer::assert_message)
+        if (!evaluated() && e->args.size() == 3 && dotted(*e->args[0]) == "torch._assert" && e->args[2]->kind == ExprKind::FString) {
+          expr(e->args[1].get());
+          for (const ExprPtr& part : e->args[2]->args)
+            if (part->kind == ExprKind::FormattedValue) expr(part->args[0].get());
+          return;
+        }
         break;
       case ExprKind::Name:
       case ExprKind::Int:

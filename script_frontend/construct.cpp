@@ -1955,13 +1955,6 @@ class Init {
     } catch (const Error& e) {
       fail(loc, e.what());
     }
-    // torch's convolutions keep these as tuples (_pair), which __init__ code indexes (vision_transformer's
-    // conv_proj.kernel_size[0]); the other layers keep what they were given
-    static const std::map<std::string, size_t> kTupleArgs = {{"Conv1d", 1}, {"Conv2d", 2}, {"ConvTranspose2d", 2}};
-    if (auto it = kTupleArgs.find(spec.name); it != kTupleArgs.end())
-      for (const char* k : {"kernel_size", "stride", "padding", "dilation", "output_padding"})
-        if (auto a = b.find(k); a != b.end() && a->second.kind == Kind::Int)
-          a->second = Static::seq(Kind::Tuple, std::vector<Static>(it->second, a->second));
     Static s = make(Layer::Registered, spec.name, m, b);
     s.obj->spec = &spec;
     return s;

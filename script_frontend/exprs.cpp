@@ -801,6 +801,12 @@ Value* Lowerer::call(const Expr& e) {
         fail(fn.loc, fmt::format("'{}' object has no attribute '{}'{}", o->cls, fn.name, did_you_mean(fn.name, names)));
       }
       if (fn.name == "forward") return call_object(*o, e);
+      if (fn.name == "generate_square_subsequent_mask" && o->layer == Layer::Registered && o->cls == "Transformer") {
+        if (e.args.size() != 2 || !e.keywords.empty()) fail(e.loc, "generate_square_subsequent_mask() takes one argument (sz)");
+        Value* sz = expr(*e.args[1]);
+        if (sz->type().kind != TypeKind::Int) fail(e.args[1]->loc, fmt::format("sz must be an int, got {}", sz->type().str()));
+        return square_subsequent_mask_of(*this, sz);
+      }
       fail(fn.loc, fmt::format("{}.{}() is not supported in kiln script; call the module itself", o->cls, fn.name));
     }
     if (!frame().env.count(base.kind == ExprKind::Name ? base.name : std::string()) && is_functional(base, *m_))
@@ -827,6 +833,11 @@ Value* Lowerer::call(const Expr& e) {
     }
     if (base.kind == ExprKind::Name && base.name == "torch" && !frame().env.count("torch")) {
       if (!m_->imported.count("torch")) fail(base.loc, "name 'torch' is not defined (add `import torch`)");
+      if (fn.name == "_assert") {
+        if (e.args.size() != 3 || !e.keywords.empty()) fail(e.loc, "torch._assert() takes a condition and a message");
+        check_assert(*e.args[1], e.args[2].get(), "AssertionError", e.loc);
+        return g_->insert_none();
+      }
       return call_builtin(*this, "torch." + fn.name, e, nullptr);
     }
     if (is_scripting_call(e)) return constant(true);

@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "eager/composites.h"
 #include "eager/nn/layers.h"
@@ -30,6 +31,21 @@ Value* dropout_of(Lowerer& L, Value* x, double p, bool training) {
 Value* layer_norm_of(Lowerer& L, Value* x, const Shape& normalized_shape, Value* weight, Value* bias, double eps) {
   LoweringBuilder b(L);
   return composite::layer_norm(b, x, normalized_shape, weight, bias, eps);
+}
+
+// The attention composites' causal mask, over two (sz, 1) tensors that carry the length.
+Value* square_subsequent_mask_of(Lowerer& L, Value* sz) {
+  auto full = [&](std::vector<Value*> dims) {
+    ir::Node* n = L.graph().create(Prim::Full, 1);
+    n->add_input(L.prim(Prim::ListConstruct, dims, Type::list(Type::scalar(ir::TypeKind::Int))));
+    n->add_input(L.constant(0.0));
+    n->attrs().set("dtype", DType::Float32);
+    n->output()->set_type(Type::tensor());
+    return L.emit(n)->output();
+  };
+  LoweringBuilder b(L);
+  Value* col = full({sz, L.constant(int64_t(1))});
+  return b.op(OpId::Where, {b.causal_mask(col, col), full({sz, sz}), b.scalar(-INFINITY)});
 }
 
 Value* linear_of(Lowerer& L, Value* x, Value* weight, Value* bias) {

@@ -1290,15 +1290,18 @@ std::string Lowerer::assert_message(const Expr& f) {
   return out;
 }
 
-void Lowerer::assert_stmt(const Stmt& s) {
-  Value* c = to_condition(expr(*s.test), s.test->loc);
-  std::string msg = "AssertionError";
-  if (s.value) {
-    if (s.value->kind != ExprKind::String && s.value->kind != ExprKind::FString)
-      fail(s.value->loc, "the message of an assert must be a string literal or an f-string");
-    msg = "AssertionError: " + (s.value->kind == ExprKind::String ? s.value->name : assert_message(*s.value));
+void Lowerer::assert_stmt(const Stmt& s) { check_assert(*s.test, s.value.get(), "AssertionError", s.loc); }
+
+// `assert test, message` and torch._assert(test, message): a raise with `what` and the message where test is false.
+void Lowerer::check_assert(const Expr& test, const Expr* message, const std::string& what, SourceLoc at) {
+  Value* c = to_condition(expr(test), test.loc);
+  std::string msg = what;
+  if (message) {
+    if (message->kind != ExprKind::String && message->kind != ExprKind::FString)
+      fail(message->loc, "the message of an assert must be a string literal or an f-string");
+    msg = what + ": " + (message->kind == ExprKind::String ? message->name : assert_message(*message));
   }
-  loc_ = s.loc;
+  loc_ = at;
   Node* n = emit(g_->create(Prim::If, 0));
   n->add_input(c);
   n->add_block();
@@ -1306,7 +1309,7 @@ void Lowerer::assert_stmt(const Stmt& s) {
   ir::InsertPointGuard guard(*g_);
   g_->set_insert_point(no);
   Node* r = g_->create(Prim::Raise, 0);
-  r->attrs().set("message", fmt::format("{}:{}: {}", src_->name, s.loc.line, msg));
+  r->attrs().set("message", fmt::format("{}:{}: {}", src_->name, at.line, msg));
   emit(r);
 }
 

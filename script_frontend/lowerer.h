@@ -179,6 +179,7 @@ class Lowerer {
   Value* buffer_input(const std::string& var);
   void return_stmt(const Stmt& s);
   void assert_stmt(const Stmt& s);
+  void check_assert(const Expr& test, const Expr* message, const std::string& what, SourceLoc at);
   void raise_stmt(const Stmt& s);
   std::string raise_message(const Expr& e);
   std::optional<bool> isinstance_known(const Expr& call);
@@ -309,6 +310,8 @@ Value* call_layer(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, Sourc
 // Composites shared by layers and functional calls (builtins.cpp).
 Value* softmax_of(Lowerer& L, Value* x, int64_t dim, bool log);
 Value* dropout_of(Lowerer& L, Value* x, double p, bool training);
+// nn.Transformer.generate_square_subsequent_mask(sz): float (sz, sz), -inf above the diagonal, sz read when the graph runs
+Value* square_subsequent_mask_of(Lowerer& L, Value* sz);
 Value* layer_norm_of(Lowerer& L, Value* x, const Shape& normalized_shape, Value* weight, Value* bias, double eps);
 Value* linear_of(Lowerer& L, Value* x, Value* weight, Value* bias);
 // x.<attr> for tensors (shape, T); nullopt when not an attribute.

@@ -138,6 +138,8 @@ TEST_CASE("scaled_dot_product_attention: torch's errors") {
   check_error([&] { scaled_dot_product_attention(q, k, randn({2, 6, 3})); }, "key and value must have the same sequence length");
   check_error([&] { scaled_dot_product_attention(randn({8}), k, v); }, "query must be at least 2-D, got 1-D");
   check_error([&] { scaled_dot_product_attention(q, k, v, {}, 1.5); }, "dropout_p has to be between 0 and 1, but got 1.5");
+  check_error([&] { scaled_dot_product_attention(q, k, v, zeros({4, 4})); },
+              "scaled_dot_product_attention: attn_mask of shape [4,4] does not broadcast to the attention's shape [2,4,5]");
 }
 
 TEST_CASE("MultiheadAttention: PyTorch's outputs, weights and gradients; masks, kdim/vdim, batch_first, no bias") {
@@ -273,4 +275,25 @@ TEST_CASE("MultiheadAttention in a script: torch's forward arguments and errors"
   check_error([&] { script_source(bad, "kw.py").module("Net"); }, "got an unexpected keyword argument 'needweights'");
   check_error([&] { script_source(std::string(src).replace(std::string(src).find("(8, 2)"), 6, "(8, 3)"), "h.py").module("Net"); },
               "embed_dim must be divisible by num_heads");
+}
+
+TEST_CASE("nn.Transformer in a script: generate_square_subsequent_mask of a length read when the graph runs") {
+  const char* src =
+      "import torch.nn as nn\nfrom torch import Tensor\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
+      "        super().__init__()\n        self.transformer = nn.Transformer(8, 2, 1, 1, 16, 0.0)\n\n"
+      "    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:\n"
+      "        mask = self.transformer.generate_square_subsequent_mask(tgt.size(0))\n"
+      "        return self.transformer(src, tgt, tgt_mask=mask)\n";
+  auto net = script_source(src, "tr.py").module("Net");
+  nn::Transformer eager(small(), 1, 1);
+  std::map<std::string, Tensor> state;
+  for (const auto& [k, t] : net->state_dict()) state[k.substr(std::string("transformer.").size())] = t;
+  eager.load_state_dict(state);
+  Function compiled = compile(net->method());
+  for (int64_t L : {3, 6}) {
+    Tensor src_ = randn({5, 2, 8}), tgt = randn({L, 2, 8});
+    Tensor want = eager.forward(src_, tgt, {}, nn::AttentionMasks{nn::Transformer::generate_square_subsequent_mask(L)});
+    check_close((*net).call({src_, tgt})[0].to_tensor(), want, 1e-5, 1e-6);
+    check_close(compiled.call({src_, tgt})[0].to_tensor(), want, 1e-5, 1e-6);
+  }
 }

@@ -136,3 +136,18 @@ TEST_CASE("script module: __init__ as vision_transformer writes it: an OrderedDi
                     12.0);
   check_close((*net)(x), want, 1e-5, 1e-5);
 }
+
+TEST_CASE("script module: torch._assert in forward, its f-string message written out as an assert's (vision_transformer)") {
+  const char* src =
+      "import torch\nimport torch.nn as nn\nfrom torch import Tensor\n\n\n"
+      "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.w = 4\n\n"
+      "    def forward(self, x: Tensor) -> Tensor:\n"
+      "        torch._assert(x.dim() == 2, f\"Expected width {self.w}, got {x.shape}\")\n"
+      "        torch._assert(x.size(1) == self.w, \"wrong width\")\n"
+      "        return x * 2\n";
+  auto net = script_source(src, "assert.py").module("Net");
+  Tensor x = randn({3, 4});
+  check_close((*net)(x), mul(x, 2.0), 0, 0);
+  check_error([&] { (*net)(randn({3, 4, 1})); }, "assert.py:12: AssertionError: Expected width 4, got {x.shape}");
+  check_error([&] { (*net)(randn({3, 5})); }, "assert.py:13: AssertionError: wrong width");
+}
