@@ -1153,6 +1153,7 @@ Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, 
     if (name == "isinstance" || name == "getattr" || name == "setattr" || name == "hasattr" || name == "type")
       L.fail(fn.loc, fmt::format("{}() is not supported in kiln script", name));
   }
+  if (torch_fn && name == "_assert") return L.torch_assert(call);
   const Builtin* b = nullptr;
   unsigned want = method ? kMethod : torch_fn ? kFn : functional ? kF : kPython;
   for (const Builtin& x : builtins())

@@ -402,6 +402,11 @@ class SupportCheck {
       case ExprKind::Call:
         for (const Keyword& k : e->keywords)
           if (k.name.empty() && !evaluated()) fail(k.loc, "**kwargs are not supported in {}");
+        // torch._assert(c, f"...") in lowered code: the message is formatted while lowering (raise.cpp)
+        if (!evaluated() && e->args.size() == 3 && dotted(*e->args[0]) == "torch._assert" && e->args[2]->kind == ExprKind::FString) {
+          expr(e->args[1].get());
+          return;
+        }
         break;
       case ExprKind::Name:
       case ExprKind::Int:

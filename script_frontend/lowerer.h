@@ -181,6 +181,7 @@ class Lowerer {
   void assert_stmt(const Stmt& s);
   void raise_stmt(const Stmt& s);
   std::string raise_message(const Expr& e);
+  Value* torch_assert(const Expr& call);
   std::optional<bool> isinstance_known(const Expr& call);
   std::optional<bool> known_condition(const Expr& test);
   Value* list_repeat(Value* xs, Value* n);

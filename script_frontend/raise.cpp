@@ -81,4 +81,25 @@ void Lowerer::raise_stmt(const Stmt& s) {
   emit(r);
 }
 
+// torch._assert(cond, msg) in lowered code (vit's image size checks): assert's prim::If + prim::raise, with
+// raise's message formatting.
+Value* Lowerer::torch_assert(const Expr& call) {
+  if (call.args.size() != 3 || !call.keywords.empty()) fail(call.loc, "torch._assert() takes a condition and a message");
+  Value* c = to_condition(expr(*call.args[1]), call.args[1]->loc);
+  std::string msg = "AssertionError: " + raise_message(*call.args[2]);
+  loc_ = call.loc;
+  Node* n = emit(g_->create(Prim::If, 0));
+  n->add_input(c);
+  n->add_block();
+  ir::Block* no = n->add_block();
+  {
+    ir::InsertPointGuard guard(*g_);
+    g_->set_insert_point(no);
+    Node* r = g_->create(Prim::Raise, 0);
+    r->attrs().set("message", fmt::format("{}:{}: {}", src_->name, call.loc.line, msg));
+    emit(r);
+  }
+  return g_->insert_none();
+}
+
 }  // namespace kiln::script
