@@ -18,6 +18,7 @@ Reduction reduction_of(B& b, const char* op, const std::string& r, bool batchmea
   if (r == "sum") return Reduction::Sum;
   if (batchmean && r == "batchmean") return Reduction::BatchMean;
   b.fail(fmt::format("{}: reduction must be {}'mean', 'sum' or 'none', got '{}'", op, batchmean ? "'batchmean', " : "", r));
+  __builtin_unreachable();  // every builder's fail raises; a builder reached through a base may hide it
 }
 
 // The mean of every element: a 0-d value (NaN for no elements, as torch).

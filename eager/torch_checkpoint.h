@@ -7,8 +7,9 @@
 // else, and any other global it names (os.system, an unknown class) raises kiln::Error naming it.
 // Tensors keep their storage offsets and strides, and tensors that shared a storage when saved share
 // it again. Refused with a message naming the file: the legacy format (_use_new_zipfile_serialization=
-// False), compressed entries, big-endian files, zip64 (over 4 GiB), dtypes kiln lacks (int8, uint8,
-// int16, complex). Corrupt or truncated files raise; they never crash.
+// False), compressed entries, big-endian files, dtypes kiln lacks (int8, uint8, int16, complex); torch_save
+// refuses to write an archive over 4 GiB (it writes no zip64 records). Corrupt or truncated files raise;
+// they never crash.
 #include <map>
 #include <string>
 

@@ -187,9 +187,11 @@ P Unpickler::rebuild_tensor(const std::vector<P>& a) {
   int64_t offset = a[1]->i, n = base.numel();
   // The last element's index, checked against the storage without overflow.
   bool empty = false;
+  int64_t nonzero = 1;  // kept finite, so that no later product of the sizes overflows
   for (int64_t s : sizes) {
     if (s < 0) bad("a tensor has a negative size in {}", shape_str(sizes));
     empty |= s == 0;
+    if (s && __builtin_mul_overflow(nonzero, s, &nonzero)) bad("a tensor's size {} overflows", shape_str(sizes));
   }
   if (offset < 0 || offset > n) bad("a tensor's storage offset {} is outside its storage of {} elements", offset, n);
   if (!empty) {

@@ -512,23 +512,6 @@ std::vector<Builtin> make_builtins() {
     n->output()->set_type(Type::tensor());
     return L.emit(n)->output();
   });
-  for (const char* n : {"rand_like", "randn_like"}) {
-    bool normal = n[4] == 'n';
-    add(n, kFn, {"input", "dtype", "device"}, 1, [normal](Lowerer& L, Args& a, const Expr&) {
-      check_device(L, a[2]);
-      Value* x = L.tensor_arg(a[0], "input");
-      if (a[1].present() && !(a[1].expr && a[1].expr->kind == ExprKind::None)) {
-        std::optional<DType> d = a[1].expr ? dtype_of(*a[1].expr) : std::nullopt;
-        if (!d) L.fail(a[1].loc, "dtype must be a torch dtype such as torch.float64");
-        x = L.op(OpId::Cast, {x}, Attrs().set("dtype", *d));
-      }
-      ir::Node* r = L.graph().create(Prim::RandLike, 1);
-      r->add_input(x);
-      if (normal) r->attrs().set("normal", int64_t(1));
-      r->output()->set_type(Type::tensor());
-      return L.emit(r)->output();
-    });
-  }
   add("full", kFn, {"size", "fill_value", "dtype", "device"}, 2, [](Lowerer& L, Args& a, const Expr&) {
     check_device(L, a[3]);
     Value* v = L.value_of(a[1]);
@@ -626,8 +609,12 @@ std::vector<Builtin> make_builtins() {
     return linear_of(L, L.tensor_arg(a[0], "input"), L.tensor_arg(a[1], "weight"), b);
   });
   add("layer_norm", kFn | kF, {"input", "normalized_shape", "weight", "bias", "eps"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    // a None weight or bias, written or a module's (nanoGPT's LayerNorm with bias=False)
     auto opt = [&](const Arg& x, const char* what) -> Value* {
-      return x.present() && !(x.expr && x.expr->kind == ExprKind::None) ? L.tensor_arg(x, what) : nullptr;
+      if (!x.present() || (x.expr && x.expr->kind == ExprKind::None)) return nullptr;
+      Value* v = L.value_of(x);
+      if (v->type().kind == TypeKind::None) return nullptr;
+      return L.tensor_arg(Arg{nullptr, v, x.loc}, what);
     };
     double eps = a[4].present() ? need_float(L, a[4], "eps") : 1e-5;
     return layer_norm_of(L, L.tensor_arg(a[0], "input"), L.need_ints(a[1], "normalized_shape"), opt(a[2], "weight"),

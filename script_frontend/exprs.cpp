@@ -673,8 +673,33 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
       record_view(v, x, st);
       return v;
     }
+    if (ix.kind == ExprKind::List && !ix.args.empty()) {
+      // x[:, [-1], :] (nanoGPT's last position, its dim kept): the listed rows in order, a copy as torch's
+      // advanced indexing makes; each index is checked as a select checks it
+      std::vector<Value*> rows;
+      for (const auto& k : ix.args) {
+        auto c = const_int(Arg{k.get(), nullptr, k->loc});
+        if (!c) fail(k->loc, "a list index must hold int constants in kiln script; index with a tensor instead");
+        Value* row = op(OpId::Select, {x}, Attrs().set("dim", dim).set("index", *c));
+        rows.push_back(op(OpId::Unsqueeze, {row}, Attrs().set("dim", dim)));
+      }
+      return rows.size() == 1 ? op(OpId::Contiguous, {rows[0]}) : op(OpId::Cat, rows, Attrs().set("dim", dim));
+    }
     Value* i = expr(ix);
     loc_ = ix.loc;
+    if (i->type().is_tensor()) {
+      // x[idx] with an integer tensor: index_select of its flattened entries, shaped
+      // x.shape[:dim] + idx.shape + x.shape[dim + 1:]; torch's bool masks are not this (index_select refuses them)
+      if (dim < 0) fail(ix.loc, "a tensor index after '...' is not supported in kiln script");
+      Type li = Type::list(kInt);
+      Value* flat = op(OpId::Reshape, {i}, Attrs().set("shape", Shape{-1}));
+      Value* picked = op(OpId::IndexSelect, {x, flat}, Attrs().set("dim", dim));
+      Value* xs = prim(Prim::Shape, {x}, li);
+      Value* head = prim(Prim::ListSlice, {xs, constant(int64_t(0)), constant(dim)}, li);
+      Value* tail = prim(Prim::ListSlice, {xs, constant(dim + 1), prim(Prim::Len, {xs}, kInt)}, li);
+      Value* shape = prim(Prim::ListAdd, {prim(Prim::ListAdd, {head, prim(Prim::Shape, {i}, li)}, li), tail}, li);
+      return prim(Prim::Reshape, {picked, shape}, Type::tensor());
+    }
     if (i->type().kind == TypeKind::Int) {
       *removes = true;
       ViewStep st{ViewStep::Select, dim};
@@ -683,9 +708,6 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
       record_view(v, x, st);
       return v;
     }
-    // One integer tensor index of one dimension (swin's `table[relative_position_index]`): torch's advanced
-    // indexing gathers rows along that dim, a copy, as index_select does (which raises for another rank).
-    if (i->type().is_tensor()) return op(OpId::IndexSelect, {x, i}, Attrs().set("dim", dim));
     fail(ix.loc, fmt::format("tensor indices must be int or slices, got {}", i->type().str()));
   };
   // Before the ellipsis, dims count from the front; a select removes its dim, a None adds one.

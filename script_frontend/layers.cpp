@@ -154,8 +154,8 @@ Value* call_with_params(Lowerer& L, const Object& o, const Lowerer::CallArgs& a,
 }  // namespace
 
 Value* call_layer(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, SourceLoc loc) {
-  if (o.layer == Layer::ModuleList || o.layer == Layer::ModuleDict)
-    L.fail(loc, fmt::format("a {} is not callable; call the modules it holds", o.cls));
+  if (o.layer == Layer::ModuleList) L.fail(loc, "a ModuleList is not callable; iterate over it or index it");
+  if (o.layer == Layer::ModuleDict) L.fail(loc, "a ModuleDict is not callable; call the modules it holds (self.blocks.name(x))");
   if (o.layer == Layer::Registered && o.spec->lower_call) return call_with_params(L, o, a, loc);
   if (o.layer == Layer::Registered && o.spec->inputs.size() > 1) return call_multi_input_layer(L, o, a, loc);
   if (o.layer == Layer::Registered && o.spec->lower_with_state) return call_with_state(L, o, a, loc);

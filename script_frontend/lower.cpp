@@ -828,6 +828,25 @@ void Lowerer::branch(Value* cond, const std::function<void()>& then_fn, const st
       merged[k] = o;
       continue;
     }
+    // A variable None on one path and a T (or Optional[T]) on the other (nanoGPT's `loss = None` when there
+    // are no targets): an Optional[T], tested later with `is not None`, as TorchScript types it.
+    if (k != kRetValue && !same_type(v[0]->type(), v[1]->type())) {
+      auto inner = [](const Type& t) -> const Type* {
+        if (t.kind == TypeKind::None) return nullptr;
+        return t.kind == TypeKind::Optional ? &t.elems[0] : &t;
+      };
+      const Type* a = inner(v[0]->type());
+      const Type* b = inner(v[1]->type());
+      const Type* t = a ? a : b;
+      if (t && t->kind != TypeKind::None && (!a || !b || same_type(*a, *b))) {
+        blocks[0]->register_output(v[0]);
+        blocks[1]->register_output(v[1]);
+        Value* o = n->add_output(Type::optional(t->is_tensor() ? Type::tensor() : *t));
+        o->set_name(ir_name(k));
+        merged[k] = o;
+        continue;
+      }
+    }
     if (!same_type(v[0]->type(), v[1]->type())) {
       // A refined optional against its original: the merged value stays optional.
       if (k == kRetValue)

@@ -50,6 +50,15 @@ bool is_scripting_call(const Expr& e) {
   return jit.kind == ExprKind::Attribute && jit.name == "jit" && jit.args[0]->kind == ExprKind::Name && jit.args[0]->name == "torch";
 }
 
+namespace {
+// An expression that only reads names and attributes (no call), so skipping its evaluation changes nothing.
+bool reads_only(const Expr& e) {
+  if (e.kind == ExprKind::Name) return true;
+  if (e.kind == ExprKind::Attribute) return reads_only(*e.args[0]);
+  return false;
+}
+}  // namespace
+
 std::optional<bool> Lowerer::static_condition(const Expr& test) {
   // torch.jit.is_scripting() is True in lowered code, as under torch.jit.script: the eager branch it
   // guards (often a call of a @torch.jit.unused method) is never lowered.
@@ -80,6 +89,14 @@ std::optional<bool> Lowerer::static_condition(const Expr& test) {
   };
   switch (test.kind) {
     case ExprKind::Compare: {
+      if (test.ops.size() == 1 && test.ops[0] != "is" && test.ops[0] != "is not" && test.ops[0] != "in" && test.ops[0] != "not in") {
+        // `self.ngpu > 1`: numbers of the module's configuration, compared now
+        auto a = const_float(Arg{test.args[0].get(), nullptr, test.args[0]->loc});
+        auto b = a ? const_float(Arg{test.args[1].get(), nullptr, test.args[1]->loc}) : std::nullopt;
+        if (!a || !b) return std::nullopt;
+        const std::string& op = test.ops[0];
+        return op == "<" ? *a < *b : op == "<=" ? *a <= *b : op == ">" ? *a > *b : op == ">=" ? *a >= *b : op == "==" ? *a == *b : *a != *b;
+      }
       if (test.ops.size() != 1 || (test.ops[0] != "is" && test.ops[0] != "is not")) return std::nullopt;
       const Expr* side = test.args[1]->kind == ExprKind::None ? test.args[0].get()
                          : test.args[0]->kind == ExprKind::None ? test.args[1].get() : nullptr;
@@ -97,6 +114,32 @@ std::optional<bool> Lowerer::static_condition(const Expr& test) {
         if (a->kind == Kind::Bool || a->kind == Kind::None) return a->kind == Kind::Bool && a->i != 0;
         if (a->kind == Kind::Module) return true;
       }
+      return std::nullopt;
+    }
+    case ExprKind::Unary: {
+      if (test.op != "not") return std::nullopt;
+      auto v = static_condition(*test.args[0]);
+      if (!v) return std::nullopt;
+      return !*v;
+    }
+    case ExprKind::BoolOp: {
+      // Decided when every operand is, or when one operand decides it (False for `and`, True for `or`) and the
+      // others only read names and attributes: DCGAN's `input.is_cuda and self.ngpu > 1` with one GPU is
+      // False whatever the tensor, and its data_parallel branch is not lowered.
+      bool is_and = test.op == "and";
+      bool acc = is_and, all_known = true, decided = false, pure = true;
+      for (const auto& a : test.args) {
+        auto v = static_condition(*a);
+        if (!v) {
+          all_known = false;
+          pure = pure && reads_only(*a);
+          continue;
+        }
+        if (*v != is_and) decided = true;
+        acc = is_and ? acc && *v : acc || *v;
+      }
+      if (all_known) return acc;
+      if (decided && pure) return !is_and;
       return std::nullopt;
     }
     default: return std::nullopt;

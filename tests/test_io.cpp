@@ -404,14 +404,12 @@ TEST_CASE("io: safetensors survives every truncation and bit flip of a valid fil
 }
 
 TEST_CASE("io: torch.save files survive every truncation and bit flip of a valid file") {
-  // A kiln-written archive: views sharing a storage, nested values (tests/test_torch_checkpoint.cpp has
-  // torch's own files, and mutates the pickle under a correct checksum).
-  Tensor base = arange(0, 6, 1, DType::Float32);
-  torch_save(tmp("src.pt"), IValue::dict({{"a", base.reshape({2, 3})},
-                                          {"b", base.slice(0, 1, 5, 2)},
-                                          {"n", IValue::list({1, IValue::tuple({"x", IValue()})})}}));
+  // A kiln-written archive holding two views of one storage (tests/test_torch_checkpoint.cpp has torch's own
+  // files, and mutates the pickle itself under a correct checksum).
+  Tensor base = arange(0, 4, 1, DType::Float32).reshape({2, 2});
+  torch_save(tmp("src.pt"), IValue::dict({{"a", base}, {"b", base.t()}}));
   int errors = fuzz(tmp("src.pt"), tmp("fuzz.pt"), [](const std::string& p) { torch_load(p); });
-  CHECK(errors > 1000);
+  CHECK(errors > int(test::read_bytes(tmp("src.pt")).size()));
 }
 
 TEST_CASE("io: safetensors write errors name the file") {

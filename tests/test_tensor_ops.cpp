@@ -331,3 +331,41 @@ TEST_CASE("einsum: the contractions model code writes, equal to matmul forms, gr
               "einsum: the number of subscripts in the equation (2) does not match the number of dimensions (3) for operand 0");
   check_error([] { einsum("ii->i", {seq({3, 3})}); }, "einsum: repeated subscript 'i' within an operand");
 }
+
+TEST_CASE("random tensor ops in script: multinomial, bernoulli, rand_like, randn_like from kiln's generator") {
+  const char* src = "import torch\nfrom torch import Tensor\nfrom typing import Tuple\n\n\n"
+                    "def f(p: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:\n"
+                    "    return (torch.multinomial(p, 2), p.multinomial(50, replacement=True), torch.bernoulli(p),\n"
+                    "            torch.rand_like(p), torch.randn_like(p))\n\n\n"
+                    "def g(x: Tensor) -> Tensor:\n"
+                    "    return torch.einsum('abij,ijc->abc', x, x)\n";
+  RestoreRngState keep;
+  ScriptModule sm = script_source(src, "draws.py");
+  Tensor p = tensor({0.0, 0.5, 0.5, 0.0, 0.3, 0.7, 0.0, 0.0}, {2, 4});
+  auto run = [&] {
+    std::vector<IValue> r = sm.function("f").call({p});
+    return r.size() == 1 && r[0].is_tuple() ? r[0].elements() : r;
+  };
+  manual_seed(5);
+  std::vector<IValue> a = run();
+  manual_seed(5);
+  std::vector<IValue> b = run();
+  for (size_t j = 0; j < a.size(); ++j) CHECK(values(a[j].to_tensor()) == values(b[j].to_tensor()));
+  std::vector<double> wo = values(a[0].to_tensor()), w = values(a[1].to_tensor());
+  CHECK(a[0].to_tensor().sizes() == Shape{2, 2});
+  CHECK(std::set<double>(wo.begin(), wo.begin() + 2) == std::set<double>{1, 2});
+  CHECK(std::set<double>(wo.begin() + 2, wo.end()) == std::set<double>{0, 1});
+  CHECK(a[1].to_tensor().sizes() == Shape{2, 50});
+  for (size_t j = 0; j < 50; ++j) CHECK((w[j] == 1 || w[j] == 2));
+  for (size_t j = 50; j < 100; ++j) CHECK((w[j] == 0 || w[j] == 1));
+  std::vector<double> bits = values(a[2].to_tensor());
+  for (size_t j = 0; j < bits.size(); ++j)
+    if (values(p)[j] == 0.0) CHECK(bits[j] == 0.0);
+  for (double u : values(a[3].to_tensor())) CHECK((u >= 0.0 && u < 1.0));
+  manual_seed(6);
+  Tensor n = sm.function("f").call({full({20000}, 0.5)})[0].elements()[4].to_tensor();
+  CHECK(values(mean(n))[0] == doctest::Approx(0.0).epsilon(0.05).scale(1.0));
+  CHECK(values(kiln::std(n))[0] == doctest::Approx(1.0).epsilon(0.05));
+  check_error([&] { sm.function("g").call({seq({2, 3, 2, 3})}); },
+              "einsum: a script graph whose shapes are unknown when it is lowered takes at most one free index");
+}

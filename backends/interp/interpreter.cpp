@@ -508,7 +508,6 @@ class Frame {
         const Tensor& x = in(n, 0).to_tensor();
         // attr float: a draw in float32 unless x is float64 (dropout's mask, as eager draws it)
         bool widen = n.attrs().has("float") && n.attrs().i("float") != 0 && x.dtype() != DType::Float32 && x.dtype() != DType::Float64;
-        if (n.attrs().has("normal") && n.attrs().i("normal") != 0) return out(0, randn_like(x));
         return out(0, rand_like(widen ? x.to(DType::Float32) : x));
       }
       case Prim::Arange: {

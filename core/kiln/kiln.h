@@ -35,6 +35,7 @@
 #include "eager/nn/attention.h"
 #include "eager/nn/recurrent.h"
 #include "eager/ops.h"
+#include "eager/tensor_ops.h"
 #include "eager/optim/optimizer.h"
 #include "eager/profiler/profiler.h"
 #include "tracer/trace.h"

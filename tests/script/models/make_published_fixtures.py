@@ -1,5 +1,5 @@
 """Writes the PyTorch reference data for the model files written as published code is (gpt.py after
-nanoGPT, vae.py and dcgan.py after PyTorch's examples), which tests/test_script_published.cpp compares kiln
+nanoGPT, vae.py, dcgan.py and word_lm.py after PyTorch's examples), which tests/test_script_published.cpp compares kiln
 with. torch.jit.script takes none of them as published (nanoGPT's config object, DCGAN's data_parallel
 branch), so the references are eager PyTorch's. Keys: `state.*` (the state_dict as built under seed 0),
 `input.*`, `output.*` (eval mode, no grad), `trained.*` (the state after the training steps noted per model).
@@ -47,6 +47,13 @@ def gpt():
         loss.backward()
         opt.step()
     out.update(state("trained", model))
+    # Without biases (LayerNorm's bias None), eval logits of every position.
+    torch.manual_seed(1)
+    nobias = mod.GPT(mod.GPTConfig(block_size=8, vocab_size=16, n_layer=1, n_head=2, n_embd=8, dropout=0.1, bias=False))
+    out.update(state("nobias_state", nobias))
+    nobias.eval()
+    with torch.no_grad():
+        out["nobias_output.0"] = nobias(idx, targets)[0]
     return out
 
 
@@ -91,10 +98,26 @@ def dcgan():
     return out
 
 
+def word_lm():
+    # The GRU variant with tied weights (the LSTM one takes its state as a tuple in an unannotated parameter,
+    # which neither torch.jit.script nor kiln types); eval outputs for the state init_hidden gives.
+    mod = load("word_lm")
+    torch.manual_seed(0)
+    model = mod.RNNModel("GRU", 20, 8, 8, 2, 0.2, True)
+    out = state("state", model)
+    tokens = torch.randint(0, 20, (5, 3))
+    hidden = model.init_hidden(3)
+    out["input.0"], out["input.1"] = tokens, hidden
+    model.eval()
+    with torch.no_grad():
+        out["output.0"], out["output.1"] = model(tokens, hidden)
+    return out
+
+
 def main():
     dest = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "data")
     os.makedirs(dest, exist_ok=True)
-    for name, make in (("gpt", gpt), ("vae", vae), ("dcgan", dcgan)):
+    for name, make in (("gpt", gpt), ("vae", vae), ("dcgan", dcgan), ("word_lm", word_lm)):
         save(os.path.join(dest, name + ".safetensors"), make())
 
 

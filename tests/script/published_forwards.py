@@ -1,0 +1,63 @@
+"""What published forwards use (nanoGPT's among them): split unpacked into names, list and tensor indices,
+torch.arange with device= and dtype=, a variable None on one path and a Tensor on the other, math.sqrt of a
+size, an assert with an f-string message."""
+import math
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+
+def qkv(x: Tensor) -> Tensor:
+    q, k, v = x.split(2, dim=1)
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+    return att @ v
+
+
+def split_sizes(x: Tensor) -> Tuple[Tensor, Tensor]:
+    a, b = x.split([1, 3], 1)
+    return b, a
+
+
+def last_position(x: Tensor) -> Tensor:
+    return x[:, [-1], :]
+
+
+def first_and_last(x: Tensor) -> Tensor:
+    return x[[0, -1]]
+
+
+def rows(x: Tensor, idx: Tensor) -> Tensor:
+    return x[idx] * 2.0
+
+
+def positions(x: Tensor) -> Tensor:
+    b, t = x.size()
+    assert t <= 64, f"Cannot forward sequence of length {t}, block size is only {64}"
+    pos = torch.arange(0, t, dtype=torch.long, device=x.device)
+    return x + pos
+
+
+def half_steps(n: int) -> Tensor:
+    return torch.arange(1, n, 0.5)
+
+
+def maybe_loss(x: Tensor, targets: Optional[Tensor]) -> Tuple[Tensor, Optional[Tensor]]:
+    if targets is not None:
+        logits = x * 2.0
+        loss = (logits - targets).abs().mean()
+    else:
+        logits = x[:, [-1]]
+        loss = None
+    return logits, loss
+
+
+# CASE: qkv randn(2,6,4)
+# CASE: split_sizes randn(2,4)
+# CASE: last_position randn(2,5,3)
+# CASE: first_and_last randn(4,3)
+# CASE: rows randn(5,3) randint(0,5,2,3)
+# CASE: positions randint(0,9,2,7)
+# CASE: half_steps 4
+# CASE: maybe_loss randn(2,3) randn(2,3)
+# CASE: maybe_loss randn(2,3) None
