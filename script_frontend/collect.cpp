@@ -357,7 +357,7 @@ class SupportCheck {
       expr(t.get());
     }
     expr(s.test.get());
-    // an assert's f-string message is written out when lowering (Lowerer::assert_message)
+    // an assert's f-string message is written out when lowering (Lowerer::raise_message)
     if (s.kind == StmtKind::Assert && s.value && s.value->kind == ExprKind::FString) {
       for (const ExprPtr& part : s.value->args)
         if (part->kind == ExprKind::FormattedValue) expr(part->args[0].get());
@@ -402,7 +402,7 @@ class SupportCheck {
       case ExprKind::Call:
         for (const Keyword& k : e->keywords)
           if (k.name.empty() && !evaluated()) fail(k.loc, "**kwargs are not supported in {}");
-        // torch._assert(cond, f"..."): the message is written out as an assert's (Lowerer::assert_message)
+        // torch._assert(cond, f"..."): the message is written out as an assert's (Lowerer::raise_message)
         if (!evaluated() && e->args.size() == 3 && dotted(*e->args[0]) == "torch._assert" && e->args[2]->kind == ExprKind::FString) {
           expr(e->args[1].get());
           for (const ExprPtr& part : e->args[2]->args)

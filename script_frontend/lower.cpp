@@ -1260,36 +1260,6 @@ void Lowerer::return_stmt(const Stmt& s) {
   frame().env[kReturned] = constant(true);
 }
 
-// An assert's f-string message (nanoGPT's f"Cannot forward sequence of length {t}, ..."): prim::raise holds
-// one message fixed when lowering, so fields known then (constants, module attributes) are written as
-// Python would, and the others as the name they read, in braces.
-std::string Lowerer::assert_message(const Expr& f) {
-  std::string out;
-  for (const ExprPtr& part : f.args) {
-    if (part->kind == ExprKind::String) {
-      out += part->name;
-      continue;
-    }
-    const Expr& v = *part->args[0];
-    Arg a{&v, nullptr, v.loc};
-    if (auto i = const_int(a)) out += std::to_string(*i);
-    else if (auto d = const_float(a)) out += fmt::format("{}", *d);
-    else if (auto str = const_str(a)) out += *str;
-    else {
-      std::string name;
-      for (const Expr* e = &v; e; e = e->kind == ExprKind::Attribute ? e->args[0].get() : nullptr) {
-        if (e->kind != ExprKind::Attribute && e->kind != ExprKind::Name) {
-          name = "...";
-          break;
-        }
-        name = name.empty() ? e->name : e->name + "." + name;
-      }
-      out += "{" + name + "}";
-    }
-  }
-  return out;
-}
-
 void Lowerer::assert_stmt(const Stmt& s) { check_assert(*s.test, s.value.get(), "AssertionError", s.loc); }
 
 // `assert test, message` and torch._assert(test, message): a raise with `what` and the message where test is false.
@@ -1297,9 +1267,7 @@ void Lowerer::check_assert(const Expr& test, const Expr* message, const std::str
   Value* c = to_condition(expr(test), test.loc);
   std::string msg = what;
   if (message) {
-    if (message->kind != ExprKind::String && message->kind != ExprKind::FString)
-      fail(message->loc, "the message of an assert must be a string literal or an f-string");
-    msg = what + ": " + (message->kind == ExprKind::String ? message->name : assert_message(*message));
+    msg = what + ": " + raise_message(*message);
   }
   loc_ = at;
   Node* n = emit(g_->create(Prim::If, 0));

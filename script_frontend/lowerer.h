@@ -186,7 +186,6 @@ class Lowerer {
   std::optional<bool> known_condition(const Expr& test);
   Value* list_repeat(Value* xs, Value* n);
   Value* list_binary(const std::string& op, Value* a, Value* b);  // null when not list + list, list * int
-  std::string assert_message(const Expr& fstring);
   // Lowers an If whose branches run then_fn / else_fn on copies of the environment and merges the
   // variables they assign into the If's outputs.
   void branch(Value* cond, const std::function<void()>& then_fn, const std::function<void()>& else_fn,

@@ -14,14 +14,6 @@ using ir::Prim;
 
 namespace {
 
-const AttrValue* constant_of(const Value* v) {
-  const Node* n = v->node();
-  if (n->prim() != Prim::Constant || n->tensor().defined()) return nullptr;
-  for (const auto& [k, a] : n->attrs().items())
-    if (k == "value") return &a;
-  return nullptr;
-}
-
 // Python's str() of a constant: 0.2 → "0.2", 1.0 → "1.0", True → "True".
 std::optional<std::string> python_str(const AttrValue& a) {
   if (const auto* i = std::get_if<int64_t>(&a)) return std::to_string(*i);
@@ -37,12 +29,13 @@ std::optional<std::string> python_str(const AttrValue& a) {
 
 }  // namespace
 
-// The exception's text: a string literal, or an f-string whose fields are constants while lowering (a
-// module's configuration, an inlined argument). A field known only at run time is shown by its name
-// between braces, since kiln graphs do not format strings.
+// The text of a raise or an assert: a string literal, or an f-string (nanoGPT's f"Cannot forward sequence of
+// length {t}, ..."). prim::raise holds one message fixed when lowering, so fields known then (constants,
+// module attributes, inlined arguments) are written as Python's str() would, and the others as the name they
+// read, in braces, since kiln graphs do not format strings. Nothing is emitted.
 std::string Lowerer::raise_message(const Expr& e) {
   if (e.kind == ExprKind::String) return e.name;
-  if (e.kind != ExprKind::FString) fail(e.loc, "the message of a raise in kiln script is a string or an f-string");
+  if (e.kind != ExprKind::FString) fail(e.loc, "the message of a raise or an assert in kiln script is a string or an f-string");
   std::string out;
   for (const ExprPtr& part : e.args) {
     if (part->kind == ExprKind::String) {
@@ -51,12 +44,24 @@ std::string Lowerer::raise_message(const Expr& e) {
     }
     const Expr& field = *part->args[0];
     std::optional<std::string> text;
-    if (part->args.size() < 2 || !part->args[1]) {
-      Value* v = expr(field);
-      if (const AttrValue* a = constant_of(v)) text = python_str(*a);
-      if (part->op == "r" && text && std::holds_alternative<std::string>(*constant_of(v))) text = "'" + *text + "'";
+    if (part->args.size() < 2 || !part->args[1]) {  // a format spec is not applied: the field's name shows
+      Arg a{&field, nullptr, field.loc};
+      if (auto i = const_int(a)) text = python_str(AttrValue(*i));
+      else if (auto d = const_float(a)) text = python_str(AttrValue(*d));
+      else if (auto str = const_str(a)) text = part->op == "r" ? "'" + *str + "'" : *str;
     }
-    out += text ? *text : "{" + std::string(field.kind == ExprKind::Name ? field.name : "...") + "}";
+    if (!text) {
+      std::string name;
+      for (const Expr* x = &field; x; x = x->kind == ExprKind::Attribute ? x->args[0].get() : nullptr) {
+        if (x->kind != ExprKind::Attribute && x->kind != ExprKind::Name) {
+          name = "...";
+          break;
+        }
+        name = name.empty() ? x->name : x->name + "." + name;
+      }
+      text = "{" + name + "}";
+    }
+    out += *text;
   }
   return out;
 }
