@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs the main demo.
+# Sets up, builds and runs the main demo: a GPT trained from its PyTorch model file (samples/gpt.py), then
+# the API tours and the digits models.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash .ci/setup.sh
 [ -d build ] || meson setup build -Dbuildtype=release
 ninja -C build
+./build/samples/train_gpt
 ./build/samples/eager_tour && ./build/samples/jit_tour && ./build/samples/train_digits both samples/data --compile
 # Data-parallel: the MLP on 2 processes (DistributedDataParallel over MPI), when mpirun is there.
 if command -v mpirun >/dev/null; then

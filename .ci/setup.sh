@@ -8,6 +8,7 @@ pkgs=(meson ninja-build pkg-config g++ cmake libfmt-dev libspdlog-dev doctest-de
       libopenblas-dev libdnnl-dev libxbyak-dev llvm-14-tools python3-numpy python3-sklearn
       libopenmpi-dev openmpi-bin
       graphviz        # `kiln dot -o graph.svg` renders through its dot (tests/script/run_dot_svg.sh)
+      fortunes        # the English text samples/train_gpt trains on
       python3-torch   # Debian's PyTorch 1.13: tests/script compares every script file with it
       python3-torchvision)  # its model files, read by kiln as published (tests/script/torchvision)
 missing=()

@@ -3,7 +3,7 @@
 optimizer, schedule and steps as kiln's samples/train_gpt, for the README's side-by-side validation loss.
 The batches differ (torch's generator is not kiln's), which is why the two are compared within 2 %.
 
-    /usr/bin/python3 bench/train_gpt_torch.py [--steps 2000] [--threads 2]
+    /usr/bin/python3 bench/train_gpt_torch.py [--steps 4000] [--threads 2]
 """
 import argparse
 import importlib.util
@@ -20,8 +20,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=os.path.join(HERE, "..", "samples", "gpt.py"))
     ap.add_argument("--data", default="/usr/share/games/fortunes")
-    ap.add_argument("--steps", type=int, default=2000)
-    ap.add_argument("--eval-every", type=int, default=250)
+    ap.add_argument("--steps", type=int, default=4000)
+    ap.add_argument("--eval-every", type=int, default=500)
     ap.add_argument("--eval-iters", type=int, default=20)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--seed", type=int, default=1337)

@@ -4,7 +4,7 @@
 // on the `fortunes` package's English text, then samples text through the file's own `generate`.
 //
 //   train_gpt [--steps N] [--threads N] [--bf16] [--device cpu|cuda] [--resume] [--out DIR]
-//             [--model FILE.py] [--data DIR] [--eval-every N] [--seed N]
+//             [--model FILE.py] [--data DIR] [--eval-every N] [--eval-iters N] [--seed N] [--stop-at N]
 //             [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]
 //
 // As nanoGPT trains shakespeare_char on a CPU: 4 layers, 4 heads, 128 wide, 64 characters of context,
@@ -36,8 +36,9 @@ struct Options {
   std::string out = "train_gpt_out";
   std::string device = "cpu";
   std::string prompt = "\n";
-  int64_t steps = 2000, eval_every = 250, eval_iters = 20, threads = 0, tokens = 300, top_k = 20;
+  int64_t steps = 4000, eval_every = 500, eval_iters = 20, threads = 0, tokens = 300, top_k = 20;
   int64_t warmup = 100, seed = 1337;
+  int64_t stop_at = 0;  // stop after this step, as an interrupted run would (the schedule still spans steps)
   double lr = 1e-3, min_lr = 1e-4, weight_decay = 0.1, temperature = 0.8;
   bool bf16 = false, resume = false;
   // the model: nanoGPT's CPU settings
@@ -63,13 +64,14 @@ Options parse(int argc, char** argv) {
     else if (a == "--eval-every") o.eval_every = std::stoll(value(i));
     else if (a == "--eval-iters") o.eval_iters = std::stoll(value(i));
     else if (a == "--seed") o.seed = std::stoll(value(i));
+    else if (a == "--stop-at") o.stop_at = std::stoll(value(i));
     else if (a == "--prompt") o.prompt = value(i);
     else if (a == "--tokens") o.tokens = std::stoll(value(i));
     else if (a == "--temperature") o.temperature = std::stod(value(i));
     else if (a == "--top-k") o.top_k = std::stoll(value(i));
     else if (a == "-h" || a == "--help") {
       std::printf("usage: train_gpt [--steps N] [--threads N] [--bf16] [--device cpu|cuda] [--resume] [--out DIR]\n"
-                  "                 [--model FILE.py] [--data DIR] [--eval-every N] [--eval-iters N] [--seed N]\n"
+                  "                 [--model FILE.py] [--data DIR] [--eval-every N] [--eval-iters N] [--seed N] [--stop-at N]\n"
                   "                 [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]\n");
       std::exit(0);
     } else fail("train_gpt: unknown option {}", a);
@@ -107,8 +109,8 @@ struct Run {
 
   Tensor loss(const Tensor& x, const Tensor& y) {
     AutocastGuard autocast(DType::BFloat16, o.bf16);
-    std::vector<IValue> out = model->call({x, y});
-    return out.at(1).to_tensor();
+    IValue out = model->call({x, y}).at(0);  // forward's (logits, loss)
+    return out.elements().at(1).to_tensor();
   }
 
   // nanoGPT's estimate_loss: the mean loss of eval_iters batches of each split, in eval mode.
@@ -222,6 +224,12 @@ int main(int argc, char** argv) {
         bar.message(fmt::format("step {}: train loss {:.4f}, val loss {:.4f}", step + 1, train_loss, val_loss));
         samples::write_loss_curve_svg(o.out + "/loss.svg", curves, "kiln: a character-level GPT on fortunes");
         torch_save(ckpt, checkpoint(r, opt, step + 1, curves));
+      }
+      if (step + 1 == o.stop_at) {
+        torch_save(ckpt, checkpoint(r, opt, step + 1, curves));
+        bar.finish();
+        std::printf("stopped after step %lld; --resume continues from %s\n", (long long)o.stop_at, ckpt.c_str());
+        return 0;
       }
     }
     bar.finish();

@@ -471,6 +471,19 @@ JitMark jit_mark(const FunctionDef& f) {
   return JitMark::None;
 }
 
+namespace {
+bool no_grad_decorator(const Expr& d) {
+  std::string n = dotted(d.kind == ExprKind::Call ? *d.args[0] : d);
+  return n == "torch.no_grad" || n == "torch.inference_mode";
+}
+}  // namespace
+
+bool runs_without_grad(const FunctionDef& f) {
+  for (const ExprPtr& d : f.decorators)
+    if (no_grad_decorator(*d)) return true;
+  return false;
+}
+
 const char* jit_mark_name(JitMark m) {
   switch (m) {
     case JitMark::None: return "";
@@ -502,9 +515,10 @@ bool builder_decorator(const Expr& d) {
 
 void check_def(const Source& src, const FunctionDef& f, bool method, std::string_view where) {
   for (const ExprPtr& d : f.decorators)
-    if (mark_of(*d) != JitMark::Export &&
+    if (mark_of(*d) != JitMark::Export && !(method && no_grad_decorator(*d)) &&
         !(where == "__init__" && (dotted(*d) == "staticmethod" || dotted(*d) == "classmethod" || builder_decorator(*d))))
-      src.fail(d->loc, fmt::format("decorators other than @torch.jit.export are not supported in {}", where));
+      src.fail(d->loc, fmt::format("decorators other than @torch.jit.export{} are not supported in {}",
+                                   method ? " and @torch.no_grad()" : "", where));
   if (f.is_async) src.fail(f.loc, fmt::format("async def is not supported in {}", where));
   bool evaluated = where == "__init__";  // the evaluator binds arguments as Python does
   if (evaluated) {

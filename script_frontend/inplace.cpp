@@ -15,9 +15,26 @@
 
 #include "core/ir/op_schema.h"
 #include "core/op.h"
+#include "eager/composites_tensor_ops.h"
 #include "script_frontend/lowerer.h"
+#include "script_frontend/lowering_builder.h"
 
 namespace kiln::script {
+
+namespace {
+// An index that is a bool mask by its form: a comparison, or masks combined by ~ & |. Its dtype is not
+// known while lowering, so the form decides that `x[m] = v` is torch's masked_fill_.
+bool is_mask_expr(const Expr& e) {
+  if (e.kind == ExprKind::Compare)
+    return std::none_of(e.ops.begin(), e.ops.end(), [](const std::string& op) {
+      return op == "is" || op == "is not" || op == "in" || op == "not in";
+    });
+  if (e.kind == ExprKind::Unary && e.op == "~") return is_mask_expr(*e.args[0]);
+  if (e.kind == ExprKind::Binary && (e.op == "&" || e.op == "|" || e.op == "^"))
+    return is_mask_expr(*e.args[0]) && is_mask_expr(*e.args[1]);
+  return false;
+}
+}  // namespace
 
 using ir::Node;
 using ir::Prim;
@@ -80,6 +97,20 @@ void Lowerer::write_inplace(const Expr& target, const std::string& op, const Exp
     auto it = frame().env.find(target.args[0]->name);
     if (it != frame().env.end() && dict_keys(it->second)) return dict_store(target, op, rhs, loc);
     if (it != frame().env.end() && it->second->type().kind == TypeKind::List) return list_store(target, op, rhs, loc);
+  }
+  // x[mask] = v (nanoGPT's generate: `logits[logits < v[:, [-1]]] = -float('Inf')`): torch's masked_fill_
+  if (op.empty() && target.kind == ExprKind::Subscript && target.args.size() == 2 && is_mask_expr(*target.args[1])) {
+    Value* v = expr(rhs);
+    Value* base = expr(*target.args[0]);
+    Value* mask = expr(*target.args[1]);
+    loc_ = loc;
+    if (!base->type().is_tensor()) fail(target.loc, fmt::format("cannot index {} with a mask", base->type().str()));
+    if (!v->type().is_tensor() && !is_number(v->type()))
+      fail(rhs.loc, fmt::format("cannot write {} into a tensor", v->type().str()));
+    LoweringBuilder lb(*this);
+    Value* filled = composite::masked_fill(lb, base, mask, v->type().is_tensor() ? v : number_to_tensor(v));
+    write_through(base, prim(Prim::InplaceResult, {filled, base}, Type::tensor()), loc, described(target), true);
+    return;
   }
   Value* r = nullptr;
   if (op.empty()) r = expr(rhs);  // Python evaluates the value of `x[i] = v` first

@@ -77,6 +77,15 @@ std::optional<bool> Lowerer::known_condition(const Expr& test) {
       case ExprKind::Compare: {
         if (e.ops.size() != 1) return std::nullopt;
         const std::string& op = e.ops[0];
+        // `x is None` on a value that cannot be None, or is always None (a method called with None for an
+        // unannotated parameter): the branch the call takes, as TorchScript's refinement of NoneType
+        if ((op == "is" || op == "is not") && e.args[1]->kind == ExprKind::None && e.args[0]->kind == ExprKind::Name) {
+          auto it = frame().env.find(e.args[0]->name);
+          if (it == frame().env.end()) return std::nullopt;
+          TypeKind k = it->second->type().kind;
+          if (k == TypeKind::Optional) return std::nullopt;
+          return Known((k == TypeKind::None) == (op == "is"));
+        }
         auto a = value(*e.args[0]);
         if (!a) return std::nullopt;
         const Expr& seq = *e.args[1];

@@ -166,14 +166,16 @@ Lowerer::Frame Lowerer::new_frame(const FunctionDef& f, const Object* self) {
 
 std::shared_ptr<ir::Graph> Lowerer::lower_function(const FunctionDef& f) { return lower_top(f, nullptr); }
 
-MethodGraph Lowerer::lower_method(const FunctionDef& f, const Object& self) {
+MethodGraph Lowerer::lower_method(const FunctionDef& f, const Object& self, const std::vector<Type>& arg_types) {
   MethodGraph mg;
+  arg_types_ = arg_types;
   writebacks_.clear();
   tied_.clear();
   self.walk([&](const Object& o) {
     for (const auto& [old, now] : o.tied) tied_[old.impl()] = now;
   });
   mg.graph = lower_top(f, &self);
+  arg_types_.clear();
   mg.bound = bound_;
   mg.writebacks = writebacks_;
   return mg;
@@ -202,6 +204,14 @@ std::shared_ptr<ir::Graph> Lowerer::lower_top(const FunctionDef& f, const Object
     // unannotated with a None default (nanoGPT's `targets=None`): an optional Tensor
     bool none_default = p.default_value && p.default_value->kind == ExprKind::None;
     Type t = p.has_type ? type_from_annotation(*src_, p.type, *m_) : none_default ? Type::optional(Type::tensor()) : Type::tensor();
+    // Called with known arguments (nanoGPT's generate(idx, max_new_tokens, temperature, top_k=None)): an
+    // unannotated parameter is what it was given, so `range(max_new_tokens)` loops and `top_k is not None`
+    // is decided for this call's None.
+    size_t arg = i - (self ? 1 : 0);
+    if (!p.has_type && arg < arg_types_.size()) {
+      t = arg_types_[arg];
+      none_default = false;
+    }
     if (none_default && t.kind != TypeKind::Optional)
       fail(p.default_value->loc, fmt::format("parameter '{}' defaults to None, so its type must be Optional[...], not {}",
                                              p.name, t.str()));

@@ -50,7 +50,9 @@ class Lowerer {
  public:
   Lowerer(const Source& src, const Module& m);
   std::shared_ptr<ir::Graph> lower_function(const FunctionDef& f);
-  MethodGraph lower_method(const FunctionDef& f, const Object& self);
+  // arg_types: for a method called with known arguments (ScriptedModule::call), the type of each
+  // argument after self; an unannotated parameter takes it (an int, a float, None) instead of Tensor.
+  MethodGraph lower_method(const FunctionDef& f, const Object& self, const std::vector<Type>& arg_types = {});
   // After lower_function raised: the errors of the function's later top-level statements that do not
   // read a name a failed statement assigns (clang-style: independent mistakes all reported, no cascades).
   const std::vector<std::string>& later_errors() const { return later_errors_; }
@@ -278,6 +280,7 @@ class Lowerer {
   std::map<Value*, std::pair<Value*, ViewStep>> views_;  // indexing views: base and step
   std::map<Value*, std::string> opaque_;                // values a write must not go through: why
   std::map<Value*, std::string> param_of_;
+  std::vector<Type> arg_types_;  // lower_method's, for the method being lowered
   std::map<Value*, std::vector<std::string>> dict_keys_;              // function parameters' values: the function
   int loop_depth_ = 0;
   int branch_depth_ = 0;  // if blocks being lowered (written ones and the guards of early exits)

@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 #include "core/ir/verifier.h"
 #include "eager/autocast/autocast.h"
+#include "eager/autograd/graph.h"
 #include "script_frontend/lowerer.h"
 #include "script_frontend/objects.h"
 #include "script_frontend/parser.h"
@@ -15,7 +18,23 @@ ScriptedModule::ScriptedModule(std::shared_ptr<const script::File> file, std::sh
 
 std::string ScriptedModule::name() const { return object_->cls; }
 
-Function ScriptedModule::method(const std::string& name) {
+Function ScriptedModule::method(const std::string& name) { return method_for(name, nullptr); }
+
+namespace {
+// The type a call's argument gives an unannotated parameter: a number or None is itself, anything else
+// keeps TorchScript's Tensor.
+ir::Type argument_type(const IValue& v) {
+  using ir::Type;
+  using ir::TypeKind;
+  if (v.is_int()) return Type::scalar(TypeKind::Int);
+  if (v.is_double()) return Type::scalar(TypeKind::Float);
+  if (v.is_bool()) return Type::scalar(TypeKind::Bool);
+  if (v.is_none()) return Type::scalar(TypeKind::None);
+  return Type::tensor();
+}
+}  // namespace
+
+Function ScriptedModule::method_for(const std::string& name, const std::vector<IValue>* args) {
   const script::ClassDef& c = *object_->def;
   const script::FunctionDef* f = c.method(name);
   if (!f || name == "__init__") {
@@ -36,10 +55,15 @@ Function ScriptedModule::method(const std::string& name) {
   object_->walk([&](const script::Object& o) { key += o.module->is_training() ? '1' : '0'; });
   // Inside an AutocastGuard the graph records the scope's casts (as a trace would): one graph per dtype.
   if (autocast_enabled()) key += ":autocast " + std::string(dtype_name(autocast_dtype()));
+  std::vector<ir::Type> arg_types;
+  if (args && name != "forward") {  // forward keeps one graph for every call, as the JIT's callers expect
+    for (const IValue& a : *args) arg_types.push_back(argument_type(a));
+    for (const ir::Type& t : arg_types) key += ":" + t.str();
+  }
   auto it = methods_.find(key);
   if (it != methods_.end()) return it->second;
   script::Lowerer lowerer(file_->src, file_->ast);
-  script::MethodGraph mg = lowerer.lower_method(*f, *object_);
+  script::MethodGraph mg = lowerer.lower_method(*f, *object_, arg_types);
   std::vector<std::string> errs = ir::verify_errors(*mg.graph);
   if (!errs.empty())
     fail("script: internal error: the graph of {}.{} does not verify: {}\n{}", c.name, name, errs[0], mg.graph->str());
@@ -52,7 +76,11 @@ Function ScriptedModule::method(const std::string& name) {
 }
 
 std::vector<IValue> ScriptedModule::call(const std::vector<IValue>& args, const std::string& method_name) {
-  return method(method_name).call(args);
+  Function f = method_for(method_name, &args);
+  const script::FunctionDef* def = object_->def->method(method_name);
+  std::optional<NoGradGuard> no_grad;
+  if (def && script::runs_without_grad(*def)) no_grad.emplace();
+  return f.call(args);
 }
 
 Tensor ScriptedModule::forward(const Tensor& x) {

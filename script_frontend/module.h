@@ -51,6 +51,8 @@ class ScriptedModule : public nn::Module {
   const std::shared_ptr<script::Object>& object_ptr() const { return object_; }
 
  private:
+  // method(), with an unannotated parameter typed by its argument when args are given (one graph each)
+  Function method_for(const std::string& name, const std::vector<IValue>* args);
   std::shared_ptr<const script::File> file_;
   std::shared_ptr<script::Object> object_;
   std::map<std::string, Function> methods_;  // by method name and the tree's train/eval flags

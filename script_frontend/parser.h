@@ -34,6 +34,8 @@ void check_def(const Source& src, const FunctionDef& f, bool method, std::string
 enum class JitMark : uint8_t { None, Export, Ignore, Unused };
 JitMark jit_mark(const FunctionDef& f);
 const char* jit_mark_name(JitMark m);  // "export", "ignore", "unused"
+// @torch.no_grad() / @torch.inference_mode() on a method (nanoGPT's generate): calls record no autograd.
+bool runs_without_grad(const FunctionDef& f);
 // A def written as a kiln script function: a return annotation of a script type (Tensor, int, Tuple[...],
 // ...), no **kwargs, not async, no decorator but @torch.jit.export. What `kiln
 // check FILE` lowers without a class: a model file's builders and __init__ helpers (returning modules) are

@@ -1,4 +1,4 @@
-// script(): model files written the way published code is (tests/script/models/gpt.py after nanoGPT,
+// script(): model files written the way published code is (samples/gpt.py after nanoGPT, train_gpt's model,
 // vae.py and dcgan.py after PyTorch's examples), built from the file as written, loaded with the
 // state_dict tests/script/models/make_published_fixtures.py saved, and compared with eager PyTorch's
 // outputs (torch.jit.script takes none of these files as published) on the interpreter and through compile().
@@ -51,7 +51,7 @@ std::map<std::string, Tensor> without_masks(std::map<std::string, Tensor> state)
 }  // namespace
 
 TEST_CASE("script published: nanoGPT's GPT (config dataclass, ModuleDict, tied weights, causal attention) matches PyTorch") {
-  ScriptModule file = script_file(kModels + "gpt.py");
+  ScriptModule file = script_file(std::string(KILN_TEST_DATA) + "/../../samples/gpt.py");
   auto net = file.build("GPT", {file.value("GPTConfig(block_size=8, vocab_size=16, n_layer=2, n_head=2, n_embd=8, "
                                            "dropout=0.0, bias=True)")});
   std::map<std::string, Tensor> data = fixture("gpt");

@@ -1,11 +1,12 @@
-"""Writes the PyTorch reference data for the model files written as published code is (gpt.py after
-nanoGPT, vae.py, dcgan.py and word_lm.py after PyTorch's examples), which tests/test_script_published.cpp compares kiln
+"""Writes the PyTorch reference data for the model files written as published code is (samples/gpt.py after
+nanoGPT, the model file of samples/train_gpt, vae.py, dcgan.py and word_lm.py after PyTorch's examples), which tests/test_script_published.cpp compares kiln
 with. torch.jit.script takes none of them as published (nanoGPT's config object, DCGAN's data_parallel
 branch), so the references are eager PyTorch's. Keys: `state.*` (the state_dict as built under seed 0),
 `input.*`, `output.*` (eval mode, no grad), `trained.*` (the state after the training steps noted per model).
 Run with /usr/bin/python3 (PyTorch 1.13) from the repository root:
     python3 tests/script/models/make_published_fixtures.py tests/script/models/data
 """
+import importlib.util
 import os
 import sys
 
@@ -23,7 +24,9 @@ def state(prefix, model):
 
 def gpt():
     # A GPT of two blocks; torch 1.13 has no scaled_dot_product_attention, so the masked-softmax path runs.
-    mod = load("gpt")
+    spec = importlib.util.spec_from_file_location("gpt", os.path.join(HERE, "..", "..", "..", "samples", "gpt.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
     torch.manual_seed(0)
     model = mod.GPT(mod.GPTConfig(block_size=8, vocab_size=16, n_layer=2, n_head=2, n_embd=8, dropout=0.0, bias=True))
     out = state("state", model)
