@@ -2191,28 +2191,31 @@ std::shared_ptr<ScriptedModule> construct(const std::shared_ptr<const File>& fil
   return init.build(cls, args, kwargs, cls.loc);
 }
 
-std::shared_ptr<ScriptedModule> construct(const std::shared_ptr<const File>& file, const ClassDef& cls,
-                                          const std::vector<CtorArg>& args, const std::map<std::string, CtorArg>& kwargs) {
+namespace {
+// Runs make(init, args, kwargs) on an evaluator of the file, the arguments evaluated by it first; the module
+// keeps the files its __init__ read.
+template <class Make>
+std::shared_ptr<ScriptedModule> construct_with(const std::shared_ptr<const File>& file, const std::vector<CtorArg>& args,
+                                               const std::map<std::string, CtorArg>& kwargs, Make make) {
   Init init(file);
   std::vector<Static> a;
   for (const CtorArg& x : args) a.push_back(init.argument(x));
   std::map<std::string, Static> kw;
   for (const auto& [k, x] : kwargs) kw[k] = init.argument(x);
-  std::shared_ptr<ScriptedModule> m = init.build(cls, a, kw, cls.loc);
+  std::shared_ptr<ScriptedModule> m = make(init, a, kw);
   m->object_ptr()->imports = init.files();
   return m;
+}
+}  // namespace
+
+std::shared_ptr<ScriptedModule> construct(const std::shared_ptr<const File>& file, const ClassDef& cls,
+                                          const std::vector<CtorArg>& args, const std::map<std::string, CtorArg>& kwargs) {
+  return construct_with(file, args, kwargs, [&](Init& init, auto& a, auto& kw) { return init.build(cls, a, kw, cls.loc); });
 }
 
 std::shared_ptr<ScriptedModule> construct_by(const std::shared_ptr<const File>& file, const FunctionDef& builder,
                                              const std::vector<CtorArg>& args, const std::map<std::string, CtorArg>& kwargs) {
-  Init init(file);
-  std::vector<Static> a;
-  for (const CtorArg& x : args) a.push_back(init.argument(x));
-  std::map<std::string, Static> kw;
-  for (const auto& [k, x] : kwargs) kw[k] = init.argument(x);
-  std::shared_ptr<ScriptedModule> m = init.call_builder(builder, a, kw);
-  m->object_ptr()->imports = init.files();
-  return m;
+  return construct_with(file, args, kwargs, [&](Init& init, auto& a, auto& kw) { return init.call_builder(builder, a, kw); });
 }
 
 }  // namespace kiln::script

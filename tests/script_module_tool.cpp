@@ -15,6 +15,7 @@
 #include "eager/io.h"
 #include "jit/compiled_function.h"
 #include "script_frontend/script.h"
+#include "script_tool_args.h"
 
 int main(int argc, char** argv) {
   if (argc < 7) {
@@ -23,16 +24,7 @@ int main(int argc, char** argv) {
   }
   try {
     kiln::ScriptModule file = kiln::script_file(argv[1]);
-    std::vector<kiln::ScriptValue> args;
-    std::map<std::string, kiln::ScriptValue> kwargs;
-    for (int i = 7; i < argc; ++i) {
-      std::string a = argv[i];
-      size_t eq = a.find('=');
-      bool keyword = eq != std::string::npos && eq > 0 && a.find_first_of("[('\"") > eq && a[eq + 1] != '=';
-      if (keyword) kwargs.emplace(a.substr(0, eq), file.value(a.substr(eq + 1)));
-      else args.push_back(file.value(a));
-    }
-    auto net = file.build(argv[2], args, kwargs);
+    auto net = kiln::test::build_from_words(file, argv[2], argv + 7, argv + argc);
     net->load(argv[3]);
     net->eval();
     kiln::Tensor x = kiln::load_npy(argv[4]);

@@ -17,6 +17,7 @@
 #include "eager/losses.h"
 #include "eager/optim/optimizer.h"
 #include "script_frontend/script.h"
+#include "script_tool_args.h"
 
 int main(int argc, char** argv) {
   if (argc < 10) {
@@ -25,16 +26,7 @@ int main(int argc, char** argv) {
   }
   try {
     kiln::ScriptModule file = kiln::script_file(argv[1]);
-    std::vector<kiln::ScriptValue> args;
-    std::map<std::string, kiln::ScriptValue> kwargs;
-    for (int i = 10; i < argc; ++i) {
-      std::string a = argv[i];
-      size_t eq = a.find('=');
-      bool keyword = eq != std::string::npos && eq > 0 && a.find_first_of("[('\"") > eq && a[eq + 1] != '=';
-      if (keyword) kwargs.emplace(a.substr(0, eq), file.value(a.substr(eq + 1)));
-      else args.push_back(file.value(a));
-    }
-    auto net = file.build(argv[2], args, kwargs);
+    auto net = kiln::test::build_from_words(file, argv[2], argv + 10, argv + argc);
     net->load(argv[3]);
     if (std::string(argv[8]) == "eval") net->eval();
     else net->train();

@@ -2,6 +2,7 @@
 // floating types (torch's CPU accumulator) and in int64 for integers and bool, whose result is int64.
 #include <type_traits>
 
+#include "eager/cpu/dim_split.h"
 #include "eager/cpu/copy.h"
 #include "eager/kernels.h"
 
@@ -38,10 +39,7 @@ Tensors scan(OpId op, const Tensors& in, const Attrs& attrs) {
   const DType out_dt = is_floating(x.dtype()) ? x.dtype() : DType::Int64;
   Tensor out = Tensor::empty(x0.sizes(), out_dt);
   if (out.numel() == 0) return {out};
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < dim; ++d) outer *= s[size_t(d)];
-  for (int64_t d = dim + 1; d < nd; ++d) inner *= s[size_t(d)];
-  const int64_t n = s[size_t(dim)];
+  const auto [outer, n, inner] = split_at(s, dim);
   visit_dtype(x.dtype(), [&](auto v) {
     using T = decltype(v);
     const T* xp = static_cast<const T*>(x.raw_data());

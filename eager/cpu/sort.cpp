@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "eager/cpu/dim_split.h"
 #include "eager/cpu/copy.h"
 #include "eager/kernels.h"
 
@@ -56,10 +57,7 @@ Tensors kernel_argsort(OpId, const Tensors& in, const Attrs& attrs) {
   const bool descending = attrs.has("descending") && attrs.b("descending");
   Tensor out = Tensor::empty(x0.sizes(), DType::Int64);
   if (out.numel() == 0) return {out};
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < dim; ++d) outer *= s[size_t(d)];
-  for (int64_t d = dim + 1; d < nd; ++d) inner *= s[size_t(d)];
-  const int64_t n = s[size_t(dim)];
+  const auto [outer, n, inner] = split_at(s, dim);
   visit_dtype(x.dtype(), [&](auto v) {
     using T = decltype(v);
     sort_rows(static_cast<const T*>(x.raw_data()), out.data_ptr<int64_t>(), outer, n, inner, descending);
