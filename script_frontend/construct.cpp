@@ -1949,6 +1949,9 @@ class Init {
       if (owned != owned_.end()) modules[k] = owned->second, values[k] = IValue();
       else values[k] = ivalue_of(v, loc, fmt::format("nn.{}: {}", spec.name, k));
     }
+    // A module argument is copied into the layer (torch deep-copies encoder_layer) and kept by nothing: it
+    // must not stay an attribute, or walking the tree would reach it after this evaluator frees it.
+    for (const auto& [k, mod] : modules) b.erase(k);
     std::shared_ptr<nn::Module> m;
     try {
       m = spec.make(nn::LayerArgs(spec.name, std::move(values), std::move(modules)));
