@@ -40,7 +40,7 @@ kiln_gpu_build() {
   local mpi=auto
   mpicxx --showme:version >/dev/null 2>&1 || mpi=disabled
   [ -d "$dir" ] || meson setup "$dir" -Dbuildtype=release -Dmpi=$mpi || return 1
-  ninja -C "$dir" tests/kiln_tests tests/dist/kiln_dist_tests tests/dist/dist_fail bench/bench_cuda bench/bench_dist
+  ninja -C "$dir" tests/kiln_tests tests/dist/kiln_dist_tests tests/dist/dist_fail bench/bench_cuda bench/bench_dist samples/train_gpt
 }
 
 case "${1:-}" in

@@ -3,7 +3,7 @@
 optimizer, schedule and steps as kiln's samples/train_gpt, for the README's side-by-side validation loss.
 The batches differ (torch's generator is not kiln's), which is why the two are compared within 2 %.
 
-    /usr/bin/python3 bench/train_gpt_torch.py [--steps 4000] [--threads 2]
+    /usr/bin/python3 bench/train_gpt_torch.py [--steps 4000] [--threads 2] [--device cuda]
 """
 import argparse
 import importlib.util
@@ -25,6 +25,7 @@ def main():
     ap.add_argument("--eval-iters", type=int, default=20)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--device", default="cpu")
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -42,14 +43,16 @@ def main():
     gpt = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gpt)
     cfg = gpt.GPTConfig(block_size=64, vocab_size=len(chars), n_layer=4, n_head=4, n_embd=128, dropout=0.0, bias=False)
-    model = gpt.GPT(cfg)
-    opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), "cpu")
+    model = gpt.GPT(cfg).to(a.device)
+    opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), a.device)
     block, batch, warmup, lr, min_lr = 64, 12, 100, 1e-3, 1e-4
 
     def get_batch(split):
         d = train if split == "train" else val
         ix = torch.randint(len(d) - block - 1, (batch,))
-        return torch.stack([d[i:i + block] for i in ix]), torch.stack([d[i + 1:i + 1 + block] for i in ix])
+        x = torch.stack([d[i:i + block] for i in ix])
+        y = torch.stack([d[i + 1:i + 1 + block] for i in ix])
+        return x.to(a.device), y.to(a.device)
 
     def get_lr(it):
         if it < warmup:

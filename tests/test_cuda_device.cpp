@@ -234,6 +234,31 @@ TEST_CASE("cuda device: gather and scatter_add, forward and backward" * doctest:
   same(xg.grad(), xc.grad());
 }
 
+TEST_CASE("cuda device: index_select, embedding, index_add, argsort, topk and cumsum equal the cpu" * doctest::skip(kNoGpu)) {
+  Tensor x = seq({6, 5}, 0.3, 0.1, DType::Float32);
+  Tensor idx = tensor(std::vector<int64_t>{5, 0, 0, 2}, {4});
+  same(index_select(on_gpu(x), 0, on_gpu(idx)), index_select(x, 0, idx));
+  same(index_select(on_gpu(x), 1, on_gpu(idx.slice(0, 1, 4))), index_select(x, 1, idx.slice(0, 1, 4)));
+  same(index_select(on_gpu(x.t()), 1, on_gpu(idx)), index_select(x.t(), 1, idx));  // a strided input
+  Tensor src = seq({4, 5}, 0.9, 0.4, DType::Float32);
+  same(index_add(on_gpu(x), 0, on_gpu(idx), on_gpu(src)), index_add(x, 0, idx, src));  // repeated index 0 adds twice
+  // the embedding's gradient is an index_add: rows picked twice get both gradients
+  Tensor wg = on_gpu(x).requires_grad_(), wc = x.clone().requires_grad_();
+  Tensor tokens = tensor(std::vector<int64_t>{1, 1, 4, 0, 5, 1}, {2, 3});
+  mul(embedding(wg, on_gpu(tokens)), on_gpu(seq({2, 3, 5}, 0.1, 0.2, DType::Float32))).sum().backward();
+  mul(embedding(wc, tokens), seq({2, 3, 5}, 0.1, 0.2, DType::Float32)).sum().backward();
+  same(wg.grad(), wc.grad());
+  check_error([&] { index_select(on_gpu(x), 0, on_gpu(tensor(std::vector<int64_t>{6}, {1}))); },
+              "index_select: index 6 is out of bounds for dimension 0 with size 6");
+  Tensor r = seq({3, 7}, 0.77, 0.3, DType::Float32);
+  same(argsort(on_gpu(r), -1, true), argsort(r, -1, true));
+  auto [vg, ig] = topk(on_gpu(r), 3);
+  auto [vc, ic] = topk(r, 3);
+  same(vg, vc);
+  same(ig, ic);
+  same(cumsum(on_gpu(r), 1), cumsum(r, 1));
+}
+
 TEST_CASE("cuda device: autograd through an MLP equals the cpu" * doctest::skip(kNoGpu)) {
   manual_seed(3);
   Tensor x = randn({32, 20}), target = randint(0, 5, {32});

@@ -361,6 +361,88 @@ Tensors scatter_add(OpId, const Tensors& in, const Attrs& attrs) {
   return {out};
 }
 
+// The index of index_select / index_add checked on the host, as the CPU kernels check it (the device
+// kernels trap on a bad index, which would end the context), with negative entries wrapped; int64 on dev.
+Tensor checked_index(std::string_view op, const Tensor& index, int64_t size, int64_t d, bool negative_ok, Device dev) {
+  if (index.dtype() != DType::Int64 && index.dtype() != DType::Int32)
+    fail("{}: index must be int32 or int64, got {}", op, dtype_name(index.dtype()));
+  if (index.dim() > 1) fail("{}: index must be 1-D or 0-d, got shape {}", op, shape_str(index.sizes()));
+  // raw reads and writes, no ops: a kernel running under a tracer must record nothing of its own
+  Tensor given = index.host_contiguous();
+  Tensor host = Tensor::empty({given.numel()}, DType::Int64);
+  int64_t* v = host.data_ptr<int64_t>();
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    v[i] = given.dtype() == DType::Int64 ? given.data_ptr<int64_t>()[i] : given.data_ptr<int32_t>()[i];
+    if (v[i] >= size || v[i] < (negative_ok ? -size : 0))
+      fail("{}: index {} is out of bounds for dimension {} with size {}", op, v[i], d, size);
+    if (v[i] < 0) v[i] += size;
+  }
+  return on_device(host, dev);
+}
+
+// index seen over `shape`: stride 0 in every dim but d
+Tensor spread_index(const Tensor& index, const Shape& shape, int64_t d) {
+  Shape st(shape.size(), 0);
+  st[size_t(d)] = 1;
+  return cpu::make_view(index, shape, st, 0);
+}
+
+// index_select as a gather whose index is the 1-D index spread over the output's shape
+Tensors index_select(OpId, const Tensors& in, const Attrs& attrs) {
+  const Tensor& x0 = in.at(0);
+  Tensor x = x0.dim() == 0 ? cpu::make_view(x0, {1}, {1}, x0.storage_offset()) : x0;
+  int64_t d = wrap_dim("index_select", attrs.i("dim"), x.dim());
+  if (is_half(x.dtype()) || x.dtype() == DType::Bool)
+    fail("index_select: dtype {} has no cuda kernel", dtype_name(x.dtype()));
+  Tensor idx = checked_index("index_select", in.at(1), x.sizes()[size_t(d)], d, false, x.device());
+  if (x0.dim() == 0 && idx.numel() != 1)
+    fail("index_select: index of a 0-d input must have one element, got shape {}", shape_str(in.at(1).sizes()));
+  Shape shape = x.sizes();
+  shape[size_t(d)] = idx.numel();
+  Tensor out = Tensor::empty(shape, x.dtype(), x.device());
+  if (out.numel() > 0) {
+    Tensor iv = spread_index(idx, shape, d), xv = indexed_view(x, iv, d);
+    run_elementwise(gather_spec(x.dtype()), out, {&iv, &xv}, x.strides()[size_t(d)] * int64_t(x.element_size()),
+                    x.sizes()[size_t(d)]);
+  }
+  return {x0.dim() == 0 ? cpu::make_view(out, {}, {}, 0) : out};
+}
+
+// index_add as a scatter_add whose index is the 1-D index spread over the source's shape
+Tensors index_add(OpId, const Tensors& in, const Attrs& attrs) {
+  const Tensor &self = in.at(0), &src = in.at(2);
+  if (self.dim() == 0) fail("index_add: a 0-d self has no cuda kernel");
+  int64_t d = wrap_dim("index_add", attrs.i("dim"), self.dim());
+  if (src.dtype() != self.dtype())
+    fail("index_add: expected self and source of one dtype, got {} and {}", dtype_name(self.dtype()), dtype_name(src.dtype()));
+  if (is_half(self.dtype()) || self.dtype() == DType::Bool)
+    fail("index_add: dtype {} has no cuda kernel", dtype_name(self.dtype()));
+  Tensor idx = checked_index("index_add", in.at(1), self.sizes()[size_t(d)], d, true, self.device());
+  Shape expect = self.sizes();
+  expect[size_t(d)] = idx.numel();
+  if (src.sizes() != expect)
+    fail("index_add: source of shape {} does not match self {} with {} indices along dim {}", shape_str(src.sizes()),
+         shape_str(self.sizes()), idx.numel(), d);
+  Tensor out = copy_of(self, self.dtype());
+  if (src.numel() > 0) {
+    Tensor iv = spread_index(idx, expect, d), ov = indexed_view(out, iv, d), sv = on_device(src, self.device());
+    run_elementwise(scatter_add_spec(self.dtype()), ov, {&iv, &sv}, out.strides()[size_t(d)] * int64_t(out.element_size()),
+                    out.sizes()[size_t(d)]);
+  }
+  return {out};
+}
+
+// Rows whose work is a sequential pass along a dim (sorts and scans) run on the host: correct, and for
+// the sizes sampling uses (one row of vocabulary logits) a copy costs less than a launch would save.
+Tensors on_host(OpId op, const Tensors& in, const Attrs& attrs) {
+  Tensors host;
+  for (const Tensor& t : in) host.push_back(t.host_contiguous());
+  Device dev = device_of(in);
+  Tensors out = cpu::kernel_for(op)(op, host, attrs);
+  for (Tensor& t : out) t = on_device(t, dev);
+  return out;
+}
+
 Tensors no_kernel(OpId op, const Tensors&, const Attrs&) { fail("{}: no cuda kernel", op_name(op)); }
 
 // ---- registration ----
@@ -485,14 +567,14 @@ Kernel kernel_for(OpId op) {
     case OpId::Gather: return &gather;
     case OpId::ScatterAdd: return &scatter_add;
     case OpId::SliceBackward: return &slice_backward;
+    case OpId::IndexSelect: return &index_select;
+    case OpId::IndexAdd: return &index_add;
+    case OpId::Argsort:
+    case OpId::Cumsum:
+    case OpId::Cumprod: return &on_host;
     case OpId::Conv2d:
     case OpId::MaxPool2d:
     case OpId::AvgPool2d:
-    case OpId::IndexSelect:
-    case OpId::Argsort:
-    case OpId::Cumsum:
-    case OpId::Cumprod:
-    case OpId::IndexAdd:
     case OpId::AvgPool2dBackward:
     case OpId::Conv2dBackwardInput:
     case OpId::Conv2dBackwardWeight:
