@@ -3,6 +3,8 @@
 #include "kiln_config.h"
 #include "ir_samples.h"
 #include "support.h"
+#include "jit/compiled_function.h"
+#include "script_frontend/script.h"
 
 #include <cmath>
 #include <limits>
@@ -257,6 +259,20 @@ TEST_CASE("cuda device: index_select, embedding, index_add, argsort, topk and cu
   same(vg, vc);
   same(ig, ic);
   same(cumsum(on_gpu(r), 1), cumsum(r, 1));
+}
+
+TEST_CASE("cuda device: a scripted graph makes its factories' tensors on the device its inputs are on" * doctest::skip(kNoGpu)) {
+  const char* src =
+      "import torch\nfrom torch import Tensor\n\n\n"
+      "def f(w: Tensor, x: Tensor) -> Tensor:\n"
+      "    pos = torch.arange(0, x.size(1), dtype=torch.long, device=x.device)\n"
+      "    return w[pos] + torch.zeros(x.size(1), 1) + x.t()\n";
+  Function f = script_source(src, "factories.py").function("f");
+  Tensor w = seq({5, 3}, 0.2, 0.1, DType::Float32), x = seq({3, 4}, 0.5, 0.3, DType::Float32);
+  Tensor want = f.call({w, x})[0].to_tensor();
+  Tensor got = f.call({on_gpu(w), on_gpu(x)})[0].to_tensor();
+  same(got, want);
+  same(compile(f).call({on_gpu(w), on_gpu(x)})[0].to_tensor(), want);
 }
 
 TEST_CASE("cuda device: autograd through an MLP equals the cpu" * doctest::skip(kNoGpu)) {

@@ -236,6 +236,16 @@ bool on_cpu(const IValue& v) {
   return true;
 }
 
+// A graph runs where its tensors are: the device of the first input not on the CPU (a module moved to
+// the GPU passes its parameters), as `device=x.device` in the source says.
+Device device_of(const IValue& v) {
+  if (v.is_tensor() && v.to_tensor().defined()) return v.to_tensor().device();
+  if (v.is_tuple() || v.is_list())
+    for (const IValue& e : v.elements())
+      if (Device d = device_of(e); !d.is_cpu()) return d;
+  return Device::cpu();
+}
+
 bool requires_grad(const IValue& v) {
   if (v.is_tensor()) return v.to_tensor().defined() && v.to_tensor().requires_grad();
   if (v.is_tuple() || v.is_list())
@@ -289,8 +299,9 @@ bool small_op(OpId op, const std::vector<Tensor>& in, const Attrs& attrs) {
 
 class Frame {
  public:
-  Frame(const Plan& plan, NodeRunner* runner, bool interop)
-      : plan_(plan), g_(plan.graph()), runner_(runner), interop_(interop), env_(size_t(plan.num_slots())) {}
+  Frame(const Plan& plan, NodeRunner* runner, bool interop, Device device)
+      : plan_(plan), g_(plan.graph()), runner_(runner), interop_(interop), device_(device),
+        env_(size_t(plan.num_slots())) {}
 
   // Runs b with its arguments bound to args and returns its results.
   std::vector<IValue> block(const Block& b, std::vector<IValue> args) {
@@ -502,7 +513,7 @@ class Frame {
         IValue v = in(n, 1);
         Scalar s = v.is_bool() ? Scalar(v.to_bool()) : v.is_int() ? Scalar(v.to_int()) : Scalar(v.to_double());
         DType dt = n.attrs().has("dtype") ? n.attrs().dtype("dtype") : DType::Float32;
-        return out(0, full(ints_of(in(n, 0)), s, dt));
+        return out(0, full(ints_of(in(n, 0)), s, TensorOptions(dt, device_)));
       }
       case Prim::RandLike: {
         const Tensor& x = in(n, 0).to_tensor();
@@ -517,7 +528,7 @@ class Frame {
         };
         bool ints = in(n, 0).is_int() && in(n, 1).is_int() && in(n, 2).is_int();
         DType dt = n.attrs().has("dtype") ? n.attrs().dtype("dtype") : ints ? DType::Int64 : default_dtype();
-        return out(0, arange(num(0), num(1), num(2), TensorOptions(dt)));
+        return out(0, arange(num(0), num(1), num(2), TensorOptions(dt, device_)));
       }
       case Prim::Slice: {
         auto bound = [&](size_t i) { return in(n, i).is_none() ? std::nullopt : std::optional<int64_t>(in(n, i).to_int()); };
@@ -752,6 +763,7 @@ class Frame {
   const ir::Graph& g_;
   NodeRunner* runner_;
   bool interop_;
+  Device device_;  // where the graph's factories (torch.zeros, torch.arange) make their tensors
   std::vector<IValue> env_;
   std::mutex printed_mu_;
   std::unique_ptr<ir::PrintedGraph> printed_;
@@ -775,7 +787,10 @@ std::vector<IValue> run(const Plan& plan, std::vector<IValue>&& inputs, NodeRunn
     if (!interop) break;
     if (!on_cpu(v) || (GradMode::enabled() && requires_grad(v))) interop = false;
   }
-  Frame f(plan, runner, interop);
+  Device device = Device::cpu();
+  for (const IValue& v : inputs)
+    if (device = device_of(v); !device.is_cpu()) break;
+  Frame f(plan, runner, interop, device);
   return f.block(*g.block(), std::move(inputs));
 }
 
