@@ -1,0 +1,124 @@
+// The GPT of issue 30 as a user runs it: samples/gpt.py (nanoGPT's model.py in its manner) scripted by
+// kiln, at nanoGPT's CPU settings (4 layers, 4 heads, 128 wide, context 64, batch 12, vocab 65, dropout 0,
+// AdamW), timed per training step eagerly and through CompiledTrainStep, and per eval forward eagerly and
+// through compile(). bench/gpt_workloads.py times PyTorch on the same file; bench/compare_gpt runs both.
+//
+//   bench_gpt [--threads N] [--steps N] [--model FILE.py] [--profile] [--json]
+//
+// --profile prints kiln::Profiler's table of one compiled training step instead of the timings.
+#include <kiln/kiln.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+using namespace kiln;
+
+namespace {
+
+struct Options {
+  int threads = 1;
+  int steps = 20;
+  std::string model = KILN_SOURCE_ROOT "/samples/gpt.py";
+  bool profile = false;
+  bool json = false;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&] {
+      if (i + 1 >= argc) fail("bench_gpt: {} needs a value", a);
+      return std::string(argv[++i]);
+    };
+    if (a == "--threads") o.threads = std::stoi(value());
+    else if (a == "--steps") o.steps = std::stoi(value());
+    else if (a == "--model") o.model = value();
+    else if (a == "--profile") o.profile = true;
+    else if (a == "--json") o.json = true;
+    else fail("bench_gpt: unknown argument {}", a);
+  }
+  return o;
+}
+
+// The median of `reps` runs of fn, in milliseconds, after `warmup` runs.
+double median_ms(int warmup, int reps, const std::function<void()>& fn) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> ms;
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    fn();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+std::vector<optim::ParamGroup> parameter_groups(nn::Module& model, double weight_decay) {
+  optim::ParamGroup decay{{}, std::nullopt, weight_decay}, no_decay{{}, std::nullopt, 0.0};
+  for (auto& [name, p] : model.named_parameters()) (p.dim() >= 2 ? decay : no_decay).params.push_back(p);
+  return {decay, no_decay};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    Options o = parse(argc, argv);
+    set_num_threads(o.threads);
+    constexpr int64_t kBatch = 12, kBlock = 64, kVocab = 65;
+    manual_seed(1337);
+    ScriptModule file = script_file(o.model);
+    ScriptValue config = file.value(fmt::format(
+        "GPTConfig(block_size={}, vocab_size={}, n_layer=4, n_head=4, n_embd=128, dropout=0.0, bias=False)", kBlock,
+        kVocab));
+    std::shared_ptr<ScriptedModule> model = file.build("GPT", {config});
+    optim::AdamW opt(parameter_groups(*model, 0.1), {1e-3, 0.9, 0.99, 1e-8, 0.1});
+    Tensor x = randint(0, kVocab, {kBatch, kBlock}), y = randint(0, kVocab, {kBatch, kBlock});
+    auto loss = [&](const std::vector<Tensor>& b) { return model->call({b[0], b[1]}).at(0).elements().at(1).to_tensor(); };
+    CompiledTrainStep step(*model, loss, opt);
+
+    if (o.profile) {
+      for (int i = 0; i < 3; ++i) step({x, y});
+      Profiler prof;
+      step({x, y});
+      prof.stop();
+      std::printf("%s", prof.table().c_str());
+      return 0;
+    }
+
+    double eager_step = median_ms(2, o.steps, [&] {
+      Tensor l = loss({x, y});
+      opt.zero_grad();
+      l.backward();
+      opt.step();
+    });
+    double compiled_step = median_ms(3, o.steps, [&] { step({x, y}); });
+    model->eval();
+    double eager_eval, compiled_eval;
+    {
+      NoGradGuard no_grad;
+      eager_eval = median_ms(2, o.steps, [&] { model->call({x, y}); });
+      Function fwd = compile(model->method("forward"));
+      compiled_eval = median_ms(3, o.steps, [&] { fwd.call({x, y}); });
+    }
+    if (o.json) {
+      std::printf("{\"threads\": %d, \"eager_step\": %.3f, \"compiled_step\": %.3f, \"eager_eval\": %.3f, "
+                  "\"compiled_eval\": %.3f}\n",
+                  o.threads, eager_step, compiled_step, eager_eval, compiled_eval);
+    } else {
+      std::printf("kiln, %d thread(s), ms: training step eager %.2f compiled %.2f; eval forward eager %.2f compiled %.2f\n",
+                  o.threads, eager_step, compiled_step, eager_eval, compiled_eval);
+    }
+    return 0;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+}
