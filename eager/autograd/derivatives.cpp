@@ -182,9 +182,17 @@ Tensors derivative(OpId op, const Attrs& attrs, const Tensors& in, const Tensors
       if (need(0))
         r[0] = column_major(x) && b.dim() == 2 ? matmul(b, g.transpose(0, 1)).transpose(0, 1)
                                                : sum_to(matmul(G, B.transpose(-1, -2)), A.sizes()).reshape(x.sizes());
+      // A 2-D weight under a batch of rows (a Linear on [B, T, C]): the rows flattened make its gradient
+      // one GEMM over all of them, not a batched GEMM per leading index summed after.
+      Tensor rows = x, grows = g;
+      if (x.dim() > 2 && b.dim() == 2) {
+        rows = x.reshape({-1, x.size(-1)});
+        grows = g.reshape({-1, g.size(-1)});
+      }
       if (need(1))
-        r[1] = column_major(b) && x.dim() == 2 ? matmul(g.transpose(0, 1), x).transpose(0, 1)
-                                               : sum_to(matmul(A.transpose(-1, -2), G), B.sizes()).reshape(b.sizes());
+        r[1] = column_major(b) && rows.dim() == 2 ? matmul(grows.transpose(0, 1), rows).transpose(0, 1)
+               : rows.dim() == 2 && b.dim() == 2  ? matmul(rows.transpose(0, 1), grows)
+                                                  : sum_to(matmul(A.transpose(-1, -2), G), B.sizes()).reshape(b.sizes());
       break;
     }
     case OpId::Conv2d:
