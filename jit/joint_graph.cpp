@@ -44,6 +44,7 @@ bool can_differentiate(const ir::Graph& g, std::string* why_not) {
 JointGraph build_joint_graph(const ir::Graph& g, const std::vector<IValue>& sample,
                              const std::vector<bool>& requires_grad, const std::vector<bool>& hidden_outputs) {
   tracing::Recorder rec("joint", /*silent=*/true);
+  rec.set_keep_detach(false);  // the recorded backward already leaves detached paths out
   JointGraph j;
   j.num_primals = sample.size();
   std::vector<IValue> ins;

@@ -13,6 +13,7 @@
 #include "backends/interp/function.h"
 #include "core/ir/verifier.h"
 #include "core/trace_hooks.h"
+#include "eager/autograd/graph.h"
 
 namespace kiln::tracing {
 
@@ -128,12 +129,25 @@ class Recorder final : public TraceHooks {
 
   void on_alias(const Tensor& base, const Tensor& alias) override {
     auto it = values_.find(base.impl());
-    if (it != values_.end()) remember(alias, it->second);
+    if (it == values_.end()) return;
+    // A detach on a gradient path (softmax's max) is kept as prim::detach: a backward derived from
+    // the trace (CompiledTrainStep's joint graph) must leave that path out as eager's autograd did.
+    // The joint graph's own recording has its gradients already and keeps the plain alias.
+    if (keep_detach_ && GradMode::enabled() && base.requires_grad()) {
+      ir::Node* n = graph_->insert(graph_->create(ir::Prim::Detach, 1));
+      n->add_input(it->second);
+      n->output()->set_type(it->second->type());
+      remember(alias, n->output());
+      return;
+    }
+    remember(alias, it->second);
   }
 
   const std::shared_ptr<ir::Graph>& graph() const { return graph_; }
   // Turns each value read into C++ into a guard of the traced function (Function::Binding::guards).
   void set_guard_value_reads(bool on) { guard_reads_ = on; }
+  // Whether a detach on a gradient path is recorded as prim::detach (else as the value it detaches).
+  void set_keep_detach(bool on) { keep_detach_ = on; }
 
   Function finish(const std::vector<Tensor>& outputs, std::vector<Tensor> bound) {
     QuietTraceReads quiet;
@@ -193,6 +207,7 @@ class Recorder final : public TraceHooks {
   std::string reason_;
   std::vector<std::string> warnings_;
   bool silent_ = false;
+  bool keep_detach_ = true;
   bool guard_reads_ = false;
   struct PendingGuard {
     Value* v;

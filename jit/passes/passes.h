@@ -15,6 +15,7 @@ PassResult simplify_algebra(ir::Graph& g);       // simplify.cpp
 PassResult propagate_shapes(ir::Graph& g);       // shape_prop.cpp
 PassResult hoist_loop_invariants(ir::Graph& g);  // licm.cpp
 PassResult pool_before_relu(ir::Graph& g);       // pool_before_relu.cpp
+PassResult join_slice_backward(ir::Graph& g);    // join_slice_backward.cpp
 PassResult fuse_gemm_epilogue(ir::Graph& g);     // fuse_gemm_epilogue.cpp
 PassResult fuse_conv_backward(ir::Graph& g);     // fuse_conv_backward.cpp
 PassResult fuse_scatter_zeros(ir::Graph& g);     // fuse_scatter_zeros.cpp
