@@ -369,3 +369,17 @@ TEST_CASE("random tensor ops in script: multinomial, bernoulli, rand_like, randn
   check_error([&] { sm.function("g").call({seq({2, 3, 2, 3})}); },
               "einsum: a script graph whose shapes are unknown when it is lowered takes at most one free index");
 }
+
+TEST_CASE("index_add: float rows along any dim, repeated and negative indices, a strided source, as the integer path") {
+  Tensor self = arange(Scalar(0), Scalar(60)).reshape({3, 5, 4}).to(DType::Float32);
+  for (int64_t d : {0, 1, 2}) {
+    CAPTURE(d);
+    Tensor i = tensor(std::vector<int64_t>{self.size(d) - 1, -1, 0, 2, 0}, {5});
+    Shape s = self.sizes();
+    s[size_t(d)] = 5;
+    Tensor src = arange(Scalar(0), Scalar(s[0] * s[1] * s[2])).reshape({s[2], s[1], s[0]}).permute({2, 1, 0});  // strided
+    Tensor want = index_add(self.to(DType::Int64), d, i, src);  // the general loop
+    check_close(index_add(self, d, i, src.to(DType::Float32)), want.to(DType::Float32), 0, 0);
+    check_close(index_add(self.to(DType::Float64), d, i, src.to(DType::Float64)), want.to(DType::Float64), 0, 0);
+  }
+}

@@ -61,10 +61,38 @@ Tensors kernel_index_add(OpId op, const Tensors& in, const Attrs& attrs) {
          shape_str(src.sizes()), shape_str(self.sizes()), n, d);
   Tensor out = cast_to(self, self.dtype());
   int64_t size = self.dim() > 0 ? self.sizes()[size_t(d)] : 1;
+  std::vector<int64_t> rows(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     int64_t k = index_at(idx, i);
     if (k < -size || k >= size) fail("index_add: index {} is out of bounds for dimension {} with size {}", k, d, size);
-    if (k < 0) k += size;
+    rows[size_t(i)] = k < 0 ? k + size : k;
+  }
+  if ((self.dtype() == DType::Float32 || self.dtype() == DType::Float64) && src.dtype() == self.dtype() &&
+      self.dim() > 0) {
+    // An embedding's gradient: one row added per index, in place, in index order (as the loop below)
+    Tensor s = src.is_contiguous() ? src : cast_to(src, src.dtype());
+    int64_t outer = 1, inner = 1;
+    for (int64_t k = 0; k < d; ++k) outer *= self.sizes()[size_t(k)];
+    for (int64_t k = d + 1; k < self.dim(); ++k) inner *= self.sizes()[size_t(k)];
+    visit_dtype(self.dtype(), [&](auto v) {
+      using T = decltype(v);
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+        T* o = out.data_ptr<T>();
+        const T* x = s.data_ptr<T>();
+        // parallel over the outer and inner extent only: two indices may name one row
+#pragma omp parallel for if (outer * inner * n > (1 << 16) && outer > 1)
+        for (int64_t a = 0; a < outer; ++a)
+          for (int64_t i = 0; i < n; ++i) {
+            T* dst = o + (a * size + rows[size_t(i)]) * inner;
+            const T* from = x + (a * n + i) * inner;
+            for (int64_t e = 0; e < inner; ++e) dst[e] += from[e];
+          }
+      }
+    });
+    return {out};
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t k = rows[size_t(i)];
     Tensor dst = kernel_select(OpId::Select, {out}, Attrs().set("dim", d).set("index", k))[0];
     Tensor s = kernel_select(OpId::Select, {src}, Attrs().set("dim", d).set("index", i))[0];
     binary_inplace(OpId::Add, dst, s);
