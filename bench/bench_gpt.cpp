@@ -3,13 +3,15 @@
 // AdamW), timed per training step eagerly and through CompiledTrainStep, and per eval forward eagerly and
 // through compile(). bench/gpt_workloads.py times PyTorch on the same file; bench/compare_gpt runs both.
 //
-//   bench_gpt [--threads N] [--steps N] [--model FILE.py] [--profile [--trace OUT.json]] [--json] [--cpu-time]
+//   bench_gpt [--threads N] [--steps N] [--model FILE.py] [--profile [--trace OUT.json]] [--json] [--cpu-time] [--first-only] [--attention sdpa|written]
 //
 // --profile prints kiln::Profiler's table of one compiled training step instead of the timings.
 #include <kiln/kiln.h>
 
 #include <algorithm>
 #include <ctime>
+#include <fstream>
+#include <sstream>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -29,6 +31,10 @@ struct Options {
   std::string model = KILN_SOURCE_ROOT "/samples/gpt.py";
   bool profile = false;
   bool json = false;
+  bool first_only = false;
+  // sdpa: the file as written (F.scaled_dot_product_attention where torch has it, as kiln does);
+  // written: its other branch, softmax(masked_fill(q @ k^T * s, mask, -inf)) @ v
+  std::string attention = "sdpa";  // stop after the first compiled step (for perf record of trace + compile)
   std::string trace;  // with --profile: a Chrome trace of the step
 };
 
@@ -47,6 +53,8 @@ Options parse(int argc, char** argv) {
     else if (a == "--trace") o.trace = value();
     else if (a == "--json") o.json = true;
     else if (a == "--cpu-time") g_cpu_time = true;
+    else if (a == "--first-only") o.first_only = true;
+    else if (a == "--attention") o.attention = value();
     else fail("bench_gpt: unknown argument {}", a);
   }
   return o;
@@ -79,6 +87,20 @@ std::vector<optim::ParamGroup> parameter_groups(nn::Module& model, double weight
   return {decay, no_decay};
 }
 
+// The model file with nanoGPT's flash switch off, so its spelled-out attention runs (the same one-line
+// rewrite as bench/gpt_workloads.py --attention written).
+std::string written_attention(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) fail("bench_gpt: cannot read {}", path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string src = ss.str();
+  const std::string from = "self.flash = hasattr(torch.nn.functional, 'scaled_dot_product_attention')";
+  size_t at = src.find(from);
+  if (at == std::string::npos) fail("bench_gpt: {} has no line '{}' to switch the attention with", path, from);
+  return src.replace(at, from.size(), "self.flash = False");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -87,7 +109,9 @@ int main(int argc, char** argv) {
     set_num_threads(o.threads);
     constexpr int64_t kBatch = 12, kBlock = 64, kVocab = 65;
     manual_seed(1337);
-    ScriptModule file = script_file(o.model);
+    if (o.attention != "sdpa" && o.attention != "written")
+      fail("bench_gpt: --attention is sdpa or written, got {}", o.attention);
+    ScriptModule file = o.attention == "sdpa" ? script_file(o.model) : script_source(written_attention(o.model), o.model);
     ScriptValue config = file.value(fmt::format(
         "GPTConfig(block_size={}, vocab_size={}, n_layer=4, n_head=4, n_embd=128, dropout=0.0, bias=False)", kBlock,
         kVocab));
@@ -113,6 +137,10 @@ int main(int argc, char** argv) {
     step({x, y});
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double first_ms = double(t1.tv_sec - t0.tv_sec) * 1e3 + double(t1.tv_nsec - t0.tv_nsec) * 1e-6;
+    if (o.first_only) {
+      std::printf("first compiled step (trace + compile + run): %.1f ms\n", first_ms);
+      return 0;
+    }
 
     double eager_step = median_ms(2, o.steps, [&] {
       Tensor l = loss({x, y});
@@ -130,13 +158,13 @@ int main(int argc, char** argv) {
       compiled_eval = median_ms(3, o.steps, [&] { fwd.call({x, y}); });
     }
     if (o.json) {
-      std::printf("{\"threads\": %d, \"eager_step\": %.3f, \"compiled_step\": %.3f, \"eager_eval\": %.3f, "
+      std::printf("{\"attention\": \"%s\", \"threads\": %d, \"eager_step\": %.3f, \"compiled_step\": %.3f, \"eager_eval\": %.3f, "
                   "\"compiled_eval\": %.3f, \"first_compiled_step_ms\": %.1f}\n",
-                  o.threads, eager_step, compiled_step, eager_eval, compiled_eval, first_ms);
+                  o.attention.c_str(), o.threads, eager_step, compiled_step, eager_eval, compiled_eval, first_ms);
     } else {
-      std::printf("kiln, %d thread(s), ms: training step eager %.2f compiled %.2f; eval forward eager %.2f compiled %.2f; "
+      std::printf("kiln, %s attention, %d thread(s), ms: training step eager %.2f compiled %.2f; eval forward eager %.2f compiled %.2f; "
                   "first compiled step (trace + compile + run) %.1f\n",
-                  o.threads, eager_step, compiled_step, eager_eval, compiled_eval, first_ms);
+                  o.attention.c_str(), o.threads, eager_step, compiled_step, eager_eval, compiled_eval, first_ms);
     }
     return 0;
   } catch (const Error& e) {

@@ -2,18 +2,23 @@
 """PyTorch's side of bench/bench_gpt: the same model file (samples/gpt.py), settings and timing — median ms of
 a training step (AdamW) and an eval forward, eager and (torch >= 2) torch.compile'd — as one JSON line.
 
-    python bench/gpt_workloads.py [--threads N] [--steps N] [--compile]
+    python bench/gpt_workloads.py [--threads N] [--steps N] [--compile] [--cpu-time] [--attention sdpa|written]
 """
 import argparse
-import importlib.util
+import contextlib
 import json
 import os
 import statistics
+import sys
 import time
+import types
 
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+CLOCK = time.perf_counter
 
 
 def median_ms(warmup, reps, fn):
@@ -21,9 +26,9 @@ def median_ms(warmup, reps, fn):
         fn()
     times = []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = CLOCK()
         fn()
-        times.append((time.perf_counter() - t0) * 1e3)
+        times.append((CLOCK() - t0) * 1e3)
     return statistics.median(times)
 
 
@@ -33,15 +38,31 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--compile", action="store_true")
+    # this thread's CPU time, as bench_gpt --cpu-time: valid at 1 thread, far less inflated by a loaded machine
+    ap.add_argument("--cpu-time", action="store_true")
+    # sdpa: the file as written; written: nanoGPT's flash switch off, its spelled-out attention
+    # (the same one-line rewrite as bench_gpt --attention written)
+    ap.add_argument("--attention", choices=("sdpa", "written"), default="sdpa")
     a = ap.parse_args()
+    if a.cpu_time:
+        global CLOCK
+        CLOCK = time.thread_time
     torch.set_num_threads(a.threads)
     torch.manual_seed(1337)
-    spec = importlib.util.spec_from_file_location("gpt", a.model)
-    gpt = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpt)
-    cfg = gpt.GPTConfig(block_size=64, vocab_size=65, n_layer=4, n_head=4, n_embd=128, dropout=0.0, bias=False)
-    model = gpt.GPT(cfg)
-    opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), "cpu")
+    source = open(a.model).read()
+    if a.attention == "written":
+        switch = "self.flash = hasattr(torch.nn.functional, 'scaled_dot_product_attention')"
+        assert switch in source, f"{a.model} has no line {switch!r}"
+        source = source.replace(switch, "self.flash = False")
+    gpt = types.ModuleType("gpt")
+    gpt.__file__ = a.model
+    # the model file's own messages go to stderr: stdout is the JSON line
+    with contextlib.redirect_stdout(sys.stderr):
+        sys.modules["gpt"] = gpt  # dataclasses look the module up by name
+        exec(compile(source, a.model, "exec"), gpt.__dict__)
+        cfg = gpt.GPTConfig(block_size=64, vocab_size=65, n_layer=4, n_head=4, n_embd=128, dropout=0.0, bias=False)
+        model = gpt.GPT(cfg)
+        opt = model.configure_optimizers(0.1, 1e-3, (0.9, 0.99), "cpu")
     x = torch.randint(0, 65, (12, 64))
     y = torch.randint(0, 65, (12, 64))
 
@@ -53,7 +74,8 @@ def main():
             opt.step()
         return step
 
-    out = {"torch": torch.__version__, "threads": a.threads}
+    flash = any(getattr(m, "flash", False) for m in model.modules())
+    out = {"torch": torch.__version__, "attention": "sdpa" if flash else "written", "threads": a.threads}
     out["eager_step"] = median_ms(3, a.steps, step_of(model))
     model.eval()
     with torch.no_grad():
