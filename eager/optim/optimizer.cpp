@@ -118,35 +118,29 @@ SGD::SGD(std::vector<ParamGroup> groups, SGDOptions opt)
 void SGD::step() {
   NoGradGuard ng;
   ProfileScope scope("SGD.step");
-  for (const Group& grp : groups_) {
-    double lr = grp.lr, wd = grp.weight_decay;
-    for (size_t i = grp.begin; i < grp.end; ++i) {
-      Tensor& p = params_[i];
-      Tensor g = p.grad();
-      if (!g.defined()) continue;
-      if (opt_.fused && can_fuse_update(p, g, {})) {
-        bool first = opt_.momentum != 0 && !momentum_[i].defined();
-        if (first) {
-          MemoryCategoryScope state(MemoryCategory::OptimizerState);
-          momentum_[i] = empty_like(p);
-        }
-        if (first || !momentum_[i].defined() || can_fuse_update(p, g, {&momentum_[i]})) {
-          fused_sgd(p, g, momentum_[i], {lr, opt_.momentum, opt_.dampening, wd, opt_.nesterov, first});
-          continue;
-        }
+  for_each_gradient([&](size_t i, Tensor& p, Tensor g, double lr, double wd) {
+    if (opt_.fused && can_fuse_update(p, g, {})) {
+      bool first = opt_.momentum != 0 && !momentum_[i].defined();
+      if (first) {
+        MemoryCategoryScope state(MemoryCategory::OptimizerState);
+        momentum_[i] = empty_like(p);
       }
-      if (wd != 0) g = g + p * wd;
-      if (opt_.momentum != 0) {
-        Tensor& buf = momentum_[i];
-        if (!buf.defined()) {
-          MemoryCategoryScope state(MemoryCategory::OptimizerState);
-          buf = g.clone();
-        } else buf.mul_(opt_.momentum).add_(g * (1 - opt_.dampening));
-        g = opt_.nesterov ? g + buf * opt_.momentum : buf;
+      if (first || !momentum_[i].defined() || can_fuse_update(p, g, {&momentum_[i]})) {
+        fused_sgd(p, g, momentum_[i], {lr, opt_.momentum, opt_.dampening, wd, opt_.nesterov, first});
+        return;
       }
-      p.sub_(g * lr);
     }
-  }
+    if (wd != 0) g = g + p * wd;
+    if (opt_.momentum != 0) {
+      Tensor& buf = momentum_[i];
+      if (!buf.defined()) {
+        MemoryCategoryScope state(MemoryCategory::OptimizerState);
+        buf = g.clone();
+      } else buf.mul_(opt_.momentum).add_(g * (1 - opt_.dampening));
+      g = opt_.nesterov ? g + buf * opt_.momentum : buf;
+    }
+    p.sub_(g * lr);
+  });
 }
 
 IValue SGD::state_dict() const {
@@ -192,33 +186,27 @@ Adam::Adam(std::vector<ParamGroup> groups, AdamOptions opt, bool decoupled)
 void Adam::step() {
   NoGradGuard ng;
   ProfileScope scope(decoupled_ ? "AdamW.step" : "Adam.step");
-  for (const Group& grp : groups_) {
-    double lr = grp.lr, wd = grp.weight_decay;
-    for (size_t i = grp.begin; i < grp.end; ++i) {
-      Tensor& p = params_[i];
-      Tensor g = p.grad();
-      if (!g.defined()) continue;
-      int64_t t = ++steps_[i];
-      double bc1 = 1 - std::pow(opt_.beta1, double(t)), bc2 = 1 - std::pow(opt_.beta2, double(t));
-      if (!m_[i].defined()) {
-        MemoryCategoryScope state(MemoryCategory::OptimizerState);
-        m_[i] = zeros_like(p);
-        v_[i] = zeros_like(p);
-      }
-      if (opt_.fused && can_fuse_update(p, g, {&m_[i], &v_[i]})) {
-        fused_adam(p, g, m_[i], v_[i], {lr, opt_.beta1, opt_.beta2, opt_.eps, wd, decoupled_, bc1, bc2});
-        continue;
-      }
-      if (wd != 0) {
-        if (decoupled_) p.mul_(1 - lr * wd);
-        else g = g + p * wd;
-      }
-      m_[i].mul_(opt_.beta1).add_(g * (1 - opt_.beta1));
-      v_[i].mul_(opt_.beta2).add_(g * g * (1 - opt_.beta2));
-      Tensor denom = sqrt(v_[i]) / std::sqrt(bc2) + opt_.eps;
-      p.sub_(m_[i] / denom * (lr / bc1));
+  for_each_gradient([&](size_t i, Tensor& p, Tensor g, double lr, double wd) {
+    int64_t t = ++steps_[i];
+    double bc1 = 1 - std::pow(opt_.beta1, double(t)), bc2 = 1 - std::pow(opt_.beta2, double(t));
+    if (!m_[i].defined()) {
+      MemoryCategoryScope state(MemoryCategory::OptimizerState);
+      m_[i] = zeros_like(p);
+      v_[i] = zeros_like(p);
     }
-  }
+    if (opt_.fused && can_fuse_update(p, g, {&m_[i], &v_[i]})) {
+      fused_adam(p, g, m_[i], v_[i], {lr, opt_.beta1, opt_.beta2, opt_.eps, wd, decoupled_, bc1, bc2});
+      return;
+    }
+    if (wd != 0) {
+      if (decoupled_) p.mul_(1 - lr * wd);
+      else g = g + p * wd;
+    }
+    m_[i].mul_(opt_.beta1).add_(g * (1 - opt_.beta1));
+    v_[i].mul_(opt_.beta2).add_(g * g * (1 - opt_.beta2));
+    Tensor denom = sqrt(v_[i]) / std::sqrt(bc2) + opt_.eps;
+    p.sub_(m_[i] / denom * (lr / bc1));
+  });
 }
 
 IValue Adam::state_dict() const {

@@ -53,6 +53,13 @@ class Optimizer {
   // param_state(index, its dict) for each parameter with state. Returns the first group's dict.
   const IValue& load_groups(const IValue& state, const char* who,
                             const std::function<void(size_t, const IValue&)>& param_state);
+  // f(index, parameter, its gradient, the group's lr and weight_decay) for each parameter with a gradient
+  template <class F>
+  void for_each_gradient(F&& f) {
+    for (const Group& grp : groups_)
+      for (size_t i = grp.begin; i < grp.end; ++i)
+        if (Tensor g = params_[i].grad(); g.defined()) f(i, params_[i], g, grp.lr, grp.weight_decay);
+  }
   // A saved state tensor as the parameter's dtype and device, owned by this optimizer.
   Tensor state_tensor(const IValue& v, size_t i, const char* key, const char* who) const;
 
