@@ -3,7 +3,7 @@
 // AdamW), timed per training step eagerly and through CompiledTrainStep, and per eval forward eagerly and
 // through compile(). bench/gpt_workloads.py times PyTorch on the same file; bench/compare_gpt runs both.
 //
-//   bench_gpt [--threads N] [--steps N] [--model FILE.py] [--profile [--trace OUT.json]] [--json] [--cpu-time] [--first-only] [--attention sdpa|written]
+//   bench_gpt [--threads N] [--steps N] [--model FILE.py] [--profile [--trace OUT.json]] [--json] [--cpu-time] [--first-only] [--attention sdpa|written] [--bf16]
 //
 // --profile prints kiln::Profiler's table of one compiled training step instead of the timings.
 #include <kiln/kiln.h>
@@ -34,7 +34,8 @@ struct Options {
   bool first_only = false;
   // sdpa: the file as written (F.scaled_dot_product_attention where torch has it, as kiln does);
   // written: its other branch, softmax(masked_fill(q @ k^T * s, mask, -inf)) @ v
-  std::string attention = "sdpa";  // stop after the first compiled step (for perf record of trace + compile)
+  std::string attention = "sdpa";
+  bool bf16 = false;  // bf16 autocast for the training step and the eval forward  // stop after the first compiled step (for perf record of trace + compile)
   std::string trace;  // with --profile: a Chrome trace of the step
 };
 
@@ -55,6 +56,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--cpu-time") g_cpu_time = true;
     else if (a == "--first-only") o.first_only = true;
     else if (a == "--attention") o.attention = value();
+    else if (a == "--bf16") o.bf16 = true;
     else fail("bench_gpt: unknown argument {}", a);
   }
   return o;
@@ -118,7 +120,10 @@ int main(int argc, char** argv) {
     std::shared_ptr<ScriptedModule> model = file.build("GPT", {config});
     optim::AdamW opt(parameter_groups(*model, 0.1), {1e-3, 0.9, 0.99, 1e-8, 0.1});
     Tensor x = randint(0, kVocab, {kBatch, kBlock}), y = randint(0, kVocab, {kBatch, kBlock});
-    auto loss = [&](const std::vector<Tensor>& b) { return model->call({b[0], b[1]}).at(0).elements().at(1).to_tensor(); };
+    auto loss = [&](const std::vector<Tensor>& b) {
+      AutocastGuard autocast(DType::BFloat16, o.bf16);
+      return model->call({b[0], b[1]}).at(0).elements().at(1).to_tensor();
+    };
     CompiledTrainStep step(*model, loss, opt);
 
     if (o.profile) {
@@ -153,18 +158,36 @@ int main(int argc, char** argv) {
     double eager_eval, compiled_eval;
     {
       NoGradGuard no_grad;
-      eager_eval = median_ms(2, o.steps, [&] { model->call({x, y}); });
-      Function fwd = compile(model->method("forward"));
+      auto forward = [&](const std::vector<Tensor>& b) {
+        AutocastGuard autocast(DType::BFloat16, o.bf16);
+        std::vector<IValue> out = model->call({b[0], b[1]}).at(0).elements();
+        return std::vector<Tensor>{out.at(0).to_tensor(), out.at(1).to_tensor()};
+      };
+      eager_eval = median_ms(2, o.steps, [&] { forward({x, y}); });
+      // bf16: a graph runs as recorded, so the compiled forward is traced under autocast (its casts recorded);
+      // float32: the scripted method itself
+      Function fwd = compile(o.bf16 ? trace_module(*model, forward, {x, y}) : model->method("forward"));
       compiled_eval = median_ms(3, o.steps, [&] { fwd.call({x, y}); });
     }
+    // sampling through the file's own generate at batch 1: 100 tokens after a one-token prompt, top-k 10
+    double gen_ms;
+    {
+      NoGradGuard no_grad;
+      Tensor prompt = zeros({1, 1}, DType::Int64);
+      auto generate = [&] { model->call({prompt, IValue(int64_t(100)), IValue(1.0), IValue(int64_t(10))}, "generate"); };
+      gen_ms = median_ms(1, std::max(3, o.steps / 5), generate);
+    }
+    double tokens_per_s = 100.0 / gen_ms * 1e3;
     if (o.json) {
-      std::printf("{\"attention\": \"%s\", \"threads\": %d, \"eager_step\": %.3f, \"compiled_step\": %.3f, \"eager_eval\": %.3f, "
-                  "\"compiled_eval\": %.3f, \"first_compiled_step_ms\": %.1f}\n",
-                  o.attention.c_str(), o.threads, eager_step, compiled_step, eager_eval, compiled_eval, first_ms);
+      std::printf("{\"bf16\": %s, \"attention\": \"%s\", \"threads\": %d, \"eager_step\": %.3f, \"compiled_step\": %.3f, \"eager_eval\": %.3f, "
+                  "\"compiled_eval\": %.3f, \"first_compiled_step_ms\": %.1f, \"generate_tokens_per_s\": %.1f}\n",
+                  o.bf16 ? "true" : "false", o.attention.c_str(), o.threads, eager_step, compiled_step, eager_eval,
+                  compiled_eval, first_ms, tokens_per_s);
     } else {
-      std::printf("kiln, %s attention, %d thread(s), ms: training step eager %.2f compiled %.2f; eval forward eager %.2f compiled %.2f; "
-                  "first compiled step (trace + compile + run) %.1f\n",
-                  o.attention.c_str(), o.threads, eager_step, compiled_step, eager_eval, compiled_eval, first_ms);
+      std::printf("kiln%s, %s attention, %d thread(s), ms: training step eager %.2f compiled %.2f; eval forward eager %.2f compiled %.2f; "
+                  "first compiled step (trace + compile + run) %.1f; generate %.0f tokens/s\n",
+                  o.bf16 ? " bf16" : "", o.attention.c_str(), o.threads, eager_step, compiled_step, eager_eval, compiled_eval,
+                  first_ms, tokens_per_s);
     }
     return 0;
   } catch (const Error& e) {

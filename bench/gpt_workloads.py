@@ -2,7 +2,7 @@
 """PyTorch's side of bench/bench_gpt: the same model file (samples/gpt.py), settings and timing — median ms of
 a training step (AdamW) and an eval forward, eager and (torch >= 2) torch.compile'd — as one JSON line.
 
-    python bench/gpt_workloads.py [--threads N] [--steps N] [--compile] [--cpu-time] [--attention sdpa|written]
+    python bench/gpt_workloads.py [--threads N] [--steps N] [--compile] [--cpu-time] [--attention sdpa|written] [--bf16]
 """
 import argparse
 import contextlib
@@ -43,6 +43,7 @@ def main():
     # sdpa: the file as written; written: nanoGPT's flash switch off, its spelled-out attention
     # (the same one-line rewrite as bench_gpt --attention written)
     ap.add_argument("--attention", choices=("sdpa", "written"), default="sdpa")
+    ap.add_argument("--bf16", action="store_true", help='under torch.autocast("cpu", torch.bfloat16)')
     a = ap.parse_args()
     if a.cpu_time:
         global CLOCK
@@ -66,20 +67,27 @@ def main():
     x = torch.randint(0, 65, (12, 64))
     y = torch.randint(0, 65, (12, 64))
 
+    def autocast():
+        return torch.autocast("cpu", torch.bfloat16) if a.bf16 else contextlib.nullcontext()
+
     def step_of(fwd):
         def step():
-            _, loss = fwd(x, y)
+            with autocast():
+                _, loss = fwd(x, y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
         return step
 
     flash = any(getattr(m, "flash", False) for m in model.modules())
-    out = {"torch": torch.__version__, "attention": "sdpa" if flash else "written", "threads": a.threads}
+    out = {"torch": torch.__version__, "bf16": a.bf16, "attention": "sdpa" if flash else "written", "threads": a.threads}
     out["eager_step"] = median_ms(3, a.steps, step_of(model))
     model.eval()
-    with torch.no_grad():
+    with torch.no_grad(), autocast():
         out["eager_eval"] = median_ms(3, a.steps, lambda: model(x, y))
+        prompt = torch.zeros((1, 1), dtype=torch.long)
+        gen_ms = median_ms(1, max(3, a.steps // 5), lambda: model.generate(prompt, 100, 1.0, 10))
+        out["generate_tokens_per_s"] = 100.0 / gen_ms * 1e3
     model.train()
     if a.compile:
         t0 = time.perf_counter()
@@ -89,7 +97,7 @@ def main():
         out["compile_first_step_s"] = time.perf_counter() - t0
         out["compiled_step"] = median_ms(3, a.steps, step)
         model.eval()
-        with torch.no_grad():
+        with torch.no_grad(), autocast():
             ceval = torch.compile(model)
             ceval(x, y)
             out["compiled_eval"] = median_ms(3, a.steps, lambda: ceval(x, y))
