@@ -381,3 +381,80 @@ TEST_CASE("nccl: 20 Adam steps of the digits MLP with DistributedDataParallel on
     for (auto& p : got) check_same_on_every_rank(p);
   }
 }
+
+// ---- tensor parallelism (eager/dist/tensor_parallel.h) ----
+
+namespace {
+
+double max_diff(const Tensor& a, const Tensor& b) { return max(abs(a.detach() - b.detach())).item<double>(); }
+
+}  // namespace
+
+TEST_CASE("tensor parallel: a Column -> gelu -> Row MLP over the ranks trains as one process, 20 SGD steps") {
+  REQUIRE(32 % world() == 0);
+  Data d = digits_like();
+  manual_seed(5);
+  nn::Linear a(64, 32), b(32, 10);
+  manual_seed(5);  // the same random state: each shard is cut from the weight the whole Linear gets
+  dist::ColumnParallelLinear ca(64, 32, true, /*gather_output=*/false);
+  dist::RowParallelLinear rb(32, 10, true, /*input_is_parallel=*/true);
+  CHECK(ca.weight.sizes() == Shape{32 / world(), 64});
+  CHECK(rb.weight.sizes() == Shape{10, 32 / world()});
+  std::vector<std::string> names;
+  for (const auto& [n, p] : ca.named_parameters()) names.push_back(n);
+  CHECK(names == std::vector<std::string>{"weight", "bias"});
+  optim::SGD one({a.weight, a.bias, b.weight, b.bias}, {0.1}), split(std::vector<Tensor>{ca.weight, ca.bias, rb.weight, rb.bias}, {0.1});
+  double worst = 0;
+  for (int s = 0; s < 20; ++s) {
+    Tensor x = d.x.slice(0, (s % 4) * 64, (s % 4) * 64 + 64), y = d.y.slice(0, (s % 4) * 64, (s % 4) * 64 + 64);
+    Tensor want = cross_entropy(b(gelu(a(x), "none")), y);
+    Tensor got = cross_entropy(rb(gelu(ca(x), "none")), y);
+    worst = std::max(worst, std::abs(got.item<double>() - want.item<double>()));
+    for (auto [opt, loss] : {std::pair{&one, want}, std::pair{&split, got}}) {
+      opt->zero_grad();
+      loss.backward();
+      opt->step();
+    }
+  }
+  CHECK(worst <= 1e-5);
+  int64_t part = 32 / world(), r = rank();
+  double w = std::max({max_diff(ca.weight, a.weight.slice(0, r * part, (r + 1) * part)),
+                       max_diff(ca.bias, a.bias.slice(0, r * part, (r + 1) * part)),
+                       max_diff(rb.weight, b.weight.slice(1, r * part, (r + 1) * part)), max_diff(rb.bias, b.bias)});
+  if (rank() == 0) MESSAGE("tensor parallel vs single process: losses within " << worst << ", parameters within " << w);
+  CHECK(w <= 1e-5);
+  check_same_on_every_rank(rb.bias);
+}
+
+TEST_CASE("tensor parallel: gathered outputs and scattered inputs carry their gradients; bad splits name the numbers") {
+  manual_seed(8);
+  Tensor x = randn({3, 8}).requires_grad_(), x1 = x.detach().clone().requires_grad_();
+  manual_seed(9);
+  nn::Linear full(8, 6 * world());
+  manual_seed(9);
+  dist::ColumnParallelLinear col(8, 6 * world(), true, /*gather_output=*/true);
+  Tensor yc = col(x), yf = full(x1);
+  CHECK(yc.sizes() == yf.sizes());
+  CHECK(max_diff(yc, yf) <= 1e-6);
+  mul(yc, yc).sum().backward();
+  mul(yf, yf).sum().backward();
+  CHECK(max_diff(x.grad(), x1.grad()) <= 1e-5);  // the input's gradient summed over the ranks' parts
+
+  manual_seed(10);
+  nn::Linear rfull(4 * world(), 5);
+  manual_seed(10);
+  dist::RowParallelLinear row(4 * world(), 5, true, /*input_is_parallel=*/false);
+  Tensor z = randn({2, 4 * world()}).requires_grad_(), z1 = z.detach().clone().requires_grad_();
+  Tensor yr = row(z), yr1 = rfull(z1);
+  CHECK(max_diff(yr, yr1) <= 1e-5);
+  mul(yr, yr).sum().backward();
+  mul(yr1, yr1).sum().backward();
+  CHECK(max_diff(z.grad(), z1.grad()) <= 1e-5);
+
+  if (world() > 1) {
+    check_error([&] { dist::ColumnParallelLinear(4, 2 * world() + 1); },
+                fmt::format("ColumnParallelLinear: out_features {} does not divide by the world size {}", 2 * world() + 1, world()));
+    check_error([&] { dist::RowParallelLinear(2 * world() + 1, 4); },
+                fmt::format("RowParallelLinear: in_features {} does not divide by the world size {}", 2 * world() + 1, world()));
+  }
+}
