@@ -61,6 +61,34 @@ Tensors kernel_index_add(OpId op, const Tensors& in, const Attrs& attrs) {
          shape_str(src.sizes()), shape_str(self.sizes()), n, d);
   Tensor out = cast_to(self, self.dtype());
   int64_t size = self.dim() > 0 ? self.sizes()[size_t(d)] : 1;
+  // Float rows of contiguous tensors (an embedding's gradient: one row per token) are added in place by
+  // a plain loop: a select and an add dispatched per index cost microseconds each, the row's add
+  // nanoseconds (a GPT's two embeddings: 8 ms a step before this, on 1,536 rows of 128).
+  if ((out.dtype() == DType::Float32 || out.dtype() == DType::Float64) && out.is_contiguous() && src.is_contiguous() &&
+      src.dtype() == out.dtype()) {
+    int64_t outer = 1, inner = 1;
+    for (int64_t k = 0; k < self.dim(); ++k) (k < d ? outer : inner) *= k == d ? 1 : self.sizes()[size_t(k)];
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t k = index_at(idx, i);
+      if (k < -size || k >= size) fail("index_add: index {} is out of bounds for dimension {} with size {}", k, d, size);
+    }
+    visit_dtype(out.dtype(), [&](auto v) {
+      using T = decltype(v);
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+        T* o = out.data_ptr<T>();
+        const T* s = src.data_ptr<T>();
+        for (int64_t b = 0; b < outer; ++b)
+          for (int64_t i = 0; i < n; ++i) {
+            int64_t k = index_at(idx, i);
+            if (k < 0) k += size;
+            T* dst = o + (b * size + k) * inner;
+            const T* row = s + (b * n + i) * inner;
+            for (int64_t j = 0; j < inner; ++j) dst[j] += row[j];
+          }
+      }
+    });
+    return {out};
+  }
   for (int64_t i = 0; i < n; ++i) {
     int64_t k = index_at(idx, i);
     if (k < -size || k >= size) fail("index_add: index {} is out of bounds for dimension {} with size {}", k, d, size);
