@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <limits>
 
 #include "backends/x86/scalar_fallback.h"
 #include "backends/x86/vec_math.h"
@@ -74,7 +75,10 @@ class KernelGen : public VecMath<Vmm> {
       }
       this->vmovups(this->ptr[this->rsp + splat_off_ + k * kVecBytes], v0);
     }
-    if (p_.red_val >= 0) this->vmovups(acc(), this->ptr[this->rbx]);
+    if (p_.red_val >= 0) {
+      if (v_.hfold) this->vld(acc(), this->C(identity()));
+      else this->vmovups(acc(), this->ptr[this->rbx]);
+    }
 
     Label loop, tail, done;
     this->L(loop);
@@ -102,7 +106,15 @@ class KernelGen : public VecMath<Vmm> {
     }
     body(true);
     this->L(done);
-    if (p_.red_val >= 0) this->vmovups(this->ptr[this->rbx], acc());
+    if (p_.red_val >= 0) {
+      if (v_.hfold) {
+        fold_lanes();
+        Xbyak::Xmm a0(acc().getIdx());
+        p_.f64 ? this->vmovsd(this->ptr[this->rbx], a0) : this->vmovss(this->ptr[this->rbx], a0);
+      } else {
+        this->vmovups(this->ptr[this->rbx], acc());
+      }
+    }
     if (v_.nt) this->sfence();
     this->vzeroupper();
     this->lea(this->rsp, this->ptr[this->rbp - 40]);
@@ -345,6 +357,49 @@ class KernelGen : public VecMath<Vmm> {
         this->inc(this->rdx);
         this->cmp(this->rdx, this->rcx);
         this->jl(l);
+      }
+    }
+  }
+
+  double identity() const {
+    switch (p_.red_op) {
+      case OpId::Sum: return 0.0;
+      case OpId::Prod: return 1.0;
+      case OpId::Amax: return -std::numeric_limits<double>::infinity();
+      case OpId::Amin: return std::numeric_limits<double>::infinity();
+      default: fail("x86: internal: no vector fold for {}", op_name(p_.red_op));
+    }
+  }
+  // Every lane of acc becomes the fold of all lanes: halves swapped and folded, then quarters, ... (each
+  // step's shuffle moves lane i + s to lane i).
+  void fold_lanes() {
+    masked_ = false;
+    Vmm a = acc();
+    typename B::Scope sc(*this);
+    Vmm r = this->tmp();
+    auto step = [&](auto&& shuffle) {
+      shuffle();
+      accumulate(r);
+    };
+    if constexpr (kAvx512) {
+      if (p_.f64) {
+        step([&] { this->vshuff64x2(r, a, a, 0x4E); });
+        step([&] { this->vshuff64x2(r, a, a, 0xB1); });
+        step([&] { this->vpermilpd(r, a, 0x55); });
+      } else {
+        step([&] { this->vshuff32x4(r, a, a, 0x4E); });
+        step([&] { this->vshuff32x4(r, a, a, 0xB1); });
+        step([&] { this->vpermilps(r, a, 0x4E); });
+        step([&] { this->vpermilps(r, a, 0xB1); });
+      }
+    } else {
+      if (p_.f64) {
+        step([&] { this->vperm2f128(r, a, a, 0x01); });
+        step([&] { this->vpermilpd(r, a, 0x5); });
+      } else {
+        step([&] { this->vperm2f128(r, a, a, 0x01); });
+        step([&] { this->vpermilps(r, a, 0x4E); });
+        step([&] { this->vpermilps(r, a, 0xB1); });
       }
     }
   }

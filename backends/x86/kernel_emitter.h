@@ -23,6 +23,10 @@ using KernelFn = void (*)(char** ptrs, int64_t n, void* acc);
 struct Variant {
   uint64_t bcast = 0;  // bit k: input k has inner stride 0
   bool nt = false;
+  // The reduction starts from its identity (not from acc) and ends folded across lanes, one value stored
+  // at acc: for row kernels, which call once per short row, where reading and writing W lanes through
+  // memory costs more than the row (stores forwarded to loads of another width stall).
+  bool hfold = false;
   bool operator==(const Variant&) const = default;
 };
 

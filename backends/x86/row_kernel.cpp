@@ -18,7 +18,6 @@
 #include "backends/x86/program.h"
 #include "core/error.h"
 #include "core/ir/graph.h"
-#include "core/scalar_math.h"
 
 namespace kiln::x86 {
 using detail::Program;
@@ -35,34 +34,6 @@ bool row_shaped_input(const ir::Type& t) {
   if (!t.dims) return true;
   if (t.dims->empty()) return false;
   return t.dims->back().size != 1;
-}
-
-template <class A>
-A identity(OpId op) {
-  using namespace scalar_math;
-  switch (op) {
-#define KILN_REDUCE(Id, name, init, fold) \
-  case OpId::Id:                          \
-    return init;
-#define KILN_OTHER(Id) \
-  case OpId::Id:       \
-    break;
-#include "core/ops.def"
-  }
-  fail("x86 row kernel: {} is not a reduction", op_name(op));
-}
-template <class A>
-A combine(OpId op, A acc, A x) {
-  switch (op) {
-#define KILN_REDUCE(Id, name, init, fold) \
-  case OpId::Id:                          \
-    return fold;
-#define KILN_OTHER(Id) \
-  case OpId::Id:       \
-    break;
-#include "core/ops.def"
-  }
-  fail("x86 row kernel: {} is not a reduction", op_name(op));
 }
 
 struct Pass {
@@ -387,12 +358,10 @@ class RowKernel final : public backends::FusedKernel {
     for (size_t k = 0; k < P.ni; ++k) in_base[k] = static_cast<char*>(in[k].raw_data());
     for (size_t i = 0; i < outs.size(); ++i) out_base[i] = static_cast<char*>(outs[i].raw_data());
     const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-    const int W = 64 / int(cs);
     visit_dtype(P.cd, [&](auto tv) {
       using T = decltype(tv);
       if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
         auto do_rows = [&](int64_t b, int64_t e) {
-          alignas(64) T lanes[16];
           alignas(64) static const double zeros[8] = {};  // row-shaped inputs a one-element pass never reads
           std::vector<T> redv(P.nr);
           std::vector<T> scratch(P.ns * size_t(C) + 1);
@@ -433,12 +402,7 @@ class RowKernel final : public backends::FusedKernel {
               }
               for (int j : ps.stash_out) ptrs[q++] = reinterpret_cast<char*>(scratch.data() + size_t(j) * size_t(C));
               if (ps.red >= 0) {
-                const OpId op = P.red_ops[size_t(ps.red)];
-                for (int l = 0; l < 16; ++l) lanes[l] = identity<T>(op);
-                fns[pi](ptrs, ps.single ? 1 : C, lanes);
-                T a = lanes[0];
-                for (int l = 1; l < W; ++l) a = combine<T>(op, a, lanes[l]);
-                redv[size_t(ps.red)] = a;
+                fns[pi](ptrs, ps.single ? 1 : C, &redv[size_t(ps.red)]);  // folded across lanes by the kernel
               } else {
                 fns[pi](ptrs, ps.single ? 1 : C, nullptr);
               }
@@ -467,7 +431,10 @@ class RowKernel final : public backends::FusedKernel {
     std::lock_guard<std::mutex> lock(mu_);
     auto key = std::make_pair(pass, bcast);
     auto it = code_.find(key);
-    if (it == code_.end()) it = code_.emplace(key, detail::emit(p_.passes[pass].prog, isa_, {bcast, false})).first;
+    if (it == code_.end()) {
+      const bool hfold = p_.passes[pass].red >= 0;
+      it = code_.emplace(key, detail::emit(p_.passes[pass].prog, isa_, {bcast, false, hfold})).first;
+    }
     return it->second->fn();
   }
 
