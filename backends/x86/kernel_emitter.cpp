@@ -34,7 +34,8 @@ class KernelGen : public VecMath<Vmm> {
     this->arg_off_ = splat_off_ + ni * kVecBytes;
     this->save_off_ = this->arg_off_ + 2 * kVecBytes;
     spill_off_ = this->save_off_ + kNumVregs * kVecBytes + 64;
-    int frame = spill_off_ + int(p_.vals.size()) * kVecBytes;
+    rows_off_ = spill_off_ + int(p_.vals.size()) * kVecBytes;  // rows mode: rows left
+    int frame = rows_off_ + 64;
     frame = (frame + 63) & ~63;
 
     // last uses (node index in vals); outputs are stored when defined
@@ -58,8 +59,14 @@ class KernelGen : public VecMath<Vmm> {
     this->mov(this->r13, this->rsi);
     this->mov(this->rbx, this->rdx);
     this->lea(this->r15, this->ptr[this->rip + this->table_label_]);
+    Label row_loop;
+    if (v_.rows) {
+      this->mov(this->rax, this->ptr[this->rbx + 8]);
+      this->mov(this->ptr[this->rsp + rows_off_], this->rax);
+      this->L(row_loop);
+    }
     this->xor_(this->r14, this->r14);
-    // broadcast inputs: splat once into the frame
+    // broadcast inputs: splat once into the frame (once per row in rows mode: a row's own values)
     for (int k = 0; k < ni; ++k) {
       if (!is_bcast(k)) continue;
       this->mov(this->rax, this->ptr[this->r12 + 8 * k]);
@@ -76,7 +83,7 @@ class KernelGen : public VecMath<Vmm> {
       this->vmovups(this->ptr[this->rsp + splat_off_ + k * kVecBytes], v0);
     }
     if (p_.red_val >= 0) {
-      if (v_.hfold) this->vld(acc(), this->C(identity()));
+      if (v_.hfold || v_.rows) this->vld(acc(), this->C(identity()));
       else this->vmovups(acc(), this->ptr[this->rbx]);
     }
 
@@ -107,13 +114,28 @@ class KernelGen : public VecMath<Vmm> {
     body(true);
     this->L(done);
     if (p_.red_val >= 0) {
-      if (v_.hfold) {
+      if (v_.rows) {
+        fold_lanes();
+        Xbyak::Xmm a0(acc().getIdx());
+        this->mov(this->rax, this->ptr[this->rbx]);
+        p_.f64 ? this->vmovsd(this->ptr[this->rax], a0) : this->vmovss(this->ptr[this->rax], a0);
+        this->add(this->qword[this->rbx], this->esz());
+      } else if (v_.hfold) {
         fold_lanes();
         Xbyak::Xmm a0(acc().getIdx());
         p_.f64 ? this->vmovsd(this->ptr[this->rbx], a0) : this->vmovss(this->ptr[this->rbx], a0);
       } else {
         this->vmovups(this->ptr[this->rbx], acc());
       }
+    }
+    if (v_.rows) {
+      const int nptrs = ni + int(p_.outputs.size());
+      for (int k = 0; k < nptrs; ++k) {
+        this->mov(this->rax, this->ptr[this->rbx + 16 + 8 * k]);
+        this->add(this->ptr[this->r12 + 8 * k], this->rax);
+      }
+      this->dec(this->qword[this->rsp + rows_off_]);
+      this->jnz(row_loop, this->T_NEAR);
     }
     if (v_.nt) this->sfence();
     this->vzeroupper();
@@ -133,6 +155,7 @@ class KernelGen : public VecMath<Vmm> {
   const Program& p_;
   Variant v_;
   int splat_off_ = 0;
+  int rows_off_ = 0;
   std::vector<int> last_use_;
   std::vector<std::vector<int>> out_of_;
   // per body emission

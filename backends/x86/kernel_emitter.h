@@ -27,7 +27,17 @@ struct Variant {
   // at acc: for row kernels, which call once per short row, where reading and writing W lanes through
   // memory costs more than the row (stores forwarded to loads of another width stall).
   bool hfold = false;
+  // Several rows per call (row kernels; implies hfold): acc points at a RowBlock; after each row of n
+  // elements the reduction's value is stored at red_out (then advanced by one element) and every
+  // pointer in ptrs is advanced by its stride, so one call runs a pass over a block of rows.
+  bool rows = false;
   bool operator==(const Variant&) const = default;
+};
+
+struct RowBlock {
+  char* red_out = nullptr;
+  int64_t count = 0;       // rows, at least 1
+  int64_t stride[64] = {};  // bytes, per entry of ptrs (inputs, then outputs)
 };
 
 class Code {

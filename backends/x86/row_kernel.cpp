@@ -361,13 +361,19 @@ class RowKernel final : public backends::FusedKernel {
     visit_dtype(P.cd, [&](auto tv) {
       using T = decltype(tv);
       if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+        // Rows go in blocks along the innermost outer dim (one stride per operand): each pass runs over
+        // the whole block in one call, the reduction results of the block's rows land in `red`, and the
+        // next pass reads them one per row. A block is sized to stay in L2.
+        const int64_t inner_rows = r >= 2 ? shape[r - 2] : 1;
+        const int64_t block = std::clamp<int64_t>(int64_t(16384) / std::max<int64_t>(C, 1), 1, 256);
         auto do_rows = [&](int64_t b, int64_t e) {
           alignas(64) static const double zeros[8] = {};  // row-shaped inputs a one-element pass never reads
-          std::vector<T> redv(P.nr);
-          std::vector<T> scratch(P.ns * size_t(C) + 1);
+          std::vector<T> red(P.nr * size_t(block));
+          std::vector<T> scratch(P.ns * size_t(block * C) + 1);
           std::vector<char*> inp(P.ni);
           char* ptrs[64];
-          // The row's index over the outer dims, stepped like an odometer: a division per dim and
+          detail::RowBlock rb;
+          // The block's first row over the outer dims, stepped like an odometer: a division per dim and
           // input on every row costs more than a short row's passes.
           std::vector<int64_t> idx(r - 1, 0);
           {
@@ -381,34 +387,51 @@ class RowKernel final : public backends::FusedKernel {
               for (size_t d = 0; d + 1 < r; ++d) inp[k] += idx[d] * st[k][d];
             }
           }
-          for (int64_t row = b; row < e; ++row) {
-            if (row > b)
-              for (size_t d = r - 1; d-- > 0;) {
-                for (size_t k = 0; k < P.ni; ++k) inp[k] += st[k][d];
-                if (++idx[d] < shape[d]) break;
-                idx[d] = 0;
-                for (size_t k = 0; k < P.ni; ++k) inp[k] -= shape[d] * st[k][d];
-              }
+          for (int64_t row = b; row < e;) {
+            const int64_t n_rows = std::min({block, e - row, r >= 2 ? inner_rows - idx[r - 2] : int64_t(1)});
             for (size_t pi = 0; pi < P.passes.size(); ++pi) {
               const Pass& ps = P.passes[pi];
               size_t q = 0;
-              for (size_t k = 0; k < P.ni; ++k)
-                ptrs[q++] = ps.single && P.in_row[k] ? reinterpret_cast<char*>(const_cast<double*>(zeros)) : inp[k];
-              for (size_t j = 0; j < P.nr; ++j) ptrs[q++] = reinterpret_cast<char*>(&redv[j]);
-              for (size_t j = 0; j < P.ns; ++j) ptrs[q++] = reinterpret_cast<char*>(scratch.data() + j * size_t(C));
+              for (size_t k = 0; k < P.ni; ++k) {
+                const bool unread = ps.single && P.in_row[k];
+                rb.stride[q] = unread || r < 2 ? 0 : st[k][r - 2];
+                ptrs[q++] = unread ? reinterpret_cast<char*>(const_cast<double*>(zeros)) : inp[k];
+              }
+              for (size_t j = 0; j < P.nr; ++j) {
+                rb.stride[q] = cs;
+                ptrs[q++] = reinterpret_cast<char*>(red.data() + j * size_t(block));
+              }
+              for (size_t j = 0; j < P.ns; ++j) {
+                rb.stride[q] = C * cs;
+                ptrs[q++] = reinterpret_cast<char*>(scratch.data() + j * size_t(block * C));
+              }
               for (int o : ps.outs) {
                 const int64_t esz = P.out_bool[size_t(o)] ? 1 : cs;
-                ptrs[q++] = out_base[size_t(o)] + row * (P.out_row[size_t(o)] ? C : 1) * esz;
+                const int64_t per_row = (P.out_row[size_t(o)] ? C : 1) * esz;
+                rb.stride[q] = per_row;
+                ptrs[q++] = out_base[size_t(o)] + row * per_row;
               }
-              for (int j : ps.stash_out) ptrs[q++] = reinterpret_cast<char*>(scratch.data() + size_t(j) * size_t(C));
-              if (ps.red >= 0) {
-                fns[pi](ptrs, ps.single ? 1 : C, &redv[size_t(ps.red)]);  // folded across lanes by the kernel
-              } else {
-                fns[pi](ptrs, ps.single ? 1 : C, nullptr);
+              for (int j : ps.stash_out) {
+                rb.stride[q] = C * cs;
+                ptrs[q++] = reinterpret_cast<char*>(scratch.data() + size_t(j) * size_t(block * C));
               }
+              rb.count = n_rows;
+              rb.red_out = ps.red >= 0 ? reinterpret_cast<char*>(red.data() + size_t(ps.red) * size_t(block)) : nullptr;
+              fns[pi](ptrs, ps.single ? 1 : C, &rb);
             }
             for (size_t i = 0; i < P.out_red.size(); ++i)
-              if (P.out_red[i] >= 0) reinterpret_cast<T*>(out_base[i])[row] = redv[size_t(P.out_red[i])];
+              if (P.out_red[i] >= 0)
+                std::copy_n(red.data() + size_t(P.out_red[i]) * size_t(block), n_rows,
+                            reinterpret_cast<T*>(out_base[i]) + row);
+            row += n_rows;
+            if (row >= e || r < 2) continue;
+            for (size_t k = 0; k < P.ni; ++k) inp[k] += n_rows * st[k][r - 2];
+            idx[r - 2] += n_rows;
+            for (size_t d = r - 2; idx[d] == shape[d] && d > 0; --d) {  // carry into the outer dims
+              idx[d] = 0;
+              for (size_t k = 0; k < P.ni; ++k) inp[k] += st[k][d - 1] - shape[d] * st[k][d];
+              ++idx[d - 1];
+            }
           }
         };
         if (threads > 1 && numel >= 2 * kGrain && rows > 1) {
@@ -432,8 +455,7 @@ class RowKernel final : public backends::FusedKernel {
     auto key = std::make_pair(pass, bcast);
     auto it = code_.find(key);
     if (it == code_.end()) {
-      const bool hfold = p_.passes[pass].red >= 0;
-      it = code_.emplace(key, detail::emit(p_.passes[pass].prog, isa_, {bcast, false, hfold})).first;
+      it = code_.emplace(key, detail::emit(p_.passes[pass].prog, isa_, {bcast, false, false, true})).first;
     }
     return it->second->fn();
   }
