@@ -4,6 +4,8 @@
 // compiled training step runs within a kernel budget, so a change that splits a row group again fails.
 #include <kiln/kiln.h>
 
+#include <set>
+
 #include "backends/x86/isa.h"
 #include "support.h"
 
@@ -53,14 +55,19 @@ void check_rows(const Function& fn, const std::vector<Tensor>& inputs) {
   if (x86::best_isa() == x86::Isa::None) return;
   std::vector<IValue> in;
   for (const Tensor& t : inputs) in.emplace_back(is_floating(t.dtype()) ? t.detach().clone().requires_grad_(true) : t);
-  for (auto g : {compiled_graph(compiled, in), compiled_backward_graph(compiled, in)})
+  // The backward may keep an amax outside: the compiled step records the detached max's derivative
+  // (a mask of x == max, rounding noise that eager never computes) and its cast to float ends a group.
+  bool forward = true;
+  for (auto g : {compiled_graph(compiled, in), compiled_backward_graph(compiled, in)}) {
     for (ir::Node* n : g->block()->nodes()) {
       CAPTURE(g->str());
       const int64_t rank = n->inputs().empty() ? 0 : int64_t(n->input(0)->type().dims.value_or(std::vector<ir::Dim>{}).size());
       bool last = n->is_op(OpId::Sum) && n->attrs().has("dims") && rank > 1 &&
                   (n->attrs().ints("dims") == Shape{-1} || n->attrs().ints("dims") == Shape{rank - 1});
-      CHECK(!(n->is_op(OpId::Amax) || last));
+      CHECK(!((forward && n->is_op(OpId::Amax)) || last));
     }
+    forward = false;
+  }
 }
 
 }  // namespace
@@ -99,12 +106,18 @@ TEST_CASE("row kernels: a one-block GPT's compiled training step runs within its
   Profiler prof;
   step({x, y});
   prof.stop();
-  int64_t kernels = 0, amax = 0;
+  // Views (reshape, permute, ...) launch nothing; every other row of the table is a kernel.
+  const std::set<std::string> views{"reshape", "permute", "expand", "unsqueeze", "squeeze", "slice", "select"};
+  int64_t kernels = 0;
+  bool softmax_one = false;
   for (const OpProfile& op : prof.ops()) {
-    kernels += op.count;
-    if (op.name == "amax") amax += op.count;
+    if (!views.count(op.name)) kernels += op.count;
+    softmax_one |= op.kernel && op.name.find("amax_sub_exp_sum_div") != std::string::npos;
   }
-  MESSAGE("one-block GPT step: " << kernels << " ops and kernels\n" << prof.table());
-  CHECK(amax == 0);  // softmax's max is inside its row kernel
-  if (x86::best_isa() != x86::Isa::None) CHECK(kernels <= 1000);
+  MESSAGE("one-block GPT step: " << kernels << " kernels\n" << prof.table());
+  if (x86::best_isa() == x86::Isa::None) return;
+  CHECK(softmax_one);  // attention's softmax: max, exp, sum and division in one row kernel
+  // 73 when row groups came in (softmax, layer_norm, their gradients, log_softmax each one kernel). A
+  // change that splits a group again fails here.
+  CHECK(kernels <= 73);
 }
