@@ -2,14 +2,16 @@
 // Row kernels: a fusion group whose reductions over the last dim (keepdim) feed elementwise consumers of
 // the same rows — softmax, log_softmax, layer_norm and their gradients. Each reduction's result is one
 // number per row, so the group runs row by row: a few passes over a row, each one generated function
-// over the row (the emitter's ordinary kernels), the earlier passes' results read as broadcast scalars.
+// (the emitter's ordinary kernels), the earlier passes' results read as broadcast scalars.
 // A row is a few KB, so only the first pass reads it from memory; parallel over rows.
 //
 // Passes, in order (a value's level: how many reductions lie on its longest path from the inputs):
 //   for each level L: one pass per reduction whose input has level L, the first of them also storing the
 //   group's row-shaped outputs of level L (a pass of its own when no reduction has level L);
 //   then, for outputs of one number per row (a mean, a saved rstd), one pass over a single element.
-// Values a later pass needs are recomputed there, never stored: exp is cheaper than a store and reload.
+// A reduction's input that a later pass reads again is stored to a scratch row as it is folded (softmax's
+// exp); other values a later pass needs are recomputed there. Each pass runs over a block of rows per
+// call (kernel_emitter.h, Variant::rows): a call per row cost more than a 64-wide row's work.
 #include <memory>
 #include <string>
 
