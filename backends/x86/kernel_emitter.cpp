@@ -83,7 +83,7 @@ class KernelGen : public VecMath<Vmm> {
       this->vmovups(this->ptr[this->rsp + splat_off_ + k * kVecBytes], v0);
     }
     if (p_.red_val >= 0) {
-      if (v_.hfold || v_.rows) this->vld(acc(), this->C(identity()));
+      if (v_.rows) this->vld(acc(), this->C(identity()));
       else this->vmovups(acc(), this->ptr[this->rbx]);
     }
 
@@ -120,10 +120,6 @@ class KernelGen : public VecMath<Vmm> {
         this->mov(this->rax, this->ptr[this->rbx]);
         p_.f64 ? this->vmovsd(this->ptr[this->rax], a0) : this->vmovss(this->ptr[this->rax], a0);
         this->add(this->qword[this->rbx], this->esz());
-      } else if (v_.hfold) {
-        fold_lanes();
-        Xbyak::Xmm a0(acc().getIdx());
-        p_.f64 ? this->vmovsd(this->ptr[this->rbx], a0) : this->vmovss(this->ptr[this->rbx], a0);
       } else {
         this->vmovups(this->ptr[this->rbx], acc());
       }

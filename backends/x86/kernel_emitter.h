@@ -23,13 +23,11 @@ using KernelFn = void (*)(char** ptrs, int64_t n, void* acc);
 struct Variant {
   uint64_t bcast = 0;  // bit k: input k has inner stride 0
   bool nt = false;
-  // The reduction starts from its identity (not from acc) and ends folded across lanes, one value stored
-  // at acc: for row kernels, which call once per short row, where reading and writing W lanes through
-  // memory costs more than the row (stores forwarded to loads of another width stall).
-  bool hfold = false;
-  // Several rows per call (row kernels; implies hfold): acc points at a RowBlock; after each row of n
-  // elements the reduction's value is stored at red_out (then advanced by one element) and every
-  // pointer in ptrs is advanced by its stride, so one call runs a pass over a block of rows.
+  // Several rows per call (row kernels): acc points at a RowBlock; each row of n elements starts its
+  // reduction from the identity and ends it folded across lanes in registers, the value stored at
+  // red_out (then advanced by one element), and every pointer in ptrs is advanced by its stride, so
+  // one call runs a pass over a block of rows. (W lanes handed through memory per row cost more than
+  // a short row: stores forwarded to loads of another width stall.)
   bool rows = false;
   bool operator==(const Variant&) const = default;
 };

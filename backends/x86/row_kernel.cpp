@@ -455,7 +455,7 @@ class RowKernel final : public backends::FusedKernel {
     auto key = std::make_pair(pass, bcast);
     auto it = code_.find(key);
     if (it == code_.end()) {
-      it = code_.emplace(key, detail::emit(p_.passes[pass].prog, isa_, {bcast, false, false, true})).first;
+      it = code_.emplace(key, detail::emit(p_.passes[pass].prog, isa_, {bcast, false, true})).first;
     }
     return it->second->fn();
   }
