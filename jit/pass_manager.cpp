@@ -26,6 +26,8 @@ const std::vector<Pass>& all_passes() {
        fuse_conv_backward},
       {"fuse_scatter_zeros", "scatter_add into a zero constant writes its result once, no copy of the zeros",
        fuse_scatter_zeros},
+      {"slice_backward_cat", "adds of slice_backwards that tile a dim (a split's gradient) into one cat",
+       slice_backward_cat},
       {"fuse_vertical", "elementwise chains (and a trailing reduction) into fusion groups",
        [](ir::Graph& g) { return fuse_vertical(g); },
        [](ir::Graph& g, const PipelineOptions& o) { return fuse_vertical(g, o.backend); }},

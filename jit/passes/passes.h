@@ -18,6 +18,7 @@ PassResult pool_before_relu(ir::Graph& g);       // pool_before_relu.cpp
 PassResult fuse_gemm_epilogue(ir::Graph& g);     // fuse_gemm_epilogue.cpp
 PassResult fuse_conv_backward(ir::Graph& g);     // fuse_conv_backward.cpp
 PassResult fuse_scatter_zeros(ir::Graph& g);     // fuse_scatter_zeros.cpp
+PassResult slice_backward_cat(ir::Graph& g);     // slice_backward_cat.cpp
 // The fusion passes build groups `backend` can compile (Backend::can_fuse); null: the x86 backend's rule.
 PassResult fuse_vertical(ir::Graph& g, const Backend* backend = nullptr);    // fuse_vertical.cpp
 PassResult fuse_horizontal(ir::Graph& g, const Backend* backend = nullptr);  // fuse_horizontal.cpp
