@@ -27,7 +27,7 @@ struct IsaCap {
 
 // Outputs and input gradients of sum(out * w), eagerly and compiled, checked close; then the compiled
 // graphs hold no reduction over the last dim outside a fusion group.
-void check_rows(const Function& fn, const std::vector<Tensor>& inputs) {
+void check_rows(const Function& fn, const std::vector<Tensor>& inputs, double rtol = 1e-5, double atol = 1e-6) {
   Function compiled = compile(fn);
   auto run = [&](const Function& f) {
     std::vector<Tensor> leaves;
@@ -48,7 +48,7 @@ void check_rows(const Function& fn, const std::vector<Tensor>& inputs) {
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < want.size(); ++i) {
     CAPTURE(i);
-    check_close(got[i], want[i], 1e-5, 1e-6);
+    check_close(got[i], want[i], rtol, atol);
   }
   jit::CacheStats st = compile_stats(compiled);
   CHECK(st.interpreted_groups == 0);
@@ -90,6 +90,23 @@ TEST_CASE("row kernels: softmax, log_softmax, layer_norm, cross_entropy forward 
       check_rows(trace([](const Tensors& in) { return Tensors{cross_entropy(in[0], in[1])}; }, {logits, target}),
                  {logits, target});
     }
+  }
+}
+
+TEST_CASE("row kernels: f64 rows, and rows split across threads, == eager") {
+  manual_seed(12);
+  for (x86::Isa isa : isas()) {
+    IsaCap cap(isa);
+    CAPTURE(x86::isa_name(isa));
+    Tensor x = randn({4, 9, 21}).to(DType::Float64);
+    check_rows(trace([](const Tensors& in) { return Tensors{softmax(in[0], -1)}; }, {x}), {x});
+    // 2^16 elements and more: the rows are cut into one chunk per thread
+    test::NumThreads threads(2);
+    Tensor big = randn({3, 300, 80}), w = randn({80}), b = randn({80});
+    // the weight's gradient sums 900 rows of products whose mean and rstd were folded in float lanes
+    // (eager folds in double): rounding a little above the small cases'
+    check_rows(trace([](const Tensors& in) { return Tensors{layer_norm(in[0], {80}, in[1], in[2])}; }, {big, w, b}),
+               {big, w, b}, 1e-4, 1e-5);
   }
 }
 
