@@ -32,6 +32,10 @@ class FusionBackend {
   // Whether n may join a fusion group this backend compiles; with `reduction`, as the group's trailing
   // reduction. The fusion passes build groups from this answer.
   virtual bool can_fuse(const ir::Node& n, bool reduction) const = 0;
+  // Whether a group may also hold reductions over the last dim (keepdim) whose results its elementwise
+  // nodes read: softmax, layer_norm and their gradients as one row kernel (backends/x86/row_kernel.h).
+  // A backend without them gets the old split: each group ends at its one trailing reduction.
+  virtual bool row_groups() const { return false; }
   // Null, with the reason in *why_not, when the backend declines the group (it then runs interpreted).
   virtual std::shared_ptr<FusedKernel> compile(const ir::Graph& group, const std::string& name,
                                                std::string* why_not) const = 0;

@@ -1,6 +1,7 @@
 #include "backends/x86/fusion_backend.h"
 
 #include "backends/x86/kernel.h"
+#include "backends/x86/row_kernel.h"
 #include "core/ir/graph.h"
 
 namespace kiln::x86 {
@@ -46,8 +47,10 @@ class X86Backend final : public backends::FusionBackend {
   std::string_view name() const override { return "x86"; }
   Device::Type device_type() const override { return Device::Type::CPU; }
   bool can_fuse(const ir::Node& n, bool reduction) const override { return x86::can_fuse(n, reduction); }
+  bool row_groups() const override { return true; }
   std::shared_ptr<backends::FusedKernel> compile(const ir::Graph& group, const std::string& name,
                                                  std::string* why_not) const override {
+    if (is_row_group(group)) return row_supported(group, why_not) ? compile_row(group, name) : nullptr;
     if (!supported(group, why_not)) return nullptr;
     return std::make_shared<X86FusedKernel>(x86::compile(group, name));
   }

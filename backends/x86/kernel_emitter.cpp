@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <limits>
 
 #include "backends/x86/scalar_fallback.h"
 #include "backends/x86/vec_math.h"
@@ -33,7 +34,8 @@ class KernelGen : public VecMath<Vmm> {
     this->arg_off_ = splat_off_ + ni * kVecBytes;
     this->save_off_ = this->arg_off_ + 2 * kVecBytes;
     spill_off_ = this->save_off_ + kNumVregs * kVecBytes + 64;
-    int frame = spill_off_ + int(p_.vals.size()) * kVecBytes;
+    rows_off_ = spill_off_ + int(p_.vals.size()) * kVecBytes;  // rows mode: rows left
+    int frame = rows_off_ + 64;
     frame = (frame + 63) & ~63;
 
     // last uses (node index in vals); outputs are stored when defined
@@ -57,8 +59,14 @@ class KernelGen : public VecMath<Vmm> {
     this->mov(this->r13, this->rsi);
     this->mov(this->rbx, this->rdx);
     this->lea(this->r15, this->ptr[this->rip + this->table_label_]);
+    Label row_loop;
+    if (v_.rows) {
+      this->mov(this->rax, this->ptr[this->rbx + 8]);
+      this->mov(this->ptr[this->rsp + rows_off_], this->rax);
+      this->L(row_loop);
+    }
     this->xor_(this->r14, this->r14);
-    // broadcast inputs: splat once into the frame
+    // broadcast inputs: splat once into the frame (once per row in rows mode: a row's own values)
     for (int k = 0; k < ni; ++k) {
       if (!is_bcast(k)) continue;
       this->mov(this->rax, this->ptr[this->r12 + 8 * k]);
@@ -74,7 +82,10 @@ class KernelGen : public VecMath<Vmm> {
       }
       this->vmovups(this->ptr[this->rsp + splat_off_ + k * kVecBytes], v0);
     }
-    if (p_.red_val >= 0) this->vmovups(acc(), this->ptr[this->rbx]);
+    if (p_.red_val >= 0) {
+      if (v_.rows) this->vld(acc(), this->C(identity()));
+      else this->vmovups(acc(), this->ptr[this->rbx]);
+    }
 
     Label loop, tail, done;
     this->L(loop);
@@ -102,7 +113,26 @@ class KernelGen : public VecMath<Vmm> {
     }
     body(true);
     this->L(done);
-    if (p_.red_val >= 0) this->vmovups(this->ptr[this->rbx], acc());
+    if (p_.red_val >= 0) {
+      if (v_.rows) {
+        fold_lanes();
+        Xbyak::Xmm a0(acc().getIdx());
+        this->mov(this->rax, this->ptr[this->rbx]);
+        p_.f64 ? this->vmovsd(this->ptr[this->rax], a0) : this->vmovss(this->ptr[this->rax], a0);
+        this->add(this->qword[this->rbx], this->esz());
+      } else {
+        this->vmovups(this->ptr[this->rbx], acc());
+      }
+    }
+    if (v_.rows) {
+      const int nptrs = ni + int(p_.outputs.size());
+      for (int k = 0; k < nptrs; ++k) {
+        this->mov(this->rax, this->ptr[this->rbx + 16 + 8 * k]);
+        this->add(this->ptr[this->r12 + 8 * k], this->rax);
+      }
+      this->dec(this->qword[this->rsp + rows_off_]);
+      this->jnz(row_loop, this->T_NEAR);
+    }
     if (v_.nt) this->sfence();
     this->vzeroupper();
     this->lea(this->rsp, this->ptr[this->rbp - 40]);
@@ -121,6 +151,7 @@ class KernelGen : public VecMath<Vmm> {
   const Program& p_;
   Variant v_;
   int splat_off_ = 0;
+  int rows_off_ = 0;
   std::vector<int> last_use_;
   std::vector<std::vector<int>> out_of_;
   // per body emission
@@ -345,6 +376,49 @@ class KernelGen : public VecMath<Vmm> {
         this->inc(this->rdx);
         this->cmp(this->rdx, this->rcx);
         this->jl(l);
+      }
+    }
+  }
+
+  double identity() const {
+    switch (p_.red_op) {
+      case OpId::Sum: return 0.0;
+      case OpId::Prod: return 1.0;
+      case OpId::Amax: return -std::numeric_limits<double>::infinity();
+      case OpId::Amin: return std::numeric_limits<double>::infinity();
+      default: fail("x86: internal: no vector fold for {}", op_name(p_.red_op));
+    }
+  }
+  // Every lane of acc becomes the fold of all lanes: halves swapped and folded, then quarters, ... (each
+  // step's shuffle moves lane i + s to lane i).
+  void fold_lanes() {
+    masked_ = false;
+    Vmm a = acc();
+    typename B::Scope sc(*this);
+    Vmm r = this->tmp();
+    auto step = [&](auto&& shuffle) {
+      shuffle();
+      accumulate(r);
+    };
+    if constexpr (kAvx512) {
+      if (p_.f64) {
+        step([&] { this->vshuff64x2(r, a, a, 0x4E); });
+        step([&] { this->vshuff64x2(r, a, a, 0xB1); });
+        step([&] { this->vpermilpd(r, a, 0x55); });
+      } else {
+        step([&] { this->vshuff32x4(r, a, a, 0x4E); });
+        step([&] { this->vshuff32x4(r, a, a, 0xB1); });
+        step([&] { this->vpermilps(r, a, 0x4E); });
+        step([&] { this->vpermilps(r, a, 0xB1); });
+      }
+    } else {
+      if (p_.f64) {
+        step([&] { this->vperm2f128(r, a, a, 0x01); });
+        step([&] { this->vpermilpd(r, a, 0x5); });
+      } else {
+        step([&] { this->vperm2f128(r, a, a, 0x01); });
+        step([&] { this->vpermilps(r, a, 0x4E); });
+        step([&] { this->vpermilps(r, a, 0xB1); });
       }
     }
   }

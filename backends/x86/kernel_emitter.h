@@ -23,7 +23,19 @@ using KernelFn = void (*)(char** ptrs, int64_t n, void* acc);
 struct Variant {
   uint64_t bcast = 0;  // bit k: input k has inner stride 0
   bool nt = false;
+  // Several rows per call (row kernels): acc points at a RowBlock; each row of n elements starts its
+  // reduction from the identity and ends it folded across lanes in registers, the value stored at
+  // red_out (then advanced by one element), and every pointer in ptrs is advanced by its stride, so
+  // one call runs a pass over a block of rows. (W lanes handed through memory per row cost more than
+  // a short row: stores forwarded to loads of another width stall.)
+  bool rows = false;
   bool operator==(const Variant&) const = default;
+};
+
+struct RowBlock {
+  char* red_out = nullptr;
+  int64_t count = 0;       // rows, at least 1
+  int64_t stride[64] = {};  // bytes, per entry of ptrs (inputs, then outputs)
 };
 
 class Code {

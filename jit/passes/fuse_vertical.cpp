@@ -1,7 +1,9 @@
 // Vertical fusion: an elementwise chain (broadcasts allowed), optionally ending in one reduction over
 // all dims or the last one, becomes a prim::FusionGroup the backend compiles into one kernel, so
 // intermediates never reach memory. Greedy from the last node up, as TorchScript's fuser: a producer
-// joins when every use of its result is in the group or comes after the group's place.
+// joins when every use of its result is in the group or comes after the group's place. Where the backend
+// has row groups, a reduction over the last dim whose result the chain reads joins as well: softmax,
+// layer_norm and their gradients become one kernel that runs row by row (backends/x86/row_kernel.h).
 #include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
@@ -13,6 +15,17 @@
 namespace kiln::jit {
 
 namespace {
+
+// A reduction over the last dim of `space` with keepdim: its result is one number per row, which the
+// row's elementwise nodes read broadcast.
+bool row_reduction(const ir::Node& n, const ir::Type& space, const Backend* backend) {
+  if (!fusible(n, true, backend) || op_info(n.op()).kind != OpKind::Reduce) return false;
+  if (!(n.input(0)->type() == space) || !space.dims || space.dims->empty()) return false;
+  if (!n.attrs().has("dims") || !n.attrs().b_or("keepdim", false)) return false;
+  const Shape& d = n.attrs().ints("dims");
+  const int64_t r = int64_t(space.dims->size());
+  return d.size() == 1 && (d[0] == r - 1 || d[0] == -1);
+}
 
 int64_t fuse_block(ir::Graph& g, ir::Block& b, const Backend* backend) {
   int64_t fused = 0;
@@ -32,33 +45,50 @@ int64_t fuse_block(ir::Graph& g, ir::Block& b, const Backend* backend) {
   for (size_t k = order.size(); k-- > 0;) {
     ir::Node* root = order[k];
     if (taken.count(root) || !(fusible(*root, false, backend) || fusible(*root, true, backend))) continue;
-    std::vector<ir::Node*> members{root};
-    std::unordered_set<const ir::Node*> in_group{root};
     // A kernel writes its outputs over one iteration space: the root's (its input's, for a reduction).
     bool reduces = op_info(root->op()).kind == OpKind::Reduce;
     const ir::Type& space = reduces ? root->input(0)->type() : root->output()->type();
-    for (bool grew = true; grew;) {
-      grew = false;
-      for (size_t m = 0; m < members.size(); ++m) {
-        for (ir::Value* v : members[m]->inputs()) {
-          ir::Node* p = v->node();
-          if (p->owning_block() != &b || in_group.count(p) || taken.count(p) || !fusible(*p, false, backend)) continue;
-          bool ok = true;
-          for (ir::Value* o : p->outputs())
-            for (const ir::Use& u : o->uses()) {
-              if (in_group.count(u.user)) continue;
-              ok &= o->type() == space;  // read outside: it becomes an output of the kernel
-              ir::Node* h = holder(u.user);
-              if (h == b.return_node()) continue;  // the block's result: read after everything
-              ok &= h != nullptr && pos.count(h) && pos[h] > k;
-            }
-          if (!ok) continue;
-          members.push_back(p);
-          in_group.insert(p);
-          grew = true;
+    // Row groups (Backend::row_groups): reductions over the last dim of `space` may join too, and so
+    // may values of one number per row (`rowvec`: space with last dim 1), as outputs; a trailing
+    // reduction over every dim keeps the old rule (its kernel folds everything into one number).
+    const bool rows = (backend ? backend->row_groups() : true) && (!reduces || row_reduction(*root, space, backend));
+    ir::Type rowvec = space;
+    if (rowvec.dims && !rowvec.dims->empty()) rowvec.dims->back() = ir::Dim::known(1);
+    auto grow = [&](bool allow_rowvec) {
+      std::vector<ir::Node*> members{root};
+      std::unordered_set<const ir::Node*> in_group{root};
+      for (bool grew = true; grew;) {
+        grew = false;
+        for (size_t m = 0; m < members.size(); ++m) {
+          for (ir::Value* v : members[m]->inputs()) {
+            ir::Node* p = v->node();
+            if (p->owning_block() != &b || in_group.count(p) || taken.count(p)) continue;
+            if (!fusible(*p, false, backend) && !(rows && row_reduction(*p, space, backend))) continue;
+            bool ok = true;
+            for (ir::Value* o : p->outputs())
+              for (const ir::Use& u : o->uses()) {
+                if (in_group.count(u.user)) continue;
+                // read outside: it becomes an output of the kernel
+                ok &= o->type() == space || (allow_rowvec && o->type() == rowvec);
+                ir::Node* h = holder(u.user);
+                if (h == b.return_node()) continue;  // the block's result: read after everything
+                ok &= h != nullptr && pos.count(h) && pos[h] > k;
+              }
+            if (!ok) continue;
+            members.push_back(p);
+            in_group.insert(p);
+            grew = true;
+          }
         }
       }
-    }
+      return members;
+    };
+    std::vector<ir::Node*> members = grow(rows);
+    // An output of one number per row needs the row kernel, which a group without an inner reduction
+    // does not get (its kernel writes every output over the whole space): grow it again without them.
+    bool inner_reduction = false;
+    for (ir::Node* m : members) inner_reduction |= m != root && op_info(m->op()).kind == OpKind::Reduce;
+    if (rows && !inner_reduction) members = grow(false);
     if (members.size() < 2) continue;
     std::sort(members.begin(), members.end(), [&](ir::Node* a, ir::Node* c) { return pos[a] < pos[c]; });
     for (ir::Node* m : members) taken.insert(m);

@@ -7,6 +7,7 @@
 //   reshape(reshape(x)), reshape to x's own static shape → one reshape, or x
 //   permute(permute(x)) → one permute; an identity permute → x
 //   permute[1,0](matmul(a, b)), 2-D, the product used only there → matmul(b^T, a^T)
+//   op(a, expand(x)), a binary op or where, another operand of the result's shape → op(a, x)
 #include "eager/ops.h"
 #include "jit/ir_utils.h"
 #include "jit/passes/passes.h"
@@ -123,6 +124,38 @@ bool transpose_matmul(ir::Graph& g, ir::Node* n) {
   return true;
 }
 
+// op(a, expand(x)) → op(a, x) for a broadcasting elementwise op whose other operand already has the
+// result's shape: the expand only materialises what broadcasting does anyway, and as a view between two
+// elementwise ops it cuts a fusion group in two (a sum's gradient, expanded back over the summed dim, in
+// layer_norm's backward: the row kernel then holds the whole backward).
+bool drop_expand(ir::Node* n) {
+  const OpKind k = op_info(n->op()).kind;
+  if (k != OpKind::Binary && !n->is_op(OpId::Where)) return false;
+  const ir::Type& out = n->output()->type();
+  if (!out.dims || !out.has_static_shape()) return false;
+  bool changed = false;
+  for (size_t i = 0; i < n->inputs().size(); ++i) {
+    ir::Node* e = n->input(i)->node();
+    if (!e->is_op(OpId::Expand)) continue;
+    const ir::Type& xt = e->input(0)->type();
+    if (!xt.dims || !xt.has_static_shape() || xt.dtype != n->input(i)->type().dtype) continue;
+    bool full = false;  // another operand has the result's shape
+    for (size_t j = 0; j < n->inputs().size(); ++j)
+      full |= j != i && n->input(j)->type().is_tensor() && n->input(j)->type().dims == out.dims;
+    if (!full) continue;
+    const Shape xs = xt.static_shape(), os = out.static_shape();
+    bool fits = xs.size() <= os.size();
+    for (size_t d = 0; fits && d < xs.size(); ++d) {
+      int64_t a = xs[xs.size() - 1 - d], o = os[os.size() - 1 - d];
+      fits = a == o || a == 1;
+    }
+    if (!fits) continue;
+    n->replace_input(i, e->input(0));
+    changed = true;
+  }
+  return changed;
+}
+
 int64_t run_block(ir::Graph& g, ir::Block& b) {
   int64_t changed = 0;
   for (ir::Node* n : b.nodes()) {
@@ -132,6 +165,7 @@ int64_t run_block(ir::Graph& g, ir::Block& b) {
       continue;
     }
     if (n->inputs().size() == 1 && collapse_chain(n)) ++changed;
+    if (drop_expand(n)) ++changed;
     if (ir::Value* x = identity_operand(n)) {
       n->output()->replace_all_uses_with(x);
       n->destroy();
