@@ -742,8 +742,10 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
 
 Value* Lowerer::attribute(const Expr& e) {
   const Expr& base = *e.args[0];
-  if (base.kind == ExprKind::Name && base.name == "torch" && !frame().env.count("torch"))
+  if (base.kind == ExprKind::Name && base.name == "torch" && !frame().env.count("torch")) {
+    if (auto d = torch_dtype(e)) return dtype_value(constant(int64_t(*d)));  // `x.dtype == torch.float16`
     fail(e.loc, fmt::format("torch.{} is not supported as a value in kiln script", e.name));
+  }
   if (base.kind == ExprKind::Name && base.name == "math" && m_->imported.count("math") && !frame().env.count("math")) {
     if (e.name == "pi") return constant(M_PI);
     if (e.name == "e") return constant(M_E);
@@ -857,6 +859,16 @@ Value* Lowerer::call(const Expr& e) {
     if (base.kind == ExprKind::Name && (base.name == "F" || base.name == "nn" || base.name == "np"))
       if (!frame().env.count(base.name))
         fail(base.loc, fmt::format("'{}' is not available in kiln script; use torch.<function>", base.name));
+    if (fn.name == "copy" && e.args.size() == 1 && e.keywords.empty()) {
+      // xs.copy(): a list of its own (a new value, so a store into it does not rebind xs); swin's
+      // `shift_size = shift_size.copy()` before `shift_size[0] = 0`
+      Value* xs = expr(base);
+      if (xs->type().kind == TypeKind::List) {
+        loc_ = e.loc;
+        return prim(Prim::ListSlice, {xs, constant(int64_t(0)), constant(INT64_MAX)}, xs->type());
+      }
+      fail(fn.loc, fmt::format("{} has no method 'copy' in kiln script", xs->type().str()));
+    }
     if (fn.name == "append" && base.kind == ExprKind::Name && frame().env.count(base.name) &&
         frame().env.at(base.name)->type().kind == TypeKind::List) {
       // xs.append(v) rebinds xs to xs + [v]: the list is a value in the graph, so a loop carries it.

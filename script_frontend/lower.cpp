@@ -190,6 +190,7 @@ std::shared_ptr<ir::Graph> Lowerer::lower_top(const FunctionDef& f, const Object
   buffer_vars_.clear();
   views_.clear();
   devices_.clear();
+  dtypes_.clear();
   shared_list_.clear();
   opaque_.clear();
   param_of_.clear();

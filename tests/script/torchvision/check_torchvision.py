@@ -19,7 +19,7 @@ import tempfile
 import numpy as np
 import torch
 import torchvision.models as tvm
-from torchvision.models import mobilenetv3, regnet, resnet, vgg
+from torchvision.models import convnext, efficientnet, mobilenetv3, regnet, resnet, vgg
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = os.path.dirname(tvm.__file__)
@@ -64,13 +64,14 @@ CASES = {
                   lambda: tvm.GoogLeNet(num_classes=10, aux_logits=False, init_weights=True), 64, None),
     "inception_v3": ("inception", "Inception3", ["num_classes=10", "aux_logits=False", "init_weights=True"],
                      lambda: tvm.Inception3(num_classes=10, aux_logits=False, init_weights=True), 75, None),
-    # torchvision's StochasticDepth (ops/stochastic_depth.py): its raises lower to prim::raise and its eval
-    # path folds, but building lowers forward in training mode, where stochastic_depth() draws its noise
-    # with torch.empty(size, dtype=input.dtype, device=input.device).bernoulli_(p), ops kiln script lacks
-    # (with those two lines replaced, eval output equals PyTorch's within 1e-6, as convnext_tiny's does)
+    # torchvision's StochasticDepth (ops/stochastic_depth.py): building lowers forward in training mode, where
+    # stochastic_depth() draws its noise with torch.empty(size, dtype=input.dtype, device=input.device), the
+    # dtype read when the graph runs, then bernoulli_(p) and div_; in eval mode it returns the input
     "efficientnet_b0": ("efficientnet", "EfficientNet",
                         ["_efficientnet_conf('efficientnet_b0', width_mult=1.0, depth_mult=1.0)[0]", "0.2", "num_classes=10"],
-                        None, 64, r"stochastic_depth\.py:40:\d+: error: unknown function torch\.empty"),
+                        lambda: tvm.EfficientNet(efficientnet._efficientnet_conf("efficientnet_b0", width_mult=1.0,
+                                                                                 depth_mult=1.0)[0], 0.2, num_classes=10),
+                        64, None),
     # BlockParams.from_init_params computes the widths with tensor arithmetic in Python (run by __init__'s
     # evaluator); SimpleStemIN derives from Conv2dNormActivation of ops/misc.py
     "regnet_y_400mf": ("regnet", "RegNet", ["BlockParams.from_init_params(depth=16, w_0=48, w_a=27.89, w_m=2.09, "
@@ -81,7 +82,9 @@ CASES = {
     "convnext_tiny": ("convnext", "ConvNeXt", ["[CNBlockConfig(96, 192, 3), CNBlockConfig(192, 384, 3), "
                                                "CNBlockConfig(384, 768, 9), CNBlockConfig(768, None, 3)]", "0.1",
                                                "num_classes=10"],
-                      None, 64, r"stochastic_depth\.py:40:\d+: error: unknown function torch\.empty"),
+                      lambda: tvm.ConvNeXt([convnext.CNBlockConfig(96, 192, 3), convnext.CNBlockConfig(192, 384, 3),
+                                            convnext.CNBlockConfig(384, 768, 9), convnext.CNBlockConfig(768, None, 3)],
+                                           0.1, num_classes=10), 64, None),
     # vit_b_16's layers on a 64x64 image (image_size is an argument): nn.MultiheadAttention, MLPBlock deriving
     # torchvision.ops.misc.MLP (a class of another file), torch._assert with f-string messages in forward
     "vit_b_16": ("vision_transformer", "VisionTransformer", ["64", "16", "12", "12", "768", "3072", "num_classes=10"],
