@@ -882,9 +882,11 @@ std::vector<Builtin> make_builtins() {
     if (t.elems[0].kind == TypeKind::Float && acc->type().kind != TypeKind::Float) acc = L.prim(Prim::ToFloat, {acc}, kFloat);
     if (t.elems[0].kind == TypeKind::Bool) L.fail(a[0].loc, "sum() of a List[bool] is not supported in kiln script");
     Type at = acc->type();
+    Value* len = L.prim(Prim::Len, {xs}, kInt);
+    Value* go = L.constant(true);
     ir::Node* l = L.emit(L.graph().create(Prim::Loop, 0));
-    l->add_input(L.prim(Prim::Len, {xs}, kInt));
-    l->add_input(L.constant(true));
+    l->add_input(len);
+    l->add_input(go);
     l->add_input(acc);
     ir::Block* body = l->add_block();
     Value* i = body->add_input(kInt, "i");

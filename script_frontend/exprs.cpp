@@ -597,7 +597,23 @@ Value* Lowerer::subscript(const Expr& e) {
     return emit(tn)->output();
   }
   if (t.kind == TypeKind::List) {
-    if (ix.kind == ExprKind::Slice) fail(ix.loc, "list slices are not supported in kiln script");
+    if (ix.kind == ExprKind::Slice) {
+      // xs[a:b] (swin's `H, W, _ = x.shape[-3:]`): prim::list_slice, Python's clamping; the step must be 1
+      if (ix.args[2]) {
+        auto st = const_int(Arg{ix.args[2].get(), nullptr, ix.args[2]->loc});
+        if (!st || *st != 1) fail(ix.args[2]->loc, "list slices take no step other than 1 in kiln script");
+      }
+      Value* bounds[2];
+      for (int k = 0; k < 2; ++k) {
+        const Expr* b = ix.args[size_t(k)].get();
+        Value* v = b ? expr(*b) : nullptr;
+        if (v && v->type().kind == TypeKind::None) v = nullptr;
+        if (v && v->type().kind != TypeKind::Int) fail(b->loc, fmt::format("list slice bounds must be int, got {}", v->type().str()));
+        bounds[k] = v ? v : constant(k == 0 ? int64_t(0) : INT64_MAX);
+      }
+      loc_ = e.loc;
+      return prim(Prim::ListSlice, {x, bounds[0], bounds[1]}, t);
+    }
     Value* i = expr(ix);
     if (i->type().kind != TypeKind::Int) fail(ix.loc, fmt::format("list indices must be int, got {}", i->type().str()));
     loc_ = e.loc;
@@ -651,7 +667,9 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
           continue;
         }
         bounds[k] = expr(*b);
-        if (bounds[k]->type().kind != TypeKind::Int)
+        // None through a name or a tuple's element (swin's `(-shift, None)` slices): the bound is absent
+        if (bounds[k]->type().kind == TypeKind::None) bounds[k] = g_->insert_none();
+        if (bounds[k]->type().kind != TypeKind::Int && bounds[k]->type().kind != TypeKind::None)
           fail(b->loc, fmt::format("tensor slice bounds must be int, got {}", bounds[k]->type().str()));
       }
       loc_ = ix.loc;
