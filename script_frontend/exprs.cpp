@@ -326,6 +326,10 @@ Value* Lowerer::name(const Expr& e) {
   for (const auto& f : m_->functions)
     if (f->name == e.name) fail(e.loc, fmt::format("function '{}' is not a value; call it", e.name));
   if (const std::string* why = m_->why_unavailable(e.name)) fail(e.loc, *why);
+  if (m_->nn_names.count(e.name) || m_->functional_names.count(e.name))
+    // DCGAN's nn.parallel.data_parallel(...), lowered where the branch depends on x.is_cuda
+    fail(e.loc, fmt::format("'{}' is the module {}, not a value in kiln script", e.name,
+                            m_->nn_names.count(e.name) ? "torch.nn" : "torch.nn.functional"));
   std::vector<std::string> cands;
   for (auto& [k, v] : frame().env)
     if (k[0] != '$') cands.push_back(k);

@@ -1,11 +1,14 @@
 """What published forwards use (nanoGPT's among them): split unpacked into names, list and tensor indices,
 torch.arange with device= and dtype=, a variable None on one path and a Tensor on the other, math.sqrt of a
 size, an assert with an f-string message; torchvision's stochastic_depth (a factory in a tensor's dtype,
-known when the graph runs, then bernoulli_ and div_), x.dtype compared with a torch dtype, x.is_cuda."""
+known when the graph runs, then bernoulli_ and div_), x.dtype compared with a torch dtype, x.is_cuda; swin's
+F.pad and torch.roll by amounts computed when the graph runs, a list copied and changed, x.new_zeros, slices
+bounded by a tuple's None, sum() of a list."""
 import math
 from typing import Optional, Tuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 
@@ -73,6 +76,23 @@ def certain_noise(x: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
     return x * noise, torch.bernoulli(x, 0.0), x.bernoulli(1.0)
 
 
+def runtime_pad_roll(x: Tensor, n: int) -> Tuple[Tensor, Tensor, Tensor, int]:
+    H, W = x.shape[-2:]
+    pad_r = (n - W % n) % n
+    y = F.pad(x, (1, pad_r, -1, H % 2), value=0.5)
+    shifts = [1, -n]
+    shifts = shifts.copy()
+    if W > 100:
+        shifts[0] = 0
+    r = torch.roll(x, shifts=(shifts[0], shifts[1]), dims=(1, 2))
+    m = x.new_zeros((H, W))
+    for h in ((0, -1), (-1, None)):
+        m[h[0]:h[1], 1:] = 2.0
+    return y, r, m, sum(shifts)
+
+
+# CASE: runtime_pad_roll randn(2,5,6) 4
+# CASE: runtime_pad_roll randn(1,4,3) 3
 # CASE: dtype_follows randn(2,3) randint(0,9,2,3)
 # CASE: dtype_checks randn(2,3) randint(0,9,2,3)
 # CASE: certain_noise randn(2,3,4)
