@@ -220,6 +220,15 @@ class Collector {
       return class_body(c, s);
     }
     if (dataclass) reject(c.decorators[0]->loc, fmt::format("a @dataclass deriving from another class ('{}') is not supported", c.name));
+    if (c.bases.size() == 1 && dotted(*c.bases[0]) == "enum.Enum") {
+      // torchvision's `class StrEnum(enum.Enum, metaclass=StrEnumMeta)` under its weight enums: a plain class, its
+      // class attributes the members; the metaclass (StrEnumMeta.from_str, for a weight named by a string) is not run
+      for (const auto& k : c.keywords)
+        if (k.name != "metaclass") reject(k.loc, fmt::format("class keyword '{}' is not supported in kiln script", k.name));
+      c.torch_base = "";
+      unavailable(c.name, fmt::format("class '{}' must derive from nn.Module in kiln script (it is defined at line {})", c.name, c.loc.line));
+      return class_body(c, s);
+    }
     if (!c.keywords.empty())
       reject(c.keywords[0].loc, fmt::format("class keywords are not supported in kiln script ('{}' derives from nn.Module only)", c.name));
     const Expr& b = *c.bases[0];

@@ -502,6 +502,14 @@ class Init {
         }
         if (base.kind == Kind::Module && v.kind == Kind::Tensor && v.parameter && !(sc.self && base.obj == sc.self->obj))
           return tie_parameter(*base.obj, t.name, v, t.loc);
+        // a constant on a child module (inception's `self.conv.stddev = 0.01` and `self.fc.stddev = 0.001`, read by
+        // the init loop's hasattr(m, "stddev"))
+        bool constant = v.kind == Kind::None || v.kind == Kind::Int || v.kind == Kind::Float || v.kind == Kind::Bool ||
+                        v.kind == Kind::Str;
+        if (base.kind == Kind::Module && constant && sc.self && base.obj != sc.self->obj) {
+          base.obj->attrs[t.name] = v;
+          return;
+        }
         if (base.kind != Kind::Module || !base.obj->def || !sc.self || base.obj != sc.self->obj)
           fail(t.loc, fmt::format("only attributes of self can be assigned in __init__, not of {}", base.type_name()));
         return set_attr(*base.obj, t.name, v, t.loc);
@@ -808,7 +816,9 @@ class Init {
     static const std::set<std::string> kBuiltins = {"int", "float", "str", "bool", "list", "tuple", "dict", "len", "range",
                                                     "isinstance", "getattr", "hasattr", "setattr", "min", "max", "abs",
                                                     "sum", "any", "all", "enumerate", "zip", "print", "repr", "round",
-                                                    "sorted", "reversed", "object", "type", "callable", "set"};
+                                                    "sorted", "reversed", "object", "type", "callable", "set",
+                                                    // warning categories, for warnings.warn(msg, FutureWarning)
+                                                    "Warning", "UserWarning", "FutureWarning", "DeprecationWarning", "RuntimeWarning"};
     if (cls != m_->classes.end()) {
       v.kind = Kind::Class;
       v.cls = cls->get();

@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import warnings
 
 import numpy as np
 import torch
@@ -40,8 +41,10 @@ CASES = {
     "alexnet": ("alexnet", "AlexNet", ["num_classes=10"], lambda: tvm.AlexNet(num_classes=10), 64, None),
     "vgg11": ("vgg", "VGG", ["make_layers(cfgs['A'], False)", "num_classes=10"],
               lambda: tvm.VGG(vgg.make_layers(vgg.cfgs["A"], False), num_classes=10), 32, None),
-    "resnet18": ("resnet", "ResNet", ["BasicBlock", "[2, 2, 2, 2]", "num_classes=10"],
-                 lambda: tvm.ResNet(resnet.BasicBlock, [2, 2, 2, 2], num_classes=10), 64, None),
+    # torchvision's builder, as users call it: @register_model and @handle_legacy_interface pass it through, and
+    # ResNet18_Weights.verify(None) runs on the weight enum (WeightsEnum, torchvision's StrEnum of enum.Enum)
+    "resnet18": ("resnet", "resnet18", ["weights=None", "num_classes=10"],
+                 lambda: tvm.resnet18(weights=None, num_classes=10), 64, None),
     "resnet50": ("resnet", "ResNet", ["Bottleneck", "[3, 4, 6, 3]", "num_classes=10"],
                  lambda: tvm.ResNet(resnet.Bottleneck, [3, 4, 6, 3], num_classes=10), 64, None),
     "squeezenet1_0": ("squeezenet", "SqueezeNet", ["'1_0'", "num_classes=10"], lambda: tvm.SqueezeNet("1_0", num_classes=10),
@@ -60,10 +63,12 @@ CASES = {
                            lambda: tvm.ShuffleNetV2([4, 8, 4], [24, 48, 96, 192, 1024], num_classes=10), 64, None),
     # forward returns the namedtuple GoogLeNetOutputs (the scripted branch of torch.jit.is_scripting()): its
     # logits are PyTorch's eager eval output
-    "googlenet": ("googlenet", "GoogLeNet", ["num_classes=10", "aux_logits=False", "init_weights=True"],
-                  lambda: tvm.GoogLeNet(num_classes=10, aux_logits=False, init_weights=True), 64, None),
-    "inception_v3": ("inception", "Inception3", ["num_classes=10", "aux_logits=False", "init_weights=True"],
-                     lambda: tvm.Inception3(num_classes=10, aux_logits=False, init_weights=True), 75, None),
+    # through the builders: aux_logits=True (the aux classifiers run in training mode only; _forward returns them as
+    # Optional[Tensor]), init_weights=None (warnings.warn(..., FutureWarning)), inception's `self.fc.stddev = 0.001`
+    "googlenet": ("googlenet", "googlenet", ["weights=None", "num_classes=10"],
+                  lambda: tvm.googlenet(weights=None, num_classes=10), 64, None),
+    "inception_v3": ("inception", "inception_v3", ["weights=None", "num_classes=10"],
+                     lambda: tvm.inception_v3(weights=None, num_classes=10), 75, None),
     # torchvision's StochasticDepth (ops/stochastic_depth.py): building lowers forward in training mode, where
     # stochastic_depth() draws its noise with torch.empty(size, dtype=input.dtype, device=input.device), the
     # dtype read when the graph runs, then bernoulli_(p) and div_; in eval mode it returns the input
@@ -156,6 +161,7 @@ def main():
     tool, kiln = sys.argv[1], sys.argv[2]
     names = sys.argv[3:] or list(CASES)
     torch.set_num_threads(1)
+    warnings.filterwarnings("ignore", category=FutureWarning)  # torchvision's note on init_weights=None
     failures = [m for m in [check_cli(kiln)] if m]
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
