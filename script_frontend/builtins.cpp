@@ -144,14 +144,11 @@ void check_device(Lowerer& L, const Arg& a) {
   if (!L.is_device(v)) L.fail(a.loc, fmt::format("device must be a tensor's .device or a string, got {}", v->type().str()));
 }
 
-
-// torch.zeros / ones / full: the shape may be known only at run time.
 // A dtype= argument (None: absent): torch.float64 as written or through a name, or a tensor's .dtype, whose code
 // the graph reads when it runs (the returned value; the DType is then nullopt).
 struct DTypeArg {
   std::optional<DType> known;
   Value* code = nullptr;  // set when known only at run time
-  bool given() const { return known || code; }
 };
 DTypeArg dtype_arg(Lowerer& L, const Arg& a, std::string_view what = "dtype must be a torch dtype such as torch.float64") {
   if (!a.present() || (a.expr && a.expr->kind == ExprKind::None)) return {};
@@ -215,7 +212,7 @@ Value* pad_constant_at_run_time(Lowerer& L, Value* x, const std::vector<Value*>&
       Value* shape = L.prim(Prim::ListSet, {L.prim(Prim::Shape, {y}, Type::list(kInt)), d,
                                             L.prim(Prim::Max, {amount, zero}, kInt)}, Type::list(kInt));
       Value* filled = L.prim(Prim::Full, {shape, L.constant(value)}, Type::tensor());
-      return L.prim(Prim::CastTo, {filled, L.prim(Prim::DTypeOf, {y}, kInt)}, Type::tensor());
+      return cast_to(L, filled, DTypeArg{std::nullopt, L.prim(Prim::DTypeOf, {y}, kInt)});
     };
     Value* parts = L.prim(Prim::ListConstruct, {block(lo), y, block(hi)}, Type::list(Type::tensor()));
     y = L.prim(Prim::ListCat, {parts, d}, Type::tensor());
@@ -547,11 +544,14 @@ std::vector<Builtin> make_builtins() {
       return L.op(OpId::Cast, {L.tensor_arg(a[0], "input")}, Attrs().set("dtype", dt));
     });
   }
-  // x.to(torch.float64), x.to(y.dtype) (cast when the graph runs), x.to(y): y's dtype
+  // x.to(torch.float64), x.to(y.dtype) (cast when the graph runs), x.to(y): y's dtype; x.to(device) is x, as a
+  // factory's device= (a graph makes its tensors where it runs)
   add("to", kMethod, {"input", "dtype"}, 2, [](Lowerer& L, Args& a, const Expr&) {
     Value* x = L.tensor_arg(a[0], "input");
+    if (a[1].expr && a[1].expr->kind == ExprKind::String) return x;
     if (!(a[1].expr && torch_dtype(*a[1].expr))) {
       Value* v = L.value_of(a[1]);
+      if (L.is_device(v)) return x;
       if (v->type().is_tensor()) return cast_to(L, x, DTypeArg{std::nullopt, L.dtype_value(L.prim(Prim::DTypeOf, {v}, kInt))});
       a[1] = Arg{nullptr, v, a[1].loc};
     }

@@ -60,7 +60,7 @@ def dtype_follows(x: Tensor, n: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]
     z = torch.zeros([x.shape[0], 2], dtype=n.dtype, device=x.device) + 3
     f = torch.full((2,), 2.5, dtype=x.dtype)
     e = torch.empty([1] * x.ndim, dtype=n.dtype).fill_(7)
-    return z, f, e, n.to(x.dtype) * 0.5 + n.to(x) + x.to(n.dtype)
+    return z, f, e, n.to(x.dtype) * 0.5 + n.to(x) + x.to(n.dtype) + x.to(x.device)
 
 
 def dtype_checks(x: Tensor, n: Tensor) -> Tuple[bool, bool, bool, bool]:
