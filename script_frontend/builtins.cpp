@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <tuple>
 #include <cmath>
 
 #include "eager/composite_losses.h"
@@ -451,11 +452,14 @@ std::vector<Builtin> make_builtins() {
   add("t", kFn | kMethod, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     return L.op(OpId::Permute, {L.tensor_arg(a[0], "input")}, Attrs().set("dims", Shape{1, 0}));
   });
-  add("transpose", kFn | kMethod, {"input", "dim0", "dim1"}, 3, [](Lowerer& L, Args& a, const Expr&) -> Value* {
-    // Ranks are not known when lowering, so any transpose is prim::transpose (a permute at run time).
-    Value* x = L.tensor_arg(a[0], "input");
-    return L.prim(Prim::Transpose, {x, int_arg(L, a[1], "dim0"), int_arg(L, a[2], "dim1")}, Type::tensor());
-  });
+  // torch.swapaxes / swapdims are transpose under numpy's names (maxvit's SwapAxes)
+  for (auto [n, d0, d1] : {std::tuple{"transpose", "dim0", "dim1"}, std::tuple{"swapaxes", "axis0", "axis1"},
+                           std::tuple{"swapdims", "dim0", "dim1"}})
+    add(n, kFn | kMethod, {"input", d0, d1}, 3, [](Lowerer& L, Args& a, const Expr&) -> Value* {
+      // Ranks are not known when lowering, so any transpose is prim::transpose (a permute at run time).
+      Value* x = L.tensor_arg(a[0], "input");
+      return L.prim(Prim::Transpose, {x, int_arg(L, a[1], "dim0"), int_arg(L, a[2], "dim1")}, Type::tensor());
+    });
   add("squeeze", kFn | kMethod, {"input", "dim"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     Shape dims;
     if (a[1].present()) dims = L.need_ints(a[1], "dim");

@@ -138,7 +138,7 @@ class Collector {
         } else {
           names.insert(as);
         }
-      } else if ((mod == "torch.nn.init" && !as.empty()) ||
+      } else if ((mod == "torch.nn.init" && !as.empty()) || (mod == "numpy" && as == "np") ||
                  (as.empty() && (mod == "warnings" || mod == "functools" || mod == "collections" || mod == "copy"))) {
         std::string bound = as.empty() ? mod : as;
         m_.aliases[bound] = mod;
