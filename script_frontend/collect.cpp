@@ -142,7 +142,8 @@ class Collector {
                  (as.empty() && (mod == "warnings" || mod == "functools" || mod == "collections" || mod == "copy"))) {
         std::string bound = as.empty() ? mod : as;
         m_.aliases[bound] = mod;
-        unavailable(bound, fmt::format("'{}' comes from `import {}` (line {}), which kiln script reads in __init__ only", bound, mod, s.loc.line));
+        unavailable(bound, fmt::format("'{}' comes from `import {}{}` (line {}), which kiln script reads in __init__ only", bound, mod,
+                                       as.empty() ? "" : " as " + as, s.loc.line));
       } else {
         std::string bound = as.empty() ? mod.substr(0, mod.find('.')) : as;
         std::string stmt = as.empty() ? "import " + mod : fmt::format("import {} as {}", mod, as);
