@@ -44,11 +44,16 @@ Val<B> addmm(B& b, Val<B> input, Val<B> m1, Val<B> m2, double beta, double alpha
   return b.op(OpId::Add, {beta == 1.0 ? input : b.op(OpId::Mul, {input, b.scalar(beta)}), prod});
 }
 
-// torch.bernoulli: 1 where a fresh uniform is below p, in p's dtype
+// torch.bernoulli(x, p) / x.bernoulli_(p): 1 where a fresh uniform of x's shape is below p (a tensor or a
+// number), 0 elsewhere, in x's dtype; torch.bernoulli(probs) is bernoulli(b, probs, probs)
+template <class B>
+Val<B> bernoulli(B& b, Val<B> x, Val<B> p) {
+  Val<B> u = b.rand_like(x);
+  return b.op(OpId::Where, {b.op(OpId::Lt, {u, p}), b.scalar(1.0), b.op(OpId::Mul, {b.detach(x), b.scalar(0.0)})});
+}
 template <class B>
 Val<B> bernoulli(B& b, Val<B> p) {
-  Val<B> u = b.rand_like(p);
-  return b.op(OpId::Where, {b.op(OpId::Lt, {u, p}), b.scalar(1.0), b.op(OpId::Mul, {b.detach(p), b.scalar(0.0)})});
+  return bernoulli(b, p, p);
 }
 
 // randn_like by Box-Muller over two fresh uniforms (1 - u keeps the log finite)

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <tuple>
 #include <cmath>
 
 #include "eager/composite_losses.h"
@@ -19,6 +20,17 @@
 #include "script_frontend/lowering_builder.h"
 
 namespace kiln::script {
+
+std::optional<DType> torch_dtype(const Expr& e) {
+  if (e.kind != ExprKind::Attribute || e.args[0]->kind != ExprKind::Name || e.args[0]->name != "torch") return std::nullopt;
+  static const std::pair<const char*, DType> names[] = {
+      {"float32", DType::Float32}, {"float", DType::Float32},  {"float64", DType::Float64}, {"double", DType::Float64},
+      {"int64", DType::Int64},     {"long", DType::Int64},     {"int32", DType::Int32},     {"int", DType::Int32},
+      {"bool", DType::Bool},       {"float16", DType::Float16}, {"half", DType::Float16},   {"bfloat16", DType::BFloat16}};
+  for (auto& [n, d] : names)
+    if (e.name == n) return d;
+  return std::nullopt;
+}
 
 using ir::Prim;
 
@@ -122,7 +134,7 @@ Value* int_list(Lowerer& L, const Arg& a, std::string_view what) {
   L.fail(a.loc, fmt::format("{} expects ints or a list of ints, got {}", what, v->type().str()));
 }
 
-std::optional<DType> dtype_of(const Expr& e);
+bool is_given(const Arg& g) { return g.present() && !(g.expr && g.expr->kind == ExprKind::None); }
 
 // A factory's device= argument: a graph makes its tensors where it runs, so the device a forward passes
 // (`device=idx.device`, nanoGPT's) changes nothing; it must still be one (a tensor's .device, a string, None).
@@ -133,34 +145,96 @@ void check_device(Lowerer& L, const Arg& a) {
   if (!L.is_device(v)) L.fail(a.loc, fmt::format("device must be a tensor's .device or a string, got {}", v->type().str()));
 }
 
+// A dtype= argument (None: absent): torch.float64 as written or through a name, or a tensor's .dtype, whose code
+// the graph reads when it runs (the returned value; the DType is then nullopt).
+struct DTypeArg {
+  std::optional<DType> known;
+  Value* code = nullptr;  // set when known only at run time
+};
+DTypeArg dtype_arg(Lowerer& L, const Arg& a, std::string_view what = "dtype must be a torch dtype such as torch.float64") {
+  if (!a.present() || (a.expr && a.expr->kind == ExprKind::None)) return {};
+  if (a.expr)
+    if (auto d = torch_dtype(*a.expr)) return {d, nullptr};
+  Value* v = L.value_of(a);
+  if (!L.is_dtype(v)) L.fail(a.loc, what);
+  if (v->node()->prim() == Prim::Constant) return {DType(v->node()->attrs().i("value")), nullptr};
+  return {std::nullopt, v};
+}
 
-// torch.zeros / ones / full: the shape may be known only at run time.
-Value* full_of(Lowerer& L, const Arg& size, Value* v, const Arg& dtype, DType def = DType::Float32) {
-  DType dt = def;
-  if (dtype.present() && !(dtype.expr && dtype.expr->kind == ExprKind::None)) {
-    std::optional<DType> d = dtype.expr ? dtype_of(*dtype.expr) : std::nullopt;
-    if (!d) L.fail(dtype.loc, "dtype must be a torch dtype such as torch.float64");
-    dt = *d;
+// x in a dtype given as a value known only at run time (prim::cast), or known now (the Cast row)
+Value* cast_to(Lowerer& L, Value* x, const DTypeArg& dt) {
+  if (dt.known) return L.op(OpId::Cast, {x}, Attrs().set("dtype", *dt.known));
+  return L.prim(Prim::CastTo, {x, dt.code}, Type::tensor());
+}
+
+// The ints of a tuple or list written out, or of a tuple value (its length known when lowering).
+std::vector<Value*> ints_of_sequence(Lowerer& L, const Arg& a, std::string_view what) {
+  std::vector<Value*> es;
+  if (a.expr && (a.expr->kind == ExprKind::Tuple || a.expr->kind == ExprKind::List)) {
+    for (const auto& e : a.expr->args) es.push_back(int_arg(L, Arg{e.get(), nullptr, e->loc}, what));
+    return es;
   }
+  Value* v = L.value_of(a);
+  if (v->type().kind == TypeKind::Tuple) {
+    ir::Node* n = v->node();
+    if (n->prim() == Prim::TupleConstruct) return n->inputs();
+    for (size_t i = 0; i < v->type().elems.size(); ++i) {
+      ir::Node* idx = L.graph().create(Prim::TupleIndex, 1);
+      idx->add_input(v);
+      idx->attrs().set("index", int64_t(i));
+      idx->output()->set_type(v->type().elems[i]);
+      es.push_back(L.emit(idx)->output());
+    }
+    for (Value* e : es)
+      if (e->type().kind != TypeKind::Int) L.fail(a.loc, fmt::format("{} expects ints, got {}", what, v->type().str()));
+    return es;
+  }
+  L.fail(a.loc, fmt::format("{} expects a tuple or list of ints written out, got {}", what, v->type().str()));
+}
+
+// F.pad(x, pad, value=v) with amounts known only when the graph runs (swin's pad to a multiple of the window): per
+// padded dim, a negative amount crops (prim::slice) and a positive one cats blocks of v in x's dtype; constant
+// amounts lower eager's composite::pad instead
+Value* pad_constant_at_run_time(Lowerer& L, Value* x, const std::vector<Value*>& pads, double value) {
+  if (pads.size() % 2 != 0) L.fail(L.loc(), fmt::format("pad: padding length must be divisible by 2, got {}", pads.size()));
+  Value* rank = L.prim(Prim::Len, {L.prim(Prim::Shape, {x}, Type::list(kInt))}, kInt);
+  L.check(L.prim(Prim::NumGe, {rank, L.constant(int64_t(pads.size() / 2))}, kBool),
+          fmt::format("pad: padding length too large: {} values for the input's rank", pads.size()));
+  Value* zero = L.constant(int64_t(0));
+  Value* y = x;
+  for (size_t i = 0; i < pads.size() / 2; ++i) {
+    Value* d = L.constant(-1 - int64_t(i));
+    Value *lo = pads[2 * i], *hi = pads[2 * i + 1];
+    Value* size = L.prim(Prim::Size, {y, d}, kInt);
+    Value* start = L.prim(Prim::Max, {L.prim(Prim::NumNeg, {lo}, kInt), zero}, kInt);
+    Value* end = L.prim(Prim::NumAdd, {size, L.prim(Prim::Min, {hi, zero}, kInt)}, kInt);
+    y = L.prim(Prim::Slice, {y, d, start, end, L.constant(int64_t(1))}, Type::tensor());
+    auto block = [&](Value* amount) {
+      Value* shape = L.prim(Prim::ListSet, {L.prim(Prim::Shape, {y}, Type::list(kInt)), d,
+                                            L.prim(Prim::Max, {amount, zero}, kInt)}, Type::list(kInt));
+      Value* filled = L.prim(Prim::Full, {shape, L.constant(value)}, Type::tensor());
+      return cast_to(L, filled, DTypeArg{std::nullopt, L.prim(Prim::DTypeOf, {y}, kInt)});
+    };
+    Value* parts = L.prim(Prim::ListConstruct, {block(lo), y, block(hi)}, Type::list(Type::tensor()));
+    y = L.prim(Prim::ListCat, {parts, d}, Type::tensor());
+  }
+  return y;
+}
+
+// torch.zeros / ones / empty / full: the shape may be known only at run time, the dtype too (dtype=x.dtype:
+// made in float32 and cast when the graph runs).
+Value* full_of(Lowerer& L, const Arg& size, Value* v, const Arg& dtype, DType def = DType::Float32) {
+  DTypeArg dt = dtype_arg(L, dtype);
   Value* shape = int_list(L, size, "size");
   ir::Node* n = L.graph().create(Prim::Full, 1);
   n->add_input(shape);
   n->add_input(v);
-  n->attrs().set("dtype", dt);
+  n->attrs().set("dtype", dt.known ? *dt.known : dt.code ? DType::Float32 : def);
   n->output()->set_type(Type::tensor());
-  return L.emit(n)->output();
+  Value* out = L.emit(n)->output();
+  return dt.code ? cast_to(L, out, dt) : out;
 }
 
-std::optional<DType> dtype_of(const Expr& e) {
-  if (e.kind != ExprKind::Attribute || e.args[0]->kind != ExprKind::Name || e.args[0]->name != "torch") return std::nullopt;
-  static const std::pair<const char*, DType> names[] = {
-      {"float32", DType::Float32}, {"float", DType::Float32},  {"float64", DType::Float64}, {"double", DType::Float64},
-      {"int64", DType::Int64},     {"long", DType::Int64},     {"int32", DType::Int32},     {"int", DType::Int32},
-      {"bool", DType::Bool},       {"float16", DType::Float16}, {"half", DType::Float16},   {"bfloat16", DType::BFloat16}};
-  for (auto& [n, d] : names)
-    if (e.name == n) return d;
-  return std::nullopt;
-}
 
 // The tensors of a list or tuple whose elements are known when lowering (written in the call or
 // built just before it); nullopt for a List[Tensor] value built at run time.
@@ -378,11 +452,14 @@ std::vector<Builtin> make_builtins() {
   add("t", kFn | kMethod, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     return L.op(OpId::Permute, {L.tensor_arg(a[0], "input")}, Attrs().set("dims", Shape{1, 0}));
   });
-  add("transpose", kFn | kMethod, {"input", "dim0", "dim1"}, 3, [](Lowerer& L, Args& a, const Expr&) -> Value* {
-    // Ranks are not known when lowering, so any transpose is prim::transpose (a permute at run time).
-    Value* x = L.tensor_arg(a[0], "input");
-    return L.prim(Prim::Transpose, {x, int_arg(L, a[1], "dim0"), int_arg(L, a[2], "dim1")}, Type::tensor());
-  });
+  // torch.swapaxes / swapdims are transpose under numpy's names (maxvit's SwapAxes)
+  for (auto [n, d0, d1] : {std::tuple{"transpose", "dim0", "dim1"}, std::tuple{"swapaxes", "axis0", "axis1"},
+                           std::tuple{"swapdims", "dim0", "dim1"}})
+    add(n, kFn | kMethod, {"input", d0, d1}, 3, [](Lowerer& L, Args& a, const Expr&) -> Value* {
+      // Ranks are not known when lowering, so any transpose is prim::transpose (a permute at run time).
+      Value* x = L.tensor_arg(a[0], "input");
+      return L.prim(Prim::Transpose, {x, int_arg(L, a[1], "dim0"), int_arg(L, a[2], "dim1")}, Type::tensor());
+    });
   add("squeeze", kFn | kMethod, {"input", "dim"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     Shape dims;
     if (a[1].present()) dims = L.need_ints(a[1], "dim");
@@ -471,17 +548,26 @@ std::vector<Builtin> make_builtins() {
       return L.op(OpId::Cast, {L.tensor_arg(a[0], "input")}, Attrs().set("dtype", dt));
     });
   }
+  // x.to(torch.float64), x.to(y.dtype) (cast when the graph runs), x.to(y): y's dtype; x.to(device) is x, as a
+  // factory's device= (a graph makes its tensors where it runs)
   add("to", kMethod, {"input", "dtype"}, 2, [](Lowerer& L, Args& a, const Expr&) {
-    std::optional<DType> dt = a[1].expr ? dtype_of(*a[1].expr) : std::nullopt;
-    if (!dt) L.fail(a[1].loc, "Tensor.to takes a dtype such as torch.float64 in kiln script");
-    return L.op(OpId::Cast, {L.tensor_arg(a[0], "input")}, Attrs().set("dtype", *dt));
+    Value* x = L.tensor_arg(a[0], "input");
+    if (a[1].expr && a[1].expr->kind == ExprKind::String) return x;
+    if (!(a[1].expr && torch_dtype(*a[1].expr))) {
+      Value* v = L.value_of(a[1]);
+      if (L.is_device(v)) return x;
+      if (v->type().is_tensor()) return cast_to(L, x, DTypeArg{std::nullopt, L.dtype_value(L.prim(Prim::DTypeOf, {v}, kInt))});
+      a[1] = Arg{nullptr, v, a[1].loc};
+    }
+    return cast_to(L, x, dtype_arg(L, a[1], "Tensor.to takes a dtype (torch.float64, x.dtype) or a tensor in kiln script"));
   });
   add("item", kMethod, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     // The number's type follows the dtype in PyTorch, which lowering does not know: kiln gives a
     // float (int(x.item()) for an index).
     return L.prim(Prim::ToFloat, {L.tensor_arg(a[0], "input")}, kFloat);
   });
-  for (const char* n : {"zeros", "ones"}) {
+  // torch.empty is zeros: its values are unspecified in torch
+  for (const char* n : {"zeros", "ones", "empty"}) {
     bool one = n[0] == 'o';
     b.push_back(Builtin{n, kFn, {"size", "dtype", "device"}, 1,
                         [one](Lowerer& L, Args& a, const Expr&) {
@@ -489,6 +575,25 @@ std::vector<Builtin> make_builtins() {
                           return full_of(L, a[0], L.constant(int64_t(one)), a[1]);
                         },
                         true});
+  }
+  // x.new_zeros(size) / new_ones / new_empty / new_full(size, v): x's dtype unless dtype= says otherwise (read when
+  // the graph runs: swin's attention mask, x.new_zeros((pad_H, pad_W)))
+  for (const char* n : {"new_zeros", "new_ones", "new_empty", "new_full"}) {
+    std::string name = n;
+    bool full = name == "new_full";
+    std::vector<std::string> params = {"input", "size"};
+    if (full) params.push_back("fill_value");
+    for (const char* p : {"dtype", "device"}) params.push_back(p);
+    add(n, kMethod, params, full ? 3 : 2, [name, full](Lowerer& L, Args& a, const Expr&) {
+      Value* x = L.tensor_arg(a[0], "input");
+      size_t at = full ? 3 : 2;
+      check_device(L, a[at + 1]);
+      Value* v = full ? L.value_of(a[2]) : L.constant(int64_t(name == "new_ones"));
+      if (!is_number(v->type())) L.fail(a[2].loc, fmt::format("fill_value expects a number, got {}", v->type().str()));
+      Arg dt = a[at];
+      if (!is_given(dt)) dt = Arg{nullptr, L.dtype_value(L.prim(Prim::DTypeOf, {x}, kInt)), a[0].loc};
+      return full_of(L, a[1], v, dt);
+    });
   }
   add("arange", kFn, {"start", "end", "step", "dtype", "device"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     check_device(L, a[4]);
@@ -505,7 +610,7 @@ std::vector<Builtin> make_builtins() {
     ir::Node* n = L.graph().create(Prim::Arange, 1);
     for (Value* v : {start, end, step}) n->add_input(v);
     if (a[3].present() && !(a[3].expr && a[3].expr->kind == ExprKind::None)) {
-      std::optional<DType> d = a[3].expr ? dtype_of(*a[3].expr) : std::nullopt;
+      std::optional<DType> d = a[3].expr ? torch_dtype(*a[3].expr) : std::nullopt;
       if (!d) L.fail(a[3].loc, "dtype must be a torch dtype such as torch.long");
       n->attrs().set("dtype", *d);
     }
@@ -755,6 +860,50 @@ std::vector<Builtin> make_builtins() {
     if (t.kind != TypeKind::List && !t.is_tensor()) L.fail(a[0].loc, fmt::format("len() of {} is not supported", t.str()));
     return L.prim(Prim::Len, {v}, kInt);
   });
+  // sum() of numbers: a tuple's added now, a list's in a prim::Loop (swin's `sum(shift_size) > 0`, the list
+  // changed when the graph runs)
+  add("sum", kPython, {"iterable", "start"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    Value* xs = L.value_of(a[0]);
+    Value* acc = is_given(a[1]) ? L.value_of(a[1]) : L.constant(int64_t(0));
+    const Type& t = xs->type();
+    auto add_to = [&](Value* total, Value* x, SourceLoc loc) {
+      if (!is_number(total->type()) || !is_number(x->type()))
+        L.fail(loc, fmt::format("sum() adds numbers in kiln script, got {}", x->type().str()));
+      bool f = total->type().kind == TypeKind::Float || x->type().kind == TypeKind::Float;
+      return L.prim(Prim::NumAdd, {total, x}, f ? kFloat : kInt);
+    };
+    if (t.kind == TypeKind::Tuple) {
+      for (size_t i = 0; i < t.elems.size(); ++i) {
+        ir::Node* n = L.graph().create(Prim::TupleIndex, 1);
+        n->add_input(xs);
+        n->attrs().set("index", int64_t(i));
+        n->output()->set_type(t.elems[i]);
+        acc = add_to(acc, L.emit(n)->output(), a[0].loc);
+      }
+      return acc;
+    }
+    if (t.kind != TypeKind::List || !is_number(t.elems[0])) L.fail(a[0].loc, fmt::format("sum() of {} is not supported in kiln script", t.str()));
+    if (t.elems[0].kind == TypeKind::Float && acc->type().kind != TypeKind::Float) acc = L.prim(Prim::ToFloat, {acc}, kFloat);
+    if (t.elems[0].kind == TypeKind::Bool) L.fail(a[0].loc, "sum() of a List[bool] is not supported in kiln script");
+    Type at = acc->type();
+    Value* len = L.prim(Prim::Len, {xs}, kInt);
+    Value* go = L.constant(true);
+    ir::Node* l = L.emit(L.graph().create(Prim::Loop, 0));
+    l->add_input(len);
+    l->add_input(go);
+    l->add_input(acc);
+    ir::Block* body = l->add_block();
+    Value* i = body->add_input(kInt, "i");
+    Value* carried = body->add_input(at, "total");
+    {
+      ir::InsertPointGuard guard(L.graph());
+      L.graph().set_insert_point(body);
+      Value* x = L.prim(Prim::ListIndex, {xs, i}, t.elems[0]);
+      body->register_output(L.constant(true));
+      body->register_output(L.prim(Prim::NumAdd, {carried, x}, at));
+    }
+    return l->add_output(at);
+  });
   static const std::pair<const char*, Prim> convs[] = {{"int", Prim::ToInt}, {"float", Prim::ToFloat}, {"bool", Prim::ToBool}};
   for (auto& [n, p] : convs) {
     Prim pr = p;
@@ -885,7 +1034,6 @@ const std::vector<Builtin>& builtins() {
 
 // ---- tensor ops (eager/composites_tensor_ops.h) ----
 
-bool is_given(const Arg& g) { return g.present() && !(g.expr && g.expr->kind == ExprKind::None); }
 
 // x broadcast to a shape known at run time: where(full(shape, True), x, x) takes x's dtype and sums the
 // gradient back over the broadcast dims, as expand's does. A -1 keeps x's size there (counted from the end).
@@ -1030,8 +1178,32 @@ void add_tensor_ops(std::vector<Builtin>& b) {
                       true});
   add("roll", kFn | kMethod, {"input", "shifts", "dims"}, 2, [](Lowerer& L, Args& a, const Expr&) {
     Shape dims = is_given(a[2]) ? L.need_ints(a[2], "dims") : Shape{};
-    LoweringBuilder lb(L);
-    return composite::roll(lb, L.tensor_arg(a[0], "input"), L.need_ints(a[1], "shifts"), dims);
+    Value* x = L.tensor_arg(a[0], "input");
+    if (L.const_ints(a[1]) || dims.empty()) {
+      LoweringBuilder lb(L);
+      return composite::roll(lb, x, L.need_ints(a[1], "shifts"), dims);
+    }
+    // shifts computed when the graph runs (swin's cyclic shift): per dim, the last (shift mod size) entries
+    // moved to the front, two prim::slice views concatenated
+    std::vector<Value*> shifts = ints_of_sequence(L, a[1], "shifts");
+    if (shifts.size() != dims.size())
+      L.fail(a[1].loc, fmt::format("roll: shifts and dimensions must align. shifts: {}, dims: {}", shifts.size(), dims.size()));
+    Value* y = x;
+    for (size_t k = 0; k < dims.size(); ++k) {
+      Value* d = L.constant(dims[k]);
+      Value* n = L.prim(Prim::Size, {y, d}, kInt);
+      // Python's % takes the divisor's sign; an empty dim rolls to itself
+      Value* r = L.if_value(L.prim(Prim::NumGt, {n, L.constant(int64_t(0))}, kBool),
+                            [&] { return L.prim(Prim::NumMod, {shifts[k], n}, kInt); },
+                            [&] { return L.constant(int64_t(0)); }, a[1].loc);
+      Value* cut = L.prim(Prim::NumSub, {n, r}, kInt);
+      Value* one = L.constant(int64_t(1));
+      Value* none = L.graph().insert_none();
+      Value* tail = L.prim(Prim::Slice, {y, d, cut, none, one}, Type::tensor());
+      Value* head = L.prim(Prim::Slice, {y, d, L.constant(int64_t(0)), cut, one}, Type::tensor());
+      y = L.prim(Prim::ListCat, {L.prim(Prim::ListConstruct, {tail, head}, Type::list(Type::tensor())), d}, Type::tensor());
+    }
+    return y;
   });
   add("repeat_interleave", kFn | kMethod, {"input", "repeats", "dim", "output_size"}, 2, [](Lowerer& L, Args& a, const Expr&) {
     std::optional<int64_t> r = L.const_int(a[1]);
@@ -1053,8 +1225,15 @@ void add_tensor_ops(std::vector<Builtin>& b) {
       mode = a[2].expr->name;
     }
     double v = is_given(a[3]) ? need_float(L, a[3], "value") : 0.0;
-    LoweringBuilder lb(L);
-    return composite::pad(lb, L.tensor_arg(a[0], "input"), L.need_ints(a[1], "pad"), mode, v);
+    Value* x = L.tensor_arg(a[0], "input");
+    if (L.const_ints(a[1])) {
+      LoweringBuilder lb(L);
+      return composite::pad(lb, x, L.need_ints(a[1], "pad"), mode, v);
+    }
+    if (mode != "constant")
+      L.fail(a[1].loc, fmt::format("pad: mode '{}' takes pad amounts that are constants in kiln script (mode 'constant' "
+                                   "also takes amounts computed when the graph runs)", mode));
+    return pad_constant_at_run_time(L, x, ints_of_sequence(L, a[1], "pad"), v);
   });
   add("normalize", kF, {"input", "p", "dim", "eps"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     double p = is_given(a[1]) ? need_float(L, a[1], "p") : 2.0;
@@ -1091,10 +1270,14 @@ void add_tensor_ops(std::vector<Builtin>& b) {
           return composite::addmm(lb, L.tensor_arg(a[0], "input"), L.tensor_arg(a[1], "mat1"), L.tensor_arg(a[2], "mat2"), beta, alpha);
         });
   }
-  add("bernoulli", kFn | kMethod, {"input", "generator"}, 1, [](Lowerer& L, Args& a, const Expr&) {
-    if (is_given(a[1])) L.fail(a[1].loc, "bernoulli: generator= is not supported in kiln script (kiln's generator is used)");
+  // torch.bernoulli(probs), torch.bernoulli(x, p) / x.bernoulli(p) (p a number or a tensor: draws of x's shape and
+  // dtype); x.bernoulli_(p) through the in-place methods, its default p=0.5 in inplace.cpp
+  add("bernoulli", kFn | kMethod, {"input", "p", "generator"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    if (is_given(a[2])) L.fail(a[2].loc, "bernoulli: generator= is not supported in kiln script (kiln's generator is used)");
     LoweringBuilder lb(L);
-    return composite::bernoulli(lb, L.tensor_arg(a[0], "input"));
+    Value* x = L.tensor_arg(a[0], "input");
+    if (!is_given(a[1])) return composite::bernoulli(lb, x);
+    return composite::bernoulli(lb, x, L.tensor_arg(a[1], "p", true));
   });
   add("rand_like", kFn, {"input", "dtype"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     if (is_given(a[1])) L.fail(a[1].loc, "rand_like: dtype= is not supported in kiln script");
@@ -1170,7 +1353,7 @@ Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, 
   size_t slot = 0;
   if (method) args[slot++] = Arg{nullptr, self, fn.loc};
   size_t npos = call.args.size() - 1;
-  if (b->varargs && npos > 1 && (method || b->name == "zeros" || b->name == "ones")) {
+  if (b->varargs && npos > 1 && (method || b->name == "zeros" || b->name == "ones" || b->name == "empty")) {
     // x.view(2, -1), torch.zeros(n, m): each positional (after self) is one int of the shape.
     std::vector<Value*> es;
     Shape ints;
@@ -1233,6 +1416,8 @@ Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, 
 std::optional<Value*> tensor_attribute(Lowerer& L, Value* x, const std::string& attr, SourceLoc loc) {
   (void)loc;
   if (attr == "device") return L.device_value();
+  if (attr == "dtype") return L.dtype_value(L.prim(Prim::DTypeOf, {x}, kInt));
+  if (attr == "is_cuda") return L.prim(Prim::IsCuda, {x}, kBool);
   if (attr == "shape") return L.prim(Prim::Shape, {x}, Type::list(kInt));
   if (attr == "T" || attr == "mT") return L.op(OpId::Permute, {x}, Attrs().set("dims", Shape{1, 0}));
   if (attr == "ndim") return L.prim(Prim::Len, {L.prim(Prim::Shape, {x}, Type::list(kInt))}, kInt);

@@ -138,11 +138,12 @@ class Collector {
         } else {
           names.insert(as);
         }
-      } else if ((mod == "torch.nn.init" && !as.empty()) ||
+      } else if ((mod == "torch.nn.init" && !as.empty()) || (mod == "numpy" && as == "np") ||
                  (as.empty() && (mod == "warnings" || mod == "functools" || mod == "collections" || mod == "copy"))) {
         std::string bound = as.empty() ? mod : as;
         m_.aliases[bound] = mod;
-        unavailable(bound, fmt::format("'{}' comes from `import {}` (line {}), which kiln script reads in __init__ only", bound, mod, s.loc.line));
+        unavailable(bound, fmt::format("'{}' comes from `import {}{}` (line {}), which kiln script reads in __init__ only", bound, mod,
+                                       as.empty() ? "" : " as " + as, s.loc.line));
       } else {
         std::string bound = as.empty() ? mod.substr(0, mod.find('.')) : as;
         std::string stmt = as.empty() ? "import " + mod : fmt::format("import {} as {}", mod, as);
@@ -220,6 +221,15 @@ class Collector {
       return class_body(c, s);
     }
     if (dataclass) reject(c.decorators[0]->loc, fmt::format("a @dataclass deriving from another class ('{}') is not supported", c.name));
+    if (c.bases.size() == 1 && dotted(*c.bases[0]) == "enum.Enum") {
+      // torchvision's `class StrEnum(enum.Enum, metaclass=StrEnumMeta)` under its weight enums: a plain class, its
+      // class attributes the members; the metaclass (StrEnumMeta.from_str, for a weight named by a string) is not run
+      for (const auto& k : c.keywords)
+        if (k.name != "metaclass") reject(k.loc, fmt::format("class keyword '{}' is not supported in kiln script", k.name));
+      c.torch_base = "";
+      unavailable(c.name, fmt::format("class '{}' must derive from nn.Module in kiln script (it is defined at line {})", c.name, c.loc.line));
+      return class_body(c, s);
+    }
     if (!c.keywords.empty())
       reject(c.keywords[0].loc, fmt::format("class keywords are not supported in kiln script ('{}' derives from nn.Module only)", c.name));
     const Expr& b = *c.bases[0];

@@ -393,6 +393,12 @@ class Init {
         return Flow::Normal;
       case StmtKind::AugAssign: {
         Static cur = eval(*s.targets[0], sc);
+        if (s.op == "+" && cur.kind == Kind::Module && cur.obj->layer == Layer::ModuleList) {
+          // modules += [...] extends the ModuleList in place, as torch's __iadd__ (maxvit's MaxVitBlock)
+          std::vector<Static> a = {eval(*s.value, sc)};
+          method_call(cur, "extend", a, {}, s.loc);
+          return Flow::Normal;
+        }
         assign(*s.targets[0], binary(s.op, cur, eval(*s.value, sc), s.loc), sc);
         return Flow::Normal;
       }
@@ -502,6 +508,14 @@ class Init {
         }
         if (base.kind == Kind::Module && v.kind == Kind::Tensor && v.parameter && !(sc.self && base.obj == sc.self->obj))
           return tie_parameter(*base.obj, t.name, v, t.loc);
+        // a constant on a child module (inception's `self.conv.stddev = 0.01` and `self.fc.stddev = 0.001`, read by
+        // the init loop's hasattr(m, "stddev"))
+        bool constant = v.kind == Kind::None || v.kind == Kind::Int || v.kind == Kind::Float || v.kind == Kind::Bool ||
+                        v.kind == Kind::Str;
+        if (base.kind == Kind::Module && constant && sc.self && base.obj != sc.self->obj) {
+          base.obj->attrs[t.name] = v;
+          return;
+        }
         if (base.kind != Kind::Module || !base.obj->def || !sc.self || base.obj != sc.self->obj)
           fail(t.loc, fmt::format("only attributes of self can be assigned in __init__, not of {}", base.type_name()));
         return set_attr(*base.obj, t.name, v, t.loc);
@@ -808,7 +822,9 @@ class Init {
     static const std::set<std::string> kBuiltins = {"int", "float", "str", "bool", "list", "tuple", "dict", "len", "range",
                                                     "isinstance", "getattr", "hasattr", "setattr", "min", "max", "abs",
                                                     "sum", "any", "all", "enumerate", "zip", "print", "repr", "round",
-                                                    "sorted", "reversed", "object", "type", "callable", "set"};
+                                                    "sorted", "reversed", "object", "type", "callable", "set",
+                                                    // warning categories, for warnings.warn(msg, FutureWarning)
+                                                    "Warning", "UserWarning", "FutureWarning", "DeprecationWarning", "RuntimeWarning"};
     if (cls != m_->classes.end()) {
       v.kind = Kind::Class;
       v.cls = cls->get();
@@ -824,7 +840,7 @@ class Init {
     } else if (auto a = m_->aliases.find(name); a != m_->aliases.end() && a->second.rfind("import:", 0) == 0) {
       v = imported(a->second, name, loc);
     } else if (a != m_->aliases.end()) {
-      bool module = a->second == "torch.nn.init" || a->second == "warnings" || a->second == "functools" ||
+      bool module = a->second == "torch.nn.init" || a->second == "warnings" || a->second == "functools" || a->second == "numpy" ||
                     a->second == "collections" || a->second == "copy";
       v = Static::named(module ? Kind::Namespace : Kind::Function, a->second);
     } else if (kBuiltins.count(name) && !m_->why_unavailable(name)) {
@@ -1276,7 +1292,9 @@ class Init {
       case Kind::Namespace: {
         const std::string& ns = b.s;
         if (ns == "torch" && name == "nn") return Static::named(Kind::Namespace, "torch.nn");
-        if (ns == "torch.nn" && (name == "init" || name == "functional")) return Static::named(Kind::Namespace, "torch.nn." + name);
+        if (ns == "torch.nn" && (name == "init" || name == "functional" || name == "parameter"))
+          return Static::named(Kind::Namespace, "torch.nn." + name);
+        if (ns == "torch.nn.parameter" && name == "Parameter") return Static::named(Kind::Class, name);  // maxvit's spelling
         if (ns == "torch.nn") {
           if (!torch_nn_class(name)) {
             std::vector<std::string> known;
@@ -1584,6 +1602,14 @@ class Init {
       return a[1];
     }
     if (n.rfind("warnings.", 0) == 0) return Static::none();
+    if (n == "numpy.linspace") {
+      // maxvit's per-block stochastic depth, np.linspace(0, p, n).tolist(): float64, as numpy's
+      if (a.size() != 3 || !kw.empty()) fail(loc, "np.linspace() takes start, stop and num in __init__");
+      double start = need_number(a[0], loc, "start"), stop = need_number(a[1], loc, "stop");
+      if (a[2].kind != Kind::Int || a[2].i < 0) fail(loc, "np.linspace(): num must be a non-negative int");
+      return Static::of_tensor(linspace(start, stop, a[2].i, TensorOptions(DType::Float64)), false);
+    }
+    if (n.rfind("numpy.", 0) == 0) fail(loc, fmt::format("np.{}() is not supported in kiln script (np.linspace is, in __init__)", n.substr(6)));
     if (n.rfind("torch.nn.init.", 0) == 0) return init_fn(n.substr(14), a, kw, loc);
     if (n.rfind("math.", 0) == 0) return math_fn(n.substr(5), a, kw, loc);
     if (n.rfind("torch.nn.functional.", 0) == 0)

@@ -326,6 +326,10 @@ Value* Lowerer::name(const Expr& e) {
   for (const auto& f : m_->functions)
     if (f->name == e.name) fail(e.loc, fmt::format("function '{}' is not a value; call it", e.name));
   if (const std::string* why = m_->why_unavailable(e.name)) fail(e.loc, *why);
+  if (m_->nn_names.count(e.name) || m_->functional_names.count(e.name))
+    // DCGAN's nn.parallel.data_parallel(...), lowered where the branch depends on x.is_cuda
+    fail(e.loc, fmt::format("'{}' is the module {}, not a value in kiln script", e.name,
+                            m_->nn_names.count(e.name) ? "torch.nn" : "torch.nn.functional"));
   std::vector<std::string> cands;
   for (auto& [k, v] : frame().env)
     if (k[0] != '$') cands.push_back(k);
@@ -597,7 +601,23 @@ Value* Lowerer::subscript(const Expr& e) {
     return emit(tn)->output();
   }
   if (t.kind == TypeKind::List) {
-    if (ix.kind == ExprKind::Slice) fail(ix.loc, "list slices are not supported in kiln script");
+    if (ix.kind == ExprKind::Slice) {
+      // xs[a:b] (swin's `H, W, _ = x.shape[-3:]`): prim::list_slice, Python's clamping; the step must be 1
+      if (ix.args[2]) {
+        auto st = const_int(Arg{ix.args[2].get(), nullptr, ix.args[2]->loc});
+        if (!st || *st != 1) fail(ix.args[2]->loc, "list slices take no step other than 1 in kiln script");
+      }
+      Value* bounds[2];
+      for (int k = 0; k < 2; ++k) {
+        const Expr* b = ix.args[size_t(k)].get();
+        Value* v = b ? expr(*b) : nullptr;
+        if (v && v->type().kind == TypeKind::None) v = nullptr;
+        if (v && v->type().kind != TypeKind::Int) fail(b->loc, fmt::format("list slice bounds must be int, got {}", v->type().str()));
+        bounds[k] = v ? v : constant(k == 0 ? int64_t(0) : INT64_MAX);
+      }
+      loc_ = e.loc;
+      return prim(Prim::ListSlice, {x, bounds[0], bounds[1]}, t);
+    }
     Value* i = expr(ix);
     if (i->type().kind != TypeKind::Int) fail(ix.loc, fmt::format("list indices must be int, got {}", i->type().str()));
     loc_ = e.loc;
@@ -651,7 +671,9 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
           continue;
         }
         bounds[k] = expr(*b);
-        if (bounds[k]->type().kind != TypeKind::Int)
+        // None through a name or a tuple's element (swin's `(-shift, None)` slices): the bound is absent
+        if (bounds[k]->type().kind == TypeKind::None) bounds[k] = g_->insert_none();
+        if (bounds[k]->type().kind != TypeKind::Int && bounds[k]->type().kind != TypeKind::None)
           fail(b->loc, fmt::format("tensor slice bounds must be int, got {}", bounds[k]->type().str()));
       }
       loc_ = ix.loc;
@@ -742,8 +764,10 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
 
 Value* Lowerer::attribute(const Expr& e) {
   const Expr& base = *e.args[0];
-  if (base.kind == ExprKind::Name && base.name == "torch" && !frame().env.count("torch"))
+  if (base.kind == ExprKind::Name && base.name == "torch" && !frame().env.count("torch")) {
+    if (auto d = torch_dtype(e)) return dtype_value(constant(int64_t(*d)));  // `x.dtype == torch.float16`
     fail(e.loc, fmt::format("torch.{} is not supported as a value in kiln script", e.name));
+  }
   if (base.kind == ExprKind::Name && base.name == "math" && m_->imported.count("math") && !frame().env.count("math")) {
     if (e.name == "pi") return constant(M_PI);
     if (e.name == "e") return constant(M_E);
@@ -857,6 +881,16 @@ Value* Lowerer::call(const Expr& e) {
     if (base.kind == ExprKind::Name && (base.name == "F" || base.name == "nn" || base.name == "np"))
       if (!frame().env.count(base.name))
         fail(base.loc, fmt::format("'{}' is not available in kiln script; use torch.<function>", base.name));
+    if (fn.name == "copy" && e.args.size() == 1 && e.keywords.empty()) {
+      // xs.copy(): a list of its own (a new value, so a store into it does not rebind xs); swin's
+      // `shift_size = shift_size.copy()` before `shift_size[0] = 0`
+      Value* xs = expr(base);
+      if (xs->type().kind == TypeKind::List) {
+        loc_ = e.loc;
+        return prim(Prim::ListSlice, {xs, constant(int64_t(0)), constant(INT64_MAX)}, xs->type());
+      }
+      fail(fn.loc, fmt::format("{} has no method 'copy' in kiln script", xs->type().str()));
+    }
     if (fn.name == "append" && base.kind == ExprKind::Name && frame().env.count(base.name) &&
         frame().env.at(base.name)->type().kind == TypeKind::List) {
       // xs.append(v) rebinds xs to xs + [v]: the list is a value in the graph, so a loop carries it.

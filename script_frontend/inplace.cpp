@@ -15,6 +15,7 @@
 
 #include "core/ir/op_schema.h"
 #include "core/op.h"
+#include "eager/composites_math_ops.h"
 #include "eager/composites_tensor_ops.h"
 #include "script_frontend/lowerer.h"
 #include "script_frontend/lowering_builder.h"
@@ -173,6 +174,10 @@ Value* Lowerer::inplace_method(const Expr& call, Value* self, const std::string&
       fail(call.args[1]->loc, fmt::format("Tensor.{}() takes a tensor or a number, got {}", name, v->type().str()));
     if (!v->type().is_tensor()) v = number_to_tensor(v);
     return write_through(self, copy_into(self, v), call.loc, what, true);
+  } else if (base == "bernoulli" && call.args.size() == 1 && call.keywords.empty()) {
+    // torch's x.bernoulli_() draws with p=0.5 (x.bernoulli() takes x as the probabilities)
+    LoweringBuilder lb(*this);
+    r = composite::bernoulli(lb, self, number_to_tensor(constant(0.5)));
   } else {
     auto names = builtin_names(true);
     if (std::find(names.begin(), names.end(), base) == names.end())

@@ -139,7 +139,35 @@ Value* Lowerer::coerce(Value* v, const Type& want, SourceLoc loc, std::string_vi
     }
     if (same_type(v->type(), want.elems[0])) return v;
   }
+  if (want.kind == TypeKind::Tuple && v->type().kind == TypeKind::Tuple && v->type().elems.size() == want.elems.size()) {
+    // element by element (googlenet's `return x, aux2, aux1` as Tuple[Tensor, Optional[Tensor], Optional[Tensor]])
+    std::vector<Value*> es;
+    for (size_t i = 0; i < want.elems.size(); ++i) {
+      Value* e = v->node()->prim() == Prim::TupleConstruct ? v->node()->input(i) : nullptr;
+      if (!e) {
+        Node* n = g_->create(Prim::TupleIndex, 1);
+        n->add_input(v);
+        n->attrs().set("index", int64_t(i));
+        n->output()->set_type(v->type().elems[i]);
+        e = emit(n)->output();
+      }
+      es.push_back(coerce(e, want.elems[i], loc, what));
+    }
+    return prim(Prim::TupleConstruct, es, want);
+  }
   fail(loc, fmt::format("{} expects {}, got {}", what, want.str(), v->type().str()));
+}
+
+// A value of type `have` where `want` is declared: the same type, a number for a float, None or T for an
+// Optional[T], and tuples element by element.
+static bool fits_declared(const Type& have, const Type& want) {
+  if (same_type(have, want)) return true;
+  if (want.kind == TypeKind::Float && is_number(have)) return true;
+  if (want.kind == TypeKind::Optional) return have.kind == TypeKind::None || same_type(have, want.elems[0]);
+  if (want.kind != TypeKind::Tuple || have.kind != TypeKind::Tuple || have.elems.size() != want.elems.size()) return false;
+  for (size_t i = 0; i < want.elems.size(); ++i)
+    if (!fits_declared(have.elems[i], want.elems[i])) return false;
+  return true;
 }
 
 // ---------------------------------------------------------------- functions
@@ -190,6 +218,7 @@ std::shared_ptr<ir::Graph> Lowerer::lower_top(const FunctionDef& f, const Object
   buffer_vars_.clear();
   views_.clear();
   devices_.clear();
+  dtypes_.clear();
   shared_list_.clear();
   opaque_.clear();
   param_of_.clear();
@@ -1255,10 +1284,7 @@ void Lowerer::return_stmt(const Stmt& s) {
     F.ret_type = v->type().is_tensor() ? Type::tensor() : v->type();
     F.infer_ret = false;
   }
-  bool fits = same_type(v->type(), F.ret_type) || (F.ret_type.kind == TypeKind::Float && is_number(v->type())) ||
-              (F.ret_type.kind == TypeKind::Optional &&
-               (v->type().kind == TypeKind::None || same_type(v->type(), F.ret_type.elems[0])));
-  if (!fits)
+  if (!fits_declared(v->type(), F.ret_type))
     fail(at, fmt::format("function '{}' is declared to return {} but returns {}", F.def->name, F.ret_type.str(),
                          v->type().str()));
   v = coerce(v, F.ret_type, at, "return");

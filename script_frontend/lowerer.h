@@ -99,6 +99,14 @@ class Lowerer {
     return v;
   }
   bool is_device(Value* v) const { return devices_.count(v) != 0; }
+  // A dtype as a value: torch.float16 (an int constant) or x.dtype (prim::dtype, known when the graph runs),
+  // both kiln's DType code, so `x.dtype == torch.float16` compares ints; a factory's dtype= and Tensor.to
+  // take either (a runtime one through prim::cast).
+  Value* dtype_value(Value* code) {
+    dtypes_.insert(code);
+    return code;
+  }
+  bool is_dtype(Value* v) const { return dtypes_.count(v) != 0; }
   // The number of names a call's result is unpacked into (`q, k, v = x.split(n, dim=2)`), or 0: what
   // torch decides from the size at run time, the lowering takes from the names.
   size_t unpack_count(const Expr& call) const { return &call == unpack_call_ ? unpack_count_ : 0; }
@@ -273,6 +281,7 @@ class Lowerer {
   const Expr* unpack_call_ = nullptr;
   size_t unpack_count_ = 0;
   std::set<Value*> devices_;                            // what x.device gave
+  std::set<Value*> dtypes_;                             // dtype values (dtype_value)
   std::map<const TensorImpl*, Tensor> tied_;            // a layer's replaced parameters: the tensor now used
   std::map<const TensorImpl*, std::string> buffer_vars_;  // updated buffers: their env variable
   std::vector<std::pair<size_t, size_t>> writebacks_;
@@ -318,6 +327,8 @@ Value* layer_norm_of(Lowerer& L, Value* x, const Shape& normalized_shape, Value*
 Value* linear_of(Lowerer& L, Value* x, Value* weight, Value* bias);
 // x.<attr> for tensors (shape, T); nullopt when not an attribute.
 std::optional<Value*> tensor_attribute(Lowerer& L, Value* x, const std::string& attr, SourceLoc loc);
+// torch.float16 and the other dtype names as written (torch.<name>); nullopt for anything else.
+std::optional<DType> torch_dtype(const Expr& e);
 // Names of builtins (for suggestions).
 std::vector<std::string> builtin_names(bool methods);
 // Whether lowered code has torch.nn.functional.<name>.

@@ -34,21 +34,14 @@ std::optional<std::string> python_str(const AttrValue& a) {
 // module attributes, inlined arguments) are written as Python's str() would, and the others as the name they
 // read, in braces, since kiln graphs do not format strings. Nothing is emitted.
 std::string Lowerer::raise_message(const Expr& e) {
-  if (e.kind == ExprKind::String) return e.name;
-  if (e.kind != ExprKind::FString) fail(e.loc, "the message of a raise or an assert in kiln script is a string or an f-string");
-  std::string out;
-  for (const ExprPtr& part : e.args) {
-    if (part->kind == ExprKind::String) {
-      out += part->name;
-      continue;
-    }
-    const Expr& field = *part->args[0];
+  // a field: Python's str() where it is known now (no format spec applied), else the name it reads in braces
+  auto field_text = [&](const Expr& field, bool repr, bool has_spec) {
     std::optional<std::string> text;
-    if (part->args.size() < 2 || !part->args[1]) {  // a format spec is not applied: the field's name shows
+    if (!has_spec) {
       Arg a{&field, nullptr, field.loc};
       if (auto i = const_int(a)) text = python_str(AttrValue(*i));
       else if (auto d = const_float(a)) text = python_str(AttrValue(*d));
-      else if (auto str = const_str(a)) text = part->op == "r" ? "'" + *str + "'" : *str;
+      else if (auto str = const_str(a)) text = repr ? "'" + *str + "'" : *str;
     }
     if (!text) {
       std::string name;
@@ -61,7 +54,44 @@ std::string Lowerer::raise_message(const Expr& e) {
       }
       text = "{" + name + "}";
     }
-    out += *text;
+    return *text;
+  };
+  if (e.kind == ExprKind::String) return e.name;
+  if (e.kind == ExprKind::Call && e.args[0]->kind == ExprKind::Attribute && e.args[0]->name == "format" &&
+      e.args[0]->args[0]->kind == ExprKind::String && e.keywords.empty()) {
+    // "... {} ...".format(a, b) (maxvit's torch._assert message): {} and {N} take the positional arguments
+    const std::string& f = e.args[0]->args[0]->name;
+    std::string out;
+    size_t next = 0;
+    for (size_t i = 0; i < f.size(); ++i) {
+      if ((f[i] == '{' || f[i] == '}') && i + 1 < f.size() && f[i + 1] == f[i]) {
+        out += f[i++];
+        continue;
+      }
+      if (f[i] != '{') {
+        out += f[i];
+        continue;
+      }
+      size_t close = f.find('}', i);
+      std::string key = close == std::string::npos ? "x" : f.substr(i + 1, close - i - 1);
+      bool digits = !key.empty() && key.find_first_not_of("0123456789") == std::string::npos;
+      if (!key.empty() && !digits) fail(e.loc, "str.format() in a raise or an assert message takes {} and {N} fields in kiln script");
+      size_t k = digits ? size_t(std::stoul(key)) : next++;
+      if (k + 1 >= e.args.size()) fail(e.loc, fmt::format("str.format(): replacement index {} out of range", k));
+      out += field_text(*e.args[k + 1], false, false);
+      i = close;
+    }
+    return out;
+  }
+  if (e.kind != ExprKind::FString)
+    fail(e.loc, "the message of a raise or an assert in kiln script is a string, an f-string or \"...\".format(...)");
+  std::string out;
+  for (const ExprPtr& part : e.args) {
+    if (part->kind == ExprKind::String) {
+      out += part->name;
+      continue;
+    }
+    out += field_text(*part->args[0], part->op == "r", part->args.size() >= 2 && part->args[1]);
   }
   return out;
 }

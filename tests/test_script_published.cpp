@@ -2,6 +2,7 @@
 // vae.py and dcgan.py after PyTorch's examples), built from the file as written, loaded with the
 // state_dict tests/script/models/make_published_fixtures.py saved, and compared with eager PyTorch's
 // outputs (torch.jit.script takes none of these files as published) on the interpreter and through compile().
+#include <cmath>
 #include <map>
 #include <string>
 
@@ -142,9 +143,10 @@ TEST_CASE("script published: the examples' DCGAN Generator and Discriminator (we
     check_close((*g)(z), at(data, "train_output.0"), 1e-4, 1e-5);
   }
   check_state(*g, test::with_prefix(data, "trained_g."));
-  // With two GPUs the branch depends on the tensor, and kiln has no is_cuda to lower it with.
+  // With two GPUs the branch depends on the tensor (x.is_cuda, read when the graph runs), so both are lowered, and
+  // the data_parallel one is not kiln script.
   test::check_error([&] { file.module("Generator", {int64_t(2)}, {{"nz", int64_t(8)}, {"ngf", int64_t(4)}}); },
-                    "dcgan.py:46:18: error: Tensor has no attribute 'is_cuda' in kiln script");
+                    "dcgan.py:47:22: error: 'nn' is the module torch.nn, not a value in kiln script");
 }
 
 TEST_CASE("script published: word_language_model's RNNModel (getattr(nn, rnn_type), tied decoder) matches PyTorch") {
@@ -165,4 +167,54 @@ TEST_CASE("script published: word_language_model's RNNModel (getattr(nn, rnn_typ
                     "LSTM: expected hx as (h_0, c_0), got 1 tensors");
   test::check_error([&] { file.module("RNNModel", {std::string("RNN_TANH"), int64_t(20), int64_t(8), int64_t(8), int64_t(2)}); },
                     "word_lm.py:20:13: error: try is not supported in __init__");
+}
+
+TEST_CASE("script published: row-wise stochastic depth in training mode draws noise in the input's dtype, read when the graph runs") {
+  // torchvision's stochastic_depth() draws its noise with torch.empty(size, dtype=input.dtype) and bernoulli_(p);
+  // a graph serves float32 and float64 inputs, and eval mode returns the input
+  const char* src = R"(
+from typing import Tuple
+
+import torch
+import torch.nn as nn
+
+
+class RowDrop(nn.Module):
+    def __init__(self, p):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x) -> Tuple[torch.Tensor, bool, bool]:
+        if not self.training:
+            return x, x.dtype == torch.float64, x.is_cuda
+        keep = torch.empty([x.shape[0]] + [1] * (x.ndim - 1), dtype=x.dtype, device=x.device)
+        keep.bernoulli_(1.0 - self.p)
+        keep.div_(1.0 - self.p)
+        return x * keep, x.dtype == torch.float64, x.is_cuda
+)";
+  auto net = script_source(src, "row_drop.py").module("RowDrop", {0.5});
+  manual_seed(3);
+  for (DType dt : {DType::Float64, DType::Float32}) {
+    Tensor x = randn({200, 3}, TensorOptions(dt)).abs() + 1.0;
+    std::vector<IValue> r = results(net->call({x}));
+    REQUIRE(r.size() == 3);
+    Tensor y = r[0].to_tensor();
+    CHECK(y.dtype() == dt);
+    CHECK(r[1].to_bool() == (dt == DType::Float64));
+    CHECK_FALSE(r[2].to_bool());
+    // each row is dropped (zeros) or kept and scaled by 1 / (1 - p)
+    std::vector<double> xs = test::values(x), ys = test::values(y);
+    int kept = 0;
+    for (size_t i = 0; i < 200; ++i) {
+      bool zero = ys[3 * i] == 0 && ys[3 * i + 1] == 0 && ys[3 * i + 2] == 0;
+      bool scaled = std::abs(ys[3 * i] - 2 * xs[3 * i]) < 1e-5 && std::abs(ys[3 * i + 2] - 2 * xs[3 * i + 2]) < 1e-5;
+      CHECK((zero || scaled));
+      kept += scaled;
+    }
+    CHECK(kept > 60);
+    CHECK(kept < 140);
+  }
+  net->eval();
+  Tensor x = randn({4, 3});
+  check_close(results(net->call({x}))[0].to_tensor(), x, 0, 0);
 }

@@ -503,6 +503,13 @@ class Frame {
       }
       case Prim::IsNone: return out(0, in(n, 0).is_none());
       case Prim::IsBool: return out(0, in(n, 0).to_tensor().dtype() == DType::Bool);
+      case Prim::DTypeOf: return out(0, int64_t(in(n, 0).to_tensor().dtype()));
+      case Prim::CastTo: {
+        int64_t code = in(n, 1).to_int();
+        if (code < 0 || code >= kNumDTypes) fail("prim::cast: {} is not a dtype code", code);
+        return out(0, in(n, 0).to_tensor().to(DType(code)));
+      }
+      case Prim::IsCuda: return out(0, !in(n, 0).to_tensor().device().is_cpu());
       case Prim::Unwrap: {
         IValue x = in(n, 0);
         if (x.is_none()) fail("unwrapped an Optional that is None");

@@ -1,4 +1,4 @@
-# error: 8:26: the message of a raise or an assert in kiln script is a string or an f-string
+# error: 8:26: the message of a raise or an assert in kiln script is a string, an f-string or "...".format(...)
 import torch
 from torch import Tensor
 
