@@ -29,10 +29,10 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   return composite::scaled_dot_product_attention(b, query, key, value, attn_mask, dropout_p, is_causal, scale);
 }
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Shape stride, Shape padding, Shape dilation,
-              int64_t groups) {
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Shape stride, const ConvPadding& padding, Shape dilation,
+              int64_t groups, const std::string& padding_mode) {
   EagerBuilder b;
-  return composite::conv2d(b, x, weight, bias, stride, padding, dilation, groups);
+  return composite::conv2d(b, x, weight, bias, stride, padding, dilation, groups, padding_mode);
 }
 
 Tensor dropout2d(const Tensor& x, double p, bool training) {

@@ -167,8 +167,23 @@ Tensor slice_backward(const Tensor& grad, const Shape& shape, int64_t dim, int64
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 // the loss functions: eager/losses.h
+// A convolution's padding as torch takes it: ints (one for every spatial dim, or one each), or "same" (the
+// output as long as the input: stride 1 only; an odd total puts the extra on the right / bottom, as torch) or
+// "valid" (none).
+struct ConvPadding {
+  ConvPadding(std::initializer_list<int64_t> v) : ints(v) {}
+  ConvPadding(Shape v) : ints(std::move(v)) {}  // NOLINT: implicit, as torch's int-or-tuple-or-str argument
+  ConvPadding(int v) : ints{v} {}                // NOLINT
+  ConvPadding(int64_t v) : ints{v} {}            // NOLINT
+  ConvPadding(const char* s) : mode(s) {}        // NOLINT
+  ConvPadding(std::string s) : mode(std::move(s)) {}  // NOLINT
+  Shape ints;        // when mode is empty
+  std::string mode;  // "same" or "valid" (anything else is refused by the convolution)
+};
+// padding_mode: "zeros", or F.pad's "reflect", "replicate", "circular" (the input padded, then no padding)
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1, 1},
-              Shape padding = {0, 0}, Shape dilation = {1, 1}, int64_t groups = 1);
+              const ConvPadding& padding = {0, 0}, Shape dilation = {1, 1}, int64_t groups = 1,
+              const std::string& padding_mode = "zeros");
 // channel dropout over (N, C, *): whole feature maps kept (scaled by 1 / (1 - p)) or zeroed
 Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true);
 // (*, C r^2, H, W) <-> (*, C, H r, W r)

@@ -694,6 +694,27 @@ std::vector<Builtin> make_builtins() {
         return composite::instance_norm(lb, L.tensor_arg(a[0], "input"), t[0], t[1], t[2], t[3], use_input_stats, momentum, eps,
                                         std::nullopt, std::nullopt);
       });
+  // F.conv2d / F.conv1d: padding ints, or the string constants 'same' / 'valid' (eager/ops.h ConvPadding)
+  for (const char* name : {"conv2d", "conv1d"}) {
+    const bool one_d = name[4] == '1';
+    add(name, kFn | kF, {"input", "weight", "bias", "stride", "padding", "dilation", "groups"}, 2,
+        [given, one_d](Lowerer& L, Args& a, const Expr&) {
+          Value* bias = given(a[2]) ? L.tensor_arg(a[2], "bias") : nullptr;
+          auto sizes = [&](const Arg& x, const char* what, int64_t dflt) -> Shape {
+            if (!x.present()) return one_d ? Shape{dflt} : Shape{dflt, dflt};
+            return one_d ? Shape{L.need_ints(x, what).at(0)} : pair_of(L, x, what);
+          };
+          const bool str = a[4].present() && a[4].expr && a[4].expr->kind == ExprKind::String;
+          ConvPadding padding = str ? ConvPadding(a[4].expr->name) : ConvPadding(sizes(a[4], "padding", 0));
+          int64_t groups = a[6].present() ? L.need_int(a[6], "groups") : 1;
+          Shape stride = sizes(a[3], "stride", 1), dilation = sizes(a[5], "dilation", 1);
+          LoweringBuilder lb(L);
+          Value* x = L.tensor_arg(a[0], "input");
+          Value* w = L.tensor_arg(a[1], "weight");
+          if (one_d) return composite::conv1d(lb, x, w, bias, stride[0], padding, dilation[0], groups);
+          return composite::conv2d(lb, x, w, bias, stride, padding, dilation, groups);
+        });
+  }
   add("conv_transpose2d", kFn | kF, {"input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"}, 2,
       [given](Lowerer& L, Args& a, const Expr&) {
         Value* bias = given(a[2]) ? L.tensor_arg(a[2], "bias") : nullptr;

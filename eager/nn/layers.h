@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "eager/nn/module.h"
+#include "eager/ops.h"
 
 namespace kiln::nn {
 
@@ -21,13 +22,18 @@ class Linear : public Module {
 
 class Conv2d : public Module {
  public:
+  // padding: ints, "same" or "valid"; padding_mode: "zeros", "reflect", "replicate" or "circular" (eager/ops.h)
   Conv2d(int64_t in_channels, int64_t out_channels, Shape kernel_size, Shape stride = {1, 1},
-         Shape padding = {0, 0}, Shape dilation = {1, 1}, int64_t groups = 1, bool bias = true);
+         ConvPadding padding = {0, 0}, Shape dilation = {1, 1}, int64_t groups = 1, bool bias = true,
+         std::string padding_mode = "zeros");
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "Conv2d"; }
   Tensor weight, bias;
-  Shape stride, padding, dilation;
+  Shape stride;
+  ConvPadding padding;
+  Shape dilation;
   int64_t groups;
+  std::string padding_mode;
 };
 
 // torch's weight [in_channels, out_channels / groups, kh, kw] and bias [out_channels], initialised as torch's
@@ -46,12 +52,15 @@ class ConvTranspose2d : public Module {
 // Conv2d's arguments with one spatial dim: (N, C, L) inputs, weight (out, in / groups, kernel).
 class Conv1d : public Module {
  public:
-  Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1, int64_t padding = 0,
-         int64_t dilation = 1, int64_t groups = 1, bool bias = true);
+  Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1, ConvPadding padding = 0,
+         int64_t dilation = 1, int64_t groups = 1, bool bias = true, std::string padding_mode = "zeros");
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "Conv1d"; }
   Tensor weight, bias;
-  int64_t stride, padding, dilation, groups;
+  int64_t stride;
+  ConvPadding padding;
+  int64_t dilation, groups;
+  std::string padding_mode;
 };
 
 // The pooling layers share their window arguments; stride empty means kernel_size (torch).
