@@ -661,6 +661,71 @@ Val<B> embedding(B& b, Val<B> weight, Val<B> indices, std::optional<int64_t> pad
   return b.reshape_like(rows, indices, {-1});
 }
 
+// F.embedding_bag: each bag's rows reduced by `mode` ('sum', 'mean', 'max'). A 2-D input is one bag per row;
+// a 1-D input is cut into bags at `offsets` (each bag's start; with include_last_offset the last entry is the end
+// of the last bag). Bags are masks over the looked-up rows, built from comparisons of positions counted with
+// cumsum, so no size need be known when lowering: mask[k, j] says index j is in bag k (and is not padding_idx,
+// which is left out of every bag, as torch). Empty bags give zeros. per_sample_weights (mode 'sum', the input's
+// shape) scales each row. Memory: bags x indices x embedding_dim for a 1-D input.
+template <class B>
+Val<B> embedding_bag(B& b, Val<B> weight, Val<B> input, Val<B> offsets, const std::string& mode, Val<B> per_sample_weights,
+                     bool include_last_offset, std::optional<int64_t> padding_idx) {
+  if (mode != "sum" && mode != "mean" && mode != "max")
+    b.fail(fmt::format("embedding_bag: mode has to be one of sum, mean or max, got '{}'", mode));
+  if (present(per_sample_weights) && mode != "sum")
+    b.fail(fmt::format("embedding_bag: per_sample_weights is only supported for mode='sum' (got mode='{}')", mode));
+  std::optional<int64_t> r = b.rank(input);
+  if (r && *r != 1 && *r != 2)
+    b.fail(fmt::format("embedding_bag: input has to be 1D or 2D Tensor, but got Tensor of dimension {}", *r));
+  if (r && *r == 2 && present(offsets)) b.fail("embedding_bag: if input is 2D, then offsets has to be None");
+  if (r && *r == 1 && !present(offsets))
+    b.fail("embedding_bag: offsets has to be a 1D Tensor but got None (a 1D input needs the bags' offsets)");
+  if (!present(offsets))  // a script graph learns the rank when it runs
+    b.check_rank(input, {2}, [](const std::optional<Shape>& s) {
+      return fmt::format("embedding_bag: input without offsets has to be a 2D Tensor{}", s ? ", got shape " + shape_str(*s) : "");
+    });
+  if (present(offsets))
+    if (std::optional<int64_t> ro = b.rank(offsets); ro && *ro != 1)
+      b.fail(fmt::format("embedding_bag: offsets has to be a 1D Tensor but got Tensor of dimension {}", *ro));
+  auto unsq = [&](Val<B> v, int64_t d) { return b.op(OpId::Unsqueeze, {v}, Attrs().set("dim", d)); };
+  auto count_from_zero = [&](Val<B> v) {  // 0, 1, ... along a 1-D v, from its shape alone
+    Val<B> ones = b.op(OpId::Cast, {b.op(OpId::Eq, {v, v})}, Attrs().set("dtype", DType::Int64));
+    return b.op(OpId::Sub, {b.op(OpId::Cumsum, {ones}, Attrs().set("dim", int64_t(0))), b.scalar(int64_t(1))});
+  };
+  Val<B> rows = embedding(b, weight, input);  // [..., D]
+  Val<B> mask, values, psw = per_sample_weights;
+  if (present(offsets)) {
+    Val<B> starts = include_last_offset ? b.op(OpId::Slice, {offsets}, Attrs().set("dim", int64_t(0)).set("start", int64_t(0))
+                                                                         .set("end", int64_t(-1)).set("step", int64_t(1)))
+                                        : offsets;
+    Val<B> j = count_from_zero(input), k = count_from_zero(starts);
+    Val<B> started = b.op(OpId::Cast, {b.op(OpId::Le, {unsq(starts, 0), unsq(j, 1)})}, Attrs().set("dtype", DType::Int64));
+    Val<B> bag = b.op(OpId::Sub, {b.op(OpId::Sum, {started}, Attrs().set("dims", Shape{1})), b.scalar(int64_t(1))});  // [n]
+    mask = b.op(OpId::Eq, {unsq(k, 1), unsq(bag, 0)});                                                                 // [B, n]
+    if (include_last_offset) {
+      Val<B> last = b.op(OpId::Slice, {offsets}, Attrs().set("dim", int64_t(0)).set("start", int64_t(-1)).set("step", int64_t(1)));
+      mask = b.op(OpId::LogicalAnd, {mask, unsq(b.op(OpId::Lt, {j, last}), 0)});
+    }
+    if (padding_idx) mask = b.op(OpId::LogicalAnd, {mask, unsq(b.op(OpId::Ne, {input, b.scalar(*padding_idx)}), 0)});
+    values = unsq(rows, 0);  // [1, n, D]
+    if (present(psw)) psw = unsq(psw, 0);
+  } else {
+    mask = padding_idx ? b.op(OpId::Ne, {input, b.scalar(*padding_idx)}) : b.op(OpId::Eq, {input, input});  // [B, N]
+    values = rows;
+  }
+  Val<B> mask3 = unsq(mask, -1);
+  Val<B> count = b.op(OpId::Sum, {b.op(OpId::Cast, {mask}, Attrs().set("dtype", DType::Int64))}, Attrs().set("dims", Shape{1}));
+  Attrs over_bag = Attrs().set("dims", Shape{1});
+  if (mode == "max") {
+    Val<B> m = b.op(OpId::Amax, {b.op(OpId::Where, {mask3, values, b.scalar(-INFINITY)})}, over_bag);
+    return b.op(OpId::Where, {unsq(b.op(OpId::Gt, {count, b.scalar(int64_t(0))}), -1), m, b.scalar(0.0)});
+  }
+  if (present(psw)) values = b.op(OpId::Mul, {values, unsq(psw, -1)});
+  Val<B> sum = b.op(OpId::Sum, {b.op(OpId::Where, {mask3, values, b.scalar(0.0)})}, over_bag);
+  if (mode == "sum") return sum;
+  return b.op(OpId::Div, {sum, unsq(b.op(OpId::Maximum, {count, b.scalar(int64_t(1))}), -1)});
+}
+
 // ---- activations ----
 // Written so that neither direction overflows: where() sends a zero gradient into the branch it drops, and
 // zero times an infinite local derivative (exp of a large input) is NaN, so every exp reads an argument

@@ -93,6 +93,12 @@ Tensor avg_pool2d(const Tensor& x, Shape kernel_size, Shape stride, Shape paddin
   return composite::avg_pool2d(b, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
 }
 
+Tensor embedding_bag(const Tensor& input, const Tensor& weight, const Tensor& offsets, const std::string& mode,
+                     const Tensor& per_sample_weights, bool include_last_offset, std::optional<int64_t> padding_idx) {
+  EagerBuilder b;
+  return composite::embedding_bag(b, weight, input, offsets, mode, per_sample_weights, include_last_offset, padding_idx);
+}
+
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
   EagerBuilder b;
   return composite::embedding(b, weight, indices);

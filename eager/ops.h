@@ -211,6 +211,12 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Shape kernel_
 Tensor avg_pool2d(const Tensor& x, Shape kernel_size, Shape stride = {}, Shape padding = {0, 0}, bool ceil_mode = false,
                   bool count_include_pad = true, std::optional<int64_t> divisor_override = std::nullopt);
 Tensor embedding(const Tensor& weight, const Tensor& indices);
+// F.embedding_bag: mode 'sum' / 'mean' / 'max' over bags of a 2-D input's rows, or of a 1-D input cut at offsets
+// (include_last_offset: offsets ends with the end of the last bag); per_sample_weights for 'sum'; padding_idx
+// entries left out of their bags; empty bags give zeros
+Tensor embedding_bag(const Tensor& input, const Tensor& weight, const Tensor& offsets = {}, const std::string& mode = "mean",
+                     const Tensor& per_sample_weights = {}, bool include_last_offset = false,
+                     std::optional<int64_t> padding_idx = std::nullopt);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);
 // training=true uses batch statistics and updates running_mean/var in place (momentum as torch)

@@ -335,6 +335,30 @@ Val<B> forward_with(B& b, Embedding& m, Val<B> indices) {
 }
 Tensor Embedding::forward(const Tensor& indices) { return eager_forward(*this, indices); }
 
+EmbeddingBag::EmbeddingBag(int64_t num, int64_t dim, std::string m, bool last, std::optional<int64_t> pad)
+    : mode(std::move(m)), include_last_offset(last) {
+  if (mode != "sum" && mode != "mean" && mode != "max") fail("EmbeddingBag: mode has to be one of sum, mean or max, got '{}'", mode);
+  if (pad && (*pad < -num || *pad >= num)) fail("EmbeddingBag: padding_idx {} must be within num_embeddings {}", *pad, num);
+  if (pad) padding_idx = *pad < 0 ? *pad + num : *pad;
+  weight = register_parameter("weight", empty({num, dim}));
+  init::normal_(weight, 0, 1);
+  if (padding_idx) {
+    NoGradGuard no_grad;
+    weight.select(0, *padding_idx).zero_();
+  }
+}
+template <class B>
+Val<B> embedding_bag_forward(B& b, EmbeddingBag& m, Val<B> input, Val<B> offsets, Val<B> per_sample_weights) {
+  return composite::embedding_bag(b, b.parameter(m.weight, "weight"), input, offsets, m.mode, per_sample_weights,
+                                  m.include_last_offset, m.padding_idx);
+}
+template <class B>
+Val<B> forward_with(B& b, EmbeddingBag& m, Val<B> input) { return embedding_bag_forward(b, m, input, Val<B>{}, Val<B>{}); }
+Tensor EmbeddingBag::forward(const Tensor& input, const Tensor& offsets, const Tensor& per_sample_weights) {
+  EagerBuilder b;
+  return embedding_bag_forward(b, *this, input, offsets, per_sample_weights);
+}
+
 template <class B>
 Val<B> forward_with(B&, Identity&, Val<B> x) { return x; }
 Tensor Identity::forward(const Tensor& x) { return eager_forward(*this, x); }
@@ -636,6 +660,33 @@ const std::vector<LayerSpec>& layer_registry() {
           return std::make_shared<Embedding>(num, a.positive("embedding_dim"), pad);
         },
         {{"num_embeddings", 10}, {"embedding_dim", 4}, {"padding_idx", 0}}, [] { return randint(0, 10, {2, 5}); }));
+    {
+      LayerSpec bag = layer_spec<EmbeddingBag>(
+          "EmbeddingBag",
+          {{"num_embeddings"}, {"embedding_dim"}, {"max_norm", IValue()}, {"norm_type", 2.0}, {"scale_grad_by_freq", false},
+           {"mode", "mean"}, {"sparse", false}, {"_weight", IValue()}, {"include_last_offset", false}, {"padding_idx", IValue()},
+           {"device", IValue()}, {"dtype", IValue()}},
+          [](const LayerArgs& a) {
+            if (!a.is_none("max_norm")) a.fail("max_norm is not supported");
+            if (!a.is_none("_weight") || !a.is_none("device") || !a.is_none("dtype"))
+              a.fail("_weight, device and dtype arguments are not supported");
+            a.unsupported_if_true("scale_grad_by_freq");
+            a.unsupported_if_true("sparse");
+            std::optional<int64_t> pad;
+            if (!a.is_none("padding_idx")) pad = a.integer("padding_idx");
+            return std::make_shared<EmbeddingBag>(a.positive("num_embeddings"), a.positive("embedding_dim"), a.str("mode"),
+                                                  a.flag("include_last_offset"), pad);
+          },
+          {{"num_embeddings", 10}, {"embedding_dim", 4}, {"mode", "max"}, {"padding_idx", 2}}, nullptr);
+      bag.call_params = {{"input"}, {"offsets", IValue()}, {"per_sample_weights", IValue()}};
+      bag.lower_call = [](GraphBuilder& b, Module& m, const std::vector<GraphBuilder::V>& t, const std::map<std::string, bool>&) {
+        return std::vector<GraphBuilder::V>{embedding_bag_forward(b, static_cast<EmbeddingBag&>(m), t[0], t[1], t[2])};
+      };
+      bag.inputs = {"input", "offsets"};
+      bag.example_inputs = [] { return Tensors{tensor(std::vector<int64_t>{1, 2, 4, 5, 2, 3, 9, 2}, {8}), tensor(std::vector<int64_t>{0, 2, 2, 5}, {4})}; };
+      bag.eager_call = [](Module& m, const Tensors& xs) { return static_cast<EmbeddingBag&>(m).forward(xs[0], xs[1]); };
+      r.push_back(std::move(bag));
+    }
     LayerSpec identity = layer_spec<Identity>("Identity", {}, no_args([] { return std::make_shared<Identity>(); }), {}, t({3, 4}));
     identity.ignores_extra_args = true;
     r.push_back(std::move(identity));

@@ -325,6 +325,21 @@ class Embedding : public Module {
   std::optional<int64_t> padding_idx;  // in [0, num_embeddings)
 };
 
+// torch's EmbeddingBag: weight [num_embeddings, embedding_dim] ~ N(0, 1) (the padding row zeroed); forward reduces
+// the rows of each bag (eager/ops.h embedding_bag)
+class EmbeddingBag : public Module {
+ public:
+  EmbeddingBag(int64_t num_embeddings, int64_t embedding_dim, std::string mode = "mean", bool include_last_offset = false,
+               std::optional<int64_t> padding_idx = std::nullopt);
+  Tensor forward(const Tensor& input) override { return forward(input, Tensor()); }
+  Tensor forward(const Tensor& input, const Tensor& offsets, const Tensor& per_sample_weights = {});
+  std::string name() const override { return "EmbeddingBag"; }
+  Tensor weight;
+  std::string mode;
+  bool include_last_offset;
+  std::optional<int64_t> padding_idx;  // in [0, num_embeddings)
+};
+
 // torch.nn.Identity: its constructor takes any arguments and ignores them.
 class Identity : public Module {
  public:
