@@ -1077,6 +1077,26 @@ void add_tensor_ops(std::vector<Builtin>& b) {
     LoweringBuilder lb(L);
     return composite::pad(lb, L.tensor_arg(a[0], "input"), L.need_ints(a[1], "pad"), mode, v);
   });
+  add("embedding_bag", kF,
+      {"input", "weight", "offsets", "max_norm", "norm_type", "scale_grad_by_freq", "mode", "sparse", "per_sample_weights",
+       "include_last_offset", "padding_idx"},
+      2, [](Lowerer& L, Args& a, const Expr&) {
+        if (is_given(a[3])) L.fail(a[3].loc, "embedding_bag: max_norm is not supported");
+        if (is_given(a[5]) && L.need_bool(a[5], "scale_grad_by_freq")) L.fail(a[5].loc, "embedding_bag: scale_grad_by_freq is not supported");
+        std::string mode = "mean";
+        if (is_given(a[6])) {
+          if (!a[6].expr || a[6].expr->kind != ExprKind::String) L.fail(a[6].loc, "embedding_bag: mode must be a string constant");
+          mode = a[6].expr->name;
+        }
+        Value* offsets = is_given(a[2]) ? L.tensor_arg(a[2], "offsets") : nullptr;
+        Value* psw = is_given(a[8]) ? L.tensor_arg(a[8], "per_sample_weights") : nullptr;
+        bool last = is_given(a[9]) && L.need_bool(a[9], "include_last_offset");
+        std::optional<int64_t> pad;
+        if (is_given(a[10])) pad = L.need_int(a[10], "padding_idx");
+        if (pad && *pad < 0) L.fail(a[10].loc, "embedding_bag: a negative padding_idx needs the weight's size; give it from 0");
+        LoweringBuilder lb(L);
+        return composite::embedding_bag(lb, L.tensor_arg(a[1], "weight"), L.tensor_arg(a[0], "input"), offsets, mode, psw, last, pad);
+      });
   add("normalize", kF, {"input", "p", "dim", "eps"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     double p = is_given(a[1]) ? need_float(L, a[1], "p") : 2.0;
     int64_t dim = is_given(a[2]) ? L.need_int(a[2], "dim") : 1;
