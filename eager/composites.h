@@ -661,6 +661,35 @@ Val<B> embedding(B& b, Val<B> weight, Val<B> indices, std::optional<int64_t> pad
   return b.reshape_like(rows, indices, {-1});
 }
 
+// 0, 1, ... along a 1-D v, from its shape alone (a cumsum of ones), so a script graph needs no size when lowering
+template <class B>
+Val<B> positions(B& b, Val<B> v) {
+  Val<B> ones = b.op(OpId::Cast, {b.op(OpId::Eq, {v, v})}, Attrs().set("dtype", DType::Int64));
+  return b.op(OpId::Sub, {b.op(OpId::Cumsum, {ones}, Attrs().set("dim", int64_t(0))), b.scalar(int64_t(1))});
+}
+
+// nn.Embedding's max_norm: the weight's rows the indices name whose norm_type-norm exceeds max_norm are scaled to
+// max_norm / (norm + 1e-7) in place, outside autograd (torch's embedding_renorm_, under no_grad); the lookup then
+// reads the renormalised rows, its gradient reaching the weight as a plain lookup's.
+template <class B>
+Val<B> embedding_renorm(B& b, Val<B> weight, Val<B> indices, double max_norm, double norm_type) {
+  auto unsq = [&](Val<B> v, int64_t d) { return b.op(OpId::Unsqueeze, {v}, Attrs().set("dim", d)); };
+  Val<B> wd = b.detach(weight);
+  Val<B> flat = b.op(OpId::Reshape, {indices}, Attrs().set("shape", Shape{-1}));
+  Val<B> row = positions(b, b.op(OpId::Select, {wd}, Attrs().set("dim", int64_t(1)).set("index", int64_t(0))));
+  Val<B> hits = b.op(OpId::Cast, {b.op(OpId::Eq, {unsq(row, 1), unsq(flat, 0)})}, Attrs().set("dtype", DType::Int64));
+  Val<B> named = b.op(OpId::Gt, {b.op(OpId::Sum, {hits}, Attrs().set("dims", Shape{1})), b.scalar(int64_t(0))});
+  Val<B> p = b.scalar(norm_type);
+  Val<B> norm = b.op(OpId::Pow, {b.op(OpId::Sum, {b.op(OpId::Pow, {b.op(OpId::Abs, {wd}), p})}, Attrs().set("dims", Shape{1})),
+                                 b.scalar(1.0 / norm_type)});
+  Val<B> scale = b.op(OpId::Div, {b.scalar(max_norm), b.op(OpId::Add, {norm, b.scalar(1e-7)})});
+  Val<B> over = b.op(OpId::LogicalAnd, {named, b.op(OpId::Gt, {norm, b.scalar(max_norm)})});
+  Val<B> renormed = b.op(OpId::Where, {unsq(over, -1), b.op(OpId::Mul, {wd, unsq(scale, -1)}), wd});
+  Val<B> looked_up = b.op(OpId::Add, {weight, b.detach(b.op(OpId::Sub, {renormed, wd}))});
+  b.update_buffer(weight, renormed);
+  return looked_up;
+}
+
 // F.embedding_bag: each bag's rows reduced by `mode` ('sum', 'mean', 'max'). A 2-D input is one bag per row;
 // a 1-D input is cut into bags at `offsets` (each bag's start; with include_last_offset the last entry is the end
 // of the last bag). Bags are masks over the looked-up rows, built from comparisons of positions counted with
@@ -688,17 +717,13 @@ Val<B> embedding_bag(B& b, Val<B> weight, Val<B> input, Val<B> offsets, const st
     if (std::optional<int64_t> ro = b.rank(offsets); ro && *ro != 1)
       b.fail(fmt::format("embedding_bag: offsets has to be a 1D Tensor but got Tensor of dimension {}", *ro));
   auto unsq = [&](Val<B> v, int64_t d) { return b.op(OpId::Unsqueeze, {v}, Attrs().set("dim", d)); };
-  auto count_from_zero = [&](Val<B> v) {  // 0, 1, ... along a 1-D v, from its shape alone
-    Val<B> ones = b.op(OpId::Cast, {b.op(OpId::Eq, {v, v})}, Attrs().set("dtype", DType::Int64));
-    return b.op(OpId::Sub, {b.op(OpId::Cumsum, {ones}, Attrs().set("dim", int64_t(0))), b.scalar(int64_t(1))});
-  };
   Val<B> rows = embedding(b, weight, input);  // [..., D]
   Val<B> mask, values, psw = per_sample_weights;
   if (present(offsets)) {
     Val<B> starts = include_last_offset ? b.op(OpId::Slice, {offsets}, Attrs().set("dim", int64_t(0)).set("start", int64_t(0))
                                                                          .set("end", int64_t(-1)).set("step", int64_t(1)))
                                         : offsets;
-    Val<B> j = count_from_zero(input), k = count_from_zero(starts);
+    Val<B> j = positions(b, input), k = positions(b, starts);
     Val<B> started = b.op(OpId::Cast, {b.op(OpId::Le, {unsq(starts, 0), unsq(j, 1)})}, Attrs().set("dtype", DType::Int64));
     Val<B> bag = b.op(OpId::Sub, {b.op(OpId::Sum, {started}, Attrs().set("dims", Shape{1})), b.scalar(int64_t(1))});  // [n]
     mask = b.op(OpId::Eq, {unsq(k, 1), unsq(bag, 0)});                                                                 // [B, n]

@@ -33,3 +33,17 @@ for mode in ["mean", "max"]:
     show(f"embedding_bag(idx, w, offsets, mode='{mode}', padding_idx=2)", F.embedding_bag(idx, w, offsets, mode=mode, padding_idx=2))
 show("embedding_bag(idx.view(2, 4), w, mode='mean', padding_idx=2)", F.embedding_bag(idx.view(2, 4), w, mode="mean", padding_idx=2))
 show("embedding_bag(idx.view(2, 4), w, mode='max')", F.embedding_bag(idx.view(2, 4), w, mode="max"))
+# nn.Embedding(max_norm): the looked-up rows renormalised in the weight, in place
+emb = torch.nn.Embedding(6, 3, max_norm=1.0).double()
+with torch.no_grad():
+    emb.weight.copy_(seq((6, 3)) * 2)
+idx2 = torch.tensor([[0, 2], [2, 5]])
+y = emb(idx2)
+show("Embedding(6, 3, max_norm=1.0)(idx2) with weight seq((6, 3)) * 2", y)
+(y * seq(tuple(y.shape), 0.7, 0.2)).sum().backward()
+show("its weight after", emb.weight)
+show("its weight grad", emb.weight.grad)
+emb = torch.nn.Embedding(6, 3, max_norm=0.5, norm_type=1.0).double()
+with torch.no_grad():
+    emb.weight.copy_(seq((6, 3)))
+show("Embedding(6, 3, max_norm=0.5, norm_type=1.0)(idx2) with weight seq((6, 3))", emb(idx2))

@@ -88,6 +88,36 @@ TEST_CASE("F.embedding_bag: include_last_offset, per_sample_weights, padding_idx
   check_error([&] { nn::EmbeddingBag(10, 3, "avg"); }, "EmbeddingBag: mode has to be one of sum, mean or max, got 'avg'");
 }
 
+TEST_CASE("nn.Embedding max_norm: the looked-up rows renormalised in the weight as torch, the lookup's gradient") {
+  nn::Embedding emb(6, 3, std::nullopt, 1.0);
+  emb.load_state_dict({{"weight", seq({6, 3}) * 2.0}});
+  Tensor idx2 = tensor(std::vector<int64_t>{0, 2, 2, 5}, {2, 2});
+  Tensor y = emb(idx2);
+  check_close(y, f64({0.131470214076, 0.512823406711, 0.848367611741, 0.685199716343, 0.585418424631, 0.433343448569,
+                  0.685199716343, 0.585418424631, 0.433343448569, -0.601064990085, -0.594267098833, -0.534385097519},
+                  {2, 2, 3}).to(DType::Float32), 1e-6, 1e-6);
+  sum(y * seq({2, 2, 3}, 0.7, 0.2, DType::Float32)).backward();
+  check_close(emb.weight, f64({0.131470214076, 0.512823406711, 0.848367611741, 1.68294196962, 1.92711637083, 1.99914720608,
+                  0.685199716343, 0.585418424631, 0.433343448569, 0.669976300312, 0.0831613248666, -0.511082204054,
+                  -1.05967228182, -1.51360499062, -1.8323318735, -0.601064990085, -0.594267098833, -0.534385097519},
+                  {6, 3}).to(DType::Float32), 1e-6, 1e-6);
+  check_close(emb.weight.grad(), f64({0.198669330795, 0.783326909627, 0.999573603042, 0, 0, 0, -0.205896861713, -0.784694674268,
+                  -0.994438320322, 0, 0, 0, 0, 0, 0, 0.215119988088, 0.793667863849, 0.99894134184},
+                  {6, 3}).to(DType::Float32), 1e-6, 1e-6);
+  nn::Embedding l1(6, 3, std::nullopt, 0.5, 1.0);
+  l1.load_state_dict({{"weight", seq({6, 3})}});
+  check_close(l1(idx2), f64({0.0440388614684, 0.171781563791, 0.284179530628, 0.201060778433, 0.171781571646, 0.127157628674,
+                  0.201060778433, 0.171781571646, 0.127157628674, -0.17374660256, -0.171781572939, -0.154471807016},
+                  {2, 2, 3}).to(DType::Float32), 1e-6, 1e-6);
+  // scripted: the renormalised rows written back to the module's weight after the call
+  const char* src = "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                    "        self.emb = nn.Embedding(6, 3, max_norm=1.0)\n\n    def forward(self, idx):\n        return self.emb(idx)\n";
+  auto net = script_source(src, "renorm.py").module("Net");
+  net->load_state_dict({{"emb.weight", seq({6, 3}) * 2.0}});
+  check_close(net->call({idx2})[0].to_tensor(), emb(idx2), 1e-6, 1e-6);
+  check_close(net->state_dict().at("emb.weight"), emb.weight, 1e-6, 1e-6);
+}
+
 TEST_CASE("nn.EmbeddingBag in a script module: offsets and per_sample_weights by keyword, equal to eager and compiled") {
   const char* src = R"(
 import torch

@@ -318,7 +318,9 @@ Val<B> forward_with(B& b, InstanceNorm2d& m, Val<B> x) {
 }
 Tensor InstanceNorm2d::forward(const Tensor& x) { return eager_forward(*this, x); }
 
-Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad) {
+Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad, std::optional<double> mn, double nt)
+    : max_norm(mn), norm_type(nt) {
+  if (max_norm && !(*max_norm > 0)) fail("Embedding: max_norm must be positive, got {}", *max_norm);
   if (pad && (*pad < -num || *pad >= num))
     fail("Embedding: padding_idx {} must be within num_embeddings {}", *pad, num);
   if (pad) padding_idx = *pad < 0 ? *pad + num : *pad;
@@ -331,7 +333,9 @@ Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad) {
 }
 template <class B>
 Val<B> forward_with(B& b, Embedding& m, Val<B> indices) {
-  return composite::embedding(b, b.parameter(m.weight, "weight"), indices, m.padding_idx);
+  Val<B> w = b.parameter(m.weight, "weight");
+  if (m.max_norm) w = composite::embedding_renorm(b, w, indices, *m.max_norm, m.norm_type);
+  return composite::embedding(b, w, indices, m.padding_idx);
 }
 Tensor Embedding::forward(const Tensor& indices) { return eager_forward(*this, indices); }
 
@@ -648,16 +652,17 @@ const std::vector<LayerSpec>& layer_registry() {
         {{"num_embeddings"}, {"embedding_dim"}, {"padding_idx", IValue()}, {"max_norm", IValue()}, {"norm_type", 2.0},
          {"scale_grad_by_freq", false}, {"sparse", false}},
         [](const LayerArgs& a) {
-          if (!a.is_none("max_norm")) a.fail("max_norm is not supported");
           a.unsupported_if_true("scale_grad_by_freq");
           a.unsupported_if_true("sparse");
           int64_t num = a.positive("num_embeddings");
+          std::optional<double> max_norm;
+          if (!a.is_none("max_norm")) max_norm = a.number("max_norm");
           std::optional<int64_t> pad;
           if (!a.is_none("padding_idx")) {
             pad = a.integer("padding_idx");
             if (*pad < -num || *pad >= num) a.fail(fmt::format("padding_idx {} must be within num_embeddings {}", *pad, num));
           }
-          return std::make_shared<Embedding>(num, a.positive("embedding_dim"), pad);
+          return std::make_shared<Embedding>(num, a.positive("embedding_dim"), pad, max_norm, a.number("norm_type"));
         },
         {{"num_embeddings", 10}, {"embedding_dim", 4}, {"padding_idx", 0}}, [] { return randint(0, 10, {2, 5}); }));
     {
