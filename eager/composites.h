@@ -199,22 +199,140 @@ Val<B> pixel_unshuffle(B& b, Val<B> x, int64_t downscale_factor) {
   return pixel_shuffle_impl(b, x, downscale_factor, true);
 }
 
+// F.pad over the last len(pad) / 2 dims (pad = (left, right) of the last dim, then of the one before, ...):
+// 'constant' cats blocks of `value` (a negative pad slices), 'reflect' and 'replicate' cat the mirrored or
+// edge slices, one per padded position, 'circular' the slices from the other end (at most the dim's size).
+// Its gradients are slice's and cat's: a reflected or repeated position adds its gradient to the one it copies.
 template <class B>
-Val<B> conv2d(B& b, Val<B> x_in, Val<B> weight_in, Val<B> bias_in, const Shape& stride, const Shape& padding,
-              const Shape& dilation, int64_t groups) {
+Val<B> pad(B& b, Val<B> x, const Shape& pads, const std::string& mode, double value) {
+  if (pads.size() % 2 != 0) b.fail(fmt::format("pad: padding length must be divisible by 2, got {}", pads.size()));
+  if (mode != "constant" && mode != "reflect" && mode != "replicate" && mode != "circular")
+    b.fail(fmt::format("pad: mode '{}' is not supported (kiln has 'constant', 'reflect', 'replicate' and 'circular')", mode));
+  const int64_t k = int64_t(pads.size()) / 2;
+  if (std::optional<int64_t> r = b.rank(x); r && k > *r)
+    b.fail(fmt::format("pad: padding length too large: {} values for a {}-D input", pads.size(), *r));
+  std::optional<Shape> s = b.shape(x);
+  auto slice = [&](Val<B> v, int64_t d, int64_t start, std::optional<int64_t> end) {
+    Attrs a = Attrs().set("dim", d).set("start", start).set("step", int64_t(1));
+    if (end) a.set("end", *end);
+    return b.op(OpId::Slice, {v}, a);
+  };
+  Val<B> y = x;
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t d = -1 - i, lo = pads[size_t(2 * i)], hi = pads[size_t(2 * i + 1)];
+    if (s) {
+      const int64_t n = (*s)[s->size() - 1 - size_t(i)];
+      if (mode == "reflect" && (lo >= n || hi >= n))
+        b.fail(fmt::format("pad: padding size should be less than the corresponding input dimension, but got: padding ({}, {}) at dimension {} of input {}",
+                           lo, hi, s->size() - 1 - size_t(i), shape_str(*s)));
+      if (mode == "replicate" && n == 0 && (lo > 0 || hi > 0)) b.fail("pad: replicate padding of an empty dim");
+      if (mode == "circular" && (lo > n || hi > n))
+        b.fail(fmt::format("pad: circular padding ({}, {}) at dimension {} of input {} wraps around more than once", lo, hi,
+                           s->size() - 1 - size_t(i), shape_str(*s)));
+    }
+    if (lo < 0) y = slice(y, d, -lo, std::nullopt);
+    if (hi < 0) y = slice(y, d, 0, hi);
+    std::vector<Val<B>> parts;
+    if (mode == "circular") {  // the last lo positions, the input, the first hi
+      if (lo > 0) parts.push_back(slice(y, d, -lo, std::nullopt));
+      parts.push_back(y);
+      if (hi > 0) parts.push_back(slice(y, d, 0, hi));
+      if (parts.size() > 1) y = b.op(OpId::Cat, parts, Attrs().set("dim", d));
+      continue;
+    }
+    auto edge = [&](bool left, int64_t j) -> Val<B> {  // the j-th slice outward from the edge, j >= 1
+      if (mode == "constant") {
+        Val<B> one = slice(y, d, 0, 1);
+        return b.op(OpId::Where, {b.scalar(true), b.scalar(value), one});
+      }
+      if (mode == "replicate") return left ? slice(y, d, 0, 1) : slice(y, d, -1, std::nullopt);
+      return left ? slice(y, d, j, j + 1) : slice(y, d, -1 - j, -j);
+    };
+    for (int64_t j = std::max<int64_t>(lo, 0); j >= 1; --j) parts.push_back(edge(true, j));
+    parts.push_back(y);
+    for (int64_t j = 1; j <= std::max<int64_t>(hi, 0); ++j) parts.push_back(edge(false, j));
+    if (parts.size() > 1) y = b.op(OpId::Cat, parts, Attrs().set("dim", d));
+  }
+  return y;
+}
+
+// A convolution's padding (eager/ops.h ConvPadding) as F.pad's amounts over its spatial dims, last dim first:
+// ints pad both sides alike, 'valid' not at all, 'same' dilation * (kernel - 1) in all, half on the left / top and
+// the rest (one more when odd) on the right / bottom, as torch. `fail` raises torch's argument errors.
+template <class Fail>
+Shape conv_pad_amounts(Fail&& fail, const char* op, const ConvPadding& padding, const std::string& padding_mode,
+                       const Shape& kernel, const Shape& stride, const Shape& dilation) {
+  if (padding_mode != "zeros" && padding_mode != "reflect" && padding_mode != "replicate" && padding_mode != "circular")
+    fail(fmt::format("{}: padding_mode must be one of 'zeros', 'reflect', 'replicate', 'circular', but got padding_mode='{}'",
+                     op, padding_mode));
+  const size_t k = kernel.size();
+  Shape pads(2 * k, 0);
+  if (padding.mode.empty()) {
+    if (padding.ints.size() != 1 && padding.ints.size() != k)
+      fail(fmt::format("{}: padding must have 1 or {} elements, got {}", op, k, shape_str(padding.ints)));
+    for (size_t i = 0; i < k; ++i) {
+      int64_t p = padding.ints[padding.ints.size() == 1 ? 0 : k - 1 - i];
+      if (p < 0) fail(fmt::format("{}: padding must be non-negative, got {}", op, shape_str(padding.ints)));
+      pads[2 * i] = pads[2 * i + 1] = p;
+    }
+    return pads;
+  }
+  if (padding.mode == "valid") return pads;
+  if (padding.mode != "same")
+    fail(fmt::format("{}: invalid padding string '{}', should be one of 'valid', 'same'", op, padding.mode));
+  for (size_t i = 0; i < k; ++i) {
+    if (stride[i] != 1)
+      fail(fmt::format("{}: padding='same' is not supported for strided convolutions, got stride {}", op, shape_str(stride)));
+    const int64_t total = dilation[k - 1 - i] * (kernel[k - 1 - i] - 1);
+    pads[2 * i] = total / 2;
+    pads[2 * i + 1] = total - total / 2;
+  }
+  return pads;
+}
+
+// conv2d with torch's padding forms. Symmetric zero padding is the row's own; the rest pads the input first with
+// F.pad's composite: the extra right / bottom zeros of an odd 'same', or every side for another padding_mode (torch
+// pads with F.pad then convolves with none). 'same' takes the kernel size (kh, kw) a layer knows, or reads it from
+// the weight's shape (a script graph knows it only for a layer's weight).
+template <class B>
+Val<B> conv2d_as(B& b, const char* op, Val<B> x_in, Val<B> weight_in, Val<B> bias_in, const Shape& stride,
+                 const ConvPadding& padding, const Shape& dilation, int64_t groups, const std::string& padding_mode,
+                 std::optional<Shape> kernel_size) {
   std::vector<Val<B>> cast = b.autocast("conv2d", {x_in, weight_in, bias_in});
   auto pair = [&](const char* what, const Shape& v) -> Shape {  // one value stands for both dims (torch's _pair)
     if (v.size() == 1) return {v[0], v[0]};
-    if (v.size() != 2) b.fail(fmt::format("conv2d: {} must have 1 or 2 elements, got {}", what, shape_str(v)));
+    if (v.size() != 2) b.fail(fmt::format("{}: {} must have 1 or 2 elements, got {}", op, what, shape_str(v)));
     return v;
   };
-  Attrs a = Attrs()
-                .set("stride", pair("stride", stride))
-                .set("padding", pair("padding", padding))
-                .set("dilation", pair("dilation", dilation))
-                .set("groups", groups);
-  if (present(cast[2])) return b.op(OpId::Conv2d, {cast[0], cast[1], cast[2]}, a);
-  return b.op(OpId::Conv2d, {cast[0], cast[1]}, a);
+  Shape s = pair("stride", stride), d = pair("dilation", dilation), kernel{1, 1};
+  if (padding.mode == "same" && kernel_size) {
+    kernel = *kernel_size;
+  } else if (padding.mode == "same") {
+    std::optional<Shape> ws = b.shape(weight_in);
+    if (!ws) b.fail(fmt::format("{}: padding='same' needs the weight's shape when the graph is built", op));
+    if (ws->size() != 4) b.fail(fmt::format("{}: expected a 4D weight, got shape {}", op, shape_str(*ws)));
+    kernel = {(*ws)[2], (*ws)[3]};
+  }
+  Shape pads = conv_pad_amounts([&](const std::string& m) { b.fail(m); }, op, padding, padding_mode, kernel, s, d);
+  Val<B> x = cast[0];
+  Shape conv_pad{0, 0};
+  if (padding_mode == "zeros") {
+    conv_pad = {pads[2], pads[0]};
+    Shape extra{0, pads[1] - pads[0], 0, pads[3] - pads[2]};
+    if (extra[1] || extra[3]) x = pad(b, x, extra, "constant", 0.0);
+  } else if (std::any_of(pads.begin(), pads.end(), [](int64_t v) { return v != 0; })) {
+    x = pad(b, x, pads, padding_mode, 0.0);
+  }
+  Attrs a = Attrs().set("stride", s).set("padding", conv_pad).set("dilation", d).set("groups", groups);
+  if (present(cast[2])) return b.op(OpId::Conv2d, {x, cast[1], cast[2]}, a);
+  return b.op(OpId::Conv2d, {x, cast[1]}, a);
+}
+
+template <class B>
+Val<B> conv2d(B& b, Val<B> x, Val<B> weight, Val<B> bias, const Shape& stride, const ConvPadding& padding,
+              const Shape& dilation, int64_t groups, const std::string& padding_mode = "zeros",
+              std::optional<Shape> kernel_size = std::nullopt) {
+  return conv2d_as(b, "conv2d", x, weight, bias, stride, padding, dilation, groups, padding_mode, std::move(kernel_size));
 }
 
 // ---- pooling windows ----
@@ -262,7 +380,8 @@ Val<B> avg_pool2d(B& b, Val<B> x, const Shape& kernel_size, const Shape& stride,
 
 // conv2d over a height of 1. A graph whose input rank is unknown when lowering takes the batched form.
 template <class B>
-Val<B> conv1d(B& b, Val<B> x, Val<B> weight, Val<B> bias, int64_t stride, int64_t padding, int64_t dilation, int64_t groups) {
+Val<B> conv1d(B& b, Val<B> x, Val<B> weight, Val<B> bias, int64_t stride, const ConvPadding& padding, int64_t dilation,
+              int64_t groups, const std::string& padding_mode = "zeros", std::optional<int64_t> kernel_size = std::nullopt) {
   std::optional<int64_t> r = b.rank(x);
   b.check_rank(x, r ? std::vector<int64_t>{2, 3} : std::vector<int64_t>{3}, [&](const std::optional<Shape>& s) {
     return s ? fmt::format("conv1d: expected a 2D (unbatched) or 3D (batched) input, got shape {}", shape_str(*s))
@@ -272,10 +391,14 @@ Val<B> conv1d(B& b, Val<B> x, Val<B> weight, Val<B> bias, int64_t stride, int64_
     return fmt::format("conv1d: expected a 3D weight (out_channels, in_channels / groups, kernel){}",
                        s ? ", got shape " + shape_str(*s) : std::string());
   });
+  if (padding.mode.empty() && padding.ints.size() != 1)
+    b.fail(fmt::format("conv1d: padding must be an int or a 1-tuple, got {}", shape_str(padding.ints)));
+  ConvPadding p2 = padding.mode.empty() ? ConvPadding(Shape{0, padding.ints[0]}) : padding;
   bool batched = !r || *r == 3;
   auto unsqueeze = [&](Val<B> v, int64_t d) { return b.op(OpId::Unsqueeze, {v}, Attrs().set("dim", d)); };
   Val<B> x4 = unsqueeze(batched ? x : unsqueeze(x, 0), 2);
-  Val<B> y = conv2d(b, x4, unsqueeze(weight, 2), bias, {1, stride}, {0, padding}, {1, dilation}, groups);
+  Val<B> y = conv2d_as(b, "conv1d", x4, unsqueeze(weight, 2), bias, {1, stride}, p2, {1, dilation}, groups, padding_mode,
+                         kernel_size ? std::optional<Shape>(Shape{1, *kernel_size}) : std::nullopt);
   y = b.op(OpId::Squeeze, {y}, Attrs().set("dims", Shape{2}));
   return batched ? y : b.op(OpId::Squeeze, {y}, Attrs().set("dims", Shape{0}));
 }
@@ -536,6 +659,96 @@ Val<B> embedding(B& b, Val<B> weight, Val<B> indices, std::optional<int64_t> pad
     rows = b.op(OpId::Where, {pad, b.op(OpId::IndexSelect, {b.detach(weight), flat}, rows0), rows});
   }
   return b.reshape_like(rows, indices, {-1});
+}
+
+// 0, 1, ... along a 1-D v, from its shape alone (a cumsum of ones), so a script graph needs no size when lowering
+template <class B>
+Val<B> positions(B& b, Val<B> v) {
+  Val<B> ones = b.op(OpId::Cast, {b.op(OpId::Eq, {v, v})}, Attrs().set("dtype", DType::Int64));
+  return b.op(OpId::Sub, {b.op(OpId::Cumsum, {ones}, Attrs().set("dim", int64_t(0))), b.scalar(int64_t(1))});
+}
+
+// nn.Embedding's max_norm: the weight's rows the indices name whose norm_type-norm exceeds max_norm are scaled to
+// max_norm / (norm + 1e-7) in place, outside autograd (torch's embedding_renorm_, under no_grad); the lookup then
+// reads the renormalised rows, its gradient reaching the weight as a plain lookup's.
+template <class B>
+Val<B> embedding_renorm(B& b, Val<B> weight, Val<B> indices, double max_norm, double norm_type) {
+  auto unsq = [&](Val<B> v, int64_t d) { return b.op(OpId::Unsqueeze, {v}, Attrs().set("dim", d)); };
+  Val<B> wd = b.detach(weight);
+  Val<B> flat = b.op(OpId::Reshape, {indices}, Attrs().set("shape", Shape{-1}));
+  Val<B> row = positions(b, b.op(OpId::Select, {wd}, Attrs().set("dim", int64_t(1)).set("index", int64_t(0))));
+  Val<B> hits = b.op(OpId::Cast, {b.op(OpId::Eq, {unsq(row, 1), unsq(flat, 0)})}, Attrs().set("dtype", DType::Int64));
+  Val<B> named = b.op(OpId::Gt, {b.op(OpId::Sum, {hits}, Attrs().set("dims", Shape{1})), b.scalar(int64_t(0))});
+  Val<B> p = b.scalar(norm_type);
+  Val<B> norm = b.op(OpId::Pow, {b.op(OpId::Sum, {b.op(OpId::Pow, {b.op(OpId::Abs, {wd}), p})}, Attrs().set("dims", Shape{1})),
+                                 b.scalar(1.0 / norm_type)});
+  Val<B> scale = b.op(OpId::Div, {b.scalar(max_norm), b.op(OpId::Add, {norm, b.scalar(1e-7)})});
+  Val<B> over = b.op(OpId::LogicalAnd, {named, b.op(OpId::Gt, {norm, b.scalar(max_norm)})});
+  Val<B> renormed = b.op(OpId::Where, {unsq(over, -1), b.op(OpId::Mul, {wd, unsq(scale, -1)}), wd});
+  Val<B> looked_up = b.op(OpId::Add, {weight, b.detach(b.op(OpId::Sub, {renormed, wd}))});
+  b.update_buffer(weight, renormed);
+  return looked_up;
+}
+
+// F.embedding_bag: each bag's rows reduced by `mode` ('sum', 'mean', 'max'). A 2-D input is one bag per row;
+// a 1-D input is cut into bags at `offsets` (each bag's start; with include_last_offset the last entry is the end
+// of the last bag). Bags are masks over the looked-up rows, built from comparisons of positions counted with
+// cumsum, so no size need be known when lowering: mask[k, j] says index j is in bag k (and is not padding_idx,
+// which is left out of every bag, as torch). Empty bags give zeros. per_sample_weights (mode 'sum', the input's
+// shape) scales each row. Memory: bags x indices x embedding_dim for a 1-D input.
+template <class B>
+Val<B> embedding_bag(B& b, Val<B> weight, Val<B> input, Val<B> offsets, const std::string& mode, Val<B> per_sample_weights,
+                     bool include_last_offset, std::optional<int64_t> padding_idx) {
+  if (mode != "sum" && mode != "mean" && mode != "max")
+    b.fail(fmt::format("embedding_bag: mode has to be one of sum, mean or max, got '{}'", mode));
+  if (present(per_sample_weights) && mode != "sum")
+    b.fail(fmt::format("embedding_bag: per_sample_weights is only supported for mode='sum' (got mode='{}')", mode));
+  std::optional<int64_t> r = b.rank(input);
+  if (r && *r != 1 && *r != 2)
+    b.fail(fmt::format("embedding_bag: input has to be 1D or 2D Tensor, but got Tensor of dimension {}", *r));
+  if (r && *r == 2 && present(offsets)) b.fail("embedding_bag: if input is 2D, then offsets has to be None");
+  if (r && *r == 1 && !present(offsets))
+    b.fail("embedding_bag: offsets has to be a 1D Tensor but got None (a 1D input needs the bags' offsets)");
+  if (!present(offsets))  // a script graph learns the rank when it runs
+    b.check_rank(input, {2}, [](const std::optional<Shape>& s) {
+      return fmt::format("embedding_bag: input without offsets has to be a 2D Tensor{}", s ? ", got shape " + shape_str(*s) : "");
+    });
+  if (present(offsets))
+    if (std::optional<int64_t> ro = b.rank(offsets); ro && *ro != 1)
+      b.fail(fmt::format("embedding_bag: offsets has to be a 1D Tensor but got Tensor of dimension {}", *ro));
+  auto unsq = [&](Val<B> v, int64_t d) { return b.op(OpId::Unsqueeze, {v}, Attrs().set("dim", d)); };
+  Val<B> rows = embedding(b, weight, input);  // [..., D]
+  Val<B> mask, values, psw = per_sample_weights;
+  if (present(offsets)) {
+    Val<B> starts = include_last_offset ? b.op(OpId::Slice, {offsets}, Attrs().set("dim", int64_t(0)).set("start", int64_t(0))
+                                                                         .set("end", int64_t(-1)).set("step", int64_t(1)))
+                                        : offsets;
+    Val<B> j = positions(b, input), k = positions(b, starts);
+    Val<B> started = b.op(OpId::Cast, {b.op(OpId::Le, {unsq(starts, 0), unsq(j, 1)})}, Attrs().set("dtype", DType::Int64));
+    Val<B> bag = b.op(OpId::Sub, {b.op(OpId::Sum, {started}, Attrs().set("dims", Shape{1})), b.scalar(int64_t(1))});  // [n]
+    mask = b.op(OpId::Eq, {unsq(k, 1), unsq(bag, 0)});                                                                 // [B, n]
+    if (include_last_offset) {
+      Val<B> last = b.op(OpId::Slice, {offsets}, Attrs().set("dim", int64_t(0)).set("start", int64_t(-1)).set("step", int64_t(1)));
+      mask = b.op(OpId::LogicalAnd, {mask, unsq(b.op(OpId::Lt, {j, last}), 0)});
+    }
+    if (padding_idx) mask = b.op(OpId::LogicalAnd, {mask, unsq(b.op(OpId::Ne, {input, b.scalar(*padding_idx)}), 0)});
+    values = unsq(rows, 0);  // [1, n, D]
+    if (present(psw)) psw = unsq(psw, 0);
+  } else {
+    mask = padding_idx ? b.op(OpId::Ne, {input, b.scalar(*padding_idx)}) : b.op(OpId::Eq, {input, input});  // [B, N]
+    values = rows;
+  }
+  Val<B> mask3 = unsq(mask, -1);
+  Val<B> count = b.op(OpId::Sum, {b.op(OpId::Cast, {mask}, Attrs().set("dtype", DType::Int64))}, Attrs().set("dims", Shape{1}));
+  Attrs over_bag = Attrs().set("dims", Shape{1});
+  if (mode == "max") {
+    Val<B> m = b.op(OpId::Amax, {b.op(OpId::Where, {mask3, values, b.scalar(-INFINITY)})}, over_bag);
+    return b.op(OpId::Where, {unsq(b.op(OpId::Gt, {count, b.scalar(int64_t(0))}), -1), m, b.scalar(0.0)});
+  }
+  if (present(psw)) values = b.op(OpId::Mul, {values, unsq(psw, -1)});
+  Val<B> sum = b.op(OpId::Sum, {b.op(OpId::Where, {mask3, values, b.scalar(0.0)})}, over_bag);
+  if (mode == "sum") return sum;
+  return b.op(OpId::Div, {sum, unsq(b.op(OpId::Maximum, {count, b.scalar(int64_t(1))}), -1)});
 }
 
 // ---- activations ----

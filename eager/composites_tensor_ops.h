@@ -1,6 +1,6 @@
 #pragma once
 // Tensor ops model files call that are compositions of rows (masked_fill, tril/triu, sort/topk over the
-// argsort row, multinomial, repeat, flip, roll, repeat_interleave, one_hot, pad, cumsum/cumprod), each written once over a builder (eager/builder.h) so eager, the
+// argsort row, multinomial, repeat, flip, roll, repeat_interleave, one_hot, cumsum/cumprod), each written once over a builder (eager/builder.h) so eager, the
 // tracer and the script frontend record the same ops.
 #include <algorithm>
 #include <cstdint>
@@ -247,52 +247,6 @@ Val<B> one_hot(B& b, Val<B> x, int64_t num_classes) {
   Val<B> eq = b.op(OpId::Eq, {b.op(OpId::Unsqueeze, {x}, Attrs().set("dim", int64_t(-1))),
                               b.parameter(tensor(classes, {num_classes}), "one_hot_classes")});
   return b.op(OpId::Cast, {eq}, Attrs().set("dtype", DType::Int64));
-}
-
-// F.pad over the last len(pad) / 2 dims (pad = (left, right) of the last dim, then of the one before, ...):
-// 'constant' cats blocks of `value` (a negative pad slices), 'reflect' and 'replicate' cat the mirrored or
-// edge slices, one per padded position
-template <class B>
-Val<B> pad(B& b, Val<B> x, const Shape& pads, const std::string& mode, double value) {
-  if (pads.size() % 2 != 0) b.fail(fmt::format("pad: padding length must be divisible by 2, got {}", pads.size()));
-  if (mode != "constant" && mode != "reflect" && mode != "replicate")
-    b.fail(fmt::format("pad: mode '{}' is not supported (kiln has 'constant', 'reflect' and 'replicate')", mode));
-  const int64_t k = int64_t(pads.size()) / 2;
-  if (std::optional<int64_t> r = b.rank(x); r && k > *r)
-    b.fail(fmt::format("pad: padding length too large: {} values for a {}-D input", pads.size(), *r));
-  std::optional<Shape> s = b.shape(x);
-  auto slice = [&](Val<B> v, int64_t d, int64_t start, std::optional<int64_t> end) {
-    Attrs a = Attrs().set("dim", d).set("start", start).set("step", int64_t(1));
-    if (end) a.set("end", *end);
-    return b.op(OpId::Slice, {v}, a);
-  };
-  Val<B> y = x;
-  for (int64_t i = 0; i < k; ++i) {
-    const int64_t d = -1 - i, lo = pads[size_t(2 * i)], hi = pads[size_t(2 * i + 1)];
-    if (s) {
-      const int64_t n = (*s)[s->size() - 1 - size_t(i)];
-      if (mode == "reflect" && (lo >= n || hi >= n))
-        b.fail(fmt::format("pad: padding size should be less than the corresponding input dimension, but got: padding ({}, {}) at dimension {} of input {}",
-                           lo, hi, s->size() - 1 - size_t(i), shape_str(*s)));
-      if (mode == "replicate" && n == 0 && (lo > 0 || hi > 0)) b.fail("pad: replicate padding of an empty dim");
-    }
-    if (lo < 0) y = slice(y, d, -lo, std::nullopt);
-    if (hi < 0) y = slice(y, d, 0, hi);
-    std::vector<Val<B>> parts;
-    auto edge = [&](bool left, int64_t j) -> Val<B> {  // the j-th slice outward from the edge, j >= 1
-      if (mode == "constant") {
-        Val<B> one = slice(y, d, 0, 1);
-        return b.op(OpId::Where, {b.scalar(true), b.scalar(value), one});
-      }
-      if (mode == "replicate") return left ? slice(y, d, 0, 1) : slice(y, d, -1, std::nullopt);
-      return left ? slice(y, d, j, j + 1) : slice(y, d, -1 - j, -j);
-    };
-    for (int64_t j = std::max<int64_t>(lo, 0); j >= 1; --j) parts.push_back(edge(true, j));
-    parts.push_back(y);
-    for (int64_t j = 1; j <= std::max<int64_t>(hi, 0); ++j) parts.push_back(edge(false, j));
-    if (parts.size() > 1) y = b.op(OpId::Cat, parts, Attrs().set("dim", d));
-  }
-  return y;
 }
 
 template <class B>

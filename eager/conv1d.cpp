@@ -6,10 +6,10 @@
 
 namespace kiln {
 
-Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding,
-              int64_t dilation, int64_t groups) {
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride, const ConvPadding& padding,
+              int64_t dilation, int64_t groups, const std::string& padding_mode) {
   EagerBuilder b;
-  return composite::conv1d(b, x, weight, bias, stride, padding, dilation, groups);
+  return composite::conv1d(b, x, weight, bias, stride, padding, dilation, groups, padding_mode);
 }
 
 }  // namespace kiln

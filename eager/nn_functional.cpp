@@ -29,10 +29,10 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
   return composite::scaled_dot_product_attention(b, query, key, value, attn_mask, dropout_p, is_causal, scale);
 }
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Shape stride, Shape padding, Shape dilation,
-              int64_t groups) {
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Shape stride, const ConvPadding& padding, Shape dilation,
+              int64_t groups, const std::string& padding_mode) {
   EagerBuilder b;
-  return composite::conv2d(b, x, weight, bias, stride, padding, dilation, groups);
+  return composite::conv2d(b, x, weight, bias, stride, padding, dilation, groups, padding_mode);
 }
 
 Tensor dropout2d(const Tensor& x, double p, bool training) {
@@ -91,6 +91,12 @@ Tensor avg_pool2d(const Tensor& x, Shape kernel_size, Shape stride, Shape paddin
                   std::optional<int64_t> divisor_override) {
   EagerBuilder b;
   return composite::avg_pool2d(b, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override);
+}
+
+Tensor embedding_bag(const Tensor& input, const Tensor& weight, const Tensor& offsets, const std::string& mode,
+                     const Tensor& per_sample_weights, bool include_last_offset, std::optional<int64_t> padding_idx) {
+  EagerBuilder b;
+  return composite::embedding_bag(b, weight, input, offsets, mode, per_sample_weights, include_last_offset, padding_idx);
 }
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {

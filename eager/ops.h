@@ -167,8 +167,23 @@ Tensor slice_backward(const Tensor& grad, const Shape& shape, int64_t dim, int64
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
 // the loss functions: eager/losses.h
+// A convolution's padding as torch takes it: ints (one for every spatial dim, or one each), or "same" (the
+// output as long as the input: stride 1 only; an odd total puts the extra on the right / bottom, as torch) or
+// "valid" (none).
+struct ConvPadding {
+  ConvPadding(std::initializer_list<int64_t> v) : ints(v) {}
+  ConvPadding(Shape v) : ints(std::move(v)) {}  // NOLINT: implicit, as torch's int-or-tuple-or-str argument
+  ConvPadding(int v) : ints{v} {}                // NOLINT
+  ConvPadding(int64_t v) : ints{v} {}            // NOLINT
+  ConvPadding(const char* s) : mode(s) {}        // NOLINT
+  ConvPadding(std::string s) : mode(std::move(s)) {}  // NOLINT
+  Shape ints;        // when mode is empty
+  std::string mode;  // "same" or "valid" (anything else is refused by the convolution)
+};
+// padding_mode: "zeros", or F.pad's "reflect", "replicate", "circular" (the input padded, then no padding)
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Shape stride = {1, 1},
-              Shape padding = {0, 0}, Shape dilation = {1, 1}, int64_t groups = 1);
+              const ConvPadding& padding = {0, 0}, Shape dilation = {1, 1}, int64_t groups = 1,
+              const std::string& padding_mode = "zeros");
 // channel dropout over (N, C, *): whole feature maps kept (scaled by 1 / (1 - p)) or zeroed
 Tensor dropout2d(const Tensor& x, double p = 0.5, bool training = true);
 // (*, C r^2, H, W) <-> (*, C, H r, W r)
@@ -196,6 +211,12 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Shape kernel_
 Tensor avg_pool2d(const Tensor& x, Shape kernel_size, Shape stride = {}, Shape padding = {0, 0}, bool ceil_mode = false,
                   bool count_include_pad = true, std::optional<int64_t> divisor_override = std::nullopt);
 Tensor embedding(const Tensor& weight, const Tensor& indices);
+// F.embedding_bag: mode 'sum' / 'mean' / 'max' over bags of a 2-D input's rows, or of a 1-D input cut at offsets
+// (include_last_offset: offsets ends with the end of the last bag); per_sample_weights for 'sum'; padding_idx
+// entries left out of their bags; empty bags give zeros
+Tensor embedding_bag(const Tensor& input, const Tensor& weight, const Tensor& offsets = {}, const std::string& mode = "mean",
+                     const Tensor& per_sample_weights = {}, bool include_last_offset = false,
+                     std::optional<int64_t> padding_idx = std::nullopt);
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);
 // training=true uses batch statistics and updates running_mean/var in place (momentum as torch)

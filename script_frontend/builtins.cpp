@@ -799,6 +799,27 @@ std::vector<Builtin> make_builtins() {
         return composite::instance_norm(lb, L.tensor_arg(a[0], "input"), t[0], t[1], t[2], t[3], use_input_stats, momentum, eps,
                                         std::nullopt, std::nullopt);
       });
+  // F.conv2d / F.conv1d: padding ints, or the string constants 'same' / 'valid' (eager/ops.h ConvPadding)
+  for (const char* name : {"conv2d", "conv1d"}) {
+    const bool one_d = name[4] == '1';
+    add(name, kFn | kF, {"input", "weight", "bias", "stride", "padding", "dilation", "groups"}, 2,
+        [given, one_d](Lowerer& L, Args& a, const Expr&) {
+          Value* bias = given(a[2]) ? L.tensor_arg(a[2], "bias") : nullptr;
+          auto sizes = [&](const Arg& x, const char* what, int64_t dflt) -> Shape {
+            if (!x.present()) return one_d ? Shape{dflt} : Shape{dflt, dflt};
+            return one_d ? Shape{L.need_ints(x, what).at(0)} : pair_of(L, x, what);
+          };
+          const bool str = a[4].present() && a[4].expr && a[4].expr->kind == ExprKind::String;
+          ConvPadding padding = str ? ConvPadding(a[4].expr->name) : ConvPadding(sizes(a[4], "padding", 0));
+          int64_t groups = a[6].present() ? L.need_int(a[6], "groups") : 1;
+          Shape stride = sizes(a[3], "stride", 1), dilation = sizes(a[5], "dilation", 1);
+          LoweringBuilder lb(L);
+          Value* x = L.tensor_arg(a[0], "input");
+          Value* w = L.tensor_arg(a[1], "weight");
+          if (one_d) return composite::conv1d(lb, x, w, bias, stride[0], padding, dilation[0], groups);
+          return composite::conv2d(lb, x, w, bias, stride, padding, dilation, groups);
+        });
+  }
   add("conv_transpose2d", kFn | kF, {"input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"}, 2,
       [given](Lowerer& L, Args& a, const Expr&) {
         Value* bias = given(a[2]) ? L.tensor_arg(a[2], "bias") : nullptr;
@@ -1235,6 +1256,26 @@ void add_tensor_ops(std::vector<Builtin>& b) {
                                    "also takes amounts computed when the graph runs)", mode));
     return pad_constant_at_run_time(L, x, ints_of_sequence(L, a[1], "pad"), v);
   });
+  add("embedding_bag", kF,
+      {"input", "weight", "offsets", "max_norm", "norm_type", "scale_grad_by_freq", "mode", "sparse", "per_sample_weights",
+       "include_last_offset", "padding_idx"},
+      2, [](Lowerer& L, Args& a, const Expr&) {
+        if (is_given(a[3])) L.fail(a[3].loc, "embedding_bag: max_norm is not supported");
+        if (is_given(a[5]) && L.need_bool(a[5], "scale_grad_by_freq")) L.fail(a[5].loc, "embedding_bag: scale_grad_by_freq is not supported");
+        std::string mode = "mean";
+        if (is_given(a[6])) {
+          if (!a[6].expr || a[6].expr->kind != ExprKind::String) L.fail(a[6].loc, "embedding_bag: mode must be a string constant");
+          mode = a[6].expr->name;
+        }
+        Value* offsets = is_given(a[2]) ? L.tensor_arg(a[2], "offsets") : nullptr;
+        Value* psw = is_given(a[8]) ? L.tensor_arg(a[8], "per_sample_weights") : nullptr;
+        bool last = is_given(a[9]) && L.need_bool(a[9], "include_last_offset");
+        std::optional<int64_t> pad;
+        if (is_given(a[10])) pad = L.need_int(a[10], "padding_idx");
+        if (pad && *pad < 0) L.fail(a[10].loc, "embedding_bag: a negative padding_idx needs the weight's size; give it from 0");
+        LoweringBuilder lb(L);
+        return composite::embedding_bag(lb, L.tensor_arg(a[1], "weight"), L.tensor_arg(a[0], "input"), offsets, mode, psw, last, pad);
+      });
   add("normalize", kF, {"input", "p", "dim", "eps"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     double p = is_given(a[1]) ? need_float(L, a[1], "p") : 2.0;
     int64_t dim = is_given(a[2]) ? L.need_int(a[2], "dim") : 1;

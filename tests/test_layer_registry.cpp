@@ -115,9 +115,9 @@ TEST_CASE("layer registry: constructor arguments bind with torch's names, defaul
   check_error([&] { script_source(bad, "bad.py").module("Net"); }, "nn.MaxPool2d: return_indices=True is not supported");
   CHECK(nn::find_layer("Conv3d") == nullptr);
   const char* same = "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-                     "        self.c = nn.Conv2d(2, 3, 4, padding='same')\n\n    def forward(self, x):\n        return self.c(x)\n";
+                     "        self.c = nn.Conv2d(2, 3, 4, padding='same', stride=2)\n\n    def forward(self, x):\n        return self.c(x)\n";
   check_error([&] { script_source(same, "same.py").module("Net"); },
-              "same.py:7:21: error: nn.Conv2d: padding='same' with an even kernel pads unevenly, which kiln does not support");
+              "same.py:7:21: error: Conv2d: padding='same' is not supported for strided convolutions, got stride [2,2]");
 }
 
 TEST_CASE("layer registry: nn.Identity takes any arguments and ignores them; BatchNorm1d checks its rank when the graph runs") {

@@ -269,7 +269,7 @@ TEST_CASE("one_hot, pad, cumsum, cumprod: values and dtypes as torch, gradients,
   CHECK(gradcheck([](const Tensors& in) { return pad(in[0], {1, 2, 2, 1}, "reflect"); }, {seq({2, 3, 4}).requires_grad_()}));
   check_error([&] { pad(p, {3, 0}, "reflect"); }, "pad: padding size should be less than the corresponding input dimension");
   check_error([&] { pad(p, {1}); }, "pad: padding length must be divisible by 2");
-  check_error([&] { pad(p, {1, 1}, "circular"); }, "pad: mode 'circular' is not supported");
+  check_error([&] { pad(p, {1, 1}, "wrap"); }, "pad: mode 'wrap' is not supported");
   Tensor c = seq({2, 4}, 0.9, 0.4);
   check_close(cumsum(c, 1), f64({0.3894183423086505, 1.3529765277258434, 2.1614729315454335, 2.203053593978724,
                                  -0.7568024953079282, -1.7392551079322607, -2.2038572873460174, -1.799007366729419}, {2, 4}));

@@ -40,18 +40,32 @@ Val<B> forward_with(B& b, Linear& m, Val<B> x) {
 }
 Tensor Linear::forward(const Tensor& x) { return eager_forward(*this, x); }
 
-Conv2d::Conv2d(int64_t in, int64_t out, Shape k, Shape s, Shape p, Shape d, int64_t g, bool with_bias)
-    : stride(std::move(s)), padding(std::move(p)), dilation(std::move(d)), groups(g) {
+namespace {
+// torch's checks of a convolution's padding against its sizes (one per spatial dim), when it is built
+void check_conv_padding(const char* op, const ConvPadding& p, const std::string& mode, Shape k, Shape s, Shape d) {
+  auto each = [&](Shape& v) { if (v.size() == 1) v.resize(k.size(), v[0]); };
+  each(s);
+  each(d);
+  if (s.size() != k.size() || d.size() != k.size())
+    fail("{}: stride {} and dilation {} must have 1 or {} elements", op, shape_str(s), shape_str(d), k.size());
+  composite::conv_pad_amounts([](const std::string& m) { fail("{}", m); }, op, p, mode, k, s, d);
+}
+}  // namespace
+
+Conv2d::Conv2d(int64_t in, int64_t out, Shape k, Shape s, ConvPadding p, Shape d, int64_t g, bool with_bias, std::string pm)
+    : stride(std::move(s)), padding(std::move(p)), dilation(std::move(d)), groups(g), padding_mode(std::move(pm)) {
   if (k.size() == 1) k = {k[0], k[0]};
   if (g <= 0 || in % g != 0 || out % g != 0)
     fail("Conv2d: in_channels {} and out_channels {} must be divisible by groups {}", in, out, g);
+  check_conv_padding("Conv2d", padding, padding_mode, k, stride, dilation);
   weight = register_parameter("weight", empty({out, in / g, k[0], k[1]}));
   if (with_bias) bias = register_parameter("bias", empty({out}));
   default_init(weight, bias);
 }
 template <class B>
 Val<B> forward_with(B& b, Conv2d& m, Val<B> x) {
-  return composite::conv2d(b, x, b.parameter(m.weight, "weight"), b.parameter(m.bias, "bias"), m.stride, m.padding, m.dilation, m.groups);
+  return composite::conv2d(b, x, b.parameter(m.weight, "weight"), b.parameter(m.bias, "bias"), m.stride, m.padding, m.dilation, m.groups,
+                           m.padding_mode, Shape{m.weight.size(2), m.weight.size(3)});
 }
 Tensor Conv2d::forward(const Tensor& x) { return eager_forward(*this, x); }
 
@@ -73,17 +87,19 @@ Val<B> forward_with(B& b, ConvTranspose2d& m, Val<B> x) {
 }
 Tensor ConvTranspose2d::forward(const Tensor& x) { return eager_forward(*this, x); }
 
-Conv1d::Conv1d(int64_t in, int64_t out, int64_t k, int64_t s, int64_t p, int64_t d, int64_t g, bool with_bias)
-    : stride(s), padding(p), dilation(d), groups(g) {
+Conv1d::Conv1d(int64_t in, int64_t out, int64_t k, int64_t s, ConvPadding p, int64_t d, int64_t g, bool with_bias, std::string pm)
+    : stride(s), padding(std::move(p)), dilation(d), groups(g), padding_mode(std::move(pm)) {
   if (g <= 0 || in % g != 0 || out % g != 0)
     fail("Conv1d: in_channels {} and out_channels {} must be divisible by groups {}", in, out, g);
+  check_conv_padding("Conv1d", padding, padding_mode, {k}, {s}, {d});
   weight = register_parameter("weight", empty({out, in / g, k}));
   if (with_bias) bias = register_parameter("bias", empty({out}));
   default_init(weight, bias);
 }
 template <class B>
 Val<B> forward_with(B& b, Conv1d& m, Val<B> x) {
-  return composite::conv1d(b, x, b.parameter(m.weight, "weight"), b.parameter(m.bias, "bias"), m.stride, m.padding, m.dilation, m.groups);
+  return composite::conv1d(b, x, b.parameter(m.weight, "weight"), b.parameter(m.bias, "bias"), m.stride, m.padding, m.dilation, m.groups,
+                           m.padding_mode, m.weight.size(2));
 }
 Tensor Conv1d::forward(const Tensor& x) { return eager_forward(*this, x); }
 
@@ -302,7 +318,9 @@ Val<B> forward_with(B& b, InstanceNorm2d& m, Val<B> x) {
 }
 Tensor InstanceNorm2d::forward(const Tensor& x) { return eager_forward(*this, x); }
 
-Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad) {
+Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad, std::optional<double> mn, double nt)
+    : max_norm(mn), norm_type(nt) {
+  if (max_norm && !(*max_norm > 0)) fail("Embedding: max_norm must be positive, got {}", *max_norm);
   if (pad && (*pad < -num || *pad >= num))
     fail("Embedding: padding_idx {} must be within num_embeddings {}", *pad, num);
   if (pad) padding_idx = *pad < 0 ? *pad + num : *pad;
@@ -315,9 +333,35 @@ Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad) {
 }
 template <class B>
 Val<B> forward_with(B& b, Embedding& m, Val<B> indices) {
-  return composite::embedding(b, b.parameter(m.weight, "weight"), indices, m.padding_idx);
+  Val<B> w = b.parameter(m.weight, "weight");
+  if (m.max_norm) w = composite::embedding_renorm(b, w, indices, *m.max_norm, m.norm_type);
+  return composite::embedding(b, w, indices, m.padding_idx);
 }
 Tensor Embedding::forward(const Tensor& indices) { return eager_forward(*this, indices); }
+
+EmbeddingBag::EmbeddingBag(int64_t num, int64_t dim, std::string m, bool last, std::optional<int64_t> pad)
+    : mode(std::move(m)), include_last_offset(last) {
+  if (mode != "sum" && mode != "mean" && mode != "max") fail("EmbeddingBag: mode has to be one of sum, mean or max, got '{}'", mode);
+  if (pad && (*pad < -num || *pad >= num)) fail("EmbeddingBag: padding_idx {} must be within num_embeddings {}", *pad, num);
+  if (pad) padding_idx = *pad < 0 ? *pad + num : *pad;
+  weight = register_parameter("weight", empty({num, dim}));
+  init::normal_(weight, 0, 1);
+  if (padding_idx) {
+    NoGradGuard no_grad;
+    weight.select(0, *padding_idx).zero_();
+  }
+}
+template <class B>
+Val<B> embedding_bag_forward(B& b, EmbeddingBag& m, Val<B> input, Val<B> offsets, Val<B> per_sample_weights) {
+  return composite::embedding_bag(b, b.parameter(m.weight, "weight"), input, offsets, m.mode, per_sample_weights,
+                                  m.include_last_offset, m.padding_idx);
+}
+template <class B>
+Val<B> forward_with(B& b, EmbeddingBag& m, Val<B> input) { return embedding_bag_forward(b, m, input, Val<B>{}, Val<B>{}); }
+Tensor EmbeddingBag::forward(const Tensor& input, const Tensor& offsets, const Tensor& per_sample_weights) {
+  EagerBuilder b;
+  return embedding_bag_forward(b, *this, input, offsets, per_sample_weights);
+}
 
 template <class B>
 Val<B> forward_with(B&, Identity&, Val<B> x) { return x; }
@@ -529,23 +573,10 @@ const std::vector<LayerSpec>& layer_registry() {
           return std::make_shared<AdaptiveMaxPool2d>(output_size(a));
         },
         {{"output_size", IValue::tuple({IValue(), IValue(3)})}}, t({2, 3, 5, 7})));
-    // padding: ints, or 'valid' / 'same' (stride 1; an odd dilation * (kernel - 1) per dim, so both sides
-    // pad alike)
-    auto conv_padding = [](const LayerArgs& a, const Shape& k, const Shape& s, const Shape& d) -> Shape {
-      if (a.str("padding_mode") != "zeros")
-        a.fail(fmt::format("padding_mode '{}' is not supported (only 'zeros')", a.str("padding_mode")));
-      if (!a["padding"].is_string()) return k.size() == 1 ? Shape{a.ints("padding").at(0)} : a.pair("padding");
-      std::string p = a.str("padding");
-      if (p == "valid") return Shape(k.size(), 0);
-      if (p != "same") a.fail(fmt::format("padding '{}' must be 'same', 'valid' or ints", p));
-      Shape out;
-      for (size_t i = 0; i < k.size(); ++i) {
-        if (s[i] != 1) a.fail("padding='same' needs stride 1");
-        int64_t total = d[i] * (k[i] - 1);
-        if (total % 2) a.fail("padding='same' with an even kernel pads unevenly, which kiln does not support");
-        out.push_back(total / 2);
-      }
-      return out;
+    // padding: ints, or 'valid' / 'same' (the constructor checks them, and padding_mode, as torch)
+    auto conv_padding = [](const LayerArgs& a) -> ConvPadding {
+      if (a["padding"].is_string()) return ConvPadding(a.str("padding"));
+      return ConvPadding(a.ints("padding"));
     };
     std::vector<LayerParam> conv_params = {{"in_channels"}, {"out_channels"}, {"kernel_size"}, {"stride", 1}, {"padding", 0},
                                            {"dilation", 1}, {"groups", 1}, {"bias", true}, {"padding_mode", "zeros"}};
@@ -553,11 +584,12 @@ const std::vector<LayerSpec>& layer_registry() {
         "Conv2d", conv_params,
         [conv_padding](const LayerArgs& a) {
           Shape k = a.pair("kernel_size"), s = a.pair("stride"), d = a.pair("dilation");
-          Shape p = conv_padding(a, k, s, d);
-          return std::make_shared<Conv2d>(a.positive("in_channels"), a.positive("out_channels"), k, s, p, d, a.positive("groups"),
-                                           a.flag("bias"));
+          return std::make_shared<Conv2d>(a.positive("in_channels"), a.positive("out_channels"), k, s, conv_padding(a), d,
+                                          a.positive("groups"), a.flag("bias"), a.str("padding_mode"));
         },
-        {{"in_channels", 3}, {"out_channels", 4}, {"kernel_size", 3}, {"padding", 1}}, t({2, 3, 6, 6})));
+        {{"in_channels", 3}, {"out_channels", 4}, {"kernel_size", IValue::tuple({IValue(2), IValue(3)})}, {"padding", "same"},
+         {"padding_mode", "reflect"}},
+        t({2, 3, 6, 6})));
     r.push_back(layer_spec<ConvTranspose2d>(
         "ConvTranspose2d",
         {{"in_channels"}, {"out_channels"}, {"kernel_size"}, {"stride", 1}, {"padding", 0}, {"output_padding", 0}, {"groups", 1},
@@ -581,9 +613,8 @@ const std::vector<LayerSpec>& layer_registry() {
             return v[0];
           };
           int64_t k = one("kernel_size"), s = one("stride"), d = one("dilation");
-          int64_t p = conv_padding(a, {k}, {s}, {d})[0];
-          return std::make_shared<Conv1d>(a.positive("in_channels"), a.positive("out_channels"), k, s, p, d, a.positive("groups"),
-                                          a.flag("bias"));
+          return std::make_shared<Conv1d>(a.positive("in_channels"), a.positive("out_channels"), k, s, conv_padding(a), d,
+                                          a.positive("groups"), a.flag("bias"), a.str("padding_mode"));
         },
         {{"in_channels", 3}, {"out_channels", 4}, {"kernel_size", 3}, {"stride", 2}}, t({2, 3, 9})));
     for (const char* name : {"BatchNorm2d", "BatchNorm1d"}) {
@@ -621,18 +652,46 @@ const std::vector<LayerSpec>& layer_registry() {
         {{"num_embeddings"}, {"embedding_dim"}, {"padding_idx", IValue()}, {"max_norm", IValue()}, {"norm_type", 2.0},
          {"scale_grad_by_freq", false}, {"sparse", false}},
         [](const LayerArgs& a) {
-          if (!a.is_none("max_norm")) a.fail("max_norm is not supported");
           a.unsupported_if_true("scale_grad_by_freq");
           a.unsupported_if_true("sparse");
           int64_t num = a.positive("num_embeddings");
+          std::optional<double> max_norm;
+          if (!a.is_none("max_norm")) max_norm = a.number("max_norm");
           std::optional<int64_t> pad;
           if (!a.is_none("padding_idx")) {
             pad = a.integer("padding_idx");
             if (*pad < -num || *pad >= num) a.fail(fmt::format("padding_idx {} must be within num_embeddings {}", *pad, num));
           }
-          return std::make_shared<Embedding>(num, a.positive("embedding_dim"), pad);
+          return std::make_shared<Embedding>(num, a.positive("embedding_dim"), pad, max_norm, a.number("norm_type"));
         },
         {{"num_embeddings", 10}, {"embedding_dim", 4}, {"padding_idx", 0}}, [] { return randint(0, 10, {2, 5}); }));
+    {
+      LayerSpec bag = layer_spec<EmbeddingBag>(
+          "EmbeddingBag",
+          {{"num_embeddings"}, {"embedding_dim"}, {"max_norm", IValue()}, {"norm_type", 2.0}, {"scale_grad_by_freq", false},
+           {"mode", "mean"}, {"sparse", false}, {"_weight", IValue()}, {"include_last_offset", false}, {"padding_idx", IValue()},
+           {"device", IValue()}, {"dtype", IValue()}},
+          [](const LayerArgs& a) {
+            if (!a.is_none("max_norm")) a.fail("max_norm is not supported");
+            if (!a.is_none("_weight") || !a.is_none("device") || !a.is_none("dtype"))
+              a.fail("_weight, device and dtype arguments are not supported");
+            a.unsupported_if_true("scale_grad_by_freq");
+            a.unsupported_if_true("sparse");
+            std::optional<int64_t> pad;
+            if (!a.is_none("padding_idx")) pad = a.integer("padding_idx");
+            return std::make_shared<EmbeddingBag>(a.positive("num_embeddings"), a.positive("embedding_dim"), a.str("mode"),
+                                                  a.flag("include_last_offset"), pad);
+          },
+          {{"num_embeddings", 10}, {"embedding_dim", 4}, {"mode", "max"}, {"padding_idx", 2}}, nullptr);
+      bag.call_params = {{"input"}, {"offsets", IValue()}, {"per_sample_weights", IValue()}};
+      bag.lower_call = [](GraphBuilder& b, Module& m, const std::vector<GraphBuilder::V>& t, const std::map<std::string, bool>&) {
+        return std::vector<GraphBuilder::V>{embedding_bag_forward(b, static_cast<EmbeddingBag&>(m), t[0], t[1], t[2])};
+      };
+      bag.inputs = {"input", "offsets"};
+      bag.example_inputs = [] { return Tensors{tensor(std::vector<int64_t>{1, 2, 4, 5, 2, 3, 9, 2}, {8}), tensor(std::vector<int64_t>{0, 2, 2, 5}, {4})}; };
+      bag.eager_call = [](Module& m, const Tensors& xs) { return static_cast<EmbeddingBag&>(m).forward(xs[0], xs[1]); };
+      r.push_back(std::move(bag));
+    }
     LayerSpec identity = layer_spec<Identity>("Identity", {}, no_args([] { return std::make_shared<Identity>(); }), {}, t({3, 4}));
     identity.ignores_extra_args = true;
     r.push_back(std::move(identity));

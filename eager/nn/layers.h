@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "eager/nn/module.h"
+#include "eager/ops.h"
 
 namespace kiln::nn {
 
@@ -21,13 +22,18 @@ class Linear : public Module {
 
 class Conv2d : public Module {
  public:
+  // padding: ints, "same" or "valid"; padding_mode: "zeros", "reflect", "replicate" or "circular" (eager/ops.h)
   Conv2d(int64_t in_channels, int64_t out_channels, Shape kernel_size, Shape stride = {1, 1},
-         Shape padding = {0, 0}, Shape dilation = {1, 1}, int64_t groups = 1, bool bias = true);
+         ConvPadding padding = {0, 0}, Shape dilation = {1, 1}, int64_t groups = 1, bool bias = true,
+         std::string padding_mode = "zeros");
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "Conv2d"; }
   Tensor weight, bias;
-  Shape stride, padding, dilation;
+  Shape stride;
+  ConvPadding padding;
+  Shape dilation;
   int64_t groups;
+  std::string padding_mode;
 };
 
 // torch's weight [in_channels, out_channels / groups, kh, kw] and bias [out_channels], initialised as torch's
@@ -46,12 +52,15 @@ class ConvTranspose2d : public Module {
 // Conv2d's arguments with one spatial dim: (N, C, L) inputs, weight (out, in / groups, kernel).
 class Conv1d : public Module {
  public:
-  Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1, int64_t padding = 0,
-         int64_t dilation = 1, int64_t groups = 1, bool bias = true);
+  Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1, ConvPadding padding = 0,
+         int64_t dilation = 1, int64_t groups = 1, bool bias = true, std::string padding_mode = "zeros");
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "Conv1d"; }
   Tensor weight, bias;
-  int64_t stride, padding, dilation, groups;
+  int64_t stride;
+  ConvPadding padding;
+  int64_t dilation, groups;
+  std::string padding_mode;
 };
 
 // The pooling layers share their window arguments; stride empty means kernel_size (torch).
@@ -309,10 +318,29 @@ class BatchNorm1d : public BatchNorm2d {
 // padding_idx (negative counts from the end, as torch): that row starts at zero and gets no gradient.
 class Embedding : public Module {
  public:
-  Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt);
+  // max_norm: the looked-up rows with a larger norm_type-norm are renormalised in the weight, in place, as torch
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt,
+            std::optional<double> max_norm = std::nullopt, double norm_type = 2.0);
   Tensor forward(const Tensor& indices) override;
   std::string name() const override { return "Embedding"; }
   Tensor weight;
+  std::optional<int64_t> padding_idx;  // in [0, num_embeddings)
+  std::optional<double> max_norm;
+  double norm_type;
+};
+
+// torch's EmbeddingBag: weight [num_embeddings, embedding_dim] ~ N(0, 1) (the padding row zeroed); forward reduces
+// the rows of each bag (eager/ops.h embedding_bag)
+class EmbeddingBag : public Module {
+ public:
+  EmbeddingBag(int64_t num_embeddings, int64_t embedding_dim, std::string mode = "mean", bool include_last_offset = false,
+               std::optional<int64_t> padding_idx = std::nullopt);
+  Tensor forward(const Tensor& input) override { return forward(input, Tensor()); }
+  Tensor forward(const Tensor& input, const Tensor& offsets, const Tensor& per_sample_weights = {});
+  std::string name() const override { return "EmbeddingBag"; }
+  Tensor weight;
+  std::string mode;
+  bool include_last_offset;
   std::optional<int64_t> padding_idx;  // in [0, num_embeddings)
 };
 
