@@ -1,19 +1,9 @@
 """Prints the PyTorch 1.13 values pasted into tests/test_embedding_bag.cpp (run with /usr/bin/python3).
 Inputs are the C++ test's closed forms: seq(shape, a, b)[i] = sin(a * i + b), float64."""
-import math
 import torch
 import torch.nn.functional as F
 
-
-def seq(shape, a=0.3, b=0.1):
-    n = math.prod(shape)
-    return torch.tensor([math.sin(a * i + b) for i in range(n)], dtype=torch.float64).reshape(shape)
-
-
-def show(name, t):
-    t = t.detach()
-    vals = ", ".join(f"{float(v):.12g}" for v in t.flatten().tolist())
-    print(f"// {name}: shape {list(t.shape)}\n{{{vals}}}")
+from torch_values import seq, show
 
 
 idx = torch.tensor([1, 2, 4, 5, 2, 3, 9, 2])

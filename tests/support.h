@@ -132,6 +132,17 @@ inline void check_error(const std::function<void()>& fn, const std::string& need
 // Whether compiled graphs get the x86 JIT's fused kernels here: it needs AVX2 or AVX-512, and
 // KILN_X86_ISA=none turns it off (tests/run_matrix.sh's baseline entry, a CPU without AVX2). Without it a
 // compiled graph runs its optimised graph on the eager kernels: the same values, other kernel counts.
+// Detached copies of inputs, the floating ones requiring grad: leaves a run can differentiate.
+inline std::vector<Tensor> fresh_leaves(const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> leaves;
+  for (const Tensor& t : inputs) {
+    Tensor l = t.detach().clone();
+    if (is_floating(t.dtype())) l.requires_grad_(true);
+    leaves.push_back(l);
+  }
+  return leaves;
+}
+
 inline bool x86_jit_on() { return x86::best_isa() != x86::Isa::None; }
 
 // Sets the intra-op (OpenMP and BLAS) thread count for a scope and restores the count it found: a test

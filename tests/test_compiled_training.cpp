@@ -37,12 +37,7 @@ void check_grads_match(const Function& fn, const std::vector<Tensor>& inputs, do
                        double atol = 1e-6) {
   Function compiled = compile(fn);
   auto run = [&](const Function& f) {
-    std::vector<Tensor> leaves;
-    for (const Tensor& t : inputs) {
-      Tensor l = t.detach().clone();
-      if (is_floating(t.dtype())) l.requires_grad_(true);
-      leaves.push_back(l);
-    }
+    std::vector<Tensor> leaves = test::fresh_leaves(inputs);
     std::vector<Tensor> outs = f(leaves);
     Tensor loss;
     for (size_t k = 0; k < outs.size(); ++k) {

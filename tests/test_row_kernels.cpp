@@ -30,12 +30,7 @@ struct IsaCap {
 void check_rows(const Function& fn, const std::vector<Tensor>& inputs, double rtol = 1e-5, double atol = 1e-6) {
   Function compiled = compile(fn);
   auto run = [&](const Function& f) {
-    std::vector<Tensor> leaves;
-    for (const Tensor& t : inputs) {
-      Tensor l = t.detach().clone();
-      if (is_floating(t.dtype())) l.requires_grad_(true);
-      leaves.push_back(l);
-    }
+    std::vector<Tensor> leaves = test::fresh_leaves(inputs);
     std::vector<Tensor> outs = f(leaves);
     Tensor w = sin(arange(0.0, double(outs[0].numel()), 1.0) * 0.7).reshape(outs[0].sizes());
     sum(outs[0] * w).backward();

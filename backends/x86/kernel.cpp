@@ -35,18 +35,8 @@ constexpr int64_t kGrain = 32768;
 constexpr int64_t kStreamBytes = int64_t(16) << 20;
 
 Shape broadcast_shape(const std::vector<const Shape*>& shapes) {
-  size_t r = 0;
-  for (auto* s : shapes) r = std::max(r, s->size());
-  Shape out(r, 1);
-  for (auto* s : shapes) {
-    size_t off = r - s->size();
-    for (size_t d = 0; d < s->size(); ++d) {
-      int64_t a = out[off + d], b = (*s)[d];
-      if (a == b || b == 1) continue;
-      if (a == 1) out[off + d] = b;
-      else fail("x86 kernel: shapes {} cannot be broadcast together", shape_str(*s));
-    }
-  }
+  Shape out;
+  for (const Shape* s : shapes) out = broadcast_shapes("x86 kernel", out, *s);
   return out;
 }
 

@@ -273,18 +273,8 @@ Plan plan(const ir::Graph& g) {
 }
 
 Shape broadcast_shape(const std::vector<const Shape*>& shapes) {
-  size_t r = 0;
-  for (auto* s : shapes) r = std::max(r, s->size());
-  Shape out(r, 1);
-  for (auto* s : shapes) {
-    size_t off = r - s->size();
-    for (size_t d = 0; d < s->size(); ++d) {
-      int64_t a = out[off + d], b = (*s)[d];
-      if (a == b || b == 1) continue;
-      if (a == 1) out[off + d] = b;
-      else fail("x86 row kernel: shapes {} cannot be broadcast together", shape_str(*s));
-    }
-  }
+  Shape out;
+  for (const Shape* s : shapes) out = broadcast_shapes("x86 row kernel", out, *s);
   return out;
 }
 

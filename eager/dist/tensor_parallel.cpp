@@ -63,6 +63,12 @@ Tensor with_backward(const Tensor& x, Tensor out, const char* what, Tensor (*bac
 
 Tensor identity(const Tensor& g) { return g; }
 
+// this rank's part of t along dim, a tensor of its own
+Tensor own_part(const Tensor& t, int64_t dim) {
+  int64_t part = t.size(dim) / get_world_size(), r = get_rank();
+  return t.detach().slice(dim, r * part, (r + 1) * part).contiguous().clone();
+}
+
 void require_divisible(const char* layer, const char* what, int64_t n) {
   int64_t w = get_world_size();
   if (n % w != 0) fail("{}: {} {} does not divide by the world size {}", layer, what, n, w);
@@ -106,10 +112,8 @@ ColumnParallelLinear::ColumnParallelLinear(int64_t in_features, int64_t out_feat
   require_divisible("ColumnParallelLinear", "out_features", out_features);
   // Megatron's initialisation: the whole weight by nn::Linear's rule, then this rank's part of it
   nn::Linear full(in_features, out_features, has_bias);
-  int64_t part = out_features / get_world_size(), r = get_rank();
-  NoGradGuard no_grad;
-  weight = register_parameter("weight", full.weight.slice(0, r * part, (r + 1) * part).contiguous().clone());
-  if (has_bias) bias = register_parameter("bias", full.bias.slice(0, r * part, (r + 1) * part).contiguous().clone());
+  weight = register_parameter("weight", own_part(full.weight, 0));
+  if (has_bias) bias = register_parameter("bias", own_part(full.bias, 0));
 }
 
 Tensor ColumnParallelLinear::forward(const Tensor& x) {
@@ -121,10 +125,8 @@ RowParallelLinear::RowParallelLinear(int64_t in_features, int64_t out_features, 
     : input_is_parallel(input_parallel) {
   require_divisible("RowParallelLinear", "in_features", in_features);
   nn::Linear full(in_features, out_features, has_bias);
-  int64_t part = in_features / get_world_size(), r = get_rank();
-  NoGradGuard no_grad;
-  weight = register_parameter("weight", full.weight.slice(1, r * part, (r + 1) * part).contiguous().clone());
-  if (has_bias) bias = register_parameter("bias", full.bias.clone());
+  weight = register_parameter("weight", own_part(full.weight, 1));
+  if (has_bias) bias = register_parameter("bias", full.bias.detach().clone());
 }
 
 Tensor RowParallelLinear::forward(const Tensor& x) {

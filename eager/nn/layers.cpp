@@ -318,18 +318,32 @@ Val<B> forward_with(B& b, InstanceNorm2d& m, Val<B> x) {
 }
 Tensor InstanceNorm2d::forward(const Tensor& x) { return eager_forward(*this, x); }
 
+namespace {
+
+// An embedding table's padding_idx, checked and made non-negative, and its weight: N(0, 1) with the
+// padding row zero (torch's Embedding and EmbeddingBag alike).
+std::optional<int64_t> table_padding_idx(const char* layer, int64_t num, std::optional<int64_t> pad) {
+  if (pad && (*pad < -num || *pad >= num)) fail("{}: padding_idx {} must be within num_embeddings {}", layer, *pad, num);
+  if (pad && *pad < 0) return *pad + num;
+  return pad;
+}
+Tensor table_weight(int64_t num, int64_t dim, std::optional<int64_t> padding_idx) {
+  Tensor w = empty({num, dim});
+  init::normal_(w, 0, 1);
+  if (padding_idx) {
+    NoGradGuard no_grad;
+    w.select(0, *padding_idx).zero_();
+  }
+  return w;
+}
+
+}  // namespace
+
 Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad, std::optional<double> mn, double nt)
     : max_norm(mn), norm_type(nt) {
   if (max_norm && !(*max_norm > 0)) fail("Embedding: max_norm must be positive, got {}", *max_norm);
-  if (pad && (*pad < -num || *pad >= num))
-    fail("Embedding: padding_idx {} must be within num_embeddings {}", *pad, num);
-  if (pad) padding_idx = *pad < 0 ? *pad + num : *pad;
-  weight = register_parameter("weight", empty({num, dim}));
-  init::normal_(weight, 0, 1);
-  if (padding_idx) {
-    NoGradGuard no_grad;
-    weight.select(0, *padding_idx).zero_();
-  }
+  padding_idx = table_padding_idx("Embedding", num, pad);
+  weight = register_parameter("weight", table_weight(num, dim, padding_idx));
 }
 template <class B>
 Val<B> forward_with(B& b, Embedding& m, Val<B> indices) {
@@ -342,14 +356,8 @@ Tensor Embedding::forward(const Tensor& indices) { return eager_forward(*this, i
 EmbeddingBag::EmbeddingBag(int64_t num, int64_t dim, std::string m, bool last, std::optional<int64_t> pad)
     : mode(std::move(m)), include_last_offset(last) {
   if (mode != "sum" && mode != "mean" && mode != "max") fail("EmbeddingBag: mode has to be one of sum, mean or max, got '{}'", mode);
-  if (pad && (*pad < -num || *pad >= num)) fail("EmbeddingBag: padding_idx {} must be within num_embeddings {}", *pad, num);
-  if (pad) padding_idx = *pad < 0 ? *pad + num : *pad;
-  weight = register_parameter("weight", empty({num, dim}));
-  init::normal_(weight, 0, 1);
-  if (padding_idx) {
-    NoGradGuard no_grad;
-    weight.select(0, *padding_idx).zero_();
-  }
+  padding_idx = table_padding_idx("EmbeddingBag", num, pad);
+  weight = register_parameter("weight", table_weight(num, dim, padding_idx));
 }
 template <class B>
 Val<B> embedding_bag_forward(B& b, EmbeddingBag& m, Val<B> input, Val<B> offsets, Val<B> per_sample_weights) {
