@@ -6,6 +6,7 @@
 // over AVX2/AVX-512 gathers, which are slower than the copy on every CPU we measured and would double
 // the number of variants.
 #include "backends/x86/kernel.h"
+#include "backends/x86/row_chunks.h"
 
 #include <omp.h>
 #include <unistd.h>
@@ -445,13 +446,7 @@ Tensors Kernel::run(const Tensors& in_given) const {
             out[row] = a;
           }
         };
-        if (threads > 1 && numel >= 2 * kGrain && rows > 1) {
-          int chunks = int(std::min<int64_t>(threads, rows));
-#pragma omp parallel for num_threads(chunks) schedule(static)
-          for (int c = 0; c < chunks; ++c) do_rows(rows * c / chunks, rows * (c + 1) / chunks);
-        } else {
-          do_rows(0, rows);
-        }
+        for_row_chunks(threads, numel >= 2 * kGrain, rows, do_rows);
         return;
       }
       int chunks = 1;

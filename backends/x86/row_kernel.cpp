@@ -16,6 +16,7 @@
 #include "backends/x86/isa.h"
 #include "backends/x86/kernel_emitter.h"
 #include "backends/x86/program.h"
+#include "backends/x86/row_chunks.h"
 #include "core/error.h"
 #include "core/ir/graph.h"
 
@@ -424,13 +425,7 @@ class RowKernel final : public backends::FusedKernel {
             }
           }
         };
-        if (threads > 1 && numel >= 2 * kGrain && rows > 1) {
-          int chunks = int(std::min<int64_t>(threads, rows));
-#pragma omp parallel for num_threads(chunks) schedule(static)
-          for (int c = 0; c < chunks; ++c) do_rows(rows * c / chunks, rows * (c + 1) / chunks);
-        } else {
-          do_rows(0, rows);
-        }
+        for_row_chunks(threads, numel >= 2 * kGrain, rows, do_rows);
       }
     });
     return outs;
