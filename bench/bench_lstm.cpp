@@ -1,10 +1,15 @@
 // Forward + backward of one LSTM layer (64 -> 128, T=32, batch 16) on one thread, eager, and a training step of
 // the word language model (Embedding 2000x256, LSTM 256->256 x2, Linear 256->2000, seq 35, batch 20, SGD, zero
-// initial state, no dropout) eager and as a compiled step; bench/lstm_torch.py times the same in PyTorch. Prints ms per iteration of the process's CPU time (one thread:
-// its compute time, less disturbed than wall time on a shared machine), the best of 7 runs of 10.
+// initial state, no dropout) eager and as a compiled step; bench/lstm_torch.py times the same in PyTorch. Prints ms per
+// iteration, the best of 7 runs of 10: at one thread the process's CPU time (its compute time, less disturbed than wall
+// time on a shared machine), at more threads wall time (CPU time would add the threads up).
+// Usage: bench_lstm [--threads N] [--lm-only] [--profile]  (--profile: kiln::Profiler's table of one compiled LM step)
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
+#include <string>
 #include <vector>
 
 #include "kiln/kiln.h"
@@ -13,23 +18,26 @@ using namespace kiln;
 
 namespace {
 
+int g_threads = 1;
+
+double now_ms() {
+  if (g_threads == 1) return 1000.0 * double(std::clock()) / CLOCKS_PER_SEC;
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 template <class F>
 double best_ms(F&& f, int reps = 7, int iters = 10) {
   f();  // warm-up: allocator cache, BLAS start-up
   std::vector<double> ms;
   for (int r = 0; r < reps; ++r) {
-    std::clock_t t0 = std::clock();
+    double t0 = now_ms();
     for (int i = 0; i < iters; ++i) f();
-    ms.push_back(1000.0 * double(std::clock() - t0) / CLOCKS_PER_SEC / iters);
+    ms.push_back((now_ms() - t0) / iters);
   }
   return *std::min_element(ms.begin(), ms.end());
 }
 
-}  // namespace
-
-int main() {
-  set_num_threads(1);
-  manual_seed(0);
+void bench_layer() {
   nn::LSTM lstm(64, 128);
   Tensor x = randn({32, 16, 64});
   double fwd = best_ms([&] {
@@ -41,13 +49,42 @@ int main() {
     Tensor xi = x.detach().requires_grad_();
     sum(lstm.forward(xi)).backward();
   });
-  std::printf("kiln LSTM(64->128, T=32, N=16), 1 thread: forward %.3f ms, forward+backward %.3f ms\n", fwd, fb);
+  std::printf("kiln LSTM(64->128, T=32, N=16), %d thread(s): forward %.3f ms, forward+backward %.3f ms\n", g_threads,
+              fwd, fb);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool lm_only = false, profile = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--threads" && i + 1 < argc) g_threads = std::atoi(argv[++i]);
+    else if (a == "--lm-only") lm_only = true;
+    else if (a == "--profile") profile = true;
+    else {
+      std::fprintf(stderr, "usage: bench_lstm [--threads N] [--lm-only] [--profile]\n");
+      return 2;
+    }
+  }
+  set_num_threads(g_threads);
+  manual_seed(0);
+  if (!lm_only && !profile) bench_layer();
 
   nn::Sequential lm({std::make_shared<nn::Embedding>(2000, 256), std::make_shared<nn::LSTM>(256, 256, 2),
                      std::make_shared<nn::Linear>(256, 2000)});
   Tensor tokens = randint(0, 2000, {35, 20}), target = randint(0, 2000, {35 * 20});
   optim::SGD opt(lm.parameters(), {0.1});
   auto loss = [&](const Tensors& b) { return cross_entropy(flatten(lm(b[0]), 0, 1), b[1]); };
+  if (profile) {
+    CompiledTrainStep step(lm, loss, opt);
+    for (int i = 0; i < 3; ++i) step({tokens, target});
+    Profiler prof;
+    step({tokens, target});
+    prof.stop();
+    std::printf("%s", prof.table().c_str());
+    return 0;
+  }
   double eager = best_ms([&] {
     opt.zero_grad();
     loss({tokens, target}).backward();
@@ -55,6 +92,7 @@ int main() {
   }, 5, 3);
   CompiledTrainStep step(lm, loss, opt);
   double compiled = best_ms([&] { step({tokens, target}); }, 5, 3);
-  std::printf("kiln word LM training step, 1 thread: eager %.2f ms, compiled %.2f ms\n", eager, compiled);
+  std::printf("kiln word LM training step, %d thread(s): eager %.2f ms, compiled %.2f ms\n", g_threads, eager,
+              compiled);
   return 0;
 }

@@ -1,40 +1,49 @@
-"""PyTorch's side of bench/bench_lstm.cpp: forward and forward + backward of LSTM(64 -> 128, T=32, batch 16)
-on one thread, ms of process CPU time per iteration (best of 7 runs of 10), and the word language model's
-training step (best of 5 runs of 3). Run with /usr/bin/python3 (PyTorch 1.13)."""
+"""PyTorch's side of bench/bench_lstm.cpp: forward and forward + backward of LSTM(64 -> 128, T=32, batch 16), ms per
+iteration (best of 7 runs of 10), and the word language model's training step (best of 5 runs of 3), eager and, with
+--compile, torch.compile'd. At one thread the time is process CPU time, at more threads wall time, as bench_lstm.
+Runs under Debian's PyTorch 1.13 (/usr/bin/python3) or a 2.x virtualenv (--compile needs 2.x).
+Usage: lstm_torch.py [--threads N] [--lm-only] [--compile]"""
+import argparse
 import time
 
 import torch
 
-torch.set_num_threads(1)
+ap = argparse.ArgumentParser()
+ap.add_argument("--threads", type=int, default=1)
+ap.add_argument("--lm-only", action="store_true")
+ap.add_argument("--compile", action="store_true")
+args = ap.parse_args()
+torch.set_num_threads(args.threads)
 torch.manual_seed(0)
-lstm = torch.nn.LSTM(64, 128)
-x = torch.randn(32, 16, 64)
+clock = time.process_time if args.threads == 1 else time.perf_counter
 
 
 def best_ms(f, reps=7, iters=10):
     f()
     ms = []
     for _ in range(reps):
-        t0 = time.process_time()
+        t0 = clock()
         for _ in range(iters):
             f()
-        ms.append((time.process_time() - t0) * 1000 / iters)
+        ms.append((clock() - t0) * 1000 / iters)
     return min(ms)
 
 
-def fwd():
-    with torch.no_grad():
-        lstm(x)
+if not args.lm_only:
+    lstm = torch.nn.LSTM(64, 128)
+    x = torch.randn(32, 16, 64)
 
+    def fwd():
+        with torch.no_grad():
+            lstm(x)
 
-def fb():
-    lstm.zero_grad()
-    xi = x.detach().requires_grad_()
-    lstm(xi)[0].sum().backward()
+    def fb():
+        lstm.zero_grad()
+        xi = x.detach().requires_grad_()
+        lstm(xi)[0].sum().backward()
 
-
-print(f"torch {torch.__version__} LSTM(64->128, T=32, N=16), 1 thread: forward {best_ms(fwd):.3f} ms, "
-      f"forward+backward {best_ms(fb):.3f} ms")
+    print(f"torch {torch.__version__} LSTM(64->128, T=32, N=16), {args.threads} thread(s): forward "
+          f"{best_ms(fwd):.3f} ms, forward+backward {best_ms(fb):.3f} ms")
 
 
 lm = torch.nn.Sequential(torch.nn.Embedding(2000, 256), torch.nn.LSTM(256, 256, 2), torch.nn.Linear(256, 2000))
@@ -42,11 +51,24 @@ tokens, target = torch.randint(0, 2000, (35, 20)), torch.randint(0, 2000, (35 * 
 opt = torch.optim.SGD(lm.parameters(), lr=0.1)
 
 
-def lm_step():
-    opt.zero_grad()
+def lm_loss(tokens, target):
     out, _ = lm[1](lm[0](tokens))
-    torch.nn.functional.cross_entropy(lm[2](out).flatten(0, 1), target).backward()
-    opt.step()
+    return torch.nn.functional.cross_entropy(lm[2](out).flatten(0, 1), target)
 
 
-print(f"torch word LM training step, 1 thread: eager {best_ms(lm_step, 5, 3):.2f} ms")
+def step_with(loss_fn):
+    def step():
+        opt.zero_grad()
+        loss_fn(tokens, target).backward()
+        opt.step()
+    return step
+
+
+line = f"torch {torch.__version__} word LM training step, {args.threads} thread(s): eager {best_ms(step_with(lm_loss), 5, 3):.2f} ms"
+if args.compile:
+    compiled = torch.compile(lm_loss)
+    step = step_with(compiled)
+    for _ in range(3):  # compile and settle outside the timing
+        step()
+    line += f", torch.compile {best_ms(step, 5, 3):.2f} ms"
+print(line)

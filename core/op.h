@@ -42,10 +42,12 @@ struct OpUnit {
 struct OpFacts {
   OpId id;
   bool differentiable;
-  uint8_t grad_reads;  // bit i: the derivative reads input i's values (inputs past 7 share bit 7)
+  // bit i < 8: the derivative reads input i's values (inputs past 7 share bit 7); bit 8 + k: output k's
+  uint16_t grad_reads;
   OpCost cost;
   OpUnit unit;
   bool derivative_reads(size_t input) const { return grad_reads >> (input < 7 ? input : 7) & 1; }
+  bool derivative_reads_output(size_t k) const { return k < 8 && (grad_reads >> (8 + k) & 1); }
 };
 
 const OpInfo& op_info(OpId op);

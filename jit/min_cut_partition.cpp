@@ -251,6 +251,8 @@ Partition partition_min_cut(const JointGraph& j) {
     for (size_t i = 0; i < n->inputs().size(); ++i)
       if (derivative_reads_input(n->op(), i) && id.count(n->input(i)) && !is_primal(n->input(i)))
         eager.insert(n->input(i));
+    for (size_t k = 0; k < n->outputs().size(); ++k)
+      if (op_facts(n->op()).derivative_reads_output(k) && id.count(n->output(k))) eager.insert(n->output(k));
   }
   for (const ir::Value* v : eager) p.eager_saved_bytes += bytes_of(v);
 

@@ -77,9 +77,11 @@ bool is_differentiable(OpId op) { return op_facts(op).differentiable; }
 bool derivative_reads_input(OpId op, size_t i) { return op_facts(op).derivative_reads(i); }
 
 Tensors derivative(OpId op, const Attrs& attrs, const Tensors& in, const Tensors& grads,
-                   const std::vector<bool>& needs) {
+                   const std::vector<bool>& needs, const Tensors& outs) {
   const Tensor& g = grads.at(0);
   const Tensor& x = in.at(0);
+  static const Tensor kNone;
+  [[maybe_unused]] const Tensor& y = outs.empty() ? kNone : outs[0];
   Tensors r(in.size());
   auto need = [&](size_t i) { return i < needs.size() && needs[i]; };
   switch (op) {

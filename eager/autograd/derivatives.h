@@ -19,8 +19,9 @@ bool derivative_reads_input(OpId op, size_t i);
 // Gradients for each input given the gradients of the outputs (undefined = zero). `needs[i]` says
 // which inputs want one; the result may be broader than the input's shape (broadcast): the engine
 // sums it back with sum_to.
+// `outputs` holds the op's outputs that its formula reads (op_facts' Out columns; the others may be undefined).
 Tensors derivative(OpId op, const Attrs& attrs, const Tensors& inputs, const Tensors& grad_outputs,
-                   const std::vector<bool>& needs);
+                   const std::vector<bool>& needs, const Tensors& outputs = {});
 
 // Sums g over the dims that broadcasting added or expanded so that it has `shape` (the one shared
 // helper that undoes broadcasting for every op).

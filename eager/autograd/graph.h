@@ -40,9 +40,17 @@ struct SavedTensor {
   uint64_t version = 0;
   bool meta_only = false;
   SavedForBackward hold;  // memory accounting: t's storage counts as an activation while saved
+  // An output of the node that saves it: the node is the output's grad_fn, so a strong reference would be a
+  // cycle. The output is held weakly beside a storage-sharing alias without autograd (t), which stands in
+  // once the output itself is gone (torch's SavedVariable does the same for outputs).
+  std::weak_ptr<TensorImpl> output;
+  bool is_output = false;
   SavedTensor() = default;
   SavedTensor(const Tensor& x, bool values);
-  const Tensor& unpack(const std::string& node_name) const;
+  static SavedTensor of_output(const Tensor& y);
+  // The saved tensor; raises when it was changed in place since. A saved output comes back as the output
+  // itself while it lives (a trace recording the backward knows it), else as the alias.
+  Tensor unpack(const std::string& node_name) const;
 };
 
 struct Node : std::enable_shared_from_this<Node> {

@@ -9,6 +9,7 @@ struct OpNode : Node {
   OpId op;
   Attrs attrs;
   std::vector<SavedTensor> inputs;
+  std::vector<SavedTensor> outputs_saved;  // per output: saved when the derivative reads it (op_facts' Out)
   std::vector<Shape> input_shapes;
   std::vector<DType> input_dtypes;
   int n_outputs = 1;

@@ -62,11 +62,23 @@ SavedTensor::SavedTensor(const Tensor& x, bool values) : t(x), meta_only(!values
   t = Tensor(std::move(impl));
 }
 
-const Tensor& SavedTensor::unpack(const std::string& node_name) const {
+SavedTensor SavedTensor::of_output(const Tensor& y) {
+  SavedTensor s;
+  if (!y.defined()) return s;
+  s.t = cpu::make_view(y, y.sizes(), y.strides(), y.storage_offset());
+  s.version = y.version();
+  s.hold = SavedForBackward(y.storage());
+  s.output = y.impl_ptr();
+  s.is_output = true;
+  return s;
+}
+
+Tensor SavedTensor::unpack(const std::string& node_name) const {
   if (!meta_only && t.defined() && t.version() != version)
-    fail("a tensor needed for gradient computation was modified by an in-place operation: an input saved "
+    fail("a tensor needed for gradient computation was modified by an in-place operation: {} saved "
          "by {} is at version {}, expected version {}",
-         node_name, t.version(), version);
+         is_output ? "its output" : "an input", node_name, t.version(), version);
+  if (auto y = output.lock()) return Tensor(y);
   return t;
 }
 
@@ -84,11 +96,12 @@ std::string OpNode::name() const {
 // Frees the saved values. Shapes saved without values stay, as torch keeps a node's sizes: a node that
 // saved no values (a cast, an add) can run again, and only one whose values are gone refuses (torch too).
 void OpNode::release_saved() {
-  for (auto& s : inputs) {
-    if (s.meta_only || !s.t.defined()) continue;
-    s = SavedTensor();
-    released = true;
-  }
+  for (auto* saved : {&inputs, &outputs_saved})
+    for (auto& s : *saved) {
+      if (s.meta_only || !s.t.defined()) continue;
+      s = SavedTensor();
+      released = true;
+    }
 }
 
 Tensors OpNode::apply(const Tensors& grad_outputs) {
@@ -104,7 +117,19 @@ Tensors OpNode::apply(const Tensors& grad_outputs) {
     in.push_back(inputs[i].unpack(name()));
     needs.push_back(next[i].node != nullptr);
   }
-  Tensors grads = derivative(op, attrs, in, grad_outputs, needs);
+  Tensors outs;
+  for (size_t k = 0; k < outputs_saved.size(); ++k) {
+    Tensor y = outputs_saved[k].unpack(name());
+    // Under create_graph a dropped output's alias must still lead back here, as the output did (torch too).
+    if (y.defined() && GradMode::enabled() && !autograd_meta(y) && is_floating(y.dtype())) {
+      AutogradMeta& m = ensure_autograd_meta(y);
+      m.requires_grad = true;
+      m.grad_fn = shared_from_this();
+      m.output_nr = int(k);
+    }
+    outs.push_back(y);
+  }
+  Tensors grads = derivative(op, attrs, in, grad_outputs, needs, outs);
   for (size_t i = 0; i < grads.size() && i < next.size(); ++i) {
     if (!next[i].node || !grads[i].defined()) { grads[i] = Tensor(); continue; }
     if (grads[i].sizes() != input_shapes[i]) grads[i] = sum_to(grads[i], input_shapes[i]);
@@ -161,6 +186,11 @@ void record(OpId op, const Tensors& in, const Attrs& attrs, Tensors& out) {
     m.output_nr = int(k);
     node->outputs[k] = o.impl_ptr();
   }
+  for (size_t k = 0; k < out.size(); ++k)
+    if (op_facts(op).derivative_reads_output(k)) {
+      node->outputs_saved.resize(out.size());
+      node->outputs_saved[k] = SavedTensor::of_output(out[k]);
+    }
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "eager/cpu/copy.h"
 #include "eager/cpu/im2col.h"
 #include "eager/cpu/isa_kernels.h"
+#include "eager/cpu/packed_gemm.h"
 #include "eager/kernels.h"
 
 namespace kiln::cpu {
@@ -122,13 +123,14 @@ void forward(const Geom& g, const Args& a, T* out, std::vector<T>& ws, bool keep
   ws.assign(size_t((keep ? T_ : 2) * SS), T(0));
   const T* h = s0 ? s0 : zero.data();
   const T* c = cell == RnnCell::Lstm && s0 ? s0 + NH : zero.data();
+  PackedGemm<T> step_gemm(true, N, GH, H, w, H, T(0));  // h·W_hh^T, W_hh packed once for all steps
   for (int64_t s = 0; s < T_; ++s) {
     const int64_t t = g.reverse ? T_ - 1 - s : s;
     T* gt = ws.data() + (keep ? t : s % 2) * SS;  // the gates, then the extras
     T* e0 = gt + N * GH;
     T* e1 = e0 + NH;
     T* ht = out + t * NH;
-    if (H > 0 && N > 0) blas::gemm(false, true, N, GH, H, h, H, w, H, T(0), pre.data(), GH);
+    if (H > 0 && N > 0) step_gemm(h, pre.data());
     const T* xt = x + t * N * GH;
     // the pre-activations x + h·W_hh^T + b_hh, but GRU's n gate keeps W_hn·h + b_hn apart (r multiplies it)
     const int64_t summed = cell == RnnCell::Gru ? 2 * H : GH;
@@ -198,6 +200,7 @@ void backward(const Geom& g, const Args& a, const T* gy, const T* out, const std
   std::vector<T> dall(size_t(T_ * N * GH), T(0)), hprev(size_t(T_ * NH), T(0));
   const T* h0 = s0 ? s0 : zero.data();
   const T* c0 = lstm && s0 ? s0 + NH : zero.data();
+  PackedGemm<T> dh_gemm(false, N, H, GH, w, H, T(1));  // dh += d(pre)·W_hh
   for (int64_t s = T_ - 1; s >= 0; --s) {
     const int64_t t = g.reverse ? T_ - 1 - s : s, tp = g.reverse ? t + 1 : t - 1;
     const T* hp = s == 0 ? h0 : out + tp * NH;
@@ -251,7 +254,7 @@ void backward(const Geom& g, const Args& a, const T* gy, const T* out, const std
         }
       }
     }
-    if (H > 0 && N > 0) blas::gemm(false, false, N, H, GH, dt, GH, w, H, T(1), dh.data(), H);
+    if (H > 0 && N > 0) dh_gemm(dt, dh.data());
   }
   std::copy(dh.begin(), dh.end(), gs);
   if (lstm) std::copy(dc.begin(), dc.end(), gs + NH);
