@@ -3,10 +3,11 @@
 // An MLP of 8 Linear(512, 512) + ReLU pairs (16 modules, 2.1 M parameters), cut in two stages of 8
 // modules, trained with SGD on batches of 1024 rows split into micro-batches (8 by default). Each
 // rank reports, for a step after a warm-up one, how far the allocator's live bytes rose above what
-// was live before the step (peak_bytes - current_bytes: the activations held for backward, the
+// was live after zero_grad (peak_bytes - current_bytes: the activations held for backward, the
 // gradients made in backward, the transfer buffers), and how many of the peak's bytes were
-// activations (saved for backward). One process training the whole model on the whole batch is the
-// reference, measured on rank 0 before the pipeline starts.
+// activations (saved for backward, the input batch's 2 MiB among them on the first stage). One
+// process training the whole model on the whole batch is the reference, measured on rank 0 before
+// the pipeline starts.
 #include <kiln/kiln.h>
 
 #include <chrono>
@@ -36,10 +37,13 @@ struct Peak {
   double ms = 0;
 };
 
-// The allocator's rise during one call of fn (after a warm-up call, so the step is a steady one).
+// The allocator's rise during one training step (after a warm-up step, so the step is a steady one),
+// from what is live once the last step's gradients are dropped.
 template <class F>
-Peak measure(F&& fn) {
+Peak measure(optim::Optimizer& opt, F&& fn) {
+  opt.zero_grad();
   fn();
+  opt.zero_grad();
   int64_t before = memory_stats().current_bytes;
   reset_peak_memory_stats();
   auto t0 = std::chrono::steady_clock::now();
@@ -62,8 +66,7 @@ int main(int argc, char** argv) {
   if (rank == 0) {
     auto whole = model();
     optim::SGD opt(whole->parameters(), {0.01});
-    Peak p = measure([&] {
-      opt.zero_grad();
+    Peak p = measure(opt, [&] {
       loss_fn((*whole)(x), y).backward();
       opt.step();
     });
@@ -78,20 +81,20 @@ int main(int argc, char** argv) {
     std::unique_ptr<dist::PipelineSchedule> s;
     if (name == "gpipe") s = std::make_unique<dist::ScheduleGPipe>(stage, chunks, loss_fn);
     else s = std::make_unique<dist::Schedule1F1B>(stage, chunks, loss_fn);
-    Peak p = measure([&] {
-      opt.zero_grad();
+    Peak p = measure(opt, [&] {
       s->step(x, y);
       opt.step();
     });
-    for (int r = 0; r < world; ++r) {
-      dist::barrier();
-      if (r == rank)
-        std::printf("%-5s %d micro-batches, stage %d (%lld modules): peak rise %.1f MiB (activations at the peak %.1f "
-                    "MiB), %.1f ms\n",
-                    name.c_str(), chunks, rank, (long long)stage.balance()[size_t(rank)], mib(p.rise),
-                    mib(p.activations), p.ms);
-      std::fflush(stdout);
-    }
+    // Rank 0 prints every rank's figures (mpirun interleaves the ranks' output in no fixed order).
+    Tensor all = zeros({world, 4}, DType::Float64);
+    all.select(0, rank).copy_(tensor(std::vector<double>{double(stage.balance()[size_t(rank)]), mib(p.rise),
+                                                         mib(p.activations), p.ms}));
+    dist::all_reduce(all);
+    for (int r = 0; r < world && rank == 0; ++r)
+      std::printf("%-5s %d micro-batches, stage %d (%.0f modules): peak rise %.1f MiB (activations at the peak %.1f "
+                  "MiB), %.1f ms\n",
+                  name.c_str(), chunks, r, all[r][0].item<double>(), all[r][1].item<double>(),
+                  all[r][2].item<double>(), all[r][3].item<double>());
   }
   dist::destroy_process_group();
   return 0;
