@@ -113,14 +113,15 @@ PipelineStage pipeline_stage(const std::vector<std::shared_ptr<nn::Module>>& mod
   auto world = Comm::world();
   const int ranks = world->size(), rank = world->rank();
   if (balance.empty()) balance = balance_by_parameters(modules, ranks);
-  check_plan(balance, modules.size(), ranks);
-  // Every rank must cut the same way, or a stage would receive activations shaped for another cut.
-  std::string mine = plan_str(balance);
-  auto all = world->allgather(mine, "pipeline: the exchange of plans");
+  // Every rank must cut the same way, or a stage would receive activations shaped for another cut. The
+  // plans are compared before they are checked, so a plan that is wrong on one rank only raises on
+  // every rank instead of leaving the others waiting in the exchange.
+  auto all = world->allgather(plan_str(balance), "pipeline: the exchange of plans");
   for (int r = 0; r < ranks; ++r)
     if (all[size_t(r)] != all[0])
       fail("pipeline: rank {}'s plan {} differs from rank 0's {}; every rank must cut the model the same way", r,
            all[size_t(r)], all[0]);
+  check_plan(balance, modules.size(), ranks);
   int64_t offset = 0;
   for (int s = 0; s < rank; ++s) offset += balance[size_t(s)];
   auto part = std::make_shared<nn::Sequential>();
@@ -175,20 +176,21 @@ namespace {
 // Tags on the pipeline's communicator. Activations go forward and gradients backward, so each pair of
 // neighbours has one stream per tag, delivered in order.
 constexpr int kActivationHeader = 1, kActivation = 2, kGradient = 3;
-// An activation's header: dtype, whether it requires grad, rank, then the sizes.
+// An activation's header: dtype, whether it requires grad, number of dims, then the sizes.
 constexpr int kMaxDims = 8;
 using Header = std::array<int64_t, 3 + kMaxDims>;
 
-}  // namespace
-
 // Buffers of transfers that may still be in flight when a step fails: MPI cannot cancel a send, and a
 // receive that timed out may still be written into, so their memory must outlive the process's use of
-// MPI. The group is unusable after such an error (marked broken), and the process is expected to exit.
+// MPI (never freed, not even by static destructors before the exit handler aborts the job). The group
+// is unusable after such an error (marked broken), and the process is expected to exit.
 void keep_until_exit(std::shared_ptr<void> buffer) {
-  static std::vector<std::shared_ptr<void>> kept;
+  static auto* kept = new std::vector<std::shared_ptr<void>>();
   Comm::mark_broken();
-  kept.push_back(std::move(buffer));
+  kept->push_back(std::move(buffer));
 }
+
+}  // namespace
 
 // One step's state: what each micro-batch keeps between its forward and its backward, and the sends
 // still in flight (their buffers must live until MPI is done with them).
