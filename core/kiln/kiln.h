@@ -20,6 +20,7 @@
 #include "eager/autograd/engine.h"
 #include "eager/dispatch.h"
 #include "eager/dist/ddp.h"
+#include "eager/dist/pipeline.h"
 #include "eager/dist/tensor_parallel.h"
 #include "eager/dist/dist.h"
 #include "eager/dist/sampler.h"

@@ -14,7 +14,7 @@
 
 namespace kiln::dist::detail {
 
-// One outstanding nonblocking collective. Destroying a request that has not completed leaves the
+// One outstanding nonblocking collective or point-to-point transfer. Destroying a request that has not completed leaves the
 // operation to MPI (it cannot be cancelled); the process group is then unusable, as after a timeout.
 class Request {
  public:
@@ -28,6 +28,10 @@ class Request {
   bool test();
   // Blocks until complete; after the group's timeout raises naming `what`, the rank and the wait.
   void wait(const std::string& what);
+  // A completed receive: the rank it came from (the one asked for, or the sender when any was
+  // accepted) and its size in bytes, which may be less than the buffer.
+  int source() const;
+  int64_t received_bytes() const;
 
   struct Impl;
   std::unique_ptr<Impl> impl;
@@ -57,6 +61,11 @@ class Comm {
   Request iallreduce(void* data, int64_t count, DType dtype, ReduceOp op);
   Request ibcast(void* data, int64_t bytes, int root);
   Request ibarrier();
+  // Point to point, `bytes` bytes. Messages of one (source, tag) on one communicator arrive in the
+  // order they were sent, so a stream of transfers between two ranks needs no sequence numbers.
+  // A send's buffer must stay untouched until its request completes; src -1 receives from any rank.
+  Request isend(const void* data, int64_t bytes, int dst, int tag);
+  Request irecv(void* data, int64_t bytes, int src, int tag);
   // Every rank's string, in rank order (blocking, bounded by the timeout).
   std::vector<std::string> allgather(const std::string& mine, const std::string& what);
 

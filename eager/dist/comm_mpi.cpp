@@ -79,7 +79,10 @@ void finalize_at_exit() {
 
 struct Request::Impl {
   MPI_Request req = MPI_REQUEST_NULL;
+  MPI_Status status{};
   int rank = 0, size = 1;
+  // What a timeout most likely means, for the error: collectives and transfers stall differently.
+  const char* stalled = "another rank died, stopped, or is in a different collective";
 };
 
 struct Comm::Impl {
@@ -97,7 +100,7 @@ bool Request::active() const { return impl && impl->req != MPI_REQUEST_NULL; }
 bool Request::test() {
   if (!active()) return true;
   int done = 0;
-  check(MPI_Test(&impl->req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+  check(MPI_Test(&impl->req, &done, &impl->status), "MPI_Test");
   return done != 0;
 }
 
@@ -112,12 +115,20 @@ void Request::wait(const std::string& what) {
     if (spins < 64) continue;
     if (std::chrono::steady_clock::now() > deadline) {
       global().broken = true;
-      fail("dist: {} did not complete within {} ms on rank {} of {}: another rank died, stopped, or is in a "
-           "different collective",
-           what, limit.count(), impl->rank, impl->size);
+      fail("dist: {} did not complete within {} ms on rank {} of {}: {}", what, limit.count(), impl->rank,
+           impl->size, impl->stalled);
     }
     std::this_thread::yield();
   }
+}
+
+int Request::source() const { return impl ? impl->status.MPI_SOURCE : -1; }
+
+int64_t Request::received_bytes() const {
+  if (!impl) return 0;
+  int n = 0;
+  MPI_Get_count(&impl->status, MPI_BYTE, &n);
+  return n;
 }
 
 bool Comm::available() { return true; }
@@ -230,6 +241,35 @@ Request Comm::ibcast(void* data, int64_t bytes, int root) {
 Request Comm::ibarrier() {
   Request r = start(*impl);
   check(MPI_Ibarrier(impl->comm, &r.impl->req), "MPI_Ibarrier");
+  return r;
+}
+
+namespace {
+void check_peer(const Comm::Impl& c, int peer, const char* what, const char* role) {
+  if (peer < 0 || peer >= c.size)
+    fail("{}: invalid {} rank {}, rank should be in the interval [0, {}]", what, role, peer, c.size - 1);
+  // A blocking transfer to oneself waits on itself; torch refuses it too.
+  if (peer == c.rank) fail("{}: the {} rank {} is this process's own rank", what, role, peer);
+}
+constexpr const char* kPeerStalled = "the peer died, stopped, or has not posted the matching transfer";
+}  // namespace
+
+Request Comm::isend(const void* data, int64_t bytes, int dst, int tag) {
+  check_peer(*impl, dst, "send", "destination");
+  Request r = start(*impl);
+  r.impl->stalled = kPeerStalled;
+  check(MPI_Isend(data, int_count(bytes, "send"), MPI_BYTE, dst, tag, impl->comm, &r.impl->req), "MPI_Isend");
+  return r;
+}
+
+Request Comm::irecv(void* data, int64_t bytes, int src, int tag) {
+  if (src != -1) check_peer(*impl, src, "recv", "source");
+  Request r = start(*impl);
+  r.impl->stalled = kPeerStalled;
+  r.impl->status.MPI_SOURCE = src;
+  check(MPI_Irecv(data, int_count(bytes, "recv"), MPI_BYTE, src == -1 ? MPI_ANY_SOURCE : src, tag, impl->comm,
+                  &r.impl->req),
+        "MPI_Irecv");
   return r;
 }
 

@@ -20,6 +20,8 @@ Request& Request::operator=(Request&&) noexcept = default;
 bool Request::active() const { return false; }
 bool Request::test() { return true; }
 void Request::wait(const std::string&) {}
+int Request::source() const { return -1; }
+int64_t Request::received_bytes() const { return 0; }
 
 Comm::~Comm() = default;
 bool Comm::available() { return false; }
@@ -36,6 +38,8 @@ int Comm::size() const { return 1; }
 Request Comm::iallreduce(void*, int64_t, DType, ReduceOp) { no_mpi("all_reduce"); }
 Request Comm::ibcast(void*, int64_t, int) { no_mpi("broadcast"); }
 Request Comm::ibarrier() { no_mpi("barrier"); }
+Request Comm::isend(const void*, int64_t, int, int) { no_mpi("send"); }
+Request Comm::irecv(void*, int64_t, int, int) { no_mpi("recv"); }
 std::vector<std::string> Comm::allgather(const std::string&, const std::string&) { no_mpi("dist"); }
 
 }  // namespace kiln::dist::detail

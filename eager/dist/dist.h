@@ -64,6 +64,8 @@ class Work {
   Work& operator=(Work&&) noexcept;
   bool is_completed();
   void wait();
+  // A completed receive (irecv, recv): the rank the message came from; -1 for other operations.
+  int source_rank() const;
 
   struct State;
   std::unique_ptr<State> state;
@@ -78,5 +80,17 @@ class Work {
 Work all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum, bool async_op = false);
 Work broadcast(const Tensor& tensor, int src, bool async_op = false);
 void barrier();
+
+// Point to point between two ranks (torch.distributed's names). The tensor is the data to send, or the
+// buffer to receive into: its dtype and number of elements must match the sender's, or recv raises
+// naming both sizes. A CPU tensor; under the nccl backend cuda tensors raise (not supported yet).
+// Messages with the same tag between two ranks arrive in the order they were sent. Every wait is
+// bounded by the group's timeout, so a peer that died or never posts the matching call makes this
+// rank raise instead of hang. isend's tensor must stay untouched until its Work completes.
+void send(const Tensor& tensor, int dst, int tag = 0);
+// src -1 accepts any rank; returns the rank the message came from.
+int recv(const Tensor& tensor, int src = -1, int tag = 0);
+Work isend(const Tensor& tensor, int dst, int tag = 0);
+Work irecv(const Tensor& tensor, int src = -1, int tag = 0);
 
 }  // namespace kiln::dist

@@ -21,12 +21,16 @@ struct Work::State {
   Tensor buffer;     // what MPI writes into (contiguous)
   Tensor target;     // the caller's tensor, when buffer is a copy of it
   double divide = 0; // Avg: divide by the world size once complete
+  int64_t expect_bytes = -1;  // a receive: the buffer's size, which the message must fill
   std::string what;
   bool done = false;
   void finish() {
     if (done) return;
     done = true;
     if (!buffer.device().is_cpu()) return;
+    if (expect_bytes >= 0 && req.received_bytes() != expect_bytes)
+      fail("recv: the buffer has {} bytes ({} {} elements) but the message from rank {} has {} bytes", expect_bytes,
+           buffer.numel(), dtype_name(buffer.dtype()), req.source(), req.received_bytes());
     NoGradGuard ng;
     buffer.bump_version();
     if (divide != 0) buffer.div_(divide);
@@ -52,6 +56,8 @@ void Work::wait() {
   state->nccl.wait();
   state->finish();
 }
+
+int Work::source_rank() const { return state && state->expect_bytes >= 0 && state->done ? state->req.source() : -1; }
 
 namespace {
 std::string g_backend;  // of the initialized group
@@ -186,5 +192,51 @@ Work broadcast(const Tensor& tensor, int src, bool async_op) {
 }
 
 void barrier() { Comm::world()->ibarrier().wait("barrier"); }
+
+namespace {
+
+std::unique_ptr<Work::State> prepare_p2p(const char* op, const Tensor& t, int tag) {
+  if (tag < 0) fail("{}: tag must be non-negative, got {}", op, tag);
+  if (t.defined() && !t.device().is_cpu() && g_backend == "nccl")
+    fail("{}: tensor is on {}; point-to-point transfers of cuda tensors are not supported by kiln's nccl backend yet "
+         "(copy with .cpu())",
+         op, t.device().str());
+  return prepare(op, t);
+}
+
+int64_t bytes_of(const Tensor& t) { return t.numel() * int64_t(t.element_size()); }
+
+}  // namespace
+
+Work isend(const Tensor& tensor, int dst, int tag) {
+  auto comm = Comm::world();
+  auto s = prepare_p2p("send", tensor, tag);
+  s->what = fmt::format("send of {} {} elements to rank {} (tag {})", tensor.numel(), dtype_name(tensor.dtype()), dst, tag);
+  s->target = Tensor();  // a send never writes back into the caller's tensor
+  s->req = comm->isend(s->buffer.raw_data(), bytes_of(s->buffer), dst, tag);
+  Work w;
+  w.state = std::move(s);
+  return w;
+}
+
+Work irecv(const Tensor& tensor, int src, int tag) {
+  auto comm = Comm::world();
+  auto s = prepare_p2p("recv", tensor, tag);
+  s->what = fmt::format("recv of {} {} elements from {} (tag {})", tensor.numel(), dtype_name(tensor.dtype()),
+                        src == -1 ? std::string("any rank") : fmt::format("rank {}", src), tag);
+  s->expect_bytes = bytes_of(s->buffer);
+  s->req = comm->irecv(s->buffer.raw_data(), s->expect_bytes, src, tag);
+  Work w;
+  w.state = std::move(s);
+  return w;
+}
+
+void send(const Tensor& tensor, int dst, int tag) { isend(tensor, dst, tag).wait(); }
+
+int recv(const Tensor& tensor, int src, int tag) {
+  Work w = irecv(tensor, src, tag);
+  w.wait();
+  return w.source_rank();
+}
 
 }  // namespace kiln::dist

@@ -5,7 +5,8 @@
 #   MODE nccl1: EXE is kiln_dist_tests, its nccl cases only, on 1 rank (nccl needs a gpu per rank, so
 #               this is where a one-gpu machine runs them; they skip, saying why, without a gpu)
 #   MODE nccl_mock: EXE is nccl_mock, run on 2 ranks with the mock libnccl.so.2 beside it, in each mode
-#   MODE die | stall: EXE is dist_fail; the job must fail, within a hard time bound, with the error
+#   MODE die | stall | pipe_die | pipe_stall: EXE is dist_fail (data-parallel or pipeline training); the
+#               job must fail, within a hard time bound, with the error
 # Exits 77 (meson: skipped) with the reason when kiln was built without MPI or mpirun is missing.
 set -u
 mode=$1 have_mpi=$2 exe=$3
@@ -60,7 +61,7 @@ case $mode in
       "rank 0: aborts 1"
     exit $status
     ;;
-  die | stall)
+  die | stall | pipe_die | pipe_stall)
     log=$(mktemp)
     trap 'rm -f "$log"' EXIT
     start=$(date +%s)
@@ -84,6 +85,10 @@ case $mode in
     fi
     if [ "$mode" = stall ] && ! grep -q "rank 0: error: dist: all_reduce of gradient bucket 0 (4 parameters, 9610 elements) did not complete within 3000 ms on rank 0 of 2" "$log"; then
       echo "FAIL: rank 0 did not report the all-reduce timeout"
+      exit 1
+    fi
+    if [ "$mode" = pipe_stall ] && ! grep -q "rank 0: error: dist: pipeline stage 0: recv of the gradient of micro-batch 0 from rank 1 did not complete within 3000 ms on rank 0 of 2: the peer died, stopped, or has not posted the matching transfer" "$log"; then
+      echo "FAIL: rank 0 did not report the pipeline's timeout"
       exit 1
     fi
     exit 0

@@ -458,3 +458,188 @@ TEST_CASE("tensor parallel: gathered outputs and scattered inputs carry their gr
                 fmt::format("RowParallelLinear: in_features {} does not divide by the world size {}", 2 * world() + 1, world()));
   }
 }
+
+// ---- point to point (dist::send / recv / isend / irecv) ----
+
+TEST_CASE("p2p: send and recv between neighbours, blocking and not; bad peers and sizes raise with the facts") {
+  if (world() < 2) return;
+  const int r = rank(), next = (r + 1) % world(), prev = (r + world() - 1) % world();
+  // A ring: every rank sends to the next and receives from the previous at once (nonblocking both ways).
+  Tensor out = arange(6.0).reshape({2, 3}) + double(r), in = zeros({2, 3});
+  dist::Work ws = dist::isend(out, next, 7), wr = dist::irecv(in, prev, 7);
+  wr.wait();
+  ws.wait();
+  CHECK(equal(in, arange(6.0).reshape({2, 3}) + double(prev)));
+  CHECK(wr.source_rank() == prev);
+  // Blocking, from any source, into a non-contiguous buffer (written back through a copy).
+  if (r == 0) {
+    dist::send(tensor(std::vector<int64_t>{4, 5, 6}), 1);
+  } else if (r == 1) {
+    Tensor buf = zeros({3, 1}, DType::Int64).t();
+    CHECK(dist::recv(buf) == 0);
+    CHECK(equal(buf.reshape({3}), tensor(std::vector<int64_t>{4, 5, 6})));
+  }
+  // A message of another size than the buffer is named, not silently truncated or padded.
+  if (r == 0) dist::send(ones({3}), 1, 2);
+  if (r == 1)
+    check_error([] { dist::recv(zeros({4}), 0, 2); },
+                "recv: the buffer has 16 bytes (4 float32 elements) but the message from rank 0 has 12 bytes");
+  check_error([] { dist::send(ones({1}), rank()); },
+              fmt::format("send: the destination rank {} is this process's own rank", rank()));
+  check_error([] { dist::recv(ones({1}), world()); },
+              fmt::format("recv: invalid source rank {}, rank should be in the interval [0, {}]", world(), world() - 1));
+  check_error([] { dist::isend(ones({1}), 0, -1); }, "send: tag must be non-negative, got -1");
+  dist::barrier();
+}
+
+// ---- pipeline parallelism (eager/dist/pipeline.h) ----
+
+namespace {
+
+// 5 modules: Linear 64->32, ReLU, Linear 32->32, ReLU, Linear 32->10.
+std::shared_ptr<nn::Sequential> pipe_mlp() {
+  manual_seed(21);
+  return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(64, 32), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(32, 32),
+      std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(32, 10)});
+}
+
+// The last stage's loss on every rank.
+Tensor loss_everywhere(Tensor loss) {
+  Tensor t = loss.defined() ? loss.detach().reshape({1}).clone() : zeros({1});
+  dist::broadcast(t, world() - 1);
+  return t;
+}
+
+// Trains pipe_mlp for `steps` SGD steps on 32-row batches: in one process on the whole batch
+// (schedule empty), or as a pipeline over the ranks with `chunks` micro-batches. Returns the losses and
+// the parameters of the modules this rank holds (all of them in one process, in module order).
+struct PipeRun {
+  std::vector<double> losses;
+  std::vector<Tensor> params;
+  int64_t offset = 0, count = 0;  // the modules behind params
+};
+PipeRun train_pipe(const std::string& schedule, int chunks, int steps, std::vector<int64_t> balance = {}) {
+  Data d = digits_like();
+  auto model = pipe_mlp();
+  auto loss_fn = [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); };
+  PipeRun run;
+  std::optional<dist::PipelineStage> stage;
+  std::unique_ptr<dist::PipelineSchedule> sched;
+  if (schedule.empty()) {
+    run.count = int64_t(model->size());
+  } else {
+    stage.emplace(dist::pipeline_stage(*model, balance));
+    run.offset = stage->module_offset();
+    run.count = stage->balance()[size_t(rank())];
+    if (schedule == "gpipe") sched = std::make_unique<dist::ScheduleGPipe>(*stage, chunks, loss_fn);
+    else sched = std::make_unique<dist::Schedule1F1B>(*stage, chunks, loss_fn);
+  }
+  optim::SGD opt(stage ? stage->parameters() : model->parameters(), {0.1});
+  for (int s = 0; s < steps; ++s) {
+    Tensor x = d.x.slice(0, s * 32, s * 32 + 32), y = d.y.slice(0, s * 32, s * 32 + 32);
+    opt.zero_grad();
+    Tensor loss;
+    if (sched) {
+      loss = loss_everywhere(sched->step(x, y));
+    } else {
+      loss = loss_fn((*model)(x), y);
+      loss.backward();
+    }
+    opt.step();
+    run.losses.push_back(loss.item<double>());
+  }
+  for (int64_t i = run.offset; i < run.offset + run.count; ++i)
+    for (const Tensor& p : (*model)[size_t(i)].parameters()) run.params.push_back(p.detach().clone());
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("pipeline: an MLP split in stages trains as one process, GPipe and 1F1B, 5 SGD steps") {
+  auto ref = train_pipe("", 1, 5);
+  for (std::string schedule : {"gpipe", "1f1b"}) {
+    for (int chunks : {1, 4}) {
+      CAPTURE(schedule);
+      CAPTURE(chunks);
+      auto got = train_pipe(schedule, chunks, 5, world() == 2 ? std::vector<int64_t>{2, 3} : std::vector<int64_t>{});
+      double loss_diff = 0;
+      for (size_t i = 0; i < got.losses.size(); ++i) loss_diff = std::max(loss_diff, std::abs(got.losses[i] - ref.losses[i]));
+      // This rank's modules against the same modules of the whole model.
+      size_t first = 0;
+      for (int64_t i = 0; i < got.offset; ++i) first += (*pipe_mlp())[size_t(i)].parameters().size();
+      std::vector<Tensor> mine(ref.params.begin() + long(first), ref.params.begin() + long(first + got.params.size()));
+      double param_diff = max_abs_diff(got.params, mine);
+      if (rank() == 0 && chunks == 4)
+        MESSAGE(schedule << ", 4 micro-batches, vs one process: losses within " << loss_diff << ", parameters within "
+                         << param_diff);
+      CHECK(loss_diff <= 1e-6);
+      CHECK(param_diff <= 1e-6);
+    }
+  }
+}
+
+TEST_CASE("pipeline: plans are checked and named; the default balances parameters; a batch must split evenly") {
+  auto model = pipe_mlp();
+  std::vector<std::shared_ptr<nn::Module>> mods;
+  for (const auto& [n, m] : model->named_children()) mods.push_back(m);
+  // Parameters 2080, 0, 1056, 0, 330: no stage can hold less than 2080, and [2, 3] is the evenest plan that does.
+  CHECK(dist::balance_by_parameters(mods, 2) == std::vector<int64_t>{2, 3});
+  CHECK(fmt::format("{}", dist::balance_by_parameters(mods, 3)) == "[2, 2, 1]");
+  check_error([&] { dist::balance_by_parameters(mods, 6); }, "pipeline: the model has 5 modules, fewer than the 6 stages");
+  if (world() != 2) return;
+  check_error([&] { dist::pipeline_stage(*model, {2, 2}); }, "pipeline: balance [2, 2] sums to 4 but the model has 5 modules");
+  check_error([&] { dist::pipeline_stage(*model, {5, 0}); },
+              "pipeline: balance [5, 0] gives stage 1 0 modules; every stage needs at least one");
+  check_error([&] { dist::pipeline_stage(mods, {1, 1, 3}); },
+              "pipeline: balance [1, 1, 3] has 3 stages but the process group has 2 ranks (one stage per rank)");
+  check_error([&] { dist::pipeline_stage(*model, rank() == 0 ? std::vector<int64_t>{2, 3} : std::vector<int64_t>{3, 2}); },
+              "pipeline: rank 1's plan [3, 2] differs from rank 0's [2, 3]; every rank must cut the model the same way");
+  dist::PipelineStage stage = dist::pipeline_stage(*model);
+  CHECK(stage.balance() == std::vector<int64_t>{2, 3});
+  CHECK(stage.module_offset() == (rank() == 0 ? 0 : 2));
+  CHECK(stage.parameters().size() == (rank() == 0 ? 2u : 4u));
+  dist::ScheduleGPipe gpipe(stage, 4, [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); });
+  // Every rank is given the batch, so every rank raises (no rank is left waiting for a transfer).
+  check_error([&] { gpipe.step(randn({30, 64}), randint(0, 10, {30})); },
+              "pipeline: the input batch of 30 rows does not split into 4 equal micro-batches");
+  check_error([&] { dist::ScheduleGPipe(stage, 0); }, "pipeline: n_microbatches must be positive, got 0");
+  if (stage.is_last()) check_error([&] { dist::Schedule1F1B(stage, 2); }, "pipeline: the last stage (stage 1) needs a loss function");
+  // The schedules' orders on this stage: 1F1B's warm-up is stages - stage - 1 forwards.
+  auto str = [](const std::vector<dist::PipelineSchedule::Action>& o) {
+    std::string s;
+    for (auto a : o) s += fmt::format("{}{} ", a.forward ? 'F' : 'B', a.microbatch);
+    return s;
+  };
+  CHECK(str(gpipe.order()) == "F0 F1 F2 F3 B0 B1 B2 B3 ");
+  dist::Schedule1F1B one(stage, 4, [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); });
+  CHECK(str(one.order()) == (rank() == 0 ? "F0 F1 B0 F2 B1 F3 B2 B3 " : "F0 B0 F1 B1 F2 B2 F3 B3 "));
+  dist::barrier();
+}
+
+TEST_CASE("pipeline: with 8 micro-batches 1F1B's peak memory on a stage is well below GPipe's") {
+  if (world() != 2) return;
+  manual_seed(12);
+  Data d{randn({1024, 64}), randint(0, 10, {1024})};  // activations large beside the 2 k parameters
+  auto model = pipe_mlp();
+  dist::PipelineStage stage = dist::pipeline_stage(*model, {2, 3});
+  optim::SGD opt(stage.parameters(), {0.1});
+  auto loss_fn = [](const Tensor& out, const Tensor& y) { return cross_entropy(out, y); };
+  // The allocator's rise above what is live after zero_grad, over one step after a warm-up one.
+  auto rise = [&](dist::PipelineSchedule& s) {
+    for (int i = 0; i < 2; ++i) {
+      opt.zero_grad();
+      int64_t before = memory_stats().current_bytes;
+      reset_peak_memory_stats();
+      s.step(d.x, d.y);
+      if (i == 1) return memory_stats().peak_bytes - before;
+    }
+    return int64_t(0);
+  };
+  dist::ScheduleGPipe gpipe(stage, 8, loss_fn);
+  dist::Schedule1F1B one(stage, 8, loss_fn);
+  int64_t g = rise(gpipe), o = rise(one);
+  MESSAGE("stage " << rank() << ", 1024 rows in 8 micro-batches: peak rise gpipe " << g << " bytes, 1f1b " << o);
+  // Stage 0 holds 2 micro-batches' activations under 1F1B instead of 8, the last stage 1 instead of 8.
+  CHECK(o * 2 < g);
+}
