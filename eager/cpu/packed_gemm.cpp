@@ -1,5 +1,6 @@
 #include "eager/cpu/packed_gemm.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <tuple>
@@ -106,10 +107,11 @@ template <class T>
 PackedGemm<T>::~PackedGemm() = default;
 
 template <class T>
-void PackedGemm<T>::operator()(const T* A, T* C) const {
+void PackedGemm<T>::operator()(const T* A, T* C, int64_t rows) const {
+  if (rows <= 0) return;
 #if KILN_HAVE_DNNL
   if constexpr (std::is_same_v<T, float>) {
-    if (packed_) {
+    if (packed_ && rows == M_) {
       const Prims& p = *packed_->p;
       dnnl::memory a(p.a, engine(), const_cast<float*>(A)), c(p.c, engine(), C);
       std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, packed_->b}, {DNNL_ARG_DST, c}};
@@ -121,7 +123,7 @@ void PackedGemm<T>::operator()(const T* A, T* C) const {
     }
   }
 #endif
-  blas::gemm(false, tb_, M_, N_, K_, A, K_, B_, ldb_, beta_, C, N_);
+  blas::gemm(false, tb_, std::min(rows, M_), N_, K_, A, K_, B_, ldb_, beta_, C, N_);
 }
 
 template class PackedGemm<float>;

@@ -18,7 +18,10 @@ class PackedGemm {
   ~PackedGemm();
   PackedGemm(const PackedGemm&) = delete;
   PackedGemm& operator=(const PackedGemm&) = delete;
-  void operator()(const T* A, T* C) const;
+  // C = A·op(B) + beta·C over the first `rows` rows of A and C (rows ≤ M: a packed sequence's steps run
+  // fewer rows as its sequences end; those calls take blas::gemm).
+  void operator()(const T* A, T* C, int64_t rows) const;
+  void operator()(const T* A, T* C) const { (*this)(A, C, M_); }
 
  private:
   bool tb_;
