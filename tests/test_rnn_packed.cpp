@@ -9,6 +9,7 @@
 #include "jit/compiled_function.h"
 #include "script_frontend/script.h"
 #include "support.h"
+#include "tracer/trace.h"
 
 using namespace kiln;
 using namespace kiln::nn::utils::rnn;
@@ -193,13 +194,26 @@ TEST_CASE("packed sequences in a script: nn.utils.rnn's names, padding_value, to
   gru.load_state_dict(kiln::test::with_prefix(net->state_dict(), "gru."));
   manual_seed(7);
   Tensor x = randn({4, 3, 2}), lengths = tensor(std::vector<int64_t>{4, 2, 1});
-  NoGradGuard no_grad;
-  Tensors got = flat(net->call({x, lengths}));
-  auto [y, finals] = gru.forward_with_state(pack_padded_sequence(x, lengths));
+  Tensor xs = x.detach().clone().requires_grad_(), xe = x.detach().clone().requires_grad_();
+  Tensors got = flat(net->call({xs, lengths}));
+  auto [y, finals] = gru.forward_with_state(pack_padded_sequence(xe, lengths));
   auto [want, n] = pad_packed_sequence(y, true, -1.0, 5);
   check_close(got[0], want, 1e-6, 1e-6);
   check_close(got[1], finals[0], 1e-6, 1e-6);
   check_equal_ints(got[2], n);
+  // the same gradients for the input and the weights
+  Tensor w = randn({3, 5, 6});
+  add(sum(mul(got[0], w)), sum(got[1])).backward();
+  add(sum(mul(want, w)), sum(finals[0])).backward();
+  check_close(xs.grad(), xe.grad(), 1e-5, 1e-6);
+  std::map<std::string, Tensor> scripted;
+  for (const auto& [name, p] : net->named_parameters()) scripted[name] = p;
+  for (const auto& [name, p] : gru.named_parameters()) {
+    CAPTURE(name);
+    REQUIRE(scripted.count("gru." + name));
+    check_close(scripted.at("gru." + name).grad(), p.grad(), 1e-5, 1e-6);
+  }
+  NoGradGuard no_grad;
   check_error([&] { net->call({x, tensor(std::vector<int64_t>{2, 4, 1})}); },
               "pack_padded_sequence: `lengths` array must be sorted in decreasing order when `enforce_sorted` is True");
   check_error([&] { net->call({x, tensor(std::vector<int64_t>{4, 2, 0})}); },
@@ -209,4 +223,25 @@ TEST_CASE("packed sequences in a script: nn.utils.rnn's names, padding_value, to
   std::string data_src = std::string(src).replace(std::string(src).find("return y, h, n"), 14, "return out.data");
   check_error([&] { script_source(data_src, "data.py").module("Net"); },
               "PackedSequence.data is not available in kiln script");
+}
+
+TEST_CASE("packed sequences traced and compiled: one rnn_layer node per layer and direction, the same values") {
+  manual_seed(9);
+  nn::GRU gru(3, 4, 1, true, true, 0.0, true);
+  for (Tensor p : gru.parameters()) p.requires_grad_(false);
+  Tensor x = randn({3, 5, 3});
+  const std::vector<int64_t> lengths{3, 5, 2};  // fixed by the trace, as torch.jit.trace fixes them
+  auto run = [&](const Tensors& in) {
+    auto [y, finals] = gru.forward_with_state(pack_padded_sequence(in[0], lengths, true, false));
+    return Tensors{pad_packed_sequence(y, true).first, finals[0]};
+  };
+  Function f = trace(run, {x});
+  CHECK(count_ops(f.graph(), OpId::RnnLayer) == 2);
+  Function compiled = compile(f);
+  Tensors want = run({x}), a = f({x}), b = compiled({x});
+  for (size_t i = 0; i < 2; ++i) {
+    CAPTURE(i);
+    check_close(a[i], want[i], 0, 0);
+    check_close(b[i], want[i], 1e-6, 1e-6);
+  }
 }
