@@ -57,13 +57,17 @@ Val<B> permute01(B& b, Val<B> x) {
 
 // The rnn_layer node over the projected inputs xp [T,N,G*H] and the initial state [S,N,H] (absent: zeros):
 // its output [T+S,N,H], then the step outputs [T,N,H] and each final state [1,N,H].
+// With lengths [N] (a packed sequence's, any order), row n runs only at steps t < lengths[n].
 template <class B>
-std::vector<Val<B>> layer(B& b, const std::string& mode, bool reverse, Val<B> xp, Val<B> w_hh, Val<B> b_hh, Val<B> state0) {
+std::vector<Val<B>> layer(B& b, const std::string& mode, bool reverse, Val<B> xp, Val<B> w_hh, Val<B> b_hh, Val<B> state0,
+                          Val<B> lengths = {}) {
   const int64_t S = rnn_mode(mode)->states;
   std::vector<Val<B>> in{xp, w_hh};
   if (present(b_hh)) in.push_back(b_hh);
   if (present(state0)) in.push_back(state0);
+  if (present(lengths)) in.push_back(lengths);
   Attrs a = Attrs().set("mode", mode).set("reverse", reverse).set("bias", present(b_hh));
+  if (present(lengths)) a.set("lengths", true);
   Val<B> out = b.op(OpId::RnnLayer, in, a);
   std::vector<Val<B>> r{slice0(b, out, 0, -S)};
   for (int64_t s = S; s >= 1; --s) r.push_back(slice0(b, out, -s, s > 1 ? std::optional<int64_t>(1 - s) : std::nullopt));
@@ -81,9 +85,12 @@ inline std::string dims_str(const std::optional<Shape>& s) {
 
 // torch.nn.RNN / LSTM / GRU's forward: x [T,N,input_size] ([N,T,..] batch_first, [T,input_size] unbatched),
 // h0 (and c0 for an LSTM) [num_layers * directions, N, H] or absent (zeros). Returns output, h_n and, for an
-// LSTM, c_n, shaped as torch's.
+// LSTM, c_n, shaped as torch's. With lengths [N] (integer, any order; a packed sequence's, see
+// eager/nn/rnn_utils.h) x is batched, each row runs its own number of steps, its output is zero after them,
+// and its h_n and c_n are its state after its own last step (the reverse direction starts there).
 template <class B>
-std::vector<Val<B>> rnn(B& b, const RnnConfig& c, Val<B> x, Val<B> h0, Val<B> c0, const std::vector<RnnWeights<B>>& w) {
+std::vector<Val<B>> rnn(B& b, const RnnConfig& c, Val<B> x, Val<B> h0, Val<B> c0, const std::vector<RnnWeights<B>>& w,
+                        Val<B> lengths = {}) {
   using namespace rnn_detail;
   const RnnMode mode = *rnn_mode(c.mode);
   const bool lstm = mode.cell == RnnCell::Lstm;
@@ -104,6 +111,7 @@ std::vector<Val<B>> rnn(B& b, const RnnConfig& c, Val<B> x, Val<B> h0, Val<B> c0
                        s && !s->empty() ? ", got " + std::to_string(s->back()) : std::string());
   });
   const bool unbatched = rank == std::optional<int64_t>(2);
+  if (unbatched && present(lengths)) b.fail(fmt::format("{}: a packed sequence's input must be batched (3-D)", L));
   Val<B> states[2] = {h0, c0};
   const int n_states = lstm ? 2 : 1;
   if (unbatched) {
@@ -151,7 +159,7 @@ std::vector<Val<B>> rnn(B& b, const RnnConfig& c, Val<B> x, Val<B> h0, Val<B> c0
         for (int i = 0; i < n_states; ++i) parts.push_back(slice0(b, states[i], k, k + 1));
         state0 = cat(b, parts, 0);
       }
-      std::vector<Val<B>> r = layer(b, c.mode, d == 1, xp, p.w_hh, c.bias ? p.b_hh : Val<B>{}, state0);
+      std::vector<Val<B>> r = layer(b, c.mode, d == 1, xp, p.w_hh, c.bias ? p.b_hh : Val<B>{}, state0, lengths);
       outs.push_back(r[0]);
       hn.push_back(r[1]);
       if (lstm) cn.push_back(r[2]);

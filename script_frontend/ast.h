@@ -282,6 +282,8 @@ struct Module {
   // Names bound to torch.nn and torch.nn.functional (`import torch.nn as nn`, `from torch import nn`,
   // `import torch.nn.functional as F`); "torch.nn" and "torch.nn.functional" when torch is imported.
   std::set<std::string> nn_names, functional_names;
+  // Names bound by `from torch.nn.utils.rnn import pack_padded_sequence [as ...]`: the function each names.
+  std::map<std::string, std::string> rnn_utils_names;
   // Names the file binds that kiln cannot give a value, and why: imports of modules it cannot read,
   // module-level code it does not run, classes it does not build. Reading the file never fails for
   // them; code that kiln evaluates or lowers and uses one fails naming the reason.

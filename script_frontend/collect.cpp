@@ -164,6 +164,8 @@ class Collector {
       bool typing = mod == "typing" && (name == "List" || name == "Tuple" || name == "Optional" || name == "Dict");
       if (mod == "torch" && name == "nn") {
         m_.nn_names.insert(as);
+      } else if (mod == "torch.nn.utils.rnn") {
+        m_.rnn_utils_names[as] = name;
       } else if ((mod == "torch.nn" && name == "functional") || (mod == "torch" && name == "functional")) {
         m_.functional_names.insert(as);
       } else if (mod == "torch.nn" && name == "Module" && as == name) {

@@ -787,12 +787,35 @@ Value* Lowerer::attribute(const Expr& e) {
   loc_ = e.loc;
   if (x->type().is_tensor())
     if (auto v = tensor_attribute(*this, x, e.name, e.loc)) return *v;
+  if (packed_parts(x))
+    fail(e.loc, fmt::format("PackedSequence.{} is not available in kiln script: lowered code keeps a packed batch padded "
+                            "(read it through pad_packed_sequence)", e.name));
   if (x->type().kind == TypeKind::Tuple)
     if (auto v = namedtuple_field(x, e.name, e.loc)) return *v;
   fail(e.loc, fmt::format("{} has no attribute '{}' in kiln script", x->type().str(), e.name));
 }
 
 namespace {
+// A function of torch.nn.utils.rnn as the file names it: a name it imported from there, `nn.utils.rnn.f` or
+// `torch.nn.utils.rnn.f`; empty otherwise.
+std::string rnn_utils_function(const Expr& fn, const Module& m, const std::map<std::string, Value*>& env) {
+  if (fn.kind == ExprKind::Name) {
+    auto it = m.rnn_utils_names.find(fn.name);
+    return it != m.rnn_utils_names.end() && !env.count(fn.name) ? it->second : std::string();
+  }
+  if (fn.kind != ExprKind::Attribute) return "";
+  const Expr& rnn = *fn.args[0];
+  if (rnn.kind != ExprKind::Attribute || rnn.name != "rnn") return "";
+  const Expr& utils = *rnn.args[0];
+  if (utils.kind != ExprKind::Attribute || utils.name != "utils") return "";
+  const Expr& nn = *utils.args[0];
+  bool is_nn = nn.kind == ExprKind::Name ? m.nn_names.count(nn.name) && !env.count(nn.name)
+                                         : nn.kind == ExprKind::Attribute && nn.name == "nn" &&
+                                               nn.args[0]->kind == ExprKind::Name && nn.args[0]->name == "torch" &&
+                                               m.imported.count("torch") && !env.count("torch");
+  return is_nn ? fn.name : "";
+}
+
 // torch.nn.functional as the file imported it: `F.relu`, `nn.functional.relu`, `torch.nn.functional.relu`.
 bool is_functional(const Expr& e, const Module& m) {
   if (e.kind == ExprKind::Name) return m.functional_names.count(e.name) != 0;
@@ -809,6 +832,7 @@ Value* Lowerer::call(const Expr& e) {
     if (k.name.empty()) fail(k.loc, "**kwargs are not supported in kiln script");
   const Expr& fn = *e.args[0];
   if (const Object* o = static_object(fn)) return call_object(*o, e);
+  if (std::string u = rnn_utils_function(fn, *m_, frame().env); !u.empty()) return call_rnn_utils(*this, u, e);
   if (fn.kind == ExprKind::Attribute) {
     const Expr& base = *fn.args[0];
     if (const Object* o = static_object(base)) {

@@ -114,8 +114,24 @@ std::vector<Value*> state_tensors(Lowerer& L, const Object& o, Value* hx, Source
   L.fail(loc, fmt::format("{}.forward(): hx must be a Tensor, a tuple of Tensors or None, got {}", o.cls, t.str()));
 }
 
+// A recurrent layer on a packed batch (packed_sequences.cpp): its output packed as the input was.
+Value* call_packed(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, SourceLoc loc) {
+  ForwardArgs f = bind_forward(L, o, a, {"input", "hx"}, 0, loc);
+  if (!o.spec->lower_packed) L.fail(f.locs[0], fmt::format("{}.forward() does not take a PackedSequence", o.cls));
+  auto [padded, lengths] = *L.packed_parts(f.values[0]);
+  std::vector<Value*> hx = f.values[1] ? state_tensors(L, o, f.values[1], f.locs[1]) : std::vector<Value*>{};
+  LoweringBuilder b(L, o.path.empty() ? "" : o.path + ".");
+  std::vector<Value*> r = o.spec->lower_packed(b, *o.module, padded, lengths, hx);
+  Value* out = L.packed_value(r[0], lengths);
+  return r.size() == 2 ? L.tuple({out, r[1]}) : L.tuple({out, L.tuple({r[1], r[2]})});
+}
+
 // forward(input, hx=None) of a layer with a state (nn.LSTM, nn.GRUCell, ...): torch's tuple results.
 Value* call_with_state(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, SourceLoc loc) {
+  Value* input = !a.pos.empty() ? a.pos[0] : nullptr;
+  for (const auto& k : a.kw)
+    if (k.name == "input") input = k.value;
+  if (input && L.packed_parts(input)) return call_packed(L, o, a, loc);
   ForwardArgs f = bind_forward(L, o, a, {"input", "hx"}, 1, loc);
   std::vector<Value*> hx = f.values[1] ? state_tensors(L, o, f.values[1], f.locs[1]) : std::vector<Value*>{};
   LoweringBuilder b(L, o.path.empty() ? "" : o.path + ".");

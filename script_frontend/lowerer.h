@@ -136,6 +136,10 @@ class Lowerer {
   Value* call_object(const Object& o, const CallArgs& a, SourceLoc loc);
   // A runtime check: raises `message` (with the file and line) when cond is false.
   void check(Value* cond, const std::string& message);
+  // packed_sequences.cpp: a torch.nn.utils.rnn PackedSequence as lowered code keeps it (padded steps [T, N, *]
+  // time-major, lengths int64 [N]), and its two parts; nullopt for a value that is not one.
+  Value* packed_value(Value* padded, Value* lengths);
+  std::optional<std::pair<Value*, Value*>> packed_parts(Value* v);
 
   // ---- writes through views (inplace.cpp)
   // How an indexing view was made from its base, so a write to it can be scattered back.
@@ -294,6 +298,7 @@ class Lowerer {
   int loop_depth_ = 0;
   int branch_depth_ = 0;  // if blocks being lowered (written ones and the guards of early exits)
   std::map<const Value*, const NamedTupleDef*> named_tuples_;  // tuples whose elements have names
+  std::set<Value*> packed_;                                     // PackedSequence values (packed_value)
   std::map<Value*, std::string> shared_list_;  // a loop's carried list: a name that held it before the loop
   SourceLoc loc_;
 
@@ -316,6 +321,8 @@ std::string did_you_mean(std::string_view name, const std::vector<std::string>& 
 // torch.nn.functional.<name> when it starts with "F.", a tensor method otherwise. Raises with a
 // suggestion for unknown names.
 Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, Value* self);
+// packed_sequences.cpp: torch.nn.utils.rnn.<name>(...) (pack_padded_sequence, pad_packed_sequence).
+Value* call_rnn_utils(Lowerer& L, const std::string& name, const Expr& call);
 // layers.cpp: a torch.nn layer called on its arguments.
 Value* call_layer(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, SourceLoc loc);
 // Composites shared by layers and functional calls (builtins.cpp).

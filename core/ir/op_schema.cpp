@@ -56,8 +56,10 @@ OpSchema schema_of(OpId op) {
     case OpId::Conv2d: return {2, 3, 1, conv, {{"groups", K::Int}}};
     case OpId::MaxPool2d: return {1, 1, 2, pool, pool_opt};
     case OpId::AvgPool2d: return {1, 1, 1, pool, avg_opt};
-    case OpId::RnnLayer: return {2, 4, 1, {{"mode", K::Str}}, {{"reverse", K::Bool}, {"bias", K::Bool}}};
-    case OpId::RnnLayerBackward: return {3, 5, 4, {{"mode", K::Str}}, {{"reverse", K::Bool}, {"bias", K::Bool}}};
+    case OpId::RnnLayer:
+      return {2, 5, 1, {{"mode", K::Str}}, {{"reverse", K::Bool}, {"bias", K::Bool}, {"lengths", K::Bool}}};
+    case OpId::RnnLayerBackward:
+      return {3, 6, 4, {{"mode", K::Str}}, {{"reverse", K::Bool}, {"bias", K::Bool}, {"lengths", K::Bool}}};
     case OpId::Cat: return {1, -1, 1, {{"dim", K::Int}}, {}};
     case OpId::IndexSelect:
     case OpId::Gather: return {2, 2, 1, {{"dim", K::Int}}, {}};

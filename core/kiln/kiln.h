@@ -36,6 +36,7 @@
 #include "eager/nn/module.h"
 #include "eager/nn/attention.h"
 #include "eager/nn/recurrent.h"
+#include "eager/nn/rnn_utils.h"
 #include "eager/ops.h"
 #include "eager/tensor_ops.h"
 #include "eager/optim/optimizer.h"

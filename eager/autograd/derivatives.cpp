@@ -211,15 +211,15 @@ Tensors derivative(OpId op, const Attrs& attrs, const Tensors& in, const Tensors
       if (need(1)) r[1] = conv_family(OpId::Conv2dBackwardInput, x, g, attrs, in[1].sizes());
       break;
     case OpId::MaxPool2d: r[0] = max_pool2d_grad(g, x, attrs); break;
-    case OpId::RnnLayer: {  // inputs x_proj, w_hh[, b_hh][, state0]; the backward row gives all four gradients
-      Tensors args{g};
+    case OpId::RnnLayer: {  // inputs x_proj, w_hh[, b_hh][, state0][, lengths]; the backward row gives all four
+      Tensors args{g};       // gradients (the integer lengths take none)
       args.insert(args.end(), in.begin(), in.end());
       Tensors d = dispatch(OpId::RnnLayerBackward, args, attrs);
       size_t k = 0;
       r[k++] = d[0];
       r[k++] = d[1];
       if (attrs.b_or("bias", true)) r[k++] = d[2];
-      if (k < in.size()) r[k] = d[3];
+      if (k + (attrs.b_or("lengths", false) ? 1 : 0) < in.size()) r[k] = d[3];
       break;
     }
     case OpId::RnnLayerBackward:  // recorded under create_graph=True; reached only by a second backward

@@ -5,6 +5,13 @@
 // (scalar std::exp and std::tanh made them 4/5 of the step). The backward runs the forward again to get the
 // gates of every step back (the forward node then saves only its inputs), walks the steps in reverse with
 // one GEMM each for the gradient of h, and takes W_hh's gradient as one GEMM over all steps at the end.
+//
+// With "lengths" (a packed sequence, torch.nn.utils.rnn) row n runs only at the steps t < lengths[n]: a
+// step leaves the state of a finished row as it was and its output zero, so h_n is the state at the row's
+// own last step, and the reverse direction starts each row from state0 at its own last element. Masking
+// inside the one node (rather than running the layer per length, or per packed step) keeps one node per
+// layer and direction for the tracer, the script frontend and the JIT; rows sorted longest first (as
+// PackedSequence keeps them) make the running rows a prefix, and a step computes only up to the last of them.
 #include <algorithm>
 #include <type_traits>
 #include <vector>
@@ -29,6 +36,7 @@ struct Geom {
 // The inputs of one call in the compute type, contiguous; b and state0 undefined when absent.
 struct Args {
   Tensor x, w, b, state0;
+  std::vector<int64_t> lengths;  // empty: every row runs every step
   DType dtype = DType::Float32, compute = DType::Float32;
 };
 
@@ -37,16 +45,21 @@ Geom parse(const char* op, const Tensors& in, size_t first, const Attrs& attrs, 
   std::optional<RnnMode> mode = rnn_mode(name);
   if (!mode) fail("{}: mode must be lstm, gru, rnn_tanh or rnn_relu, got '{}'", op, name);
   bool bias = attrs.b_or("bias", true);
-  size_t need = first + 2 + (bias ? 1 : 0);
+  const bool has_lengths = attrs.b_or("lengths", false);
+  size_t need = first + 2 + (bias ? 1 : 0) + (has_lengths ? 1 : 0);
   if (in.size() != need && in.size() != need + 1)
-    fail("{}: expected {} or {} inputs ({}x_proj, w_hh{}, optional state0), got {}", op, need, need + 1,
-         first ? "grad, " : "", bias ? ", b_hh" : "", in.size());
+    fail("{}: expected {} or {} inputs ({}x_proj, w_hh{}, optional state0{}), got {}", op, need, need + 1,
+         first ? "grad, " : "", bias ? ", b_hh" : "", has_lengths ? ", lengths" : "", in.size());
+  const bool has_state = in.size() == need + 1;
+  need -= has_lengths ? 1 : 0;  // state0's index
   Geom g;
   g.mode = *mode;
   g.reverse = attrs.b_or("reverse", false);
   const Tensor& x = in[first];
   const Tensor& w = in[first + 1];
-  for (const Tensor& t : in) {
+  for (size_t i = 0; i < in.size(); ++i) {
+    const Tensor& t = in[i];
+    if (has_lengths && i + 1 == in.size()) continue;  // integer
     if (!is_floating(t.dtype())) fail("{}: dtype {} is not supported", op, dtype_name(t.dtype()));
     if (t.dtype() != x.dtype())
       fail("{}: all inputs must have one dtype, got {} and {}", op, dtype_name(x.dtype()), dtype_name(t.dtype()));
@@ -72,7 +85,18 @@ Geom parse(const char* op, const Tensors& in, size_t first, const Attrs& attrs, 
       fail("{}: expected b_hh of shape [{}], got {}", op, g.GH, shape_str(in[first + 2].sizes()));
     a.b = conv(in[first + 2]);
   }
-  if (in.size() == need + 1) {
+  if (has_lengths) {
+    const Tensor& len = in.back();
+    if (is_floating(len.dtype()) || len.dtype() == DType::Bool || len.dim() != 1 || len.size(0) != g.N)
+      fail("{}: expected lengths of {} integers (one per batch row), got {} of shape {}", op, g.N,
+           dtype_name(len.dtype()), shape_str(len.sizes()));
+    Tensor l = cast_to(len, DType::Int64);
+    const int64_t* p = static_cast<const int64_t*>(l.raw_data());
+    a.lengths.assign(p, p + g.N);
+    for (int64_t n : a.lengths)
+      if (n < 0 || n > g.T) fail("{}: expected every length in [0, {}] (the steps), got {}", op, g.T, n);
+  }
+  if (has_state) {
     Shape want{mode->states, g.N, g.H};
     if (in[need].sizes() != want)
       fail("{}: expected state0 of shape {}, got {}", op, shape_str(want), shape_str(in[need].sizes()));
@@ -104,6 +128,16 @@ void apply(OpId op, T* out, int64_t out_ld, const T* in, int64_t in_ld, int64_t 
   isa_kernels().unary(op, std::is_same_v<T, double> ? DType::Float64 : DType::Float32, L);
 }
 
+// Whether row n runs at step t, and how many leading rows hold every row that runs at t.
+bool runs(const Args& a, int64_t n, int64_t t) { return a.lengths.empty() || t < a.lengths[size_t(n)]; }
+int64_t running_rows(const Args& a, int64_t t, int64_t N) {
+  if (a.lengths.empty()) return N;
+  int64_t rows = 0;
+  for (int64_t n = 0; n < N; ++n)
+    if (t < a.lengths[size_t(n)]) rows = n + 1;
+  return rows;
+}
+
 // What the forward keeps of each step for the backward: the activated gates [N,G*H], then for an LSTM c and
 // tanh(c), for a GRU W_hn·h + b_hn ([N,H] each).
 int64_t extras(RnnCell cell) { return cell == RnnCell::Lstm ? 2 : cell == RnnCell::Gru ? 1 : 0; }
@@ -113,25 +147,27 @@ int64_t step_size(const Geom& g) { return g.N * g.GH + extras(g.mode.cell) * g.N
 // backward reads them), else two slots used in turn.
 template <class T>
 void forward(const Geom& g, const Args& a, T* out, std::vector<T>& ws, bool keep) {
-  const int64_t T_ = g.T, N = g.N, H = g.H, GH = g.GH, NH = N * H, SS = step_size(g);
+  const int64_t T_ = g.T, N_ = g.N, H = g.H, GH = g.GH, NH = N_ * H, SS = step_size(g);
   const T* x = ptr<T>(a.x);
   const T* w = ptr<T>(a.w);
   const T* b = ptr<T>(a.b);
   const T* s0 = ptr<T>(a.state0);
   const RnnCell cell = g.mode.cell;
-  std::vector<T> zero(size_t(NH), T(0)), pre(size_t(N * GH), T(0));
+  std::vector<T> zero(size_t(NH), T(0)), pre(size_t(N_ * GH), T(0));
   ws.assign(size_t((keep ? T_ : 2) * SS), T(0));
   const T* h = s0 ? s0 : zero.data();
   const T* c = cell == RnnCell::Lstm && s0 ? s0 + NH : zero.data();
-  PackedGemm<T> step_gemm(true, N, GH, H, w, H, T(0));  // h·W_hh^T, W_hh packed once for all steps
+  PackedGemm<T> step_gemm(true, N_, GH, H, w, H, T(0));  // h·W_hh^T, W_hh packed once for all steps
   for (int64_t s = 0; s < T_; ++s) {
     const int64_t t = g.reverse ? T_ - 1 - s : s;
+    const T* c_prev = c;
     T* gt = ws.data() + (keep ? t : s % 2) * SS;  // the gates, then the extras
-    T* e0 = gt + N * GH;
+    T* e0 = gt + N_ * GH;
     T* e1 = e0 + NH;
     T* ht = out + t * NH;
-    if (H > 0 && N > 0) step_gemm(h, pre.data());
-    const T* xt = x + t * N * GH;
+    const int64_t N = running_rows(a, t, N_);  // the rows after the last running one wait
+    if (H > 0 && N > 0) step_gemm(h, pre.data(), N);
+    const T* xt = x + t * N_ * GH;
     // the pre-activations x + h·W_hh^T + b_hh, but GRU's n gate keeps W_hn·h + b_hn apart (r multiplies it)
     const int64_t summed = cell == RnnCell::Gru ? 2 * H : GH;
     for (int64_t n = 0; n < N; ++n) {
@@ -178,6 +214,12 @@ void forward(const Geom& g, const Args& a, T* out, std::vector<T>& ws, bool keep
       case RnnCell::Tanh: apply(OpId::Tanh, ht, H, pre.data(), GH, N, H); break;
       case RnnCell::Relu: apply(OpId::Relu, ht, H, pre.data(), GH, N, H); break;
     }
+    // a row that does not run at t carries its state (the caller zeroes its output)
+    for (int64_t n = 0; n < N_; ++n) {
+      if (runs(a, n, t)) continue;
+      std::copy(h + n * H, h + (n + 1) * H, ht + n * H);
+      if (cell == RnnCell::Lstm) std::copy(c_prev + n * H, c_prev + (n + 1) * H, e0 + n * H);
+    }
     h = ht;
   }
   std::copy(h, h + NH, out + T_ * NH);
@@ -216,6 +258,10 @@ void backward(const Geom& g, const Args& a, const T* gy, const T* out, const std
       const T* gr = gt + n * GH;
       T* gxr = gxt + n * GH;
       T* dr = dt + n * GH;
+      if (!runs(a, n, t)) {  // the state passes through untouched; the zero output takes no gradient
+        std::fill(gxr, gxr + GH, T(0));
+        continue;
+      }
       for (int64_t j = 0; j < H; ++j) {
         const int64_t e = n * H + j;
         T d = dh[e] + gyt[e];
@@ -276,7 +322,11 @@ Tensors kernel_rnn_layer(OpId, const Tensors& in, const Attrs& attrs) {
   auto run = [&](auto zero) {
     using T = decltype(zero);
     std::vector<T> ws;
-    forward<T>(g, a, static_cast<T*>(out.raw_data()), ws, false);
+    T* o = static_cast<T*>(out.raw_data());
+    forward<T>(g, a, o, ws, false);
+    for (int64_t t = 0; t < g.T; ++t)  // torch's padded output: zero past each row's length
+      for (int64_t n = 0; n < g.N; ++n)
+        if (!runs(a, n, t)) std::fill(o + (t * g.N + n) * g.H, o + (t * g.N + n + 1) * g.H, T(0));
   };
   if (a.compute == DType::Float64) run(double(0));
   else run(float(0));

@@ -75,14 +75,15 @@ RNNBase::RNNBase(std::string layer_, std::string mode_, int64_t input_size_, int
                                    fmt::format("l{}{}", l, d ? "_reverse" : "")));
 }
 
+// lengths present: x is a packed batch's padded steps [T, N, F] (never batch_first) and lengths [N] (integer)
 template <class B>
-std::vector<Val<B>> forward_with_state(B& b, RNNBase& m, Val<B> x, const std::vector<Val<B>>& hx) {
+std::vector<Val<B>> forward_with_state(B& b, RNNBase& m, Val<B> x, const std::vector<Val<B>>& hx, Val<B> lengths = {}) {
   check_hx(b, m.layer, m.mode, hx.size());
-  composite::RnnConfig c{m.layer, m.mode, m.input_size, m.hidden_size, m.num_layers, m.bias, m.batch_first,
-                         m.bidirectional, m.dropout, m.is_training()};
+  composite::RnnConfig c{m.layer, m.mode, m.input_size, m.hidden_size, m.num_layers, m.bias,
+                         m.batch_first && !composite::present(lengths), m.bidirectional, m.dropout, m.is_training()};
   std::vector<composite::RnnWeights<B>> w;
   for (const RnnParams& p : m.params) w.push_back(weights_of(b, p));
-  return composite::rnn(b, c, x, state<B>(hx, 0), state<B>(hx, 1), w);
+  return composite::rnn(b, c, x, state<B>(hx, 0), state<B>(hx, 1), w, lengths);
 }
 template <class B>
 Val<B> forward_with(B& b, RNNBase& m, Val<B> x) {
@@ -93,6 +94,26 @@ Tensors RNNBase::forward_with_state(const Tensor& x, const Tensors& hx) {
   return nn::forward_with_state(b, *this, x, hx);
 }
 Tensor RNNBase::forward(const Tensor& x) { return eager_forward(*this, x); }
+
+// The packed data as padded steps in packed order (longest first, so each step's running rows are a
+// prefix), one rnn_layer node per layer and direction with the lengths, then packed again; the states
+// go in and come out in the caller's batch order, as torch's do.
+std::pair<utils::rnn::PackedSequence, Tensors> RNNBase::forward_with_state(const utils::rnn::PackedSequence& input,
+                                                                           const Tensors& hx) {
+  auto [padded, lengths] = utils::rnn::padded_in_packed_order(input);
+  auto reorder = [](const Tensor& t, const Tensor& index) {
+    return index.defined() ? index_select(t, 1, index.to(t.device())) : t;
+  };
+  Tensors states;
+  for (const Tensor& h : hx) states.push_back(reorder(h, input.sorted_indices));
+  EagerBuilder b;
+  Tensors r = nn::forward_with_state(b, *this, padded, states, lengths);
+  utils::rnn::PackedSequence out{utils::rnn::packed_data_of(r[0], input.batch_sizes), input.batch_sizes,
+                                 input.sorted_indices, input.unsorted_indices};
+  Tensors final_states;
+  for (size_t i = 1; i < r.size(); ++i) final_states.push_back(reorder(r[i], input.unsorted_indices));
+  return {out, final_states};
+}
 
 RNN::RNN(int64_t in, int64_t hidden, int64_t layers, const std::string& nonlinearity, bool bias, bool batch_first,
          double dropout, bool bidirectional)
@@ -143,6 +164,11 @@ LayerSpec with_state(LayerSpec s, int results) {
   s.lower_with_state = [](GraphBuilder& b, Module& m, GraphBuilder::V x, const std::vector<GraphBuilder::V>& hx) {
     return forward_with_state(b, static_cast<Base&>(static_cast<L&>(m)), x, hx);
   };
+  if constexpr (std::is_same_v<Base, RNNBase>)
+    s.lower_packed = [](GraphBuilder& b, Module& m, GraphBuilder::V padded, GraphBuilder::V lengths,
+                        const std::vector<GraphBuilder::V>& hx) {
+      return forward_with_state(b, static_cast<RNNBase&>(static_cast<L&>(m)), padded, hx, lengths);
+    };
   return s;
 }
 

@@ -7,6 +7,7 @@
 
 #include "eager/nn/module.h"
 #include "eager/nn/registry.h"
+#include "eager/nn/rnn_utils.h"
 
 namespace kiln::nn {
 
@@ -23,6 +24,10 @@ class RNNBase : public Module {
           bool bias = true, bool batch_first = false, double dropout = 0.0, bool bidirectional = false);
   // output, h_n and, for an LSTM, c_n; hx: empty (zeros), {h_0}, or {h_0, c_0} for an LSTM
   Tensors forward_with_state(const Tensor& input, const Tensors& hx = {});
+  // A packed batch (torch.nn.utils.rnn): the output packed as the input (same batch_sizes and indices), and
+  // h_n (and c_n) at each sequence's own last step, in the input's batch order; hx in that order too.
+  std::pair<utils::rnn::PackedSequence, Tensors> forward_with_state(const utils::rnn::PackedSequence& input,
+                                                                    const Tensors& hx = {});
   Tensor forward(const Tensor& input) override;  // the output alone
   std::string name() const override { return layer; }
   std::string layer, mode;

@@ -96,6 +96,12 @@ struct LayerSpec {
                                              const std::vector<GraphBuilder::V>& hx)>
       lower_with_state;
   int results = 1;
+  // The recurrent layers' forward of a packed batch (torch.nn.utils.rnn), as lowered code keeps one: padded
+  // steps [T, N, *] time-major in the caller's batch order and lengths [N]; results as lower_with_state's,
+  // the first the padded output (zero past each length). Null for the other layers.
+  std::function<std::vector<GraphBuilder::V>(GraphBuilder& b, Module& m, GraphBuilder::V padded, GraphBuilder::V lengths,
+                                             const std::vector<GraphBuilder::V>& hx)>
+      lower_packed;
   // forward(...) with optional tensors and flags beside its tensors (nn.MultiheadAttention, the Transformer
   // layers): torch's names and defaults in `call_params` (no default: a tensor; None: an optional tensor; a
   // bool: a flag, which a script gives as a constant). `lower_call` takes the tensors in that order (null for

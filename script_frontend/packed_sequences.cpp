@@ -1,0 +1,173 @@
+// torch.nn.utils.rnn in lowered code: `pack_padded_sequence(x, lengths, ...)`, a recurrent layer called on
+// the packed value, `pad_packed_sequence(out, ...)`, as published packed-sequence classifiers write them.
+//
+// A graph has no op whose output size is data (sum(lengths) packed rows), so a packed value here stays
+// padded: a tuple (steps [T, N, *] time-major in the caller's batch order, lengths int64 [N]) that the lowerer
+// remembers as packed. The rnn_layer node takes the lengths and runs each row its own number of steps in any
+// order (eager/cpu/rnn.cpp), which gives torch's outputs and final states without sorting; pad_packed_sequence
+// cuts the steps to the longest length, as torch's does. Its .data and .batch_sizes (packed rows) are not
+// available here; eager's PackedSequence (eager/nn/rnn_utils.h) has them.
+#include <fmt/format.h>
+
+#include "script_frontend/lowerer.h"
+
+namespace kiln::script {
+
+using ir::Prim;
+
+namespace {
+
+const Type kInt = Type::scalar(TypeKind::Int);
+const Type kBool = Type::scalar(TypeKind::Bool);
+
+// The call's arguments bound to `names` as Python binds them; unset ones have no expression.
+std::vector<Arg> bind(Lowerer& L, const std::string& fn, const Expr& e, const std::vector<std::string>& names, size_t required) {
+  std::vector<Arg> r(names.size());
+  if (e.args.size() - 1 > names.size())
+    L.fail(e.loc, fmt::format("{}() takes at most {} arguments, got {}", fn, names.size(), e.args.size() - 1));
+  for (size_t i = 1; i < e.args.size(); ++i) r[i - 1] = Arg{e.args[i].get(), nullptr, e.args[i]->loc};
+  for (const Keyword& k : e.keywords) {
+    auto it = std::find(names.begin(), names.end(), k.name);
+    if (it == names.end()) L.fail(k.loc, fmt::format("{}() got an unexpected keyword argument '{}'", fn, k.name));
+    Arg& a = r[size_t(it - names.begin())];
+    if (a.present()) L.fail(k.loc, fmt::format("{}() got multiple values for argument '{}'", fn, k.name));
+    a = Arg{k.value.get(), nullptr, k.loc};
+  }
+  for (size_t i = 0; i < required; ++i)
+    if (!r[i].present()) L.fail(e.loc, fmt::format("{}() is missing required argument '{}'", fn, names[i]));
+  return r;
+}
+
+bool is_none(const Arg& a) { return !a.present() || (a.expr && a.expr->kind == ExprKind::None); }
+
+// One int of a tensor's reduction, read when the graph runs.
+Value* reduced_int(Lowerer& L, OpId op, Value* t) {
+  return L.prim(Prim::ToInt, {L.op(op, {t}, Attrs().set("dims", Shape{}).set("keepdim", false))}, kInt);
+}
+
+Value* pack_padded(Lowerer& L, const Expr& e) {
+  const char* fn = "pack_padded_sequence";
+  std::vector<Arg> a = bind(L, fn, e, {"input", "lengths", "batch_first", "enforce_sorted"}, 2);
+  Value* x = L.tensor_arg(a[0], "input");
+  // `lengths.cpu()`, as torch asks: the rnn_layer node reads the lengths on the host whatever their device
+  const Expr* len = a[1].expr;
+  if (len && len->kind == ExprKind::Call && len->args.size() == 1 && len->keywords.empty() &&
+      len->args[0]->kind == ExprKind::Attribute && len->args[0]->name == "cpu")
+    a[1].expr = len->args[0]->args[0].get();
+  Value* lengths = L.tensor_arg(a[1], "lengths");
+  const bool batch_first = a[2].present() ? L.need_bool(a[2], "batch_first") : false;
+  const bool enforce_sorted = a[3].present() ? L.need_bool(a[3], "enforce_sorted") : true;
+  if (batch_first) x = L.prim(Prim::Transpose, {x, L.constant(int64_t(0)), L.constant(int64_t(1))}, Type::tensor());
+  lengths = L.op(OpId::Cast, {lengths}, Attrs().set("dtype", DType::Int64));
+  // torch's checks, when the graph runs (the lengths are data)
+  Value* n = L.prim(Prim::Size, {x, L.constant(int64_t(1))}, kInt);
+  L.check(L.prim(Prim::NumEq, {L.prim(Prim::Size, {lengths, L.constant(int64_t(0))}, kInt), n}, kBool),
+          fmt::format("{}: expected `len(lengths)` to be equal to batch_size", fn));
+  L.check(L.prim(Prim::NumGt, {reduced_int(L, OpId::Amin, lengths), L.constant(int64_t(0))}, kBool),
+          fmt::format("{}: length of all samples has to be greater than 0, but found an element in 'lengths' that is <= 0", fn));
+  Value* steps = L.prim(Prim::Size, {x, L.constant(int64_t(0))}, kInt);
+  L.check(L.prim(Prim::NumLe, {reduced_int(L, OpId::Amax, lengths), steps}, kBool),
+          fmt::format("{}: a length is greater than the input's steps (dim {})", fn, batch_first ? 1 : 0));
+  if (enforce_sorted) {  // no length greater than the one before it
+    auto part = [&](int64_t start, std::optional<int64_t> end) {
+      Attrs s = Attrs().set("dim", int64_t(0)).set("start", start).set("step", int64_t(1));
+      if (end) s.set("end", *end);
+      return L.op(OpId::Slice, {lengths}, s);
+    };
+    Value* rises = L.op(OpId::Cast, {L.op(OpId::Gt, {part(1, std::nullopt), part(0, -1)})}, Attrs().set("dtype", DType::Int64));
+    L.check(L.prim(Prim::NumEq, {reduced_int(L, OpId::Sum, rises), L.constant(int64_t(0))}, kBool),
+            fmt::format("{}: `lengths` array must be sorted in decreasing order when `enforce_sorted` is True (pass "
+                        "enforce_sorted=False to pack unsorted lengths)",
+                        fn));
+  }
+  return L.packed_value(x, lengths);
+}
+
+Value* pad_packed(Lowerer& L, const Expr& e) {
+  const char* fn = "pad_packed_sequence";
+  std::vector<Arg> a = bind(L, fn, e, {"sequence", "batch_first", "padding_value", "total_length"}, 1);
+  Value* seq = L.value_of(a[0]);
+  auto parts = L.packed_parts(seq);
+  if (!parts) L.fail(a[0].loc, fmt::format("{}() expects a PackedSequence, got {}", fn, seq->type().str()));
+  auto [padded, lengths] = *parts;
+  const bool batch_first = a[1].present() ? L.need_bool(a[1], "batch_first") : false;
+  double padding_value = 0.0;
+  if (a[2].present()) {
+    auto v = L.const_float(a[2]);
+    if (!v) L.fail(a[2].loc, fmt::format("{}(): padding_value must be a constant number in kiln script", fn));
+    padding_value = *v;
+  }
+  Value* longest = reduced_int(L, OpId::Amax, lengths);
+  Value* steps = longest;
+  if (!is_none(a[3])) {
+    auto total = L.const_int(a[3]);
+    if (!total) L.fail(a[3].loc, fmt::format("{}(): total_length must be a constant int in kiln script", fn));
+    L.check(L.prim(Prim::NumGe, {L.constant(*total), longest}, kBool),
+            fmt::format("{}: expected total_length to be at least the length of the longest sequence in input, but got "
+                        "total_length={}",
+                        fn, *total));
+    steps = L.constant(*total);
+  }
+  // the steps up to the longest length (the layer's outputs are zero past each row's), then zeros to total_length
+  Value* out = L.prim(Prim::Slice, {padded, L.constant(int64_t(0)), L.constant(int64_t(0)), longest, L.constant(int64_t(1))},
+                      Type::tensor());
+  if (steps != longest) {
+    Type li = Type::list(kInt);
+    Value* shape = L.prim(Prim::ListAdd,
+                          {L.prim(Prim::ListConstruct, {L.prim(Prim::NumSub, {steps, longest}, kInt)}, li),
+                           L.prim(Prim::ListSlice, {L.prim(Prim::Shape, {out}, li), L.constant(int64_t(1)), L.constant(INT64_MAX)}, li)},
+                          li);
+    Value* zeros = L.prim(Prim::Full, {shape, L.constant(0.0)}, Type::tensor());
+    zeros = L.prim(Prim::CastTo, {zeros, L.prim(Prim::DTypeOf, {out}, kInt)}, Type::tensor());
+    out = L.prim(Prim::ListCat, {L.prim(Prim::ListConstruct, {out, zeros}, Type::list(Type::tensor())), L.constant(int64_t(0))},
+                 Type::tensor());
+  }
+  if (padding_value != 0.0) {  // step t of row n is padding where t >= lengths[n]
+    ir::Node* r = L.graph().create(Prim::Arange, 1);
+    r->add_input(L.constant(int64_t(0)));
+    r->add_input(steps);
+    r->add_input(L.constant(int64_t(1)));
+    r->output()->set_type(Type::tensor());
+    Value* t = L.op(OpId::Unsqueeze, {L.emit(r)->output()}, Attrs().set("dim", int64_t(1)));
+    Value* pad = L.op(OpId::Ge, {t, L.op(OpId::Unsqueeze, {lengths}, Attrs().set("dim", int64_t(0)))});
+    // [T, N] then a 1 for each further dim of out (its rank read when the graph runs)
+    Type li = Type::list(kInt);
+    Value* out_shape = L.prim(Prim::Shape, {out}, li);
+    std::vector<Value*> ones(6, L.constant(int64_t(1)));
+    Value* rest = L.prim(Prim::NumSub, {L.prim(Prim::Len, {out_shape}, kInt), L.constant(int64_t(2))}, kInt);
+    Value* shape = L.prim(Prim::ListAdd,
+                          {L.prim(Prim::ListSlice, {out_shape, L.constant(int64_t(0)), L.constant(int64_t(2))}, li),
+                           L.prim(Prim::ListSlice, {L.prim(Prim::ListConstruct, ones, li), L.constant(int64_t(0)), rest}, li)},
+                          li);
+    pad = L.prim(Prim::Reshape, {pad, shape}, Type::tensor());
+    Value* value = L.number_to_tensor(L.constant(padding_value));
+    out = L.op(OpId::Where, {pad, value, out});
+  }
+  if (batch_first) out = L.prim(Prim::Transpose, {out, L.constant(int64_t(0)), L.constant(int64_t(1))}, Type::tensor());
+  return L.tuple({out, lengths});
+}
+
+}  // namespace
+
+Value* Lowerer::packed_value(Value* padded, Value* lengths) {
+  Value* v = tuple({padded, lengths});
+  packed_.insert(v);
+  return v;
+}
+
+std::optional<std::pair<Value*, Value*>> Lowerer::packed_parts(Value* v) {
+  if (!packed_.count(v)) return std::nullopt;
+  return std::pair<Value*, Value*>{v->node()->input(0), v->node()->input(1)};
+}
+
+Value* call_rnn_utils(Lowerer& L, const std::string& name, const Expr& e) {
+  for (const Keyword& k : e.keywords)
+    if (k.name.empty()) L.fail(k.loc, "**kwargs are not supported in kiln script");
+  if (name == "pack_padded_sequence") return pack_padded(L, e);
+  if (name == "pad_packed_sequence") return pad_packed(L, e);
+  L.fail(e.args[0]->loc, fmt::format("torch.nn.utils.rnn.{} is not supported in kiln script (pack_padded_sequence and "
+                                     "pad_packed_sequence are; the C++ API has every function of torch.nn.utils.rnn)",
+                                     name));
+}
+
+}  // namespace kiln::script
