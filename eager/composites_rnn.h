@@ -3,10 +3,13 @@
 // (eager/builder.h), so eager, the tracer and the script frontend record the same nodes: per layer and
 // direction one GEMM for the input projection of every step (linear) and one rnn_layer node for the steps
 // (core/ops.def), whose output [T+S,N,H] is sliced into the step outputs, h_n and c_n.
+#include <algorithm>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/rnn_mode.h"
+#include "eager/autograd/graph.h"
 #include "eager/composites.h"
 
 namespace kiln::composite {
@@ -68,6 +71,12 @@ std::vector<Val<B>> layer(B& b, const std::string& mode, bool reverse, Val<B> xp
   if (present(lengths)) in.push_back(lengths);
   Attrs a = Attrs().set("mode", mode).set("reverse", reverse).set("bias", present(b_hh));
   if (present(lengths)) a.set("lengths", true);
+  // The steps are kept for the backward wherever one may follow: in a graph always (whether it is differentiated
+  // is decided later), in eager when grad mode is on and an input requires grad (an LSTM in eval keeps nothing).
+  bool keep = true;
+  if constexpr (std::is_same_v<B, EagerBuilder>)
+    keep = GradMode::enabled() && std::any_of(in.begin(), in.end(), [](const Tensor& t) { return t.requires_grad(); });
+  a.set("keep", keep);
   Val<B> out = b.op(OpId::RnnLayer, in, a);
   std::vector<Val<B>> r{slice0(b, out, 0, -S)};
   for (int64_t s = S; s >= 1; --s) r.push_back(slice0(b, out, -s, s > 1 ? std::optional<int64_t>(1 - s) : std::nullopt));

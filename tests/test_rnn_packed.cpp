@@ -52,16 +52,17 @@ void check_equal_ints(const Tensor& a, const Tensor& b) {
 TEST_CASE("rnn_layer with lengths: gradcheck in every mode, both directions, unsorted lengths, outputs zero past them") {
   for (const char* mode : {"lstm", "gru", "rnn_tanh", "rnn_relu"}) {
     const int64_t G = rnn_mode(mode)->gates, S = rnn_mode(mode)->states;
-    for (bool reverse : {false, true}) {
+    for (auto [reverse, keep] : {std::pair{false, false}, {true, false}, {false, true}, {true, true}}) {
       CAPTURE(mode);
       CAPTURE(reverse);
+      CAPTURE(keep);  // the backward from the steps the forward kept, or running the forward again
       manual_seed(21);
       Tensors in{randn({3, 3, G * 2}, DType::Float64), mul(randn({G * 2, 2}, DType::Float64), 0.7),
                  randn({G * 2}, DType::Float64), randn({S, 3, 2}, DType::Float64)};
       if (std::string(mode) == "rnn_relu") in[0] = add(in[0], mul(sign(in[0]), 0.5));
       for (Tensor& t : in) t.requires_grad_();
       Tensor lengths = tensor(std::vector<int64_t>{2, 3, 1});
-      Attrs a = Attrs().set("mode", std::string(mode)).set("reverse", reverse).set("bias", true).set("lengths", true);
+      Attrs a = Attrs().set("mode", std::string(mode)).set("reverse", reverse).set("bias", true).set("lengths", true).set("keep", keep);
       auto run = [&](const Tensors& x) {
         Tensors args = x;
         args.push_back(lengths);

@@ -57,9 +57,9 @@ OpSchema schema_of(OpId op) {
     case OpId::MaxPool2d: return {1, 1, 2, pool, pool_opt};
     case OpId::AvgPool2d: return {1, 1, 1, pool, avg_opt};
     case OpId::RnnLayer:
-      return {2, 5, 1, {{"mode", K::Str}}, {{"reverse", K::Bool}, {"bias", K::Bool}, {"lengths", K::Bool}}};
+      return {2, 5, 2, {{"mode", K::Str}}, {{"reverse", K::Bool}, {"bias", K::Bool}, {"lengths", K::Bool}, {"keep", K::Bool}}};
     case OpId::RnnLayerBackward:
-      return {3, 6, 4, {{"mode", K::Str}}, {{"reverse", K::Bool}, {"bias", K::Bool}, {"lengths", K::Bool}}};
+      return {5, 8, 4, {{"mode", K::Str}}, {{"reverse", K::Bool}, {"bias", K::Bool}, {"lengths", K::Bool}, {"keep", K::Bool}}};
     case OpId::Cat: return {1, -1, 1, {{"dim", K::Int}}, {}};
     case OpId::IndexSelect:
     case OpId::Gather: return {2, 2, 1, {{"dim", K::Int}}, {}};

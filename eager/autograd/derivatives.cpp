@@ -212,7 +212,7 @@ Tensors derivative(OpId op, const Attrs& attrs, const Tensors& in, const Tensors
       break;
     case OpId::MaxPool2d: r[0] = max_pool2d_grad(g, x, attrs); break;
     case OpId::RnnLayer: {  // inputs x_proj, w_hh[, b_hh][, state0][, lengths]; the backward row gives all four
-      Tensors args{g};       // gradients (the integer lengths take none)
+      Tensors args{g, outs.at(0), outs.at(1)};  // gradients (the integer lengths take none)
       args.insert(args.end(), in.begin(), in.end());
       Tensors d = dispatch(OpId::RnnLayerBackward, args, attrs);
       size_t k = 0;

@@ -2,8 +2,11 @@
 // so that a traced, scripted or compiled LSTM is one node per layer and direction, never T copies of a step.
 // The input projection of every step arrives computed (one GEMM, in the composite); here each step is one
 // GEMM (h·W_hh^T) and the gate arithmetic, whose sigmoid and tanh are the elementwise kernels' vector ones
-// (scalar std::exp and std::tanh made them 4/5 of the step). The backward runs the forward again to get the
-// gates of every step back (the forward node then saves only its inputs), walks the steps in reverse with
+// (scalar std::exp and std::tanh made them 4/5 of the step); W_hh is packed once for all steps
+// (packed_gemm.h). With "keep" (set where a gradient may be wanted) the forward also returns what each step
+// computed — the gates, and c and tanh(c) or the GRU's n-gate term — as a second output, which autograd saves
+// (op_facts: the derivative reads both outputs); without it that output is empty and the backward runs the
+// forward again (a quarter of a training step's recurrent time). The backward walks the steps in reverse with
 // one GEMM each for the gradient of h, and takes W_hh's gradient as one GEMM over all steps at the end.
 //
 // With "lengths" (a packed sequence, torch.nn.utils.rnn) row n runs only at the steps t < lengths[n]: a
@@ -49,7 +52,7 @@ Geom parse(const char* op, const Tensors& in, size_t first, const Attrs& attrs, 
   size_t need = first + 2 + (bias ? 1 : 0) + (has_lengths ? 1 : 0);
   if (in.size() != need && in.size() != need + 1)
     fail("{}: expected {} or {} inputs ({}x_proj, w_hh{}, optional state0{}), got {}", op, need, need + 1,
-         first ? "grad, " : "", bias ? ", b_hh" : "", has_lengths ? ", lengths" : "", in.size());
+         first ? "grad, out, steps, " : "", bias ? ", b_hh" : "", has_lengths ? ", lengths" : "", in.size());
   const bool has_state = in.size() == need + 1;
   need -= has_lengths ? 1 : 0;  // state0's index
   Geom g;
@@ -146,7 +149,7 @@ int64_t step_size(const Geom& g) { return g.N * g.GH + extras(g.mode.cell) * g.N
 // The forward pass into out [T+S,N,H]. ws holds step_size() per step: for every step when `keep` (the
 // backward reads them), else two slots used in turn.
 template <class T>
-void forward(const Geom& g, const Args& a, T* out, std::vector<T>& ws, bool keep) {
+void forward(const Geom& g, const Args& a, T* out, T* ws, bool keep) {
   const int64_t T_ = g.T, N_ = g.N, H = g.H, GH = g.GH, NH = N_ * H, SS = step_size(g);
   const T* x = ptr<T>(a.x);
   const T* w = ptr<T>(a.w);
@@ -154,14 +157,15 @@ void forward(const Geom& g, const Args& a, T* out, std::vector<T>& ws, bool keep
   const T* s0 = ptr<T>(a.state0);
   const RnnCell cell = g.mode.cell;
   std::vector<T> zero(size_t(NH), T(0)), pre(size_t(N_ * GH), T(0));
-  ws.assign(size_t((keep ? T_ : 2) * SS), T(0));
+  // a packed sequence's finished rows leave their gates unwritten, and the backward reads none of them
+  if (!a.lengths.empty()) std::fill(ws, ws + (keep ? T_ : 2) * SS, T(0));
   const T* h = s0 ? s0 : zero.data();
   const T* c = cell == RnnCell::Lstm && s0 ? s0 + NH : zero.data();
   PackedGemm<T> step_gemm(true, N_, GH, H, w, H, T(0));  // h·W_hh^T, W_hh packed once for all steps
   for (int64_t s = 0; s < T_; ++s) {
     const int64_t t = g.reverse ? T_ - 1 - s : s;
     const T* c_prev = c;
-    T* gt = ws.data() + (keep ? t : s % 2) * SS;  // the gates, then the extras
+    T* gt = ws + (keep ? t : s % 2) * SS;  // the gates, then the extras
     T* e0 = gt + N_ * GH;
     T* e1 = e0 + NH;
     T* ht = out + t * NH;
@@ -229,7 +233,7 @@ void forward(const Geom& g, const Args& a, T* out, std::vector<T>& ws, bool keep
 // The backward pass over the forward's out and ws (kept for every step): gx [T,N,G*H], gw [G*H,H], gb [G*H],
 // gs [S,N,H].
 template <class T>
-void backward(const Geom& g, const Args& a, const T* gy, const T* out, const std::vector<T>& ws, T* gx, T* gw, T* gb,
+void backward(const Geom& g, const Args& a, const T* gy, const T* out, const T* ws, T* gx, T* gw, T* gb,
               T* gs) {
   const int64_t T_ = g.T, N = g.N, H = g.H, GH = g.GH, NH = N * H, SS = step_size(g);
   const T* w = ptr<T>(a.w);
@@ -246,10 +250,10 @@ void backward(const Geom& g, const Args& a, const T* gy, const T* out, const std
   for (int64_t s = T_ - 1; s >= 0; --s) {
     const int64_t t = g.reverse ? T_ - 1 - s : s, tp = g.reverse ? t + 1 : t - 1;
     const T* hp = s == 0 ? h0 : out + tp * NH;
-    const T* cp = s == 0 ? c0 : ws.data() + tp * SS + N * GH;
+    const T* cp = s == 0 ? c0 : ws + tp * SS + N * GH;
     std::copy(hp, hp + NH, hprev.data() + t * NH);
     const T* gyt = gy + t * NH;
-    const T* gt = ws.data() + t * SS;
+    const T* gt = ws + t * SS;
     const T* et = gt + N * GH;  // LSTM: c, then tanh(c); GRU: W_hn·h + b_hn
     const T* ht = out + t * NH;
     T* gxt = gx + t * N * GH;
@@ -319,35 +323,69 @@ Tensors kernel_rnn_layer(OpId, const Tensors& in, const Attrs& attrs) {
   Args a;
   Geom g = parse("rnn_layer", in, 0, attrs, a);
   Tensor out = Tensor::empty({g.T + g.mode.states, g.N, g.H}, a.compute);
+  // the steps are kept only in the compute dtype (a bf16 layer's backward recomputes them in float32)
+  const bool keep = attrs.b_or("keep", false) && a.dtype == a.compute;
+  Tensor steps = Tensor::empty({keep ? g.T : 0, step_size(g)}, a.dtype);
   auto run = [&](auto zero) {
     using T = decltype(zero);
-    std::vector<T> ws;
+    std::vector<T> two_steps(keep ? 0 : size_t(2 * step_size(g)));
     T* o = static_cast<T*>(out.raw_data());
-    forward<T>(g, a, o, ws, false);
+    forward<T>(g, a, o, keep ? static_cast<T*>(steps.raw_data()) : two_steps.data(), keep);
     for (int64_t t = 0; t < g.T; ++t)  // torch's padded output: zero past each row's length
       for (int64_t n = 0; n < g.N; ++n)
         if (!runs(a, n, t)) std::fill(o + (t * g.N + n) * g.H, o + (t * g.N + n + 1) * g.H, T(0));
   };
   if (a.compute == DType::Float64) run(double(0));
   else run(float(0));
-  return {to_dtype(out, a.dtype)};
+  return {to_dtype(out, a.dtype), steps};
 }
 
 Tensors kernel_rnn_layer_backward(OpId, const Tensors& in, const Attrs& attrs) {
   const char* op = "rnn_layer_backward";
   Args a;
-  Geom g = parse(op, in, 1, attrs, a);
+  Geom g = parse(op, in, 3, attrs, a);
   Shape want{g.T + g.mode.states, g.N, g.H};
-  if (in[0].sizes() != want)
-    fail("{}: expected grad of shape {} (rnn_layer's output), got {}", op, shape_str(want), shape_str(in[0].sizes()));
+  for (size_t i : {0, 1})
+    if (in[i].sizes() != want)
+      fail("{}: expected {} of shape {} (rnn_layer's output), got {}", op, i ? "out" : "grad", shape_str(want),
+           shape_str(in[i].sizes()));
+  // rnn_layer's kept steps, or none (it ran without "keep", or in another dtype): then the forward runs again
+  const bool kept = in[2].numel() > 0;
+  if (kept && (in[2].sizes() != Shape{g.T, step_size(g)} || a.dtype != a.compute))
+    fail("{}: expected the kept steps of shape [{}, {}] in {}, got {} in {}", op, g.T, step_size(g),
+         dtype_name(a.compute), shape_str(in[2].sizes()), dtype_name(in[2].dtype()));
   Tensor gy = in[0].dtype() == a.compute ? im2col::dense(in[0]) : cast_to(in[0], a.compute);
   Tensor gx = Tensor::empty({g.T, g.N, g.GH}, a.compute), gw = Tensor::empty({g.GH, g.H}, a.compute);
   Tensor gb = Tensor::empty({g.GH}, a.compute), gs = Tensor::empty({g.mode.states, g.N, g.H}, a.compute);
   auto run = [&](auto zero) {
     using T = decltype(zero);
-    std::vector<T> out(size_t((g.T + g.mode.states) * g.N * g.H)), ws;
-    forward<T>(g, a, out.data(), ws, true);
-    backward<T>(g, a, static_cast<const T*>(gy.raw_data()), out.data(), ws, static_cast<T*>(gx.raw_data()),
+    Tensor out_kept, steps_kept;
+    std::vector<T> out_again, steps_again;
+    const T *out, *steps;
+    if (kept) {
+      out_kept = im2col::dense(in[1]);
+      steps_kept = im2col::dense(in[2]);
+      out = static_cast<const T*>(out_kept.raw_data());
+      steps = static_cast<const T*>(steps_kept.raw_data());
+      if (g.reverse && !a.lengths.empty()) {
+        // rnn_layer zeroed its output past each row's length, where the reverse direction carried state0's h:
+        // the state its row's first step read, which the backward reads back from the output
+        out_again.assign(out, out + out_kept.numel());
+        const T* h0 = ptr<T>(a.state0);
+        for (int64_t t = 0; t < g.T; ++t)
+          for (int64_t n = 0; n < g.N; ++n)
+            if (!runs(a, n, t))
+              for (int64_t j = 0; j < g.H; ++j) out_again[size_t((t * g.N + n) * g.H + j)] = h0 ? h0[n * g.H + j] : T(0);
+        out = out_again.data();
+      }
+    } else {
+      out_again.resize(size_t((g.T + g.mode.states) * g.N * g.H));
+      steps_again.resize(size_t(g.T * step_size(g)));
+      forward<T>(g, a, out_again.data(), steps_again.data(), true);
+      out = out_again.data();
+      steps = steps_again.data();
+    }
+    backward<T>(g, a, static_cast<const T*>(gy.raw_data()), out, steps, static_cast<T*>(gx.raw_data()),
                 static_cast<T*>(gw.raw_data()), static_cast<T*>(gb.raw_data()), static_cast<T*>(gs.raw_data()));
   };
   if (a.compute == DType::Float64) run(double(0));
