@@ -594,6 +594,7 @@ std::vector<Builtin> make_builtins() {
       if (!is_given(dt)) dt = Arg{nullptr, L.dtype_value(L.prim(Prim::DTypeOf, {x}, kInt)), a[0].loc};
       return full_of(L, a[1], v, dt);
     });
+    b.back().varargs = !full;  // x.new_zeros(2, 3) as x.new_zeros((2, 3))
   }
   add("arange", kFn, {"start", "end", "step", "dtype", "device"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     check_device(L, a[4]);
@@ -1406,7 +1407,11 @@ Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, 
       es.push_back(int_arg(L, ai, shown));
     }
     Value* list = L.prim(Prim::ListConstruct, es, Type::list(kInt));
-    if (!method) {
+    if (method && b->name.starts_with("new_")) {
+      // x.new_zeros(2, n, h) (word_lm's init_hidden): the sizes are the size argument; dtype= and device= bind below
+      args[slot++] = Arg{nullptr, list, call.loc};
+      npos = 0;
+    } else if (!method) {
       Arg dt;
       for (const Keyword& k : call.keywords) {
         if (k.name == "device") {
@@ -1418,21 +1423,22 @@ Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, 
         dt = Arg{k.value.get(), nullptr, k.value->loc};
       }
       return full_of(L, Arg{nullptr, list, call.loc}, L.constant(int64_t(b->name == "ones")), dt);
+    } else {
+      Value* x = L.tensor_arg(args[0], "input");
+      if (b->name == "permute") {
+        if (!all_const) L.fail(call.loc, fmt::format("{} takes int constants in kiln script", shown));
+        return L.op(OpId::Permute, {x}, Attrs().set("dims", ints));
+      }
+      if (b->name == "expand") return all_const ? L.op(OpId::Expand, {x}, Attrs().set("shape", ints)) : expand_to(L, x, list);
+      if (b->name == "repeat") {
+        if (!all_const) L.fail(call.loc, fmt::format("{} takes int constants in kiln script", shown));
+        return repeat_of(L, x, ints);
+      }
+      if (all_const) return L.op(OpId::Reshape, {x}, Attrs().set("shape", ints));
+      return L.prim(Prim::Reshape, {x, list}, Type::tensor());
     }
-    Value* x = L.tensor_arg(args[0], "input");
-    if (b->name == "permute") {
-      if (!all_const) L.fail(call.loc, fmt::format("{} takes int constants in kiln script", shown));
-      return L.op(OpId::Permute, {x}, Attrs().set("dims", ints));
-    }
-    if (b->name == "expand") return all_const ? L.op(OpId::Expand, {x}, Attrs().set("shape", ints)) : expand_to(L, x, list);
-    if (b->name == "repeat") {
-      if (!all_const) L.fail(call.loc, fmt::format("{} takes int constants in kiln script", shown));
-      return repeat_of(L, x, ints);
-    }
-    if (all_const) return L.op(OpId::Reshape, {x}, Attrs().set("shape", ints));
-    return L.prim(Prim::Reshape, {x, list}, Type::tensor());
   }
-  for (size_t i = 1; i < call.args.size(); ++i) {
+  for (size_t i = 1; npos && i < call.args.size(); ++i) {
     if (slot >= args.size())
       L.fail(call.args[i]->loc, fmt::format("{}() takes at most {} positional arguments, got {}", shown,
                                             b->params.size() - (method ? 1 : 0), npos));

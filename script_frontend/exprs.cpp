@@ -809,6 +809,7 @@ Value* Lowerer::call(const Expr& e) {
     if (k.name.empty()) fail(k.loc, "**kwargs are not supported in kiln script");
   const Expr& fn = *e.args[0];
   if (const Object* o = static_object(fn)) return call_object(*o, e);
+  if (is_data_parallel(fn)) return data_parallel(e);
   if (fn.kind == ExprKind::Attribute) {
     const Expr& base = *fn.args[0];
     if (const Object* o = static_object(base)) {
@@ -923,6 +924,19 @@ Value* Lowerer::call(const Expr& e) {
   if (const NamedTupleDef* def = m_->namedtuple(fn.name); def && !frame().env.count(fn.name))
     return construct_namedtuple(*def, e);
   if (const std::string* why = m_->why_unavailable(fn.name); why && !frame().env.count(fn.name)) fail(fn.loc, *why);
+  if (fn.name == "next" && !frame().env.count("next") && e.args.size() == 2 && e.keywords.empty()) {
+    // next(self.parameters()) (word_lm's init_hidden makes its state with the first parameter's new_zeros)
+    const Expr& it = *e.args[1];
+    if (it.kind == ExprKind::Call && it.args.size() == 1 && it.args[0]->kind == ExprKind::Attribute &&
+        it.args[0]->name == "parameters")
+      if (const Object* o = static_object(*it.args[0]->args[0])) {
+        auto params = o->module->named_parameters();
+        if (params.empty()) fail(e.loc, fmt::format("StopIteration: {} has no parameters", o->cls));
+        const auto& [name, t] = params.front();
+        return tensor_of(Static::of_tensor(t, true), o->path.empty() ? name : o->path + "." + name);
+      }
+    fail(e.loc, "next() takes self.parameters() (or a submodule's) in kiln script");
+  }
   if (fn.name == "print" && !frame().env.count("print")) {
     // A side effect kept by dead-code elimination; printed as Python prints (sep and end as attributes).
     Node* n = g_->create(Prim::Print, 0);
