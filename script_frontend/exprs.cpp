@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "eager/composites.h"
+#include "eager/composites_tensor_ops.h"
 #include "script_frontend/lowerer.h"
 #include "script_frontend/lowering_builder.h"
 #include "script_frontend/operators.h"
@@ -634,6 +635,24 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
       if (ellipsis != n) fail(e.args[k + 1]->loc, "an index can only have a single ellipsis ('...')");
       ellipsis = k;
     }
+  // An index that may be a value (not a slice, None, ..., a list or an int constant) is lowered once, first: with
+  // index tensors on two or more dims (x[idx0, idx1], x[torch.arange(n), targets]) the index is torch's advanced
+  // indexing, eager's composite::index_tensors.
+  std::map<const Expr*, Value*> lowered;
+  auto may_be_value = [&](const Expr& ix) {
+    return ix.kind != ExprKind::Slice && ix.kind != ExprKind::None && ix.kind != ExprKind::Ellipsis &&
+           ix.kind != ExprKind::List && !const_int(Arg{&ix, nullptr, ix.loc});
+  };
+  if (std::count_if(e.args.begin() + 1, e.args.end(), [&](const ExprPtr& a) { return may_be_value(*a); }) >= 2) {
+    std::vector<size_t> tensors;
+    for (size_t k = 0; k < n; ++k) {
+      const Expr& ix = *e.args[k + 1];
+      if (!may_be_value(ix)) continue;
+      lowered[&ix] = expr(ix);
+      if (lowered[&ix]->type().is_tensor()) tensors.push_back(k);
+    }
+    if (tensors.size() >= 2) return index_tensors(x, e, tensors, lowered);
+  }
   auto apply = [&](const Expr& ix, int64_t dim, bool* removes) -> Value* {
     *removes = false;
     loc_ = ix.loc;
@@ -713,20 +732,14 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
       }
       return rows.size() == 1 ? op(OpId::Contiguous, {rows[0]}) : op(OpId::Cat, rows, Attrs().set("dim", dim));
     }
-    Value* i = expr(ix);
+    Value* i = lowered.count(&ix) ? lowered.at(&ix) : expr(ix);
     loc_ = ix.loc;
     if (i->type().is_tensor()) {
-      // x[idx] with an integer tensor: index_select of its flattened entries, shaped
-      // x.shape[:dim] + idx.shape + x.shape[dim + 1:]; torch's bool masks are not this (index_select refuses them)
+      // x[idx] with an integer tensor: x.shape[:dim] + idx.shape + x.shape[dim + 1:] (eager's composite); torch's
+      // bool masks are not this (index_select refuses them)
       if (dim < 0) fail(ix.loc, "a tensor index after '...' is not supported in kiln script");
-      Type li = Type::list(kInt);
-      Value* flat = op(OpId::Reshape, {i}, Attrs().set("shape", Shape{-1}));
-      Value* picked = op(OpId::IndexSelect, {x, flat}, Attrs().set("dim", dim));
-      Value* xs = prim(Prim::Shape, {x}, li);
-      Value* head = prim(Prim::ListSlice, {xs, constant(int64_t(0)), constant(dim)}, li);
-      Value* tail = prim(Prim::ListSlice, {xs, constant(dim + 1), prim(Prim::Len, {xs}, kInt)}, li);
-      Value* shape = prim(Prim::ListAdd, {prim(Prim::ListAdd, {head, prim(Prim::Shape, {i}, li)}, li), tail}, li);
-      return prim(Prim::Reshape, {picked, shape}, Type::tensor());
+      LoweringBuilder lb(*this);
+      return composite::index_tensors(lb, x, dim, std::vector<Value*>{i});
     }
     if (i->type().kind == TypeKind::Int) {
       *removes = true;
@@ -758,6 +771,31 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
     }
   }
   return x;
+}
+
+// x[idx0, idx1], x[:, idx0, idx1]: index tensors on adjacent dims, full slices around them; eager's
+// composite::index_tensors over the indexed dims.
+Value* Lowerer::index_tensors(Value* x, const Expr& e, const std::vector<size_t>& tensors,
+                              const std::map<const Expr*, Value*>& lowered) {
+  for (size_t j = 1; j < tensors.size(); ++j)
+    if (tensors[j] != tensors[j - 1] + 1)
+      fail(e.args[tensors[j] + 1]->loc, "index tensors must be on adjacent dims in kiln script (torch moves the "
+                                        "result's dims to the front otherwise)");
+  std::vector<Value*> idx;
+  for (size_t k = 0; k + 1 < e.args.size(); ++k) {
+    const Expr& ix = *e.args[k + 1];
+    if (std::find(tensors.begin(), tensors.end(), k) != tensors.end()) {
+      idx.push_back(lowered.at(&ix));
+      continue;
+    }
+    if (ix.kind != ExprKind::Slice)
+      fail(ix.loc, "with index tensors on two or more dims, kiln script takes only slices beside them (no int, None or ...)");
+    if (ix.args[0] || ix.args[1] || ix.args[2])
+      fail(ix.loc, "with index tensors on two or more dims, kiln script takes only full slices (:) beside them");
+  }
+  loc_ = e.loc;
+  LoweringBuilder lb(*this);
+  return composite::index_tensors(lb, x, int64_t(tensors[0]), idx);
 }
 
 // ---------------------------------------------------------------- calls and attributes

@@ -134,6 +134,8 @@ class Lowerer {
     std::vector<Kw> kw;
   };
   Value* call_object(const Object& o, const CallArgs& a, SourceLoc loc);
+  // x[i0, i1] with index tensors on adjacent dims (exprs.cpp): `lowered` holds the index values already lowered
+  Value* index_tensors(Value* x, const Expr& e, const std::vector<size_t>& tensors, const std::map<const Expr*, Value*>& lowered);
   // A method's unannotated parameter typed Tensor by default (no call's argument typed it).
   bool untyped_parameter(Value* v) const { return untyped_params_.count(v) != 0; }
   // An error that a Tensor in an untyped parameter caused (an LSTM state that must be a tuple): module()

@@ -82,6 +82,16 @@ Value* LoweringBuilder::transpose(V x, int64_t d0, int64_t d1) {
   return L_.prim(Prim::Transpose, {x, L_.constant(d0), L_.constant(d1)}, Type::tensor());
 }
 
+// x.shape[:d] + like.shape + x.shape[d + 1:], list prims over the shapes the graph sees.
+Value* LoweringBuilder::unflatten_like(V x, int64_t d, V like) {
+  Type li = Type::list(kInt);
+  Value* xs = L_.prim(Prim::Shape, {x}, li);
+  Value* head = L_.prim(Prim::ListSlice, {xs, L_.constant(int64_t(0)), L_.constant(d)}, li);
+  Value* tail = L_.prim(Prim::ListSlice, {xs, L_.constant(d + 1), L_.prim(Prim::Len, {xs}, kInt)}, li);
+  Value* shape = L_.prim(Prim::ListAdd, {L_.prim(Prim::ListAdd, {head, L_.prim(Prim::Shape, {like}, li)}, li), tail}, li);
+  return L_.prim(Prim::Reshape, {x, shape}, Type::tensor());
+}
+
 Value* LoweringBuilder::count(V x, const Shape& dims, int64_t more_than, const ShapeMessage& msg) {
   if (std::optional<Shape> s = shape(x)) {
     int64_t n = 1;
