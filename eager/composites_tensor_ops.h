@@ -61,6 +61,23 @@ Val<B> index_tensors(B& b, Val<B> x, int64_t first, const std::vector<Val<B>>& i
   return b.unflatten_like(picked, first, lin);
 }
 
+// x[mask] (a bool mask shaped as x's leading dims): the elements (or rows) where mask is true, in order, as one
+// dim of their count, known only when it runs: a stable argsort puts the selected positions first, the first
+// sum(mask) of them index_select x's rows. Its gradient is index_select's. A mask whose element count does not
+// match x's leading dims fails the final reshape.
+template <class B>
+Val<B> masked_rows(B& b, Val<B> x, Val<B> mask) {
+  if (std::optional<DType> d = b.dtype(mask); d && *d != DType::Bool) b.fail("masked_rows: the mask must be bool");
+  Val<B> m = b.flatten(mask, 0, -1);
+  Val<B> rows = b.reshape_like(x, m, {-1});
+  Attrs i64 = Attrs().set("dtype", DType::Int64);
+  Val<B> order = b.op(OpId::Argsort, {b.op(OpId::Cast, {b.op(OpId::LogicalNot, {m})}, i64)},
+                      Attrs().set("dim", int64_t(0)).set("descending", false));
+  Val<B> n = b.op(OpId::Sum, {b.op(OpId::Cast, {m}, i64)}, Attrs().set("dims", Shape{0}));
+  Val<B> picked = b.op(OpId::IndexSelect, {rows, b.head(order, n)}, Attrs().set("dim", int64_t(0)));
+  return b.reshape_rows(picked, x, mask);
+}
+
 template <class B>
 Val<B> keep_dtype(B& b, Val<B> y, Val<B> x) {
   std::optional<DType> want = b.dtype(x), got = b.dtype(y);

@@ -26,6 +26,13 @@ Tensor index_tensors(const Tensor& x, int64_t first, const Tensors& indices) {
   return composite::index_tensors(b, x, first, indices);
 }
 
+Tensor masked_rows(const Tensor& x, const Tensor& mask) {
+  if (mask.dim() > x.dim() || !std::equal(mask.sizes().begin(), mask.sizes().end(), x.sizes().begin()))
+    fail("masked_rows: the mask's shape {} is not the leading shape of the input's {}", shape_str(mask.sizes()), shape_str(x.sizes()));
+  EagerBuilder b;
+  return composite::masked_rows(b, x, mask);
+}
+
 Tensor tril(const Tensor& x, int64_t diagonal) {
   EagerBuilder b;
   return composite::triangle(b, x, diagonal, false);

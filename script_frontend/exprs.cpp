@@ -739,7 +739,11 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
       // bool masks are not this (index_select refuses them)
       if (dim < 0) fail(ix.loc, "a tensor index after '...' is not supported in kiln script");
       LoweringBuilder lb(*this);
-      return composite::index_tensors(lb, x, dim, std::vector<Value*>{i});
+      auto by_ints = [&] { return composite::index_tensors(lb, x, dim, std::vector<Value*>{i}); };
+      // x[mask] alone: a bool mask selects (eager's composite::masked_rows), decided by the index's dtype now
+      // where it is known, else when the graph runs
+      if (n == 1) return lb.if_bool(i, [&] { return composite::masked_rows(lb, x, i); }, by_ints);
+      return by_ints();
     }
     if (i->type().kind == TypeKind::Int) {
       *removes = true;

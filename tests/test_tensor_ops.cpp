@@ -104,6 +104,24 @@ TEST_CASE("index_tensors: torch's advanced indexing (broadcast indices, negative
   check_error([&] { index_tensors(x, 0, {i, i64({4}, {1})}); }, "index_select");
 }
 
+TEST_CASE("masked_rows: x[mask] over all of x or its leading dims, in order; gradients; errors") {
+  Tensor x = seq({3, 2});
+  Tensor all = masked_rows(x, gt(x, full({}, 0.5)));
+  std::vector<double> want;
+  for (double v : values(x))
+    if (v > 0.5) want.push_back(v);
+  CHECK(values(all) == want);
+  Tensor rows = masked_rows(x, f64({1, 0, 1}, {3}).to(DType::Bool));
+  REQUIRE(rows.sizes() == Shape{2, 2});
+  std::vector<double> xv = values(x);
+  CHECK(values(rows) == std::vector<double>{xv[0], xv[1], xv[4], xv[5]});
+  Tensor none = masked_rows(x, zeros({3, 2}, DType::Bool));
+  CHECK(none.sizes() == Shape{0});
+  Tensor mask = f64({1, 0, 1, 1, 0, 1}, {3, 2}).to(DType::Bool);
+  CHECK(gradcheck([&](const Tensors& in) { return masked_rows(in[0], mask); }, {seq({3, 2}).requires_grad_()}));
+  check_error([&] { masked_rows(x, zeros({2}, DType::Bool)); }, "masked_rows: the mask's shape [2] is not the leading shape of the input's [3,2]");
+}
+
 TEST_CASE("sort, argsort and topk: values, int64 indices, ties stable, NaN largest, gradients, errors") {
   Tensor s = seq({3, 5}, 0.7, 0.2);
   auto [v, i] = topk(s, 3);

@@ -44,6 +44,11 @@ def advanced(x: Tensor, i: Tensor, j: Tensor, t: Tensor) -> Tuple[Tensor, Tensor
     return a, b, c, d
 
 
+def masked(x: Tensor, m: Tensor) -> Tuple[Tensor, Tensor]:
+    # bool masks: the selected elements of x > 0, and the rows where m > 0 (a mask over x's first dim)
+    return x[x > 0], x[m > 0]
+
+
 # CASE: attention randn(3,4) randn(5,4) randn(5,2)
 # CASE: logits randn(4,6)
 # CASE: slicing randn(4,5)
@@ -60,3 +65,4 @@ def with_default(x: Tensor) -> Tensor:
 
 # CASE: with_default randn(3)
 # CASE: advanced randn(3,4,5) randint(0,3,2,3) randint(0,4,3) randint(0,3,3)
+# CASE: masked randn(4,3) randn(4)
