@@ -42,6 +42,19 @@ Tensor EagerBuilder::pad_rank(const Tensor& x, int64_t rank) {
   return kiln::reshape(x, s);
 }
 
+Tensor EagerBuilder::unflatten_like(const Tensor& x, int64_t d, const Tensor& like) {
+  Shape s(x.sizes().begin(), x.sizes().begin() + d);
+  for (int64_t n : like.sizes()) s.push_back(n);
+  s.insert(s.end(), x.sizes().begin() + d + 1, x.sizes().end());
+  return kiln::reshape(x, s);
+}
+
+Tensor EagerBuilder::reshape_rows(const Tensor& x, const Tensor& like, const Tensor& lead) {
+  Shape s{x.size(0)};
+  s.insert(s.end(), like.sizes().begin() + std::min<int64_t>(lead.dim(), like.dim()), like.sizes().end());
+  return kiln::reshape(x, s);
+}
+
 Tensor EagerBuilder::count(const Tensor& x, const Shape& dims, int64_t more_than, const ShapeMessage& msg) {
   int64_t n = 1;
   for (int64_t d : dims) n *= x.size(d);

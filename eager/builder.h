@@ -18,6 +18,12 @@
 //   V reshape_like(V x, V like, tail)  x reshaped to like's shape followed by `tail` (-1 allowed), that shape
 //                                      read when the graph runs
 //   V pad_rank(V x, rank)              x with size-1 dims appended up to `rank` dims (check its rank first)
+//   V unflatten_like(V x, d, V like)   x with its dim d (counted from the front) replaced by like's dims, read
+//                                      when the graph runs (an advanced index's broadcast shape)
+//   V head(V x, V n)                   x[:n] along dim 0, n a wrapped integer read when the graph runs (a bool
+//                                      mask's count)
+//   V reshape_rows(V x, V like, V lead) x reshaped to [x.size(0)] + like.shape[rank(lead):], read when the graph
+//                                      runs (the rows a mask over like's leading dims picked)
 //   V transpose(V x, d0, d1)           x with dims d0 and d1 swapped (a view; negative dims count from the end,
 //                                      so a graph serves every rank)
 //   V count(V x, dims, more_than, msg) the number of elements over dims, a wrapped integer, which must exceed
@@ -74,6 +80,9 @@ class EagerBuilder {
   Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim);
   Tensor reshape_like(const Tensor& x, const Tensor& like, const Shape& tail);
   Tensor pad_rank(const Tensor& x, int64_t rank);
+  Tensor unflatten_like(const Tensor& x, int64_t d, const Tensor& like);
+  Tensor head(const Tensor& x, const Tensor& n) { return x.slice(0, 0, n.item<int64_t>()); }
+  Tensor reshape_rows(const Tensor& x, const Tensor& like, const Tensor& lead);
   Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) { return x.transpose(d0, d1); }
   Tensor count(const Tensor& x, const Shape& dims, int64_t more_than, const ShapeMessage& msg);
   std::pair<Tensor, Tensor> bin(const Tensor& x, int64_t d, int64_t j, int64_t n);
@@ -104,6 +113,9 @@ class GraphBuilder {
   virtual V flatten(V x, int64_t start_dim, int64_t end_dim) = 0;
   virtual V reshape_like(V x, V like, const Shape& tail) = 0;
   virtual V pad_rank(V x, int64_t rank) = 0;
+  virtual V unflatten_like(V x, int64_t d, V like) = 0;
+  virtual V head(V x, V n) = 0;
+  virtual V reshape_rows(V x, V like, V lead) = 0;
   virtual V transpose(V x, int64_t d0, int64_t d1) = 0;
   virtual V count(V x, const Shape& dims, int64_t more_than, const ShapeMessage& msg) = 0;
   virtual std::pair<V, V> bin(V x, int64_t d, int64_t j, int64_t n) = 0;

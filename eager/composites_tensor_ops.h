@@ -34,6 +34,50 @@ Val<B> positions(B& b, Val<B> x, int64_t d, const std::string& name) {
 }
 
 // x's dtype where the builder knows it and the row's promotion changed it (masked_fill keeps x's dtype)
+// x[i0, i1, ...] with integer index tensors on the adjacent dims first, first + 1, ... (torch's advanced indexing,
+// `x[torch.arange(n), targets]`): the indices broadcast to one shape S (a negative one counts from the end), are
+// combined into one linear index over those dims, and one index_select of x with those dims flattened picks the
+// elements; the result is x.shape[:first] + S + x.shape[first + k:], and its gradient index_select's (index_add).
+// An index out of its dim's range makes the linear one out of range, so index_select raises (as torch does).
+template <class B>
+Val<B> index_tensors(B& b, Val<B> x, int64_t first, const std::vector<Val<B>>& idx) {
+  const int64_t k = int64_t(idx.size());
+  auto no_check = [](const std::optional<Shape>&) { return std::string(); };
+  Val<B> zero = b.scalar(Scalar(int64_t(0)));
+  Val<B> lin{}, bad{};
+  for (int64_t j = 0; j < k; ++j) {
+    Val<B> size = b.count(x, {first + j}, -1, no_check);
+    Val<B> i = b.op(OpId::Where, {b.op(OpId::Lt, {idx[size_t(j)], zero}), b.op(OpId::Add, {idx[size_t(j)], size}), idx[size_t(j)]});
+    Val<B> out = b.op(OpId::LogicalOr, {b.op(OpId::Lt, {i, zero}), b.op(OpId::Ge, {i, size})});
+    lin = j == 0 ? i : b.op(OpId::Add, {b.op(OpId::Mul, {lin, size}), i});
+    bad = j == 0 ? out : b.op(OpId::LogicalOr, {bad, out});
+  }
+  Shape dims;
+  for (int64_t j = 0; j < k; ++j) dims.push_back(first + j);
+  lin = b.op(OpId::Where, {bad, b.count(x, dims, -1, no_check), lin});
+  Val<B> flat = k > 1 ? b.flatten(x, first, first + k - 1) : x;
+  Val<B> picked = b.op(OpId::IndexSelect, {flat, b.op(OpId::Reshape, {lin}, Attrs().set("shape", Shape{-1}))},
+                       Attrs().set("dim", first));
+  return b.unflatten_like(picked, first, lin);
+}
+
+// x[mask] (a bool mask shaped as x's leading dims): the elements (or rows) where mask is true, in order, as one
+// dim of their count, known only when it runs: a stable argsort puts the selected positions first, the first
+// sum(mask) of them index_select x's rows. Its gradient is index_select's. A mask whose element count does not
+// match x's leading dims fails the final reshape.
+template <class B>
+Val<B> masked_rows(B& b, Val<B> x, Val<B> mask) {
+  if (std::optional<DType> d = b.dtype(mask); d && *d != DType::Bool) b.fail("masked_rows: the mask must be bool");
+  Val<B> m = b.flatten(mask, 0, -1);
+  Val<B> rows = b.reshape_like(x, m, {-1});
+  Attrs i64 = Attrs().set("dtype", DType::Int64);
+  Val<B> order = b.op(OpId::Argsort, {b.op(OpId::Cast, {b.op(OpId::LogicalNot, {m})}, i64)},
+                      Attrs().set("dim", int64_t(0)).set("descending", false));
+  Val<B> n = b.op(OpId::Sum, {b.op(OpId::Cast, {m}, i64)}, Attrs().set("dims", Shape{0}));
+  Val<B> picked = b.op(OpId::IndexSelect, {rows, b.head(order, n)}, Attrs().set("dim", int64_t(0)));
+  return b.reshape_rows(picked, x, mask);
+}
+
 template <class B>
 Val<B> keep_dtype(B& b, Val<B> y, Val<B> x) {
   std::optional<DType> want = b.dtype(x), got = b.dtype(y);

@@ -126,6 +126,11 @@ Tensor logsumexp(const Tensor& x, const Shape& dims, bool keepdim = false);
 // value where mask (bool, broadcast to x's shape) is true; x's dtype
 Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value);
 Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value);  // a 0-d value
+// x[i0, i1, ...]: integer index tensors on x's dims first, first + 1, ..., broadcast together (torch's advanced
+// indexing); x.shape[:first] + their shape + the dims after
+Tensor index_tensors(const Tensor& x, int64_t first, const Tensors& indices);
+// x[mask]: mask bool, shaped as x's leading dims; the selected elements (rows) in order, as one dim
+Tensor masked_rows(const Tensor& x, const Tensor& mask);
 // the lower / upper triangle of the last two dims (col - row <= diagonal / >= diagonal), the rest zero
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
 Tensor triu(const Tensor& x, int64_t diagonal = 0);

@@ -18,6 +18,21 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
   return composite::masked_fill(b, x, mask, value);
 }
 
+Tensor index_tensors(const Tensor& x, int64_t first, const Tensors& indices) {
+  if (indices.empty()) fail("index_tensors: no index tensors");
+  if (first < 0 || first + int64_t(indices.size()) > x.dim())
+    fail("index_tensors: {} indices from dim {} for a tensor of rank {}", indices.size(), first, x.dim());
+  EagerBuilder b;
+  return composite::index_tensors(b, x, first, indices);
+}
+
+Tensor masked_rows(const Tensor& x, const Tensor& mask) {
+  if (mask.dim() > x.dim() || !std::equal(mask.sizes().begin(), mask.sizes().end(), x.sizes().begin()))
+    fail("masked_rows: the mask's shape {} is not the leading shape of the input's {}", shape_str(mask.sizes()), shape_str(x.sizes()));
+  EagerBuilder b;
+  return composite::masked_rows(b, x, mask);
+}
+
 Tensor tril(const Tensor& x, int64_t diagonal) {
   EagerBuilder b;
   return composite::triangle(b, x, diagonal, false);

@@ -192,10 +192,13 @@ std::vector<Value*> ints_of_sequence(Lowerer& L, const Arg& a, std::string_view 
   L.fail(a.loc, fmt::format("{} expects a tuple or list of ints written out, got {}", what, v->type().str()));
 }
 
-// F.pad(x, pad, value=v) with amounts known only when the graph runs (swin's pad to a multiple of the window): per
-// padded dim, a negative amount crops (prim::slice) and a positive one cats blocks of v in x's dtype; constant
-// amounts lower eager's composite::pad instead
-Value* pad_constant_at_run_time(Lowerer& L, Value* x, const std::vector<Value*>& pads, double value) {
+// F.pad(x, pad, mode, value) with amounts known only when the graph runs (swin's pad to a multiple of the window):
+// per padded dim, a negative amount crops (prim::slice); a positive one cats blocks of v in x's dtype ('constant'),
+// or the other modes pick positions with one index_select (its gradient adds a copied position's into the one it
+// copies, as the composite's slices do), the index made when the graph runs from arange(-lo, n + hi): 'reflect'
+// n-1 - |n-1 - |i||, 'replicate' i clamped to [0, n-1], 'circular' i mod n. Constant amounts lower eager's
+// composite::pad instead.
+Value* pad_at_run_time(Lowerer& L, Value* x, const std::vector<Value*>& pads, const std::string& mode, double value) {
   if (pads.size() % 2 != 0) L.fail(L.loc(), fmt::format("pad: padding length must be divisible by 2, got {}", pads.size()));
   Value* rank = L.prim(Prim::Len, {L.prim(Prim::Shape, {x}, Type::list(kInt))}, kInt);
   L.check(L.prim(Prim::NumGe, {rank, L.constant(int64_t(pads.size() / 2))}, kBool),
@@ -209,6 +212,43 @@ Value* pad_constant_at_run_time(Lowerer& L, Value* x, const std::vector<Value*>&
     Value* start = L.prim(Prim::Max, {L.prim(Prim::NumNeg, {lo}, kInt), zero}, kInt);
     Value* end = L.prim(Prim::NumAdd, {size, L.prim(Prim::Min, {hi, zero}, kInt)}, kInt);
     y = L.prim(Prim::Slice, {y, d, start, end, L.constant(int64_t(1))}, Type::tensor());
+    if (mode != "constant") {
+      Value* n = L.prim(Prim::NumSub, {end, start}, kInt);
+      Value* left = L.prim(Prim::Max, {lo, zero}, kInt);
+      Value* right = L.prim(Prim::Max, {hi, zero}, kInt);
+      std::string at = fmt::format("at dim {} of the input", -1 - int64_t(i));
+      auto lt = [&](Value* a, Value* b) { return L.prim(Prim::NumLt, {a, b}, kBool); };
+      auto le = [&](Value* a, Value* b) { return L.prim(Prim::NumLe, {a, b}, kBool); };
+      if (mode == "reflect") {
+        for (Value* p : {left, right})
+          L.check(lt(p, n), "pad: reflect padding must be less than the size of the dim it pads, " + at);
+      } else if (mode == "replicate") {
+        // n > 0 or nothing to pad: sum <= sum * min(n, 1)
+        Value* sum = L.prim(Prim::NumAdd, {left, right}, kInt);
+        L.check(le(sum, L.prim(Prim::NumMul, {sum, L.prim(Prim::Min, {n, L.constant(int64_t(1))}, kInt)}, kInt)),
+                "pad: replicate padding of an empty dim, " + at);
+      } else {
+        for (Value* p : {left, right})
+          L.check(le(p, n), "pad: circular padding wraps around more than once, " + at);
+      }
+      ir::Node* ar = L.graph().create(Prim::Arange, 1);
+      for (Value* v : {L.prim(Prim::NumNeg, {left}, kInt), L.prim(Prim::NumAdd, {n, right}, kInt), L.constant(int64_t(1))})
+        ar->add_input(v);
+      ar->output()->set_type(Type::tensor());
+      Value* pos = L.emit(ar)->output();
+      auto wrapped = [&](Value* v) { return L.prim(Prim::NumToTensor, {v}, Type::tensor()); };
+      Value* last = wrapped(L.prim(Prim::NumSub, {n, L.constant(int64_t(1))}, kInt));
+      Value* index;
+      if (mode == "reflect") {
+        index = L.op(OpId::Sub, {last, L.op(OpId::Abs, {L.op(OpId::Sub, {last, L.op(OpId::Abs, {pos})})})});
+      } else if (mode == "replicate") {
+        index = L.op(OpId::Minimum, {L.op(OpId::Maximum, {pos, wrapped(zero)}), last});
+      } else {
+        index = L.prim(Prim::Remainder, {pos, wrapped(n)}, Type::tensor());
+      }
+      y = L.op(OpId::IndexSelect, {y, index}, Attrs().set("dim", -1 - int64_t(i)));
+      continue;
+    }
     auto block = [&](Value* amount) {
       Value* shape = L.prim(Prim::ListSet, {L.prim(Prim::Shape, {y}, Type::list(kInt)), d,
                                             L.prim(Prim::Max, {amount, zero}, kInt)}, Type::list(kInt));
@@ -594,6 +634,7 @@ std::vector<Builtin> make_builtins() {
       if (!is_given(dt)) dt = Arg{nullptr, L.dtype_value(L.prim(Prim::DTypeOf, {x}, kInt)), a[0].loc};
       return full_of(L, a[1], v, dt);
     });
+    b.back().varargs = !full;  // x.new_zeros(2, 3) as x.new_zeros((2, 3))
   }
   add("arange", kFn, {"start", "end", "step", "dtype", "device"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     check_device(L, a[4]);
@@ -1251,10 +1292,9 @@ void add_tensor_ops(std::vector<Builtin>& b) {
       LoweringBuilder lb(L);
       return composite::pad(lb, x, L.need_ints(a[1], "pad"), mode, v);
     }
-    if (mode != "constant")
-      L.fail(a[1].loc, fmt::format("pad: mode '{}' takes pad amounts that are constants in kiln script (mode 'constant' "
-                                   "also takes amounts computed when the graph runs)", mode));
-    return pad_constant_at_run_time(L, x, ints_of_sequence(L, a[1], "pad"), v);
+    if (mode != "constant" && mode != "reflect" && mode != "replicate" && mode != "circular")
+      L.fail(a[2].loc, fmt::format("pad: mode '{}' is not supported (kiln has 'constant', 'reflect', 'replicate' and 'circular')", mode));
+    return pad_at_run_time(L, x, ints_of_sequence(L, a[1], "pad"), mode, v);
   });
   add("embedding_bag", kF,
       {"input", "weight", "offsets", "max_norm", "norm_type", "scale_grad_by_freq", "mode", "sparse", "per_sample_weights",
@@ -1406,7 +1446,11 @@ Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, 
       es.push_back(int_arg(L, ai, shown));
     }
     Value* list = L.prim(Prim::ListConstruct, es, Type::list(kInt));
-    if (!method) {
+    if (method && b->name.starts_with("new_")) {
+      // x.new_zeros(2, n, h) (word_lm's init_hidden): the sizes are the size argument; dtype= and device= bind below
+      args[slot++] = Arg{nullptr, list, call.loc};
+      npos = 0;
+    } else if (!method) {
       Arg dt;
       for (const Keyword& k : call.keywords) {
         if (k.name == "device") {
@@ -1418,21 +1462,22 @@ Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, 
         dt = Arg{k.value.get(), nullptr, k.value->loc};
       }
       return full_of(L, Arg{nullptr, list, call.loc}, L.constant(int64_t(b->name == "ones")), dt);
+    } else {
+      Value* x = L.tensor_arg(args[0], "input");
+      if (b->name == "permute") {
+        if (!all_const) L.fail(call.loc, fmt::format("{} takes int constants in kiln script", shown));
+        return L.op(OpId::Permute, {x}, Attrs().set("dims", ints));
+      }
+      if (b->name == "expand") return all_const ? L.op(OpId::Expand, {x}, Attrs().set("shape", ints)) : expand_to(L, x, list);
+      if (b->name == "repeat") {
+        if (!all_const) L.fail(call.loc, fmt::format("{} takes int constants in kiln script", shown));
+        return repeat_of(L, x, ints);
+      }
+      if (all_const) return L.op(OpId::Reshape, {x}, Attrs().set("shape", ints));
+      return L.prim(Prim::Reshape, {x, list}, Type::tensor());
     }
-    Value* x = L.tensor_arg(args[0], "input");
-    if (b->name == "permute") {
-      if (!all_const) L.fail(call.loc, fmt::format("{} takes int constants in kiln script", shown));
-      return L.op(OpId::Permute, {x}, Attrs().set("dims", ints));
-    }
-    if (b->name == "expand") return all_const ? L.op(OpId::Expand, {x}, Attrs().set("shape", ints)) : expand_to(L, x, list);
-    if (b->name == "repeat") {
-      if (!all_const) L.fail(call.loc, fmt::format("{} takes int constants in kiln script", shown));
-      return repeat_of(L, x, ints);
-    }
-    if (all_const) return L.op(OpId::Reshape, {x}, Attrs().set("shape", ints));
-    return L.prim(Prim::Reshape, {x, list}, Type::tensor());
   }
-  for (size_t i = 1; i < call.args.size(); ++i) {
+  for (size_t i = 1; npos && i < call.args.size(); ++i) {
     if (slot >= args.size())
       L.fail(call.args[i]->loc, fmt::format("{}() takes at most {} positional arguments, got {}", shown,
                                             b->params.size() - (method ? 1 : 0), npos));

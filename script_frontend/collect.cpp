@@ -378,6 +378,11 @@ class SupportCheck {
     }
     body(s.body);
     body(s.orelse);
+    for (const ExceptHandler& h : s.handlers) {
+      expr(h.type.get());
+      body(h.body);
+    }
+    body(s.finalbody);
   }
 
   void expr(const Expr* e) {

@@ -18,6 +18,7 @@
 #include "script_frontend/module.h"
 #include "script_frontend/objects.h"
 #include "script_frontend/parser.h"
+#include "script_frontend/py_exceptions.h"
 
 namespace kiln::script {
 
@@ -172,6 +173,12 @@ class Init {
   enum class Flow { Normal, Break, Continue, Return };
 
   [[noreturn]] void fail(SourceLoc loc, std::string_view msg) const { src_->fail(loc, msg); }
+
+  // A Python exception of class `type`: an `except` naming it (or a base) catches it, else it is the error.
+  [[noreturn]] void py_raise(SourceLoc loc, std::string type, std::string message) const {
+    std::string text = message.empty() ? type : type + ": " + message;
+    throw Raised(format_source_error(src_->name, src_->text, loc, text), std::move(type), std::move(message));
+  }
 
   ScriptedModule& module_of(const Object& o) { return *static_cast<ScriptedModule*>(o.module); }
 
@@ -436,9 +443,10 @@ class Init {
       case StmtKind::Pass: return Flow::Normal;
       case StmtKind::Assert:
         if (!truthy(eval(*s.test, sc), s.test->loc))
-          fail(s.loc, s.value && s.value->kind == ExprKind::String ? "AssertionError: " + s.value->name : "AssertionError");
+          py_raise(s.loc, "AssertionError", s.value && s.value->kind == ExprKind::String ? s.value->name : "");
         return Flow::Normal;
       case StmtKind::Raise: raise(s, sc);
+      case StmtKind::Try: return try_stmt(s, sc, ret);
       case StmtKind::Delete:
         for (const auto& t : s.targets) {
           if (t->kind != ExprKind::Name) fail(t->loc, "only names can be deleted in __init__");
@@ -450,7 +458,6 @@ class Init {
       case StmtKind::Import:
       case StmtKind::ImportFrom:
       case StmtKind::AsyncFor:
-      case StmtKind::Try:
       case StmtKind::TryStar:
       case StmtKind::With:
       case StmtKind::AsyncWith:
@@ -654,7 +661,7 @@ class Init {
   int64_t index_of(const Static& i, int64_t n, SourceLoc loc) {
     int64_t k = need_int(i, loc, "an index");
     int64_t j = k < 0 ? k + n : k;
-    if (j < 0 || j >= n) fail(loc, fmt::format("index {} is out of range for {} elements", k, n));
+    if (j < 0 || j >= n) py_raise(loc, "IndexError", fmt::format("index {} is out of range for {} elements", k, n));
     return j;
   }
 
@@ -682,7 +689,7 @@ class Init {
         if (base.kind == Kind::Dict) {
           Static key = eval(ix, sc);
           if (const Static* v = dict_get(base, key)) return *v;
-          fail(ix.loc, fmt::format("KeyError: {}", py_repr(key)));
+          py_raise(ix.loc, "KeyError", py_repr(key));
         }
         if (base.kind == Kind::Module && base.obj->layer != Layer::User) {
           Static i = eval(ix, sc);
@@ -795,7 +802,7 @@ class Init {
       return v;
     }
     if (a.size() > 1) return a[1];
-    fail(loc, fmt::format("KeyError: {}", py_repr(a[0])));
+    py_raise(loc, "KeyError", py_repr(a[0]));
   }
 
   static const Static* dict_get(const Static& d, const Static& key) {
@@ -984,15 +991,76 @@ class Init {
     }
   }
 
-  // `raise ValueError(f"...")` in __init__: a kiln::Error with Python's words, `ValueError: ...`.
+  // `raise ValueError(f"...")` in __init__: a kiln::Error with Python's words, `ValueError: ...`; a bare
+  // `raise` in an except re-raises what it caught. `from e` only chains (the message is the new one's).
   [[noreturn]] void raise(const Stmt& s, Scope& sc) {
-    if (!s.value) fail(s.loc, "RuntimeError: No active exception to reraise");
+    if (!s.value) {
+      if (handling_.empty()) py_raise(s.loc, "RuntimeError", "No active exception to reraise");
+      throw handling_.back();
+    }
     const Expr& exc = *s.value;
     const Expr& type = exc.kind == ExprKind::Call ? *exc.args[0] : exc;
     std::string name = type.kind == ExprKind::Name ? type.name : type.kind == ExprKind::Attribute ? type.name : "Exception";
     std::string msg;
     if (exc.kind == ExprKind::Call && exc.args.size() > 1) msg = py_str(eval(*exc.args[1], sc));
-    fail(s.loc, msg.empty() ? name : name + ": " + msg);
+    if (s.cause) eval(*s.cause, sc);
+    py_raise(s.loc, name, msg);
+  }
+
+  // try / except / else / finally as Python runs them, over the exceptions __init__ raises (py_exceptions.h).
+  Flow try_stmt(const Stmt& s, Scope& sc, Static& ret) {
+    Flow fl = Flow::Normal;
+    try {
+      fl = try_handlers(s, sc, ret);
+    } catch (const Raised&) {
+      // finally runs on the way out; the exception goes on unless finally returns or breaks
+      if (Flow f = exec(s.finalbody, sc, ret); f != Flow::Normal) return f;
+      throw;
+    }
+    if (Flow f = exec(s.finalbody, sc, ret); f != Flow::Normal) return f;
+    return fl;
+  }
+
+  Flow try_handlers(const Stmt& s, Scope& sc, Static& ret) {
+    std::optional<Raised> caught;
+    int depth = depth_;
+    try {
+      Flow fl = exec(s.body, sc, ret);
+      if (fl != Flow::Normal) return fl;
+    } catch (const Raised& r) {
+      caught = r;
+      depth_ = depth;  // the calls the exception left
+    }
+    if (!caught) return exec(s.orelse, sc, ret);
+    for (const ExceptHandler& h : s.handlers) {
+      if (h.type && !catches(*h.type, caught->type)) continue;
+      // `as e` binds str(e): kiln's __init__ has no exception objects
+      if (!h.name.empty()) sc.vars[h.name] = Static::str(caught->message);
+      handling_.push_back(*caught);
+      Flow fl;
+      try {
+        fl = exec(h.body, sc, ret);
+      } catch (...) {
+        handling_.pop_back();
+        throw;
+      }
+      handling_.pop_back();
+      if (!h.name.empty()) sc.vars.erase(h.name);  // as Python deletes it at the end of the handler
+      return fl;
+    }
+    throw *caught;
+  }
+
+  // `except KeyError`, `except (KeyError, IndexError)`, `except builtins.KeyError`
+  bool catches(const Expr& type, const std::string& raised) const {
+    if (type.kind == ExprKind::Tuple) {
+      return std::any_of(type.args.begin(), type.args.end(), [&](const ExprPtr& t) { return catches(*t, raised); });
+    }
+    if (type.kind != ExprKind::Name && type.kind != ExprKind::Attribute)
+      fail(type.loc, "except in __init__ takes a builtin exception class or a tuple of them");
+    std::optional<bool> c = exception_caught_by(raised, type.name);
+    if (!c) fail(type.loc, fmt::format("'{}' is not a builtin exception class (except in __init__ catches those)", type.name));
+    return *c;
   }
 
   // "denseblock%d" % (i + 1), "%.2fM" % (n / 1e6,): printf-style formatting with Python's flags (- + space 0),
@@ -1006,7 +1074,7 @@ class Init {
         out += f[i];
         continue;
       }
-      if (++i == f.size()) fail(loc, "ValueError: incomplete format");
+      if (++i == f.size()) py_raise(loc, "ValueError", "incomplete format");
       if (f[i] == '%') {
         out += '%';
         continue;
@@ -1021,10 +1089,10 @@ class Init {
       for (; i < f.size() && std::isdigit(static_cast<unsigned char>(f[i])); ++i) width += f[i];
       if (i < f.size() && f[i] == '.')
         for (prec = "."; ++i < f.size() && std::isdigit(static_cast<unsigned char>(f[i]));) prec += f[i];
-      if (i == f.size()) fail(loc, "ValueError: incomplete format");
+      if (i == f.size()) py_raise(loc, "ValueError", "incomplete format");
       if (prec == ".") prec = ".0";
       char c = f[i];
-      if (next >= vals.size()) fail(loc, "TypeError: not enough arguments for format string");
+      if (next >= vals.size()) py_raise(loc, "TypeError", "not enough arguments for format string");
       const Static& v = vals[next++];
       if (align == "<") zero.clear();  // Python ignores 0 when - is given
       std::string num_spec = "{:" + (zero.empty() ? align : "") + sign + zero + width;
@@ -1043,7 +1111,7 @@ class Init {
         fail(loc, fmt::format("the format '%{}' is not supported in __init__ (%d %i %s %r %f %e %g %x are)", c));
       }
     }
-    if (next != vals.size()) fail(loc, "TypeError: not all arguments converted during string formatting");
+    if (next != vals.size()) py_raise(loc, "TypeError", "not all arguments converted during string formatting");
     return Static::str(out);
   }
 
@@ -1164,7 +1232,7 @@ class Init {
     bool ints = (a.kind == Kind::Int || a.kind == Kind::Bool) && (b.kind == Kind::Int || b.kind == Kind::Bool);
     if (ints && op != "/" && op != "**") {
       int64_t x = a.i, y = b.i;
-      if ((op == "//" || op == "%") && y == 0) fail(loc, "integer division or modulo by zero");
+      if ((op == "//" || op == "%") && y == 0) py_raise(loc, "ZeroDivisionError", "integer division or modulo by zero");
       if (op == "+") return Static::integer(x + y);
       if (op == "-") return Static::integer(x - y);
       if (op == "*") return Static::integer(x * y);
@@ -1172,7 +1240,7 @@ class Init {
       if (r != 0 && ((r < 0) != (y < 0))) --q, r += y;
       if (op == "//") return Static::integer(q);
       if (op == "%") return Static::integer(r);
-      if ((op == "<<" || op == ">>") && y < 0) fail(loc, "ValueError: negative shift count");
+      if ((op == "<<" || op == ">>") && y < 0) py_raise(loc, "ValueError", "negative shift count");
       if (op == "<<") return Static::integer(y >= 63 ? 0 : x << y);
       if (op == ">>") return Static::integer(y >= 63 ? (x < 0 ? -1 : 0) : x >> y);
       if (op == "&") return Static::integer(x & y);
@@ -1186,7 +1254,7 @@ class Init {
     }
     if (a.is_number() && b.is_number()) {
       double x = a.as_double(), y = b.as_double();
-      if ((op == "/" || op == "//" || op == "%") && y == 0) fail(loc, "float division by zero");
+      if ((op == "/" || op == "//" || op == "%") && y == 0) py_raise(loc, "ZeroDivisionError", "float division by zero");
       if (op == "+") return Static::number(x + y);
       if (op == "-") return Static::number(x - y);
       if (op == "*") return Static::number(x * y);
@@ -1681,7 +1749,7 @@ class Init {
         }
         ++k;
       }
-      if (name == "index" && found < 0) fail(loc, fmt::format("ValueError: {} is not in list", py_repr(a[0])));
+      if (name == "index" && found < 0) py_raise(loc, "ValueError", fmt::format("{} is not in list", py_repr(a[0])));
       return Static::integer(name == "count" ? found + 1 : found);
     }
     if (v.kind == Kind::Tensor && (name == "normal_" || name == "uniform_" || name == "zero_" || name == "fill_")) {
@@ -2120,7 +2188,7 @@ class Init {
     if (auto t = tensor_math(loc, [&] { return init_torch_function(name, a, kw); })) return *t;
     if (name == "_assert") {
       if (a.size() != 2 || !kw.empty()) fail(loc, "torch._assert() takes a condition and a message");
-      if (!truthy(a[0], loc)) fail(loc, "AssertionError: " + py_str(a[1]));
+      if (!truthy(a[0], loc)) py_raise(loc, "AssertionError", py_str(a[1]));
       return Static::none();
     }
     DType dt = DType::Float32;
@@ -2202,6 +2270,7 @@ class Init {
   std::map<std::string, std::shared_ptr<const File>> loaded_;  // the files read, by path
   std::map<const void*, const File*> def_file_;                // the file of each class, method and function
   int depth_ = 0;
+  std::vector<Raised> handling_;  // the exceptions the running except blocks caught (a bare raise re-raises)
   std::map<const Object*, std::shared_ptr<nn::Module>> owned_;  // modules built and not yet attached
   std::map<const nn::Module*, ObjectPtr> objs_;  // every module object built, by its nn::Module (modules())
   std::vector<std::shared_ptr<ScriptedModule>> plain_copies_;  // what copy.copy made (config objects)

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "eager/composites.h"
+#include "eager/composites_tensor_ops.h"
 #include "script_frontend/lowerer.h"
 #include "script_frontend/lowering_builder.h"
 #include "script_frontend/operators.h"
@@ -634,6 +635,24 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
       if (ellipsis != n) fail(e.args[k + 1]->loc, "an index can only have a single ellipsis ('...')");
       ellipsis = k;
     }
+  // An index that may be a value (not a slice, None, ..., a list or an int constant) is lowered once, first: with
+  // index tensors on two or more dims (x[idx0, idx1], x[torch.arange(n), targets]) the index is torch's advanced
+  // indexing, eager's composite::index_tensors.
+  std::map<const Expr*, Value*> lowered;
+  auto may_be_value = [&](const Expr& ix) {
+    return ix.kind != ExprKind::Slice && ix.kind != ExprKind::None && ix.kind != ExprKind::Ellipsis &&
+           ix.kind != ExprKind::List && !const_int(Arg{&ix, nullptr, ix.loc});
+  };
+  if (std::count_if(e.args.begin() + 1, e.args.end(), [&](const ExprPtr& a) { return may_be_value(*a); }) >= 2) {
+    std::vector<size_t> tensors;
+    for (size_t k = 0; k < n; ++k) {
+      const Expr& ix = *e.args[k + 1];
+      if (!may_be_value(ix)) continue;
+      lowered[&ix] = expr(ix);
+      if (lowered[&ix]->type().is_tensor()) tensors.push_back(k);
+    }
+    if (tensors.size() >= 2) return index_tensors(x, e, tensors, lowered);
+  }
   auto apply = [&](const Expr& ix, int64_t dim, bool* removes) -> Value* {
     *removes = false;
     loc_ = ix.loc;
@@ -713,20 +732,18 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
       }
       return rows.size() == 1 ? op(OpId::Contiguous, {rows[0]}) : op(OpId::Cat, rows, Attrs().set("dim", dim));
     }
-    Value* i = expr(ix);
+    Value* i = lowered.count(&ix) ? lowered.at(&ix) : expr(ix);
     loc_ = ix.loc;
     if (i->type().is_tensor()) {
-      // x[idx] with an integer tensor: index_select of its flattened entries, shaped
-      // x.shape[:dim] + idx.shape + x.shape[dim + 1:]; torch's bool masks are not this (index_select refuses them)
+      // x[idx] with an integer tensor: x.shape[:dim] + idx.shape + x.shape[dim + 1:] (eager's composite); torch's
+      // bool masks are not this (index_select refuses them)
       if (dim < 0) fail(ix.loc, "a tensor index after '...' is not supported in kiln script");
-      Type li = Type::list(kInt);
-      Value* flat = op(OpId::Reshape, {i}, Attrs().set("shape", Shape{-1}));
-      Value* picked = op(OpId::IndexSelect, {x, flat}, Attrs().set("dim", dim));
-      Value* xs = prim(Prim::Shape, {x}, li);
-      Value* head = prim(Prim::ListSlice, {xs, constant(int64_t(0)), constant(dim)}, li);
-      Value* tail = prim(Prim::ListSlice, {xs, constant(dim + 1), prim(Prim::Len, {xs}, kInt)}, li);
-      Value* shape = prim(Prim::ListAdd, {prim(Prim::ListAdd, {head, prim(Prim::Shape, {i}, li)}, li), tail}, li);
-      return prim(Prim::Reshape, {picked, shape}, Type::tensor());
+      LoweringBuilder lb(*this);
+      auto by_ints = [&] { return composite::index_tensors(lb, x, dim, std::vector<Value*>{i}); };
+      // x[mask] alone: a bool mask selects (eager's composite::masked_rows), decided by the index's dtype now
+      // where it is known, else when the graph runs
+      if (n == 1) return lb.if_bool(i, [&] { return composite::masked_rows(lb, x, i); }, by_ints);
+      return by_ints();
     }
     if (i->type().kind == TypeKind::Int) {
       *removes = true;
@@ -758,6 +775,31 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
     }
   }
   return x;
+}
+
+// x[idx0, idx1], x[:, idx0, idx1]: index tensors on adjacent dims, full slices around them; eager's
+// composite::index_tensors over the indexed dims.
+Value* Lowerer::index_tensors(Value* x, const Expr& e, const std::vector<size_t>& tensors,
+                              const std::map<const Expr*, Value*>& lowered) {
+  for (size_t j = 1; j < tensors.size(); ++j)
+    if (tensors[j] != tensors[j - 1] + 1)
+      fail(e.args[tensors[j] + 1]->loc, "index tensors must be on adjacent dims in kiln script (torch moves the "
+                                        "result's dims to the front otherwise)");
+  std::vector<Value*> idx;
+  for (size_t k = 0; k + 1 < e.args.size(); ++k) {
+    const Expr& ix = *e.args[k + 1];
+    if (std::find(tensors.begin(), tensors.end(), k) != tensors.end()) {
+      idx.push_back(lowered.at(&ix));
+      continue;
+    }
+    if (ix.kind != ExprKind::Slice)
+      fail(ix.loc, "with index tensors on two or more dims, kiln script takes only slices beside them (no int, None or ...)");
+    if (ix.args[0] || ix.args[1] || ix.args[2])
+      fail(ix.loc, "with index tensors on two or more dims, kiln script takes only full slices (:) beside them");
+  }
+  loc_ = e.loc;
+  LoweringBuilder lb(*this);
+  return composite::index_tensors(lb, x, int64_t(tensors[0]), idx);
 }
 
 // ---------------------------------------------------------------- calls and attributes
@@ -833,6 +875,7 @@ Value* Lowerer::call(const Expr& e) {
   const Expr& fn = *e.args[0];
   if (const Object* o = static_object(fn)) return call_object(*o, e);
   if (std::string u = rnn_utils_function(fn, *m_, frame().env); !u.empty()) return call_rnn_utils(*this, u, e);
+  if (is_data_parallel(fn)) return data_parallel(e);
   if (fn.kind == ExprKind::Attribute) {
     const Expr& base = *fn.args[0];
     if (const Object* o = static_object(base)) {
@@ -947,6 +990,19 @@ Value* Lowerer::call(const Expr& e) {
   if (const NamedTupleDef* def = m_->namedtuple(fn.name); def && !frame().env.count(fn.name))
     return construct_namedtuple(*def, e);
   if (const std::string* why = m_->why_unavailable(fn.name); why && !frame().env.count(fn.name)) fail(fn.loc, *why);
+  if (fn.name == "next" && !frame().env.count("next") && e.args.size() == 2 && e.keywords.empty()) {
+    // next(self.parameters()) (word_lm's init_hidden makes its state with the first parameter's new_zeros)
+    const Expr& it = *e.args[1];
+    if (it.kind == ExprKind::Call && it.args.size() == 1 && it.args[0]->kind == ExprKind::Attribute &&
+        it.args[0]->name == "parameters")
+      if (const Object* o = static_object(*it.args[0]->args[0])) {
+        auto params = o->module->named_parameters();
+        if (params.empty()) fail(e.loc, fmt::format("StopIteration: {} has no parameters", o->cls));
+        const auto& [name, t] = params.front();
+        return tensor_of(Static::of_tensor(t, true), o->path.empty() ? name : o->path + "." + name);
+      }
+    fail(e.loc, "next() takes self.parameters() (or a submodule's) in kiln script");
+  }
   if (fn.name == "print" && !frame().env.count("print")) {
     // A side effect kept by dead-code elimination; printed as Python prints (sep and end as attributes).
     Node* n = g_->create(Prim::Print, 0);

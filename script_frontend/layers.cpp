@@ -135,7 +135,15 @@ Value* call_with_state(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, 
   ForwardArgs f = bind_forward(L, o, a, {"input", "hx"}, 1, loc);
   std::vector<Value*> hx = f.values[1] ? state_tensors(L, o, f.values[1], f.locs[1]) : std::vector<Value*>{};
   LoweringBuilder b(L, o.path.empty() ? "" : o.path + ".");
-  std::vector<Value*> r = o.spec->lower_with_state(b, *o.module, f.values[0], hx);
+  std::vector<Value*> r;
+  try {
+    r = o.spec->lower_with_state(b, *o.module, f.values[0], hx);
+  } catch (const Error& e) {
+    // word_lm's `forward(self, input, hidden)` passes an LSTM's (h, c) through an unannotated parameter: a
+    // Tensor until a call gives it a tuple (ScriptedModule types such a parameter by the call's arguments)
+    if (f.values[1] && L.untyped_parameter(f.values[1])) throw Lowerer::UntypedParameter(e.what());
+    throw;
+  }
   if (r.size() == 1) return r[0];
   if (r.size() == 2) return L.tuple({r[0], r[1]});
   return L.tuple({r[0], L.tuple({r[1], r[2]})});

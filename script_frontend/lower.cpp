@@ -222,6 +222,7 @@ std::shared_ptr<ir::Graph> Lowerer::lower_top(const FunctionDef& f, const Object
   shared_list_.clear();
   opaque_.clear();
   param_of_.clear();
+  untyped_params_.clear();
   inlining_ = {&f};
   loc_ = f.loc;
   Frame fr = new_frame(f, self);
@@ -237,7 +238,8 @@ std::shared_ptr<ir::Graph> Lowerer::lower_top(const FunctionDef& f, const Object
     // unannotated parameter is what it was given, so `range(max_new_tokens)` loops and `top_k is not None`
     // is decided for this call's None.
     size_t arg = i - (self ? 1 : 0);
-    if (!p.has_type && arg < arg_types_.size()) {
+    bool typed_by_call = !p.has_type && arg < arg_types_.size();
+    if (typed_by_call) {
       t = arg_types_[arg];
       none_default = false;
     }
@@ -247,6 +249,7 @@ std::shared_ptr<ir::Graph> Lowerer::lower_top(const FunctionDef& f, const Object
     if (p.default_value && p.default_value->kind != ExprKind::None && !self)
       fail(p.default_value->loc, "only None is supported as a parameter default in kiln script");
     fr.env[p.name] = g_->add_input(t, p.name);
+    if (!p.has_type && !typed_by_call && self) untyped_params_.insert(fr.env[p.name]);
     if (p.has_type) note_namedtuple(fr.env[p.name], p.type);
     param_of_[fr.env[p.name]] = fmt::format("parameter '{}' of '{}'", p.name, f.name);
   }
@@ -255,11 +258,7 @@ std::shared_ptr<ir::Graph> Lowerer::lower_top(const FunctionDef& f, const Object
   {
     Frame& F = frame();
     const auto& body = f.body;
-    bool final_only = true;
-    for (size_t i = 0; i < body.size(); ++i) {
-      bool last_return = i + 1 == body.size() && body[i]->kind == StmtKind::Return;
-      if (!last_return && (exits(*body[i]) & kRet)) final_only = false;
-    }
+    bool final_only = returns_at_end(body);
     F.flag_returns = !final_only;
     if (F.infer_ret && F.flag_returns)
       fail(f.loc, fmt::format("method '{}' returns from more than one place; give it a return annotation (-> Tensor, ...)",
@@ -415,11 +414,7 @@ Value* Lowerer::inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc
   frames_.push_back(std::move(fr));
   Frame& F = frame();
   const auto& body = f.body;
-  bool final_only = true;
-  for (size_t i = 0; i < body.size(); ++i) {
-    bool last_return = i + 1 == body.size() && body[i]->kind == StmtKind::Return;
-    if (!last_return && (exits(*body[i]) & kRet)) final_only = false;
-  }
+  bool final_only = returns_at_end(body);
   F.flag_returns = !final_only;
   if (F.infer_ret && F.flag_returns)
     fail(f.loc, fmt::format("method '{}' returns from more than one place; give it a return annotation (-> Tensor, ...)",

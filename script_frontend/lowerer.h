@@ -134,6 +134,18 @@ class Lowerer {
     std::vector<Kw> kw;
   };
   Value* call_object(const Object& o, const CallArgs& a, SourceLoc loc);
+  // x[i0, i1] with index tensors on adjacent dims (exprs.cpp): `lowered` holds the index values already lowered
+  Value* index_tensors(Value* x, const Expr& e, const std::vector<size_t>& tensors, const std::map<const Expr*, Value*>& lowered);
+  // A method's unannotated parameter typed Tensor by default (no call's argument typed it).
+  bool untyped_parameter(Value* v) const { return untyped_params_.count(v) != 0; }
+  // An error that a Tensor in an untyped parameter caused (an LSTM state that must be a tuple): module()
+  // leaves forward to be typed by its first call's arguments instead of failing.
+  struct UntypedParameter : Error {
+    using Error::Error;
+  };
+  // nn.parallel.data_parallel(module, inputs, ...): the module called on the inputs (data_parallel.cpp)
+  bool is_data_parallel(const Expr& fn);
+  Value* data_parallel(const Expr& call);
   // A runtime check: raises `message` (with the file and line) when cond is false.
   void check(Value* cond, const std::string& message);
   // packed_sequences.cpp: a torch.nn.utils.rnn PackedSequence as lowered code keeps it (padded steps [T, N, *]
@@ -211,6 +223,8 @@ class Lowerer {
   unsigned exits(const std::vector<StmtPtr>& b) const;
   bool always_exits(const std::vector<StmtPtr>& b) const;
   bool always_returns(const std::vector<StmtPtr>& b) const;
+  // Whether b returns only at its end once its ifs on the module's configuration are decided (methods.cpp).
+  bool returns_at_end(const std::vector<StmtPtr>& b);
   Value* exit_condition(unsigned flags);
   void assigned_names(const std::vector<StmtPtr>& b, std::set<std::string>& out) const;
   void assigned_names(const Stmt& s, std::set<std::string>& out) const;
@@ -293,6 +307,7 @@ class Lowerer {
   std::map<Value*, std::pair<Value*, ViewStep>> views_;  // indexing views: base and step
   std::map<Value*, std::string> opaque_;                // values a write must not go through: why
   std::map<Value*, std::string> param_of_;
+  std::set<Value*> untyped_params_;
   std::vector<Type> arg_types_;  // lower_method's, for the method being lowered
   std::map<Value*, std::vector<std::string>> dict_keys_;              // function parameters' values: the function
   int loop_depth_ = 0;

@@ -82,6 +82,31 @@ Value* LoweringBuilder::transpose(V x, int64_t d0, int64_t d1) {
   return L_.prim(Prim::Transpose, {x, L_.constant(d0), L_.constant(d1)}, Type::tensor());
 }
 
+// x.shape[:d] + like.shape + x.shape[d + 1:], list prims over the shapes the graph sees.
+Value* LoweringBuilder::unflatten_like(V x, int64_t d, V like) {
+  Type li = Type::list(kInt);
+  Value* xs = L_.prim(Prim::Shape, {x}, li);
+  Value* head = L_.prim(Prim::ListSlice, {xs, L_.constant(int64_t(0)), L_.constant(d)}, li);
+  Value* tail = L_.prim(Prim::ListSlice, {xs, L_.constant(d + 1), L_.prim(Prim::Len, {xs}, kInt)}, li);
+  Value* shape = L_.prim(Prim::ListAdd, {L_.prim(Prim::ListAdd, {head, L_.prim(Prim::Shape, {like}, li)}, li), tail}, li);
+  return L_.prim(Prim::Reshape, {x, shape}, Type::tensor());
+}
+
+Value* LoweringBuilder::head(V x, V n) {
+  Value* end = L_.prim(Prim::ToInt, {n}, kInt);
+  Value* none = L_.graph().insert_none();
+  none->set_type(Type::optional(kInt));
+  return L_.prim(Prim::Slice, {x, L_.constant(int64_t(0)), none, end, L_.constant(int64_t(1))}, Type::tensor());
+}
+
+Value* LoweringBuilder::reshape_rows(V x, V like, V lead) {
+  Type li = Type::list(kInt);
+  Value* ls = L_.prim(Prim::Shape, {like}, li);
+  Value* tail = L_.prim(Prim::ListSlice, {ls, L_.prim(Prim::Len, {L_.prim(Prim::Shape, {lead}, li)}, kInt), L_.prim(Prim::Len, {ls}, kInt)}, li);
+  Value* first = L_.prim(Prim::ListConstruct, {L_.prim(Prim::Size, {x, L_.constant(int64_t(0))}, kInt)}, li);
+  return L_.prim(Prim::Reshape, {x, L_.prim(Prim::ListAdd, {first, tail}, li)}, Type::tensor());
+}
+
 Value* LoweringBuilder::count(V x, const Shape& dims, int64_t more_than, const ShapeMessage& msg) {
   if (std::optional<Shape> s = shape(x)) {
     int64_t n = 1;

@@ -23,6 +23,9 @@ class LoweringBuilder final : public GraphBuilder {
   V flatten(V x, int64_t start_dim, int64_t end_dim) override;
   V reshape_like(V x, V like, const Shape& tail) override;
   V pad_rank(V x, int64_t rank) override;
+  V unflatten_like(V x, int64_t d, V like) override;
+  V head(V x, V n) override;
+  V reshape_rows(V x, V like, V lead) override;
   V transpose(V x, int64_t d0, int64_t d1) override;
   V count(V x, const Shape& dims, int64_t more_than, const ShapeMessage& msg) override;
   std::pair<V, V> bin(V x, int64_t d, int64_t j, int64_t n) override;

@@ -3,6 +3,8 @@
 // condition on the module's configuration picks its branch now.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "script_frontend/lowerer.h"
 
 namespace kiln::script {
@@ -59,6 +61,48 @@ bool reads_only(const Expr& e) {
 }
 }  // namespace
 
+namespace {
+// A condition that reads only self's attributes and literals (`self.rnn_type == 'LSTM'`): decided the same
+// before the body is lowered as when lowering reaches it, since no local name can change it.
+bool reads_self_only(const Expr& e) {
+  switch (e.kind) {
+    case ExprKind::Name: return e.name == "self";
+    case ExprKind::Int:
+    case ExprKind::Float:
+    case ExprKind::Bool:
+    case ExprKind::None:
+    case ExprKind::String: return true;
+    case ExprKind::Attribute:
+    case ExprKind::Compare:
+    case ExprKind::BoolOp:
+    case ExprKind::Unary:
+    case ExprKind::Tuple:
+    case ExprKind::List:
+      return std::all_of(e.args.begin(), e.args.end(), [](const ExprPtr& a) { return a && reads_self_only(*a); });
+    default: return false;
+  }
+}
+}  // namespace
+
+// word_lm's init_hidden returns `(h, c)` under `if self.rnn_type == 'LSTM':` and `h` otherwise: for one module
+// only one of them is lowered, so it returns from one place and its type can be inferred.
+bool Lowerer::returns_at_end(const std::vector<StmtPtr>& body) {
+  for (size_t i = 0; i < body.size(); ++i) {
+    const Stmt& s = *body[i];
+    bool last = i + 1 == body.size();
+    if (last && s.kind == StmtKind::Return) return true;
+    if (s.kind == StmtKind::If && reads_self_only(*s.test))
+      if (std::optional<bool> known = static_condition(*s.test)) {
+        const std::vector<StmtPtr>& taken = *known ? s.body : s.orelse;
+        if (last) return returns_at_end(taken);
+        if (exits(taken) & kRet) return false;
+        continue;
+      }
+    if (exits(s) & kRet) return false;
+  }
+  return true;
+}
+
 std::optional<bool> Lowerer::static_condition(const Expr& test) {
   // torch.jit.is_scripting() is True in lowered code, as under torch.jit.script: the eager branch it
   // guards (often a call of a @torch.jit.unused method) is never lowered.
@@ -105,8 +149,14 @@ std::optional<bool> Lowerer::static_condition(const Expr& test) {
         // `self.ngpu > 1`: numbers of the module's configuration, compared now
         auto a = const_float(Arg{test.args[0].get(), nullptr, test.args[0]->loc});
         auto b = a ? const_float(Arg{test.args[1].get(), nullptr, test.args[1]->loc}) : std::nullopt;
-        if (!a || !b) return std::nullopt;
         const std::string& op = test.ops[0];
+        if ((!a || !b) && (op == "==" || op == "!=")) {
+          // `self.rnn_type == 'LSTM'`: strings of the module's configuration, compared now
+          auto x = const_str(Arg{test.args[0].get(), nullptr, test.args[0]->loc});
+          auto y = x ? const_str(Arg{test.args[1].get(), nullptr, test.args[1]->loc}) : std::nullopt;
+          if (x && y) return (*x == *y) == (op == "==");
+        }
+        if (!a || !b) return std::nullopt;
         return op == "<" ? *a < *b : op == "<=" ? *a <= *b : op == ">" ? *a > *b : op == ">=" ? *a >= *b : op == "==" ? *a == *b : *a != *b;
       }
       if (test.ops.size() != 1 || (test.ops[0] != "is" && test.ops[0] != "is not")) return std::nullopt;

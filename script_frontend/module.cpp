@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "core/ir/verifier.h"
@@ -21,8 +22,8 @@ std::string ScriptedModule::name() const { return object_->cls; }
 Function ScriptedModule::method(const std::string& name) { return method_for(name, nullptr); }
 
 namespace {
-// The type a call's argument gives an unannotated parameter: a number or None is itself, anything else
-// keeps TorchScript's Tensor.
+// The type a call's argument gives an unannotated parameter: a number, None or a tuple is itself (word_lm's
+// LSTM state `hidden` is an (h, c) tuple), anything else keeps TorchScript's Tensor.
 ir::Type argument_type(const IValue& v) {
   using ir::Type;
   using ir::TypeKind;
@@ -30,6 +31,11 @@ ir::Type argument_type(const IValue& v) {
   if (v.is_double()) return Type::scalar(TypeKind::Float);
   if (v.is_bool()) return Type::scalar(TypeKind::Bool);
   if (v.is_none()) return Type::scalar(TypeKind::None);
+  if (v.is_tuple()) {
+    std::vector<Type> elems;
+    for (const IValue& e : v.elements()) elems.push_back(argument_type(e));
+    return Type::tuple(std::move(elems));
+  }
   return Type::tensor();
 }
 }  // namespace
@@ -56,7 +62,10 @@ Function ScriptedModule::method_for(const std::string& name, const std::vector<I
   // Inside an AutocastGuard the graph records the scope's casts (as a trace would): one graph per dtype.
   if (autocast_enabled()) key += ":autocast " + std::string(dtype_name(autocast_dtype()));
   std::vector<ir::Type> arg_types;
-  if (args && name != "forward") {  // forward keeps one graph for every call, as the JIT's callers expect
+  // forward keeps one graph for every call, as the JIT's callers expect, unless a tuple comes where an
+  // unannotated parameter would be a Tensor (a recurrent state): then it is typed by this call's arguments
+  bool typed = args && (name != "forward" || std::any_of(args->begin(), args->end(), [](const IValue& a) { return a.is_tuple(); }));
+  if (typed) {
     for (const IValue& a : *args) arg_types.push_back(argument_type(a));
     for (const ir::Type& t : arg_types) key += ":" + t.str();
   }

@@ -160,8 +160,12 @@ std::shared_ptr<ScriptedModule> ScriptModule::build(const std::string& name, con
   std::map<std::string, script::CtorArg> skw;
   for (const auto& [k, v] : kwargs) skw[k] = arg(v);
   std::shared_ptr<ScriptedModule> m = script::construct(file_, *cls, sargs, skw);
-  // TorchScript's rule: forward (with what it calls) and the @torch.jit.export methods are compiled now.
-  if (cls->method("forward")) m->method("forward");
+  // TorchScript's rule: forward (with what it calls) and the @torch.jit.export methods are compiled now; a
+  // forward that needs a tuple in an unannotated parameter (an LSTM's state) is typed by its first call
+  try {
+    if (cls->method("forward")) m->method("forward");
+  } catch (const script::Lowerer::UntypedParameter&) {
+  }
   for (const auto& f : cls->methods)
     if (script::jit_mark(*f) == script::JitMark::Export) m->method(f->name);
   return m;

@@ -474,7 +474,10 @@ TEST_CASE("rnn layers in a script: torch's errors with the file, line and column
   const char* src = "import torch\nimport torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
                     "        super().__init__()\n        self.lstm = nn.LSTM(4, 3)\n\n"
                     "    def forward(self, x, h):\n        out, (hn, cn) = self.lstm(x, h)\n        return out\n";
-  check_error([&] { script_source(src, "one_state.py").module("Net"); },
+  // the unannotated h is typed by each call's arguments: an (h, c) tuple works, one tensor is torch's error
+  auto one = script_source(src, "one_state.py").module("Net");
+  CHECK(one->call({randn({2, 3, 4}), IValue::tuple({zeros({1, 3, 3}), zeros({1, 3, 3})})})[0].to_tensor().sizes() == Shape{2, 3, 3});
+  check_error([&] { one->call({randn({2, 3, 4}), zeros({1, 3, 3})}); },
               "one_state.py:11:30: error: LSTM: expected hx as (h_0, c_0), got 1 tensors");
   const char* ok = "import torch\nimport torch.nn as nn\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
                    "        super().__init__()\n        self.gru = nn.GRU(4, 3)\n\n"

@@ -229,3 +229,15 @@ TEST_CASE("script: // and % on float tensors floor like Python and torch, the re
   CHECK(values(q) == std::vector<double>{-4, -1, 0, -3, 1});
   CHECK(values(remainder(i, tensor(std::vector<int64_t>{2, 2, 3, -2, 7}, {5}))) == std::vector<double>{1, 1, 0, -1, 0});
 }
+
+TEST_CASE("script: F.pad's run-time amounts and advanced indexing raise torch's errors with the facts") {
+  const char* src =
+      "import torch\nimport torch.nn.functional as F\n"
+      "def reflect(x: torch.Tensor, n: int) -> torch.Tensor:\n    return F.pad(x, (n, 0), mode='reflect')\n"
+      "def apart(x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:\n    return x[i, :, i]\n";
+  ScriptModule m = script_source(src, "t.py");
+  CHECK(m.function("reflect").call({randn({2, 4}), int64_t(3)})[0].to_tensor().sizes() == Shape{2, 7});
+  check_error([&] { m.function("reflect").call({randn({2, 4}), int64_t(4)}); },
+              "pad: reflect padding must be less than the size of the dim it pads, at dim -1 of the input");
+  check_error([&] { m.function("apart"); }, "t.py:6:20: error: index tensors must be on adjacent dims in kiln script");
+}

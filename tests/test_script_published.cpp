@@ -121,7 +121,7 @@ TEST_CASE("script published: the examples' VAE matches PyTorch; randn_like draws
   check_close(results(net->call({at(data, "output.0")}, "decode"))[0].to_tensor(), at(data, "output.2"), 1e-4, 1e-5);
 }
 
-TEST_CASE("script published: the examples' DCGAN Generator and Discriminator (weights_init, data_parallel branch) match PyTorch") {
+TEST_CASE("script published: the examples' DCGAN Generator and Discriminator (weights_init, data_parallel with ngpu=2) match PyTorch") {
   ScriptModule file = script_file(kModels + "dcgan.py");
   // ngpu=1: `input.is_cuda and self.ngpu > 1` is False when lowering, so the data_parallel branch is not lowered
   auto g = file.module("Generator", {int64_t(1)}, {{"nz", int64_t(8)}, {"ngf", int64_t(4)}, {"nc", int64_t(3)}});
@@ -143,10 +143,17 @@ TEST_CASE("script published: the examples' DCGAN Generator and Discriminator (we
     check_close((*g)(z), at(data, "train_output.0"), 1e-4, 1e-5);
   }
   check_state(*g, test::with_prefix(data, "trained_g."));
-  // With two GPUs the branch depends on the tensor (x.is_cuda, read when the graph runs), so both are lowered, and
-  // the data_parallel one is not kiln script.
-  test::check_error([&] { file.module("Generator", {int64_t(2)}, {{"nz", int64_t(8)}, {"ngf", int64_t(4)}}); },
-                    "dcgan.py:47:22: error: 'nn' is the module torch.nn, not a value in kiln script");
+  // With two GPUs the branch depends on the tensor (x.is_cuda, read when the graph runs), so both are lowered; the
+  // data_parallel one is the module called on the input, the same maths on one device.
+  auto g2 = file.module("Generator", {int64_t(2)}, {{"nz", int64_t(8)}, {"ngf", int64_t(4)}, {"nc", int64_t(3)}});
+  auto d2 = file.module("Discriminator", {int64_t(2)}, {{"ndf", int64_t(4)}, {"nc", int64_t(3)}});
+  g2->load_state_dict(test::with_prefix(data, "state_g."));
+  d2->load_state_dict(test::with_prefix(data, "state_d."));
+  g2->eval();
+  d2->eval();
+  NoGradGuard no_grad;
+  check_close((*g2)(z), at(data, "output.0"), 1e-4, 1e-5);
+  check_close((*d2)(at(data, "output.0")), at(data, "output.1"), 1e-4, 1e-5);
 }
 
 TEST_CASE("script published: word_language_model's RNNModel (getattr(nn, rnn_type), tied decoder) matches PyTorch") {
@@ -161,12 +168,46 @@ TEST_CASE("script published: word_language_model's RNNModel (getattr(nn, rnn_typ
   std::vector<IValue> r = results(net->call({at(data, "input.0"), at(data, "input.1")}));
   check_close(r[0].to_tensor(), at(data, "output.0"), 1e-4, 1e-5);
   check_close(r[1].to_tensor(), at(data, "output.1"), 1e-4, 1e-5);
-  // As published, the LSTM variant passes its (h, c) tuple through an unannotated parameter, a Tensor to a
-  // script (torch.jit.script refuses it too); the RNN_TANH one looks its nonlinearity up inside a try.
-  test::check_error([&] { file.module("RNNModel", {std::string("LSTM"), int64_t(20), int64_t(8), int64_t(8), int64_t(2)}); },
-                    "LSTM: expected hx as (h_0, c_0), got 1 tensors");
-  test::check_error([&] { file.module("RNNModel", {std::string("RNN_TANH"), int64_t(20), int64_t(8), int64_t(8), int64_t(2)}); },
-                    "word_lm.py:20:13: error: try is not supported in __init__");
+}
+
+TEST_CASE("script published: word_language_model's LSTM (an unannotated (h, c) state) and RNN_TANH / RNN_RELU (try in __init__) match PyTorch") {
+  ScriptModule file = script_file(kModels + "word_lm.py");
+  std::map<std::string, Tensor> data = fixture("word_lm");
+  const Tensor& tokens = at(data, "input.0");
+  NoGradGuard no_grad;
+  // `hidden` is unannotated and given an (h, c) tuple: forward is typed by the call's arguments
+  auto lstm = file.module("RNNModel", {std::string("LSTM"), int64_t(20), int64_t(8), int64_t(6), int64_t(2), 0.2});
+  lstm->load_state_dict(test::with_prefix(data, "lstm_state."));
+  lstm->eval();
+  IValue state = IValue::tuple({at(data, "lstm_input.0"), at(data, "lstm_input.1")});
+  std::vector<IValue> r = results(lstm->call({tokens, state}));
+  REQUIRE(r.size() == 2);
+  check_close(r[0].to_tensor(), at(data, "lstm_output.0"), 1e-4, 1e-5);
+  std::vector<IValue> hc = r[1].elements();
+  REQUIRE(hc.size() == 2);
+  check_close(hc[0].to_tensor(), at(data, "lstm_output.1"), 1e-4, 1e-5);
+  check_close(hc[1].to_tensor(), at(data, "lstm_output.2"), 1e-4, 1e-5);
+  // init_hidden(bsz) gives the zero (h, c) forward takes, sized (nlayers, bsz, nhid)
+  std::vector<IValue> zero = results(lstm->call({int64_t(3)}, "init_hidden"));
+  REQUIRE(zero.size() == 2);
+  CHECK(zero[0].to_tensor().sizes() == Shape{2, 3, 6});
+  check_close(zero[1].to_tensor(), zeros({2, 3, 6}), 0, 0);
+  CHECK(results(lstm->call({tokens, IValue::tuple(zero)}))[0].to_tensor().sizes() == Shape{15, 20});
+
+  for (std::string kind : {"RNN_TANH", "RNN_RELU"}) {
+    INFO(kind);
+    std::string key = kind == "RNN_TANH" ? "rnn_tanh" : "rnn_relu";
+    auto net = file.module("RNNModel", {kind, int64_t(20), int64_t(8), int64_t(6), int64_t(1), 0.0});
+    net->load_state_dict(test::with_prefix(data, key + "_state."));
+    net->eval();
+    Tensor h0 = at(data, "lstm_input.0").slice(0, 0, 1);
+    std::vector<IValue> out = results(net->call({tokens, h0}));
+    check_close(out[0].to_tensor(), at(data, key + "_output.0"), 1e-4, 1e-5);
+    check_close(out[1].to_tensor(), at(data, key + "_output.1"), 1e-4, 1e-5);
+  }
+  // An unknown type: the dict lookup's KeyError is caught and the ValueError raised from it is the error.
+  test::check_error([&] { file.module("RNNModel", {std::string("RNN_GELU"), int64_t(20), int64_t(8), int64_t(8), int64_t(2)}); },
+                    "word_lm.py:23:17: error: ValueError: An invalid option for `--model` was supplied,");
 }
 
 TEST_CASE("script published: row-wise stochastic depth in training mode draws noise in the input's dtype, read when the graph runs") {

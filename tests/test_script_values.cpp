@@ -148,3 +148,62 @@ class Net(nn.Module):
   // a class torch.nn has and kiln lacks fails where it is built, naming it
   check_error([&] { file.module("Net", {"PReLU"}); }, "m7.py:12:20: error: nn.PReLU is not supported in kiln script");
 }
+
+TEST_CASE("script values: try / except / else / finally in __init__ as Python runs them") {
+  // each path appends to a log that the last assert compares with Python's (run under python3, this file's
+  // __init__ leaves the same log)
+  const char* src = R"(
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self, key):
+        super().__init__()
+        log = []
+        try:
+            v = {'a': 1}[key]
+        except (IndexError, KeyError) as e:
+            log.append('missing ' + str(e))
+            v = -1
+        else:
+            log.append('found')
+        finally:
+            log.append('finally')
+        try:
+            try:
+                [1, 2].index(3)
+            except LookupError:
+                log.append('lookup')
+            except ValueError:
+                log.append('value')
+                raise
+        except Exception:
+            log.append('reraised')
+        try:
+            w = 1 // 0
+        except:
+            log.append('bare')
+        if key == 'a':
+            assert log == ['found', 'finally', 'value', 'reraised', 'bare'], log
+        else:
+            assert log == ["missing '" + key + "'", 'finally', 'value', 'reraised', 'bare'], log
+        if key == 'c':
+            try:
+                raise ValueError('from the try')
+            finally:
+                log.append('still runs')
+        self.v = v
+
+    def forward(self, x):
+        return x * self.v
+)";
+  ScriptModule file = script_source(src, "tries.py");
+  check_close((*file.module("Net", {std::string("a")}))(ones({2})), ones({2}), 0, 0);
+  check_close((*file.module("Net", {std::string("b")}))(ones({2})), -ones({2}), 0, 0);
+  // an exception no except catches is the error, at its raise, after finally ran
+  check_error([&] { file.module("Net", {std::string("c")}); }, "tries.py:38:17: error: ValueError: from the try");
+  // except names a builtin class
+  std::string bad = std::string(src).replace(std::string(src).find("except LookupError"), 18, "except LookupErr");
+  check_error([&] { script_source(bad, "bad.py").module("Net", {std::string("a")}); },
+              "bad.py:21:20: error: 'LookupErr' is not a builtin exception class (except in __init__ catches those)");
+}

@@ -90,6 +90,38 @@ TEST_CASE("tril and triu: any rank >= 2, diagonal offsets, gradients, errors") {
   check_error([] { tril(seq({3})); }, "tril: input tensor must have at least 2 dimensions, got 1-D");
 }
 
+TEST_CASE("index_tensors: torch's advanced indexing (broadcast indices, negative ones, trailing dims), gradients, errors") {
+  Tensor x = seq({3, 4, 2});
+  Tensor i = i64({0, 2, -1, 1}, {2, 2}), j = i64({3, -4}, {2});
+  Tensor y = index_tensors(x, 0, {i, j});  // x[i, j]: (2, 2) picks of rows of 2
+  REQUIRE(y.sizes() == Shape{2, 2, 2});
+  std::vector<double> xv = values(x), yv = values(y);
+  int64_t rows[4][2] = {{0, 3}, {2, 0}, {2, 3}, {1, 0}};  // i and j broadcast, negatives wrapped
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 2; ++c) CHECK(yv[size_t(2 * r + c)] == xv[size_t((rows[r][0] * 4 + rows[r][1]) * 2 + c)]);
+  CHECK(index_tensors(x, 1, {j, i64({1, 0}, {2})}).sizes() == Shape{3, 2});  // x[:, j, k]
+  CHECK(gradcheck([&](const Tensors& in) { return index_tensors(in[0], 0, {i, j}); }, {seq({3, 4, 2}).requires_grad_()}));
+  check_error([&] { index_tensors(x, 0, {i, i64({4}, {1})}); }, "index_select");
+}
+
+TEST_CASE("masked_rows: x[mask] over all of x or its leading dims, in order; gradients; errors") {
+  Tensor x = seq({3, 2});
+  Tensor all = masked_rows(x, gt(x, full({}, 0.5)));
+  std::vector<double> want;
+  for (double v : values(x))
+    if (v > 0.5) want.push_back(v);
+  CHECK(values(all) == want);
+  Tensor rows = masked_rows(x, f64({1, 0, 1}, {3}).to(DType::Bool));
+  REQUIRE(rows.sizes() == Shape{2, 2});
+  std::vector<double> xv = values(x);
+  CHECK(values(rows) == std::vector<double>{xv[0], xv[1], xv[4], xv[5]});
+  Tensor none = masked_rows(x, zeros({3, 2}, DType::Bool));
+  CHECK(none.sizes() == Shape{0});
+  Tensor mask = f64({1, 0, 1, 1, 0, 1}, {3, 2}).to(DType::Bool);
+  CHECK(gradcheck([&](const Tensors& in) { return masked_rows(in[0], mask); }, {seq({3, 2}).requires_grad_()}));
+  check_error([&] { masked_rows(x, zeros({2}, DType::Bool)); }, "masked_rows: the mask's shape [2] is not the leading shape of the input's [3,2]");
+}
+
 TEST_CASE("sort, argsort and topk: values, int64 indices, ties stable, NaN largest, gradients, errors") {
   Tensor s = seq({3, 5}, 0.7, 0.2);
   auto [v, i] = topk(s, 3);

@@ -1,7 +1,7 @@
 """Tensor ops through the op table and composites (softmax, mean, where), indexing, mixed arithmetic."""
 import torch
 from torch import Tensor
-from typing import Optional
+from typing import Optional, Tuple
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
@@ -35,6 +35,20 @@ def checked(x: Tensor, n: int) -> Tensor:
     return torch.cat([x, x * n], dim=0).max(dim=0)[0]
 
 
+def advanced(x: Tensor, i: Tensor, j: Tensor, t: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    # index tensors on two dims, broadcast together (torch's advanced indexing), negative ones counting from the end
+    a = x[i, j]
+    b = x[:, -j - 1, t]
+    c = x[torch.arange(x.shape[0]), t]
+    d = x[i]
+    return a, b, c, d
+
+
+def masked(x: Tensor, m: Tensor) -> Tuple[Tensor, Tensor]:
+    # bool masks: the selected elements of x > 0, and the rows where m > 0 (a mask over x's first dim)
+    return x[x > 0], x[m > 0]
+
+
 # CASE: attention randn(3,4) randn(5,4) randn(5,2)
 # CASE: logits randn(4,6)
 # CASE: slicing randn(4,5)
@@ -50,3 +64,5 @@ def with_default(x: Tensor) -> Tensor:
 
 
 # CASE: with_default randn(3)
+# CASE: advanced randn(3,4,5) randint(0,3,2,3) randint(0,4,3) randint(0,3,3)
+# CASE: masked randn(4,3) randn(4)

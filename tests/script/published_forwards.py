@@ -91,7 +91,22 @@ def runtime_pad_roll(x: Tensor, n: int) -> Tuple[Tensor, Tensor, Tensor, int]:
     return y, r, m, sum(shifts)
 
 
+def runtime_pad_modes(x: Tensor, n: int) -> Tuple[Tensor, Tensor, Tensor]:
+    # F.pad's other modes by amounts computed when the graph runs (an index_select each)
+    W = x.shape[-1]
+    p = (n - W % n) % n
+    a = F.pad(x, (p, 1, 1, p - 1), mode='reflect')
+    b = F.pad(x, (p, 3, 0, p), mode='replicate')
+    if x.dim() == 4:
+        c = F.pad(x, (p, 1, 1, p), mode='circular')
+    else:
+        c = F.pad(x, (p, 1), mode='circular')
+    return a, b, c
+
+
 # CASE: runtime_pad_roll randn(2,5,6) 4
+# CASE: runtime_pad_modes randn(1,2,5,6) 4
+# CASE: runtime_pad_modes randn(2,5,6) 5
 # CASE: runtime_pad_roll randn(1,4,3) 3
 # CASE: dtype_follows randn(2,3) randint(0,9,2,3)
 # CASE: dtype_checks randn(2,3) randint(0,9,2,3)

@@ -102,8 +102,7 @@ def dcgan():
 
 
 def word_lm():
-    # The GRU variant with tied weights (the LSTM one takes its state as a tuple in an unannotated parameter,
-    # which neither torch.jit.script nor kiln types); eval outputs for the state init_hidden gives.
+    # The GRU variant with tied weights; eval outputs for the state init_hidden gives.
     mod = load("word_lm")
     torch.manual_seed(0)
     model = mod.RNNModel("GRU", 20, 8, 8, 2, 0.2, True)
@@ -114,6 +113,23 @@ def word_lm():
     model.eval()
     with torch.no_grad():
         out["output.0"], out["output.1"] = model(tokens, hidden)
+    # The LSTM variant (its state an (h, c) tuple through the unannotated `hidden`) on a random state, and the
+    # RNN_TANH / RNN_RELU ones (the nonlinearity looked up inside a try), eval outputs on the same tokens.
+    torch.manual_seed(1)
+    lstm = mod.RNNModel("LSTM", 20, 8, 6, 2, 0.2)
+    out.update(state("lstm_state", lstm))
+    h0, c0 = torch.randn(2, 3, 6), torch.randn(2, 3, 6)
+    out["lstm_input.0"], out["lstm_input.1"] = h0, c0
+    lstm.eval()
+    with torch.no_grad():
+        out["lstm_output.0"], (out["lstm_output.1"], out["lstm_output.2"]) = lstm(tokens, (h0, c0))
+    for kind in ("RNN_TANH", "RNN_RELU"):
+        torch.manual_seed(2)
+        rnn = mod.RNNModel(kind, 20, 8, 6, 1, 0.0)
+        out.update(state(kind.lower() + "_state", rnn))
+        rnn.eval()
+        with torch.no_grad():
+            out[kind.lower() + "_output.0"], out[kind.lower() + "_output.1"] = rnn(tokens, h0[:1])
     return out
 
 
