@@ -65,7 +65,8 @@ OpCase case_for(OpId op, uint64_t seed) {
     case OpId::RnnLayer:
       return {{randn({3, 2, 9}), randn({9, 3}), randn({9}), randn({1, 2, 3})}, Attrs().set("mode", std::string("gru"))};
     case OpId::RnnLayerBackward:
-      return {{randn({5, 2, 3}), randn({3, 2, 12}), randn({12, 3}), randn({12}), randn({2, 2, 3})},
+      // grad, rnn_layer's output and no kept steps (so the forward runs again), then rnn_layer's inputs
+      return {{randn({5, 2, 3}), randn({5, 2, 3}), randn({0, 36}), randn({3, 2, 12}), randn({12, 3}), randn({12}), randn({2, 2, 3})},
               Attrs().set("mode", std::string("lstm")).set("reverse", true)};
     case OpId::AvgPool2dBackward: return {{randn({2, 3, 3, 3})}, Attrs(pool).set("shape", Shape{2, 3, 6, 6})};
     case OpId::Conv2dBackwardInput: return {{randn({2, 4, 6, 6}), randn({4, 3, 3, 3})}, Attrs(conv).set("shape", Shape{2, 3, 6, 6})};

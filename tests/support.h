@@ -119,6 +119,20 @@ inline Tensor seq(const Shape& shape, double a = 0.3, double b = 0.1, DType dtyp
 }
 
 // Runs fn and checks it throws kiln::Error whose message contains `needle`.
+// The tensors of a module's outputs, tuples flattened in order ((out, (h, c)) → out, h, c).
+inline Tensors flat(const std::vector<IValue>& vs) {
+  Tensors r;
+  for (const IValue& v : vs) {
+    if (v.is_tuple()) {
+      Tensors inner = flat(v.elements());
+      r.insert(r.end(), inner.begin(), inner.end());
+    } else {
+      r.push_back(v.to_tensor());
+    }
+  }
+  return r;
+}
+
 inline void check_error(const std::function<void()>& fn, const std::string& needle) {
   try {
     fn();

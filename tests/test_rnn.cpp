@@ -17,6 +17,7 @@
 using namespace kiln;
 using kiln::test::check_close;
 using kiln::test::check_error;
+using kiln::test::flat;
 using kiln::test::values;
 
 namespace {
@@ -388,18 +389,6 @@ namespace {
 const std::string kModels = std::string(KILN_TEST_DATA) + "/../script/models/";
 
 
-Tensors flat(const std::vector<IValue>& vs) {
-  Tensors r;
-  for (const IValue& v : vs) {
-    if (v.is_tuple()) {
-      Tensors inner = flat(v.elements());
-      r.insert(r.end(), inner.begin(), inner.end());
-    } else {
-      r.push_back(v.to_tensor());
-    }
-  }
-  return r;
-}
 
 // make_rnn_fixtures.py's loss
 Tensor loss_of(const Tensors& outs, const Tensor& target) {

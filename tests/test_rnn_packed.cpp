@@ -15,24 +15,13 @@ using namespace kiln;
 using namespace kiln::nn::utils::rnn;
 using kiln::test::check_close;
 using kiln::test::check_error;
+using kiln::test::flat;
 using kiln::test::values;
 
 namespace {
 
 const std::string kModels = std::string(KILN_TEST_DATA) + "/../script/models/";
 
-Tensors flat(const std::vector<IValue>& vs) {
-  Tensors r;
-  for (const IValue& v : vs) {
-    if (v.is_tuple()) {
-      Tensors inner = flat(v.elements());
-      r.insert(r.end(), inner.begin(), inner.end());
-    } else {
-      r.push_back(v.to_tensor());
-    }
-  }
-  return r;
-}
 
 int count_ops(const ir::Graph& g, OpId op) {
   int n = 0;
