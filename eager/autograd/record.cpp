@@ -120,8 +120,10 @@ Tensors OpNode::apply(const Tensors& grad_outputs) {
   Tensors outs;
   for (size_t k = 0; k < outputs_saved.size(); ++k) {
     Tensor y = outputs_saved[k].unpack(name());
-    // Under create_graph a dropped output's alias must still lead back here, as the output did (torch too).
+    // Under create_graph a dropped output's alias must still lead back here, as the output did (torch too):
+    // a fresh alias each time, since the saved one pointing at this node would be a cycle.
     if (y.defined() && GradMode::enabled() && !autograd_meta(y) && is_floating(y.dtype())) {
+      y = cpu::make_view(y, y.sizes(), y.strides(), y.storage_offset());
       AutogradMeta& m = ensure_autograd_meta(y);
       m.requires_grad = true;
       m.grad_fn = shared_from_this();
