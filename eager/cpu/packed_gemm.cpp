@@ -37,8 +37,9 @@ struct Prims {
   dnnl::reorder pack;
 };
 
-const Prims& prims(const Key& k) {
-  thread_local std::map<Key, Prims> cache;
+// Shared: a PackedGemm alive across a cache reset keeps its primitives.
+std::shared_ptr<const Prims> prims(const Key& k) {
+  thread_local std::map<Key, std::shared_ptr<const Prims>> cache;
   if (auto it = cache.find(k); it != cache.end()) return it->second;
   if (cache.size() > 64) cache.clear();  // shapes that keep changing (a varying batch) would grow it without bound
   auto [tb, M, N, K, ldb, acc] = k;
@@ -67,14 +68,14 @@ const Prims& prims(const Key& k) {
   } catch (const dnnl::error&) {
     p.ok = false;  // oneDNN declined the shape or layout: blas::gemm
   }
-  return cache.emplace(k, std::move(p)).first->second;
+  return cache.emplace(k, std::make_shared<const Prims>(std::move(p))).first->second;
 }
 
 }  // namespace
 
 template <class T>
 struct PackedGemm<T>::Packed {
-  const Prims* p = nullptr;
+  std::shared_ptr<const Prims> p;
   dnnl::memory b;
 };
 #else
@@ -89,10 +90,11 @@ PackedGemm<T>::PackedGemm(bool tb, int64_t M, int64_t N, int64_t K, const T* B, 
 #if KILN_HAVE_DNNL
   if constexpr (std::is_same_v<T, float>) {
     if (M <= 0 || N <= 0 || K <= 0 || !onednn_gemm_enabled()) return;
-    const Prims& p = prims({tb, M, N, K, ldb, beta != T(0)});
+    std::shared_ptr<const Prims> shared = prims({tb, M, N, K, ldb, beta != T(0)});
+    const Prims& p = *shared;
     if (!p.ok) return;
     auto packed = std::make_unique<Packed>();
-    packed->p = &p;
+    packed->p = shared;
     packed->b = dnnl::memory(p.b_packed, engine());
     dnnl::memory user(p.b_user, engine(), const_cast<float*>(B));
     thread_local dnnl::stream s(engine());
