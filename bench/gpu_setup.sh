@@ -2,7 +2,7 @@
 # kiln on a lent GPU machine (../shared/gpu-checklist.md). That machine reaches no package registry and
 # lacks kiln's Debian libraries, so they travel as .debs:
 #   here:  bash bench/gpu_setup.sh fetch          downloads them into .gpu-debs/ (ignored, ~30 MB)
-#   there: source bench/gpu_setup.sh build [DIR]  unpacks them into a prefix of their own (never into /),
+#   there: source bench/gpu_setup.sh build [DIR [TARGET...]]  unpacks them into a prefix of their own (never into /),
 #          points pkg-config, the compiler and the loader at it, and builds kiln into DIR (build-gpu)
 # with the device tool: run(command="source bench/gpu_setup.sh build && bash bench/gpu_check.sh $OUT",
 #   carry=[".gpu-debs", "samples/data"]); source it in the shell that runs the tests, not in ( ) or a pipe.
@@ -40,11 +40,14 @@ kiln_gpu_build() {
   local mpi=auto
   mpicxx --showme:version >/dev/null 2>&1 || mpi=disabled
   [ -d "$dir" ] || meson setup "$dir" -Dbuildtype=release -Dmpi=$mpi || return 1
-  ninja -C "$dir" tests/kiln_tests tests/dist/kiln_dist_tests tests/dist/dist_fail bench/bench_cuda bench/bench_dist samples/train_gpt
+  shift
+  local targets=("$@")
+  [ ${#targets[@]} -gt 0 ] || targets=(tests/kiln_tests tests/dist/kiln_dist_tests tests/dist/dist_fail bench/bench_cuda bench/bench_dist samples/train_gpt)
+  ninja -C "$dir" "${targets[@]}"
 }
 
 case "${1:-}" in
   fetch) kiln_gpu_fetch ;;
-  build) kiln_gpu_build "${2:-}" ;;
+  build) shift; kiln_gpu_build "$@" ;;
   *) echo "usage: bash bench/gpu_setup.sh fetch (here) | source bench/gpu_setup.sh build [DIR] (on the GPU machine)" >&2 ;;
 esac

@@ -5,6 +5,9 @@
 #include "eager/cpu/copy.h"
 #include "eager/kernels.h"
 #include "eager/profiler/profile_hooks.h"
+#include "eager/untraced.h"
+
+#include <optional>
 
 namespace kiln {
 namespace {
@@ -66,7 +69,10 @@ Tensors dispatch(OpId op, const Tensors& inputs_in, const Attrs& attrs) {
   int64_t start_ns = profiler ? profile_clock_ns() : 0;
   Tensors out;
   {
-    QuietTraceReads quiet;  // kernels read their inputs; that is not user code reading values
+    // Kernels read their inputs and may dispatch ops of their own (a contiguous copy, a cast): none of that
+    // is the user's code, and a trace records only the op itself, below.
+    std::optional<Untraced> untraced;
+    if (tracer) untraced.emplace();
     out = device.is_cpu() ? cpu::kernel_for(op)(op, inputs, attrs) : device_kernels(device).kernel_for(op)(op, inputs, attrs);
     if (g_autograd) g_autograd(op, inputs, attrs, out);
     if (profiler) profiler->on_op(op, inputs, attrs, out, start_ns, profile_clock_ns());

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "core/trace_hooks.h"
+#include "eager/untraced.h"
 #include "eager/cpu/copy.h"
 #include "eager/dispatch.h"
 #include "eager/ops.h"
@@ -20,7 +21,13 @@ std::mt19937_64& rng() {
 }
 
 // The factories below build on the host (so a seed gives the same values on every device), then move.
-Tensor placed(const Tensor& t, TensorOptions opt) { return opt.device.is_cpu() ? t : t.to(opt.device); }
+// The host tensor is no graph value, so its move is part of making a constant, which a running trace keeps as
+// such (a graph's arange on the device of its inputs), not a device move it refuses to record.
+Tensor placed(const Tensor& t, TensorOptions opt) {
+  if (opt.device.is_cpu()) return t;
+  Untraced untraced;
+  return t.to(opt.device);
+}
 
 // Fills a fresh float64 buffer from gen(rng) and converts it to the requested dtype.
 template <class Gen>

@@ -273,6 +273,11 @@ TEST_CASE("cuda device: a scripted graph makes its factories' tensors on the dev
   Tensor got = f.call({on_gpu(w), on_gpu(x)})[0].to_tensor();
   same(got, want);
   same(compile(f).call({on_gpu(w), on_gpu(x)})[0].to_tensor(), want);
+  // Traced through the interpreter (as a compiled training step traces a scripted model): the factories'
+  // tensors become the trace's constants on the device, not device moves it refuses to record.
+  Function traced = trace([&](const Tensors& in) { return Tensors{f.call({in[0], in[1]})[0].to_tensor()}; },
+                          {on_gpu(w), on_gpu(x)});
+  same(traced.call({on_gpu(w), on_gpu(x)})[0].to_tensor(), want);
 }
 
 TEST_CASE("cuda device: autograd through an MLP equals the cpu" * doctest::skip(kNoGpu)) {

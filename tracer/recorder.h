@@ -13,6 +13,7 @@
 #include "backends/interp/function.h"
 #include "core/ir/verifier.h"
 #include "core/trace_hooks.h"
+#include "eager/untraced.h"
 #include "eager/autograd/graph.h"
 
 namespace kiln::tracing {
@@ -20,14 +21,7 @@ namespace kiln::tracing {
 using ir::Value;
 
 // Hooks off for the tracer's own tensor work, so it records nothing and reads nothing.
-class HooksOff {
- public:
-  HooksOff() : saved_(set_trace_hooks(nullptr)) {}
-  ~HooksOff() { set_trace_hooks(saved_); }
-
- private:
-  TraceHooks* saved_;
-};
+using HooksOff = Untraced;
 
 class Recorder final : public TraceHooks {
  public:
