@@ -1,9 +1,8 @@
 #!/usr/bin/env python3
 """samples/train_gpt for a few steps, checked as a user would: the loss goes down, the loss curve and the
-checkpoint are written, a run stopped and resumed ends where an uninterrupted one does (the same sample text;
-weights within float rounding), sampling
-repeats from the seed, and PyTorch (Debian's python3-torch) loads kiln's checkpoint into the same model file,
-unchanged, whose forward then gives the loss kiln's training reached.
+checkpoint are written, a run stopped and resumed ends where an uninterrupted one does (the same sample text,
+the same weights and optimizer state bit for bit), sampling repeats from the seed, and PyTorch (Debian's
+python3-torch) loads kiln's checkpoint into the same model file, unchanged, whose forward then gives the loss kiln's training reached.
 
 usage: train_gpt_check.py TRAIN_GPT SAMPLES_DIR      exit 0 ok, 1 with the reason
 """
@@ -67,14 +66,14 @@ with tempfile.TemporaryDirectory() as tmp:
     b = torch.load(os.path.join(parts, "ckpt.pt"), weights_only=weights_only)
     if a["step"] != 20 or b["step"] != 20:
         fail(f"checkpoint steps {a['step']} {b['step']}, expected 20")
-    # Within float rounding: the resumed process's buffers sit at other addresses, and a vector reduction's
-    # split into aligned blocks follows them (measured: at most 1 ulp, 7.5e-9, after 10 more steps).
+    # Exactly: the resumed process computes the steps after the checkpoint bit for bit as the one that never
+    # stopped (every buffer 64-byte aligned, the kernels' splits independent of addresses).
     for k, v in a["model"].items():
-        if not torch.allclose(v, b["model"][k], rtol=0, atol=1e-6):
+        if not torch.equal(v, b["model"][k]):
             fail(f"resumed weights differ from the uninterrupted run's at {k}: {(v - b['model'][k]).abs().max()}")
     for (i, s), (j, t) in zip(a["optimizer"]["state"].items(), b["optimizer"]["state"].items()):
         for key in s:
-            if not torch.allclose(torch.as_tensor(s[key]), torch.as_tensor(t[key]), rtol=0, atol=1e-6):
+            if not torch.equal(torch.as_tensor(s[key]), torch.as_tensor(t[key])):
                 fail(f"resumed optimizer state differs at parameter {i} {key}")
 
     import importlib.util
