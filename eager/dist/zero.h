@@ -1,0 +1,69 @@
+#pragma once
+// ZeroRedundancyOptimizer (torch.distributed.optim.ZeroRedundancyOptimizer, ZeRO stage 1): the optimizer
+// state sharded over the ranks of a data-parallel group. Each parameter has one owner rank; only the owner
+// keeps its state (Adam's exp_avg and exp_avg_sq: two thirds of a model's training memory beside weights
+// and gradients) and updates it. After each step every parameter is broadcast from its owner, so all ranks
+// hold the same weights, as with a whole optimizer on each.
+//
+//   auto ddp = std::make_shared<dist::DistributedDataParallel>(model);     // gradients averaged
+//   auto opt = dist::zero_redundancy_optimizer<optim::AdamW>(parameter_groups(*model, 0.1), {1e-3});
+//   loss.backward(); opt->step();
+//
+// Owners as torch assigns them: within each parameter group, largest first, each to the rank that owns
+// the fewest elements so far. state_dict() is the whole optimizer's, in torch's layout, on the rank that
+// consolidate_state_dict(to) gathered it to (torch's rule: elsewhere, or before, it raises);
+// load_state_dict() takes a whole optimizer's and each rank keeps its part.
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "eager/dist/dist.h"
+#include "eager/optim/optimizer.h"
+
+namespace kiln::dist {
+
+class ZeroRedundancyOptimizer : public optim::Optimizer {
+ public:
+  // Builds the optimizer of one rank's parameters (the same kind and options on every rank).
+  using Factory = std::function<std::unique_ptr<optim::Optimizer>(std::vector<optim::ParamGroup>)>;
+  // lr and weight_decay: the defaults of groups that give none, as the optimizer's options have them.
+  ZeroRedundancyOptimizer(std::vector<optim::ParamGroup> groups, double lr, double weight_decay, const Factory& make);
+
+  void step() override;
+  // The rank that keeps parameter i's state and updates it (i numbers params() across the groups).
+  int owner(size_t i) const { return owner_[i]; }
+  // This rank's optimizer, over the parameters it owns (their state only).
+  optim::Optimizer& local_optimizer() { return *local_; }
+
+  // Gathers every rank's state on rank `to` (a collective: every rank calls it).
+  void consolidate_state_dict(int to = 0);
+  IValue state_dict() const override;
+  void load_state_dict(const IValue& state) override;
+
+ private:
+  std::vector<int> owner_;
+  std::vector<size_t> local_index_;  // params_[i]'s index in the local optimizer, where this rank owns it
+  std::vector<size_t> owned_;        // the local optimizer's parameters, as indices into params_
+  std::unique_ptr<optim::Optimizer> local_;
+  std::optional<IValue> consolidated_;
+  int consolidated_to_ = -1;
+};
+
+// zero_redundancy_optimizer<optim::AdamW>(groups, options): torch's
+// ZeroRedundancyOptimizer(params, optimizer_class=AdamW, **defaults).
+template <class Opt, class Options>
+std::unique_ptr<ZeroRedundancyOptimizer> zero_redundancy_optimizer(std::vector<optim::ParamGroup> groups,
+                                                                   const Options& options) {
+  return std::make_unique<ZeroRedundancyOptimizer>(
+      std::move(groups), options.lr, options.weight_decay,
+      [options](std::vector<optim::ParamGroup> local) -> std::unique_ptr<optim::Optimizer> {
+        return std::make_unique<Opt>(std::move(local), options);
+      });
+}
+template <class Opt, class Options>
+std::unique_ptr<ZeroRedundancyOptimizer> zero_redundancy_optimizer(std::vector<Tensor> params, const Options& options) {
+  return zero_redundancy_optimizer<Opt>(std::vector<optim::ParamGroup>{{std::move(params), {}, {}}}, options);
+}
+
+}  // namespace kiln::dist

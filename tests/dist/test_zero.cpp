@@ -1,0 +1,189 @@
+// ZeroRedundancyOptimizer under mpirun: the optimizer state sharded over the ranks, training equal to one
+// process with the whole optimizer (the digits MLP and samples/gpt.py), each rank holding only its share of
+// the state, and the whole state gathered in torch's layout and loaded back.
+#include "../support.h"
+
+#include "eager/dist/ddp.h"
+#include "eager/dist/zero.h"
+#include "samples/digits_models.h"
+#include "script_frontend/script.h"
+
+using namespace kiln;
+using kiln::test::check_error;
+
+namespace {
+
+int rank() { return dist::get_rank(); }
+int world() { return dist::get_world_size(); }
+
+double max_abs_diff(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, amax((a[i] - b[i]).abs()).item<double>());
+  return m;
+}
+
+struct Model {
+  std::shared_ptr<nn::Module> net;
+  std::function<Tensor(const Tensor&, const Tensor&)> loss;  // on this rank's rows
+  Tensor x, y;                                              // every rank's rows, for one step
+};
+
+Model mlp() {
+  manual_seed(11);
+  Tensor x = randn({64, 64}), y = randint(0, 10, {64});
+  manual_seed(1);
+  auto net = kiln::samples::digits_mlp();
+  return {net, [net](const Tensor& a, const Tensor& b) { return cross_entropy((*net)(a), b); }, x, y};
+}
+
+Model gpt() {
+  manual_seed(7);
+  ScriptModule file = script_file(KILN_SAMPLES_DIR "/gpt.py");
+  auto net = file.build("GPT", {file.value("GPTConfig(block_size=8, vocab_size=16, n_layer=1, n_head=2, n_embd=16, "
+                                           "dropout=0.0, bias=True)")});
+  Tensor x = randint(0, 16, {4, 8}), y = randint(0, 16, {4, 8});
+  return {net, [net](const Tensor& a, const Tensor& b) { return net->call({a, b}).at(0).elements().at(1).to_tensor(); }, x, y};
+}
+
+struct Run {
+  std::vector<Tensor> params;
+  std::vector<double> losses;
+  IValue state;  // the optimizer's state_dict (ZeRO: consolidated on this rank)
+};
+
+// steps AdamW steps, weight decay on matrices only; sharded: DDP over the ranks' rows and ZeRO's optimizer
+Run train(Model m, bool sharded, int steps) {
+  std::vector<optim::ParamGroup> groups(2);
+  for (auto& p : m.net->parameters()) groups[p.dim() >= 2 ? 0 : 1].params.push_back(p);
+  groups[0].weight_decay = 0.1;
+  groups[1].weight_decay = 0.0;
+  optim::AdamOptions o{1e-3, 0.9, 0.99, 1e-8, 0.0};
+  std::unique_ptr<optim::Optimizer> opt;
+  std::shared_ptr<nn::Module> ddp;
+  Tensor x = m.x, y = m.y;
+  if (sharded) {
+    ddp = std::make_shared<dist::DistributedDataParallel>(m.net);
+    opt = dist::zero_redundancy_optimizer<optim::AdamW>(groups, o);
+    int64_t part = x.size(0) / world();
+    x = x.slice(0, rank() * part, (rank() + 1) * part);
+    y = y.slice(0, rank() * part, (rank() + 1) * part);
+  } else {
+    opt = std::make_unique<optim::AdamW>(groups, o);
+  }
+  Run r;
+  for (int s = 0; s < steps; ++s) {
+    opt->set_lr(1e-3 * (1.0 - 0.02 * s));  // a schedule: the shards must follow the wrapper's lr
+    Tensor loss = m.loss(x, y);
+    opt->zero_grad();
+    loss.backward();
+    opt->step();
+    Tensor l = loss.detach().clone();
+    if (sharded) dist::all_reduce(l, dist::ReduceOp::Avg);
+    r.losses.push_back(l.item<double>());
+  }
+  for (auto& p : m.net->parameters()) r.params.push_back(p.detach().clone());
+  if (auto* z = dynamic_cast<dist::ZeroRedundancyOptimizer*>(opt.get())) {
+    for (int to = 0; to < world(); ++to) {
+      z->consolidate_state_dict(to);
+      if (to == rank()) r.state = z->state_dict();
+    }
+  } else {
+    r.state = opt->state_dict();
+  }
+  return r;
+}
+
+// The largest difference between two optimizer state_dicts' tensors; raises where their layout differs.
+double state_diff(const IValue& a, const IValue& b) {
+  const auto& sa = a.find("state")->items();
+  const auto& sb = b.find("state")->items();
+  REQUIRE(sa.size() == sb.size());
+  double m = 0;
+  for (size_t i = 0; i < sa.size(); ++i) {
+    CHECK(sa[i].first.to_int() == sb[i].first.to_int());
+    for (const auto& [key, v] : sa[i].second.items()) {
+      const IValue* w = sb[i].second.find(key.to_string());
+      REQUIRE(w);
+      if (v.is_tensor()) m = std::max(m, amax((v.to_tensor() - w->to_tensor()).abs()).item<double>());
+      else CHECK(v.to_double() == w->to_double());
+    }
+  }
+  CHECK(a.find("param_groups")->repr() == b.find("param_groups")->repr());
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("zero: 20 AdamW steps with the state sharded equal one process with the whole optimizer (MLP and GPT)") {
+  for (auto make : {mlp, gpt}) {
+    Run ref = train(make(), false, 20);
+    Run got = train(make(), true, 20);
+    double loss = 0;
+    for (size_t s = 0; s < ref.losses.size(); ++s) loss = std::max(loss, std::abs(got.losses[s] - ref.losses[s]));
+    double params = max_abs_diff(got.params, ref.params), state = state_diff(got.state, ref.state);
+    if (rank() == 0)
+      MESSAGE("zero vs one process: losses within " << loss << ", parameters " << params << ", state " << state);
+    CHECK(loss <= 1e-5);
+    CHECK(params <= 1e-5);
+    CHECK(state <= 1e-5);
+  }
+}
+
+TEST_CASE("zero: each rank keeps the state of the parameters it owns, and only that") {
+  Model m = mlp();
+  auto params = m.net->parameters();
+  auto opt = dist::zero_redundancy_optimizer<optim::Adam>(params, optim::AdamOptions{});
+  int64_t owned = 0, total = 0;
+  std::vector<int64_t> per_rank(size_t(world()), 0);
+  for (size_t i = 0; i < params.size(); ++i) {
+    per_rank[size_t(opt->owner(i))] += params[i].numel();
+    total += params[i].numel();
+    if (opt->owner(i) == rank()) owned += params[i].numel();
+  }
+  CHECK(opt->local_optimizer().params().size() < params.size());
+  // torch's greedy partition: the largest matrix alone on one rank, the rest on the other
+  CHECK(*std::max_element(per_rank.begin(), per_rank.end()) <= params[0].numel() + 64);
+  int64_t before = memory_stats().category_bytes[size_t(MemoryCategory::OptimizerState)];
+  for (auto& p : params) p.set_grad(ones_like(p));
+  opt->step();
+  int64_t state = memory_stats().category_bytes[size_t(MemoryCategory::OptimizerState)] - before;
+  if (rank() == 0) MESSAGE("rank 0 owns " << owned << " of " << total << " elements; its Adam state " << state << " bytes");
+  // exp_avg and exp_avg_sq of its own parameters only (each block rounded up to the allocator's 64 bytes)
+  int64_t mine = int64_t(opt->local_optimizer().params().size());
+  CHECK(state >= owned * 2 * int64_t(sizeof(float)));
+  CHECK(state <= owned * 2 * int64_t(sizeof(float)) + mine * 2 * 64);
+  check_error([&] { opt->state_dict(); }, "consolidate_state_dict");
+  opt->consolidate_state_dict(0);
+  if (rank() != 0) check_error([&] { opt->state_dict(); }, "consolidated to rank 0");
+  check_error([&] { opt->consolidate_state_dict(world()); }, "is not in a group of");
+}
+
+TEST_CASE("zero: a whole optimizer's state_dict loads into the shards, and training goes on as the whole one") {
+  Run first = train(mlp(), false, 3);
+  // both sides continue from the same weights and state
+  auto cont = [&](bool sharded) {
+    Model m = mlp();
+    auto params = m.net->parameters();
+    for (size_t i = 0; i < params.size(); ++i) params[i].detach().copy_(first.params[i]);
+    std::unique_ptr<optim::Optimizer> opt;
+    std::vector<optim::ParamGroup> groups(2);
+    for (auto& p : params) groups[p.dim() >= 2 ? 0 : 1].params.push_back(p);
+    optim::AdamOptions o{3e-3, 0.9, 0.99, 1e-8, 0.0};
+    if (sharded) opt = dist::zero_redundancy_optimizer<optim::AdamW>(groups, o);
+    else opt = std::make_unique<optim::AdamW>(groups, o);
+    opt->load_state_dict(first.state);
+    for (int s = 0; s < 3; ++s) {
+      Tensor loss = m.loss(m.x, m.y);
+      opt->zero_grad();
+      loss.backward();
+      if (sharded) for (auto& p : params) dist::all_reduce(p.grad(), dist::ReduceOp::Avg);  // every rank the same batch
+      opt->step();
+    }
+    std::vector<Tensor> out;
+    for (auto& p : params) out.push_back(p.detach().clone());
+    return out;
+  };
+  double d = max_abs_diff(cont(true), cont(false));
+  if (rank() == 0) MESSAGE("loaded zero vs loaded whole optimizer, 3 more steps: parameters within " << d);
+  CHECK(d <= 1e-6);
+}
