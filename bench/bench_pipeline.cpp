@@ -81,20 +81,29 @@ int main(int argc, char** argv) {
     std::unique_ptr<dist::PipelineSchedule> s;
     if (name == "gpipe") s = std::make_unique<dist::ScheduleGPipe>(stage, chunks, loss_fn);
     else s = std::make_unique<dist::Schedule1F1B>(stage, chunks, loss_fn);
+    double step_ms = 0;
     Peak p = measure(opt, [&] {
+      dist::barrier();  // the step's wall time from a common start
+      auto t0 = std::chrono::steady_clock::now();
       s->step(x, y);
+      step_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       opt.step();
     });
     // Rank 0 prints every rank's figures (mpirun interleaves the ranks' output in no fixed order).
-    Tensor all = zeros({world, 4}, DType::Float64);
+    Tensor all = zeros({world, 6}, DType::Float64);
     all.select(0, rank).copy_(tensor(std::vector<double>{double(stage.balance()[size_t(rank)]), mib(p.rise),
-                                                         mib(p.activations), p.ms}));
+                                                         mib(p.activations), p.ms, s->busy_seconds() * 1e3, step_ms}));
     dist::all_reduce(all);
+    // The bubble: the part of the step a stage waits. With stages of equal cost both schedules idle
+    // (p - 1) / (m + p - 1) of it.
+    double theory = double(world - 1) / double(chunks + world - 1);
     for (int r = 0; r < world && rank == 0; ++r)
       std::printf("%-5s %d micro-batches, stage %d (%.0f modules): peak rise %.1f MiB (activations at the peak %.1f "
-                  "MiB), %.1f ms\n",
+                  "MiB), %.1f ms; busy %.1f of the schedule's %.1f ms, idle %.0f %% (equal stages: %.0f %%)\n",
                   name.c_str(), chunks, r, all[r][0].item<double>(), all[r][1].item<double>(),
-                  all[r][2].item<double>(), all[r][3].item<double>());
+                  all[r][2].item<double>(), all[r][3].item<double>(), all[r][4].item<double>(),
+                  all[r][5].item<double>(), 100 * (1 - all[r][4].item<double>() / all[r][5].item<double>()),
+                  100 * theory);
   }
   dist::destroy_process_group();
   return 0;

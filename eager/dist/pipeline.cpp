@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <limits>
 #include <map>
 
@@ -205,6 +206,15 @@ struct PipelineSchedule::Run {
     std::shared_ptr<void> buffer;  // a Tensor's storage, or a header
   };
   std::vector<Pending> sends;
+  std::chrono::steady_clock::duration busy{};  // in this stage's forwards and backwards, transfers excluded
+
+  // Runs f and adds its time to busy.
+  template <class F>
+  void compute(F&& f) {
+    auto t0 = std::chrono::steady_clock::now();
+    f();
+    busy += std::chrono::steady_clock::now() - t0;
+  }
 
   ~Run() {
     for (auto& p : sends)
@@ -255,9 +265,12 @@ struct PipelineSchedule::Run {
       recv(x, stage - 1, kActivation, w);
       if ((*h)[1]) x.requires_grad_();
     }
-    Tensor y = s.stage_.submodule()(x);
+    Tensor y, l;
+    compute([&] {
+      y = s.stage_.submodule()(x);
+      if (stage == stages - 1) l = s.loss_fn_(y, targets[size_t(mb)]);
+    });
     if (stage == stages - 1) {
-      Tensor l = s.loss_fn_(y, targets[size_t(mb)]);
       if (l.numel() != 1)
         fail("pipeline: the loss function returned {} elements for micro-batch {}; it must return one (a mean)",
              l.numel(), mb);
@@ -287,11 +300,11 @@ struct PipelineSchedule::Run {
   void backward(int mb) {
     if (stage == stages - 1) {
       // Scaled so the accumulated gradients are those of the whole batch's mean loss.
-      (loss[size_t(mb)] / double(s.chunks_)).backward();
+      compute([&] { (loss[size_t(mb)] / double(s.chunks_)).backward(); });
     } else if (Tensor y = stage_out[size_t(mb)]; y.requires_grad()) {
       Tensor g = empty(y.sizes(), TensorOptions(y.dtype()));
       recv(g, stage + 1, kGradient, what("recv of the gradient", mb, "from", stage + 1));
-      y.backward(g);
+      compute([&] { y.backward(g); });
     }
     Tensor x = stage_in[size_t(mb)];
     if (stage > 0 && x.requires_grad()) {
@@ -326,6 +339,7 @@ Tensor PipelineSchedule::step(const Tensor& input, const Tensor& target) {
     run.reap();
   }
   for (auto& p : run.sends) p.req.wait(fmt::format("pipeline stage {}: a send at the end of the step", run.stage));
+  busy_seconds_ = std::chrono::duration<double>(run.busy).count();
   if (!stage_.is_last()) return {};
   Tensor total = losses_[0];
   for (size_t i = 1; i < n; ++i) total = total + losses_[i];

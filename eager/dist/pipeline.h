@@ -92,6 +92,9 @@ class PipelineSchedule {
   int n_microbatches() const { return chunks_; }
   // The last step's unscaled loss per micro-batch (last stage only).
   const std::vector<Tensor>& losses() const { return losses_; }
+  // The last step's seconds in this stage's forwards and backwards (transfers and waits excluded): beside
+  // the step's wall time, the stage's share of the pipeline bubble.
+  double busy_seconds() const { return busy_seconds_; }
 
   // One pass of the schedule: the forward or backward of one micro-batch on this stage.
   struct Action {
@@ -110,6 +113,7 @@ class PipelineSchedule {
   struct Run;
   PipelineLoss loss_fn_;
   std::vector<Tensor> losses_;
+  double busy_seconds_ = 0;
 };
 
 // GPipe: the forwards of every micro-batch, then every backward. Each stage holds the activations of
