@@ -60,6 +60,10 @@ class Comm {
   // In place on `count` elements at `data` (Sum, Max, Min; Avg is Sum then a division by the caller).
   Request iallreduce(void* data, int64_t count, DType dtype, ReduceOp op);
   Request ibcast(void* data, int64_t bytes, int root);
+  // out (size() * count elements) gets every rank's `count` elements of in, in rank order.
+  Request iallgather(const void* in, void* out, int64_t count, DType dtype);
+  // out (count elements) gets the reduction over the ranks of block rank() of in (size() * count elements).
+  Request ireduce_scatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp op);
   Request ibarrier();
   // Point to point, `bytes` bytes. Messages of one (source, tag) on one communicator arrive in the
   // order they were sent, so a stream of transfers between two ranks needs no sequence numbers.

@@ -238,6 +238,21 @@ Request Comm::ibcast(void* data, int64_t bytes, int root) {
   return r;
 }
 
+Request Comm::iallgather(const void* in, void* out, int64_t count, DType dtype) {
+  Request r = start(*impl);
+  int n = int_count(count, "all_gather_into_tensor");
+  check(MPI_Iallgather(in, n, mpi_type(dtype), out, n, mpi_type(dtype), impl->comm, &r.impl->req), "MPI_Iallgather");
+  return r;
+}
+
+Request Comm::ireduce_scatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp op) {
+  Request r = start(*impl);
+  check(MPI_Ireduce_scatter_block(in, out, int_count(count, "reduce_scatter_tensor"), mpi_type(dtype), mpi_op(op, dtype),
+                                  impl->comm, &r.impl->req),
+        "MPI_Ireduce_scatter_block");
+  return r;
+}
+
 Request Comm::ibarrier() {
   Request r = start(*impl);
   check(MPI_Ibarrier(impl->comm, &r.impl->req), "MPI_Ibarrier");

@@ -37,6 +37,8 @@ int Comm::rank() const { return 0; }
 int Comm::size() const { return 1; }
 Request Comm::iallreduce(void*, int64_t, DType, ReduceOp) { no_mpi("all_reduce"); }
 Request Comm::ibcast(void*, int64_t, int) { no_mpi("broadcast"); }
+Request Comm::iallgather(const void*, void*, int64_t, DType) { no_mpi("all_gather_into_tensor"); }
+Request Comm::ireduce_scatter(const void*, void*, int64_t, DType, ReduceOp) { no_mpi("reduce_scatter_tensor"); }
 Request Comm::ibarrier() { no_mpi("barrier"); }
 Request Comm::isend(const void*, int64_t, int, int) { no_mpi("send"); }
 Request Comm::irecv(void*, int64_t, int, int) { no_mpi("recv"); }

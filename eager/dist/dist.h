@@ -79,6 +79,12 @@ class Work {
 // communicator and raises.
 Work all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum, bool async_op = false);
 Work broadcast(const Tensor& tensor, int src, bool async_op = false);
+// torch's all_gather_into_tensor: output (world * input.numel() elements, any shape) gets every rank's input
+// in rank order. torch's reduce_scatter_tensor: output gets the reduction over the ranks of block rank() of
+// input (world * output.numel() elements). CPU tensors of one dtype; under the nccl backend cuda tensors raise
+// (not supported yet). The input must stay untouched until an async Work completes.
+Work all_gather_into_tensor(const Tensor& output, const Tensor& input, bool async_op = false);
+Work reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum, bool async_op = false);
 void barrier();
 
 // Point to point between two ranks (torch.distributed's names). The tensor is the data to send, or the

@@ -20,6 +20,7 @@ struct Work::State {
   NcclRequest nccl;  // a CUDA tensor's: the division and the copy back are queued behind it on the stream
   Tensor buffer;     // what MPI writes into (contiguous)
   Tensor target;     // the caller's tensor, when buffer is a copy of it
+  Tensor source;     // a two-tensor collective's input, kept until it completes
   double divide = 0; // Avg: divide by the world size once complete
   int64_t expect_bytes = -1;  // a receive: the buffer's size, which the message must fill
   std::string what;
@@ -188,6 +189,51 @@ Work broadcast(const Tensor& tensor, int src, bool async_op) {
     return nccl_finish(n, std::move(s), false, async_op);
   }
   s->req = comm->ibcast(s->buffer.raw_data(), s->buffer.numel() * int64_t(s->buffer.element_size()), src);
+  return finish(std::move(s), async_op);
+}
+
+namespace {
+
+// The two-tensor collectives' common checks: one dtype, cpu tensors, sizes that match the world.
+std::unique_ptr<Work::State> prepare_pair(const char* op, const Tensor& output, const Tensor& input, int64_t out_per_in,
+                                          int64_t in_per_out) {
+  if (!input.defined()) fail("{}: input is undefined", op);
+  if (!output.defined()) fail("{}: output is undefined", op);
+  if (input.dtype() != output.dtype())
+    fail("{}: input and output must have the same dtype, got {} and {}", op, dtype_name(input.dtype()),
+         dtype_name(output.dtype()));
+  if (output.numel() * in_per_out != input.numel() * out_per_in)
+    fail("{}: output has {} elements and input {}; with {} ranks the {} must have {} times the {}'s", op,
+         output.numel(), input.numel(), get_world_size(), out_per_in > 1 ? "output" : "input",
+         get_world_size(), out_per_in > 1 ? "input" : "output");
+  for (const Tensor* t : {&input, &output})
+    if (!t->device().is_cpu())
+      fail("{}: a tensor is on {}; kiln's {} works on cpu tensors (copy with .cpu())", op, t->device().str(), op);
+  auto s = prepare(op, output);
+  NoGradGuard ng;
+  s->source = input.is_contiguous() ? input : input.contiguous();
+  return s;
+}
+
+}  // namespace
+
+Work all_gather_into_tensor(const Tensor& output, const Tensor& input, bool async_op) {
+  auto comm = Comm::world();
+  auto s = prepare_pair("all_gather_into_tensor", output, input, comm->size(), 1);
+  s->req = comm->iallgather(s->source.raw_data(), s->buffer.raw_data(), s->source.numel(), input.dtype());
+  return finish(std::move(s), async_op);
+}
+
+Work reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op, bool async_op) {
+  auto comm = Comm::world();
+  auto s = prepare_pair("reduce_scatter_tensor", output, input, 1, comm->size());
+  if (op == ReduceOp::Avg) {
+    if (!is_floating(input.dtype()))
+      fail("reduce_scatter_tensor: reduce op avg needs a floating tensor, got {}", dtype_name(input.dtype()));
+    s->divide = double(comm->size());
+  }
+  s->req = comm->ireduce_scatter(s->source.raw_data(), s->buffer.raw_data(), s->buffer.numel(), input.dtype(),
+                                 op == ReduceOp::Avg ? ReduceOp::Sum : op);
   return finish(std::move(s), async_op);
 }
 

@@ -28,8 +28,8 @@ Tensor broadcast_header(const std::vector<int64_t>& values, int src) {
 }  // namespace
 
 ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<optim::ParamGroup> groups, double lr, double weight_decay,
-                                                 const Factory& make)
-    : Optimizer(std::move(groups), lr, weight_decay) {
+                                                 const Factory& make, Options options)
+    : Optimizer(std::move(groups), lr, weight_decay), options_(options) {
   if (!is_initialized()) fail("{}: the process group is not initialized (call dist::init_process_group first)", kWho);
   int world = get_world_size(), me = get_rank();
   // torch's partition: per group, largest first, to the rank owning the fewest elements so far
@@ -59,6 +59,22 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<optim::ParamGroup> 
       }
     local.push_back(std::move(lg));
   }
+  if (options_.shard_gradients) {
+    // Owner blocks of one size: block r of a flat buffer holds rank r's parameters in order.
+    std::vector<int64_t> fill(size_t(world), 0);
+    block_offset_.assign(params_.size(), 0);
+    for (size_t i = 0; i < params_.size(); ++i) {
+      const Tensor& p = params_[i];
+      if (p.dtype() != params_[0].dtype() || !is_floating(p.dtype()) || !p.device().is_cpu())
+        fail("{}: shard_gradients takes cpu parameters of one floating dtype; parameter {} is {} on {}, parameter 0 {}",
+             kWho, i, dtype_name(p.dtype()), p.device().str(), dtype_name(params_[0].dtype()));
+      block_offset_[i] = fill[size_t(owner_[i])];
+      fill[size_t(owner_[i])] += p.numel();
+    }
+    block_ = *std::max_element(fill.begin(), fill.end());
+    NoGradGuard no_grad;
+    for (const Tensor& p : params_) broadcast(p.detach(), 0);  // every rank starts from rank 0's, as under DDP
+  }
   local_ = make(std::move(local));
   if (!local_ || local_->param_groups().size() != groups_.size())
     fail("{}: the optimizer factory must build one optimizer over the {} groups it is given", kWho, groups_.size());
@@ -71,9 +87,45 @@ void ZeroRedundancyOptimizer::step() {
     lg[k].lr = groups_[k].lr;
     lg[k].weight_decay = groups_[k].weight_decay;
   }
+  if (options_.shard_gradients) return step_sharded();
   local_->step();
   NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) broadcast(params_[i].detach(), owner_[i]);
+  consolidated_.reset();
+}
+
+void ZeroRedundancyOptimizer::step_sharded() {
+  int world = get_world_size(), me = get_rank();
+  DType dt = params_[0].dtype();
+  auto at = [&](Tensor& flat, size_t i) {  // parameter i's place in a flat buffer of world blocks
+    int64_t o = int64_t(owner_[i]) * block_ + block_offset_[i];
+    return flat.slice(0, o, o + params_[i].numel()).view(params_[i].sizes());
+  };
+  {
+    NoGradGuard no_grad;
+    // Every rank's gradients in owner blocks; one reduce-scatter leaves each rank the mean of its own block.
+    Tensor all = zeros({int64_t(world) * block_}, dt);
+    for (size_t i = 0; i < params_.size(); ++i)
+      if (Tensor g = params_[i].grad(); g.defined()) at(all, i).copy_(g);
+    Tensor mine = empty({block_}, dt);
+    reduce_scatter_tensor(mine, all, ReduceOp::Avg);
+    MemoryCategoryScope category(MemoryCategory::Gradient);
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (owner_[i] == me) {
+        params_[i].set_grad(mine.slice(0, block_offset_[i], block_offset_[i] + params_[i].numel()).view(params_[i].sizes()).clone());
+      } else {
+        params_[i].set_grad(Tensor());
+      }
+    }
+  }
+  local_->step();
+  NoGradGuard no_grad;
+  Tensor mine = zeros({block_}, dt), all = empty({int64_t(world) * block_}, dt);
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (owner_[i] == me) mine.slice(0, block_offset_[i], block_offset_[i] + params_[i].numel()).copy_(params_[i].detach().reshape({-1}));
+  all_gather_into_tensor(all, mine);
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (owner_[i] != me) params_[i].detach().copy_(at(all, i));
   consolidated_.reset();
 }
 

@@ -9,6 +9,13 @@
 //   auto opt = dist::zero_redundancy_optimizer<optim::AdamW>(parameter_groups(*model, 0.1), {1e-3});
 //   loss.backward(); opt->step();
 //
+// With shard_gradients (ZeRO stage 2's gradient layout, fairscale's ShardedDDP + OSS), no DDP: step()
+// averages the gradients with one reduce-scatter, so each rank receives only the gradients of the
+// parameters it owns and drops the others, steps, then gathers the updated parameters with one all-gather
+// (the parameters in owner blocks of equal size, one float dtype). Between steps a rank then holds 1/world
+// of the gradients; during backward they are whole, as under DDP (no bucketed reduction while backward runs).
+// The constructor broadcasts rank 0's parameters, as DDP's does.
+//
 // Owners as torch assigns them: within each parameter group, largest first, each to the rank that owns
 // the fewest elements so far. state_dict() is the whole optimizer's, in torch's layout, on the rank that
 // consolidate_state_dict(to) gathered it to (torch's rule: elsewhere, or before, it raises);
@@ -23,12 +30,18 @@
 
 namespace kiln::dist {
 
+struct ZeroRedundancyOptions {
+  bool shard_gradients = false;  // see above: stage 2's gradients, no DDP
+};
+
 class ZeroRedundancyOptimizer : public optim::Optimizer {
  public:
   // Builds the optimizer of one rank's parameters (the same kind and options on every rank).
   using Factory = std::function<std::unique_ptr<optim::Optimizer>(std::vector<optim::ParamGroup>)>;
   // lr and weight_decay: the defaults of groups that give none, as the optimizer's options have them.
-  ZeroRedundancyOptimizer(std::vector<optim::ParamGroup> groups, double lr, double weight_decay, const Factory& make);
+  using Options = ZeroRedundancyOptions;
+  ZeroRedundancyOptimizer(std::vector<optim::ParamGroup> groups, double lr, double weight_decay, const Factory& make,
+                          Options options = {});
 
   void step() override;
   // The rank that keeps parameter i's state and updates it (i numbers params() across the groups).
@@ -45,6 +58,10 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   std::vector<int> owner_;
   std::vector<size_t> local_index_;  // params_[i]'s index in the local optimizer, where this rank owns it
   std::vector<size_t> owned_;        // the local optimizer's parameters, as indices into params_
+  void step_sharded();
+  Options options_;
+  std::vector<int64_t> block_offset_;  // shard_gradients: params_[i]'s offset in its owner's block
+  int64_t block_ = 0;                  // the elements of the largest owner's block
   std::unique_ptr<optim::Optimizer> local_;
   std::optional<IValue> consolidated_;
   int consolidated_to_ = -1;
@@ -54,16 +71,19 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
 // ZeroRedundancyOptimizer(params, optimizer_class=AdamW, **defaults).
 template <class Opt, class Options>
 std::unique_ptr<ZeroRedundancyOptimizer> zero_redundancy_optimizer(std::vector<optim::ParamGroup> groups,
-                                                                   const Options& options) {
+                                                                   const Options& options,
+                                                                   ZeroRedundancyOptimizer::Options zero = {}) {
   return std::make_unique<ZeroRedundancyOptimizer>(
       std::move(groups), options.lr, options.weight_decay,
       [options](std::vector<optim::ParamGroup> local) -> std::unique_ptr<optim::Optimizer> {
         return std::make_unique<Opt>(std::move(local), options);
-      });
+      },
+      zero);
 }
 template <class Opt, class Options>
-std::unique_ptr<ZeroRedundancyOptimizer> zero_redundancy_optimizer(std::vector<Tensor> params, const Options& options) {
-  return zero_redundancy_optimizer<Opt>(std::vector<optim::ParamGroup>{{std::move(params), {}, {}}}, options);
+std::unique_ptr<ZeroRedundancyOptimizer> zero_redundancy_optimizer(std::vector<Tensor> params, const Options& options,
+                                                                   ZeroRedundancyOptimizer::Options zero = {}) {
+  return zero_redundancy_optimizer<Opt>(std::vector<optim::ParamGroup>{{std::move(params), {}, {}}}, options, zero);
 }
 
 }  // namespace kiln::dist

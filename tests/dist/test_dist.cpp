@@ -181,6 +181,35 @@ TEST_CASE("dist: bad collective inputs raise with the facts") {
                 "(init_process_group(\"nccl\") reduces cuda tensors)");
 }
 
+TEST_CASE("dist: all_gather_into_tensor and reduce_scatter_tensor, as torch's; bad sizes name the numbers") {
+  int w = world(), r = rank();
+  Tensor mine = full({2, 3}, double(r + 1));
+  Tensor all = zeros({w, 2, 3});
+  dist::all_gather_into_tensor(all, mine);
+  for (int k = 0; k < w; ++k) CHECK(equal(all.select(0, k), full({2, 3}, double(k + 1))));
+  // block k of every rank's input is k + rank; its sum over the ranks lands on rank k
+  Tensor in = zeros({w * 4});
+  for (int k = 0; k < w; ++k) in.slice(0, k * 4, k * 4 + 4).fill_(double(k + r));
+  Tensor out = zeros({4}), avg = zeros({2, 2});
+  dist::reduce_scatter_tensor(out, in);
+  double sum = 0;
+  for (int q = 0; q < w; ++q) sum += r + q;
+  CHECK(equal(out, full({4}, sum)));
+  dist::reduce_scatter_tensor(avg, in, dist::ReduceOp::Avg);  // any output shape with the block's elements
+  check_close(avg, full({2, 2}, sum / w));
+  dist::Work pending = dist::all_gather_into_tensor(all, mine.t(), true);  // a non-contiguous input
+  pending.wait();
+  check_error([&] { dist::all_gather_into_tensor(zeros({w * 6 + 1}), mine); },
+              fmt::format("all_gather_into_tensor: output has {} elements and input 6; with {} ranks the output must "
+                          "have {} times the input's", w * 6 + 1, w, w));
+  check_error([&] { dist::reduce_scatter_tensor(zeros({3}), in); },
+              fmt::format("reduce_scatter_tensor: output has 3 elements and input {}", w * 4));
+  check_error([&] { dist::reduce_scatter_tensor(zeros({4}, DType::Float64), in); },
+              "reduce_scatter_tensor: input and output must have the same dtype, got float32 and float64");
+  check_error([&] { dist::reduce_scatter_tensor(zeros({4}, DType::Int64), in.to(DType::Int64), dist::ReduceOp::Avg); },
+              "reduce_scatter_tensor: reduce op avg needs a floating tensor, got int64");
+}
+
 TEST_CASE("ddp: parameters and buffers start from rank 0's values; buckets fill in reverse parameter order") {
   manual_seed(100 + uint64_t(rank()));
   auto bn = std::make_shared<nn::BatchNorm2d>(3);

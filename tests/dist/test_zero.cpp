@@ -52,7 +52,10 @@ struct Run {
 };
 
 // steps AdamW steps, weight decay on matrices only; sharded: DDP over the ranks' rows and ZeRO's optimizer
-Run train(Model m, bool sharded, int steps) {
+enum class Mode { Whole, ShardState, ShardGradients };
+
+Run train(Model m, Mode mode, int steps) {
+  bool sharded = mode != Mode::Whole;
   std::vector<optim::ParamGroup> groups(2);
   for (auto& p : m.net->parameters()) groups[p.dim() >= 2 ? 0 : 1].params.push_back(p);
   groups[0].weight_decay = 0.1;
@@ -62,8 +65,8 @@ Run train(Model m, bool sharded, int steps) {
   std::shared_ptr<nn::Module> ddp;
   Tensor x = m.x, y = m.y;
   if (sharded) {
-    ddp = std::make_shared<dist::DistributedDataParallel>(m.net);
-    opt = dist::zero_redundancy_optimizer<optim::AdamW>(groups, o);
+    if (mode == Mode::ShardState) ddp = std::make_shared<dist::DistributedDataParallel>(m.net);
+    opt = dist::zero_redundancy_optimizer<optim::AdamW>(groups, o, {mode == Mode::ShardGradients});
     int64_t part = x.size(0) / world();
     x = x.slice(0, rank() * part, (rank() + 1) * part);
     y = y.slice(0, rank() * part, (rank() + 1) * part);
@@ -77,6 +80,10 @@ Run train(Model m, bool sharded, int steps) {
     opt->zero_grad();
     loss.backward();
     opt->step();
+    if (mode == Mode::ShardGradients) {  // a rank keeps only its own parameters' gradients
+      auto* z = dynamic_cast<dist::ZeroRedundancyOptimizer*>(opt.get());
+      for (size_t i = 0; i < z->params().size(); ++i) CHECK(z->params()[i].grad().defined() == (z->owner(i) == rank()));
+    }
     Tensor l = loss.detach().clone();
     if (sharded) dist::all_reduce(l, dist::ReduceOp::Avg);
     r.losses.push_back(l.item<double>());
@@ -114,19 +121,22 @@ double state_diff(const IValue& a, const IValue& b) {
 
 }  // namespace
 
-TEST_CASE("zero: 20 AdamW steps with the state sharded equal one process with the whole optimizer (MLP and GPT)") {
-  for (auto make : {mlp, gpt}) {
-    Run ref = train(make(), false, 20);
-    Run got = train(make(), true, 20);
-    double loss = 0;
-    for (size_t s = 0; s < ref.losses.size(); ++s) loss = std::max(loss, std::abs(got.losses[s] - ref.losses[s]));
-    double params = max_abs_diff(got.params, ref.params), state = state_diff(got.state, ref.state);
-    if (rank() == 0)
-      MESSAGE("zero vs one process: losses within " << loss << ", parameters " << params << ", state " << state);
-    CHECK(loss <= 1e-5);
-    CHECK(params <= 1e-5);
-    CHECK(state <= 1e-5);
-  }
+TEST_CASE("zero: 20 AdamW steps with the state (and the gradients) sharded equal one process with the whole optimizer (MLP and GPT)") {
+  for (auto make : {mlp, gpt})
+    for (Mode mode : {Mode::ShardState, Mode::ShardGradients}) {
+      CAPTURE(int(mode));
+      Run ref = train(make(), Mode::Whole, 20);
+      Run got = train(make(), mode, 20);
+      double loss = 0;
+      for (size_t s = 0; s < ref.losses.size(); ++s) loss = std::max(loss, std::abs(got.losses[s] - ref.losses[s]));
+      double params = max_abs_diff(got.params, ref.params), state = state_diff(got.state, ref.state);
+      if (rank() == 0)
+        MESSAGE(std::string(mode == Mode::ShardState ? "state sharded" : "state and gradients sharded")
+                << " vs one process: losses within " << loss << ", parameters " << params << ", state " << state);
+      CHECK(loss <= 1e-5);
+      CHECK(params <= 1e-5);
+      CHECK(state <= 1e-5);
+    }
 }
 
 TEST_CASE("zero: each rank keeps the state of the parameters it owns, and only that") {
@@ -159,7 +169,7 @@ TEST_CASE("zero: each rank keeps the state of the parameters it owns, and only t
 }
 
 TEST_CASE("zero: a whole optimizer's state_dict loads into the shards, and training goes on as the whole one") {
-  Run first = train(mlp(), false, 3);
+  Run first = train(mlp(), Mode::Whole, 3);
   // both sides continue from the same weights and state
   auto cont = [&](bool sharded) {
     Model m = mlp();
