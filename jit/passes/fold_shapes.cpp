@@ -4,7 +4,8 @@
 // which need types, leave the whole forward op by op (the GPT's eval forward ran unfused). A compiled
 // signature fixes every known dim, so these are constants of the compiled graph: this pass evaluates
 // them, types the views built from them (prim::reshape, prim::transpose, prim::slice), turns numbers
-// made tensors and small aranges into constants, and drops Optional checks of values typed as tensors.
+// made tensors and small aranges into constants, drops Optional checks of values typed as tensors and
+// the broadcast of an in-place result already of its target's type.
 // Each typed view exposes the next prim::shape, so it repeats with shape propagation and constant
 // folding (which removes the asserts whose conditions became constants) until nothing changes.
 // Symbolic and unknown dims are left alone: their values belong to the run.
@@ -211,6 +212,12 @@ class Folder {
       }
       case Prim::Unwrap: {  // of a value typed as a tensor: never None
         if (!n->input(0)->type().is_tensor() || n->output()->uses().empty()) return 0;
+        n->output()->replace_all_uses_with(n->input(0));
+        return 1;
+      }
+      case Prim::InplaceResult: {  // `out += identity` (a ResNet block): of the same type as self, the result itself
+        const ir::Type &r = n->input(0)->type(), &self = n->input(1)->type();
+        if (!r.has_static_shape() || !r.dtype || r != self || n->output()->uses().empty()) return 0;
         n->output()->replace_all_uses_with(n->input(0));
         return 1;
       }
