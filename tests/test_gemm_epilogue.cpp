@@ -234,10 +234,11 @@ TEST_CASE("gemm epilogue: a Linear on [B, T, C] is one GEMM over B*T rows with i
     CAPTURE(onednn);
     OnednnGemm mode(onednn);
     // a GPT's MLP: bias, gelu, then the residual of the [B, T, N] result's shape; a [1, 1, N] bias
-    std::vector<Tensor> in = {randn({3, 5, 16}), randn({24, 16}), randn({24}), randn({3, 5, 24}), randn({1, 1, 24})};
+    std::vector<Tensor> in = {randn({3, 5, 16}), randn({24, 16}), randn({24}), randn({3, 5, 24}), randn({1, 1, 24}),
+                              randn({24, 16})};
     auto [c, g] = compile_checked(
         [](const Tensors& x) {
-          return Tensors{gelu(matmul(x[0], x[1].t()) + x[2], "none") + x[3], relu(matmul(x[0], x[1].t()) + x[4])};
+          return Tensors{gelu(matmul(x[0], x[1].t()) + x[2], "none") + x[3], relu(matmul(x[0], x[5].t()) + x[4])};
         },
         in, 1e-4);
     CAPTURE(g->str());

@@ -84,7 +84,7 @@ TEST_CASE("gpt eval: the scripted forward compiled at its inputs' dims is typed 
   REQUIRE(sdpa.find(flash) != std::string::npos);
   std::string written = sdpa;
   written.replace(written.find(flash), flash.size(), "self.flash = False");
-  for (const std::string* src : {&sdpa, &written}) {
+  for (const std::string* src : std::vector<const std::string*>{&sdpa, &written}) {
     CAPTURE(src == &sdpa ? "sdpa" : "written");
     manual_seed(7);
     ScriptModule file = script_source(*src, path);
@@ -96,8 +96,8 @@ TEST_CASE("gpt eval: the scripted forward compiled at its inputs' dims is typed 
     std::vector<IValue> want = net->call({x, y}).at(0).elements();
     Function f = compile(net->method("forward"));
     std::vector<IValue> got = f.call({x, y}).at(0).elements();
-    check_close(got.at(0).to_tensor(), want.at(0).to_tensor(), 1e-4, 1e-4);
-    check_close(got.at(1).to_tensor(), want.at(1).to_tensor(), 1e-4, 1e-4);
+    test::check_close(got.at(0).to_tensor(), want.at(0).to_tensor(), 1e-4, 1e-4);
+    test::check_close(got.at(1).to_tensor(), want.at(1).to_tensor(), 1e-4, 1e-4);
     auto g = compiled_graph(f, {x, y});
     CAPTURE(g->str());
     int untyped = 0, gemm = 0, groups = 0, asserts = 0;
