@@ -121,7 +121,9 @@ class Folder {
     if (n->output()->uses().empty() || t.numel() > kMaxFoldedElements) return false;
     ir::InsertPointGuard guard(g_);
     g_.set_insert_point(n);
-    replace(n, 0, g_.insert_constant(t.clone(), wrapped));
+    // A wrapped number keeps its mark on the tensor itself (type promotion reads it at run time), which a
+    // clone drops; it is fresh anyway. A slice of a constant is a view: it gets storage of its own.
+    replace(n, 0, g_.insert_constant(wrapped ? t : t.clone(), wrapped));
     return true;
   }
 
