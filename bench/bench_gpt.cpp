@@ -3,9 +3,10 @@
 // AdamW), timed per training step eagerly and through CompiledTrainStep, and per eval forward eagerly and
 // through compile(). bench/gpt_workloads.py times PyTorch on the same file; bench/compare_gpt runs both.
 //
-//   bench_gpt [--threads N] [--steps N] [--model FILE.py] [--profile [--trace OUT.json]] [--json] [--cpu-time] [--first-only] [--attention sdpa|written] [--bf16]
+//   bench_gpt [--threads N] [--steps N] [--model FILE.py] [--profile|--profile-eval [--trace OUT.json]] [--json] [--disable PASS] [--cpu-time] [--first-only] [--attention sdpa|written] [--bf16]
 //
-// --profile prints kiln::Profiler's table of one compiled training step instead of the timings.
+// --profile prints kiln::Profiler's table of one compiled training step instead of the timings, --profile-eval
+// that of one compiled eval forward.
 #include <kiln/kiln.h>
 
 #include <algorithm>
@@ -30,7 +31,10 @@ struct Options {
   int steps = 20;
   std::string model = KILN_SOURCE_ROOT "/samples/gpt.py";
   bool profile = false;
+  bool profile_eval = false;  // --profile-eval: the table of one compiled eval forward
   bool json = false;
+  // --disable PASS (repeatable): the JIT pipeline without it, for A/B runs of one binary
+  jit::CompileOptions compile;
   bool first_only = false;
   // sdpa: the file as written (F.scaled_dot_product_attention where torch has it, as kiln does);
   // written: its other branch, softmax(masked_fill(q @ k^T * s, mask, -inf)) @ v
@@ -51,8 +55,10 @@ Options parse(int argc, char** argv) {
     else if (a == "--steps") o.steps = std::stoi(value());
     else if (a == "--model") o.model = value();
     else if (a == "--profile") o.profile = true;
+    else if (a == "--profile-eval") o.profile_eval = true;
     else if (a == "--trace") o.trace = value();
     else if (a == "--json") o.json = true;
+    else if (a == "--disable") o.compile.pipeline.disable.push_back(value());
     else if (a == "--cpu-time") g_cpu_time = true;
     else if (a == "--first-only") o.first_only = true;
     else if (a == "--attention") o.attention = value();
@@ -124,8 +130,20 @@ int main(int argc, char** argv) {
       AutocastGuard autocast(DType::BFloat16, o.bf16);
       return model->call({b[0], b[1]}).at(0).elements().at(1).to_tensor();
     };
-    CompiledTrainStep step(*model, loss, opt);
+    CompiledTrainStep step(*model, loss, opt, o.compile);
 
+    if (o.profile_eval) {
+      model->eval();
+      NoGradGuard no_grad;
+      Function fwd = compile(model->method("forward"), o.compile);
+      for (int i = 0; i < 3; ++i) fwd.call({x, y});
+      Profiler prof;
+      fwd.call({x, y});
+      prof.stop();
+      std::printf("%s", prof.table().c_str());
+      if (!o.trace.empty()) prof.save_chrome_trace(o.trace);
+      return 0;
+    }
     if (o.profile) {
       for (int i = 0; i < 3; ++i) step({x, y});
       Profiler prof;
@@ -166,7 +184,7 @@ int main(int argc, char** argv) {
       eager_eval = median_ms(2, o.steps, [&] { forward({x, y}); });
       // bf16: a graph runs as recorded, so the compiled forward is traced under autocast (its casts recorded);
       // float32: the scripted method itself
-      Function fwd = compile(o.bf16 ? trace_module(*model, forward, {x, y}) : model->method("forward"));
+      Function fwd = compile(o.bf16 ? trace_module(*model, forward, {x, y}) : model->method("forward"), o.compile);
       compiled_eval = median_ms(3, o.steps, [&] { fwd.call({x, y}); });
     }
     // sampling through the file's own generate at batch 1: 100 tokens after a one-token prompt, top-k 10

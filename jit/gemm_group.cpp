@@ -93,10 +93,23 @@ class GemmKernel final : public GroupKernel {
   const std::string& name() const override { return name_; }
 
   Tensors run(const Tensors& in) const override {
+    const Tensor &a = in.at(l_.a), &b = in.at(l_.b);
+    // A [..., M, K] by a [K, N] (a Linear on [B, T, C]): the leading dims are more rows of one GEMM, and
+    // the addends (a bias, or a residual of the result's shape) flatten alike.
+    const bool rows = a.dim() > 2 && b.dim() == 2;
     Tensors adds;
     adds.reserve(l_.addends.size());
-    for (size_t i : l_.addends) adds.push_back(in.at(i));
-    if (std::optional<Tensor> y = x86::gemm_epilogue(in.at(l_.a), in.at(l_.b), l_.ops, adds)) return {std::move(*y)};
+    for (size_t i : l_.addends) {
+      const Tensor& x = in.at(i);
+      adds.push_back(rows && x.dim() > 2 ? x.reshape({-1, x.sizes().back()}) : x);
+    }
+    if (std::optional<Tensor> y =
+            x86::gemm_epilogue(rows ? a.reshape({-1, a.sizes().back()}) : a, b, l_.ops, adds)) {
+      if (!rows) return {std::move(*y)};
+      Shape out = a.sizes();
+      out.back() = b.sizes()[1];
+      return {y->reshape(out)};
+    }
     // oneDNN absent, off, or declining these operands: the matmul, then the epilogue.
     Tensor y = dispatch1(OpId::Matmul, {in.at(l_.a), in.at(l_.b)});
     if (compiled_epilogue_ && y.device().is_cpu()) {

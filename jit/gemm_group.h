@@ -1,6 +1,6 @@
 #pragma once
 // Gemm groups: prim::FusionGroup nodes marked `gemm=true` (made by jit/passes/fuse_gemm_epilogue.cpp)
-// whose block is a 2-D matmul of two of its arguments followed by an elementwise epilogue (adds of
+// whose block is a matmul of two of its arguments ([..., M, K] by [K, N]) followed by an elementwise epilogue (adds of
 // other arguments, relu, gelu). The executor runs them as one GEMM call with the epilogue folded in
 // (oneDNN post-ops, backends/x86/gemm_epilogue.h), or as the matmul followed by the epilogue as a
 // compiled fusion group when oneDNN is absent or off. The interpreter runs the block as it runs any.

@@ -14,6 +14,7 @@ namespace kiln::jit {
 const std::vector<Pass>& all_passes() {
   static const std::vector<Pass> passes = {
       {"shape_prop", "dtypes and shapes from the inputs, symbolic dims kept", propagate_shapes},
+      {"fold_shapes", "a script's shape arithmetic on known dims: constants, typed views, asserts dropped", fold_shapes},
       {"constant_fold", "evaluates nodes whose inputs are all constants", fold_constants},
       {"simplify", "x+0, x*1, x/1, neg(neg x), x-x and x*0 for integers, view chains", simplify_algebra},
       {"pool_before_relu", "max_pool2d(relu(x)) -> relu(max_pool2d(x)): relu on the pooled size", pool_before_relu},
@@ -21,7 +22,7 @@ const std::vector<Pass>& all_passes() {
       {"cse", "merges equal pure nodes", eliminate_common_subexpressions},
       {"licm", "hoists loop-invariant nodes out of prim::Loop bodies", hoist_loop_invariants},
       {"dce", "removes pure nodes whose results are unused", eliminate_dead_code},
-      {"fuse_gemm_epilogue", "2-D float32 matmul + bias/relu/gelu/residual epilogue into one GEMM call",
+      {"fuse_gemm_epilogue", "float32 matmul by a matrix + bias/relu/gelu/residual epilogue into one GEMM call",
        fuse_gemm_epilogue},
       {"fuse_conv_backward", "conv2d's input, weight and bias gradients of one gradient into one pass over it",
        fuse_conv_backward},

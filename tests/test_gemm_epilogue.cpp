@@ -210,9 +210,9 @@ TEST_CASE("gemm epilogue: what the pass leaves alone") {
     unfused([](const Tensors& x) { return Tensors{relu(matmul(x[0], x[1]) + x[2])}; },
             {randn({4, 3}).to(DType::Float64), randn({3, 5}).to(DType::Float64), randn({5}).to(DType::Float64)});
   }
-  SUBCASE("batched matmul") {
+  SUBCASE("batched matmul: a batch of matrices on the right") {
     unfused([](const Tensors& x) { return Tensors{relu(matmul(x[0], x[1]) + x[2])}; },
-            {randn({2, 4, 3}), randn({3, 5}), randn({5})});
+            {randn({2, 4, 3}), randn({2, 3, 5}), randn({5})});
   }
   SUBCASE("a bias per row, not per column") {
     unfused([](const Tensors& x) { return Tensors{matmul(x[0], x[1]) + x[2]}; }, {randn({4, 3}), randn({3, 5}), randn({4, 1})});
@@ -225,6 +225,32 @@ TEST_CASE("gemm epilogue: what the pass leaves alone") {
   }
   SUBCASE("a lone matmul") {
     unfused([](const Tensors& x) { return Tensors{matmul(x[0], x[1])}; }, {randn({4, 3}), randn({3, 5})});
+  }
+}
+
+TEST_CASE("gemm epilogue: a Linear on [B, T, C] is one GEMM over B*T rows with its epilogue") {
+  manual_seed(19);
+  for (bool onednn : onednn_modes()) {
+    CAPTURE(onednn);
+    OnednnGemm mode(onednn);
+    // a GPT's MLP: bias, gelu, then the residual of the [B, T, N] result's shape; a [1, 1, N] bias
+    std::vector<Tensor> in = {randn({3, 5, 16}), randn({24, 16}), randn({24}), randn({3, 5, 24}), randn({1, 1, 24}),
+                              randn({24, 16})};
+    auto [c, g] = compile_checked(
+        [](const Tensors& x) {
+          return Tensors{gelu(matmul(x[0], x[1].t()) + x[2], "none") + x[3], relu(matmul(x[0], x[5].t()) + x[4])};
+        },
+        in, 1e-4);
+    CAPTURE(g->str());
+    std::vector<const ir::Node*> groups = gemm_groups(*g);
+    REQUIRE(groups.size() == 2);
+    CHECK(groups[0]->attrs().s("name") == "gemm_matmul_add_gelu_add");
+    CHECK(groups[1]->attrs().s("name") == "gemm_matmul_add_relu");
+    CHECK(groups[0]->output()->type().str() == "f32[3,5,24]");
+    CHECK(compile_stats(c).gemm_kernels == 2);
+    int64_t runs = x86::gemm_epilogue_stats().runs;
+    c(in);
+    CHECK(x86::gemm_epilogue_stats().runs - runs == (onednn ? 2 : 0));  // the rows flattened, not declined
   }
 }
 

@@ -1,7 +1,11 @@
 // The GPT of samples/gpt.py (nanoGPT's manner) trained through CompiledTrainStep beside eager: the same
 // losses, the allocator's peak per step at or below eager's, the softmax max's path left out of the
 // recorded backward (as eager's autograd leaves it) and a split's gradients joined into one cat.
+#include <fstream>
+#include <sstream>
+
 #include "jit/compiled_function.h"
+#include "jit/gemm_group.h"
 #include "jit/train_step.h"
 #include "script_frontend/script.h"
 #include "support.h"
@@ -67,4 +71,49 @@ TEST_CASE("gpt step: samples/gpt.py through CompiledTrainStep follows eager over
   CHECK(count(" = cat[dim=2](") == 2);
   CHECK(count("slice_backward") == 0);
   CHECK(count(" = eq(") == 0);
+}
+
+TEST_CASE("gpt eval: the scripted forward compiled at its inputs' dims is typed throughout and fused, both attentions") {
+  // fold_shapes: the file computes its shapes at run time (x.size(), view(B, T, ...), asserts on T); at a
+  // compiled signature they are constants, so every tensor is typed and the fusion passes see the model.
+  std::string path = std::string(KILN_TEST_DATA) + "/../../samples/gpt.py";
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string sdpa = ss.str(), flash = "self.flash = hasattr(torch.nn.functional, 'scaled_dot_product_attention')";
+  REQUIRE(sdpa.find(flash) != std::string::npos);
+  std::string written = sdpa;
+  written.replace(written.find(flash), flash.size(), "self.flash = False");
+  for (const std::string* src : std::vector<const std::string*>{&sdpa, &written}) {
+    CAPTURE(src == &sdpa ? "sdpa" : "written");
+    manual_seed(7);
+    ScriptModule file = script_source(*src, path);
+    auto net = file.build("GPT", {file.value("GPTConfig(block_size=16, vocab_size=24, n_layer=2, n_head=2, n_embd=32, "
+                                             "dropout=0.0, bias=False)")});
+    net->eval();
+    NoGradGuard no_grad;
+    Tensor x = randint(0, 24, {4, 16}), y = randint(0, 24, {4, 16});
+    std::vector<IValue> want = net->call({x, y}).at(0).elements();
+    Function f = compile(net->method("forward"));
+    std::vector<IValue> got = f.call({x, y}).at(0).elements();
+    test::check_close(got.at(0).to_tensor(), want.at(0).to_tensor(), 1e-4, 1e-4);
+    test::check_close(got.at(1).to_tensor(), want.at(1).to_tensor(), 1e-4, 1e-4);
+    auto g = compiled_graph(f, {x, y});
+    CAPTURE(g->str());
+    int untyped = 0, gemm = 0, groups = 0, asserts = 0;
+    for (const ir::Node* n : g->block()->nodes()) {
+      if (n->is_op())
+        for (const ir::Value* o : n->outputs()) untyped += !o->type().has_static_shape();
+      if (n->prim() == ir::Prim::FusionGroup) (jit::is_gemm_group(*n) ? gemm : groups) += 1;
+      asserts += n->prim() == ir::Prim::If;
+    }
+    CHECK(untyped == 0);
+    CHECK(asserts == 0);  // the file's shape checks hold for these dims and went at compile time
+    if (test::x86_jit_on()) {
+      // per block: the MLP's gelu and both residual adds in their GEMMs; the softmax and both layer norms
+      // row kernels
+      CHECK(gemm == 2 * 3);
+      CHECK(groups >= 2 * 3);
+    }
+  }
 }

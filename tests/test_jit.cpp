@@ -200,6 +200,6 @@ TEST_CASE("jit: pipeline options and errors") {
   o.stop_after = "cse";
   auto stats = jit::run_pipeline(*g, o);
   CHECK(stats.back().name == "cse");
-  check_error([] { jit::find_pass("fuse"); }, "jit: unknown pass 'fuse' (passes: shape_prop, constant_fold");
+  check_error([] { jit::find_pass("fuse"); }, "jit: unknown pass 'fuse' (passes: shape_prop, fold_shapes, constant_fold");
   check_error([] { compile_stats(Function()); }, "not a compiled function");
 }

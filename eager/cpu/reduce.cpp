@@ -245,6 +245,7 @@ struct Fold {
   using In = InT;
   using Acc = AccT;
   using Out = OutT;
+  static constexpr bool kMergeIsStep = true;
   static Acc identity() { return F::template identity<Acc>(); }
   static Acc merge(Acc a, Acc b) { return F::apply(a, b); }
   static Out finish(Acc a) { return Out(a); }
@@ -288,6 +289,7 @@ struct Fold {
 // argmax / argmin: the first index of the extreme value, NaN counting as the extreme.
 template <class T, bool IsMax>
 struct ArgFold {
+  static constexpr bool kMergeIsStep = false;
   using In = T;
   struct Acc {
     T v;
@@ -408,6 +410,32 @@ typename Op::Acc fold_range(const DimGroup& red, const typename Op::In* base, in
   return acc;
 }
 
+// [N, C, S] reduced over N and S with C kept and S short (a batch norm's statistics and gradients over
+// [N, C, H, W] late in a CNN: H*W of 16, 4 or 1): row by row that is N*C folds of S elements each,
+// all overhead. Instead the [C, S] blocks are summed over N as columns (contiguous, vectorised), then
+// each run of S is merged into its output. For folds whose merge is their step (sum, prod, max, min).
+template <class Op>
+bool run_short_rows(const Plan& P, const typename Op::In* x, typename Op::Out* out) {
+  using Acc = typename Op::Acc;
+  if (P.red.n != 2 || P.kept.n != 1 || P.red.in[0] != 1 || P.red.size[0] >= 32) return false;
+  const int64_t S = P.red.size[0], C = P.kept.size[0], N = P.red.size[1];
+  if (P.kept.in[0] != S || P.red.in[1] != C * S || C * S > (int64_t(1) << 16)) return false;
+  int chunks = parallel_chunks(P.nout * P.nred, C);
+#pragma omp parallel for num_threads(chunks) schedule(static) if (chunks > 1)
+  for (int t = 0; t < chunks; ++t) {
+    const int64_t c0 = C * t / chunks, c1 = C * (t + 1) / chunks, w = (c1 - c0) * S;
+    std::unique_ptr<Acc[]> acc(new Acc[size_t(std::max<int64_t>(w, 1))]);
+    for (int64_t j = 0; j < w; ++j) acc[size_t(j)] = Op::identity();
+    for (int64_t n = 0; n < N; ++n) Op::cols(acc.get(), x + n * C * S + c0 * S, w, 1, n * S);
+    for (int64_t c = c0; c < c1; ++c) {
+      Acc a = acc[size_t((c - c0) * S)];
+      for (int64_t k = 1; k < S; ++k) a = Op::merge(a, acc[size_t((c - c0) * S + k)]);
+      out[c * P.kept.out[0]] = Op::finish(a);
+    }
+  }
+  return true;
+}
+
 template <class Op>
 void run_rows(const Plan& P, const typename Op::In* x, typename Op::Out* out) {
   using Acc = typename Op::Acc;
@@ -520,7 +548,7 @@ void run(const Plan& P, const Tensor& x, const Tensor& out) {
     return;
   }
   if (P.columns) run_columns<Op>(P, xp, op);
-  else run_rows<Op>(P, xp, op);
+  else if (!(Op::kMergeIsStep && run_short_rows<Op>(P, xp, op))) run_rows<Op>(P, xp, op);
 }
 
 

@@ -1,6 +1,7 @@
-// GEMM epilogue fusion: a 2-D float32 matmul whose result only feeds an elementwise epilogue — add of
-// a bias broadcast over rows ([N] or [1,N]), then relu or gelu (erf form), then add of a residual
-// ([M,N]), each step optional but at least one present — becomes a gemm group:
+// GEMM epilogue fusion: a float32 matmul of a [..., M, K] by a 2-D [K, N] (a Linear's weight; the
+// leading dims are more rows of one GEMM) whose result only feeds an elementwise epilogue — add of a
+// bias broadcast over rows ([N], [1,N], [1,1,N], ...), then relu or gelu (erf form), then add of a
+// residual of the result's shape, each step optional but at least one present — becomes a gemm group:
 //
 //   %y : f32[M,N] = prim::FusionGroup[name="gemm_matmul_add_relu", gemm=true](%x, %wt, %b)
 //     block0(%0 : f32[M,K], %1 : f32[K,N], %2 : f32[N]):
@@ -36,20 +37,30 @@ bool is_f32(const ir::Value* v, size_t rank) {
   return t.is_tensor() && t.dtype == DType::Float32 && t.dims && t.dims->size() == rank;
 }
 
-// The type of the matmul's result, exactly: an epilogue step that broadcast further would change it.
-bool same_type(const ir::Value* v, const ir::Value* mm) {
-  if (!is_f32(v, 2)) return false;
-  const auto &d = *v->type().dims, &m = *mm->type().dims;
-  return same_dim(d[0], m[0]) && same_dim(d[1], m[1]);
+size_t rank_of(const ir::Value* v) {
+  const ir::Type& t = v->type();
+  return t.is_tensor() && t.dims ? t.dims->size() : 0;
 }
 
-// [N] or [1,N]: one value per column, the same for every row.
+// The type of the matmul's result, exactly: an epilogue step that broadcast further would change it.
+bool same_type(const ir::Value* v, const ir::Value* mm) {
+  size_t r = rank_of(mm);
+  if (!is_f32(v, r)) return false;
+  const auto &d = *v->type().dims, &m = *mm->type().dims;
+  for (size_t i = 0; i < r; ++i)
+    if (!same_dim(d[i], m[i])) return false;
+  return true;
+}
+
+// [N], [1,N], [1,1,N] up to the result's rank: one value per column, the same for every row.
 bool is_row_bias(const ir::Value* v, const ir::Value* mm) {
-  const ir::Dim& n = (*mm->type().dims)[1];
-  if (is_f32(v, 1)) return same_dim((*v->type().dims)[0], n);
-  if (!is_f32(v, 2)) return false;
+  const ir::Dim& n = mm->type().dims->back();
+  size_t r = rank_of(v);
+  if (r == 0 || r > rank_of(mm) || !is_f32(v, r)) return false;
   const auto& d = *v->type().dims;
-  return d[0] == ir::Dim::known(1) && same_dim(d[1], n);
+  for (size_t i = 0; i + 1 < r; ++i)
+    if (d[i] != ir::Dim::known(1)) return false;
+  return same_dim(d.back(), n);
 }
 
 // The one node reading v, in v's block, reading it once; null otherwise.
@@ -73,7 +84,8 @@ std::vector<ir::Node*> epilogue_chain(ir::Node* mm) {
   std::vector<ir::Node*> chain{mm};
   if (!mm->is_op(OpId::Matmul) || mm->inputs().size() != 2 || mm->outputs().size() != 1) return chain;
   const ir::Value* out = mm->output();
-  if (!is_f32(mm->input(0), 2) || !is_f32(mm->input(1), 2) || !is_f32(out, 2)) return chain;
+  size_t r = rank_of(mm->input(0));
+  if (r < 2 || !is_f32(mm->input(0), r) || !is_f32(mm->input(1), 2) || !is_f32(out, r)) return chain;
   // The steps in the order oneDNN applies them, each taken at most once.
   enum Step { Bias, Activation, Residual, Done };
   Step next = Bias;

@@ -13,6 +13,7 @@ PassResult fold_constants(ir::Graph& g);         // constant_fold.cpp
 PassResult eliminate_common_subexpressions(ir::Graph& g);  // cse.cpp
 PassResult simplify_algebra(ir::Graph& g);       // simplify.cpp
 PassResult propagate_shapes(ir::Graph& g);       // shape_prop.cpp
+PassResult fold_shapes(ir::Graph& g);            // fold_shapes.cpp
 PassResult hoist_loop_invariants(ir::Graph& g);  // licm.cpp
 PassResult pool_before_relu(ir::Graph& g);       // pool_before_relu.cpp
 PassResult join_slice_backward(ir::Graph& g);    // join_slice_backward.cpp

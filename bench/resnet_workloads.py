@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""PyTorch's side of bench/bench_resnet: torchvision's ResNet-18 (ResNet(BasicBlock, [2, 2, 2, 2], num_classes=10)),
+32x32 images at batch 32, median ms of a training step (cross_entropy, SGD momentum 0.9) and an eval forward,
+eager and (torch >= 2, --compile) torch.compile'd, as one JSON line.
+
+    python bench/resnet_workloads.py [--threads N] [--steps N] [--compile] [--cpu-time]
+
+The model is the installed torchvision's (the virtualenv's torchvision for PyTorch 2.x, Debian's for 1.13):
+the same resnet.py text up to torchvision's version, which kiln's column scripts from Debian's file.
+"""
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+from torchvision.models import resnet
+
+CLOCK = time.perf_counter
+
+
+def median_ms(warmup, reps, fn):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        t0 = CLOCK()
+        fn()
+        times.append((CLOCK() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--cpu-time", action="store_true")
+    a = ap.parse_args()
+    if a.cpu_time:
+        global CLOCK
+        CLOCK = time.thread_time
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    model = resnet.ResNet(resnet.BasicBlock, [2, 2, 2, 2], num_classes=10)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(32, 3, 32, 32)
+    y = torch.randint(0, 10, (32,))
+
+    def step_of(fwd):
+        def step():
+            loss = F.cross_entropy(fwd(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        return step
+
+    import torchvision
+    out = {"torch": torch.__version__, "torchvision": torchvision.__version__, "threads": a.threads}
+    model.train()
+    out["eager_step"] = median_ms(3, a.steps, step_of(model))
+    model.eval()
+    with torch.no_grad():
+        out["eager_eval"] = median_ms(3, a.steps, lambda: model(x))
+    if a.compile:
+        model.train()
+        t0 = time.perf_counter()
+        step = step_of(torch.compile(model))
+        step()
+        out["compile_first_step_s"] = time.perf_counter() - t0
+        out["compiled_step"] = median_ms(3, a.steps, step)
+        model.eval()
+        with torch.no_grad():
+            ceval = torch.compile(model)
+            ceval(x)
+            out["compiled_eval"] = median_ms(3, a.steps, lambda: ceval(x))
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
