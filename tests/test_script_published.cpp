@@ -316,3 +316,68 @@ TEST_CASE("script published: torchvision's StochasticDepth in training mode beha
   test::check_error([&] { file.module("StochasticDepth", {0.5, std::string("col")})->forward(x); },
                     "ValueError: mode has to be either 'batch' or 'row', but got col");
 }
+
+TEST_CASE("script published: torchvision's weight enums given as strings resolve as StrEnumMeta.from_str does, or raise torch's errors") {
+  // The evaluator runs what the builders run: WeightsEnum.verify's `type(obj) is str` and `obj.replace(...)`, the
+  // metaclass's from_str (`self[member]`, KeyError turned into ValueError), `DEFAULT = IMAGENET1K_V1`, and the
+  // members' `{**_COMMON_META, ...}`. A resolved member then needs a download, which kiln refuses by name.
+  ScriptModule resnet = script_file("/usr/lib/python3/dist-packages/torchvision/models/resnet.py");
+  // two builds from one file (the second once followed a base class that the first build's reading had freed)
+  auto first = resnet.build("resnet18", {}, {{"weights", ScriptValue(IValue())}, {"num_classes", 3}});
+  auto second = resnet.build("resnet18", {}, {{"weights", ScriptValue(IValue())}, {"num_classes", 3}});
+  CHECK(first->state_dict().size() == second->state_dict().size());
+  CHECK(second->state_dict().at("fc.weight").sizes() == Shape{3, 512});
+  test::check_error([&] { resnet.build("resnet18", {}, {{"weights", ScriptValue(std::string("NOPE"))}}); },
+                    "_utils.py:16:13: error: ValueError: Unknown value 'NOPE' for ResNet18_Weights.");
+  for (std::string name : {"DEFAULT", "ResNet18_Weights.IMAGENET1K_V1"}) {
+    INFO(name);
+    test::check_error([&] { resnet.build("resnet18", {}, {{"weights", ScriptValue(name)}}); },
+                      "Weights.get_state_dict() downloads pretrained weights (torchvision's WeightsEnum), which kiln script does not do");
+  }
+  test::check_error([&] { resnet.build("resnet18", {}, {{"weights", resnet.value("ResNet18_Weights.DEFAULT")}}); },
+                    "get_state_dict() downloads pretrained weights");
+  // the same machinery in a file of one's own: the member's value is read, num_classes from its metadata
+  const char* src = R"(
+import enum
+
+import torch.nn as nn
+
+
+class Meta(enum.EnumMeta):
+    def from_str(self, member):
+        try:
+            return self[member]
+        except KeyError:
+            raise ValueError(f"Unknown value '{member}' for {self.__name__}.") from None
+
+
+class Choice(enum.Enum, metaclass=Meta):
+    pass
+
+
+BASE = {"a": 1, "b": 2}
+
+
+class Sizes(Choice):
+    SMALL = {**BASE, "b": 3, "width": 4}
+    DEFAULT = SMALL
+
+
+class Net(nn.Module):
+    def __init__(self, size):
+        super().__init__()
+        if type(size) is str:
+            size = Sizes.from_str(size.replace(Sizes.__name__ + ".", ""))
+        self.width = size["width"] + size["a"] + size["b"]
+
+    def forward(self, x):
+        return x * self.width
+)";
+  ScriptModule file = script_source(src, "sizes.py");
+  Tensor x = ones({2});
+  for (std::string name : {"DEFAULT", "Sizes.SMALL"}) {
+    INFO(name);
+    check_close(file.module("Net", {name})->forward(x), full({2}, 8.0), 0, 0);
+  }
+  test::check_error([&] { file.module("Net", {std::string("LARGE")}); }, "ValueError: Unknown value 'LARGE' for Sizes.");
+}
