@@ -16,6 +16,11 @@
 
 namespace kiln::composite {
 
+template <class B>
+Val<B> cumsum(B& b, Val<B> x, int64_t dim);
+template <class B>
+Val<B> keep_dtype(B& b, Val<B> y, Val<B> x);
+
 // The position of each element along dim d (int64), broadcastable against x. With the shape known now it
 // is a constant; otherwise the stable argsort of an all-false tensor, which is the positions 0..n-1 along d
 // for whatever size the graph sees.
@@ -33,38 +38,70 @@ Val<B> positions(B& b, Val<B> x, int64_t d, const std::string& name) {
   return b.op(OpId::Argsort, {none}, Attrs().set("dim", d).set("descending", false));
 }
 
-// x's dtype where the builder knows it and the row's promotion changed it (masked_fill keeps x's dtype)
+// The positions 0..n-1 of dim d of x, 1-D int64: a constant where x's shape is known now, else the stable
+// argsort of an all-false column of x's dim d (for whatever size the graph sees).
+template <class B>
+Val<B> dim_range(B& b, Val<B> x, int64_t d) {
+  if (std::optional<Shape> s = b.shape(x)) {
+    const int64_t n = (*s)[size_t(d)];
+    std::vector<int64_t> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[size_t(i)] = i;
+    return b.parameter(tensor(v, {n}), "index_range");
+  }
+  Val<B> rows = b.flatten(d == 0 ? x : b.transpose(x, 0, d), 1, -1);
+  Val<B> column = b.op(OpId::Slice, {rows}, Attrs().set("dim", int64_t(1)).set("start", int64_t(0)).set("end", int64_t(1)).set("step", int64_t(1)));
+  Val<B> none = b.op(OpId::LogicalAnd, {column, b.scalar(false)});
+  Val<B> pos = b.op(OpId::Argsort, {none}, Attrs().set("dim", int64_t(0)).set("descending", false));
+  return b.op(OpId::Reshape, {pos}, Attrs().set("shape", Shape{-1}));
+}
+
+// An advanced index's pick along dim d of x by the flattened index (index_select marked "indexing": a negative
+// index counts from the end, a bad one fails with torch's words naming dimension `reported`).
+template <class B>
+Val<B> pick(B& b, Val<B> x, int64_t d, Val<B> index, int64_t reported) {
+  return b.op(OpId::IndexSelect, {x, b.op(OpId::Reshape, {index}, Attrs().set("shape", Shape{-1}))},
+              Attrs().set("dim", d).set("indexing", reported));
+}
+
 // x[i0, i1, ...] with integer index tensors on the adjacent dims first, first + 1, ... (torch's advanced indexing,
 // `x[torch.arange(n), targets]`): the indices broadcast to one shape S (a negative one counts from the end), are
 // combined into one linear index over those dims, and one index_select of x with those dims flattened picks the
 // elements; the result is x.shape[:first] + S + x.shape[first + k:], and its gradient index_select's (index_add).
-// An index out of its dim's range makes the linear one out of range, so index_select raises (as torch does).
+// Each index is first picked from its dim's positions, so a bad one is reported with its own value and dim.
 template <class B>
 Val<B> index_tensors(B& b, Val<B> x, int64_t first, const std::vector<Val<B>>& idx) {
   const int64_t k = int64_t(idx.size());
+  if (k == 1) return b.unflatten_like(pick(b, x, first, idx[0], 0), first, idx[0]);
   auto no_check = [](const std::optional<Shape>&) { return std::string(); };
-  Val<B> zero = b.scalar(Scalar(int64_t(0)));
-  Val<B> lin{}, bad{};
+  Val<B> lin{};
   for (int64_t j = 0; j < k; ++j) {
-    Val<B> size = b.count(x, {first + j}, -1, no_check);
-    Val<B> i = b.op(OpId::Where, {b.op(OpId::Lt, {idx[size_t(j)], zero}), b.op(OpId::Add, {idx[size_t(j)], size}), idx[size_t(j)]});
-    Val<B> out = b.op(OpId::LogicalOr, {b.op(OpId::Lt, {i, zero}), b.op(OpId::Ge, {i, size})});
-    lin = j == 0 ? i : b.op(OpId::Add, {b.op(OpId::Mul, {lin, size}), i});
-    bad = j == 0 ? out : b.op(OpId::LogicalOr, {bad, out});
+    Val<B> i = b.reshape_like(pick(b, dim_range(b, x, first + j), 0, idx[size_t(j)], j), idx[size_t(j)], {});
+    lin = j == 0 ? i : b.op(OpId::Add, {b.op(OpId::Mul, {lin, b.count(x, {first + j}, -1, no_check)}), i});
   }
-  Shape dims;
-  for (int64_t j = 0; j < k; ++j) dims.push_back(first + j);
-  lin = b.op(OpId::Where, {bad, b.count(x, dims, -1, no_check), lin});
-  Val<B> flat = k > 1 ? b.flatten(x, first, first + k - 1) : x;
+  Val<B> flat = b.flatten(x, first, first + k - 1);
   Val<B> picked = b.op(OpId::IndexSelect, {flat, b.op(OpId::Reshape, {lin}, Attrs().set("shape", Shape{-1}))},
                        Attrs().set("dim", first));
   return b.unflatten_like(picked, first, lin);
 }
 
+// x[..., i, :, j] in general: index tensors on the ascending dims `dims` (counted from the front). Adjacent ones
+// keep their place; apart, torch puts the broadcast index dims first, so the indexed dims are moved to the front
+// (in order, the others keeping theirs) and indexed there.
+template <class B>
+Val<B> index_dims(B& b, Val<B> x, const Shape& dims, const std::vector<Val<B>>& idx) {
+  bool adjacent = true;
+  for (size_t j = 1; j < dims.size(); ++j) adjacent = adjacent && dims[j] == dims[j - 1] + 1;
+  if (adjacent) return index_tensors(b, x, dims[0], idx);
+  Val<B> y = x;
+  for (size_t j = 0; j < dims.size(); ++j)
+    for (int64_t p = dims[j]; p > int64_t(j); --p) y = b.transpose(y, p, p - 1);
+  return index_tensors(b, y, 0, idx);
+}
+
 // x[mask] (a bool mask shaped as x's leading dims): the elements (or rows) where mask is true, in order, as one
 // dim of their count, known only when it runs: a stable argsort puts the selected positions first, the first
-// sum(mask) of them index_select x's rows. Its gradient is index_select's. A mask whose element count does not
-// match x's leading dims fails the final reshape.
+// sum(mask) of them index_select x's rows. Its gradient is index_select's. The caller checks the mask's shape
+// against x's (torch's IndexError), which a count alone cannot tell.
 template <class B>
 Val<B> masked_rows(B& b, Val<B> x, Val<B> mask) {
   if (std::optional<DType> d = b.dtype(mask); d && *d != DType::Bool) b.fail("masked_rows: the mask must be bool");
@@ -78,6 +115,48 @@ Val<B> masked_rows(B& b, Val<B> x, Val<B> mask) {
   return b.reshape_rows(picked, x, mask);
 }
 
+// x[:, mask], x[..., mask]: a 1-D mask over dim d (negative: from the end) beside slices; dim d is swapped to
+// the front, its rows picked, and swapped back, so the count's dim takes d's place as torch's result does.
+template <class B>
+void check_mask_1d(B& b, Val<B> mask) {
+  b.check_rank(mask, {1}, [](const std::optional<Shape>& s) {
+    return fmt::format("a bool mask beside other indices must be 1-D in kiln script{}",
+                       s ? fmt::format(", got shape {}", shape_str(*s)) : std::string());
+  });
+}
+
+template <class B>
+Val<B> masked_dim(B& b, Val<B> x, int64_t d, Val<B> mask) {
+  check_mask_1d(b, mask);
+  if (d == 0) return masked_rows(b, x, mask);
+  return b.transpose(masked_rows(b, b.transpose(x, 0, d), mask), 0, d);
+}
+
+// x[mask] = v (torch's index_put_ with a bool mask over x's leading dims), as a new value: v broadcast to the
+// picked rows' shape [n] + x.shape[k:] (torch's rule), cast to x's dtype; then each row of x is taken from v's rows
+// (the i-th true position takes v's row i) or from x, by one index_select of [v rows; x rows]. Gradients: x's
+// through its kept rows, v's summed over where it was broadcast, as torch's.
+template <class B>
+Val<B> masked_put(B& b, Val<B> x, Val<B> mask, Val<B> v) {
+  if (std::optional<DType> d = b.dtype(mask); d && *d != DType::Bool) b.fail("masked_put: the mask must be bool");
+  Val<B> sel = masked_rows(b, b.detach(x), mask);
+  Val<B> every = b.op(OpId::LogicalNot, {b.op(OpId::LogicalAnd, {sel, b.scalar(false)})});
+  Val<B> vb = b.op(OpId::Where, {every, v, sel});
+  vb = keep_dtype(b, vb, x);
+  Val<B> m = b.flatten(mask, 0, -1);
+  Val<B> xr = b.reshape_rows(b.reshape_like(x, m, {-1}), x, mask);
+  Attrs i64 = Attrs().set("dtype", DType::Int64);
+  Val<B> mi = b.op(OpId::Cast, {m}, i64);
+  Val<B> n = b.op(OpId::Sum, {mi}, Attrs().set("dims", Shape{0}));
+  Val<B> from_v = b.op(OpId::Sub, {cumsum(b, mi, 0), b.scalar(Scalar(int64_t(1)))});
+  Val<B> from_x = b.op(OpId::Add, {dim_range(b, m, 0), n});
+  Val<B> at = b.op(OpId::Where, {m, from_v, from_x});
+  Val<B> rows = b.op(OpId::IndexSelect, {b.op(OpId::Cat, {vb, xr}, Attrs().set("dim", int64_t(0))), at},
+                     Attrs().set("dim", int64_t(0)));
+  return b.reshape_like(rows, x, {});
+}
+
+// x's dtype where the builder knows it and the row's promotion changed it (masked_fill keeps x's dtype)
 template <class B>
 Val<B> keep_dtype(B& b, Val<B> y, Val<B> x) {
   std::optional<DType> want = b.dtype(x), got = b.dtype(y);

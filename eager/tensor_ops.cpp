@@ -1,7 +1,9 @@
 // The eager entry points of eager/composites_tensor_ops.h: masked_fill, tril/triu, sort/argsort/topk,
 // multinomial and repeat, run with EagerBuilder so autograd and the tracer see their rows.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "core/shape.h"
 #include "eager/composites_tensor_ops.h"
 #include "eager/ops.h"
 #include "eager/tensor_ops.h"
@@ -26,11 +28,40 @@ Tensor index_tensors(const Tensor& x, int64_t first, const Tensors& indices) {
   return composite::index_tensors(b, x, first, indices);
 }
 
+std::string mask_mismatch(const Shape& mask, const Shape& x, int64_t d) {
+  for (size_t i = 0; i < mask.size(); ++i)
+    if (d + int64_t(i) >= int64_t(x.size()) || mask[i] != x[size_t(d) + i])
+      return fmt::format("the shape of the mask [{}] at index {} does not match the shape of the indexed tensor [{}] at index {}",
+                         fmt::join(mask, ", "), i, fmt::join(x, ", "), d + int64_t(i));
+  return {};
+}
+
 Tensor masked_rows(const Tensor& x, const Tensor& mask) {
-  if (mask.dim() > x.dim() || !std::equal(mask.sizes().begin(), mask.sizes().end(), x.sizes().begin()))
-    fail("masked_rows: the mask's shape {} is not the leading shape of the input's {}", shape_str(mask.sizes()), shape_str(x.sizes()));
+  if (std::string bad = mask_mismatch(mask.sizes(), x.sizes(), 0); !bad.empty()) fail("{}", bad);
   EagerBuilder b;
   return composite::masked_rows(b, x, mask);
+}
+
+Tensor index_dims(const Tensor& x, const Shape& dims, const Tensors& indices) {
+  if (indices.empty() || indices.size() != dims.size()) fail("index_dims: {} dims for {} index tensors", dims.size(), indices.size());
+  for (size_t j = 0; j < dims.size(); ++j)
+    if (dims[j] < 0 || dims[j] >= x.dim() || (j > 0 && dims[j] <= dims[j - 1]))
+      fail("index_dims: dims {} must ascend within a tensor of rank {}", shape_str(dims), x.dim());
+  EagerBuilder b;
+  return composite::index_dims(b, x, dims, indices);
+}
+
+Tensor masked_dim(const Tensor& x, int64_t d, const Tensor& mask) {
+  int64_t at = wrap_dim("masked_dim", d, x.dim());
+  if (std::string bad = mask_mismatch(mask.sizes(), x.sizes(), at); !bad.empty()) fail("{}", bad);
+  EagerBuilder b;
+  return composite::masked_dim(b, x, d, mask);
+}
+
+Tensor masked_put(const Tensor& x, const Tensor& mask, const Tensor& v) {
+  if (std::string bad = mask_mismatch(mask.sizes(), x.sizes(), 0); !bad.empty()) fail("{}", bad);
+  EagerBuilder b;
+  return composite::masked_put(b, x, mask, v);
 }
 
 Tensor tril(const Tensor& x, int64_t diagonal) {

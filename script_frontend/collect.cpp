@@ -223,9 +223,10 @@ class Collector {
       return class_body(c, s);
     }
     if (dataclass) reject(c.decorators[0]->loc, fmt::format("a @dataclass deriving from another class ('{}') is not supported", c.name));
-    if (c.bases.size() == 1 && dotted(*c.bases[0]) == "enum.Enum") {
+    if (c.bases.size() == 1 && (dotted(*c.bases[0]) == "enum.Enum" || dotted(*c.bases[0]) == "enum.EnumMeta")) {
       // torchvision's `class StrEnum(enum.Enum, metaclass=StrEnumMeta)` under its weight enums: a plain class, its
-      // class attributes the members; the metaclass (StrEnumMeta.from_str, for a weight named by a string) is not run
+      // class attributes the members; its metaclass (torchvision's StrEnumMeta(enum.EnumMeta)) a plain class whose
+      // methods the enum's class attributes fall back to (from_str, for a weight named by a string)
       for (const auto& k : c.keywords)
         if (k.name != "metaclass") reject(k.loc, fmt::format("class keyword '{}' is not supported in kiln script", k.name));
       c.torch_base = "";
@@ -414,7 +415,7 @@ class SupportCheck {
       case ExprKind::Await: fail(e->loc, std::string(unsupported_construct(e->kind)) + " not supported in {}");
       case ExprKind::Dict:
         for (size_t i = 0; i + 1 < e->args.size(); i += 2)
-          if (!e->args[i]) fail(e->args[i + 1]->loc, "dict unpacking (**) is not supported in {}");
+          if (!e->args[i] && !evaluated()) fail(e->args[i + 1]->loc, "dict unpacking (**) is not supported in {}");
         break;
       case ExprKind::Call:
         for (const Keyword& k : e->keywords)

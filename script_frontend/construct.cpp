@@ -215,17 +215,21 @@ class Init {
   }
 
   // Base classes imported from other files, read now (each in the file of the class naming it).
+  // The files a base comes from are read by this evaluator and go with it, so a parent that an earlier build set
+  // (a second build of resnet18 from one ScriptModule) is set again, never followed.
   void resolve_bases(const ClassDef& c, SourceLoc at) {
     for (const ClassDef* k = &c; k; k = k->parent) {
-      if (k->base_import.empty() || k->parent) continue;
+      if (k->base_import.empty() || resolved_.count(k)) continue;
       InFile in(*this, file_of(k));
       Static* b = global_value(k->base_import, k->bases[0]->loc);
       if (!b || b->kind != Kind::Class || !b->cls)
         fail(k->bases[0]->loc, fmt::format("class '{}' derives from '{}', which is not a class kiln builds", k->name, k->base_import));
       k->parent = b->cls;
+      resolved_.insert(k);
     }
     (void)at;
   }
+  std::set<const ClassDef*> resolved_;
 
   // A class deriving from a registered layer (convnext's `LayerNorm2d(nn.LayerNorm)`): the layer's
   // __init__ gives self its parameters, buffers and constructor arguments (`self.normalized_shape`,
@@ -686,6 +690,13 @@ class Init {
         if (base.kind == Kind::Tensor) return Static::of_tensor(tensor_index(base.tensor, e, sc), false);
         if (e.args.size() != 2) fail(e.loc, "only one index is supported in __init__");
         const Expr& ix = *e.args[1];
+        if (base.kind == Kind::Class && base.cls) {
+          // Enum[name] (StrEnumMeta.from_str's `self[member]`): the member, else Python's KeyError
+          Static key = eval(ix, sc);
+          if (key.kind != Kind::Str) fail(ix.loc, fmt::format("class '{}' is not subscriptable by {}", base.cls->name, key.type_name()));
+          if (std::optional<Static> member = class_attribute(*base.cls, key.s, ix.loc)) return *member;
+          py_raise(ix.loc, "KeyError", py_repr(key));
+        }
         if (base.kind == Kind::Dict) {
           Static key = eval(ix, sc);
           if (const Static* v = dict_get(base, key)) return *v;
@@ -742,7 +753,13 @@ class Init {
       case ExprKind::Dict: {
         Static d = Static::seq(Kind::Dict, {});
         for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
-          if (!e.args[i]) fail(e.args[i + 1]->loc, "dict unpacking (**) is not supported in __init__");
+          if (!e.args[i]) {
+            // {**_COMMON_META, "num_params": ...} (torchvision's weight metadata): the other dict's items, in order
+            Static other = eval(*e.args[i + 1], sc);
+            if (other.kind != Kind::Dict) fail(e.args[i + 1]->loc, fmt::format("'{}' object is not a mapping", other.type_name()));
+            for (const Static& kv : other.elems) dict_set(d, kv.elems[0], kv.elems[1]);
+            continue;
+          }
           dict_set(d, eval(*e.args[i], sc), eval(*e.args[i + 1], sc));
         }
         return d;
@@ -818,6 +835,30 @@ class Init {
       }
     d.elems.push_back(Static::seq(Kind::Tuple, {key, value}));
   }
+
+  // A class-level attribute of cls or its bases (block.expansion, an enum's member), the subclass's first
+  std::optional<Static> class_attribute(const ClassDef& cls, const std::string& name, SourceLoc loc) {
+    resolve_bases(cls, loc);
+    for (const ClassDef* k = &cls; k; k = k->parent)
+      for (const auto& [n, value] : k->attrs)
+        if (n == name) {
+          // another attribute of the class body by its bare name (an enum's alias, `DEFAULT = IMAGENET1K_V1`)
+          if (value->kind == ExprKind::Name && value->name != name)
+            for (const auto& [other, v] : k->attrs)
+              if (other == value->name) return class_attribute(*k, other, loc);
+          InFile in(*this, file_of(k));
+          Scope inner;
+          Static v = eval(*value, inner);
+          // an enum's member is its value here; remembered as the member of cls, so isinstance(member, cls) holds
+          bool is_enum = false;
+          for (const ClassDef* r = &cls; r; r = r->parent)
+            is_enum = is_enum || (r->bases.size() == 1 && r->bases[0]->kind == ExprKind::Attribute && r->bases[0]->name == "Enum");
+          if (is_enum && v.kind == Kind::Module && v.obj) enum_members_[v.obj.get()] = &cls;
+          return v;
+        }
+    return std::nullopt;
+  }
+  std::map<const Object*, const ClassDef*> enum_members_;
 
   // A name of the file or of what it imported, as a value: a class, a function, torch.nn, partial, int...
   Static* global_value(const std::string& name, SourceLoc loc) {
@@ -1335,13 +1376,7 @@ class Init {
         if (b.cls) {
           resolve_bases(*b.cls, loc);  // a base from another file holds the attribute or says why it cannot
           // block.expansion: a class-level attribute, the subclass's over its base's
-          for (const ClassDef* k = b.cls; k; k = k->parent)
-            for (const auto& [n, value] : k->attrs)
-              if (n == name) {
-                InFile in(*this, file_of(k));
-                Scope inner;
-                return eval(*value, inner);
-              }
+          if (std::optional<Static> v = class_attribute(*b.cls, name, loc)) return *v;
           if (const FunctionDef* f = b.cls->method(name)) {
             // Class.method: a @staticmethod is the function, a @classmethod the function with the class first
             Static fn = Static::named(Kind::Function, "");
@@ -1353,6 +1388,24 @@ class Init {
             p.kind = Kind::Partial;
             p.elems = {fn, b};
             return p;
+          }
+          // a method of the metaclass (torchvision's StrEnumMeta.from_str, a weight named by a string), the class as self
+          for (const ClassDef* k = b.cls; k; k = k->parent) {
+            resolve_bases(*k, loc);
+            for (const auto& kw : k->keywords)
+              if (kw.name == "metaclass") {
+                InFile in(*this, file_of(k));
+                Scope inner;
+                Static meta = eval(*kw.value, inner);
+                const FunctionDef* f = meta.kind == Kind::Class && meta.cls ? meta.cls->method(name) : nullptr;
+                if (!f) continue;
+                Static fn = Static::named(Kind::Function, "");
+                fn.fn = f;
+                Static p;
+                p.kind = Kind::Partial;
+                p.elems = {fn, b};
+                return p;
+              }
           }
           fail(loc, fmt::format("class '{}' has no class attribute '{}'", b.cls->name, name));
         }
@@ -1388,7 +1441,7 @@ class Init {
       case Kind::Str:
       case Kind::Tensor: {
         // their methods, bound: the call takes them (d.items(), xs.index(v), t.dim())
-        static const std::set<std::string> kMethods = {"items", "keys", "values", "get", "index", "count", "startswith",
+        static const std::set<std::string> kMethods = {"items", "keys", "values", "get", "index", "count", "startswith", "replace",
                                                        "endswith", "dim", "numel", "size", "view", "reshape", "normal_", "uniform_",
                                                        "zero_", "fill_"};
         static const std::set<std::string> kTensorMethods = {"int", "long", "float", "double", "bool", "tolist", "item",
@@ -1456,6 +1509,9 @@ class Init {
     }
     if (t.kind == Kind::Class) {
       if (v.kind != Kind::Module) return false;
+      if (auto m = enum_members_.find(v.obj.get()); t.cls && m != enum_members_.end())
+        for (const ClassDef* k = m->second; k; k = k->parent)
+          if (k == t.cls) return true;
       if (t.cls) {
         for (const ClassDef* k = v.obj->def; k; k = k->parent)
           if (k == t.cls) return true;
@@ -1684,6 +1740,20 @@ class Init {
       fail(loc, fmt::format("F.{}() runs in forward, not in __init__ (kiln evaluates __init__ without tensors' ops)", n.substr(20)));
     if (n.rfind("torch.", 0) == 0) return torch_fn(n.substr(6), a, kw, loc);
     if (!n.empty() && n[0] == '.') return value_method(callee.elems[0], n.substr(1), a, kw, loc);
+    if (n == "type") {
+      // type(obj) is str (torchvision's WeightsEnum.verify): the builtin a value's kind names, or its class
+      if (a.size() != 1 || !kw.empty()) fail(loc, "type() takes 1 argument in __init__");
+      static const std::map<Kind, const char*> kBuiltin = {{Kind::Int, "int"}, {Kind::Float, "float"}, {Kind::Bool, "bool"},
+                                                           {Kind::Str, "str"}, {Kind::List, "list"}, {Kind::Tuple, "tuple"},
+                                                           {Kind::Dict, "dict"}};
+      if (auto it = kBuiltin.find(a[0].kind); it != kBuiltin.end()) return Static::named(Kind::Function, it->second);
+      if (a[0].kind == Kind::Module && a[0].obj->def) {
+        Static c = Static::named(Kind::Class, a[0].obj->def->name);
+        c.cls = a[0].obj->def;
+        return c;
+      }
+      fail(loc, fmt::format("type() of {} is not supported in __init__", a[0].type_name()));
+    }
     if (n == "isinstance") {
       if (a.size() != 2 || !kw.empty()) fail(loc, "isinstance() takes 2 arguments");
       return Static::boolean(instance_of(a[0], a[1], loc));
@@ -1780,6 +1850,13 @@ class Init {
       std::vector<Static> dims;
       for (int64_t d : v.tensor.sizes()) dims.push_back(Static::integer(d));
       return Static::seq(Kind::Tuple, std::move(dims));
+    }
+    if (v.kind == Kind::Str && name == "replace" && a.size() == 2 && a[0].kind == Kind::Str && a[1].kind == Kind::Str) {
+      std::string out = v.s;
+      if (!a[0].s.empty())
+        for (size_t at = out.find(a[0].s); at != std::string::npos; at = out.find(a[0].s, at + a[1].s.size()))
+          out.replace(at, a[0].s.size(), a[1].s);
+      return Static::str(out);
     }
     if (v.kind == Kind::Str && (name == "startswith" || name == "endswith") && a.size() == 1 && a[0].kind == Kind::Str) {
       const std::string &x = v.s, &y = a[0].s;
@@ -1979,6 +2056,10 @@ class Init {
                                    [](const ExprPtr& d) { return d->kind == ExprKind::Name && d->name == "staticmethod"; });
       return run_function(*f, is_static ? nullptr : &self, a, kw, loc, o.def->owner_of(name));
     }
+    if (name == "get_state_dict")
+      fail(loc, fmt::format("{}.get_state_dict() downloads pretrained weights (torchvision's WeightsEnum), which kiln script "
+                            "does not do: build with weights=None and load the state_dict, saved as safetensors, with "
+                            "load_state_dict()", o.cls));
     std::vector<std::string> names;
     for (const auto& f : o.def->methods) names.push_back(f->name);
     fail(loc, fmt::format("'{}' object has no method '{}'{}", o.cls, name, did_you_mean(name, names)));

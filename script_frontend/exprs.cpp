@@ -6,6 +6,8 @@
 
 #include "eager/composites.h"
 #include "eager/composites_tensor_ops.h"
+#include "eager/tensor_ops.h"
+#include "script_frontend/index_masks.h"
 #include "script_frontend/lowerer.h"
 #include "script_frontend/lowering_builder.h"
 #include "script_frontend/operators.h"
@@ -171,6 +173,10 @@ std::optional<std::string> Lowerer::const_str(const Arg& a) {
       const Static* v = o->attr(a.expr->name);
       if (v && v->kind == Static::Kind::Str) return v->s;
     }
+  // an inlined argument (torchvision's stochastic_depth `mode`, in its raise's f-string)
+  if (a.expr && a.expr->kind == ExprKind::Name)
+    if (auto it = frame().env.find(a.expr->name); it != frame().env.end())
+      if (const AttrValue* v = const_attr(it->second); v && std::holds_alternative<std::string>(*v)) return std::get<std::string>(*v);
   return std::nullopt;
 }
 
@@ -653,6 +659,14 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
     }
     if (tensors.size() >= 2) return index_tensors(x, e, tensors, lowered);
   }
+  // A tensor index that is not an int tensor: a bool mask, checked against the dims it covers (torch's IndexError);
+  // one beside other indices must be 1-D.
+  auto by_mask = [&](Value* xv, Value* mask, int64_t dim) {
+    LoweringBuilder lb(*this);
+    if (n > 1) composite::check_mask_1d(lb, mask);  // before the shape's check, whose words assume the rank
+    check_mask_shape(*this, mask, xv, dim);
+    return n == 1 ? composite::masked_rows(lb, xv, mask) : composite::masked_dim(lb, xv, dim, mask);
+  };
   auto apply = [&](const Expr& ix, int64_t dim, bool* removes) -> Value* {
     *removes = false;
     loc_ = ix.loc;
@@ -735,15 +749,17 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
     Value* i = lowered.count(&ix) ? lowered.at(&ix) : expr(ix);
     loc_ = ix.loc;
     if (i->type().is_tensor()) {
-      // x[idx] with an integer tensor: x.shape[:dim] + idx.shape + x.shape[dim + 1:] (eager's composite); torch's
-      // bool masks are not this (index_select refuses them)
-      if (dim < 0) fail(ix.loc, "a tensor index after '...' is not supported in kiln script");
+      // x[idx] with an integer tensor: x.shape[:dim] + idx.shape + x.shape[dim + 1:] (eager's composite); a bool
+      // mask selects (eager's composite::masked_rows / masked_dim), decided by the index's dtype now where it is
+      // known, else when the graph runs
       LoweringBuilder lb(*this);
-      auto by_ints = [&] { return composite::index_tensors(lb, x, dim, std::vector<Value*>{i}); };
-      // x[mask] alone: a bool mask selects (eager's composite::masked_rows), decided by the index's dtype now
-      // where it is known, else when the graph runs
-      if (n == 1) return lb.if_bool(i, [&] { return composite::masked_rows(lb, x, i); }, by_ints);
-      return by_ints();
+      auto by_ints = [&]() -> Value* {
+        if (dim >= 0) return composite::index_tensors(lb, x, dim, std::vector<Value*>{i});
+        if (i->type().dtype) fail(ix.loc, "an integer tensor index after '...' is not supported in kiln script (a bool mask is)");
+        check(constant(false), "an integer tensor index after '...' is not supported in kiln script (a bool mask is)");
+        return x;
+      };
+      return lb.if_bool(i, [&] { return by_mask(x, i, dim); }, by_ints);
     }
     if (i->type().kind == TypeKind::Int) {
       *removes = true;
@@ -777,29 +793,58 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
   return x;
 }
 
-// x[idx0, idx1], x[:, idx0, idx1]: index tensors on adjacent dims, full slices around them; eager's
-// composite::index_tensors over the indexed dims.
+// x[idx0, idx1], x[i, :, j], x[0, i, 1:, j]: index tensors on two or more dims. The other indices (slices, None,
+// int constants) are basic indexing, applied first as torch applies them; then eager's composite::index_dims over
+// the dims the index tensors landed on (apart, torch puts their broadcast dims first).
 Value* Lowerer::index_tensors(Value* x, const Expr& e, const std::vector<size_t>& tensors,
                               const std::map<const Expr*, Value*>& lowered) {
-  for (size_t j = 1; j < tensors.size(); ++j)
-    if (tensors[j] != tensors[j - 1] + 1)
-      fail(e.args[tensors[j] + 1]->loc, "index tensors must be on adjacent dims in kiln script (torch moves the "
-                                        "result's dims to the front otherwise)");
   std::vector<Value*> idx;
+  Shape dims;
+  int64_t dim = 0;
   for (size_t k = 0; k + 1 < e.args.size(); ++k) {
     const Expr& ix = *e.args[k + 1];
+    loc_ = ix.loc;
     if (std::find(tensors.begin(), tensors.end(), k) != tensors.end()) {
-      idx.push_back(lowered.at(&ix));
+      Value* i = lowered.at(&ix);
+      if (i->type().dtype == DType::Bool)
+        fail(ix.loc, "a bool mask beside other index tensors is not supported in kiln script");
+      idx.push_back(i);
+      dims.push_back(dim++);
       continue;
     }
-    if (ix.kind != ExprKind::Slice)
-      fail(ix.loc, "with index tensors on two or more dims, kiln script takes only slices beside them (no int, None or ...)");
-    if (ix.args[0] || ix.args[1] || ix.args[2])
-      fail(ix.loc, "with index tensors on two or more dims, kiln script takes only full slices (:) beside them");
+    if (ix.kind == ExprKind::Ellipsis)
+      fail(ix.loc, "with index tensors on two or more dims, kiln script takes no '...' beside them");
+    if (ix.kind == ExprKind::List)
+      fail(ix.loc, "with index tensors on two or more dims, kiln script takes no list beside them; index with a tensor instead");
+    if (lowered.count(&ix)) {
+      Value* i = lowered.at(&ix);
+      if (i->type().kind != TypeKind::Int) fail(ix.loc, fmt::format("tensor indices must be int or slices, got {}", i->type().str()));
+      x = select_dynamic(x, dim, i);
+      continue;
+    }
+    if (ix.kind == ExprKind::None) {
+      x = op(OpId::Unsqueeze, {x}, Attrs().set("dim", dim++));
+      continue;
+    }
+    if (auto c = const_int(Arg{&ix, nullptr, ix.loc})) {
+      x = op(OpId::Select, {x}, Attrs().set("dim", dim).set("index", *c));
+      continue;
+    }
+    Attrs a = Attrs().set("dim", dim++);
+    const char* names[3] = {"start", "end", "step"};
+    for (int b = 0; b < 3; ++b)
+      if (const Expr* bound = ix.args[size_t(b)].get()) {
+        auto c = const_int(Arg{bound, nullptr, bound->loc});
+        if (!c || (b == 2 && *c <= 0))
+          fail(bound->loc, "with index tensors on two or more dims, kiln script takes slices with int constant bounds "
+                           "(and a positive step) beside them");
+        a.set(names[b], *c);
+      }
+    if (a.has("start") || a.has("end") || a.has("step")) x = op(OpId::Slice, {x}, std::move(a));
   }
   loc_ = e.loc;
   LoweringBuilder lb(*this);
-  return composite::index_tensors(lb, x, int64_t(tensors[0]), idx);
+  return composite::index_dims(lb, x, dims, idx);
 }
 
 // ---------------------------------------------------------------- calls and attributes

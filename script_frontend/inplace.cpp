@@ -17,6 +17,7 @@
 #include "core/op.h"
 #include "eager/composites_math_ops.h"
 #include "eager/composites_tensor_ops.h"
+#include "script_frontend/index_masks.h"
 #include "script_frontend/lowerer.h"
 #include "script_frontend/lowering_builder.h"
 
@@ -24,7 +25,7 @@ namespace kiln::script {
 
 namespace {
 // An index that is a bool mask by its form: a comparison, or masks combined by ~ & |. Its dtype is not
-// known while lowering, so the form decides that `x[m] = v` is torch's masked_fill_.
+// known while lowering, so the form decides that `x[m] = v` writes through a mask (torch's index_put_).
 bool is_mask_expr(const Expr& e) {
   if (e.kind == ExprKind::Compare)
     return std::none_of(e.ops.begin(), e.ops.end(), [](const std::string& op) {
@@ -99,19 +100,42 @@ void Lowerer::write_inplace(const Expr& target, const std::string& op, const Exp
     if (it != frame().env.end() && dict_keys(it->second)) return dict_store(target, op, rhs, loc);
     if (it != frame().env.end() && it->second->type().kind == TypeKind::List) return list_store(target, op, rhs, loc);
   }
-  // x[mask] = v (nanoGPT's generate: `logits[logits < v[:, [-1]]] = -float('Inf')`): torch's masked_fill_
-  if (op.empty() && target.kind == ExprKind::Subscript && target.args.size() == 2 && is_mask_expr(*target.args[1])) {
+  // x[mask] = v (nanoGPT's generate: `logits[logits < v[:, [-1]]] = -float('Inf')`, `x[keep] = rows`): torch's
+  // index_put_ with a bool mask over x's leading dims, eager's composite::masked_put. A mask is known by its form
+  // (a comparison) or, for an index held by a name, by its dtype, when lowering where known, else when it runs.
+  const Expr* index = target.kind == ExprKind::Subscript && target.args.size() == 2 ? target.args[1].get() : nullptr;
+  bool by_form = index && is_mask_expr(*index);
+  auto tensor_name = [&](const Expr& i) {
+    if (i.kind != ExprKind::Name) return false;
+    auto it = frame().env.find(i.name);
+    return it != frame().env.end() && it->second->type().is_tensor();
+  };
+  if (op.empty() && index && (by_form || tensor_name(*index))) {
     Value* v = expr(rhs);
     Value* base = expr(*target.args[0]);
-    Value* mask = expr(*target.args[1]);
-    loc_ = loc;
-    if (!base->type().is_tensor()) fail(target.loc, fmt::format("cannot index {} with a mask", base->type().str()));
-    if (!v->type().is_tensor() && !is_number(v->type()))
-      fail(rhs.loc, fmt::format("cannot write {} into a tensor", v->type().str()));
-    LoweringBuilder lb(*this);
-    Value* filled = composite::masked_fill(lb, base, mask, v->type().is_tensor() ? v : number_to_tensor(v));
-    write_through(base, prim(Prim::InplaceResult, {filled, base}, Type::tensor()), loc, described(target), true);
-    return;
+    Value* mask = expr(*index);
+    {
+      loc_ = loc;
+      if (!base->type().is_tensor()) fail(target.loc, fmt::format("cannot index {} with a mask", base->type().str()));
+      if (!v->type().is_tensor() && !is_number(v->type()))
+        fail(rhs.loc, fmt::format("cannot write {} into a tensor", v->type().str()));
+      Value* value = v->type().is_tensor() ? v : number_to_tensor(v);
+      LoweringBuilder lb(*this);
+      const char* ints = "x[idx] = v with an integer index tensor is not supported in kiln script (a bool mask is)";
+      Value* put = lb.if_bool(
+          mask,
+          [&] {
+            check_mask_shape(*this, mask, base, 0);
+            return composite::masked_put(lb, base, mask, value);
+          },
+          [&]() -> Value* {
+            if (mask->type().dtype) fail(index->loc, ints);
+            check(constant(false), ints);
+            return base;
+          });
+      write_through(base, prim(Prim::InplaceResult, {put, base}, Type::tensor()), loc, described(target), true);
+      return;
+    }
   }
   Value* r = nullptr;
   if (op.empty()) r = expr(rhs);  // Python evaluates the value of `x[i] = v` first

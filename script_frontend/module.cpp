@@ -71,8 +71,24 @@ Function ScriptedModule::method_for(const std::string& name, const std::vector<I
   }
   auto it = methods_.find(key);
   if (it != methods_.end()) return it->second;
+  // method() of a forward that its calls typed by their arguments (a tuple state): the graph those calls run,
+  // so compile(net->method()) compiles what call() runs
+  if (!args)
+    for (const auto& [k, fn] : methods_)
+      if (k.size() > key.size() + 1 && k.compare(0, key.size() + 1, key + ":") == 0 && k.compare(key.size() + 1, 8, "autocast") != 0)
+        return fn;
   script::Lowerer lowerer(file_->src, file_->ast);
-  script::MethodGraph mg = lowerer.lower_method(*f, *object_, arg_types);
+  script::MethodGraph mg;
+  try {
+    mg = lowerer.lower_method(*f, *object_, arg_types);
+  } catch (const script::Lowerer::UntypedParameter& e) {
+    // still an UntypedParameter: module() leaves such a forward to its first call
+    if (args) throw;
+    throw script::Lowerer::UntypedParameter(
+        fmt::format("{}\n(script: {}.{} has unannotated parameters, typed as Tensor here; call it once with its "
+                    "arguments, and method() then gives the graph typed by them)",
+                    e.what(), c.name, name));
+  }
   std::vector<std::string> errs = ir::verify_errors(*mg.graph);
   if (!errs.empty())
     fail("script: internal error: the graph of {}.{} does not verify: {}\n{}", c.name, name, errs[0], mg.graph->str());

@@ -239,5 +239,9 @@ TEST_CASE("script: F.pad's run-time amounts and advanced indexing raise torch's 
   CHECK(m.function("reflect").call({randn({2, 4}), int64_t(3)})[0].to_tensor().sizes() == Shape{2, 7});
   check_error([&] { m.function("reflect").call({randn({2, 4}), int64_t(4)}); },
               "pad: reflect padding must be less than the size of the dim it pads, at dim -1 of the input");
-  check_error([&] { m.function("apart"); }, "t.py:6:20: error: index tensors must be on adjacent dims in kiln script");
+  // apart, the broadcast index dim comes first (torch's rule)
+  Tensor x = randn({3, 4, 5});
+  Tensor got = m.function("apart").call({x, tensor(std::vector<int64_t>{2, 0}, {2})})[0].to_tensor();
+  REQUIRE(got.sizes() == Shape{2, 4});
+  check_close(got.select(0, 0), x.select(0, 2).select(1, 2));
 }

@@ -2,6 +2,7 @@
 // vae.py and dcgan.py after PyTorch's examples), built from the file as written, loaded with the
 // state_dict tests/script/models/make_published_fixtures.py saved, and compared with eager PyTorch's
 // outputs (torch.jit.script takes none of these files as published) on the interpreter and through compile().
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -193,6 +194,15 @@ TEST_CASE("script published: word_language_model's LSTM (an unannotated (h, c) s
   CHECK(zero[0].to_tensor().sizes() == Shape{2, 3, 6});
   check_close(zero[1].to_tensor(), zeros({2, 3, 6}), 0, 0);
   CHECK(results(lstm->call({tokens, IValue::tuple(zero)}))[0].to_tensor().sizes() == Shape{15, 20});
+  // compile(net->method()) of the forward its calls typed by their arguments: the graph call() runs, compiled
+  Function compiled = compile(lstm->method());
+  std::vector<IValue> c = results(compiled.call({tokens, state}));
+  REQUIRE(c.size() == 2);
+  check_close(c[0].to_tensor(), at(data, "lstm_output.0"), 1e-4, 1e-5);
+  check_close(c[1].elements().at(1).to_tensor(), at(data, "lstm_output.2"), 1e-4, 1e-5);
+  // never called: method() types `hidden` as a Tensor, and the error says how to type it
+  auto fresh = file.module("RNNModel", {std::string("LSTM"), int64_t(20), int64_t(8), int64_t(6), int64_t(2), 0.2});
+  test::check_error([&] { fresh->method(); }, "call it once with its arguments, and method() then gives the graph typed by them");
 
   for (std::string kind : {"RNN_TANH", "RNN_RELU"}) {
     INFO(kind);
@@ -258,4 +268,113 @@ class RowDrop(nn.Module):
   net->eval();
   Tensor x = randn({4, 3});
   check_close(results(net->call({x}))[0].to_tensor(), x, 0, 0);
+}
+
+TEST_CASE("script published: torchvision's StochasticDepth in training mode behaves as PyTorch's (p=0, p=1, row and batch draws)") {
+  // torchvision/ops/stochastic_depth.py as python3-torchvision installs it (convnext, efficientnet and swin use it).
+  // The draws differ from torch's, so what is checked is what torch guarantees: p=0 returns the input, p=1 zeros
+  // (noise bernoulli_(0) and no division), "row" keeps whole rows scaled by 1 / (1 - p) about 1 - p of the time,
+  // "batch" keeps or drops the whole input, the gradient is the noise, eval returns the input, and bad arguments
+  // raise torch's ValueErrors.
+  ScriptModule file = script_file("/usr/lib/python3/dist-packages/torchvision/ops/stochastic_depth.py");
+  manual_seed(5);
+  Tensor x = randn({400, 3}).abs() + 1.0;
+  check_close(file.module("StochasticDepth", {0.0, std::string("row")})->forward(x), x, 0, 0);
+  check_close(file.module("StochasticDepth", {1.0, std::string("batch")})->forward(x), zeros({400, 3}), 0, 0);
+  auto row = file.module("StochasticDepth", {0.3, std::string("row")});
+  Tensor xr = x.detach().clone().requires_grad_();
+  Tensor y = row->forward(xr);
+  sum(y).backward();
+  std::vector<double> xs = test::values(x), ys = test::values(y), gs = test::values(xr.grad());
+  int kept = 0;
+  for (size_t i = 0; i < 400; ++i) {
+    bool zero = ys[3 * i] == 0 && ys[3 * i + 1] == 0 && ys[3 * i + 2] == 0 && gs[3 * i] == 0 && gs[3 * i + 2] == 0;
+    bool scaled = std::abs(ys[3 * i] - xs[3 * i] / 0.7) < 1e-5 && std::abs(ys[3 * i + 2] - xs[3 * i + 2] / 0.7) < 1e-5 &&
+                  std::abs(gs[3 * i + 1] - 1 / 0.7) < 1e-5;
+    CHECK((zero || scaled));
+    kept += scaled;
+  }
+  CHECK(kept > 243);  // 280 expected, 4 standard deviations either side
+  CHECK(kept < 317);
+  auto batch = file.module("StochasticDepth", {0.3, std::string("batch")});
+  Tensor small = x.slice(0, 0, 4);
+  int whole = 0;
+  for (int k = 0; k < 100; ++k) {
+    std::vector<double> v = test::values(batch->forward(small)), s = test::values(small);
+    bool none = std::all_of(v.begin(), v.end(), [](double e) { return e == 0; });
+    bool all = true;
+    for (size_t i = 0; i < v.size(); ++i) all = all && std::abs(v[i] - s[i] / 0.7) < 1e-5;
+    CHECK((none || all));
+    whole += all;
+  }
+  CHECK(whole > 51);  // 70 expected, 4 standard deviations either side
+  CHECK(whole < 89);
+  row->eval();
+  check_close(row->forward(x), x, 0, 0);
+  test::check_error([&] { file.module("StochasticDepth", {1.5, std::string("row")})->forward(x); },
+                    "ValueError: drop probability has to be between 0 and 1, but got 1.5");
+  test::check_error([&] { file.module("StochasticDepth", {0.5, std::string("col")})->forward(x); },
+                    "ValueError: mode has to be either 'batch' or 'row', but got col");
+}
+
+TEST_CASE("script published: torchvision's weight enums given as strings resolve as StrEnumMeta.from_str does, or raise torch's errors") {
+  // The evaluator runs what the builders run: WeightsEnum.verify's `type(obj) is str` and `obj.replace(...)`, the
+  // metaclass's from_str (`self[member]`, KeyError turned into ValueError), `DEFAULT = IMAGENET1K_V1`, and the
+  // members' `{**_COMMON_META, ...}`. A resolved member then needs a download, which kiln refuses by name.
+  // a name that is no member fails in verify, before any model is built; twice from one file, since a second
+  // build once followed a base class that the first build's reading had freed
+  ScriptModule resnet = script_file("/usr/lib/python3/dist-packages/torchvision/models/resnet.py");
+  for (int k = 0; k < 2; ++k)
+    test::check_error([&] { resnet.build("resnet18", {}, {{"weights", ScriptValue(std::string("NOPE"))}}); },
+                      "_utils.py:16:13: error: ValueError: Unknown value 'NOPE' for ResNet18_Weights.");
+  // a member by its alias (DEFAULT = IMAGENET1K_V1): resolved, its metadata read, then the download refused
+  // (squeezenet, the smallest model a builder makes with the weights' 1000 classes)
+  ScriptModule squeeze = script_file("/usr/lib/python3/dist-packages/torchvision/models/squeezenet.py");
+  test::check_error([&] { squeeze.build("squeezenet1_0", {}, {{"weights", ScriptValue(std::string("DEFAULT"))}}); },
+                    "squeezenet.py:112:39: error: Weights.get_state_dict() downloads pretrained weights (torchvision's "
+                    "WeightsEnum), which kiln script does not do");
+  // the same machinery in a file of one's own: the member's value is read, num_classes from its metadata
+  const char* src = R"(
+import enum
+
+import torch.nn as nn
+
+
+class Meta(enum.EnumMeta):
+    def from_str(self, member):
+        try:
+            return self[member]
+        except KeyError:
+            raise ValueError(f"Unknown value '{member}' for {self.__name__}.") from None
+
+
+class Choice(enum.Enum, metaclass=Meta):
+    pass
+
+
+BASE = {"a": 1, "b": 2}
+
+
+class Sizes(Choice):
+    SMALL = {**BASE, "b": 3, "width": 4}
+    DEFAULT = SMALL
+
+
+class Net(nn.Module):
+    def __init__(self, size):
+        super().__init__()
+        if type(size) is str:
+            size = Sizes.from_str(size.replace(Sizes.__name__ + ".", ""))
+        self.width = size["width"] + size["a"] + size["b"]
+
+    def forward(self, x):
+        return x * self.width
+)";
+  ScriptModule file = script_source(src, "sizes.py");
+  Tensor x = ones({2});
+  for (std::string name : {"DEFAULT", "Sizes.SMALL"}) {
+    INFO(name);
+    check_close(file.module("Net", {name})->forward(x), full({2}, 8.0), 0, 0);
+  }
+  test::check_error([&] { file.module("Net", {std::string("LARGE")}); }, "ValueError: Unknown value 'LARGE' for Sizes.");
 }

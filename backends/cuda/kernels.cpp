@@ -374,7 +374,7 @@ Tensor checked_index(std::string_view op, const Tensor& index, int64_t size, int
   for (int64_t i = 0; i < host.numel(); ++i) {
     v[i] = given.dtype() == DType::Int64 ? given.data_ptr<int64_t>()[i] : given.data_ptr<int32_t>()[i];
     if (v[i] >= size || v[i] < (negative_ok ? -size : 0))
-      fail("{}: index {} is out of bounds for dimension {} with size {}", op, v[i], d, size);
+      fail("{}index {} is out of bounds for dimension {} with size {}", op.empty() ? "" : std::string(op) + ": ", v[i], d, size);
     if (v[i] < 0) v[i] += size;
   }
   return on_device(host, dev);
@@ -394,7 +394,10 @@ Tensors index_select(OpId, const Tensors& in, const Attrs& attrs) {
   int64_t d = wrap_dim("index_select", attrs.i("dim"), x.dim());
   if (is_half(x.dtype()) || x.dtype() == DType::Bool)
     fail("index_select: dtype {} has no cuda kernel", dtype_name(x.dtype()));
-  Tensor idx = checked_index("index_select", in.at(1), x.sizes()[size_t(d)], d, false, x.device());
+  // "indexing": an advanced index's pick (x[idx]), negative entries allowed and errors worded as torch's
+  const bool indexing = attrs.has("indexing");
+  Tensor idx = checked_index(indexing ? "" : "index_select", in.at(1), x.sizes()[size_t(d)], indexing ? attrs.i("indexing") : d,
+                             indexing, x.device());
   if (x0.dim() == 0 && idx.numel() != 1)
     fail("index_select: index of a 0-d input must have one element, got shape {}", shape_str(in.at(1).sizes()));
   Shape shape = x.sizes();

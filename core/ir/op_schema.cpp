@@ -61,7 +61,8 @@ OpSchema schema_of(OpId op) {
     case OpId::RnnLayerBackward:
       return {5, 8, 4, {{"mode", K::Str}}, {{"reverse", K::Bool}, {"bias", K::Bool}, {"lengths", K::Bool}, {"keep", K::Bool}}};
     case OpId::Cat: return {1, -1, 1, {{"dim", K::Int}}, {}};
-    case OpId::IndexSelect:
+    // index_select's "indexing": an advanced index's pick, whose errors speak of the index as torch's do
+    case OpId::IndexSelect: return {2, 2, 1, {{"dim", K::Int}}, {{"indexing", K::Int}}};
     case OpId::Gather: return {2, 2, 1, {{"dim", K::Int}}, {}};
     case OpId::IndexAdd:
     case OpId::ScatterAdd: return {3, 3, 1, {{"dim", K::Int}}, {}};

@@ -118,10 +118,23 @@ Tensors kernel_index_select(OpId, const Tensors& in, const Attrs& attrs) {
   int64_t n = index.numel();
   if (x.dim() == 0 && n != 1)
     fail("index_select: index of a 0-d input must have one element, got shape {}", shape_str(index.sizes()));
+  // With "indexing" set (the pick of an advanced index, x[idx]), a negative index counts from the end and a bad
+  // one is reported as torch reports it, naming the index's own dim, not index_select.
+  const bool indexing = attrs.has("indexing");
+  bool negative = false;
   for (int64_t i = 0; i < n; ++i) {
     int64_t v = index_at(index, i);
-    if (v < 0 || v >= size)
+    if (indexing && (v < -size || v >= size))
+      fail("index {} is out of bounds for dimension {} with size {}", v, attrs.i("indexing"), size);
+    if (!indexing && (v < 0 || v >= size))
       fail("index_select: index {} is out of bounds for dimension {} with size {}", v, dim, size);
+    negative = negative || v < 0;
+  }
+  if (negative) {
+    Tensor wrapped = Tensor::empty({n}, DType::Int64);
+    int64_t* w = wrapped.data_ptr<int64_t>();
+    for (int64_t i = 0; i < n; ++i) w[i] = index_at(index, i) < 0 ? index_at(index, i) + size : index_at(index, i);
+    index = wrapped;
   }
   Shape out_shape = xs;
   out_shape[size_t(dim)] = n;
