@@ -257,8 +257,15 @@ void forward(const Geom& g, const Args& a, T* out, T* ws, bool keep) {
         T* pr = pre.data() + n * GHs;
         const T* xr = xt + n * GH + j0;
         const T* br = b ? b + j0 : nullptr;
-        for (int64_t k = 0; k < summed; ++k)
-          for (int64_t j = 0; j < Hs; ++j) pr[k * Hs + j] += xr[k * H + j] + (br ? br[k * H + j] : T(0));
+        for (int64_t k = 0; k < summed; ++k) {
+          if (br) {
+#pragma omp simd
+            for (int64_t j = 0; j < Hs; ++j) pr[k * Hs + j] += xr[k * H + j] + br[k * H + j];
+          } else {
+#pragma omp simd
+            for (int64_t j = 0; j < Hs; ++j) pr[k * Hs + j] += xr[k * H + j];
+          }
+        }
         if (cell == RnnCell::Gru)
           for (int64_t j = 0; j < Hs; ++j) e0[n * H + j0 + j] = pr[2 * Hs + j] + (br ? br[2 * H + j] : T(0));
       }
@@ -278,11 +285,13 @@ void forward(const Geom& g, const Args& a, T* out, T* ws, bool keep) {
           gate(OpId::Sigmoid, 3, 1);  // o
           for (int64_t n = 0; n < N; ++n) {
             const T* gr = gt + n * GH;
+#pragma omp simd
             for (int64_t j = j0; j < j0 + Hs; ++j) e0[n * H + j] = gr[H + j] * c[n * H + j] + gr[j] * gr[2 * H + j];
           }
           apply(OpId::Tanh, e1 + j0, H, e0 + j0, H, N, Hs);
           for (int64_t n = 0; n < N; ++n) {
             const T* gr = gt + n * GH;
+#pragma omp simd
             for (int64_t j = j0; j < j0 + Hs; ++j) ht[n * H + j] = gr[3 * H + j] * e1[n * H + j];
           }
           c = e0;
@@ -347,7 +356,10 @@ void backward(const Geom& g, const Args& a, const T* gy, const T* out, const T* 
   std::vector<T> dh(gy + T_ * NH, gy + (T_ + 1) * NH), dc(size_t(NH), T(0));
   if (lstm) dc.assign(gy + (T_ + 1) * NH, gy + (T_ + 2) * NH);
   // d(pre-activation of h·W_hh^T) of every step, and the h each step read: W_hh's gradient is their product
-  std::vector<T> dall(size_t(T_ * N * GH), T(0)), hprev(size_t(T_ * NH), T(0));
+  // (for all but the GRU that is x_proj's gradient itself: the GRU's n gate alone differs, by r)
+  const bool gru = g.mode.cell == RnnCell::Gru;
+  std::vector<T> dall_gru(gru ? size_t(T_ * N * GH) : 0, T(0)), hprev(size_t(T_ * NH), T(0));
+  T* dall = gru ? dall_gru.data() : gx;
   const T* h0 = s0 ? s0 : zero.data();
   const T* c0 = lstm && s0 ? s0 + NH : zero.data();
   std::fill(gb, gb + GH, T(0));
@@ -367,7 +379,7 @@ void backward(const Geom& g, const Args& a, const T* gy, const T* out, const T* 
       const T* et = gt + N * GH;  // LSTM: c, then tanh(c); GRU: W_hn·h + b_hn
       const T* ht = out + t * NH;
       T* gxt = gx + t * N * GH;
-      T* dt = dall.data() + t * N * GH;
+      T* dt = dall + t * N * GH;
       for (int64_t n = 0; n < N; ++n) {
         const T* gr = gt + n * GH;
         T* gxr = gxt + n * GH;
@@ -377,59 +389,75 @@ void backward(const Geom& g, const Args& a, const T* gy, const T* out, const T* 
           for (int64_t k = 0; k < g.mode.gates; ++k) std::fill(gxr + k * H + j0, gxr + k * H + j1, T(0));
           continue;
         }
-        for (int64_t j = j0; j < j1; ++j) {
-          const int64_t e = n * H + j;
-          T d = dhr[j] + gyt[e];
-          switch (g.mode.cell) {
-            case RnnCell::Lstm: {
+        // the cell's switch outside the unit loop, which then vectorises (the pointers never overlap)
+        const T* gyr = gyt + n * H;
+        const T* hpr = hp + n * H;
+        const T* htr = ht + n * H;
+        const T* er = et + n * H;
+        T* dcr = dc.data() + n * H;
+        switch (g.mode.cell) {
+          case RnnCell::Lstm: {
+            const T* cpr = cp + n * H;
+            const T* tcr = er + NH;
+#pragma omp simd
+            for (int64_t j = j0; j < j1; ++j) {
+              T d = dhr[j] + gyr[j];
               T i = gr[j], f = gr[H + j], gg = gr[2 * H + j], o = gr[3 * H + j];
-              T tc = et[NH + e];
-              T dct = dc[e] + d * o * (T(1) - tc * tc);
+              T tc = tcr[j];
+              T dct = dcr[j] + d * o * (T(1) - tc * tc);
               dr[j] = dct * gg * i * (T(1) - i);
-              dr[H + j] = dct * cp[e] * f * (T(1) - f);
+              dr[H + j] = dct * cpr[j] * f * (T(1) - f);
               dr[2 * H + j] = dct * i * (T(1) - gg * gg);
               dr[3 * H + j] = d * tc * o * (T(1) - o);
-              for (int64_t k = 0; k < 4; ++k) gxr[k * H + j] = dr[k * H + j];
-              dc[e] = dct * f;
+              dcr[j] = dct * f;
               dhr[j] = T(0);
-              break;
             }
-            case RnnCell::Gru: {
+            break;
+          }
+          case RnnCell::Gru:
+#pragma omp simd
+            for (int64_t j = j0; j < j1; ++j) {
+              T d = dhr[j] + gyr[j];
               T r = gr[j], z = gr[H + j], nn = gr[2 * H + j];
               T dn = d * (T(1) - z) * (T(1) - nn * nn);
-              gxr[j] = dr[j] = dn * et[e] * r * (T(1) - r);
-              gxr[H + j] = dr[H + j] = d * (hp[e] - nn) * z * (T(1) - z);
+              gxr[j] = dr[j] = dn * er[j] * r * (T(1) - r);
+              gxr[H + j] = dr[H + j] = d * (hpr[j] - nn) * z * (T(1) - z);
               gxr[2 * H + j] = dn;
               dr[2 * H + j] = dn * r;
               dhr[j] = d * z;
-              break;
             }
-            case RnnCell::Tanh:
-              gxr[j] = dr[j] = d * (T(1) - ht[e] * ht[e]);
+            break;
+          case RnnCell::Tanh:
+#pragma omp simd
+            for (int64_t j = j0; j < j1; ++j) {
+              dr[j] = (dhr[j] + gyr[j]) * (T(1) - htr[j] * htr[j]);
               dhr[j] = T(0);
-              break;
-            case RnnCell::Relu:
-              gxr[j] = dr[j] = ht[e] > T(0) ? d : T(0);
+            }
+            break;
+          case RnnCell::Relu:
+#pragma omp simd
+            for (int64_t j = j0; j < j1; ++j) {
+              dr[j] = htr[j] > T(0) ? dhr[j] + gyr[j] : T(0);
               dhr[j] = T(0);
-              break;
-          }
+            }
+            break;
         }
       }
-      step_barrier(n_threads, dall.data());  // the GEMM reads every thread's d(pre) of the step
+      step_barrier(n_threads, dall);  // the GEMM reads every thread's d(pre) of the step
       if (j1 > j0 && N > 0) dh_gemm(dt, dhs.data(), N);
     }
     for (int64_t n = 0; n < N; ++n) std::copy(dhs.data() + n * (j1 - j0), dhs.data() + (n + 1) * (j1 - j0), dh.data() + n * H + j0);
     // b_hh's gradient over this slice's columns of d(pre), which only this thread wrote
     for (int64_t r = 0; r < T_ * N; ++r)
       for (int64_t k = 0; k < g.mode.gates; ++k) {
-        const T* dr = dall.data() + r * GH + k * H;
+        const T* dr = dall + r * GH + k * H;
         for (int64_t j = j0; j < j1; ++j) gb[k * H + j] += dr[j];
       }
   });
   std::copy(dh.begin(), dh.end(), gs);
   if (lstm) std::copy(dc.begin(), dc.end(), gs + NH);
   std::fill(gw, gw + GH * H, T(0));
-  if (T_ * N > 0 && H > 0) blas::gemm(true, false, GH, H, T_ * N, dall.data(), GH, hprev.data(), H, T(0), gw, H);
+  if (T_ * N > 0 && H > 0) blas::gemm(true, false, GH, H, T_ * N, dall, GH, hprev.data(), H, T(0), gw, H);
 }
 
 Tensor to_dtype(const Tensor& t, DType dt) { return t.dtype() == dt ? t : cast_to(t, dt); }
