@@ -16,7 +16,9 @@
 // layer and direction for the tracer, the script frontend and the JIT; rows sorted longest first (as
 // PackedSequence keeps them) make the running rows a prefix, and a step computes only up to the last of them.
 #include <algorithm>
+#include <atomic>
 #include <exception>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -175,38 +177,60 @@ int split_threads(const Geom& g) {
 // The first unit of thread `i` of `n`: slices on multiples of 16 keep the gate rows vector-aligned.
 int64_t unit_begin(int64_t H, int i, int n) { return i == n ? H : (H * i / n) & ~int64_t(15); }
 
-// Runs body(thread, threads) on `n` threads (or on this one); body calls step_barrier between steps. An
+// The threads of a split meet here once a step. libgomp's barrier spins for milliseconds before it sleeps,
+// which on a machine with more runnable threads than cores keeps a core from the very thread it waits for;
+// this one spins about a step's length, then yields the core.
+class StepBarrier {
+ public:
+  explicit StepBarrier(int n) : n_(n) {}
+  void wait() {
+    if (n_ == 1) return;
+    const unsigned gen = generation_.load(std::memory_order_acquire);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
+      arrived_.store(0, std::memory_order_relaxed);
+      generation_.fetch_add(1, std::memory_order_release);
+      return;
+    }
+    for (unsigned k = 0; generation_.load(std::memory_order_acquire) == gen; ++k) {
+      if (k < 2048) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+
+ private:
+  const int n_;
+  std::atomic<int> arrived_{0};
+  std::atomic<unsigned> generation_{0};
+};
+
+// Runs body(thread, barrier) on `n` threads (or on this one); body calls barrier.wait() between steps. An
 // exception may not leave a parallel region: the first one thrown is rethrown after it.
 template <class F>
 void on_threads(int n, F&& body) {
-  if (n == 1) return body(0, 1);
+  StepBarrier barrier(n);
+  if (n == 1) return body(0, 1, barrier);
 #ifdef _OPENMP
   std::exception_ptr error;
-  KILN_TSAN_RELEASE(&body);
+  KILN_TSAN_RELEASE(&barrier);
 #pragma omp parallel num_threads(n)
   {
-    KILN_TSAN_ACQUIRE(&body);
+    KILN_TSAN_ACQUIRE(&barrier);
     omp_set_num_threads(1);  // this thread's count inside the region: what oneDNN sizes the slice's GEMM for
     try {
-      body(omp_get_thread_num(), n);
+      body(omp_get_thread_num(), n, barrier);
     } catch (...) {
 #pragma omp critical(kiln_rnn_error)
       if (!error) error = std::current_exception();
     }
-    KILN_TSAN_RELEASE(&body);
+    KILN_TSAN_RELEASE(&barrier);
   }
-  KILN_TSAN_ACQUIRE(&body);
+  KILN_TSAN_ACQUIRE(&barrier);
   if (error) std::rethrow_exception(error);
-#endif
-}
-
-// Every thread of the split has finished the step; `token` carries what they wrote to TSan.
-void step_barrier(int n, const void* token) {
-  if (n == 1) return;
-#ifdef _OPENMP
-  KILN_TSAN_RELEASE(token);
-#pragma omp barrier
-  KILN_TSAN_ACQUIRE(token);
 #endif
 }
 
@@ -226,7 +250,7 @@ void forward(const Geom& g, const Args& a, T* out, T* ws, bool keep) {
   const T* h0 = s0 ? s0 : zero.data();
   const T* c0 = cell == RnnCell::Lstm && s0 ? s0 + NH : zero.data();
   const int nt = split_threads<T>(g);
-  on_threads(nt, [&](int tid, int n_threads) {
+  on_threads(nt, [&](int tid, int n_threads, StepBarrier& barrier) {
     const int64_t j0 = unit_begin(H, tid, n_threads), Hs = unit_begin(H, tid + 1, n_threads) - j0, GHs = G * Hs;
     // this slice's rows of W_hh, gate after gate, so that its GEMM yields just its pre-activations [N, G*Hs]
     std::vector<T> w_slice;
@@ -330,7 +354,7 @@ void forward(const Geom& g, const Args& a, T* out, T* ws, bool keep) {
         if (cell == RnnCell::Lstm) std::copy(c_prev + n * H + j0, c_prev + n * H + j0 + Hs, e0 + n * H + j0);
       }
       h = ht;
-      step_barrier(n_threads, out);
+      barrier.wait();
     }
   });
   const int64_t last = g.reverse ? 0 : T_ - 1;
@@ -364,7 +388,7 @@ void backward(const Geom& g, const Args& a, const T* gy, const T* out, const T* 
   const T* c0 = lstm && s0 ? s0 + NH : zero.data();
   std::fill(gb, gb + GH, T(0));
   const int nt = split_threads<T>(g);
-  on_threads(nt, [&](int tid, int n_threads) {
+  on_threads(nt, [&](int tid, int n_threads, StepBarrier& barrier) {
     const int64_t j0 = unit_begin(H, tid, n_threads), j1 = unit_begin(H, tid + 1, n_threads);
     PackedGemm<T> dh_gemm(false, N, j1 - j0, GH, w + j0, H, T(1));  // dh[:, j0:j1] += d(pre)·W_hh[:, j0:j1]
     std::vector<T> dhs(size_t(N * (j1 - j0)));  // this slice's columns of dh, rows contiguous as the GEMM's C
@@ -443,7 +467,7 @@ void backward(const Geom& g, const Args& a, const T* gy, const T* out, const T* 
             break;
         }
       }
-      step_barrier(n_threads, dall);  // the GEMM reads every thread's d(pre) of the step
+      barrier.wait();  // the GEMM reads every thread's d(pre) of the step
       if (j1 > j0 && N > 0) dh_gemm(dt, dhs.data(), N);
     }
     for (int64_t n = 0; n < N; ++n) std::copy(dhs.data() + n * (j1 - j0), dhs.data() + (n + 1) * (j1 - j0), dh.data() + n * H + j0);
