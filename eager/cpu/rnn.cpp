@@ -408,7 +408,7 @@ void backward(const Geom& g, const Args& a, const T* gy, const T* out, const T* 
         const T* gr = gt + n * GH;
         T* gxr = gxt + n * GH;
         T* dr = dt + n * GH;
-        T* dhr = dhs.data() + n * (j1 - j0) - j0;  // indexed by unit, as the others
+        T* dhr = dhs.data() + n * (j1 - j0);  // this slice's columns: unit j at dhr[j - j0]
         if (!runs(a, n, t)) {  // the state passes through untouched; the zero output takes no gradient
           for (int64_t k = 0; k < g.mode.gates; ++k) std::fill(gxr + k * H + j0, gxr + k * H + j1, T(0));
           continue;
@@ -425,7 +425,7 @@ void backward(const Geom& g, const Args& a, const T* gy, const T* out, const T* 
             const T* tcr = er + NH;
 #pragma omp simd
             for (int64_t j = j0; j < j1; ++j) {
-              T d = dhr[j] + gyr[j];
+              T d = dhr[j - j0] + gyr[j];
               T i = gr[j], f = gr[H + j], gg = gr[2 * H + j], o = gr[3 * H + j];
               T tc = tcr[j];
               T dct = dcr[j] + d * o * (T(1) - tc * tc);
@@ -434,35 +434,35 @@ void backward(const Geom& g, const Args& a, const T* gy, const T* out, const T* 
               dr[2 * H + j] = dct * i * (T(1) - gg * gg);
               dr[3 * H + j] = d * tc * o * (T(1) - o);
               dcr[j] = dct * f;
-              dhr[j] = T(0);
+              dhr[j - j0] = T(0);
             }
             break;
           }
           case RnnCell::Gru:
 #pragma omp simd
             for (int64_t j = j0; j < j1; ++j) {
-              T d = dhr[j] + gyr[j];
+              T d = dhr[j - j0] + gyr[j];
               T r = gr[j], z = gr[H + j], nn = gr[2 * H + j];
               T dn = d * (T(1) - z) * (T(1) - nn * nn);
               gxr[j] = dr[j] = dn * er[j] * r * (T(1) - r);
               gxr[H + j] = dr[H + j] = d * (hpr[j] - nn) * z * (T(1) - z);
               gxr[2 * H + j] = dn;
               dr[2 * H + j] = dn * r;
-              dhr[j] = d * z;
+              dhr[j - j0] = d * z;
             }
             break;
           case RnnCell::Tanh:
 #pragma omp simd
             for (int64_t j = j0; j < j1; ++j) {
-              dr[j] = (dhr[j] + gyr[j]) * (T(1) - htr[j] * htr[j]);
-              dhr[j] = T(0);
+              dr[j] = (dhr[j - j0] + gyr[j]) * (T(1) - htr[j] * htr[j]);
+              dhr[j - j0] = T(0);
             }
             break;
           case RnnCell::Relu:
 #pragma omp simd
             for (int64_t j = j0; j < j1; ++j) {
-              dr[j] = htr[j] > T(0) ? dhr[j] + gyr[j] : T(0);
-              dhr[j] = T(0);
+              dr[j] = htr[j] > T(0) ? dhr[j - j0] + gyr[j] : T(0);
+              dhr[j - j0] = T(0);
             }
             break;
         }
