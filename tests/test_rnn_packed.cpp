@@ -235,3 +235,37 @@ TEST_CASE("packed sequences traced and compiled: one rnn_layer node per layer an
     check_close(b[i], want[i], 1e-6, 1e-6);
   }
 }
+
+TEST_CASE("rnn_layer split over two threads (hidden units per thread) equals one thread, packed or not") {
+  const int saved = get_num_threads();
+  for (const char* mode : {"lstm", "gru", "rnn_tanh", "rnn_relu"}) {
+    const int64_t G = rnn_mode(mode)->gates, S = rnn_mode(mode)->states, H = 64, N = 16;
+    for (auto [reverse, packed] : {std::pair{false, false}, {true, true}, {false, true}}) {
+      CAPTURE(mode);
+      CAPTURE(reverse);
+      CAPTURE(packed);
+      manual_seed(5);
+      Tensors in{randn({4, N, G * H}), mul(randn({G * H, H}), 0.2), randn({G * H}), randn({S, N, H})};
+      Tensor weights = randn({4 + S, N, H});
+      std::vector<int64_t> len(size_t(N), 4);
+      for (int64_t n = 0; n < N; ++n) len[size_t(n)] = 4 - n % 4;  // unsorted, as a batch before packing
+      Attrs a = Attrs().set("mode", std::string(mode)).set("reverse", reverse).set("bias", true).set("keep", true);
+      if (packed) a.set("lengths", true);
+      std::vector<Tensors> results;
+      for (int threads : {1, 2}) {
+        set_num_threads(threads);
+        Tensors x;
+        for (const Tensor& t : in) x.push_back(t.detach().requires_grad_());
+        Tensors args = x;
+        if (packed) args.push_back(tensor(len));
+        Tensor out = dispatch1(OpId::RnnLayer, args, a);
+        Tensors r{out.detach()};
+        for (const Tensor& g : grad({sum(mul(out, weights))}, x)) r.push_back(g);
+        results.push_back(r);
+        CHECK(get_num_threads() == threads);  // the split's threads ran one each, this one's count is as it was
+      }
+      set_num_threads(saved);
+      for (size_t i = 0; i < results[0].size(); ++i) check_close(results[1][i], results[0][i], 1e-5, 1e-5);
+    }
+  }
+}

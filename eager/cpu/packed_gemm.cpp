@@ -7,6 +7,10 @@
 #include <type_traits>
 #include <unordered_map>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "core/error.h"
 #include "eager/cpu/blas.h"
 #include "eager/cpu/onednn_switch.h"
@@ -27,7 +31,9 @@ dnnl::engine& engine() {
   return e;
 }
 
-using Key = std::tuple<bool, int64_t, int64_t, int64_t, int64_t, bool>;  // tb, M, N, K, ldb, accumulate
+// tb, M, N, K, ldb, accumulate, threads (a primitive is made for the threads it may use: a recurrent layer's
+// split steps run one each inside a parallel region)
+using Key = std::tuple<bool, int64_t, int64_t, int64_t, int64_t, bool, int>;
 
 // A shape's primitives, made once per thread (a primitive may run only where it was made: onednn_scratchpad.h).
 struct Prims {
@@ -38,11 +44,19 @@ struct Prims {
 };
 
 // Shared: a PackedGemm alive across a cache reset keeps its primitives.
+int max_threads() {
+#ifdef _OPENMP
+  return omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
 std::shared_ptr<const Prims> prims(const Key& k) {
   thread_local std::map<Key, std::shared_ptr<const Prims>> cache;
   if (auto it = cache.find(k); it != cache.end()) return it->second;
   if (cache.size() > 64) cache.clear();  // shapes that keep changing (a varying batch) would grow it without bound
-  auto [tb, M, N, K, ldb, acc] = k;
+  [[maybe_unused]] auto [tb, M, N, K, ldb, acc, threads] = k;
   using dt = dnnl::memory::data_type;
   Prims p;
   p.a = dnnl::memory::desc({M, K}, dt::f32, dnnl::memory::dims{K, 1});
@@ -90,7 +104,7 @@ PackedGemm<T>::PackedGemm(bool tb, int64_t M, int64_t N, int64_t K, const T* B, 
 #if KILN_HAVE_DNNL
   if constexpr (std::is_same_v<T, float>) {
     if (M <= 0 || N <= 0 || K <= 0 || !onednn_gemm_enabled()) return;
-    std::shared_ptr<const Prims> shared = prims({tb, M, N, K, ldb, beta != T(0)});
+    std::shared_ptr<const Prims> shared = prims({tb, M, N, K, ldb, beta != T(0), max_threads()});
     const Prims& p = *shared;
     if (!p.ok) return;
     auto packed = std::make_unique<Packed>();

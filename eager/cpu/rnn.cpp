@@ -16,14 +16,23 @@
 // layer and direction for the tracer, the script frontend and the JIT; rows sorted longest first (as
 // PackedSequence keeps them) make the running rows a prefix, and a step computes only up to the last of them.
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #include "core/rnn_mode.h"
+#include "core/tsan_annotations.h"
 #include "eager/cpu/blas.h"
 #include "eager/cpu/copy.h"
 #include "eager/cpu/im2col.h"
 #include "eager/cpu/isa_kernels.h"
+#include "eager/cpu/onednn_switch.h"
 #include "eager/cpu/packed_gemm.h"
 #include "eager/kernels.h"
 
@@ -146,92 +155,220 @@ int64_t running_rows(const Args& a, int64_t t, int64_t N) {
 int64_t extras(RnnCell cell) { return cell == RnnCell::Lstm ? 2 : cell == RnnCell::Gru ? 1 : 0; }
 int64_t step_size(const Geom& g) { return g.N * g.GH + extras(g.mode.cell) * g.N * g.H; }
 
+// How many threads a layer's steps split its hidden units over: each thread takes a slice of the units, the
+// same columns of every gate, so its part of a step's GEMM (its rows of W_hh) and the gate arithmetic of those
+// columns run on it back to back, and the threads meet once per step (the next step's GEMM reads all of h).
+// At a step's small M (the batch) oneDNN's own split of one GEMM gains little, and the gate loops would run on
+// one thread. float only (a double GEMM is OpenBLAS's, whose own threads would contend with the team's), not
+// inside another region (the inter-op team), at least a vector of units per thread, and steps large enough to
+// pay for a barrier each. Each unit's arithmetic is the same whatever the split, only the GEMM's blocking
+// differs, so any split equals one thread's result within float rounding.
+template <class T>
+int split_threads(const Geom& g) {
+#ifdef _OPENMP
+  if (!std::is_same_v<T, float> || omp_in_parallel() || !onednn_gemm_enabled()) return 1;
+  if (g.N * g.GH * g.H < (int64_t(1) << 16)) return 1;
+  return int(std::max<int64_t>(1, std::min<int64_t>(omp_get_max_threads(), g.H / 16)));
+#else
+  return 1;
+#endif
+}
+
+// The first unit of thread `i` of `n`: slices on multiples of 16 keep the gate rows vector-aligned.
+int64_t unit_begin(int64_t H, int i, int n) { return i == n ? H : (H * i / n) & ~int64_t(15); }
+
+// The threads of a split meet here once a step. libgomp's barrier spins for milliseconds before it sleeps,
+// which on a machine with more runnable threads than cores keeps a core from the very thread it waits for;
+// this one spins about a step's length, then yields the core.
+class StepBarrier {
+ public:
+  explicit StepBarrier(int n) : n_(n) {}
+  void wait() {
+    if (n_ == 1) return;
+    const unsigned gen = generation_.load(std::memory_order_acquire);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
+      arrived_.store(0, std::memory_order_relaxed);
+      generation_.fetch_add(1, std::memory_order_release);
+      return;
+    }
+    for (unsigned k = 0; generation_.load(std::memory_order_acquire) == gen; ++k) {
+      if (k < 2048) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+
+ private:
+  const int n_;
+  std::atomic<int> arrived_{0};
+  std::atomic<unsigned> generation_{0};
+};
+
+// Runs body(thread, barrier) on `n` threads (or on this one); body calls barrier.wait() between steps. An
+// exception may not leave a parallel region: the first one thrown is rethrown after it.
+template <class F>
+void on_threads(int n, F&& body) {
+  StepBarrier barrier(n);
+  if (n == 1) return body(0, 1, barrier);
+#ifdef _OPENMP
+  std::exception_ptr error;
+  KILN_TSAN_RELEASE(&barrier);
+#pragma omp parallel num_threads(n)
+  {
+    KILN_TSAN_ACQUIRE(&barrier);
+    omp_set_num_threads(1);  // this thread's count inside the region: what oneDNN sizes the slice's GEMM for
+    try {
+      body(omp_get_thread_num(), n, barrier);
+    } catch (...) {
+#pragma omp critical(kiln_rnn_error)
+      if (!error) error = std::current_exception();
+    }
+    KILN_TSAN_RELEASE(&barrier);
+  }
+  KILN_TSAN_ACQUIRE(&barrier);
+  if (error) std::rethrow_exception(error);
+#endif
+}
+
 // The forward pass into out [T+S,N,H]. ws holds step_size() per step: for every step when `keep` (the
 // backward reads them), else two slots used in turn.
 template <class T>
 void forward(const Geom& g, const Args& a, T* out, T* ws, bool keep) {
-  const int64_t T_ = g.T, N_ = g.N, H = g.H, GH = g.GH, NH = N_ * H, SS = step_size(g);
+  const int64_t T_ = g.T, N_ = g.N, H = g.H, GH = g.GH, NH = N_ * H, SS = step_size(g), G = g.mode.gates;
   const T* x = ptr<T>(a.x);
   const T* w = ptr<T>(a.w);
   const T* b = ptr<T>(a.b);
   const T* s0 = ptr<T>(a.state0);
   const RnnCell cell = g.mode.cell;
-  std::vector<T> zero(size_t(NH), T(0)), pre(size_t(N_ * GH), T(0));
+  std::vector<T> zero(size_t(NH), T(0));
   // a packed sequence's finished rows leave their gates unwritten, and the backward reads none of them
   if (!a.lengths.empty()) std::fill(ws, ws + (keep ? T_ : 2) * SS, T(0));
-  const T* h = s0 ? s0 : zero.data();
-  const T* c = cell == RnnCell::Lstm && s0 ? s0 + NH : zero.data();
-  PackedGemm<T> step_gemm(true, N_, GH, H, w, H, T(0));  // h·W_hh^T, W_hh packed once for all steps
-  for (int64_t s = 0; s < T_; ++s) {
-    const int64_t t = g.reverse ? T_ - 1 - s : s;
-    const T* c_prev = c;
-    T* gt = ws + (keep ? t : s % 2) * SS;  // the gates, then the extras
-    T* e0 = gt + N_ * GH;
-    T* e1 = e0 + NH;
-    T* ht = out + t * NH;
-    const int64_t N = running_rows(a, t, N_);  // the rows after the last running one wait
-    if (H > 0 && N > 0) step_gemm(h, pre.data(), N);
-    const T* xt = x + t * N_ * GH;
-    // the pre-activations x + h·W_hh^T + b_hh, but GRU's n gate keeps W_hn·h + b_hn apart (r multiplies it)
-    const int64_t summed = cell == RnnCell::Gru ? 2 * H : GH;
-    for (int64_t n = 0; n < N; ++n) {
-      T* pr = pre.data() + n * GH;
-      const T* xr = xt + n * GH;
-      for (int64_t k = 0; k < summed; ++k) pr[k] += xr[k] + (b ? b[k] : T(0));
-      if (cell == RnnCell::Gru)
-        for (int64_t j = 0; j < H; ++j) e0[n * H + j] = pr[2 * H + j] + (b ? b[2 * H + j] : T(0));
+  const T* h0 = s0 ? s0 : zero.data();
+  const T* c0 = cell == RnnCell::Lstm && s0 ? s0 + NH : zero.data();
+  const int nt = split_threads<T>(g);
+  on_threads(nt, [&](int tid, int n_threads, StepBarrier& barrier) {
+    const int64_t j0 = unit_begin(H, tid, n_threads), Hs = unit_begin(H, tid + 1, n_threads) - j0, GHs = G * Hs;
+    // this slice's rows of W_hh, gate after gate, so that its GEMM yields just its pre-activations [N, G*Hs]
+    std::vector<T> w_slice;
+    const T* ws_w = w;
+    if (Hs != H) {
+      w_slice.resize(size_t(GHs * H));
+      for (int64_t k = 0; k < G; ++k)
+        std::copy(w + (k * H + j0) * H, w + (k * H + j0 + Hs) * H, w_slice.data() + k * Hs * H);
+      ws_w = w_slice.data();
     }
-    switch (cell) {
-      case RnnCell::Lstm: {
-        apply(OpId::Sigmoid, gt, GH, pre.data(), GH, N, 2 * H);                  // i, f
-        apply(OpId::Tanh, gt + 2 * H, GH, pre.data() + 2 * H, GH, N, H);         // g
-        apply(OpId::Sigmoid, gt + 3 * H, GH, pre.data() + 3 * H, GH, N, H);      // o
-        for (int64_t n = 0; n < N; ++n) {
-          const T* gr = gt + n * GH;
-          for (int64_t j = 0; j < H; ++j) e0[n * H + j] = gr[H + j] * c[n * H + j] + gr[j] * gr[2 * H + j];
-        }
-        apply(OpId::Tanh, e1, H, e0, H, N, H);
-        for (int64_t n = 0; n < N; ++n) {
-          const T* gr = gt + n * GH;
-          for (int64_t j = 0; j < H; ++j) ht[n * H + j] = gr[3 * H + j] * e1[n * H + j];
-        }
-        c = e0;
-        break;
-      }
-      case RnnCell::Gru: {
-        apply(OpId::Sigmoid, gt, GH, pre.data(), GH, N, 2 * H);  // r, z
-        for (int64_t n = 0; n < N; ++n) {
-          const T* xr = xt + n * GH;
-          T* pr = pre.data() + n * GH;
-          for (int64_t j = 0; j < H; ++j) pr[2 * H + j] = xr[2 * H + j] + gt[n * GH + j] * e0[n * H + j];
-        }
-        apply(OpId::Tanh, gt + 2 * H, GH, pre.data() + 2 * H, GH, N, H);  // n
-        for (int64_t n = 0; n < N; ++n) {
-          const T* gr = gt + n * GH;
-          for (int64_t j = 0; j < H; ++j) {
-            T z = gr[H + j];
-            ht[n * H + j] = (T(1) - z) * gr[2 * H + j] + z * h[n * H + j];
+    PackedGemm<T> step_gemm(true, N_, GHs, H, ws_w, H, T(0));  // h·W_hh^T, W_hh packed once for all steps
+    std::vector<T> pre(size_t(N_ * GHs), T(0));
+    const T* h = h0;
+    const T* c = c0;
+    for (int64_t s = 0; s < T_; ++s) {
+      const int64_t t = g.reverse ? T_ - 1 - s : s;
+      const T* c_prev = c;
+      T* gt = ws + (keep ? t : s % 2) * SS;  // the gates, then the extras
+      T* e0 = gt + N_ * GH;
+      T* e1 = e0 + NH;
+      T* ht = out + t * NH;
+      const int64_t N = running_rows(a, t, N_);  // the rows after the last running one wait
+      if (Hs > 0 && N > 0) step_gemm(h, pre.data(), N);
+      const T* xt = x + t * N_ * GH;
+      // the pre-activations x + h·W_hh^T + b_hh, but GRU's n gate keeps W_hn·h + b_hn apart (r multiplies it)
+      const int64_t summed = cell == RnnCell::Gru ? 2 : G;
+      for (int64_t n = 0; n < N; ++n) {
+        T* pr = pre.data() + n * GHs;
+        const T* xr = xt + n * GH + j0;
+        const T* br = b ? b + j0 : nullptr;
+        for (int64_t k = 0; k < summed; ++k) {
+          if (br) {
+#pragma omp simd
+            for (int64_t j = 0; j < Hs; ++j) pr[k * Hs + j] += xr[k * H + j] + br[k * H + j];
+          } else {
+#pragma omp simd
+            for (int64_t j = 0; j < Hs; ++j) pr[k * Hs + j] += xr[k * H + j];
           }
         }
-        break;
+        if (cell == RnnCell::Gru)
+          for (int64_t j = 0; j < Hs; ++j) e0[n * H + j0 + j] = pr[2 * Hs + j] + (br ? br[2 * H + j] : T(0));
       }
-      case RnnCell::Tanh: apply(OpId::Tanh, ht, H, pre.data(), GH, N, H); break;
-      case RnnCell::Relu: apply(OpId::Relu, ht, H, pre.data(), GH, N, H); break;
+      // gate k of this slice: pre's columns [k*Hs, (k+1)*Hs) into the gates' [k*H + j0, ...)
+      auto gate = [&](OpId op, int64_t k, int64_t gates) {
+        apply(op, gt + k * H + j0, GH, pre.data() + k * Hs, GHs, N, gates * Hs);
+      };
+      switch (cell) {
+        case RnnCell::Lstm: {
+          if (Hs == H) {
+            gate(OpId::Sigmoid, 0, 2);  // i, f
+          } else {
+            gate(OpId::Sigmoid, 0, 1);
+            gate(OpId::Sigmoid, 1, 1);
+          }
+          gate(OpId::Tanh, 2, 1);     // g
+          gate(OpId::Sigmoid, 3, 1);  // o
+          for (int64_t n = 0; n < N; ++n) {
+            const T* gr = gt + n * GH;
+#pragma omp simd
+            for (int64_t j = j0; j < j0 + Hs; ++j) e0[n * H + j] = gr[H + j] * c[n * H + j] + gr[j] * gr[2 * H + j];
+          }
+          apply(OpId::Tanh, e1 + j0, H, e0 + j0, H, N, Hs);
+          for (int64_t n = 0; n < N; ++n) {
+            const T* gr = gt + n * GH;
+#pragma omp simd
+            for (int64_t j = j0; j < j0 + Hs; ++j) ht[n * H + j] = gr[3 * H + j] * e1[n * H + j];
+          }
+          c = e0;
+          break;
+        }
+        case RnnCell::Gru: {
+          if (Hs == H) {
+            gate(OpId::Sigmoid, 0, 2);  // r, z
+          } else {
+            gate(OpId::Sigmoid, 0, 1);
+            gate(OpId::Sigmoid, 1, 1);
+          }
+          for (int64_t n = 0; n < N; ++n) {
+            const T* xr = xt + n * GH;
+            T* pr = pre.data() + n * GHs;
+            for (int64_t j = 0; j < Hs; ++j)
+              pr[2 * Hs + j] = xr[2 * H + j0 + j] + gt[n * GH + j0 + j] * e0[n * H + j0 + j];
+          }
+          gate(OpId::Tanh, 2, 1);  // n
+          for (int64_t n = 0; n < N; ++n) {
+            const T* gr = gt + n * GH;
+            for (int64_t j = j0; j < j0 + Hs; ++j) {
+              T z = gr[H + j];
+              ht[n * H + j] = (T(1) - z) * gr[2 * H + j] + z * h[n * H + j];
+            }
+          }
+          break;
+        }
+        case RnnCell::Tanh: apply(OpId::Tanh, ht + j0, H, pre.data(), GHs, N, Hs); break;
+        case RnnCell::Relu: apply(OpId::Relu, ht + j0, H, pre.data(), GHs, N, Hs); break;
+      }
+      // a row that does not run at t carries its state (the caller zeroes its output)
+      for (int64_t n = 0; n < N_; ++n) {
+        if (runs(a, n, t)) continue;
+        std::copy(h + n * H + j0, h + n * H + j0 + Hs, ht + n * H + j0);
+        if (cell == RnnCell::Lstm) std::copy(c_prev + n * H + j0, c_prev + n * H + j0 + Hs, e0 + n * H + j0);
+      }
+      h = ht;
+      barrier.wait();
     }
-    // a row that does not run at t carries its state (the caller zeroes its output)
-    for (int64_t n = 0; n < N_; ++n) {
-      if (runs(a, n, t)) continue;
-      std::copy(h + n * H, h + (n + 1) * H, ht + n * H);
-      if (cell == RnnCell::Lstm) std::copy(c_prev + n * H, c_prev + (n + 1) * H, e0 + n * H);
-    }
-    h = ht;
-  }
+  });
+  const int64_t last = g.reverse ? 0 : T_ - 1;
+  const T* h = out + last * NH;
   std::copy(h, h + NH, out + T_ * NH);
-  if (cell == RnnCell::Lstm) std::copy(c, c + NH, out + (T_ + 1) * NH);
+  if (cell == RnnCell::Lstm) {
+    const T* c = ws + (keep ? last : (T_ - 1) % 2) * SS + N_ * GH;
+    std::copy(c, c + NH, out + (T_ + 1) * NH);
+  }
 }
 
 // The backward pass over the forward's out and ws (kept for every step): gx [T,N,G*H], gw [G*H,H], gb [G*H],
-// gs [S,N,H].
+// gs [S,N,H]. Split as the forward: a thread's units' gate arithmetic, then (once every thread's d(pre) of the
+// step is there) its columns of dh += d(pre)·W_hh.
 template <class T>
 void backward(const Geom& g, const Args& a, const T* gy, const T* out, const T* ws, T* gx, T* gw, T* gb,
               T* gs) {
@@ -243,76 +380,108 @@ void backward(const Geom& g, const Args& a, const T* gy, const T* out, const T* 
   std::vector<T> dh(gy + T_ * NH, gy + (T_ + 1) * NH), dc(size_t(NH), T(0));
   if (lstm) dc.assign(gy + (T_ + 1) * NH, gy + (T_ + 2) * NH);
   // d(pre-activation of h·W_hh^T) of every step, and the h each step read: W_hh's gradient is their product
-  std::vector<T> dall(size_t(T_ * N * GH), T(0)), hprev(size_t(T_ * NH), T(0));
+  // (for all but the GRU that is x_proj's gradient itself: the GRU's n gate alone differs, by r)
+  const bool gru = g.mode.cell == RnnCell::Gru;
+  std::vector<T> dall_gru(gru ? size_t(T_ * N * GH) : 0, T(0)), hprev(size_t(T_ * NH), T(0));
+  T* dall = gru ? dall_gru.data() : gx;
   const T* h0 = s0 ? s0 : zero.data();
   const T* c0 = lstm && s0 ? s0 + NH : zero.data();
-  PackedGemm<T> dh_gemm(false, N, H, GH, w, H, T(1));  // dh += d(pre)·W_hh
-  for (int64_t s = T_ - 1; s >= 0; --s) {
-    const int64_t t = g.reverse ? T_ - 1 - s : s, tp = g.reverse ? t + 1 : t - 1;
-    const T* hp = s == 0 ? h0 : out + tp * NH;
-    const T* cp = s == 0 ? c0 : ws + tp * SS + N * GH;
-    std::copy(hp, hp + NH, hprev.data() + t * NH);
-    const T* gyt = gy + t * NH;
-    const T* gt = ws + t * SS;
-    const T* et = gt + N * GH;  // LSTM: c, then tanh(c); GRU: W_hn·h + b_hn
-    const T* ht = out + t * NH;
-    T* gxt = gx + t * N * GH;
-    T* dt = dall.data() + t * N * GH;
-    for (int64_t n = 0; n < N; ++n) {
-      const T* gr = gt + n * GH;
-      T* gxr = gxt + n * GH;
-      T* dr = dt + n * GH;
-      if (!runs(a, n, t)) {  // the state passes through untouched; the zero output takes no gradient
-        std::fill(gxr, gxr + GH, T(0));
-        continue;
-      }
-      for (int64_t j = 0; j < H; ++j) {
-        const int64_t e = n * H + j;
-        T d = dh[e] + gyt[e];
+  std::fill(gb, gb + GH, T(0));
+  const int nt = split_threads<T>(g);
+  on_threads(nt, [&](int tid, int n_threads, StepBarrier& barrier) {
+    const int64_t j0 = unit_begin(H, tid, n_threads), j1 = unit_begin(H, tid + 1, n_threads);
+    PackedGemm<T> dh_gemm(false, N, j1 - j0, GH, w + j0, H, T(1));  // dh[:, j0:j1] += d(pre)·W_hh[:, j0:j1]
+    std::vector<T> dhs(size_t(N * (j1 - j0)));  // this slice's columns of dh, rows contiguous as the GEMM's C
+    for (int64_t n = 0; n < N; ++n) std::copy(dh.data() + n * H + j0, dh.data() + n * H + j1, dhs.data() + n * (j1 - j0));
+    for (int64_t s = T_ - 1; s >= 0; --s) {
+      const int64_t t = g.reverse ? T_ - 1 - s : s, tp = g.reverse ? t + 1 : t - 1;
+      const T* hp = s == 0 ? h0 : out + tp * NH;
+      const T* cp = s == 0 ? c0 : ws + tp * SS + N * GH;
+      for (int64_t n = 0; n < N; ++n) std::copy(hp + n * H + j0, hp + n * H + j1, hprev.data() + t * NH + n * H + j0);
+      const T* gyt = gy + t * NH;
+      const T* gt = ws + t * SS;
+      const T* et = gt + N * GH;  // LSTM: c, then tanh(c); GRU: W_hn·h + b_hn
+      const T* ht = out + t * NH;
+      T* gxt = gx + t * N * GH;
+      T* dt = dall + t * N * GH;
+      for (int64_t n = 0; n < N; ++n) {
+        const T* gr = gt + n * GH;
+        T* gxr = gxt + n * GH;
+        T* dr = dt + n * GH;
+        T* dhr = dhs.data() + n * (j1 - j0);  // this slice's columns: unit j at dhr[j - j0]
+        if (!runs(a, n, t)) {  // the state passes through untouched; the zero output takes no gradient
+          for (int64_t k = 0; k < g.mode.gates; ++k) std::fill(gxr + k * H + j0, gxr + k * H + j1, T(0));
+          continue;
+        }
+        // the cell's switch outside the unit loop, which then vectorises (the pointers never overlap)
+        const T* gyr = gyt + n * H;
+        const T* hpr = hp + n * H;
+        const T* htr = ht + n * H;
+        const T* er = et + n * H;
+        T* dcr = dc.data() + n * H;
         switch (g.mode.cell) {
           case RnnCell::Lstm: {
-            T i = gr[j], f = gr[H + j], gg = gr[2 * H + j], o = gr[3 * H + j];
-            T tc = et[NH + e];
-            T dct = dc[e] + d * o * (T(1) - tc * tc);
-            dr[j] = dct * gg * i * (T(1) - i);
-            dr[H + j] = dct * cp[e] * f * (T(1) - f);
-            dr[2 * H + j] = dct * i * (T(1) - gg * gg);
-            dr[3 * H + j] = d * tc * o * (T(1) - o);
-            for (int64_t k = 0; k < 4; ++k) gxr[k * H + j] = dr[k * H + j];
-            dc[e] = dct * f;
-            dh[e] = T(0);
+            const T* cpr = cp + n * H;
+            const T* tcr = er + NH;
+#pragma omp simd
+            for (int64_t j = j0; j < j1; ++j) {
+              T d = dhr[j - j0] + gyr[j];
+              T i = gr[j], f = gr[H + j], gg = gr[2 * H + j], o = gr[3 * H + j];
+              T tc = tcr[j];
+              T dct = dcr[j] + d * o * (T(1) - tc * tc);
+              dr[j] = dct * gg * i * (T(1) - i);
+              dr[H + j] = dct * cpr[j] * f * (T(1) - f);
+              dr[2 * H + j] = dct * i * (T(1) - gg * gg);
+              dr[3 * H + j] = d * tc * o * (T(1) - o);
+              dcr[j] = dct * f;
+              dhr[j - j0] = T(0);
+            }
             break;
           }
-          case RnnCell::Gru: {
-            T r = gr[j], z = gr[H + j], nn = gr[2 * H + j];
-            T dn = d * (T(1) - z) * (T(1) - nn * nn);
-            gxr[j] = dr[j] = dn * et[e] * r * (T(1) - r);
-            gxr[H + j] = dr[H + j] = d * (hp[e] - nn) * z * (T(1) - z);
-            gxr[2 * H + j] = dn;
-            dr[2 * H + j] = dn * r;
-            dh[e] = d * z;
+          case RnnCell::Gru:
+#pragma omp simd
+            for (int64_t j = j0; j < j1; ++j) {
+              T d = dhr[j - j0] + gyr[j];
+              T r = gr[j], z = gr[H + j], nn = gr[2 * H + j];
+              T dn = d * (T(1) - z) * (T(1) - nn * nn);
+              gxr[j] = dr[j] = dn * er[j] * r * (T(1) - r);
+              gxr[H + j] = dr[H + j] = d * (hpr[j] - nn) * z * (T(1) - z);
+              gxr[2 * H + j] = dn;
+              dr[2 * H + j] = dn * r;
+              dhr[j - j0] = d * z;
+            }
             break;
-          }
           case RnnCell::Tanh:
-            gxr[j] = dr[j] = d * (T(1) - ht[e] * ht[e]);
-            dh[e] = T(0);
+#pragma omp simd
+            for (int64_t j = j0; j < j1; ++j) {
+              dr[j] = (dhr[j - j0] + gyr[j]) * (T(1) - htr[j] * htr[j]);
+              dhr[j - j0] = T(0);
+            }
             break;
           case RnnCell::Relu:
-            gxr[j] = dr[j] = ht[e] > T(0) ? d : T(0);
-            dh[e] = T(0);
+#pragma omp simd
+            for (int64_t j = j0; j < j1; ++j) {
+              dr[j] = htr[j] > T(0) ? dhr[j - j0] + gyr[j] : T(0);
+              dhr[j - j0] = T(0);
+            }
             break;
         }
       }
+      barrier.wait();  // the GEMM reads every thread's d(pre) of the step
+      if (j1 > j0 && N > 0) dh_gemm(dt, dhs.data(), N);
     }
-    if (H > 0 && N > 0) dh_gemm(dt, dh.data());
-  }
+    for (int64_t n = 0; n < N; ++n) std::copy(dhs.data() + n * (j1 - j0), dhs.data() + (n + 1) * (j1 - j0), dh.data() + n * H + j0);
+    // b_hh's gradient over this slice's columns of d(pre), which only this thread wrote
+    for (int64_t r = 0; r < T_ * N; ++r)
+      for (int64_t k = 0; k < g.mode.gates; ++k) {
+        const T* dr = dall + r * GH + k * H;
+        for (int64_t j = j0; j < j1; ++j) gb[k * H + j] += dr[j];
+      }
+  });
   std::copy(dh.begin(), dh.end(), gs);
   if (lstm) std::copy(dc.begin(), dc.end(), gs + NH);
   std::fill(gw, gw + GH * H, T(0));
-  if (T_ * N > 0 && H > 0) blas::gemm(true, false, GH, H, T_ * N, dall.data(), GH, hprev.data(), H, T(0), gw, H);
-  std::fill(gb, gb + GH, T(0));
-  for (int64_t r = 0; r < T_ * N; ++r)
-    for (int64_t k = 0; k < GH; ++k) gb[k] += dall[size_t(r * GH + k)];
+  if (T_ * N > 0 && H > 0) blas::gemm(true, false, GH, H, T_ * N, dall, GH, hprev.data(), H, T(0), gw, H);
 }
 
 Tensor to_dtype(const Tensor& t, DType dt) { return t.dtype() == dt ? t : cast_to(t, dt); }

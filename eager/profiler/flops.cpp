@@ -71,8 +71,8 @@ int64_t op_flops(OpId op, const std::vector<Shape>& in, const Attrs& attrs, cons
       return numel_of(in.at(2));
     case OpId::RnnLayer:  // per step h·W_hh^T, [N,H] by [H,G*H]; the gate arithmetic is not counted
       return 2 * numel_of(in.at(0)) * in.at(1).at(1);
-    case OpId::RnnLayerBackward:  // the forward again, then the gradients of h and of W_hh: three such GEMMs
-      return 3 * 2 * numel_of(in.at(1)) * in.at(2).at(1);
+    case OpId::RnnLayerBackward:  // the gradients of h and of W_hh, and the forward again unless its steps were kept
+      return (numel_of(in.at(2)) > 0 ? 2 : 3) * 2 * numel_of(in.at(3)) * in.at(4).at(1);
   }
   return 0;  // unreachable: every OpId has a case above
 }
