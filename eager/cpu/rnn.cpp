@@ -183,8 +183,13 @@ int64_t unit_begin(int64_t H, int i, int n) { return i == n ? H : (H * i / n) & 
 class StepBarrier {
  public:
   explicit StepBarrier(int n) : n_(n) {}
+  // A thread that failed stops the others at their next wait, which then throws (instead of waiting for it
+  // forever); the caller rethrows the first thread's own exception.
+  struct Abandoned {};
+  void abandon() { abandoned_.store(true, std::memory_order_release); }
   void wait() {
     if (n_ == 1) return;
+    if (abandoned_.load(std::memory_order_acquire)) throw Abandoned{};
     const unsigned gen = generation_.load(std::memory_order_acquire);
     if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
       arrived_.store(0, std::memory_order_relaxed);
@@ -192,6 +197,7 @@ class StepBarrier {
       return;
     }
     for (unsigned k = 0; generation_.load(std::memory_order_acquire) == gen; ++k) {
+      if (abandoned_.load(std::memory_order_acquire)) throw Abandoned{};
       if (k < 2048) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
@@ -206,6 +212,7 @@ class StepBarrier {
   const int n_;
   std::atomic<int> arrived_{0};
   std::atomic<unsigned> generation_{0};
+  std::atomic<bool> abandoned_{false};
 };
 
 // Runs body(thread, barrier) on `n` threads (or on this one); body calls barrier.wait() between steps. An
@@ -223,7 +230,10 @@ void on_threads(int n, F&& body) {
     omp_set_num_threads(1);  // this thread's count inside the region: what oneDNN sizes the slice's GEMM for
     try {
       body(omp_get_thread_num(), n, barrier);
+    } catch (const StepBarrier::Abandoned&) {
+      // another thread failed first; its exception is the one to rethrow
     } catch (...) {
+      barrier.abandon();
 #pragma omp critical(kiln_rnn_error)
       if (!error) error = std::current_exception();
     }
