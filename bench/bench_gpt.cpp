@@ -9,6 +9,8 @@
 // that of one compiled eval forward.
 #include <kiln/kiln.h>
 
+#include "bench/median_ms.h"
+
 #include <algorithm>
 #include <ctime>
 #include <fstream>
@@ -24,7 +26,6 @@ using namespace kiln;
 
 namespace {
 
-bool g_cpu_time = false;
 
 struct Options {
   int threads = 1;
@@ -59,7 +60,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--trace") o.trace = value();
     else if (a == "--json") o.json = true;
     else if (a == "--disable") o.compile.pipeline.disable.push_back(value());
-    else if (a == "--cpu-time") g_cpu_time = true;
+    else if (a == "--cpu-time") kiln::bench::cpu_time() = true;
     else if (a == "--first-only") o.first_only = true;
     else if (a == "--attention") o.attention = value();
     else if (a == "--bf16") o.bf16 = true;
@@ -68,26 +69,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-double now_ms() {
-  // --cpu-time: this thread's CPU time, which a loaded machine inflates far less than wall time (valid
-  // at 1 thread, where every kernel runs on the calling thread)
-  timespec ts;
-  clock_gettime(g_cpu_time ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
-  return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
-}
-
-// The median of `reps` runs of fn, in milliseconds, after `warmup` runs.
-double median_ms(int warmup, int reps, const std::function<void()>& fn) {
-  for (int i = 0; i < warmup; ++i) fn();
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
-    double t0 = now_ms();
-    fn();
-    ms.push_back(now_ms() - t0);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 std::vector<optim::ParamGroup> parameter_groups(nn::Module& model, double weight_decay) {
   optim::ParamGroup decay{{}, std::nullopt, weight_decay}, no_decay{{}, std::nullopt, 0.0};
@@ -165,13 +146,13 @@ int main(int argc, char** argv) {
       return 0;
     }
 
-    double eager_step = median_ms(2, o.steps, [&] {
+    double eager_step = kiln::bench::median_ms(2, o.steps, [&] {
       Tensor l = loss({x, y});
       opt.zero_grad();
       l.backward();
       opt.step();
     });
-    double compiled_step = median_ms(3, o.steps, [&] { step({x, y}); });
+    double compiled_step = kiln::bench::median_ms(3, o.steps, [&] { step({x, y}); });
     model->eval();
     double eager_eval, compiled_eval;
     {
@@ -181,11 +162,11 @@ int main(int argc, char** argv) {
         std::vector<IValue> out = model->call({b[0], b[1]}).at(0).elements();
         return std::vector<Tensor>{out.at(0).to_tensor(), out.at(1).to_tensor()};
       };
-      eager_eval = median_ms(2, o.steps, [&] { forward({x, y}); });
+      eager_eval = kiln::bench::median_ms(2, o.steps, [&] { forward({x, y}); });
       // bf16: a graph runs as recorded, so the compiled forward is traced under autocast (its casts recorded);
       // float32: the scripted method itself
       Function fwd = compile(o.bf16 ? trace_module(*model, forward, {x, y}) : model->method("forward"), o.compile);
-      compiled_eval = median_ms(3, o.steps, [&] { fwd.call({x, y}); });
+      compiled_eval = kiln::bench::median_ms(3, o.steps, [&] { fwd.call({x, y}); });
     }
     // sampling through the file's own generate at batch 1: 100 tokens after a one-token prompt, top-k 10
     double gen_ms, compiled_gen_ms;
@@ -193,10 +174,10 @@ int main(int argc, char** argv) {
       NoGradGuard no_grad;
       Tensor prompt = zeros({1, 1}, DType::Int64);
       auto generate = [&] { model->call({prompt, IValue(int64_t(100)), IValue(1.0), IValue(int64_t(10))}, "generate"); };
-      gen_ms = median_ms(1, std::max(3, o.steps / 5), generate);
+      gen_ms = kiln::bench::median_ms(1, std::max(3, o.steps / 5), generate);
       // compiled once: the method's graph as the calls above typed it, its loop over the growing context inside
       Function gen = compile(model->method("generate"));
-      compiled_gen_ms = median_ms(1, std::max(3, o.steps / 5), [&] {
+      compiled_gen_ms = kiln::bench::median_ms(1, std::max(3, o.steps / 5), [&] {
         gen.call({prompt, IValue(int64_t(100)), IValue(1.0), IValue(int64_t(10))});
       });
     }

@@ -9,6 +9,8 @@
 // --profile prints kiln::Profiler's table of one compiled training step or eval forward instead of the timings.
 #include <kiln/kiln.h>
 
+#include "bench/median_ms.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -20,7 +22,6 @@ using namespace kiln;
 
 namespace {
 
-bool g_cpu_time = false;
 
 struct Options {
   int threads = 1;
@@ -46,7 +47,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--profile") o.profile = value();
     else if (a == "--json") o.json = true;
     else if (a == "--disable") o.compile.pipeline.disable.push_back(value());
-    else if (a == "--cpu-time") g_cpu_time = true;
+    else if (a == "--cpu-time") kiln::bench::cpu_time() = true;
     else fail("bench_resnet: unknown argument {}", a);
   }
   if (!o.profile.empty() && o.profile != "train" && o.profile != "eval")
@@ -54,25 +55,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-double now_ms() {
-  // --cpu-time: this thread's CPU time, which a loaded machine inflates far less than wall time (valid
-  // at 1 thread, where every kernel runs on the calling thread)
-  timespec ts;
-  clock_gettime(g_cpu_time ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
-  return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
-}
-
-double median_ms(int warmup, int reps, const std::function<void()>& fn) {
-  for (int i = 0; i < warmup; ++i) fn();
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
-    double t0 = now_ms();
-    fn();
-    ms.push_back(now_ms() - t0);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 }  // namespace
 
@@ -114,20 +96,20 @@ int main(int argc, char** argv) {
       return 0;
     }
 
-    double eager_step = median_ms(2, o.steps, [&] {
+    double eager_step = kiln::bench::median_ms(2, o.steps, [&] {
       Tensor l = loss({x, y});
       opt.zero_grad();
       l.backward();
       opt.step();
     });
-    double compiled_step = median_ms(3, o.steps, [&] { step({x, y}); });
+    double compiled_step = kiln::bench::median_ms(3, o.steps, [&] { step({x, y}); });
     model->eval();
     double eager_eval, compiled_eval;
     {
       NoGradGuard no_grad;
-      eager_eval = median_ms(2, o.steps, [&] { model->forward(x); });
+      eager_eval = kiln::bench::median_ms(2, o.steps, [&] { model->forward(x); });
       Function fwd = compile(model->method("forward"), o.compile);
-      compiled_eval = median_ms(3, o.steps, [&] { fwd.call({x}); });
+      compiled_eval = kiln::bench::median_ms(3, o.steps, [&] { fwd.call({x}); });
     }
     if (o.json) {
       std::printf("{\"threads\": %d, \"eager_step\": %.3f, \"compiled_step\": %.3f, \"eager_eval\": %.3f, \"compiled_eval\": %.3f}\n",

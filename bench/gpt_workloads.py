@@ -8,7 +8,6 @@ import argparse
 import contextlib
 import json
 import os
-import statistics
 import sys
 import time
 import types
@@ -18,18 +17,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-CLOCK = time.perf_counter
-
-
-def median_ms(warmup, reps, fn):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        t0 = CLOCK()
-        fn()
-        times.append((CLOCK() - t0) * 1e3)
-    return statistics.median(times)
+from median_clock import median_ms, use_cpu_time  # noqa: E402 (bench/, beside this file)
 
 
 def main():
@@ -46,8 +34,7 @@ def main():
     ap.add_argument("--bf16", action="store_true", help='under torch.autocast("cpu", torch.bfloat16)')
     a = ap.parse_args()
     if a.cpu_time:
-        global CLOCK
-        CLOCK = time.thread_time
+        use_cpu_time()
     torch.set_num_threads(a.threads)
     torch.manual_seed(1337)
     source = open(a.model).read()

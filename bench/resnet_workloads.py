@@ -10,25 +10,13 @@ the same resnet.py text up to torchvision's version, which kiln's column scripts
 """
 import argparse
 import json
-import statistics
 import time
 
 import torch
 import torch.nn.functional as F
 from torchvision.models import resnet
 
-CLOCK = time.perf_counter
-
-
-def median_ms(warmup, reps, fn):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        t0 = CLOCK()
-        fn()
-        times.append((CLOCK() - t0) * 1e3)
-    return statistics.median(times)
+from median_clock import median_ms, use_cpu_time  # noqa: E402 (bench/, beside this file)
 
 
 def main():
@@ -39,8 +27,7 @@ def main():
     ap.add_argument("--cpu-time", action="store_true")
     a = ap.parse_args()
     if a.cpu_time:
-        global CLOCK
-        CLOCK = time.thread_time
+        use_cpu_time()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     model = resnet.ResNet(resnet.BasicBlock, [2, 2, 2, 2], num_classes=10)

@@ -98,6 +98,16 @@ struct Signature {
   bool varargs = false;           // nn.Sequential(*modules), nn.Identity(*args)
 };
 
+// f called with `self` first (a bound method; a classmethod's or a metaclass method's class): a partial.
+Static bound_method(const FunctionDef* f, const Static& self) {
+  Static fn = Static::named(Kind::Function, "");
+  fn.fn = f;
+  Static p;
+  p.kind = Kind::Partial;
+  p.elems = {fn, self};
+  return p;
+}
+
 class Init {
  public:
   explicit Init(std::shared_ptr<const File> file) : file_(std::move(file)), cur_(file_.get()), src_(&file_->src), m_(&file_->ast) {
@@ -1358,15 +1368,8 @@ class Init {
         if (o.layer == Layer::ModuleDict)
           if (ObjectPtr m = o.item(name)) return Static::module(m);
         if (o.def)
-          if (const FunctionDef* f = o.def->method(name)) {
-            // a bound method (`self.apply(self._init_weights)`): the method with self bound first
-            Static fn = Static::named(Kind::Function, "");
-            fn.fn = f;
-            Static p;
-            p.kind = Kind::Partial;
-            p.elems = {fn, b};
-            return p;
-          }
+          if (const FunctionDef* f = o.def->method(name))
+            return bound_method(f, b);  // `self.apply(self._init_weights)`: the method with self bound first
         std::vector<std::string> names;
         for (auto& [k, v] : o.attrs) names.push_back(k);
         fail(loc, fmt::format("'{}' object has no attribute '{}'{}", o.cls, name, did_you_mean(name, names)));
@@ -1379,15 +1382,12 @@ class Init {
           if (std::optional<Static> v = class_attribute(*b.cls, name, loc)) return *v;
           if (const FunctionDef* f = b.cls->method(name)) {
             // Class.method: a @staticmethod is the function, a @classmethod the function with the class first
-            Static fn = Static::named(Kind::Function, "");
-            fn.fn = f;
             bool classmethod = std::any_of(f->decorators.begin(), f->decorators.end(),
                                            [](const ExprPtr& d) { return d->kind == ExprKind::Name && d->name == "classmethod"; });
-            if (!classmethod) return fn;
-            Static p;
-            p.kind = Kind::Partial;
-            p.elems = {fn, b};
-            return p;
+            if (classmethod) return bound_method(f, b);
+            Static fn = Static::named(Kind::Function, "");
+            fn.fn = f;
+            return fn;
           }
           // a method of the metaclass (torchvision's StrEnumMeta.from_str, a weight named by a string), the class as self
           for (const ClassDef* k = b.cls; k; k = k->parent) {
@@ -1398,13 +1398,7 @@ class Init {
                 Scope inner;
                 Static meta = eval(*kw.value, inner);
                 const FunctionDef* f = meta.kind == Kind::Class && meta.cls ? meta.cls->method(name) : nullptr;
-                if (!f) continue;
-                Static fn = Static::named(Kind::Function, "");
-                fn.fn = f;
-                Static p;
-                p.kind = Kind::Partial;
-                p.elems = {fn, b};
-                return p;
+                if (f) return bound_method(f, b);
               }
           }
           fail(loc, fmt::format("class '{}' has no class attribute '{}'", b.cls->name, name));
