@@ -146,12 +146,7 @@ int main(int argc, char** argv) {
       return 0;
     }
 
-    double eager_step = kiln::bench::median_ms(2, o.steps, [&] {
-      Tensor l = loss({x, y});
-      opt.zero_grad();
-      l.backward();
-      opt.step();
-    });
+    double eager_step = kiln::bench::eager_step_ms(o.steps, [&] { return loss({x, y}); }, opt);
     double compiled_step = kiln::bench::median_ms(3, o.steps, [&] { step({x, y}); });
     model->eval();
     double eager_eval, compiled_eval;

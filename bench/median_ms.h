@@ -34,4 +34,15 @@ inline double median_ms(int warmup, int reps, const std::function<void()>& fn) {
   return ms[ms.size() / 2];
 }
 
+// An eager training step's median: the loss, zero_grad, backward and the optimizer's step.
+template <class Loss, class Optimizer>
+double eager_step_ms(int reps, Loss&& loss, Optimizer& opt) {
+  return median_ms(2, reps, [&] {
+    auto l = loss();
+    opt.zero_grad();
+    l.backward();
+    opt.step();
+  });
+}
+
 }  // namespace kiln::bench
