@@ -36,11 +36,11 @@ struct Options {
   bool json = false;
   // --disable PASS (repeatable): the JIT pipeline without it, for A/B runs of one binary
   jit::CompileOptions compile;
-  bool first_only = false;
+  bool first_only = false;  // stop after the first compiled step (for perf record of trace + compile)
   // sdpa: the file as written (F.scaled_dot_product_attention where torch has it, as kiln does);
   // written: its other branch, softmax(masked_fill(q @ k^T * s, mask, -inf)) @ v
   std::string attention = "sdpa";
-  bool bf16 = false;  // bf16 autocast for the training step and the eval forward  // stop after the first compiled step (for perf record of trace + compile)
+  bool bf16 = false;  // bf16 autocast for the training step and the eval forward
   std::string trace;  // with --profile: a Chrome trace of the step
 };
 

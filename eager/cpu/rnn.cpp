@@ -307,14 +307,18 @@ void forward(const Geom& g, const Args& a, T* out, T* ws, bool keep) {
       auto gate = [&](OpId op, int64_t k, int64_t gates) {
         apply(op, gt + k * H + j0, GH, pre.data() + k * Hs, GHs, N, gates * Hs);
       };
+      // gates 0 and 1 through a sigmoid: one call where the slice is the whole width (their columns adjoin)
+      auto sigmoid_01 = [&] {
+        if (Hs == H) {
+          gate(OpId::Sigmoid, 0, 2);
+        } else {
+          gate(OpId::Sigmoid, 0, 1);
+          gate(OpId::Sigmoid, 1, 1);
+        }
+      };
       switch (cell) {
         case RnnCell::Lstm: {
-          if (Hs == H) {
-            gate(OpId::Sigmoid, 0, 2);  // i, f
-          } else {
-            gate(OpId::Sigmoid, 0, 1);
-            gate(OpId::Sigmoid, 1, 1);
-          }
+          sigmoid_01();  // i, f
           gate(OpId::Tanh, 2, 1);     // g
           gate(OpId::Sigmoid, 3, 1);  // o
           for (int64_t n = 0; n < N; ++n) {
@@ -332,12 +336,7 @@ void forward(const Geom& g, const Args& a, T* out, T* ws, bool keep) {
           break;
         }
         case RnnCell::Gru: {
-          if (Hs == H) {
-            gate(OpId::Sigmoid, 0, 2);  // r, z
-          } else {
-            gate(OpId::Sigmoid, 0, 1);
-            gate(OpId::Sigmoid, 1, 1);
-          }
+          sigmoid_01();  // r, z
           for (int64_t n = 0; n < N; ++n) {
             const T* xr = xt + n * GH;
             T* pr = pre.data() + n * GHs;
