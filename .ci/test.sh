@@ -12,6 +12,7 @@ stage() { echo "== $1 ($((SECONDS - start)) s so far)"; }
 
 stage "release build and suite"
 [ -d build ] || meson setup build -Dbuildtype=release
+meson configure build -Dgolden=enabled  # the golden IR tests run, never skip
 ninja -C build
 meson test -C build --print-errorlogs
 

@@ -1,8 +1,10 @@
-// Memory per rank with the optimizer state sharded (ZeroRedundancyOptimizer, eager/dist/zero.h), the figure
-// in docs/dist.md:   mpirun -np 2 build/bench/bench_zero [--shard-gradients]   (and -np 1 for one process)
+// Memory per rank with the optimizer state sharded (ZeroRedundancyOptimizer, eager/dist/zero.h), or everything
+// (FullyShardedDataParallel, eager/dist/fsdp.h), the figure in docs/dist.md:
+//   mpirun -np 2 build/bench/bench_zero [--shard-gradients | --fsdp]   (and -np 1 for one process)
 // The GPT of samples/gpt.py at nanoGPT's CPU settings (4 layers, 4 heads, width 128, context 64, batch 12,
 // vocab 65), AdamW with weight decay on matrices; each rank trains on its 12 / world rows under
-// DistributedDataParallel (--shard-gradients: without it, each rank keeping only its own parameters' gradients).
+// DistributedDataParallel (--shard-gradients: without it, each rank keeping only its own parameters' gradients;
+// --fsdp: parameters, gradients and state sharded, gathered for the step).
 // Reported per rank after 3 steps: parameters, gradients and optimizer state as the allocator's categories count
 // them, and the step's peak.
 #include <kiln/kiln.h>
@@ -10,6 +12,7 @@
 #include <cstdio>
 #include <string>
 
+#include "eager/dist/fsdp.h"
 #include "eager/dist/zero.h"
 
 using namespace kiln;
@@ -17,10 +20,11 @@ using namespace kiln;
 int main(int argc, char** argv) {
   try {
     std::string samples = "samples";
-    bool shard_gradients = false;
+    bool shard_gradients = false, fully = false;
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
       if (a == "--shard-gradients") shard_gradients = true;
+      else if (a == "--fsdp") fully = true;
       else samples = a;
     }
     dist::init_process_group();
@@ -30,13 +34,20 @@ int main(int argc, char** argv) {
     auto net = file.build("GPT", {file.value("GPTConfig(block_size=64, vocab_size=65, n_layer=4, n_head=4, n_embd=128, "
                                              "dropout=0.0, bias=False)")});
     std::shared_ptr<dist::DistributedDataParallel> ddp;
-    if (!shard_gradients) ddp = std::make_shared<dist::DistributedDataParallel>(net);
+    if (!shard_gradients && !fully) ddp = std::make_shared<dist::DistributedDataParallel>(net);
     std::vector<optim::ParamGroup> groups(2);
     for (auto& p : net->parameters()) groups[p.dim() >= 2 ? 0 : 1].params.push_back(p);
     groups[0].weight_decay = 0.1;
     groups[1].weight_decay = 0.0;
-    auto opt = dist::zero_redundancy_optimizer<optim::AdamW>(groups, optim::AdamOptions{1e-3, 0.9, 0.99, 1e-8, 0.1},
-                                                             {shard_gradients});
+    optim::AdamOptions adamw{1e-3, 0.9, 0.99, 1e-8, 0.1};
+    std::shared_ptr<dist::FullyShardedDataParallel> fsdp;
+    std::unique_ptr<optim::Optimizer> opt;
+    if (fully) {
+      fsdp = std::make_shared<dist::FullyShardedDataParallel>(net, groups);
+      opt = std::make_unique<optim::AdamW>(fsdp->shard_groups(), adamw);
+    } else {
+      opt = dist::zero_redundancy_optimizer<optim::AdamW>(groups, adamw, {shard_gradients});
+    }
     int64_t rows = 12 / world;
     Tensor x = randint(0, 65, {rows, 64}), y = randint(0, 65, {rows, 64});
     int64_t peak = 0;
@@ -44,6 +55,7 @@ int main(int argc, char** argv) {
       opt->zero_grad();
       int64_t before = memory_stats().current_bytes;
       reset_peak_memory_stats();
+      if (fsdp) fsdp->gather();
       Tensor loss = net->call({x, y}).at(0).elements().at(1).to_tensor();
       loss.backward();
       opt->step();
@@ -55,7 +67,8 @@ int main(int argc, char** argv) {
       if (r == rank)
         std::printf("rank %d of %d%s: parameters %.2f MiB, gradients %.2f MiB, temporary (DDP's gradient buckets "
                     "among them) %.2f MiB, optimizer state %.2f MiB, step peak above the step's start %.2f MiB\n",
-                    rank, world, shard_gradients ? ", gradients sharded" : "", mib(MemoryCategory::Parameter),
+                    rank, world, fully ? ", fully sharded" : shard_gradients ? ", gradients sharded" : "",
+                    mib(MemoryCategory::Parameter),
                     mib(MemoryCategory::Gradient), mib(MemoryCategory::Temporary),
                     mib(MemoryCategory::OptimizerState), double(peak) / (1 << 20));
       std::fflush(stdout);

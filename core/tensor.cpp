@@ -53,6 +53,13 @@ Tensor Tensor::wrap_scalar(Scalar s) {
   return t;
 }
 
+void Tensor::check_released() const {
+  if (numel_of(impl_->sizes) > 0)
+    fail("tensor: a tensor of shape {} has no memory: its storage was released (a FullyShardedDataParallel "
+         "parameter between steps; gather() it first)",
+         shape_str(impl_->sizes));
+}
+
 int64_t Tensor::size(int64_t dim) const { return sizes()[size_t(wrap_dim("size", dim, this->dim()))]; }
 int64_t Tensor::stride(int64_t dim) const { return strides()[size_t(wrap_dim("stride", dim, this->dim()))]; }
 

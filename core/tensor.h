@@ -89,6 +89,7 @@ class Tensor {
   void* raw_data() const {
     note_trace_read(impl_.get(), TraceRead::Data);
     auto* i = checked();
+    if (i->storage->data == nullptr) [[unlikely]] check_released();
     return static_cast<char*>(i->storage->data) + i->offset * int64_t(itemsize(i->dtype));
   }
   // Typed pointer to the first element; raises when T does not match the dtype.
@@ -221,6 +222,9 @@ class Tensor {
     if (!impl_) fail("tensor: use of an undefined tensor");
     return impl_.get();
   }
+  // A storage without memory holds only empty tensors, unless its memory was released on purpose
+  // (a FullyShardedDataParallel parameter between steps): reading one raises instead of crashing.
+  void check_released() const;
   std::shared_ptr<TensorImpl> impl_;
 };
 

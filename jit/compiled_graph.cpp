@@ -5,10 +5,8 @@
 #include <chrono>
 
 #include "eager/profiler/profile_hooks.h"
-#include "jit/conv_backward_group.h"
-#include "jit/gemm_group.h"
+#include "jit/group_kinds.h"
 #include "jit/ir_utils.h"
-#include "jit/scatter_zeros_group.h"
 
 namespace kiln::jit {
 
@@ -67,17 +65,13 @@ std::shared_ptr<CompiledGraph> compile_graph(std::shared_ptr<ir::Graph> g, const
   run_pipeline(*c->graph, pipeline);
   for_each_node(*c->graph->block(), [&](ir::Node* n) {
     if (n->prim() != ir::Prim::FusionGroup) return;
-    // A gemm group has its own kernel (a BLAS or oneDNN call), a conv-backward group its own pass over
-    // the gradient, and a scatter-into-zeros group its own scatter, whichever backend compiles the others.
-    bool gemm = is_gemm_group(*n), conv = is_conv_backward_group(*n), scatter = is_scatter_zeros_group(*n);
-    if (!gemm && !conv && !scatter && !backend) return;
+    const GroupKind* kind = find_group_kind(*n);
+    if (!kind && !backend) return;
     auto t0 = std::chrono::steady_clock::now();
     std::string why;
     std::string kname = fmt::format("{}_{}", name, n->attrs().s("name"));
-    std::shared_ptr<GroupKernel> k = gemm ? compile_gemm_group(*group_graph(*n), kname, backend, &why)
-                                     : conv ? compile_conv_backward_group(*group_graph(*n), kname, &why)
-                                     : scatter ? compile_scatter_zeros_group(*group_graph(*n), kname, &why)
-                                            : backend(*group_graph(*n), kname, &why);
+    std::shared_ptr<GroupKernel> k =
+        kind ? kind->compile(*group_graph(*n), kname, backend, &why) : backend(*group_graph(*n), kname, &why);
     if (!k) {
       ++stats.interpreted_groups;
       kiln::logger().debug("{}: fusion group {} runs on the interpreter: {}", name, kname, why);
@@ -85,7 +79,7 @@ std::shared_ptr<CompiledGraph> compile_graph(std::shared_ptr<ir::Graph> g, const
     }
     stats.kernel_compile_ms.push_back(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-    ++(gemm ? stats.gemm_kernels : stats.kernels);
+    ++(kind && kind->gemm ? stats.gemm_kernels : stats.kernels);
     c->kernels[n] = std::move(k);
   });
   c->plan = std::make_unique<interp::Plan>(*c->graph, /*free_dead_values=*/true);

@@ -113,10 +113,6 @@ class ConvBackwardKernel final : public GroupKernel {
 
 }  // namespace
 
-bool is_conv_backward_group(const ir::Node& n) {
-  return n.prim() == ir::Prim::FusionGroup && n.attrs().has(kConvBackwardAttr) && n.attrs().b(kConvBackwardAttr);
-}
-
 bool is_conv_bias_sum(const ir::Node& n) {
   if (!n.is_op(OpId::Sum) || n.inputs().size() != 1 || n.outputs().size() != 1) return false;
   const ir::Type &t = n.input(0)->type(), &o = n.output()->type();

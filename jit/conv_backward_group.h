@@ -1,5 +1,5 @@
 #pragma once
-// Conv-backward groups: prim::FusionGroup nodes marked `conv_backward=true` (made by
+// Conv-backward groups: prim::FusionGroup nodes of kind "conv_backward" (made by
 // jit/passes/fuse_conv_backward.cpp) whose block holds two or three of conv2d_backward_input,
 // conv2d_backward_weight and the bias gradient's sum over dims 0, 2, 3, all reading one gradient (its
 // first argument). The executor runs them as one pass over that gradient (eager/cpu/conv_backward.h);
@@ -12,11 +12,6 @@
 #include "jit/group_kernel.h"
 
 namespace kiln::jit {
-
-// The attribute marking a fusion group as a conv-backward group.
-inline constexpr const char* kConvBackwardAttr = "conv_backward";
-
-bool is_conv_backward_group(const ir::Node& n);
 
 // sum[dims=[0, 2, 3] (or negative spellings), keepdim=false] of a 4-D tensor: a conv's bias gradient.
 bool is_conv_bias_sum(const ir::Node& n);

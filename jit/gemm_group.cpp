@@ -134,10 +134,6 @@ class GemmKernel final : public GroupKernel {
 
 }  // namespace
 
-bool is_gemm_group(const ir::Node& n) {
-  return n.prim() == ir::Prim::FusionGroup && n.attrs().has(kGemmAttr) && n.attrs().b(kGemmAttr);
-}
-
 std::shared_ptr<GroupKernel> compile_gemm_group(const ir::Graph& group, const std::string& name,
                                                 const GroupCompiler& epilogue_backend, std::string* why_not) {
   std::optional<GemmLayout> l = read_layout(group, why_not);

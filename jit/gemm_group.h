@@ -1,5 +1,5 @@
 #pragma once
-// Gemm groups: prim::FusionGroup nodes marked `gemm=true` (made by jit/passes/fuse_gemm_epilogue.cpp)
+// Gemm groups: prim::FusionGroup nodes of kind "gemm" (made by jit/passes/fuse_gemm_epilogue.cpp)
 // whose block is a matmul of two of its arguments ([..., M, K] by [K, N]) followed by an elementwise epilogue (adds of
 // other arguments, relu, gelu). The executor runs them as one GEMM call with the epilogue folded in
 // (oneDNN post-ops, backends/x86/gemm_epilogue.h), or as the matmul followed by the epilogue as a
@@ -11,11 +11,6 @@
 #include "jit/group_kernel.h"
 
 namespace kiln::jit {
-
-// The attribute marking a fusion group as a gemm group.
-inline constexpr const char* kGemmAttr = "gemm";
-
-bool is_gemm_group(const ir::Node& n);
 
 // The kernel for a gemm group's standalone graph (group_graph()); `epilogue_backend` compiles the
 // epilogue of the fallback path (none: it is interpreted). Null, with the reason in *why_not, when

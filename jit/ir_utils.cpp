@@ -5,8 +5,7 @@ namespace kiln::jit {
 using ir::Prim;
 
 bool is_pure(const ir::Node& n) {
-  if (n.prim() == Prim::Raise || n.prim() == Prim::Unwrap || n.prim() == Prim::RandLike || n.prim() == Prim::Print)
-    return false;
+  if (ir::prim_effect(n.prim()) != ir::Effect::Pure) return false;
   for (const ir::Block* b : n.blocks())
     for (const ir::Node* inner : b->nodes())
       if (!is_pure(*inner)) return false;

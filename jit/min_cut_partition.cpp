@@ -144,7 +144,7 @@ void drop_unread_draws(ir::Graph& g) {
   eliminate_dead_code(g);
   std::vector<ir::Node*> draws;
   for (ir::Node* n : g.block()->nodes())
-    if (n->prim() == ir::Prim::RandLike && !n->output()->has_uses()) draws.push_back(n);
+    if (ir::prim_effect(n->prim()) == ir::Effect::Draws && !n->output()->has_uses()) draws.push_back(n);
   for (ir::Node* n : draws) n->destroy();
 }
 

@@ -39,10 +39,6 @@ class ScatterZerosKernel final : public GroupKernel {
 
 }  // namespace
 
-bool is_scatter_zeros_group(const ir::Node& n) {
-  return n.prim() == ir::Prim::FusionGroup && n.attrs().has(kScatterZerosAttr) && n.attrs().b(kScatterZerosAttr);
-}
-
 bool is_zero_constant(const ir::Value* v) {
   const Tensor* t = tensor_constant(v);
   if (!t || (t->dtype() != DType::Float32 && t->dtype() != DType::Float64) || !t->device().is_cpu()) return false;

@@ -1,5 +1,5 @@
 #pragma once
-// Scatter-into-zeros groups: prim::FusionGroup nodes marked `scatter_zeros=true` (made by
+// Scatter-into-zeros groups: prim::FusionGroup nodes of kind "scatter_zeros" (made by
 // jit/passes/fuse_scatter_zeros.cpp) whose block is a constant zero tensor and a scatter_add into it
 // (max_pool2d's and nll_loss's recorded backward). The executor writes the result once, each row
 // zeroed as its values land (eager/cpu/scatter.h), where scatter_add would copy the constant first;
@@ -11,11 +11,6 @@
 #include "jit/group_kernel.h"
 
 namespace kiln::jit {
-
-// The attribute marking a fusion group as a scatter-into-zeros group.
-inline constexpr const char* kScatterZerosAttr = "scatter_zeros";
-
-bool is_scatter_zeros_group(const ir::Node& n);
 
 // A float32 or float64 constant whose every bit is zero (+0.0 everywhere: -0.0 would show through
 // where nothing lands).

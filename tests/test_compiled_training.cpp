@@ -6,6 +6,7 @@
 
 #include "backends/x86/isa.h"
 #include "eager/autograd/derivatives.h"
+#include "jit/group_kinds.h"
 #include "op_cases.h"
 #include "random_graphs.h"
 #include "samples/digits_models.h"
@@ -153,7 +154,7 @@ TEST_CASE("compiled training: each conv's gradients are one conv-backward group;
   std::shared_ptr<const ir::Graph> bwd = compiled_backward_graph(c, {IValue(x), IValue(y)});
   std::vector<size_t> outputs;
   for (ir::Node* n : bwd->block()->nodes())
-    if (n->prim() == ir::Prim::FusionGroup && n->attrs().has("conv_backward")) outputs.push_back(n->outputs().size());
+    if (jit::group_kind(*n) == jit::kConvBackwardKind) outputs.push_back(n->outputs().size());
   CHECK(outputs == std::vector<size_t>{3, 2});
   CHECK(compile_stats(c).interpreted_groups == 0);
 }

@@ -9,6 +9,7 @@
 #include "backends/x86/gemm_epilogue.h"
 #include "eager/cpu/conv_onednn.h"
 #include "jit/gemm_group.h"
+#include "jit/group_kinds.h"
 #include "jit/ir_utils.h"
 #include "jit/passes/passes.h"
 #include "support.h"
@@ -58,7 +59,7 @@ Function traced(const Case& c, std::vector<Tensor>& inputs) {
 std::vector<const ir::Node*> gemm_groups(const ir::Graph& g) {
   std::vector<const ir::Node*> out;
   for (const ir::Node* n : g.block()->nodes())
-    if (jit::is_gemm_group(*n)) out.push_back(n);
+    if (jit::group_kind(*n) == jit::kGemmKind) out.push_back(n);
   return out;
 }
 
@@ -111,7 +112,7 @@ void check_case(const Case& c, bool onednn) {
   // every epilogue node went into the group, none into an elementwise one
   CHECK(g->block()->nodes().begin() != g->block()->nodes().end());
   for (const ir::Node* n : g->block()->nodes())
-    CHECK((n->is_op(OpId::Permute) || jit::is_gemm_group(*n)));
+    CHECK((n->is_op(OpId::Permute) || jit::group_kind(*n) == jit::kGemmKind));
   jit::CacheStats st = compile_stats(compiled);
   CHECK(st.gemm_kernels == 1);
   CHECK(st.kernels == 0);
@@ -264,7 +265,7 @@ TEST_CASE("gemm epilogue: steps after the epilogue are fused vertically, as befo
   CAPTURE(g->str());
   CHECK(only_gemm_group(*g)->attrs().s("name") == "gemm_matmul_add_relu");
   int fused = 0;
-  for (const ir::Node* n : g->block()->nodes()) fused += n->prim() == ir::Prim::FusionGroup && !jit::is_gemm_group(*n);
+  for (const ir::Node* n : g->block()->nodes()) fused += n->prim() == ir::Prim::FusionGroup && jit::group_kind(*n) != jit::kGemmKind;
   CHECK(fused == 1);
 }
 
@@ -381,7 +382,7 @@ TEST_CASE("gemm epilogue: the group prints, parses, verifies, propagates shapes 
   const std::string text =
       "graph(%x : f32[3,4], %w : f32[5,4], %b : f32[5], %r : f32[3,5]):\n"
       "  %0 : f32[4,5] = permute[dims=[1, 0]](%w)\n"
-      "  %y : f32[3,5] = prim::FusionGroup[name=\"gemm_matmul_add_gelu_add\", gemm=true](%x, %0, %b, %r)\n"
+      "  %y : f32[3,5] = prim::FusionGroup[name=\"gemm_matmul_add_gelu_add\", kind=\"gemm\"](%x, %0, %b, %r)\n"
       "    block0(%1 : f32[3,4], %2 : f32[4,5], %3 : f32[5], %4 : f32[3,5]):\n"
       "      %5 : f32[3,5] = matmul(%1, %2)\n"
       "      %6 : f32[3,5] = add(%5, %3)\n"
@@ -393,7 +394,7 @@ TEST_CASE("gemm epilogue: the group prints, parses, verifies, propagates shapes 
   ir::verify(*g);
   CHECK(g->str() == text);
   const ir::Node* group = only_gemm_group(*g);
-  CHECK(group->attrs().b("gemm"));
+  CHECK(jit::group_kind(*group) == jit::kGemmKind);
 
   // shape propagation types the block from the arguments, and types an untyped copy back the same
   auto untyped = ir::parse_ir(text, "gemm.ir");
@@ -419,7 +420,7 @@ TEST_CASE("gemm epilogue: the group prints, parses, verifies, propagates shapes 
 TEST_CASE("gemm epilogue: the kernel declines a block that is not matmul + epilogue") {
   const std::string text =
       "graph(%x : f32[3,4], %w : f32[4,5]):\n"
-      "  %y : f32[3,5] = prim::FusionGroup[name=\"gemm_odd\", gemm=true](%x, %w)\n"
+      "  %y : f32[3,5] = prim::FusionGroup[name=\"gemm_odd\", kind=\"gemm\"](%x, %w)\n"
       "    block0(%0 : f32[3,4], %1 : f32[4,5]):\n"
       "      %2 : f32[3,5] = matmul(%0, %1)\n"
       "      %3 : f32[3,5] = sigmoid(%2)\n"

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "jit/compiled_function.h"
-#include "jit/gemm_group.h"
+#include "jit/group_kinds.h"
 #include "jit/train_step.h"
 #include "script_frontend/script.h"
 #include "support.h"
@@ -104,7 +104,7 @@ TEST_CASE("gpt eval: the scripted forward compiled at its inputs' dims is typed 
     for (const ir::Node* n : g->block()->nodes()) {
       if (n->is_op())
         for (const ir::Value* o : n->outputs()) untyped += !o->type().has_static_shape();
-      if (n->prim() == ir::Prim::FusionGroup) (jit::is_gemm_group(*n) ? gemm : groups) += 1;
+      if (n->prim() == ir::Prim::FusionGroup) (jit::group_kind(*n) == jit::kGemmKind ? gemm : groups) += 1;
       asserts += n->prim() == ir::Prim::If;
     }
     CHECK(untyped == 0);

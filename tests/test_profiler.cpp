@@ -162,6 +162,10 @@ TEST_CASE("profiler: matmul, batched matmul, conv2d with groups and elementwise 
   CHECK(op_flops_of(p, "matmul") == 2 * 3 * 5 * 4 * 7 + 2 * 7);
   CHECK(op_count_of(p, "matmul") == 2);
   CHECK(op_flops_of(p, "conv2d") == 2 * 2 * 4 * 5 * 5 * 3 * 3 * 3);
+  // the same from the inputs alone, before the conv runs (the interpreter's estimate): stride 2 counted
+  Attrs conv = Attrs().set("stride", Shape{2, 2}).set("padding", Shape{1, 1}).set("dilation", Shape{1, 1}).set("groups", int64_t(2));
+  CHECK(gemm_flops_before_run(OpId::Conv2d, {x, w}, conv) == 2 * 2 * 4 * 5 * 5 * 3 * 3 * 3);
+  CHECK(gemm_flops_before_run(OpId::Exp, {x}, {}) == -1);
   CHECK(op_flops_of(p, "exp") == 60);
   CHECK(op_flops_of(p, "add") == 60);
   CHECK(op_flops_of(p, "sum") == 60);
@@ -185,6 +189,9 @@ TEST_CASE("profiler: every row of the op table runs under the profiler with its 
     CHECK(r.name == name);
     CHECK(r.count == 1);
     CHECK(r.flops == op_flops(op, oc.inputs, oc.attrs, out));
+    // the interpreter's estimate before an op runs is the same formula, for the ops it has one for
+    int64_t before = gemm_flops_before_run(op, oc.inputs, oc.attrs);
+    if (before >= 0) CHECK(before == r.flops);
     switch (op_info(op).kind) {
       case OpKind::Unary:
       case OpKind::Binary: CHECK(r.flops == out[0].numel()); break;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backends/cuda/kernels.h"
+#include "core/matmul_shape.h"
 #include "backends/cuda/runtime.h"
 #include "backends/cuda/toolkit_api.h"
 #include "eager/cpu/views.h"
@@ -59,9 +60,7 @@ Tensor batched(const Tensor& x, int64_t nb) {
 
 Tensor cublas_matmul(const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
-  if (a.dim() == 0 || b.dim() == 0)
-    fail("matmul: both arguments need at least 1 dimension, got shapes {} and {}", shape_str(a.sizes()),
-         shape_str(b.sizes()));
+  const Shape final_shape = matmul_shape(a.sizes(), b.sizes());  // raises torch's shape errors
   if (a.dtype() != b.dtype())
     fail("matmul: expected both inputs to have the same dtype, got {} and {}", dtype_name(a.dtype()),
          dtype_name(b.dtype()));
@@ -73,16 +72,8 @@ Tensor cublas_matmul(const Tensor& a_in, const Tensor& b_in) {
   bool a1 = a.dim() == 1, b1 = b.dim() == 1;
   if (a1) a = cpu::make_view(a, {1, as[0]}, {0, a.strides()[0]}, a.storage_offset());
   if (b1) b = cpu::make_view(b, {bs[0], 1}, {b.strides()[0], 0}, b.storage_offset());
-  int64_t M = a.sizes()[size_t(a.dim() - 2)], K = a.sizes()[size_t(a.dim() - 1)];
-  int64_t K2 = b.sizes()[size_t(b.dim() - 2)], N = b.sizes()[size_t(b.dim() - 1)];
-  if (K != K2) fail("matmul: shapes {} and {} cannot be multiplied", shape_str(as), shape_str(bs));
-  Shape abatch(a.sizes().begin(), a.sizes().end() - 2), bbatch(b.sizes().begin(), b.sizes().end() - 2);
-  for (size_t i = 1; i <= std::min(abatch.size(), bbatch.size()); ++i) {
-    int64_t x = abatch[abatch.size() - i], y = bbatch[bbatch.size() - i];
-    if (x != y && x != 1 && y != 1)
-      fail("matmul: batch dims of shapes {} and {} cannot be broadcast", shape_str(as), shape_str(bs));
-  }
-  Shape batch = broadcast_shapes("matmul", abatch, bbatch);
+  int64_t M = a.sizes()[size_t(a.dim() - 2)], K = a.sizes()[size_t(a.dim() - 1)], N = b.sizes()[size_t(b.dim() - 1)];
+  Shape batch(final_shape.begin(), final_shape.end() - (a1 ? 0 : 1) - (b1 ? 0 : 1));
   int64_t nb = numel_of(batch);
   Shape out_shape = batch;
   out_shape.insert(out_shape.end(), {M, N});
@@ -115,9 +106,6 @@ Tensor cublas_matmul(const Tensor& a_in, const Tensor& b_in) {
       }
     }
   }
-  Shape final_shape = batch;
-  if (!a1) final_shape.push_back(M);
-  if (!b1) final_shape.push_back(N);
   return cpu::make_view(out, final_shape, contiguous_strides(final_shape), 0);
 }
 

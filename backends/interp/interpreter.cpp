@@ -22,6 +22,7 @@
 #include "eager/autograd/graph.h"
 #include "eager/dispatch.h"
 #include "eager/ops.h"
+#include "eager/profiler/flops.h"
 #include "eager/profiler/profile_hooks.h"
 #include "eager/slice_scatter.h"
 
@@ -59,12 +60,10 @@ struct Plan::BlockPlan {
 
 namespace {
 
-// Control flow, random ops, raise and print keep their place: they run alone, in program order (the
-// RNG sequence, which error is raised and the printed text match a sequential run).
+// Control flow and nodes with an effect keep their place: they run alone, in program order (the RNG
+// sequence, which error is raised and the printed text match a sequential run).
 bool ordered(const Node& n) {
-  if (!n.is_op() && (n.prim() == Prim::If || n.prim() == Prim::Loop || n.prim() == Prim::Raise ||
-                     n.prim() == Prim::RandLike || n.prim() == Prim::Print))
-    return true;
+  if (n.prim() == Prim::If || n.prim() == Prim::Loop || ir::prim_effect(n.prim()) != ir::Effect::Pure) return true;
   for (const Block* b : n.blocks())
     for (const Node* m : b->nodes())
       if (ordered(*m)) return true;
@@ -268,32 +267,8 @@ int64_t max_numel(const std::vector<Tensor>& ts) {
 constexpr int64_t kSmallElements = int64_t(1) << 16;
 constexpr int64_t kSmallFlops = int64_t(1) << 23;
 
-// The flops of a GEMM or convolution from its inputs (before it runs); -1 for other ops.
-int64_t gemm_flops(OpId op, const std::vector<Tensor>& in, const Attrs& attrs) {
-  switch (op) {
-    case OpId::Matmul:  // 2 * out.numel * K, out = a's rows by b's columns
-      if (in.size() == 2 && in[1].dim() >= 1) return 2 * in[0].numel() * (in[1].dim() >= 2 ? in[1].size(-1) : 1);
-      return 0;
-    case OpId::Conv2d:  // x [N,C,H,W], w [O,C/g,kh,kw]: about 2 * N*H*W * w.numel (stride 1)
-      if (in.size() >= 2 && in[0].dim() == 4 && in[0].size(1) > 0) return 2 * (in[0].numel() / in[0].size(1)) * in[1].numel();
-      return 0;
-    case OpId::Conv2dBackwardInput:  // grad [N,O,OH,OW], w [O,C/g,kh,kw]
-      if (in.size() == 2 && in[1].dim() == 4 && in[1].size(0) > 0) return 2 * in[0].numel() * (in[1].numel() / in[1].size(0));
-      return 0;
-    case OpId::Conv2dBackwardWeight:  // grad, x; attr shape is w's
-      if (attrs.has("shape")) {
-        const Shape& w = attrs.ints("shape");
-        int64_t per = 1;
-        for (size_t d = 1; d < w.size(); ++d) per *= w[d];
-        return 2 * (in.empty() ? 0 : in[0].numel()) * per;
-      }
-      return 0;
-    default: return -1;
-  }
-}
-
 bool small_op(OpId op, const std::vector<Tensor>& in, const Attrs& attrs) {
-  int64_t f = gemm_flops(op, in, attrs);
+  int64_t f = gemm_flops_before_run(op, in, attrs);
   return f >= 0 ? f < kSmallFlops : max_numel(in) < kSmallElements;
 }
 

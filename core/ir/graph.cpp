@@ -11,14 +11,16 @@ namespace {
 struct PrimRow {
   Prim p;
   std::string_view name;
+  Effect effect;
 };
 constexpr PrimRow kPrims[] = {
-#define KILN_PRIM(Id, name, nin, nout) {Prim::Id, name},
+#define KILN_PRIM(Id, name, nin, nout, effect) {Prim::Id, name, Effect::effect},
 #include "core/ir/prims.def"
 };
 }  // namespace
 
 std::string_view prim_name(Prim p) { return kPrims[size_t(p)].name; }
+Effect prim_effect(Prim p) { return kPrims[size_t(p)].effect; }
 bool prim_from_name(std::string_view name, Prim* out) {
   for (const PrimRow& r : kPrims)
     if (r.name == name && r.p != Prim::Op && r.p != Prim::Param && r.p != Prim::Return) {

@@ -23,10 +23,13 @@
 namespace kiln::ir {
 
 enum class Prim : uint8_t {
-#define KILN_PRIM(Id, name, nin, nout) Id,
+#define KILN_PRIM(Id, name, nin, nout, effect) Id,
 #include "core/ir/prims.def"
 };
 std::string_view prim_name(Prim p);
+// What a node does besides its result (prims.def's effect column); op rows are Pure.
+enum class Effect : uint8_t { Pure, Raises, Draws, Prints };
+Effect prim_effect(Prim p);
 bool prim_from_name(std::string_view name, Prim* out);
 
 class Node;

@@ -15,7 +15,7 @@ struct PrimArity {
   int inputs, outputs;
 };
 constexpr PrimArity kPrimArity[] = {
-#define KILN_PRIM(Id, name, nin, nout) {nin, nout},
+#define KILN_PRIM(Id, name, nin, nout, effect) {nin, nout},
 #include "core/ir/prims.def"
 };
 

@@ -1,4 +1,5 @@
 // matmul through BLAS: 1-D, 2-D and batched with broadcasting of the batch dims (torch.matmul).
+#include "core/matmul_shape.h"
 #include "eager/cpu/blas.h"
 #include "eager/cpu/copy.h"
 #include "eager/cpu/matmul_bf16.h"
@@ -82,9 +83,7 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
 
 Tensors kernel_matmul(OpId, const Tensors& in, const Attrs&) {
   Tensor a = in.at(0), b = in.at(1);
-  if (a.dim() == 0 || b.dim() == 0)
-    fail("matmul: both arguments need at least 1 dimension, got shapes {} and {}", shape_str(a.sizes()),
-         shape_str(b.sizes()));
+  const Shape final_shape = matmul_shape(a.sizes(), b.sizes());  // raises torch's shape errors
   if (a.dtype() != b.dtype())
     fail("matmul: expected both inputs to have the same dtype, got {} and {}", dtype_name(a.dtype()),
          dtype_name(b.dtype()));
@@ -100,23 +99,16 @@ Tensors kernel_matmul(OpId, const Tensors& in, const Attrs&) {
   bool a1 = a.dim() == 1, b1 = b.dim() == 1;
   if (a1) a = make_view(a, {1, as[0]}, {0, a.strides()[0]}, a.storage_offset());
   if (b1) b = make_view(b, {bs[0], 1}, {b.strides()[0], 0}, b.storage_offset());
-  int64_t M = a.sizes()[size_t(a.dim() - 2)], K = a.sizes()[size_t(a.dim() - 1)];
-  int64_t K2 = b.sizes()[size_t(b.dim() - 2)], N = b.sizes()[size_t(b.dim() - 1)];
-  if (K != K2) fail("matmul: shapes {} and {} cannot be multiplied", shape_str(as), shape_str(bs));
-  Shape abatch(a.sizes().begin(), a.sizes().end() - 2), bbatch(b.sizes().begin(), b.sizes().end() - 2);
-  for (size_t i = 1; i <= std::min(abatch.size(), bbatch.size()); ++i) {
-    int64_t x = abatch[abatch.size() - i], y = bbatch[bbatch.size() - i];
-    if (x != y && x != 1 && y != 1)
-      fail("matmul: batch dims of shapes {} and {} cannot be broadcast", shape_str(as), shape_str(bs));
-  }
-  Shape batch = broadcast_shapes("matmul", abatch, bbatch);
+  int64_t M = a.sizes()[size_t(a.dim() - 2)], K = a.sizes()[size_t(a.dim() - 1)], N = b.sizes()[size_t(b.dim() - 1)];
+  bool bbatched = b.dim() > 2;
+  Shape batch(final_shape.begin(), final_shape.end() - (a1 ? 0 : 1) - (b1 ? 0 : 1));
   int64_t nb = numel_of(batch);
   Shape out_shape = batch;
   out_shape.push_back(M);
   out_shape.push_back(N);
   Tensor out = Tensor::empty(out_shape, t);
 
-  if (bbatch.empty() && a.dim() > 2 && nb > 0 && view_strides(a, {nb * M, K})) {
+  if (!bbatched && a.dim() > 2 && nb > 0 && view_strides(a, {nb * M, K})) {
     // A stack of rows times one matrix is a single GEMM.
     Tensor a2 = make_view(a, {nb * M, K}, *view_strides(a, {nb * M, K}), a.storage_offset());
     gemm(a2, b, make_view(out, {nb * M, N}, {N, 1}, 0));
@@ -140,9 +132,6 @@ Tensors kernel_matmul(OpId, const Tensors& in, const Attrs&) {
       gemm(am, bm, make_view(out, {M, N}, {N, 1}, i * M * N));
     }
   }
-  Shape final_shape = batch;
-  if (!a1) final_shape.push_back(M);
-  if (!b1) final_shape.push_back(N);
   return {make_view(out, final_shape, contiguous_strides(final_shape), 0)};
 }
 

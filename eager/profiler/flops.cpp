@@ -2,6 +2,9 @@
 // does not build until it says what it costs (a copy says 0 on purpose, never by omission).
 #include "eager/profiler/flops.h"
 
+#include <algorithm>
+
+#include "core/matmul_shape.h"
 #include "core/tensor.h"
 
 namespace kiln {
@@ -85,6 +88,48 @@ int64_t op_flops(OpId op, const Tensors& in, const Attrs& attrs, const Tensors& 
     return s;
   };
   return op_flops(op, shapes(in), attrs, shapes(out));
+}
+
+namespace {
+
+// shape(i): input i's shape, read only for the ops that have a formula here (no copies for the others).
+template <class ShapeOf>
+int64_t gemm_flops_impl(OpId op, size_t n, const ShapeOf& shape, const Attrs& attrs) {
+  auto pair = [&](const char* name, size_t i, int64_t dflt) {
+    return attrs.has(name) && attrs.ints(name).size() == 2 ? attrs.ints(name)[i] : dflt;
+  };
+  switch (op) {
+    case OpId::Matmul:
+      return n == 2 ? op_flops(op, {shape(0), shape(1)}, attrs, {matmul_shape(shape(0), shape(1))}) : 0;
+    case OpId::Conv2d: {  // x [N,C,H,W], w [O,C/g,kh,kw]
+      if (n < 2 || shape(0).size() != 4 || shape(1).size() != 4) return 0;
+      const Shape &x = shape(0), &w = shape(1);
+      Shape out{x[0], w[0]};
+      for (size_t i = 0; i < 2; ++i)
+        out.push_back(std::max<int64_t>(
+            0, window_out(x[2 + i], w[2 + i], pair("stride", i, 1), pair("padding", i, 0), pair("dilation", i, 1))));
+      return op_flops(op, {x, w}, attrs, {out});
+    }
+    case OpId::Conv2dBackwardInput:  // grad [N,O,OH,OW], w
+      return n == 2 && shape(1).size() == 4 ? op_flops(op, {shape(0), shape(1)}, attrs, {}) : 0;
+    case OpId::Conv2dBackwardWeight:  // grad, x; attr shape is w's
+      return n == 2 && attrs.has("shape") && attrs.ints("shape").size() == 4
+                 ? op_flops(op, {shape(0), shape(1)}, attrs, {attrs.ints("shape")})
+                 : 0;
+    default:
+      return -1;
+  }
+}
+
+}  // namespace
+
+int64_t gemm_flops_before_run(OpId op, const std::vector<Shape>& in, const Attrs& attrs) {
+  return gemm_flops_impl(op, in.size(), [&](size_t i) -> const Shape& { return in[i]; }, attrs);
+}
+
+int64_t gemm_flops_before_run(OpId op, const Tensors& in, const Attrs& attrs) {
+  static const Shape none;
+  return gemm_flops_impl(op, in.size(), [&](size_t i) -> const Shape& { return in[i].defined() ? in[i].sizes() : none; }, attrs);
 }
 
 }  // namespace kiln

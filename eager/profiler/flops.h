@@ -17,5 +17,9 @@ class Tensor;
 int64_t op_flops(OpId op, const std::vector<Tensor>& inputs, const Attrs& attrs, const std::vector<Tensor>& outputs);
 // The same from shapes alone: what a compiled kernel's profile counts for each op of its fused block.
 int64_t op_flops(OpId op, const std::vector<Shape>& inputs, const Attrs& attrs, const std::vector<Shape>& outputs);
+// A GEMM's or a convolution's (and its gradients') flops from the inputs alone, before it runs, by the same
+// formulas (the interpreter sizes its thread use by them); -1 for the other ops.
+int64_t gemm_flops_before_run(OpId op, const std::vector<Shape>& inputs, const Attrs& attrs);
+int64_t gemm_flops_before_run(OpId op, const std::vector<Tensor>& inputs, const Attrs& attrs);
 
 }  // namespace kiln

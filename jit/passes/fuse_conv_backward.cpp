@@ -2,7 +2,7 @@
 // dims 0, 2, 3, where two or three of them read one gradient (a Conv2d's recorded backward), become a
 // conv-backward group:
 //
-//   %dx : f32[64,16,4,4], %dw : f32[32,16,3,3], %db : f32[32] = prim::FusionGroup[name="conv_backward", conv_backward=true](%g, %w, %x)
+//   %dx : f32[64,16,4,4], %dw : f32[32,16,3,3], %db : f32[32] = prim::FusionGroup[name="conv_backward", kind="conv_backward"](%g, %w, %x)
 //     block0(%0 : f32[64,32,4,4], %1 : f32[32,16,3,3], %2 : f32[64,16,4,4]):
 //       %3 : f32[64,16,4,4] = conv2d_backward_input[..., shape=[64, 16, 4, 4]](%0, %1)
 //       %4 : f32[32,16,3,3] = conv2d_backward_weight[..., shape=[32, 16, 3, 3]](%0, %2)
@@ -20,6 +20,7 @@
 
 #include "jit/conv_backward_group.h"
 #include "jit/fusion_group.h"
+#include "jit/group_kinds.h"
 #include "jit/ir_utils.h"
 #include "jit/passes/passes.h"
 
@@ -72,7 +73,7 @@ int64_t fuse_block(ir::Graph& g, ir::Block& b) {
     if (read_early) continue;
     ir::Node* group = make_group(g, members);
     group->attrs().set("name", "conv_backward");
-    group->attrs().set(kConvBackwardAttr, true);
+    set_group_kind(*group, kConvBackwardKind);
     fused += int64_t(members.size());
   }
   return fused;

@@ -3,7 +3,7 @@
 // bias broadcast over rows ([N], [1,N], [1,1,N], ...), then relu or gelu (erf form), then add of a
 // residual of the result's shape, each step optional but at least one present — becomes a gemm group:
 //
-//   %y : f32[M,N] = prim::FusionGroup[name="gemm_matmul_add_relu", gemm=true](%x, %wt, %b)
+//   %y : f32[M,N] = prim::FusionGroup[name="gemm_matmul_add_relu", kind="gemm"](%x, %wt, %b)
 //     block0(%0 : f32[M,K], %1 : f32[K,N], %2 : f32[N]):
 //       %3 : f32[M,N] = matmul(%0, %1)
 //       %4 : f32[M,N] = add(%3, %2)
@@ -19,6 +19,7 @@
 // transposed weight (traced nn::Linear's `matmul(x, permute(w))`) stays a view outside the group:
 // the kernel reads its strides and copies nothing.
 #include "jit/fusion_group.h"
+#include "jit/group_kinds.h"
 #include "jit/gemm_group.h"
 #include "jit/ir_utils.h"
 #include "jit/passes/passes.h"
@@ -122,7 +123,7 @@ int64_t fuse_block(ir::Graph& g, ir::Block& b) {
     for (const ir::Node* n : chain) name.append("_").append(n->kind_name());
     ir::Node* group = make_group(g, chain);
     group->attrs().set("name", name);
-    group->attrs().set(kGemmAttr, true);
+    set_group_kind(*group, kGemmKind);
     fused += int64_t(chain.size());
   }
   return fused;

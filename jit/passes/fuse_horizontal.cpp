@@ -2,12 +2,10 @@
 // shape and do not depend on each other become one kernel with both sets of outputs, so inputs they
 // share are read once and one loop runs instead of two. Groups ending in a reduction iterate over
 // their input, not their output, and stay apart.
-#include "jit/conv_backward_group.h"
 #include "jit/fusion_group.h"
-#include "jit/gemm_group.h"
+#include "jit/group_kinds.h"
 #include "jit/ir_utils.h"
 #include "jit/passes/passes.h"
-#include "jit/scatter_zeros_group.h"
 
 namespace kiln::jit {
 
@@ -16,7 +14,7 @@ namespace {
 bool candidate(const ir::Node& n, const Backend* backend) {
   // A gemm group is a GEMM call, not a loop over its output, a conv-backward group GEMMs and folds, a
   // scatter-into-zeros group scatters: merged, any of them would become a group no backend compiles.
-  if (is_gemm_group(n) || is_conv_backward_group(n) || is_scatter_zeros_group(n)) return false;
+  if (!group_kind(n).empty()) return false;
   if (n.prim() == ir::Prim::FusionGroup) {
     for (const ir::Node* inner : n.blocks()[0]->nodes())
       if (inner->is_op() && op_info(inner->op()).kind == OpKind::Reduce) return false;

@@ -2,7 +2,7 @@
 // nll_loss's recorded backward scatter the gradient into zeros) becomes a scatter-into-zeros group
 // holding a copy of the constant and the scatter:
 //
-//   %3 : f32[64,16,64] = prim::FusionGroup[name="scatter_zeros", scatter_zeros=true](%idx, %g)
+//   %3 : f32[64,16,64] = prim::FusionGroup[name="scatter_zeros", kind="scatter_zeros"](%idx, %g)
 //     block0(%0 : i64[64,16,16], %1 : f32[64,16,16]):
 //       %2 : f32[64,16,64] = prim::Constant[value=<65536 elements>]()
 //       %4 : f32[64,16,64] = scatter_add[dim=-1](%2, %0, %1)
@@ -11,6 +11,7 @@
 // The executor writes the result once, each row zeroed as its values land (jit/scatter_zeros_group.cpp),
 // where scatter_add copies its self first: the constant is read and the output written twice.
 #include "jit/fusion_group.h"
+#include "jit/group_kinds.h"
 #include "jit/ir_utils.h"
 #include "jit/passes/passes.h"
 #include "jit/scatter_zeros_group.h"
@@ -36,7 +37,7 @@ int64_t fuse_block(ir::Graph& g, ir::Block& b) {
     n->replace_input(0, zeros->output());
     ir::Node* group = make_group(g, {zeros, n});
     group->attrs().set("name", "scatter_zeros");
-    group->attrs().set(kScatterZerosAttr, true);
+    set_group_kind(*group, kScatterZerosKind);
   }
   if (!scatters.empty()) drop_unused_constants(b);
   return int64_t(scatters.size());

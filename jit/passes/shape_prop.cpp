@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/ir/dtype_rules.h"
+#include "core/matmul_shape.h"
 #include "core/rnn_mode.h"
 #include "jit/ir_utils.h"
 #include "jit/passes/passes.h"
@@ -85,21 +86,7 @@ std::optional<Dims> reshape_dims(const Dims& in, const Shape& shape) {
 
 std::optional<Dims> matmul_dims(const Dims& a, const Dims& b) {
   if (a.empty() || b.empty()) return std::nullopt;
-  if (a.size() == 1 && b.size() == 1) return Dims{};
-  if (a.size() == 1) {
-    Dims out(b.begin(), b.end() - 2);
-    out.push_back(b.back());
-    return out;
-  }
-  if (b.size() == 1) return Dims(a.begin(), a.end() - 1);
-  Dims ba(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
-  if (ba.size() < bb.size()) ba.insert(ba.begin(), bb.size() - ba.size(), Dim::known(1));
-  if (bb.size() < ba.size()) bb.insert(bb.begin(), ba.size() - bb.size(), Dim::known(1));
-  Dims out;
-  for (size_t i = 0; i < ba.size(); ++i) out.push_back(broadcast_dim(ba[i], bb[i]));
-  out.push_back(a[a.size() - 2]);
-  out.push_back(b.back());
-  return out;
+  return matmul_out<Dim>(a, b, Dim::known(1), broadcast_dim);
 }
 
 // One spatial dim of a sliding window (conv, pool), core's window_out. Unknown when the input or the

@@ -1,9 +1,13 @@
-// ZeroRedundancyOptimizer under mpirun: the optimizer state sharded over the ranks, training equal to one
-// process with the whole optimizer (the digits MLP and samples/gpt.py), each rank holding only its share of
-// the state, and the whole state gathered in torch's layout and loaded back.
+// ZeroRedundancyOptimizer and FullyShardedDataParallel under mpirun: the optimizer state (then the gradients,
+// then the parameters) sharded over the ranks, training equal to one process with the whole optimizer (the
+// digits MLP and samples/gpt.py), each rank holding only its share, and the whole optimizer state gathered in
+// torch's layout and loaded back.
 #include "../support.h"
 
+#include <array>
+
 #include "eager/dist/ddp.h"
+#include "eager/dist/fsdp.h"
 #include "eager/dist/zero.h"
 #include "samples/digits_models.h"
 #include "script_frontend/script.h"
@@ -51,11 +55,14 @@ struct Run {
   IValue state;  // the optimizer's state_dict (ZeRO: consolidated on this rank)
 };
 
-// steps AdamW steps, weight decay on matrices only; sharded: DDP over the ranks' rows and ZeRO's optimizer
-enum class Mode { Whole, ShardState, ShardGradients };
+// steps AdamW steps, weight decay on matrices only; sharded: DDP over the ranks' rows and ZeRO's optimizer,
+// or FullyShardedDataParallel over them (its state is the shards', not compared)
+enum class Mode { Whole, ShardState, ShardGradients, FullyShard };
 
 Run train(Model m, Mode mode, int steps) {
   bool sharded = mode != Mode::Whole;
+  auto names = m.net->named_parameters();
+  std::shared_ptr<dist::FullyShardedDataParallel> fsdp;
   std::vector<optim::ParamGroup> groups(2);
   for (auto& p : m.net->parameters()) groups[p.dim() >= 2 ? 0 : 1].params.push_back(p);
   groups[0].weight_decay = 0.1;
@@ -66,7 +73,12 @@ Run train(Model m, Mode mode, int steps) {
   Tensor x = m.x, y = m.y;
   if (sharded) {
     if (mode == Mode::ShardState) ddp = std::make_shared<dist::DistributedDataParallel>(m.net);
-    opt = dist::zero_redundancy_optimizer<optim::AdamW>(groups, o, {mode == Mode::ShardGradients});
+    if (mode == Mode::FullyShard) {
+      fsdp = std::make_shared<dist::FullyShardedDataParallel>(m.net, groups);
+      opt = std::make_unique<optim::AdamW>(fsdp->shard_groups(), o);
+    } else {
+      opt = dist::zero_redundancy_optimizer<optim::AdamW>(groups, o, {mode == Mode::ShardGradients});
+    }
     int64_t part = x.size(0) / world();
     x = x.slice(0, rank() * part, (rank() + 1) * part);
     y = y.slice(0, rank() * part, (rank() + 1) * part);
@@ -76,6 +88,7 @@ Run train(Model m, Mode mode, int steps) {
   Run r;
   for (int s = 0; s < steps; ++s) {
     opt->set_lr(1e-3 * (1.0 - 0.02 * s));  // a schedule: the shards must follow the wrapper's lr
+    if (fsdp) fsdp->gather();  // the model is called directly (a scripted GPT's call), not through the wrapper
     Tensor loss = m.loss(x, y);
     opt->zero_grad();
     loss.backward();
@@ -84,9 +97,15 @@ Run train(Model m, Mode mode, int steps) {
       auto* z = dynamic_cast<dist::ZeroRedundancyOptimizer*>(opt.get());
       for (size_t i = 0; i < z->params().size(); ++i) CHECK(z->params()[i].grad().defined() == (z->owner(i) == rank()));
     }
+    if (fsdp) CHECK_FALSE(fsdp->gathered());  // backward's end reduced the gradients and freed the parameters
     Tensor l = loss.detach().clone();
     if (sharded) dist::all_reduce(l, dist::ReduceOp::Avg);
     r.losses.push_back(l.item<double>());
+  }
+  if (fsdp) {
+    auto whole = fsdp->full_state_dict();
+    for (auto& [n, p] : names) r.params.push_back(whole.at(n));
+    return r;
   }
   for (auto& p : m.net->parameters()) r.params.push_back(p.detach().clone());
   if (auto* z = dynamic_cast<dist::ZeroRedundancyOptimizer*>(opt.get())) {
@@ -123,16 +142,17 @@ double state_diff(const IValue& a, const IValue& b) {
 
 TEST_CASE("zero: 20 AdamW steps with the state (and the gradients) sharded equal one process with the whole optimizer (MLP and GPT)") {
   for (auto make : {mlp, gpt})
-    for (Mode mode : {Mode::ShardState, Mode::ShardGradients}) {
+    for (Mode mode : {Mode::ShardState, Mode::ShardGradients, Mode::FullyShard}) {
       CAPTURE(int(mode));
       Run ref = train(make(), Mode::Whole, 20);
       Run got = train(make(), mode, 20);
       double loss = 0;
       for (size_t s = 0; s < ref.losses.size(); ++s) loss = std::max(loss, std::abs(got.losses[s] - ref.losses[s]));
-      double params = max_abs_diff(got.params, ref.params), state = state_diff(got.state, ref.state);
+      double params = max_abs_diff(got.params, ref.params);
+      double state = mode == Mode::FullyShard ? 0.0 : state_diff(got.state, ref.state);
+      const char* what[] = {"", "state sharded", "state and gradients sharded", "fully sharded (FSDP)"};
       if (rank() == 0)
-        MESSAGE(std::string(mode == Mode::ShardState ? "state sharded" : "state and gradients sharded")
-                << " vs one process: losses within " << loss << ", parameters " << params << ", state " << state);
+        MESSAGE(std::string(what[int(mode)]) << " vs one process: losses within " << loss << ", parameters " << params << ", state " << state);
       CHECK(loss <= 1e-5);
       CHECK(params <= 1e-5);
       CHECK(state <= 1e-5);
@@ -196,4 +216,47 @@ TEST_CASE("zero: a whole optimizer's state_dict loads into the shards, and train
   double d = max_abs_diff(cont(true), cont(false));
   if (rank() == 0) MESSAGE("loaded zero vs loaded whole optimizer, 3 more steps: parameters within " << d);
   CHECK(d <= 1e-6);
+}
+
+TEST_CASE("fsdp: between steps a rank holds its shard of the parameters, gradients and optimizer state") {
+  Model m = mlp();
+  auto stats = [] {
+    auto b = memory_stats().category_bytes;
+    return std::array<int64_t, 3>{b[size_t(MemoryCategory::Parameter)], b[size_t(MemoryCategory::Gradient)],
+                                  b[size_t(MemoryCategory::OptimizerState)]};
+  };
+  int64_t total = 0;
+  for (auto& p : m.net->parameters()) total += p.numel();
+  auto before = stats();
+  auto fsdp = std::make_shared<dist::FullyShardedDataParallel>(m.net);
+  optim::AdamW opt(fsdp->shard_groups(), optim::AdamOptions{});
+  int64_t part = m.x.size(0) / world();
+  Tensor x = m.x.slice(0, rank() * part, (rank() + 1) * part), y = m.y.slice(0, rank() * part, (rank() + 1) * part);
+  Tensor loss = cross_entropy((*fsdp)(x), y);
+  CHECK(fsdp->gathered());
+  loss.backward();
+  opt.step();
+  auto after = stats();
+  int64_t shard = (total + world() - 1) / world() * int64_t(sizeof(float));
+  if (rank() == 0)
+    MESSAGE("fsdp rank 0 of " << world() << ": " << total * 4 << " parameter bytes in all; at rest parameters "
+                              << after[0] - before[0] << ", gradients " << after[1] - before[1] << ", AdamW state "
+                              << after[2] - before[2] << " bytes");
+  // the module's own parameters released, the shard (and its gradient, exp_avg, exp_avg_sq) kept: each
+  // within the allocator's rounding (to 4 KiB pages at this size) of total / world
+  int64_t page = 4096;
+  CHECK(after[0] - before[0] <= shard + page - total * int64_t(sizeof(float)));
+  CHECK(after[1] - before[1] <= shard + page);
+  CHECK(after[2] - before[2] <= 2 * (shard + page));
+  CHECK(fsdp->parameters().size() == 1);
+  CHECK(fsdp->reductions() == 1);
+  // the module's parameters hold no memory between steps: reading one raises, saying why
+  check_error([&] { (*m.net)(x); }, "its storage was released");
+  // a group that leaves a parameter out, or holds one twice, is refused naming it
+  Model m2 = mlp();
+  auto ps = m2.net->named_parameters();
+  check_error([&] { dist::FullyShardedDataParallel(m2.net, {{{ps[0].second}, {}, {}}}); },
+              "parameter '" + ps[1].first + "' is in no group");
+  check_error([&] { dist::FullyShardedDataParallel(m2.net, {{m2.net->parameters(), {}, {}}, {{ps[0].second}, {}, {}}}); },
+              "is in group 0 and group 1");
 }
