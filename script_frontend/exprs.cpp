@@ -12,6 +12,7 @@
 #include "script_frontend/lowerer.h"
 #include "script_frontend/lowering_builder.h"
 #include "script_frontend/operators.h"
+#include "script_frontend/packed_sequences.h"
 
 namespace kiln::script {
 
@@ -880,9 +881,10 @@ Value* Lowerer::attribute(const Expr& e) {
   loc_ = e.loc;
   if (x->type().is_tensor())
     if (auto v = tensor_attribute(*this, x, e.name, e.loc)) return *v;
-  if (packed_parts(x))
-    fail(e.loc, fmt::format("PackedSequence.{} is not available in kiln script: lowered code keeps a packed batch padded "
-                            "(read it through pad_packed_sequence)", e.name));
+  if (packed_parts(x)) {
+    if (auto v = packed_attribute(*this, x, e.name)) return *v;
+    fail(e.loc, fmt::format("PackedSequence.{} is not available in kiln script (data and batch_sizes are)", e.name));
+  }
   if (x->type().kind == TypeKind::Tuple)
     if (auto v = namedtuple_field(x, e.name, e.loc)) return *v;
   fail(e.loc, fmt::format("{} has no attribute '{}' in kiln script", x->type().str(), e.name));
