@@ -71,8 +71,42 @@ Val<B> pick(B& b, Val<B> x, int64_t d, Val<B> index, int64_t reported) {
 template <class B>
 Val<B> index_tensors(B& b, Val<B> x, int64_t first, const std::vector<Val<B>>& idx) {
   const int64_t k = int64_t(idx.size());
+  if (first < 0) {
+    if (std::optional<int64_t> r = b.rank(x)) return index_tensors(b, x, first + *r, idx);
+    // x[..., i] with x's rank known only when the graph runs: x's dims before `first` (and a leading 1, so there is
+    // always one) are flattened to one dim P, indexed behind it, and P unflattened to those dims again
+    Val<B> x1 = b.op(OpId::Unsqueeze, {x}, Attrs().set("dim", int64_t(0)));
+    Val<B> picked = index_tensors(b, b.flatten(x1, 0, first - 1), 1, idx);
+    Val<B> lead = b.op(OpId::Select, {b.flatten(x1, first, -1)}, Attrs().set("dim", int64_t(-1)).set("index", int64_t(0)));
+    return b.op(OpId::Select, {b.unflatten_like(picked, 0, lead)}, Attrs().set("dim", int64_t(0)).set("index", int64_t(0)));
+  }
   if (k == 1) return b.unflatten_like(pick(b, x, first, idx[0], 0), first, idx[0]);
   auto no_check = [](const std::optional<Shape>&) { return std::string(); };
+  std::vector<Shape> shapes;
+  for (const Val<B>& i : idx)
+    if (std::optional<Shape> s = b.shape(i)) shapes.push_back(*s);
+  if (shapes.size() == idx.size()) {
+    Shape all;
+    for (const Shape& s : shapes) {
+      // numpy's rule, in torch's IndexError words rather than a binary op's
+      Shape a = all, c = s;
+      if (a.size() < c.size()) std::swap(a, c);
+      for (size_t j = 0; j < c.size(); ++j) {
+        int64_t &p = a[a.size() - c.size() + j], q = c[j];
+        if (p != q && p != 1 && q != 1) {
+          std::string list;
+          for (const Shape& t : shapes) {
+            std::string dims;
+            for (int64_t n : t) dims += (dims.empty() ? "" : ", ") + std::to_string(n);
+            list += (list.empty() ? "[" : ", [") + dims + "]";
+          }
+          b.fail("shape mismatch: indexing tensors could not be broadcast together with shapes " + list);
+        }
+        if (p == 1) p = q;
+      }
+      all = a;
+    }
+  }
   Val<B> lin{};
   for (int64_t j = 0; j < k; ++j) {
     Val<B> i = b.reshape_like(pick(b, dim_range(b, x, first + j), 0, idx[size_t(j)], j), idx[size_t(j)], {});
@@ -98,38 +132,100 @@ Val<B> index_dims(B& b, Val<B> x, const Shape& dims, const std::vector<Val<B>>& 
   return index_tensors(b, y, 0, idx);
 }
 
-// x[mask] (a bool mask shaped as x's leading dims): the elements (or rows) where mask is true, in order, as one
-// dim of their count, known only when it runs: a stable argsort puts the selected positions first, the first
-// sum(mask) of them index_select x's rows. Its gradient is index_select's. The caller checks the mask's shape
-// against x's (torch's IndexError), which a count alone cannot tell.
+// The positions of a bool mask's true elements in its flattened order, 1-D int64 of their count (torch's nonzero()
+// of the flattened mask), known only when it runs: a stable argsort puts them first, and the first sum(mask) are kept.
 template <class B>
-Val<B> masked_rows(B& b, Val<B> x, Val<B> mask) {
-  if (std::optional<DType> d = b.dtype(mask); d && *d != DType::Bool) b.fail("masked_rows: the mask must be bool");
+Val<B> mask_positions(B& b, Val<B> mask) {
   Val<B> m = b.flatten(mask, 0, -1);
-  Val<B> rows = b.reshape_like(x, m, {-1});
   Attrs i64 = Attrs().set("dtype", DType::Int64);
   Val<B> order = b.op(OpId::Argsort, {b.op(OpId::Cast, {b.op(OpId::LogicalNot, {m})}, i64)},
                       Attrs().set("dim", int64_t(0)).set("descending", false));
-  Val<B> n = b.op(OpId::Sum, {b.op(OpId::Cast, {m}, i64)}, Attrs().set("dims", Shape{0}));
-  Val<B> picked = b.op(OpId::IndexSelect, {rows, b.head(order, n)}, Attrs().set("dim", int64_t(0)));
+  return b.head(order, b.op(OpId::Sum, {b.op(OpId::Cast, {m}, i64)}, Attrs().set("dims", Shape{0})));
+}
+
+// x[mask] (a bool mask shaped as x's leading dims): the elements (or rows) where mask is true, in order, as one
+// dim of their count, by one index_select of x's rows at the mask's positions. Its gradient is index_select's.
+// The caller checks the mask's shape against x's (torch's IndexError), which a count alone cannot tell.
+template <class B>
+Val<B> masked_rows(B& b, Val<B> x, Val<B> mask) {
+  if (std::optional<DType> d = b.dtype(mask); d && *d != DType::Bool) b.fail("masked_rows: the mask must be bool");
+  Val<B> rows = b.reshape_like(x, b.flatten(mask, 0, -1), {-1});
+  Val<B> picked = b.op(OpId::IndexSelect, {rows, mask_positions(b, mask)}, Attrs().set("dim", int64_t(0)));
   return b.reshape_rows(picked, x, mask);
 }
 
-// x[:, mask], x[..., mask]: a 1-D mask over dim d (negative: from the end) beside slices; dim d is swapped to
-// the front, its rows picked, and swapped back, so the count's dim takes d's place as torch's result does.
+// A mask's rank is not known when a script graph is built from a function's arguments, so where it is needed
+// (a mask after '...' whose rank is unknown) the mask must be 1-D, checked when the graph runs.
 template <class B>
 void check_mask_1d(B& b, Val<B> mask) {
   b.check_rank(mask, {1}, [](const std::optional<Shape>& s) {
-    return fmt::format("a bool mask beside other indices must be 1-D in kiln script{}",
+    return fmt::format("a bool mask after '...' must be 1-D in kiln script unless its rank is known when lowering{}",
                        s ? fmt::format(", got shape {}", shape_str(*s)) : std::string());
   });
 }
 
+// x with the dims a mask covers merged into one dim of the mask's element count, so that a mask of any rank picks
+// along one dim as a 1-D one does (torch reads a k-D mask as k nonzero() index tensors, whose linear index over those
+// dims is this merged dim's). d >= 0: the mask's first dim lands on x's dim d; d < 0: its last dim lands on x's dim d.
+// With the mask's rank unknown and d > 0, x is reshaped through x.shape[:d] + [mask.numel(), -1] and its trailing
+// dims restored from a slice of x, which a graph reads when it runs.
+template <class B>
+Val<B> merge_mask_dims(B& b, Val<B> x, int64_t d, Val<B> mask) {
+  std::optional<int64_t> k = b.rank(mask);
+  if (k && *k == 1) return x;
+  if (k) return d >= 0 ? b.flatten(x, d, d + *k - 1) : b.flatten(x, d - *k + 1, d);
+  if (d < 0) {
+    check_mask_1d(b, mask);
+    return x;
+  }
+  Val<B> m = b.flatten(mask, 0, -1);
+  if (d == 0) return b.reshape_rows(b.reshape_like(x, m, {-1}), x, mask);
+  Attrs first = Attrs().set("start", int64_t(0)).set("end", int64_t(1)).set("step", int64_t(1));
+  Val<B> lead = b.op(OpId::Slice, {b.flatten(x, d, -1)}, Attrs(first).set("dim", d));       // x.shape[:d] + [1]
+  Val<B> lead_mask = b.op(OpId::LogicalOr, {b.op(OpId::LogicalAnd, {lead, b.scalar(false)}), m});  // x.shape[:d] + [N]
+  Val<B> one = x;  // [1] + mask.shape + x's trailing dims
+  for (int64_t j = 0; j < d; ++j) one = b.op(OpId::Slice, {one}, Attrs(first).set("dim", j));
+  one = b.flatten(one, 0, d - 1);
+  Val<B> merged = b.flatten(b.reshape_like(x, lead_mask, {-1}), 0, d);
+  Val<B> rows = b.reshape_rows(merged, one, b.op(OpId::Unsqueeze, {mask}, Attrs().set("dim", int64_t(0))));
+  return b.unflatten_like(rows, 0, lead_mask);
+}
+
+// x[:, mask], x[..., mask], x[:, mask2d]: a mask of any rank over x's dims from d (d < 0: its last dim on d) beside
+// slices; its dims are merged into one, swapped to the front, its rows picked and swapped back, so the count's dim
+// takes the mask's place as in torch's result.
 template <class B>
 Val<B> masked_dim(B& b, Val<B> x, int64_t d, Val<B> mask) {
-  check_mask_1d(b, mask);
-  if (d == 0) return masked_rows(b, x, mask);
-  return b.transpose(masked_rows(b, b.transpose(x, 0, d), mask), 0, d);
+  Val<B> y = merge_mask_dims(b, x, d, mask);
+  Val<B> m = b.flatten(mask, 0, -1);
+  if (d == 0) return masked_rows(b, y, m);
+  return b.transpose(masked_rows(b, b.transpose(y, 0, d), m), 0, d);
+}
+
+// torch's C++ name of a dtype ("Float", "Long"), which its index_put_ errors use
+inline const char* torch_scalar_type(DType t) {
+  switch (t) {
+    case DType::Bool: return "Bool";
+    case DType::Int32: return "Int";
+    case DType::Int64: return "Long";
+    case DType::BFloat16: return "BFloat16";
+    case DType::Float16: return "Half";
+    case DType::Float32: return "Float";
+    case DType::Float64: return "Double";
+  }
+  return "?";
+}
+
+// torch's rule for index_put_'s value: a 0-d v is cast to x's dtype, one of more dims must have it (checked where
+// both are known now; a graph's caller decides the rest when it runs)
+template <class B>
+Val<B> put_value(B& b, Val<B> x, Val<B> v) {
+  std::optional<DType> want = b.dtype(x), got = b.dtype(v);
+  std::optional<int64_t> r = b.rank(v);
+  if (!want || !got || !r || *want == *got) return v;
+  if (*r == 0) return b.op(OpId::Cast, {v}, Attrs().set("dtype", *want));
+  b.fail(fmt::format("index put requires the source and destination dtypes match, got {} for the destination and {} for "
+                     "the source", torch_scalar_type(*want), torch_scalar_type(*got)));
 }
 
 // x[mask] = v (torch's index_put_ with a bool mask over x's leading dims), as a new value: v broadcast to the
@@ -139,6 +235,7 @@ Val<B> masked_dim(B& b, Val<B> x, int64_t d, Val<B> mask) {
 template <class B>
 Val<B> masked_put(B& b, Val<B> x, Val<B> mask, Val<B> v) {
   if (std::optional<DType> d = b.dtype(mask); d && *d != DType::Bool) b.fail("masked_put: the mask must be bool");
+  v = put_value(b, x, v);
   Val<B> sel = masked_rows(b, b.detach(x), mask);
   Val<B> every = b.op(OpId::LogicalNot, {b.op(OpId::LogicalAnd, {sel, b.scalar(false)})});
   Val<B> vb = b.op(OpId::Where, {every, v, sel});
@@ -154,6 +251,52 @@ Val<B> masked_put(B& b, Val<B> x, Val<B> mask, Val<B> v) {
   Val<B> rows = b.op(OpId::IndexSelect, {b.op(OpId::Cat, {vb, xr}, Attrs().set("dim", int64_t(0))), at},
                      Attrs().set("dim", int64_t(0)));
   return b.reshape_like(rows, x, {});
+}
+
+// x[:, mask] = v, x[..., mask] = v: masked_put over the mask's dims (from d; d < 0: its last dim on d) merged and
+// swapped to the front. v is first broadcast to x[:, mask]'s shape, where torch broadcasts it.
+template <class B>
+Val<B> masked_put_dim(B& b, Val<B> x, int64_t d, Val<B> mask, Val<B> v) {
+  if (d == 0) return masked_put(b, x, mask, v);
+  v = put_value(b, x, v);
+  Val<B> sel = masked_dim(b, b.detach(x), d, mask);
+  Val<B> every = b.op(OpId::LogicalNot, {b.op(OpId::LogicalAnd, {sel, b.scalar(false)})});
+  Val<B> vb = b.op(OpId::Where, {every, v, sel});
+  Val<B> y = b.transpose(merge_mask_dims(b, x, d, mask), 0, d);
+  Val<B> put = masked_put(b, y, b.flatten(mask, 0, -1), b.transpose(vb, 0, d));
+  return b.reshape_like(b.transpose(put, 0, d), x, {});
+}
+
+// x[idx] = v with an integer index tensor (torch's index_put_, accumulate=False), as a new value: v broadcast to
+// x[idx]'s shape idx.shape + x.shape[1:] and cast to x's dtype; each row of x is then taken from the last row of v
+// written to it or from x, by one index_select of [v rows; x rows] (torch leaves repeated indices' winner undefined;
+// this is the last, as its CPU kernel does). A row's last writer is found by a stable argsort of the (wrapped,
+// checked) indices: a row's writers end at the running count of writes up to it.
+template <class B>
+Val<B> index_put(B& b, Val<B> x, Val<B> idx, Val<B> v) {
+  if (std::optional<DType> d = b.dtype(idx); d && !is_integral(*d))
+    b.fail(fmt::format("index_put: tensors used as indices must be long, int, byte or bool tensors, got {}", dtype_name(*d)));
+  v = put_value(b, x, v);
+  Val<B> sel = index_tensors(b, b.detach(x), 0, std::vector<Val<B>>{idx});
+  Val<B> every = b.op(OpId::LogicalNot, {b.op(OpId::LogicalAnd, {sel, b.scalar(false)})});
+  Val<B> vb = keep_dtype(b, b.op(OpId::Where, {every, v, sel}), x);
+  Val<B> range = dim_range(b, x, 0);
+  Val<B> pos = pick(b, range, 0, idx, 0);  // idx flattened, negative ones wrapped, out of range ones refused
+  Val<B> vrows = b.reshape_rows(b.reshape_like(vb, pos, {-1}), x, pos);
+  Val<B> zero = b.op(OpId::Mul, {range, b.scalar(Scalar(int64_t(0)))});
+  Val<B> writes = b.op(OpId::ScatterAdd, {zero, pos, b.op(OpId::Add, {b.op(OpId::Mul, {pos, b.scalar(Scalar(int64_t(0)))}), b.scalar(Scalar(int64_t(1)))})},
+                       Attrs().set("dim", int64_t(0)));
+  Val<B> written = b.op(OpId::Gt, {writes, b.scalar(Scalar(int64_t(0)))});
+  Val<B> order = b.op(OpId::Argsort, {pos}, Attrs().set("dim", int64_t(0)).set("descending", false));
+  Val<B> m = b.count(pos, {0}, -1, [](const std::optional<Shape>&) { return std::string(); });
+  Val<B> last = b.op(OpId::Sub, {cumsum(b, writes, 0), b.scalar(Scalar(int64_t(1)))});
+  // rows no one writes read a spare entry, so the index stays in range when nothing is written at all
+  Val<B> spare = b.op(OpId::Slice, {range}, Attrs().set("dim", int64_t(0)).set("start", int64_t(0)).set("end", int64_t(1)).set("step", int64_t(1)));
+  Val<B> writer = b.op(OpId::IndexSelect, {b.op(OpId::Cat, {order, spare}, Attrs().set("dim", int64_t(0))),
+                                           b.op(OpId::Where, {written, last, m})},
+                       Attrs().set("dim", int64_t(0)));
+  Val<B> at = b.op(OpId::Where, {written, writer, b.op(OpId::Add, {range, m})});
+  return b.op(OpId::IndexSelect, {b.op(OpId::Cat, {vrows, x}, Attrs().set("dim", int64_t(0))), at}, Attrs().set("dim", int64_t(0)));
 }
 
 // x's dtype where the builder knows it and the row's promotion changed it (masked_fill keeps x's dtype)

@@ -44,16 +44,39 @@ Tensor masked_rows(const Tensor& x, const Tensor& mask) {
 
 Tensor index_dims(const Tensor& x, const Shape& dims, const Tensors& indices) {
   if (indices.empty() || indices.size() != dims.size()) fail("index_dims: {} dims for {} index tensors", dims.size(), indices.size());
-  for (size_t j = 0; j < dims.size(); ++j)
-    if (dims[j] < 0 || dims[j] >= x.dim() || (j > 0 && dims[j] <= dims[j - 1]))
-      fail("index_dims: dims {} must ascend within a tensor of rank {}", shape_str(dims), x.dim());
+  // dims where each index starts in x; a mask covers its rank of them, so the dims after it shift once it is merged
+  Shape at;
+  int64_t next = 0;
+  for (size_t j = 0; j < dims.size(); ++j) {
+    int64_t d = wrap_dim("index_dims", dims[j], x.dim());
+    int64_t k = indices[j].dtype() == DType::Bool ? indices[j].dim() : 1;
+    if (d < next || d + k > x.dim()) fail("index_dims: dims {} must ascend within a tensor of rank {}", shape_str(dims), x.dim());
+    next = d + k;
+    at.push_back(d);
+  }
   EagerBuilder b;
-  return composite::index_dims(b, x, dims, indices);
+  Tensor y = x;
+  Tensors idx = indices;
+  int64_t merged = 0;
+  for (size_t j = 0; j < at.size(); ++j) {
+    if (idx[j].dtype() != DType::Bool) {
+      at[j] -= merged;
+      continue;
+    }
+    int64_t d = at[j] - merged;
+    if (std::string bad = mask_mismatch(idx[j].sizes(), y.sizes(), d); !bad.empty()) fail("{}", bad);
+    y = composite::merge_mask_dims(b, y, d, idx[j]);
+    merged += idx[j].dim() - 1;
+    idx[j] = composite::mask_positions(b, idx[j]);
+    at[j] = d;
+  }
+  return composite::index_dims(b, y, at, idx);
 }
 
 Tensor masked_dim(const Tensor& x, int64_t d, const Tensor& mask) {
   int64_t at = wrap_dim("masked_dim", d, x.dim());
-  if (std::string bad = mask_mismatch(mask.sizes(), x.sizes(), at); !bad.empty()) fail("{}", bad);
+  if (d < 0) at -= mask.dim() - 1;
+  if (std::string bad = mask_mismatch(mask.sizes(), x.sizes(), at); !bad.empty() || at < 0) fail("{}", bad.empty() ? mask_mismatch(mask.sizes(), Shape{}, 0) : bad);
   EagerBuilder b;
   return composite::masked_dim(b, x, d, mask);
 }
@@ -62,6 +85,20 @@ Tensor masked_put(const Tensor& x, const Tensor& mask, const Tensor& v) {
   if (std::string bad = mask_mismatch(mask.sizes(), x.sizes(), 0); !bad.empty()) fail("{}", bad);
   EagerBuilder b;
   return composite::masked_put(b, x, mask, v);
+}
+
+Tensor masked_put_dim(const Tensor& x, int64_t d, const Tensor& mask, const Tensor& v) {
+  int64_t at = wrap_dim("masked_put_dim", d, x.dim());
+  if (d < 0) at -= mask.dim() - 1;
+  if (std::string bad = mask_mismatch(mask.sizes(), x.sizes(), at); !bad.empty() || at < 0) fail("{}", bad.empty() ? mask_mismatch(mask.sizes(), Shape{}, 0) : bad);
+  EagerBuilder b;
+  return composite::masked_put_dim(b, x, d, mask, v);
+}
+
+Tensor index_put(const Tensor& x, const Tensor& index, const Tensor& v) {
+  if (x.dim() == 0) fail("index_put: invalid index of a 0-dim tensor");
+  EagerBuilder b;
+  return composite::index_put(b, x, index, v);
 }
 
 Tensor tril(const Tensor& x, int64_t diagonal) {

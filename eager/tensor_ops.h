@@ -31,12 +31,18 @@ Tensor bernoulli(const Tensor& p);
 Tensor einsum(const std::string& equation, const Tensors& operands);  // 1 with probability p, in p's dtype, from kiln's generator
 Tensor where(const Tensor& cond, Scalar a, Scalar b);  // torch's dtype of two Python numbers
 Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max);  // tensor bounds, broadcast; undefined: none
-// x[i, :, j]: integer index tensors on the ascending dims `dims`; apart, the broadcast index dims come first (torch)
+// x[i, :, j], x[..., i], x[mask, i]: index tensors starting on the ascending dims `dims` (negative: from the end);
+// apart, the broadcast index dims come first (torch). A bool mask covers as many dims as it has and stands for the
+// positions of its true elements (torch's nonzero()).
 Tensor index_dims(const Tensor& x, const Shape& dims, const Tensors& indices);
-// x[:, mask], x[..., mask]: a 1-D bool mask over dim d (negative: from the end)
+// x[:, mask], x[..., mask], x[:, mask2d]: a bool mask over x's dims from d (negative: its last dim lands on d)
 Tensor masked_dim(const Tensor& x, int64_t d, const Tensor& mask);
 // x[mask] = v as a new tensor: v broadcast to x[mask]'s shape and cast to x's dtype (torch's index_put_)
 Tensor masked_put(const Tensor& x, const Tensor& mask, const Tensor& v);
+// x[:, mask] = v as a new tensor, the mask over x's dims from d as masked_dim's
+Tensor masked_put_dim(const Tensor& x, int64_t d, const Tensor& mask, const Tensor& v);
+// x[idx] = v as a new tensor, idx an integer tensor over dim 0 (torch's index_put_, accumulate=False)
+Tensor index_put(const Tensor& x, const Tensor& index, const Tensor& v);
 // torch's IndexError for a mask over x's dims from d whose shape differs from theirs; empty when it matches
 std::string mask_mismatch(const Shape& mask, const Shape& x, int64_t d);
 

@@ -857,6 +857,24 @@ std::vector<Builtin> make_builtins() {
           LoweringBuilder lb(L);
           Value* x = L.tensor_arg(a[0], "input");
           Value* w = L.tensor_arg(a[1], "weight");
+          if (padding.mode == "same" && !w->type().has_static_shape()) {
+            // A function's weight has no shape until the graph runs, so 'same' pads the input then by
+            // conv_pad_amounts' rule (dilation * (kernel - 1), the odd one on the right / bottom) and convolves
+            // with none. conv_pad_amounts with any kernel raises torch's errors for the stride now.
+            const char* op = one_d ? "conv1d" : "conv2d";
+            composite::conv_pad_amounts([&](const std::string& m) { L.fail(L.loc(), m); }, op, padding, "zeros",
+                                        Shape(stride.size(), 1), stride, dilation);
+            std::vector<Value*> pads;
+            for (size_t i = stride.size(); i-- > 0;) {  // F.pad's order: the last dim first
+              Value* k = L.prim(Prim::Size, {w, L.constant(int64_t(2 + i))}, kInt);
+              Value* total = L.prim(Prim::NumMul, {L.constant(dilation[i]), L.prim(Prim::NumSub, {k, L.constant(int64_t(1))}, kInt)}, kInt);
+              Value* lo = L.prim(Prim::NumFloorDiv, {total, L.constant(int64_t(2))}, kInt);
+              pads.push_back(lo);
+              pads.push_back(L.prim(Prim::NumSub, {total, lo}, kInt));
+            }
+            x = pad_at_run_time(L, x, pads, "constant", 0.0);
+            padding = ConvPadding("valid");
+          }
           if (one_d) return composite::conv1d(lb, x, w, bias, stride[0], padding, dilation[0], groups);
           return composite::conv2d(lb, x, w, bias, stride, padding, dilation, groups);
         });

@@ -44,6 +44,7 @@ std::string Static::type_name() const {
     case Kind::Function: return fn ? "function " + fn->name : "builtin " + s;
     case Kind::Partial: return "functools.partial";
     case Kind::Namespace: return "module " + s;
+    case Kind::Exception: return s;
   }
   return "?";
 }
@@ -644,7 +645,8 @@ class Init {
       case Kind::Class:
       case Kind::Function:
       case Kind::Partial:
-      case Kind::Namespace: return true;
+      case Kind::Namespace:
+      case Kind::Exception: return true;
       case Kind::Tensor: break;
     }
     fail(loc, fmt::format("cannot use {} as a condition in __init__", v.type_name()));
@@ -1050,6 +1052,11 @@ class Init {
       throw handling_.back();
     }
     const Expr& exc = *s.value;
+    if (exc.kind == ExprKind::Name && sc.vars.count(exc.name) && sc.vars.at(exc.name).kind == Kind::Exception) {
+      const Static& e = sc.vars.at(exc.name);  // `raise e`: the exception caught, again
+      if (s.cause) eval(*s.cause, sc);
+      py_raise(s.loc, e.s, py_str(e));
+    }
     const Expr& type = exc.kind == ExprKind::Call ? *exc.args[0] : exc;
     std::string name = type.kind == ExprKind::Name ? type.name : type.kind == ExprKind::Attribute ? type.name : "Exception";
     std::string msg;
@@ -1085,8 +1092,7 @@ class Init {
     if (!caught) return exec(s.orelse, sc, ret);
     for (const ExceptHandler& h : s.handlers) {
       if (h.type && !catches(*h.type, caught->type)) continue;
-      // `as e` binds str(e): kiln's __init__ has no exception objects
-      if (!h.name.empty()) sc.vars[h.name] = Static::str(caught->message);
+      if (!h.name.empty()) sc.vars[h.name] = exception_value(*caught);
       handling_.push_back(*caught);
       Flow fl;
       try {
@@ -1100,6 +1106,16 @@ class Init {
       return fl;
     }
     throw *caught;
+  }
+
+  // What `except E as e` binds: the class and one argument, the message (a KeyError's message is its key's repr,
+  // and its argument the key: kiln's KeyErrors are of string keys)
+  static Static exception_value(const Raised& r) {
+    Static e = Static::named(Kind::Exception, r.type);
+    std::string arg = r.message;
+    if (r.type == "KeyError" && arg.size() >= 2 && arg.front() == '\'' && arg.back() == '\'') arg = arg.substr(1, arg.size() - 2);
+    if (!r.message.empty()) e.elems.push_back(Static::str(arg));
+    return e;
   }
 
   // `except KeyError`, `except (KeyError, IndexError)`, `except builtins.KeyError`
@@ -1191,7 +1207,8 @@ class Init {
         case Kind::Class:
         case Kind::Function:
         case Kind::Partial:
-        case Kind::Namespace: return fmt::format(fmt::runtime("{:" + spec + "}"), py_str(v));
+        case Kind::Namespace:
+        case Kind::Exception: return fmt::format(fmt::runtime("{:" + spec + "}"), py_str(v));
       }
     } catch (const fmt::format_error&) {
     }
@@ -1229,10 +1246,22 @@ class Init {
       case Kind::Function: return v.fn ? "<function " + v.fn->name + ">" : "<built-in function " + v.s + ">";
       case Kind::Partial: return "functools.partial(" + py_str(v.elems[0]) + ", ...)";
       case Kind::Namespace: return "<module '" + v.s + "'>";
+      case Kind::Exception: {
+        // Python's str(e): empty, the one argument's str (a KeyError's repr), or the repr of all of them
+        if (v.elems.size() == 1) return v.s == "KeyError" ? py_repr(v.elems[0]) : py_str(v.elems[0]);
+        return v.elems.empty() ? "" : py_str(Static::seq(Kind::Tuple, v.elems));
+      }
     }
     return "";
   }
-  static std::string py_repr(const Static& v) { return v.kind == Kind::Str ? "'" + v.s + "'" : py_str(v); }
+  static std::string py_repr(const Static& v) {
+    if (v.kind == Kind::Exception) {
+      std::string args;
+      for (const Static& a : v.elems) args += (args.empty() ? "" : ", ") + py_repr(a);
+      return v.s + "(" + args + ")";
+    }
+    return v.kind == Kind::Str ? "'" + v.s + "'" : py_str(v);
+  }
 
   static bool equal(const Static& a, const Static& b) {
     if (a.is_number() && b.is_number()) return a.as_double() == b.as_double();
@@ -1451,6 +1480,9 @@ class Init {
       case Kind::Int:
       case Kind::Float:
       case Kind::Bool:
+      case Kind::Exception:
+        if (name == "args") return Static::seq(Kind::Tuple, b.elems);
+        break;
       case Kind::Function:
       case Kind::Partial: break;
     }
@@ -1659,7 +1691,8 @@ class Init {
       case Kind::List:
       case Kind::Dict:
       case Kind::Tensor:
-      case Kind::Namespace: break;
+      case Kind::Namespace:
+      case Kind::Exception: break;
     }
     fail(loc, fmt::format("'{}' object is not callable", callee.type_name()));
   }
@@ -2152,7 +2185,8 @@ class Init {
       case Kind::Class:
       case Kind::Function:
       case Kind::Partial:
-      case Kind::Namespace: break;
+      case Kind::Namespace:
+      case Kind::Exception: break;
     }
     fail(loc, fmt::format("{} must be a number, a string, a tensor or a tuple of them, got {}", what, v.type_name()));
   }

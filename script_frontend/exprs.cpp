@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <climits>
+#include <functional>
 #include <cmath>
 
 #include "eager/composites.h"
@@ -11,6 +12,7 @@
 #include "script_frontend/lowerer.h"
 #include "script_frontend/lowering_builder.h"
 #include "script_frontend/operators.h"
+#include "script_frontend/packed_sequences.h"
 
 namespace kiln::script {
 
@@ -659,11 +661,10 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
     }
     if (tensors.size() >= 2) return index_tensors(x, e, tensors, lowered);
   }
-  // A tensor index that is not an int tensor: a bool mask, checked against the dims it covers (torch's IndexError);
-  // one beside other indices must be 1-D.
+  // A tensor index that is not an int tensor: a bool mask, checked against the dims it covers (torch's IndexError).
   auto by_mask = [&](Value* xv, Value* mask, int64_t dim) {
     LoweringBuilder lb(*this);
-    if (n > 1) composite::check_mask_1d(lb, mask);  // before the shape's check, whose words assume the rank
+    if (dim < 0 && !lb.rank(mask)) composite::check_mask_1d(lb, mask);  // before the shape's check, whose words assume the rank
     check_mask_shape(*this, mask, xv, dim);
     return n == 1 ? composite::masked_rows(lb, xv, mask) : composite::masked_dim(lb, xv, dim, mask);
   };
@@ -753,12 +754,7 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
       // mask selects (eager's composite::masked_rows / masked_dim), decided by the index's dtype now where it is
       // known, else when the graph runs
       LoweringBuilder lb(*this);
-      auto by_ints = [&]() -> Value* {
-        if (dim >= 0) return composite::index_tensors(lb, x, dim, std::vector<Value*>{i});
-        if (i->type().dtype) fail(ix.loc, "an integer tensor index after '...' is not supported in kiln script (a bool mask is)");
-        check(constant(false), "an integer tensor index after '...' is not supported in kiln script (a bool mask is)");
-        return x;
-      };
+      auto by_ints = [&]() -> Value* { return composite::index_tensors(lb, x, dim, std::vector<Value*>{i}); };
       return lb.if_bool(i, [&] { return by_mask(x, i, dim); }, by_ints);
     }
     if (i->type().kind == TypeKind::Int) {
@@ -793,58 +789,69 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
   return x;
 }
 
-// x[idx0, idx1], x[i, :, j], x[0, i, 1:, j]: index tensors on two or more dims. The other indices (slices, None,
-// int constants) are basic indexing, applied first as torch applies them; then eager's composite::index_dims over
-// the dims the index tensors landed on (apart, torch puts their broadcast dims first).
+// x[idx0, idx1], x[i, :, j], x[0, i, 1:, j], x[mask, i]: index tensors on two or more dims. The other indices
+// (slices, None, int constants) are basic indexing, applied first as torch applies them; a bool mask has its dims
+// merged into one and stands for the positions of its true elements (torch's nonzero()); then eager's
+// composite::index_dims over the dims the index tensors landed on (apart, torch puts their broadcast dims first).
+// An index whose dtype is unknown now is both, chosen when the graph runs.
 Value* Lowerer::index_tensors(Value* x, const Expr& e, const std::vector<size_t>& tensors,
                               const std::map<const Expr*, Value*>& lowered) {
-  std::vector<Value*> idx;
-  Shape dims;
-  int64_t dim = 0;
-  for (size_t k = 0; k + 1 < e.args.size(); ++k) {
-    const Expr& ix = *e.args[k + 1];
-    loc_ = ix.loc;
-    if (std::find(tensors.begin(), tensors.end(), k) != tensors.end()) {
-      Value* i = lowered.at(&ix);
-      if (i->type().dtype == DType::Bool)
-        fail(ix.loc, "a bool mask beside other index tensors is not supported in kiln script");
-      idx.push_back(i);
-      dims.push_back(dim++);
-      continue;
-    }
-    if (ix.kind == ExprKind::Ellipsis)
-      fail(ix.loc, "with index tensors on two or more dims, kiln script takes no '...' beside them");
-    if (ix.kind == ExprKind::List)
-      fail(ix.loc, "with index tensors on two or more dims, kiln script takes no list beside them; index with a tensor instead");
-    if (lowered.count(&ix)) {
-      Value* i = lowered.at(&ix);
-      if (i->type().kind != TypeKind::Int) fail(ix.loc, fmt::format("tensor indices must be int or slices, got {}", i->type().str()));
-      x = select_dynamic(x, dim, i);
-      continue;
-    }
-    if (ix.kind == ExprKind::None) {
-      x = op(OpId::Unsqueeze, {x}, Attrs().set("dim", dim++));
-      continue;
-    }
-    if (auto c = const_int(Arg{&ix, nullptr, ix.loc})) {
-      x = op(OpId::Select, {x}, Attrs().set("dim", dim).set("index", *c));
-      continue;
-    }
-    Attrs a = Attrs().set("dim", dim++);
-    const char* names[3] = {"start", "end", "step"};
-    for (int b = 0; b < 3; ++b)
-      if (const Expr* bound = ix.args[size_t(b)].get()) {
-        auto c = const_int(Arg{bound, nullptr, bound->loc});
-        if (!c || (b == 2 && *c <= 0))
-          fail(bound->loc, "with index tensors on two or more dims, kiln script takes slices with int constant bounds "
-                           "(and a positive step) beside them");
-        a.set(names[b], *c);
-      }
-    if (a.has("start") || a.has("end") || a.has("step")) x = op(OpId::Slice, {x}, std::move(a));
-  }
-  loc_ = e.loc;
   LoweringBuilder lb(*this);
-  return composite::index_dims(lb, x, dims, idx);
+  std::function<Value*(size_t, Value*, int64_t, std::vector<Value*>, Shape)> rest =
+      [&](size_t k, Value* x, int64_t dim, std::vector<Value*> idx, Shape dims) -> Value* {
+    for (; k + 1 < e.args.size(); ++k) {
+      const Expr& ix = *e.args[k + 1];
+      loc_ = ix.loc;
+      if (std::find(tensors.begin(), tensors.end(), k) != tensors.end()) {
+        Value* i = lowered.at(&ix);
+        dims.push_back(dim);
+        auto as_mask = [&, idx, dims]() mutable {
+          loc_ = ix.loc;
+          check_mask_shape(*this, i, x, dim);
+          Value* merged = composite::merge_mask_dims(lb, x, dim, i);
+          idx.push_back(composite::mask_positions(lb, i));
+          return rest(k + 1, merged, dim + 1, idx, dims);
+        };
+        auto as_ints = [&, idx, dims]() mutable {
+          idx.push_back(i);
+          return rest(k + 1, x, dim + 1, idx, dims);
+        };
+        return lb.if_bool(i, as_mask, as_ints);
+      }
+      if (ix.kind == ExprKind::Ellipsis)
+        fail(ix.loc, "with index tensors on two or more dims, kiln script takes no '...' beside them");
+      if (ix.kind == ExprKind::List)
+        fail(ix.loc, "with index tensors on two or more dims, kiln script takes no list beside them; index with a tensor instead");
+      if (lowered.count(&ix)) {
+        Value* i = lowered.at(&ix);
+        if (i->type().kind != TypeKind::Int) fail(ix.loc, fmt::format("tensor indices must be int or slices, got {}", i->type().str()));
+        x = select_dynamic(x, dim, i);
+        continue;
+      }
+      if (ix.kind == ExprKind::None) {
+        x = op(OpId::Unsqueeze, {x}, Attrs().set("dim", dim++));
+        continue;
+      }
+      if (auto c = const_int(Arg{&ix, nullptr, ix.loc})) {
+        x = op(OpId::Select, {x}, Attrs().set("dim", dim).set("index", *c));
+        continue;
+      }
+      Attrs a = Attrs().set("dim", dim++);
+      const char* names[3] = {"start", "end", "step"};
+      for (int b = 0; b < 3; ++b)
+        if (const Expr* bound = ix.args[size_t(b)].get()) {
+          auto c = const_int(Arg{bound, nullptr, bound->loc});
+          if (!c || (b == 2 && *c <= 0))
+            fail(bound->loc, "with index tensors on two or more dims, kiln script takes slices with int constant bounds "
+                             "(and a positive step) beside them");
+          a.set(names[b], *c);
+        }
+      if (a.has("start") || a.has("end") || a.has("step")) x = op(OpId::Slice, {x}, std::move(a));
+    }
+    loc_ = e.loc;
+    return composite::index_dims(lb, x, dims, idx);
+  };
+  return rest(0, x, 0, {}, {});
 }
 
 // ---------------------------------------------------------------- calls and attributes
@@ -874,9 +881,10 @@ Value* Lowerer::attribute(const Expr& e) {
   loc_ = e.loc;
   if (x->type().is_tensor())
     if (auto v = tensor_attribute(*this, x, e.name, e.loc)) return *v;
-  if (packed_parts(x))
-    fail(e.loc, fmt::format("PackedSequence.{} is not available in kiln script: lowered code keeps a packed batch padded "
-                            "(read it through pad_packed_sequence)", e.name));
+  if (packed_parts(x)) {
+    if (auto v = packed_attribute(*this, x, e.name)) return *v;
+    fail(e.loc, fmt::format("PackedSequence.{} is not available in kiln script (data and batch_sizes are)", e.name));
+  }
   if (x->type().kind == TypeKind::Tuple)
     if (auto v = namedtuple_field(x, e.name, e.loc)) return *v;
   fail(e.loc, fmt::format("{} has no attribute '{}' in kiln script", x->type().str(), e.name));

@@ -100,42 +100,81 @@ void Lowerer::write_inplace(const Expr& target, const std::string& op, const Exp
     if (it != frame().env.end() && dict_keys(it->second)) return dict_store(target, op, rhs, loc);
     if (it != frame().env.end() && it->second->type().kind == TypeKind::List) return list_store(target, op, rhs, loc);
   }
-  // x[mask] = v (nanoGPT's generate: `logits[logits < v[:, [-1]]] = -float('Inf')`, `x[keep] = rows`): torch's
-  // index_put_ with a bool mask over x's leading dims, eager's composite::masked_put. A mask is known by its form
-  // (a comparison) or, for an index held by a name, by its dtype, when lowering where known, else when it runs.
-  const Expr* index = target.kind == ExprKind::Subscript && target.args.size() == 2 ? target.args[1].get() : nullptr;
-  bool by_form = index && is_mask_expr(*index);
+  // x[mask] = v (nanoGPT's generate: `logits[logits < v[:, [-1]]] = -float('Inf')`, `x[keep] = rows`), x[:, mask] = v
+  // and x[idx] = v: torch's index_put_, eager's composite::masked_put / masked_put_dim / index_put. A tensor index is
+  // known by its form (a comparison) or as a tensor held by a name; a mask from an int tensor by its dtype, when
+  // lowering where known, else when the graph runs. Beside it, only ':' and '...' are taken.
   auto tensor_name = [&](const Expr& i) {
     if (i.kind != ExprKind::Name) return false;
     auto it = frame().env.find(i.name);
     return it != frame().env.end() && it->second->type().is_tensor();
   };
-  if (op.empty() && index && (by_form || tensor_name(*index))) {
+  const Expr* index = nullptr;
+  int64_t dim = 0;
+  if (target.kind == ExprKind::Subscript && op.empty()) {
+    const size_t n = target.args.size() - 1;
+    size_t at = n, ellipsis = n;
+    bool plain = true;  // every other index is ':' or '...'
+    for (size_t k = 0; k < n; ++k) {
+      const Expr& ix = *target.args[k + 1];
+      if (is_mask_expr(ix) || tensor_name(ix)) {
+        if (at != n) fail(ix.loc, "a write through two tensor indices is not supported in kiln script");
+        at = k;
+      } else if (ix.kind == ExprKind::Ellipsis) {
+        ellipsis = k;
+      } else if (ix.kind != ExprKind::Slice || ix.args[0] || ix.args[1] || ix.args[2]) {
+        plain = false;
+      }
+    }
+    if (at != n) {
+      if (!plain)
+        fail(target.args[at + 1]->loc, "a write through a tensor index is supported in kiln script as x[t] = v beside ':' "
+                                       "and '...' only");
+      index = target.args[at + 1].get();
+      dim = ellipsis < at ? -int64_t(n - at) : int64_t(at);
+    }
+  }
+  if (index) {
     Value* v = expr(rhs);
     Value* base = expr(*target.args[0]);
     Value* mask = expr(*index);
-    {
-      loc_ = loc;
-      if (!base->type().is_tensor()) fail(target.loc, fmt::format("cannot index {} with a mask", base->type().str()));
-      if (!v->type().is_tensor() && !is_number(v->type()))
-        fail(rhs.loc, fmt::format("cannot write {} into a tensor", v->type().str()));
-      Value* value = v->type().is_tensor() ? v : number_to_tensor(v);
-      LoweringBuilder lb(*this);
-      const char* ints = "x[idx] = v with an integer index tensor is not supported in kiln script (a bool mask is)";
-      Value* put = lb.if_bool(
-          mask,
+    loc_ = loc;
+    if (!base->type().is_tensor()) fail(target.loc, fmt::format("cannot index {} with a tensor", base->type().str()));
+    if (!mask->type().is_tensor()) fail(index->loc, fmt::format("tensor indices must be tensors here, got {}", mask->type().str()));
+    if (!v->type().is_tensor() && !is_number(v->type()))
+      fail(rhs.loc, fmt::format("cannot write {} into a tensor", v->type().str()));
+    Value* value = v->type().is_tensor() ? v : number_to_tensor(v);
+    // torch casts a 0-d v to x's dtype and refuses another dtype for more dims; the composites decide where both
+    // are known now, so the rest is decided when the graph runs (a builder has no cast to another value's dtype)
+    if (!(value->type().dtype && base->type().dtype && value->type().dims)) {
+      Value* want = prim(Prim::DTypeOf, {base}, kIntT);
+      Value* scalar = prim(Prim::NumEq, {prim(Prim::Len, {prim(Prim::Shape, {value}, Type::list(kIntT))}, kIntT), constant(int64_t(0))},
+                           Type::scalar(TypeKind::Bool));
+      value = if_value(
+          scalar, [&] { return prim(Prim::CastTo, {value, want}, Type::tensor()); },
           [&] {
-            check_mask_shape(*this, mask, base, 0);
-            return composite::masked_put(lb, base, mask, value);
+            check(prim(Prim::NumEq, {prim(Prim::DTypeOf, {value}, kIntT), want}, Type::scalar(TypeKind::Bool)),
+                  "index put requires the source and destination dtypes match");
+            return value;
           },
-          [&]() -> Value* {
-            if (mask->type().dtype) fail(index->loc, ints);
-            check(constant(false), ints);
-            return base;
-          });
-      write_through(base, prim(Prim::InplaceResult, {put, base}, Type::tensor()), loc, described(target), true);
-      return;
+          loc);
     }
+    LoweringBuilder lb(*this);
+    const char* ints = "x[:, idx] = v with an integer index tensor is not supported in kiln script (x[idx] = v is)";
+    Value* put = lb.if_bool(
+        mask,
+        [&] {
+          check_mask_shape(*this, mask, base, dim);
+          return dim == 0 ? composite::masked_put(lb, base, mask, value) : composite::masked_put_dim(lb, base, dim, mask, value);
+        },
+        [&]() -> Value* {
+          if (dim == 0) return composite::index_put(lb, base, mask, value);
+          if (mask->type().dtype) fail(index->loc, ints);
+          check(constant(false), ints);
+          return base;
+        });
+    write_through(base, prim(Prim::InplaceResult, {put, base}, Type::tensor()), loc, described(target), true);
+    return;
   }
   Value* r = nullptr;
   if (op.empty()) r = expr(rhs);  // Python evaluates the value of `x[i] = v` first

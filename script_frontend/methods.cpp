@@ -228,7 +228,8 @@ Value* Lowerer::static_value(const Static& v, const std::string& name, SourceLoc
     case Kind::Class:
     case Kind::Function:
     case Kind::Partial:
-    case Kind::Namespace: break;
+    case Kind::Namespace:
+    case Kind::Exception: break;
   }
   fail(loc, fmt::format("'{}' is a {} from __init__, which methods cannot use as a value (TorchScript keeps only "
                         "numbers, strings, tensors, tuples and lists of them as attributes too)",

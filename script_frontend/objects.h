@@ -37,7 +37,8 @@ using ObjectPtr = std::shared_ptr<Object>;
 struct Static {
   // Class, Function, Partial and Namespace are what published __init__s pass around as values
   // (`block=BasicBlock`, `norm_layer=nn.BatchNorm2d`, `partial(nn.LayerNorm, eps=1e-6)`, `nn`).
-  enum class Kind : uint8_t { None, Int, Float, Bool, Str, Tuple, List, Dict, Module, Tensor, Class, Function, Partial, Namespace };
+  // Exception: what `except E as e` binds, the class's name in s and its args in elems.
+  enum class Kind : uint8_t { None, Int, Float, Bool, Str, Tuple, List, Dict, Module, Tensor, Class, Function, Partial, Namespace, Exception };
   Kind kind = Kind::None;
   int64_t i = 0;
   double f = 0;

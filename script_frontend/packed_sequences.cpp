@@ -5,11 +5,15 @@
 // padded: a tuple (steps [T, N, *] time-major in the caller's batch order, lengths int64 [N]) that the lowerer
 // remembers as packed. The rnn_layer node takes the lengths and runs each row its own number of steps in any
 // order (eager/cpu/rnn.cpp), which gives torch's outputs and final states without sorting; pad_packed_sequence
-// cuts the steps to the longest length, as torch's does. Its .data and .batch_sizes (packed rows) are not
-// available here; eager's PackedSequence (eager/nn/rnn_utils.h) has them.
+// cuts the steps to the longest length, as torch's does. .data and .batch_sizes are computed from the padded steps
+// when they are read (a bool mask of the steps each row has, sorted by length as torch sorts the batch).
+// pad_sequence and pack_sequence take a list written out (its elements known when lowering).
+#include "script_frontend/packed_sequences.h"
+
 #include <fmt/format.h>
 
-#include "script_frontend/lowerer.h"
+#include "eager/composites_tensor_ops.h"
+#include "script_frontend/lowering_builder.h"
 
 namespace kiln::script {
 
@@ -45,18 +49,8 @@ Value* reduced_int(Lowerer& L, OpId op, Value* t) {
   return L.prim(Prim::ToInt, {L.op(op, {t}, Attrs().set("dims", Shape{}).set("keepdim", false))}, kInt);
 }
 
-Value* pack_padded(Lowerer& L, const Expr& e) {
-  const char* fn = "pack_padded_sequence";
-  std::vector<Arg> a = bind(L, fn, e, {"input", "lengths", "batch_first", "enforce_sorted"}, 2);
-  Value* x = L.tensor_arg(a[0], "input");
-  // `lengths.cpu()`, as torch asks: the rnn_layer node reads the lengths on the host whatever their device
-  const Expr* len = a[1].expr;
-  if (len && len->kind == ExprKind::Call && len->args.size() == 1 && len->keywords.empty() &&
-      len->args[0]->kind == ExprKind::Attribute && len->args[0]->name == "cpu")
-    a[1].expr = len->args[0]->args[0].get();
-  Value* lengths = L.tensor_arg(a[1], "lengths");
-  const bool batch_first = a[2].present() ? L.need_bool(a[2], "batch_first") : false;
-  const bool enforce_sorted = a[3].present() ? L.need_bool(a[3], "enforce_sorted") : true;
+// pack_padded_sequence's work, also pack_sequence's: x [T, N, *] (or [N, T, *] with batch_first), lengths [N]
+Value* pack(Lowerer& L, const char* fn, Value* x, Value* lengths, bool batch_first, bool enforce_sorted) {
   if (batch_first) x = L.prim(Prim::Transpose, {x, L.constant(int64_t(0)), L.constant(int64_t(1))}, Type::tensor());
   lengths = L.op(OpId::Cast, {lengths}, Attrs().set("dtype", DType::Int64));
   // torch's checks, when the graph runs (the lengths are data)
@@ -81,6 +75,86 @@ Value* pack_padded(Lowerer& L, const Expr& e) {
                         fn));
   }
   return L.packed_value(x, lengths);
+}
+
+Value* pack_padded(Lowerer& L, const Expr& e) {
+  const char* fn = "pack_padded_sequence";
+  std::vector<Arg> a = bind(L, fn, e, {"input", "lengths", "batch_first", "enforce_sorted"}, 2);
+  Value* x = L.tensor_arg(a[0], "input");
+  // `lengths.cpu()`, as torch asks: the rnn_layer node reads the lengths on the host whatever their device
+  const Expr* len = a[1].expr;
+  if (len && len->kind == ExprKind::Call && len->args.size() == 1 && len->keywords.empty() &&
+      len->args[0]->kind == ExprKind::Attribute && len->args[0]->name == "cpu")
+    a[1].expr = len->args[0]->args[0].get();
+  Value* lengths = L.tensor_arg(a[1], "lengths");
+  const bool batch_first = a[2].present() ? L.need_bool(a[2], "batch_first") : false;
+  const bool enforce_sorted = a[3].present() ? L.need_bool(a[3], "enforce_sorted") : true;
+  return pack(L, fn, x, lengths, batch_first, enforce_sorted);
+}
+
+// The tensors of a list or tuple written out in the call (`[a, b, c]`, or a name bound to one)
+std::vector<Value*> listed_tensors(Lowerer& L, const char* fn, const Arg& a) {
+  Value* v = L.value_of(a);
+  ir::Node* n = v->node();
+  if (!n || (n->prim() != Prim::ListConstruct && n->prim() != Prim::TupleConstruct) || n->inputs().empty())
+    L.fail(a.loc, fmt::format("{}() takes a list of tensors written out in kiln script ([a, b, c]), got {}", fn, v->type().str()));
+  std::vector<Value*> r(n->inputs().begin(), n->inputs().end());
+  for (Value* t : r)
+    if (!t->type().is_tensor()) L.fail(a.loc, fmt::format("{}() takes tensors, got {}", fn, t->type().str()));
+  return r;
+}
+
+// torch's pad_sequence: each sequence [L_i, *] followed by rows of padding_value up to the longest, stacked on dim 1
+// (dim 0 with batch_first); the lengths are read when the graph runs
+Value* pad_listed(Lowerer& L, const std::vector<Value*>& seqs, bool batch_first, double padding_value) {
+  Type li = Type::list(kInt);
+  Value* longest = nullptr;
+  for (Value* s : seqs) {
+    Value* n = L.prim(Prim::Size, {s, L.constant(int64_t(0))}, kInt);
+    longest = longest ? L.prim(Prim::Max, {longest, n}, kInt) : n;
+  }
+  std::vector<Value*> rows;
+  for (Value* s : seqs) {
+    Value* shape = L.prim(Prim::ListAdd,
+                          {L.prim(Prim::ListConstruct, {L.prim(Prim::NumSub, {longest, L.prim(Prim::Size, {s, L.constant(int64_t(0))}, kInt)}, kInt)}, li),
+                           L.prim(Prim::ListSlice, {L.prim(Prim::Shape, {s}, li), L.constant(int64_t(1)), L.constant(INT64_MAX)}, li)},
+                          li);
+    Value* fill = L.prim(Prim::CastTo, {L.prim(Prim::Full, {shape, L.constant(padding_value)}, Type::tensor()), L.prim(Prim::DTypeOf, {s}, kInt)},
+                         Type::tensor());
+    Value* row = L.prim(Prim::ListCat, {L.prim(Prim::ListConstruct, {s, fill}, Type::list(Type::tensor())), L.constant(int64_t(0))},
+                        Type::tensor());
+    rows.push_back(L.op(OpId::Unsqueeze, {row}, Attrs().set("dim", int64_t(batch_first ? 0 : 1))));
+  }
+  return L.prim(Prim::ListCat, {L.prim(Prim::ListConstruct, rows, Type::list(Type::tensor())), L.constant(int64_t(batch_first ? 0 : 1))},
+                Type::tensor());
+}
+
+Value* pad_sequence(Lowerer& L, const Expr& e) {
+  const char* fn = "pad_sequence";
+  std::vector<Arg> a = bind(L, fn, e, {"sequences", "batch_first", "padding_value"}, 1);
+  const bool batch_first = a[1].present() ? L.need_bool(a[1], "batch_first") : false;
+  double padding_value = 0.0;
+  if (a[2].present()) {
+    auto v = L.const_float(a[2]);
+    if (!v) L.fail(a[2].loc, fmt::format("{}(): padding_value must be a constant number in kiln script", fn));
+    padding_value = *v;
+  }
+  return pad_listed(L, listed_tensors(L, fn, a[0]), batch_first, padding_value);
+}
+
+// torch's pack_sequence: pack_padded_sequence of pad_sequence(sequences) with their lengths
+Value* pack_sequence(Lowerer& L, const Expr& e) {
+  const char* fn = "pack_sequence";
+  std::vector<Arg> a = bind(L, fn, e, {"sequences", "enforce_sorted"}, 1);
+  const bool enforce_sorted = a[1].present() ? L.need_bool(a[1], "enforce_sorted") : true;
+  std::vector<Value*> seqs = listed_tensors(L, fn, a[0]);
+  std::vector<Value*> lengths;
+  for (Value* s : seqs) {
+    Value* n = L.prim(Prim::NumToTensor, {L.prim(Prim::Size, {s, L.constant(int64_t(0))}, kInt)}, Type::tensor());
+    lengths.push_back(L.op(OpId::Unsqueeze, {n}, Attrs().set("dim", int64_t(0))));
+  }
+  Value* lens = L.prim(Prim::ListCat, {L.prim(Prim::ListConstruct, lengths, Type::list(Type::tensor())), L.constant(int64_t(0))}, Type::tensor());
+  return pack(L, fn, pad_listed(L, seqs, false, 0.0), lens, false, enforce_sorted);
 }
 
 Value* pad_packed(Lowerer& L, const Expr& e) {
@@ -160,13 +234,38 @@ std::optional<std::pair<Value*, Value*>> Lowerer::packed_parts(Value* v) {
   return std::pair<Value*, Value*>{v->node()->input(0), v->node()->input(1)};
 }
 
+std::optional<Value*> packed_attribute(Lowerer& L, Value* packed, const std::string& name) {
+  if (name != "data" && name != "batch_sizes") return std::nullopt;
+  auto [padded, lengths] = *L.packed_parts(packed);
+  // torch packs the batch in order of decreasing length (a stable sort: sorted lengths keep their order)
+  Value* order = L.op(OpId::Argsort, {lengths}, Attrs().set("dim", int64_t(0)).set("descending", true));
+  Value* sorted = L.op(OpId::IndexSelect, {lengths, order}, Attrs().set("dim", int64_t(0)));
+  ir::Node* r = L.graph().create(Prim::Arange, 1);
+  r->add_input(L.constant(int64_t(0)));
+  r->add_input(L.prim(Prim::Size, {padded, L.constant(int64_t(0))}, kInt));
+  r->add_input(L.constant(int64_t(1)));
+  r->output()->set_type(Type::tensor());
+  Value* t = L.op(OpId::Unsqueeze, {L.emit(r)->output()}, Attrs().set("dim", int64_t(1)));
+  Value* has = L.op(OpId::Lt, {t, L.op(OpId::Unsqueeze, {sorted}, Attrs().set("dim", int64_t(0)))});  // [T, N]: step t of row n
+  if (name == "batch_sizes") {
+    Value* counts = L.op(OpId::Sum, {L.op(OpId::Cast, {has}, Attrs().set("dtype", DType::Int64))}, Attrs().set("dims", Shape{1}));
+    return L.prim(Prim::Slice, {counts, L.constant(int64_t(0)), L.constant(int64_t(0)), reduced_int(L, OpId::Amax, lengths), L.constant(int64_t(1))},
+                  Type::tensor());
+  }
+  LoweringBuilder lb(L);
+  return composite::masked_rows(lb, L.op(OpId::IndexSelect, {padded, order}, Attrs().set("dim", int64_t(1))), has);
+}
+
 Value* call_rnn_utils(Lowerer& L, const std::string& name, const Expr& e) {
   for (const Keyword& k : e.keywords)
     if (k.name.empty()) L.fail(k.loc, "**kwargs are not supported in kiln script");
   if (name == "pack_padded_sequence") return pack_padded(L, e);
   if (name == "pad_packed_sequence") return pad_packed(L, e);
-  L.fail(e.args[0]->loc, fmt::format("torch.nn.utils.rnn.{} is not supported in kiln script (pack_padded_sequence and "
-                                     "pad_packed_sequence are; the C++ API has every function of torch.nn.utils.rnn)",
+  if (name == "pad_sequence") return pad_sequence(L, e);
+  if (name == "pack_sequence") return pack_sequence(L, e);
+  L.fail(e.args[0]->loc, fmt::format("torch.nn.utils.rnn.{} is not supported in kiln script (pack_padded_sequence, "
+                                     "pad_packed_sequence, pad_sequence and pack_sequence are; the C++ API has every "
+                                     "function of torch.nn.utils.rnn)",
                                      name));
 }
 

@@ -193,10 +193,11 @@ TEST_CASE("MultiheadAttention: masks of the wrong shape and other errors name th
   check_error([&] { m.forward(q, k, k, zeros({3, 4}, DType::Bool)); },
               "nn.MultiheadAttention: expecting key_padding_mask shape of [3,5], but got [3,4]");
   check_error([&] { m.forward(q, k, k, {}, true, {}, true, true); }, "need attn_mask if specifying the is_causal hint");
-  check_error([&] { m.forward(randn({4, 8}), k, k, {}); }, "nn.MultiheadAttention: query must be 3-D");
+  check_error([&] { m.forward(randn({4, 8}), k, k, {}); },
+              "nn.MultiheadAttention: for unbatched (2-D) query, expected key and value to be 2-D, but got key of dim 3 and value of dim 3");
+  check_error([&] { m.forward(randn({4, 3, 2, 8}), k, k, {}); }, "nn.MultiheadAttention: query should be unbatched 2D or batched 3D tensor");
   check_error([&] { m.forward(q, randn({5, 3, 7}), k, {}); }, "key's last dim must be 8, got [5,3,7]");
   check_error([] { nn::MultiheadAttention(10, 3); }, "embed_dim must be divisible by num_heads");
-  check_error([] { nn::MultiheadAttention(8, 2, 0.0, true, true); }, "add_bias_kv=True is not supported");
 }
 
 TEST_CASE("Transformer layers: PyTorch's outputs and gradients with the same state_dict") {
@@ -296,4 +297,49 @@ TEST_CASE("nn.Transformer in a script: generate_square_subsequent_mask of a leng
     check_close((*net).call({src_, tgt})[0].to_tensor(), want, 1e-5, 1e-6);
     check_close(compiled.call({src_, tgt})[0].to_tensor(), want, 1e-5, 1e-6);
   }
+}
+
+TEST_CASE("nn.MultiheadAttention add_bias_kv / add_zero_attn on unbatched inputs: torch's state_dict keys, values and gradients") {
+  // tests/script/models/attention_kv.py against PyTorch 1.13 (make_attention_kv_fixtures.py): eager, scripted, compiled
+  std::map<std::string, Tensor> data = load_safetensors(kModels + "data/attention_kv.safetensors");
+  std::map<std::string, Tensor> state = kiln::test::with_prefix(data, "state.");
+  auto net = script_file(kModels + "attention_kv.py").module("KV", {IValue(8), IValue(2)});
+  std::vector<std::string> keys, want_keys;
+  for (const auto& [k, v] : net->state_dict()) keys.push_back(k);
+  for (const auto& [k, v] : state) want_keys.push_back(k);
+  CHECK(keys == want_keys);
+  net->load_state_dict(state);
+  Tensor q = data.at("input.0").clone().requires_grad_(), qb = data.at("input.4").clone().requires_grad_();
+  Tensor pad = data.at("input.3").to(DType::Bool);
+  std::vector<IValue> in{q, data.at("input.1"), data.at("input.2"), pad, qb};
+  Tensors out = kiln::test::flat(net->call(in));
+  REQUIRE(out.size() == 6);
+  Tensor loss;
+  for (size_t k = 0; k < out.size(); ++k) {
+    CAPTURE(k);
+    check_close(out[k], data.at("output." + std::to_string(k)), 1e-5, 1e-6);
+    Tensor term = sum(mul(out[k], data.at("weight." + std::to_string(k))));
+    loss = k == 0 ? term : add(loss, term);
+  }
+  loss.backward();
+  check_close(q.grad(), data.at("grad.q"), 1e-5, 1e-6);
+  check_close(qb.grad(), data.at("grad.qb"), 1e-5, 1e-6);
+  for (const auto& [name, p] : net->named_parameters()) {
+    CAPTURE(name);
+    check_close(p.grad(), data.at("grad." + name), 1e-5, 1e-6);
+  }
+  {
+    Function compiled = compile(net->method());
+    NoGradGuard no_grad;
+    Tensors got = kiln::test::flat(compiled.call(in));
+    for (size_t k = 0; k < got.size(); ++k) check_close(got[k], data.at("output." + std::to_string(k)), 1e-5, 1e-6);
+  }
+  // eager: the same layer, the same outputs
+  nn::MultiheadAttention attn(8, 2, 0.0, true, true, true);
+  attn.load_state_dict(kiln::test::with_prefix(state, "attn."));
+  auto [o, w] = attn.forward(data.at("input.0"), data.at("input.1"), data.at("input.2"), pad);
+  check_close(o, data.at("output.0"), 1e-5, 1e-6);
+  check_close(w, data.at("output.1"), 1e-5, 1e-6);
+  check_error([&] { attn.forward(data.at("input.0"), data.at("input.4"), data.at("input.4"), {}); },
+              "for unbatched (2-D) query, expected key and value to be 2-D, but got key of dim 3 and value of dim 3");
 }

@@ -210,9 +210,9 @@ TEST_CASE("packed sequences in a script: nn.utils.rnn's names, padding_value, to
               "pack_padded_sequence: length of all samples has to be greater than 0");
   check_error([&] { net->call({x, tensor(std::vector<int64_t>{4, 2})}); },
               "pack_padded_sequence: expected `len(lengths)` to be equal to batch_size");
-  std::string data_src = std::string(src).replace(std::string(src).find("return y, h, n"), 14, "return out.data");
+  std::string data_src = std::string(src).replace(std::string(src).find("return y, h, n"), 14, "return out.sorted_indices");
   check_error([&] { script_source(data_src, "data.py").module("Net"); },
-              "PackedSequence.data is not available in kiln script");
+              "PackedSequence.sorted_indices is not available in kiln script (data and batch_sizes are)");
 }
 
 TEST_CASE("packed sequences traced and compiled: one rnn_layer node per layer and direction, the same values") {
@@ -268,4 +268,28 @@ TEST_CASE("rnn_layer split over two threads (hidden units per thread) equals one
       for (size_t i = 0; i < results[0].size(); ++i) check_close(results[1][i], results[0][i], 1e-5, 1e-5);
     }
   }
+}
+
+TEST_CASE("packed sequences in a script: an LSTM's packed output read through .data and .batch_sizes, with gradients") {
+  // tests/script/packed_sequences.py compares .data, .batch_sizes, pad_sequence and pack_sequence with PyTorch
+  const char* src =
+      "import torch\nimport torch.nn as nn\nfrom torch.nn.utils.rnn import pack_padded_sequence\n\n\n"
+      "class Net(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.lstm = nn.LSTM(2, 3)\n\n"
+      "    def forward(self, x, lengths):\n"
+      "        out, _ = self.lstm(pack_padded_sequence(x, lengths, enforce_sorted=False))\n"
+      "        return out.data, out.batch_sizes\n";
+  auto net = script_source(src, "packed_data.py").module("Net");
+  nn::LSTM lstm(2, 3);
+  lstm.load_state_dict(kiln::test::with_prefix(net->state_dict(), "lstm."));
+  manual_seed(8);
+  Tensor x = randn({4, 3, 2}), lengths = tensor(std::vector<int64_t>{2, 4, 1});
+  Tensor xs = x.detach().clone().requires_grad_(), xe = x.detach().clone().requires_grad_();
+  Tensors got = flat(net->call({xs, lengths}));
+  PackedSequence want = lstm.forward_with_state(pack_padded_sequence(xe, lengths, false, false)).first;
+  check_close(got[0], want.data, 1e-6, 1e-6);
+  check_equal_ints(got[1], want.batch_sizes);
+  Tensor w = randn(want.data.sizes());
+  sum(mul(got[0], w)).backward();
+  sum(mul(want.data, w)).backward();
+  check_close(xs.grad(), xe.grad(), 1e-5, 1e-6);
 }

@@ -1,13 +1,15 @@
 // Advanced indexing as torch does it, in eager (eager/composites_tensor_ops.h) and in scripts: bool masks beside
 // slices, writes through a mask with their gradients, index tensors on dims apart, and torch's IndexError words.
 // The model file tests/script/models/advanced_indexing.py is compared with PyTorch 1.13's values and gradients
-// (tests/script/models/make_indexing_fixtures.py).
+// (tests/script/models/make_indexing_fixtures.py); mixed_indexing.py (ints after '...', 2-D masks beside other indices,
+// masks beside index tensors, index_put_, writes after ':' and 0-d values of another dtype) with PyTorch 2.15's.
 #include "eager/autograd/gradcheck.h"
 #include "eager/io.h"
 #include "eager/tensor_ops.h"
 #include "jit/compiled_function.h"
 #include "script_frontend/script.h"
 #include "support.h"
+#include "tracer/trace.h"
 
 using namespace kiln;
 using kiln::test::check_close;
@@ -23,20 +25,22 @@ const std::string kModels = std::string(KILN_TEST_DATA) + "/../script/models/";
 Tensor i64(std::vector<int64_t> v, Shape s) { return tensor(v, s); }
 Tensor mask(std::vector<int64_t> v) { return tensor(v, {int64_t(v.size())}).to(DType::Bool); }
 
-}  // namespace
-
-TEST_CASE("script indexing: advanced_indexing.py equals PyTorch 1.13, values and gradients, interpreted and compiled") {
-  std::map<std::string, Tensor> data = load_safetensors(kModels + "data/indexing.safetensors");
-  auto net = script_file(kModels + "advanced_indexing.py").module("Indexing", {IValue(4)});
+// The model's outputs and the gradients of sum(output_k * weight_k) over x, rows and its parameters, against the
+// fixture, interpreted; then its outputs through compile(). Inputs 1 and 2 of mixed_indexing.py are masks.
+void check_model(const std::string& file, const std::string& cls, const std::string& fixture, size_t masks, size_t outputs) {
+  std::map<std::string, Tensor> data = load_safetensors(kModels + "data/" + fixture);
+  auto net = script_file(kModels + file).module(cls, {IValue(4)});
   net->load_state_dict(kiln::test::with_prefix(data, "state."));
   Tensor x = data.at("input.0").clone().requires_grad_(), rows = data.at("input.4").clone().requires_grad_();
   std::vector<IValue> in{x, data.at("input.1").to(DType::Bool), data.at("input.2"), data.at("input.3"), rows};
+  if (masks == 2) in[2] = data.at("input.2").to(DType::Bool);
   Tensors out = flat(net->call(in));
-  REQUIRE(out.size() == 10);
+  REQUIRE(out.size() == outputs);
   Tensor loss;
   for (size_t k = 0; k < out.size(); ++k) {
     CAPTURE(k);
     check_close(out[k], data.at("output." + std::to_string(k)), 1e-5, 1e-6);
+    CHECK(out[k].dtype() == data.at("output." + std::to_string(k)).dtype());
     Tensor term = sum(mul(out[k], data.at("weight." + std::to_string(k))));
     loss = k == 0 ? term : add(loss, term);
   }
@@ -50,11 +54,22 @@ TEST_CASE("script indexing: advanced_indexing.py equals PyTorch 1.13, values and
   Function compiled = compile(net->method());
   NoGradGuard no_grad;
   Tensors got = flat(compiled.call(in));
-  REQUIRE(got.size() == 10);
+  REQUIRE(got.size() == outputs);
   for (size_t k = 0; k < got.size(); ++k) {
     CAPTURE(k);
     check_close(got[k], data.at("output." + std::to_string(k)), 1e-5, 1e-6);
   }
+}
+
+}  // namespace
+
+TEST_CASE("script indexing: advanced_indexing.py equals PyTorch 1.13, values and gradients, interpreted and compiled") {
+  check_model("advanced_indexing.py", "Indexing", "indexing.safetensors", 1, 10);
+}
+
+// PyTorch 2.15's fixture: 1.13 applies h[grid, 1]'s int to the mask's second dim (make_indexing_fixtures.py)
+TEST_CASE("script indexing: mixed_indexing.py (ints after '...', 2-D masks, masks beside ints, index_put_) equals PyTorch 2.15") {
+  check_model("mixed_indexing.py", "Mixed", "mixed_indexing.safetensors", 2, 12);
 }
 
 TEST_CASE("eager advanced indexing: index tensors apart, a mask over one dim, writes through a mask, gradients") {
@@ -82,6 +97,48 @@ TEST_CASE("eager advanced indexing: index tensors apart, a mask over one dim, wr
   CHECK(values(masked_put(x, mask({0, 0, 0}), seq({5}))) == values(x));  // nothing picked
 }
 
+TEST_CASE("eager mixed indexing: ints after '...', 2-D masks beside other indices, masks beside ints, index_put") {
+  Tensor x = seq({3, 4, 5});
+  Tensor i = i64({4, -5}, {2});
+  // x[..., i]: i's shape in the last dim's place
+  Tensor last = index_dims(x, {-1}, {i});
+  REQUIRE(last.sizes() == Shape{3, 4, 2});
+  check_close(last.select(2, 1), x.select(2, 0));
+  // x[:, m2]: a 2-D mask over dims 1 and 2, its count in their place
+  Tensor m2 = tensor(std::vector<int64_t>{1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, {4, 5}).to(DType::Bool);
+  Tensor cols = masked_dim(x, 1, m2);
+  REQUIRE(cols.sizes() == Shape{3, 4});
+  check_close(cols.select(1, 3), x.select(2, 4).select(1, 3));
+  CHECK(gradcheck([&](const Tensors& a) { return masked_dim(a[0], 1, m2); }, {seq({3, 4, 5}).requires_grad_()}));
+  CHECK(masked_dim(x, -1, m2).sizes() == Shape{3, 4});
+  // x[m, :, i]: the mask's positions [0, 2] broadcast with i
+  Tensor apart = index_dims(x, {0, 2}, {mask({1, 0, 1}), i});
+  REQUIRE(apart.sizes() == Shape{2, 4});
+  check_close(apart.select(0, 1), x.select(0, 2).select(1, 0));
+  // x[i] = v: rows 4 - 5 = ... wrapped; v broadcast; gradients to x (zero on written rows) and v
+  Tensor rows = i64({2, -3}, {2});
+  Tensor put = index_put(x, rows, full({}, 7.0));
+  CHECK(values(put.select(0, 0)) == std::vector<double>(20, 7.0));
+  CHECK(values(put.select(0, 1)) == values(x.select(0, 1)));
+  CHECK(gradcheck([&](const Tensors& a) { return index_put(a[0], rows, a[1]); },
+                  {seq({3, 4, 5}).requires_grad_(), seq({2, 4, 5}, 0.7).requires_grad_()}));
+  CHECK(values(index_put(x, i64({1, 1}, {2}), seq({2, 4, 5}, 0.7)).select(0, 1)) == values(seq({2, 4, 5}, 0.7).select(0, 1)));
+  // x[:, m] = v and a 0-d v of another dtype, cast as torch casts it
+  Tensor cput = masked_put_dim(x, 1, mask({0, 1, 1, 0}), full({}, int64_t(3)));
+  CHECK(cput.dtype() == DType::Float64);
+  CHECK(values(cput.select(1, 2)) == std::vector<double>(15, 3.0));
+  CHECK(values(cput.select(1, 0)) == values(x.select(1, 0)));
+  CHECK(gradcheck([&](const Tensors& a) { return masked_put_dim(a[0], -1, m2, a[1]); },
+                  {seq({3, 4, 5}).requires_grad_(), seq({3, 1}, 0.7).requires_grad_()}));
+  // traced: the same ops replayed on other inputs
+  Function t = trace([&](const Tensors& a) { return Tensors{index_dims(a[0], {0, 2}, {a[1], i}), index_put(a[0], rows, a[2])}; },
+                     {x, mask({1, 0, 1}), full({}, 7.0)});
+  Tensor y = seq({3, 4, 5}, 0.9);
+  Tensors got = flat(t.call({y, mask({0, 1, 1}), full({}, 2.0)}));
+  check_close(got[0], index_dims(y, {0, 2}, {mask({0, 1, 1}), i}));
+  check_close(got[1], index_put(y, rows, full({}, 2.0)));
+}
+
 TEST_CASE("advanced indexing errors: torch's IndexError words for a bad index and a mask of the wrong shape") {
   Tensor x = seq({3, 4, 5});
   check_error([&] { index_tensors(x, 0, {i64({7}, {1})}); }, "index 7 is out of bounds for dimension 0 with size 3");
@@ -91,23 +148,42 @@ TEST_CASE("advanced indexing errors: torch's IndexError words for a bad index an
               "the shape of the mask [4, 3] at index 0 does not match the shape of the indexed tensor [3, 4, 5] at index 0");
   check_error([&] { masked_dim(x, 1, ones({5}, DType::Bool)); },
               "the shape of the mask [5] at index 0 does not match the shape of the indexed tensor [3, 4, 5] at index 1");
+  check_error([&] { index_dims(x, {0, 1}, {ones({3}, DType::Bool), i64({0, 1}, {2})}); },
+              "shape mismatch: indexing tensors could not be broadcast together with shapes [3], [2]");
+  check_error([&] { index_put(x, i64({0, 9}, {2}), full({}, 1.0)); }, "index 9 is out of bounds for dimension 0 with size 3");
+  check_error([&] { masked_put(x, mask({1, 0, 1}), ones({5}, DType::Int64)); },
+              "index put requires the source and destination dtypes match, got Double for the destination and Long for the source");
   const char* src =
       "import torch\n"
       "def rows(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:\n    return x[m]\n"
       "def cols(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:\n    return x[:, m]\n"
       "def pick(x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:\n    return x[i]\n"
       "def put(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:\n    y = x.clone()\n    y[m] = 1.0\n    return y\n"
-      "def after(x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:\n    return x[..., i]\n";
+      "def after(x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:\n    return x[..., i]\n"
+      "def put_rows(x: torch.Tensor, i: torch.Tensor, v: torch.Tensor) -> torch.Tensor:\n    y = x.clone()\n    y[i] = v\n    return y\n"
+      "def mixed(x: torch.Tensor, m: torch.Tensor, i: torch.Tensor) -> torch.Tensor:\n    return x[m, i]\n";
   ScriptModule s = script_source(src, "t.py");
   // a mask of as many elements as x's leading dims, in another shape
   check_error([&] { s.function("rows").call({x, ones({4, 3}, DType::Bool)}); },
               "t.py:3: the shape of the mask does not match the shape of the indexed tensor from index 0");
-  check_error([&] { s.function("cols").call({x, ones({2, 2}, DType::Bool)}); }, "a bool mask beside other indices must be 1-D");
+  check_error([&] { s.function("cols").call({x, ones({2, 2}, DType::Bool)}); },
+              "the shape of the mask does not match the shape of the indexed tensor from index 1");
+  CHECK(s.function("cols").call({x, ones({4, 5}, DType::Bool)})[0].to_tensor().sizes() == Shape{3, 20});
   check_error([&] { s.function("cols").call({x, ones({5}, DType::Bool)}); },
               "the shape of the mask does not match the shape of the indexed tensor from index 1");
   check_error([&] { s.function("put").call({x, ones({12}, DType::Bool)}); },
               "the shape of the mask does not match the shape of the indexed tensor from index 0");
   check_error([&] { s.function("pick").call({x, i64({7}, {1})}); }, "index 7 is out of bounds for dimension 0 with size 3");
-  check_error([&] { s.function("after").call({x, i64({1}, {1})}); }, "an integer tensor index after '...' is not supported");
+  CHECK(s.function("after").call({x, i64({1, -1}, {2})})[0].to_tensor().sizes() == Shape{3, 4, 2});
+  check_error([&] { s.function("after").call({x, i64({5}, {1})}); }, "index 5 is out of bounds for dimension 0 with size 5");
+  check_error([&] { s.function("put_rows").call({x, i64({9}, {1}), full({}, 1.0)}); },
+              "index 9 is out of bounds for dimension 0 with size 3");
+  check_error([&] { s.function("put_rows").call({x, mask({1, 0, 1}), ones({5}, DType::Int64)}); },
+              "index put requires the source and destination dtypes match");
+  // a graph formats no strings: the broadcast's own words
+  check_error([&] { s.function("mixed").call({x, mask({1, 0, 1}), i64({0, 1, 2}, {3})}); }, "cannot be broadcast");
+  check_error([&] { script_source("import torch\ndef f(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:\n"
+                                  "    y = x.clone()\n    y[1:, m] = 0.0\n    return y\n", "w.py").function("f"); },
+              "w.py:4:11: error: a write through a tensor index is supported in kiln script as x[t] = v beside ':' and '...' only");
   CHECK(s.function("put").call({x, mask({0, 1, 1})})[0].to_tensor().sizes() == Shape{3, 4, 5});
 }

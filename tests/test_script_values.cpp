@@ -207,3 +207,53 @@ class Net(nn.Module):
   check_error([&] { script_source(bad, "bad.py").module("Net", {std::string("a")}); },
               "bad.py:21:20: error: 'LookupErr' is not a builtin exception class (except in __init__ catches those)");
 }
+
+TEST_CASE("script values: except E as e binds the exception: str(e), e.args, repr(e) and raise e as Python's") {
+  // the assert holds under python3 too, and Net('b') raises the same ValueError there
+  const char* src = R"py(
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self, key):
+        super().__init__()
+        log = []
+        try:
+            v = {'a': 1}[key]
+        except KeyError as e:
+            log.append(str(e))
+            log.append(e.args)
+            log.append(repr(e))
+            v = -1
+        try:
+            raise ValueError(f"bad key {key}")
+        except ValueError as e:
+            log.append(e.args[0])
+            log.append(f"{e}")
+            log.append(len(e.args))
+        try:
+            raise RuntimeError()
+        except RuntimeError as e:
+            log.append(str(e))
+            log.append(e.args)
+        expected = ['bad key ' + key, 'bad key ' + key, 1, '', ()]
+        if key != 'a':
+            expected = ["'" + key + "'", (key,), "KeyError('" + key + "')"] + expected
+        assert log == expected, log
+        if v < 0:
+            try:
+                [1].index(2)
+            except ValueError as e:
+                raise e
+        self.v = v
+
+    def forward(self, x):
+        return x * self.v
+)py";
+  ScriptModule file = script_source(src, "excs.py");
+  check_close((*file.module("Net", {std::string("a")}))(ones({2})), ones({2}), 0, 0);
+  check_error([&] { file.module("Net", {std::string("b")}); }, "excs.py:35:17: error: ValueError: 2 is not in list");
+  std::string bad = std::string(src).replace(std::string(src).find("e.args[0]"), 9, "e.message");
+  check_error([&] { script_source(bad, "bad.py").module("Net", {std::string("a")}); },
+              "'ValueError' object has no attribute 'message' in __init__");
+}

@@ -55,11 +55,10 @@ Val<B> split_heads(B& b, Val<B> x, int64_t H, int64_t hd) {
 
 MultiheadAttention::MultiheadAttention(int64_t E, int64_t H, double dropout_, bool bias, bool add_bias_kv, bool add_zero_attn,
                                        int64_t kdim_, int64_t vdim_, bool batch_first_)
-    : embed_dim(E), num_heads(H), kdim(kdim_ ? kdim_ : E), vdim(vdim_ ? vdim_ : E), dropout(dropout_), batch_first(batch_first_) {
+    : embed_dim(E), num_heads(H), kdim(kdim_ ? kdim_ : E), vdim(vdim_ ? vdim_ : E), dropout(dropout_), batch_first(batch_first_),
+      add_zero_attn(add_zero_attn) {
   if (E <= 0 || H <= 0) fail("MultiheadAttention: embed_dim and num_heads must be greater than 0, got {} and {}", E, H);
   if (E % H != 0) fail("MultiheadAttention: embed_dim must be divisible by num_heads, got {} and {}", E, H);
-  if (add_bias_kv) fail("MultiheadAttention: add_bias_kv=True is not supported");
-  if (add_zero_attn) fail("MultiheadAttention: add_zero_attn=True is not supported");
   if (kdim == E && vdim == E) {
     in_proj_weight = register_parameter("in_proj_weight", empty({3 * E, E}));
     init::xavier_uniform_(in_proj_weight);
@@ -70,9 +69,36 @@ MultiheadAttention::MultiheadAttention(int64_t E, int64_t H, double dropout_, bo
     for (Tensor* w : {&q_proj_weight, &k_proj_weight, &v_proj_weight}) init::xavier_uniform_(*w);
   }
   if (bias) in_proj_bias = register_parameter("in_proj_bias", zeros({3 * E}));
+  if (add_bias_kv) {
+    bias_k = register_parameter("bias_k", empty({1, 1, E}));
+    bias_v = register_parameter("bias_v", empty({1, 1, E}));
+    init::xavier_normal_(bias_k);
+    init::xavier_normal_(bias_v);
+  }
   out_proj = register_module("out_proj", std::make_shared<Linear>(E, E, bias));
   if (bias) init::zeros_(out_proj->bias);
 }
+
+namespace {
+
+// A mask for the keys with one more key, which every query may attend (add_bias_kv's and add_zero_attn's): a False
+// or 0 column appended, whichever the mask's dtype, by `where` over a column of it.
+template <class B>
+Val<B> mask_one_more(B& b, Val<B> mask) {
+  Val<B> col = b.op(OpId::Slice, {mask}, Attrs().set("dim", int64_t(-1)).set("start", int64_t(0)).set("end", int64_t(1)).set("step", int64_t(1)));
+  Val<B> none = b.op(OpId::LogicalAnd, {col, b.scalar(false)});
+  return b.op(OpId::Cat, {mask, b.op(OpId::Where, {none, col, b.scalar(false)})}, Attrs().set("dim", int64_t(-1)));
+}
+
+// x with one more step along dim d: `row` (broadcast to x's other dims), as add_bias_kv's bias or add_zero_attn's zeros
+template <class B>
+Val<B> one_more_step(B& b, Val<B> x, int64_t d, Val<B> row) {
+  Val<B> first = b.op(OpId::Slice, {x}, Attrs().set("dim", d).set("start", int64_t(0)).set("end", int64_t(1)).set("step", int64_t(1)));
+  Val<B> step = b.op(OpId::Add, {b.op(OpId::Mul, {b.detach(first), b.scalar(0.0)}), row});
+  return b.op(OpId::Cat, {x, step}, Attrs().set("dim", d));
+}
+
+}  // namespace
 
 // torch 1.13's multi_head_attention_forward for batched inputs, the heads as a dim of their own: (N, H, L, S)
 // scores, so a 3-D attn_mask is a view of them and the weights need no reshape.
@@ -84,18 +110,31 @@ std::vector<Val<B>> attention_forward(B& b, MultiheadAttention& m, const std::st
     b.fail(layer + ": need attn_mask if specifying the is_causal hint");
   const int64_t E = m.embed_dim, H = m.num_heads, hd = E / H;
   for (auto [x, what, last] : {std::tuple{query, "query", E}, std::tuple{key, "key", m.kdim}, std::tuple{value, "value", m.vdim}}) {
-    b.check_rank(x, {3}, [=](const std::optional<Shape>& s) {
-      return fmt::format("{}: {} must be 3-D (batched; unbatched inputs are not supported), got {}", layer, what, shape_or_later(s));
+    b.check_rank(x, {2, 3}, [=](const std::optional<Shape>& s) {
+      return fmt::format("{}: {} should be unbatched 2D or batched 3D tensor but received {}", layer, what, shape_or_later(s));
     });
     b.check_shape(x, {last}, true, [=](const std::optional<Shape>& s) {
       return fmt::format("{}: {}'s last dim must be {}, got {}", layer, what, last, shape_or_later(s));
     });
   }
-  if (m.batch_first) {
-    query = b.transpose(query, 0, 1);
-    key = b.transpose(key, 0, 1);
-    value = b.transpose(value, 0, 1);
-  }
+  std::optional<int64_t> qr = b.rank(query), kr = b.rank(key), vr = b.rank(value);
+  if (qr && kr && vr && (*qr != *kr || *qr != *vr))
+    b.fail(fmt::format("{}: for {} query, expected key and value to be {}, but got key of dim {} and value of dim {}", layer,
+                       *qr == 3 ? "batched (3-D)" : "unbatched (2-D)", *qr == 3 ? "3-D" : "2-D", *kr, *vr));
+  // An unbatched input is a batch of one, and the results lose that dim again, as torch's. Where the rank is known
+  // only when the graph runs, [L, E] and [L, N, E] are both viewed as [L, -1, E], and batch_first swaps dims 0
+  // and -2, which in a 2-D input is no swap (batch_first does not apply to unbatched inputs).
+  const Val<B> query_in = query;
+  auto batched = [&](Val<B> x, int64_t last) {
+    std::optional<int64_t> r = b.rank(x);
+    if (m.batch_first && (!r || *r == 3)) x = b.transpose(x, 0, r ? 1 : -2);
+    if (r) return *r == 3 ? x : b.op(OpId::Unsqueeze, {x}, Attrs().set("dim", int64_t(1)));
+    Val<B> steps = b.op(OpId::Select, {b.flatten(x, 1, -1)}, Attrs().set("dim", int64_t(1)).set("index", int64_t(0)));  // [L]
+    return b.reshape_like(x, steps, {-1, last});
+  };
+  query = batched(query, E);
+  key = batched(key, m.kdim);
+  value = batched(value, m.vdim);
   std::optional<Shape> qs = b.shape(query), ks = b.shape(key), vs = b.shape(value);
   if (ks && vs && ((*ks)[0] != (*vs)[0] || (*ks)[1] != (*vs)[1]))
     b.fail(fmt::format("{}: key shape {} does not match value shape {}", layer, shape_str(*ks), shape_str(*vs)));
@@ -108,15 +147,41 @@ std::vector<Val<B>> attention_forward(B& b, MultiheadAttention& m, const std::st
     Val<B> bi = composite::present(bias) ? slice0(b, bias, i * E, (i + 1) * E) : Val<B>{};
     return composite::linear(b, x, w, bi);
   };
+  Val<B> attn_mask = masks.attn_mask, kpm = masks.key_padding_mask;
+  if (composite::present(kpm)) {  // an unbatched (S) mask is the batch of one's
+    std::optional<int64_t> r = b.rank(kpm);
+    if (r && *r == 1) kpm = b.op(OpId::Unsqueeze, {kpm}, Attrs().set("dim", int64_t(0)));
+    if (!r) {
+      Val<B> batch = b.op(OpId::Select, {b.op(OpId::Select, {query}, Attrs().set("dim", int64_t(2)).set("index", int64_t(0)))},
+                          Attrs().set("dim", int64_t(0)).set("index", int64_t(0)));  // [N]
+      kpm = b.reshape_like(kpm, batch, {-1});
+    }
+  }
+  Val<B> kp = project(key, 1, m.k_proj_weight, "k_proj_weight"), vp = project(value, 2, m.v_proj_weight, "v_proj_weight");
+  auto one_more_key = [&] {
+    if (composite::present(attn_mask)) attn_mask = mask_one_more(b, attn_mask);
+    if (composite::present(kpm)) kpm = mask_one_more(b, kpm);
+  };
+  if (m.bias_k.defined()) {  // add_bias_kv: one more key and value, the learned biases, after the projections
+    kp = one_more_step(b, kp, 0, b.parameter(m.bias_k, at + "bias_k"));
+    vp = one_more_step(b, vp, 0, b.parameter(m.bias_v, at + "bias_v"));
+    one_more_key();
+  }
   Val<B> q = split_heads(b, project(query, 0, m.q_proj_weight, "q_proj_weight"), H, hd);  // (N, H, L, hd)
-  Val<B> k = split_heads(b, project(key, 1, m.k_proj_weight, "k_proj_weight"), H, hd);
-  Val<B> v = split_heads(b, project(value, 2, m.v_proj_weight, "v_proj_weight"), H, hd);
+  Val<B> k = split_heads(b, kp, H, hd);
+  Val<B> v = split_heads(b, vp, H, hd);
+  if (m.add_zero_attn) {  // one more key and value of zeros per head
+    k = one_more_step(b, k, 2, b.scalar(0.0));
+    v = one_more_step(b, v, 2, b.scalar(0.0));
+    one_more_key();
+  }
   q = b.op(OpId::Div, {q, b.scalar(std::sqrt(double(hd)))});
   Val<B> scores = b.op(OpId::Matmul, {q, b.transpose(k, -2, -1)});  // (N, H, L, S)
-  if (composite::present(masks.attn_mask)) {
-    Val<B> mask = masks.attn_mask;
+  if (composite::present(attn_mask)) {
+    Val<B> mask = attn_mask;
     std::optional<Shape> ms = b.shape(mask);
     if (ms && qs && ks) {
+      ms->back() -= (m.bias_k.defined() ? 1 : 0) + (m.add_zero_attn ? 1 : 0);  // the mask as given, before its extra keys
       int64_t L = (*qs)[0], N = (*qs)[1], S = (*ks)[0];
       if (ms->size() == 2 && *ms != Shape{L, S})
         b.fail(fmt::format("{}: the shape of the 2D attn_mask is {}, but should be {}", layer, shape_str(*ms), shape_str({L, S})));
@@ -131,9 +196,9 @@ std::vector<Val<B>> attention_forward(B& b, MultiheadAttention& m, const std::st
     // against the (N * H, L, S) scores, as torch's, a 2-D mask broadcasts and a 3-D one matches
     scores = b.reshape_like(apply_mask(b, b.flatten(scores, 0, 1), mask), scores, {});
   }
-  if (composite::present(masks.key_padding_mask)) {
-    Val<B> kpm = masks.key_padding_mask;
+  if (composite::present(kpm)) {
     std::optional<Shape> s = b.shape(kpm);
+    if (s) s->back() -= (m.bias_k.defined() ? 1 : 0) + (m.add_zero_attn ? 1 : 0);  // the mask as given
     if (s && qs && ks && *s != Shape{(*qs)[1], (*ks)[0]})
       b.fail(fmt::format("{}: expecting key_padding_mask shape of {}, but got {}", layer, shape_str({(*qs)[1], (*ks)[0]}), shape_str(*s)));
     kpm = b.op(OpId::Unsqueeze, {b.op(OpId::Unsqueeze, {kpm}, Attrs().set("dim", int64_t(1)))}, Attrs().set("dim", int64_t(1)));
@@ -145,10 +210,21 @@ std::vector<Val<B>> attention_forward(B& b, MultiheadAttention& m, const std::st
   out = b.flatten(dim_op(b, OpId::Permute, out, {2, 0, 1, 3}), 2, 3);                               // (L, N, E)
   out = composite::linear(b, out, b.parameter(m.out_proj->weight, at + "out_proj.weight"),
                           b.parameter(m.out_proj->bias, at + "out_proj.bias"));
-  if (m.batch_first) out = b.transpose(out, 0, 1);
+  if (m.batch_first && qr != 2) out = b.transpose(out, 0, 1);
+  if (!qr) out = b.reshape_like(out, query_in, {});
+  else if (*qr == 2) out = b.op(OpId::Select, {out}, Attrs().set("dim", int64_t(1)).set("index", int64_t(0)));
   if (!need_weights) return {out, Val<B>{}};
   if (average_attn_weights)
     w = b.op(OpId::Div, {b.op(OpId::Sum, {w}, Attrs().set("dims", Shape{1}).set("keepdim", false)), b.scalar(double(H))});
+  if (qr && *qr == 2) return {out, b.op(OpId::Select, {w}, Attrs().set("dim", int64_t(0)).set("index", int64_t(0)))};
+  if (!qr) {
+    // (N, L) or (L), from the query as batch-first; per head, (N, H, L) or (H, L) by a broadcast against (H, 1)
+    Val<B> lead = b.op(OpId::Select, {m.batch_first ? query_in : b.transpose(query_in, 0, -2)},
+                       Attrs().set("dim", int64_t(-1)).set("index", int64_t(0)));
+    if (!average_attn_weights)
+      lead = b.op(OpId::Add, {b.op(OpId::Unsqueeze, {lead}, Attrs().set("dim", int64_t(-2))), b.parameter(zeros({H, 1}), at + "heads")});
+    w = b.reshape_like(w, lead, {-1});
+  }
   return {out, w};
 }
 
@@ -447,13 +523,12 @@ void add_attention_layers(std::vector<LayerSpec>& r) {
          {"kdim", IValue()}, {"vdim", IValue()}, {"batch_first", false}, {"device", IValue()}, {"dtype", IValue()}},
         [](const LayerArgs& a) {
           if (!a.is_none("device") || !a.is_none("dtype")) a.fail("device and dtype arguments are not supported");
-          a.unsupported_if_true("add_bias_kv");
-          a.unsupported_if_true("add_zero_attn");
           double p = a.number("dropout");
           if (!(p >= 0.0 && p <= 1.0)) a.fail(fmt::format("dropout probability has to be between 0 and 1, but got {}", p));
           int64_t E = a.positive("embed_dim"), H = a.positive("num_heads");
           if (E % H != 0) a.fail(fmt::format("embed_dim must be divisible by num_heads, got {} and {}", E, H));
-          return std::make_shared<MultiheadAttention>(E, H, p, a.flag("bias"), false, false, a.is_none("kdim") ? 0 : a.positive("kdim"),
+          return std::make_shared<MultiheadAttention>(E, H, p, a.flag("bias"), a.flag("add_bias_kv"), a.flag("add_zero_attn"),
+                                                      a.is_none("kdim") ? 0 : a.positive("kdim"),
                                                       a.is_none("vdim") ? 0 : a.positive("vdim"), a.flag("batch_first"));
         },
         {{"embed_dim", 8}, {"num_heads", 2}, {"kdim", 6}}, nullptr);

@@ -27,7 +27,8 @@ class MultiheadAttention : public Module {
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool bias = true, bool add_bias_kv = false,
                      bool add_zero_attn = false, int64_t kdim = 0, int64_t vdim = 0, bool batch_first = false);
   // attn_output and the attention weights (undefined unless need_weights): averaged over the heads,
-  // (N, L, S), or per head, (N, num_heads, L, S)
+  // (N, L, S), or per head, (N, num_heads, L, S); unbatched inputs ((L, E), a (S) key_padding_mask) give them
+  // without N, as torch
   std::pair<Tensor, Tensor> forward(const Tensor& query, const Tensor& key, const Tensor& value, const Tensor& key_padding_mask,
                                     bool need_weights = true, const Tensor& attn_mask = {}, bool average_attn_weights = true,
                                     bool is_causal = false);
@@ -35,8 +36,9 @@ class MultiheadAttention : public Module {
   std::string name() const override { return "MultiheadAttention"; }
   int64_t embed_dim, num_heads, kdim, vdim;
   double dropout;
-  bool batch_first;
+  bool batch_first, add_zero_attn;
   Tensor in_proj_weight, in_proj_bias, q_proj_weight, k_proj_weight, v_proj_weight;
+  Tensor bias_k, bias_v;  // (1, 1, embed_dim) with add_bias_kv, else undefined
   std::shared_ptr<Linear> out_proj;
   bool packed() const { return in_proj_weight.defined(); }
 };
