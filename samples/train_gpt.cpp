@@ -236,7 +236,8 @@ int main(int argc, char** argv) {
     std::printf("final validation loss %.4f; wrote %s/loss.svg and %s (%lld compiled trace%s)\n", last_val, o.out.c_str(),
                 ckpt.c_str(), (long long)train_step.traces(), train_step.traces() == 1 ? "" : "s");
 
-    // Sampling through the model file's own generate(): a loop with top-k and multinomial, run by kiln.
+    // Sampling through the model file's own generate(): a loop with top-k and multinomial, compiled
+    // once for every prompt length and token count (its loop over the growing context inside).
     NoGradGuard no_grad;
     r.model->eval();
     seed_for(o, 3, 0);
@@ -244,7 +245,9 @@ int main(int argc, char** argv) {
     Tensor idx = tensor(prompt, {1, int64_t(prompt.size())}, DType::Int64);
     if (r.device != Device::cpu()) idx = idx.to(r.device);
     IValue top_k = o.top_k > 0 ? IValue(o.top_k) : IValue();
-    Tensor out = r.model->call({idx, IValue(o.tokens), IValue(o.temperature), top_k}, "generate").at(0).to_tensor();
+    std::vector<IValue> args = {idx, IValue(o.tokens), IValue(o.temperature), top_k};
+    Function generate = compile(r.model->method("generate", args));
+    Tensor out = generate.call(args).at(0).to_tensor();
     Tensor cpu = out.to(Device::cpu()).contiguous();
     std::printf("--- sample (temperature %.2f, top-k %lld) ---\n%s\n", o.temperature, (long long)o.top_k,
                 r.corpus.decode(cpu.data_ptr<int64_t>(), cpu.numel()).c_str());

@@ -42,6 +42,9 @@ class ScriptedModule : public nn::Module {
   // The method as a Function for the current train/eval flags: bound to this module's parameters and
   // buffers, ready for compile(). Raises kiln::Error naming the class's methods if there is none.
   Function method(const std::string& name = "forward");
+  // The method with its unannotated parameters typed by these arguments, as call() with them would type
+  // them: generate(idx, max_new_tokens, ...) compiled before any call has run it.
+  Function method(const std::string& name, const std::vector<IValue>& args) { return method_for(name, &args); }
 
   // Used while __init__ runs (script_frontend/construct.cpp).
   void add_child(const std::string& name, std::shared_ptr<nn::Module> m) { register_module(name, std::move(m)); }

@@ -29,7 +29,7 @@ class Recorder final : public TraceHooks {
 
   Value* add_input(const Tensor& t, std::string name) {
     if (!t.defined()) fail("trace: {} is an undefined tensor", name);
-    if (values_.count(t.impl())) fail("trace: {} is the same tensor as an earlier input", name);
+    if (find(t.impl())) fail("trace: {} is the same tensor as an earlier input", name);
     Value* v = graph_->add_input(ir::type_of(t.dtype(), t.impl()->sizes), std::move(name));
     remember(t, v);
     inputs_.emplace_back(t, v);
@@ -38,17 +38,18 @@ class Recorder final : public TraceHooks {
 
   // The value a tensor stands for: recorded, or captured now as a constant.
   Value* value_of(const Tensor& t) {
-    auto it = values_.find(t.impl());
-    if (it != values_.end()) return it->second;
+    if (Value* v = find(t.impl())) return v;
     const Storage* st = t.impl()->storage.get();
     if (mutated_storages_.count(st))
       fail("trace: a tensor whose storage was written in place through another view is read here; a trace cannot "
            "follow writes through views, write out of place instead");
-    for (const auto& [impl, val] : values_)
-      if (impl->storage.get() == st && st != nullptr)
+    for (const auto& [impl, r] : values_) {
+      std::shared_ptr<TensorImpl> live = r.impl.lock();
+      if (live && live->storage.get() == st && st != nullptr)
         fail("trace: a tensor that aliases {} was made outside the dispatcher (from raw storage or from_blob); a "
              "trace cannot follow it",
-             describe(val));
+             describe(r.value));
+    }
     HooksOff off;
     if (t.requires_grad())
       warn("a tensor that requires grad is captured as a constant (gradients will not flow to it); pass it as an "
@@ -89,21 +90,22 @@ class Recorder final : public TraceHooks {
     QuietTraceReads quiet;
     Value* v = value_of(result);
     const Storage* st = self.impl()->storage.get();
-    for (const auto& [impl, val] : values_) {
-      (void)val;
-      if (impl != self.impl() && impl != result.impl() && impl->storage.get() == st)
+    for (const auto& [impl, r] : values_) {
+      if (impl == self.impl() || impl == result.impl()) continue;
+      std::shared_ptr<TensorImpl> live = r.impl.lock();
+      if (live && live->storage.get() == st)
         fail("trace: {}_ writes into a tensor that shares its storage with another traced tensor (a view); a trace "
              "cannot follow writes through views, write out of place instead",
              method);
     }
     mutated_storages_.insert(st);
+    mutated_keep_.push_back(self.storage());
     remember(self, v);
   }
 
   void on_read(const TensorImpl* impl, TraceRead what) override {
-    auto it = values_.find(impl);
-    if (it == values_.end()) return;
-    Value* v = it->second;
+    Value* v = find(impl);
+    if (!v) return;
     if (what == TraceRead::Size) {
       if (exact_shapes_) return;
       exact_shapes_ = true;
@@ -122,19 +124,19 @@ class Recorder final : public TraceHooks {
   }
 
   void on_alias(const Tensor& base, const Tensor& alias) override {
-    auto it = values_.find(base.impl());
-    if (it == values_.end()) return;
+    Value* base_value = find(base.impl());
+    if (!base_value) return;
     // A detach on a gradient path (softmax's max) is kept as prim::detach: a backward derived from
     // the trace (CompiledTrainStep's joint graph) must leave that path out as eager's autograd did.
     // The joint graph's own recording has its gradients already and keeps the plain alias.
     if (keep_detach_ && GradMode::enabled() && base.requires_grad()) {
       ir::Node* n = graph_->insert(graph_->create(ir::Prim::Detach, 1));
-      n->add_input(it->second);
-      n->output()->set_type(it->second->type());
+      n->add_input(base_value);
+      n->output()->set_type(base_value->type());
       remember(alias, n->output());
       return;
     }
-    remember(alias, it->second);
+    remember(alias, base_value);
   }
 
   const std::shared_ptr<ir::Graph>& graph() const { return graph_; }
@@ -151,7 +153,7 @@ class Recorder final : public TraceHooks {
     }
     Function::Binding b;
     for (size_t i = 0; i < inputs_.size(); ++i) {
-      Value* now = values_.at(inputs_[i].first.impl());
+      Value* now = find(inputs_[i].first.impl());
       if (now != inputs_[i].second) b.writebacks.emplace_back(i, graph_->register_output(now));
     }
     b.bound = std::move(bound);
@@ -165,19 +167,31 @@ class Recorder final : public TraceHooks {
 
  private:
   void add_guard(const TensorImpl* impl, Value* v, TraceRead what) {
-    for (auto it = keep_.rbegin(); it != keep_.rend(); ++it)
-      if (it->impl() == impl) {
-        HooksOff off;
-        QuietTraceReads quiet;
-        guards_.push_back({v, it->clone().detach(),
-                           fmt::format("{} of {}", what == TraceRead::Item ? "item()" : "a data pointer", describe(v))});
-        return;
-      }
+    std::shared_ptr<TensorImpl> live = values_.at(impl).impl.lock();  // being read, so alive
+    HooksOff off;
+    QuietTraceReads quiet;
+    guards_.push_back({v, Tensor(live).clone().detach(),
+                       fmt::format("{} of {}", what == TraceRead::Item ? "item()" : "a data pointer", describe(v))});
+  }
+
+  // Tensors made with grad mode on are held: autograd hands a saved output back as an alias made outside
+  // the dispatcher once the output itself is gone, and the recording must still know it. Those made
+  // with grad mode off (the backward's gradients) are held weakly: keeping every one alive would touch
+  // fresh memory for each op (the joint graph of a GPT step grew by 180 MB, its page faults most of
+  // the recording's time). A dead entry is not found, also when another tensor has taken its address.
+  struct Recorded {
+    Value* value;
+    std::weak_ptr<TensorImpl> impl;
+  };
+  Value* find(const TensorImpl* impl) const {
+    auto it = values_.find(impl);
+    if (it == values_.end() || it->second.impl.expired()) return nullptr;
+    return it->second.value;
   }
 
   void remember(const Tensor& t, Value* v) {
-    values_[t.impl()] = v;
-    keep_.push_back(t);  // a freed impl's address could be reused by an unrelated tensor
+    values_[t.impl()] = Recorded{v, t.impl_ptr()};
+    if (GradMode::enabled()) keep_.push_back(t);
   }
 
   std::string describe(const Value* v) const {
@@ -192,8 +206,9 @@ class Recorder final : public TraceHooks {
 
   std::shared_ptr<ir::Graph> graph_;
   std::string fn_name_;
-  std::unordered_map<const TensorImpl*, Value*> values_;
+  std::unordered_map<const TensorImpl*, Recorded> values_;
   std::vector<Tensor> keep_;
+  std::vector<std::shared_ptr<Storage>> mutated_keep_;  // so no other storage takes a mutated one's address
   std::vector<std::pair<Tensor, Value*>> inputs_;
   std::unordered_set<const Storage*> mutated_storages_;
   std::unordered_set<const Value*> read_values_;
