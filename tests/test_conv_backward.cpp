@@ -211,6 +211,38 @@ TEST_CASE("conv backward: oneDNN's primitives (compiled conv2d nodes and conv-ba
   CHECK_FALSE(cpu::onednn_conv2d_backward(g4, Tensor(), w4, {2, 4, 5, 5}, w4.sizes(), a.attrs({}), true, false, false));
 }
 
+TEST_CASE("conv backward: a parameter's blocked weights are reused until it changes") {
+  if (!cpu::onednn_gemm_enabled()) return;
+  Tensor x = seq({2, 16, 3, 3}, 0.37, 0.2, DType::Float32), g = seq({2, 32, 3, 3}, 0.29, 0.7, DType::Float32);
+  Tensor w = seq({32, 16, 3, 3}, 0.61, 0.5, DType::Float32);
+  set_memory_category(w, MemoryCategory::Parameter);
+  ConvArgs a{{1, 1}, {1, 1}, {1, 1}, 1};
+  Attrs fa = a.attrs({}).without("shape");
+  auto check = [&] {
+    cpu::set_onednn_gemm(false);
+    Tensor want = conv2d(x, w, Tensor(), a.s, a.p, a.d);
+    std::optional<cpu::ConvGrads> want_g = cpu::conv2d_backward(g, x, w, x.sizes(), w.sizes(), a.attrs(x.sizes()), true, false, false);
+    cpu::set_onednn_gemm(true);
+    for (int twice = 0; twice < 2; ++twice) {  // the second call reads the cached copies
+      std::optional<Tensor> y = cpu::onednn_conv2d(x, w, Tensor(), fa);
+      std::optional<cpu::ConvGrads> got =
+          cpu::onednn_conv2d_backward(g, x, w, x.sizes(), w.sizes(), a.attrs(x.sizes()), true, false, false);
+      REQUIRE(y.has_value());
+      REQUIRE(got.has_value());
+      check_close(*y, want, 1e-5, 1e-4);
+      check_close(got->input, want_g->input, 1e-5, 1e-4);
+    }
+  };
+  check();
+  {
+    NoGradGuard no_grad;
+    w.mul_(Scalar(-0.5));  // in place: a new version, so the copies are stale
+  }
+  check();
+  w.copy_(seq({32, 16, 3, 3}, 0.2, 0.3, DType::Float32));
+  check();
+}
+
 TEST_CASE("conv backward: a batch split into chunks") {
   // f64 samples of (96*9 + 16) x 40*40 columns exceed a third of the 32 MiB chunk, so the batch of 3 is
   // unfolded and multiplied as 2 + 1 samples.
