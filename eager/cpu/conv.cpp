@@ -131,7 +131,7 @@ Tensors kernel_conv2d(OpId op, const Tensors& in, const Attrs& attrs) {
       fail("conv2d: expected a bias of shape [{}], got {}", g.O, shape_str(b.sizes()));
   }
 
-  // oneDNN's convolution where it takes the conv (float32, groups 1, at least 3 input channels): 2-3x
+  // oneDNN's convolution where it takes the conv (float32, groups 1, at least 8 input channels): 2-3x
   // this file's im2col + GEMM on the digits CNN's second conv, as in torch, whose CPU conv is oneDNN's.
   std::optional<Tensor> fast = one_pixel_conv2d(x, w, b, attrs);
   if (!fast) fast = onednn_conv2d(x, w, b, attrs);

@@ -66,11 +66,6 @@ State& state() {
   return *s;
 }
 
-// With one or two input channels kiln's im2col + sgemm is the faster; from three (an RGB stem: ResNet's
-// 7x7 stride-2 conv at 32x32, batch 32) oneDNN's direct kernel takes 0.72 ms forward against 1.1 and
-// 0.77 ms for the weight gradient against 1.6.
-constexpr int64_t kMinChannels = 3;
-
 dnnl::memory::desc any(const dims& d) { return dnnl::memory::desc(d, dnnl::memory::data_type::f32, tag::any); }
 
 std::shared_ptr<const ConvPrims> create(const dims& src, const dims& wei, const dims& dst, const dims& strides,
@@ -204,7 +199,7 @@ struct Geometry {
   dims src, wei, dst, strides, dilates, pad;
 };
 std::optional<Geometry> geometry(const Shape& input_shape, const Shape& weight_shape, const Attrs& attrs) {
-  if (input_shape.size() != 4 || weight_shape.size() != 4 || attrs.i_or("groups", 1) != 1 || input_shape[1] < kMinChannels ||
+  if (input_shape.size() != 4 || weight_shape.size() != 4 || attrs.i_or("groups", 1) != 1 || input_shape[1] < 8 ||
       weight_shape[1] != input_shape[1])
     return std::nullopt;
   const Shape &st = attrs.ints("stride"), &pd = attrs.ints("padding"), &dl = attrs.ints("dilation");
@@ -283,7 +278,7 @@ std::optional<ConvGrads> onednn_conv2d_backward(const Tensor& grad, const Tensor
                                                      bool need_bias) {
   if (!onednn_gemm_enabled() || grad.dtype() != DType::Float32 || !grad.device().is_cpu() || grad.dim() != 4)
     return std::nullopt;
-  if (input_shape.size() != 4 || weight_shape.size() != 4 || attrs.i_or("groups", 1) != 1 || input_shape[1] < 3)
+  if (input_shape.size() != 4 || weight_shape.size() != 4 || attrs.i_or("groups", 1) != 1 || input_shape[1] < 8)
     return std::nullopt;
   for (const Tensor* t : {need_weight ? &x : nullptr, need_input ? &w : nullptr})
     if (t && (!t->defined() || t->dtype() != DType::Float32 || !t->device().is_cpu())) return std::nullopt;

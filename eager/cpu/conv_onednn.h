@@ -4,8 +4,8 @@
 // conv2d_backward_weight kernels, and the JIT's conv-backward groups (jit/conv_backward_group.cpp),
 // which ask for all three gradients in one call. On the digits CNN's second conv (16 -> 32 channels
 // of 4x4, batch 64, 1 thread) the forward takes ~120 us and backward data and weights + bias ~240 us,
-// against ~340 and ~600 us for kiln's im2col + sgemm path; with one or two input channels they are
-// slower, so those convs decline and take that path. The gradient and the operands are
+// against ~340 and ~600 us for kiln's im2col + sgemm path; with one input channel they are slower, so
+// convs with few input channels decline and take that path. The gradient and the operands are
 // reordered into the primitives' layouts and the results back, in buffers from kiln's allocator
 // (oneDNN's own scratchpad is not counted by memory_stats()). Primitives are cached per geometry.
 #include <optional>
@@ -17,12 +17,12 @@
 namespace kiln::cpu {
 
 // conv2d(x, w[, b]) with conv2d's attrs; nothing when oneDNN is absent or off (onednn_gemm_enabled()),
-// or the conv is not one it takes here: float32 on the cpu, 4-D, groups 1, at least 3 input channels.
+// or the conv is not one it takes here: float32 on the cpu, 4-D, groups 1, at least 8 input channels.
 std::optional<Tensor> onednn_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Attrs& attrs);
 
 // As cpu::conv2d_backward (same arguments, same results up to the order of the sums); nothing when
 // oneDNN is absent or off (onednn_gemm_enabled()), or the conv is not one it takes here: float32
-// on the cpu, 4-D, groups 1, at least 3 input channels.
+// on the cpu, 4-D, groups 1, at least 8 input channels.
 std::optional<ConvGrads> onednn_conv2d_backward(const Tensor& grad, const Tensor& x, const Tensor& w,
                                                      const Shape& input_shape, const Shape& weight_shape,
                                                      const Attrs& attrs, bool need_input, bool need_weight,
