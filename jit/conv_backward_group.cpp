@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "backends/interp/interpreter.h"
+#include "eager/cpu/conv_one_pixel.h"
 #include "eager/cpu/conv_onednn.h"
 #include "eager/cpu/conv_backward.h"
 #include "jit/ir_utils.h"
@@ -87,9 +88,12 @@ class ConvBackwardKernel final : public GroupKernel {
     Tensor x = l_.x ? in.at(*l_.x) : Tensor(), w = l_.w ? in.at(*l_.w) : Tensor();
     const Shape& input_shape = l_.x ? x.sizes() : l_.input_shape;
     const Shape& weight_shape = l_.w ? w.sizes() : l_.weight_shape;
-    // oneDNN's primitives where it has them for this conv (many input channels), else kiln's own pass.
-    std::optional<cpu::ConvGrads> r = cpu::onednn_conv2d_backward(in.at(l_.grad), x, w, input_shape, weight_shape,
-                                                                  l_.attrs, need_input, need_weight, need_bias);
+    // A one-pixel conv's GEMMs, else oneDNN's primitives where it has them for this conv (several input
+    // channels), else kiln's own pass.
+    std::optional<cpu::ConvGrads> r = cpu::one_pixel_conv2d_backward(in.at(l_.grad), x, w, input_shape, weight_shape,
+                                                                     l_.attrs, need_input, need_weight, need_bias);
+    if (!r) r = cpu::onednn_conv2d_backward(in.at(l_.grad), x, w, input_shape, weight_shape, l_.attrs, need_input,
+                                            need_weight, need_bias);
     if (!r) r = cpu::conv2d_backward(in.at(l_.grad), x, w, input_shape, weight_shape, l_.attrs, need_input, need_weight,
                                      need_bias);
     if (r) {

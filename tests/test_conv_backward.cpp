@@ -4,6 +4,7 @@
 // conv2d_backward (the JIT's conv-backward groups) against the ops.
 #include <cmath>
 
+#include "eager/cpu/conv_one_pixel.h"
 #include "eager/cpu/conv_onednn.h"
 #include "backends/x86/gemm_epilogue.h"
 #include "eager/autograd/gradcheck.h"
@@ -209,6 +210,75 @@ TEST_CASE("conv backward: oneDNN's primitives (compiled conv2d nodes and conv-ba
   Tensor w4 = seq({4, 4, 3, 3}, 0.1, 0.1, DType::Float32), g4 = seq({2, 4, 5, 5}, 0.2, 0.1, DType::Float32);
   ConvArgs a{{1, 1}, {1, 1}, {1, 1}, 1};
   CHECK_FALSE(cpu::onednn_conv2d_backward(g4, Tensor(), w4, {2, 4, 5, 5}, w4.sizes(), a.attrs({}), true, false, false));
+}
+
+TEST_CASE("conv backward: a parameter's blocked weights are reused until it changes") {
+  if (!cpu::onednn_gemm_enabled()) return;
+  Tensor x = seq({2, 16, 3, 3}, 0.37, 0.2, DType::Float32), g = seq({2, 32, 3, 3}, 0.29, 0.7, DType::Float32);
+  Tensor w = seq({32, 16, 3, 3}, 0.61, 0.5, DType::Float32);
+  set_memory_category(w, MemoryCategory::Parameter);
+  ConvArgs a{{1, 1}, {1, 1}, {1, 1}, 1};
+  Attrs fa = a.attrs({}).without("shape");
+  auto check = [&] {
+    cpu::set_onednn_gemm(false);
+    Tensor want = conv2d(x, w, Tensor(), a.s, a.p, a.d);
+    std::optional<cpu::ConvGrads> want_g = cpu::conv2d_backward(g, x, w, x.sizes(), w.sizes(), a.attrs(x.sizes()), true, false, false);
+    cpu::set_onednn_gemm(true);
+    for (int twice = 0; twice < 2; ++twice) {  // the second call reads the cached copies
+      std::optional<Tensor> y = cpu::onednn_conv2d(x, w, Tensor(), fa);
+      std::optional<cpu::ConvGrads> got =
+          cpu::onednn_conv2d_backward(g, x, w, x.sizes(), w.sizes(), a.attrs(x.sizes()), true, false, false);
+      REQUIRE(y.has_value());
+      REQUIRE(got.has_value());
+      check_close(*y, want, 1e-5, 1e-4);
+      check_close(got->input, want_g->input, 1e-5, 1e-4);
+    }
+  };
+  check();
+  {
+    NoGradGuard no_grad;
+    w.mul_(Scalar(-0.5));  // in place: a new version, so the copies are stale
+  }
+  check();
+  w.copy_(seq({32, 16, 3, 3}, 0.2, 0.3, DType::Float32));
+  check();
+}
+
+TEST_CASE("conv backward: one-pixel convs (one tap meets the input) as GEMMs equal direct loops") {
+  const Case cases[] = {
+      {{3, 16, 1, 1}, {8, 16, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}},  // ResNet's last stage
+      {{2, 5, 1, 1}, {4, 5, 3, 3}, {{2, 2}, {1, 1}, {1, 1}, 1}},    // stride 2
+      {{2, 5, 1, 1}, {4, 5, 3, 1}, {{1, 1}, {2, 0}, {2, 1}, 1}},    // dilation 2, padding 2
+      {{2, 5, 1, 1}, {4, 5, 1, 1}, {{1, 1}, {0, 0}, {1, 1}, 1}},    // pointwise
+  };
+  for (const Case& c : cases) {
+    CAPTURE(shape_str(c.w));
+    Shape ys = conv_out_shape(c);
+    REQUIRE(ys == Shape{c.x[0], c.w[0], 1, 1});
+    Tensor x = seq(c.x, 0.37, 0.2, DType::Float32), w = seq(c.w, 0.61, 0.5, DType::Float32),
+           g = seq(ys, 0.29, 0.7, DType::Float32), b = seq({c.w[0]}, 0.3, 0.1, DType::Float32);
+    auto X = values(x), Wv = values(w), B = values(b);
+    std::vector<double> y(size_t(numel_of(ys)));
+    for (size_t i = 0; i < y.size(); ++i) y[i] = B[i % size_t(c.w[0])];
+    for_each_tap(c.x, c.w, c.a, [&](int64_t xi, int64_t wi, int64_t yi) { y[size_t(yi)] += X[size_t(xi)] * Wv[size_t(wi)]; });
+    std::optional<Tensor> got = cpu::one_pixel_conv2d(x, w, b, c.a.attrs({}).without("shape"));
+    REQUIRE(got.has_value());
+    check_close(*got, tensor(y, ys, DType::Float64), 1e-5, 1e-4);
+    std::optional<cpu::ConvGrads> r = cpu::one_pixel_conv2d_backward(g, x, w, c.x, c.w, c.a.attrs(c.x), true, true, true);
+    REQUIRE(r.has_value());
+    check_close(r->input, ref_backward_input(g, w, c.x, c.a), 1e-5, 1e-4);
+    check_close(r->weight, ref_backward_weight(g, x, c.w, c.a), 1e-5, 1e-4);
+    check_close(r->bias, sum(g, {0, 2, 3}), 1e-5, 1e-4);
+  }
+  // More than one pixel in or out, or no tap on the pixel: declined.
+  Tensor w = seq({4, 5, 3, 3}, 0.61, 0.5, DType::Float32);
+  ConvArgs a{{1, 1}, {1, 1}, {1, 1}, 1};
+  CHECK_FALSE(cpu::one_pixel_conv2d(seq({2, 5, 2, 2}, 0.1, 0.1, DType::Float32), w, Tensor(), a.attrs({}).without("shape")));
+  CHECK_FALSE(cpu::one_pixel_conv2d(seq({2, 5, 1, 1}, 0.1, 0.1, DType::Float32), seq({4, 5, 1, 1}, 0.1, 0.1, DType::Float32),
+                                    Tensor(), a.attrs({}).without("shape")));  // a 3x3 output
+  ConvArgs gap{{1, 1}, {1, 1}, {2, 2}, 1};  // dilation 2, padding 1: the taps straddle the pixel
+  CHECK_FALSE(cpu::one_pixel_conv2d(seq({2, 5, 1, 1}, 0.1, 0.1, DType::Float32), seq({4, 5, 2, 2}, 0.1, 0.1, DType::Float32),
+                                    Tensor(), gap.attrs({}).without("shape")));
 }
 
 TEST_CASE("conv backward: a batch split into chunks") {

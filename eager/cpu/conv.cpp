@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "eager/cpu/conv_one_pixel.h"
 #include "eager/cpu/conv_onednn.h"
 #include "eager/cpu/copy.h"
 #include "eager/cpu/im2col.h"
@@ -132,7 +133,8 @@ Tensors kernel_conv2d(OpId op, const Tensors& in, const Attrs& attrs) {
 
   // oneDNN's convolution where it takes the conv (float32, groups 1, at least 8 input channels): 2-3x
   // this file's im2col + GEMM on the digits CNN's second conv, as in torch, whose CPU conv is oneDNN's.
-  std::optional<Tensor> fast = onednn_conv2d(x, w, b, attrs);
+  std::optional<Tensor> fast = one_pixel_conv2d(x, w, b, attrs);
+  if (!fast) fast = onednn_conv2d(x, w, b, attrs);
   Tensor out = fast ? *fast : Tensor::empty({g.N, g.O, g.OH, g.OW}, x.dtype());
   if (!fast && out.numel() > 0) {
     Tensor xc = dense(x), wc = dense(w), bc = b.defined() ? dense(b) : b;

@@ -11,6 +11,7 @@
 #include <vector>
 
 
+#include "eager/cpu/conv_one_pixel.h"
 #include "eager/cpu/conv_onednn.h"
 #include "eager/cpu/copy.h"
 #include "eager/cpu/im2col.h"
@@ -212,9 +213,11 @@ Tensors kernel_conv2d_backward_input(OpId id, const Tensors& in, const Attrs& at
   bool unbatched = shape.size() == 3;
   ConvGeom g = im2col::conv_geometry(op, batched(shape), w.sizes(), attrs, shape);
   check_grad_shape(op, grad, g, unbatched);
-  if (!unbatched)
-    if (std::optional<ConvGrads> r = onednn_conv2d_backward(grad, Tensor(), w, shape, w.sizes(), attrs, true, false, false))
-      return {r->input};
+  if (!unbatched) {
+    std::optional<ConvGrads> r = one_pixel_conv2d_backward(grad, Tensor(), w, shape, w.sizes(), attrs, true, false, false);
+    if (!r) r = onednn_conv2d_backward(grad, Tensor(), w, shape, w.sizes(), attrs, true, false, false);
+    if (r) return {r->input};
+  }
   Tensor out = Tensor::empty(batched(shape), grad.dtype());
   if (out.numel() > 0) {
     Tensor gc = dense(batched(grad)), wc = dense(w);
@@ -242,9 +245,11 @@ Tensors kernel_conv2d_backward_weight(OpId id, const Tensors& in, const Attrs& a
   bool unbatched = x.dim() == 3;
   ConvGeom g = im2col::conv_geometry(op, batched(x.sizes()), shape, attrs, x.sizes());
   check_grad_shape(op, grad, g, unbatched);
-  if (!unbatched)
-    if (std::optional<ConvGrads> r = onednn_conv2d_backward(grad, x, Tensor(), x.sizes(), shape, attrs, false, true, false))
-      return {r->weight};
+  if (!unbatched) {
+    std::optional<ConvGrads> r = one_pixel_conv2d_backward(grad, x, Tensor(), x.sizes(), shape, attrs, false, true, false);
+    if (!r) r = onednn_conv2d_backward(grad, x, Tensor(), x.sizes(), shape, attrs, false, true, false);
+    if (r) return {r->weight};
+  }
   Tensor out = Tensor::empty(shape, grad.dtype());
   if (out.numel() > 0) {
     Tensor gc = dense(batched(grad)), xc = dense(batched(x));

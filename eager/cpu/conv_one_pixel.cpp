@@ -1,0 +1,118 @@
+#include "eager/cpu/conv_one_pixel.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "eager/cpu/im2col.h"
+#include "eager/kernels.h"
+
+namespace kiln::cpu {
+namespace {
+
+// The tap (ki, kj) that reads the one input pixel, when the conv is one taken here.
+struct Tap {
+  int64_t ki, kj;
+};
+std::optional<Tap> tap(const Shape& input_shape, const Shape& weight_shape, const Attrs& attrs) {
+  if (input_shape.size() != 4 || weight_shape.size() != 4 || attrs.i_or("groups", 1) != 1 || input_shape[2] != 1 ||
+      input_shape[3] != 1 || weight_shape[1] != input_shape[1] || input_shape[0] == 0 || input_shape[1] == 0 ||
+      weight_shape[0] == 0)
+    return std::nullopt;
+  const Shape &st = attrs.ints("stride"), &pd = attrs.ints("padding"), &dl = attrs.ints("dilation");
+  if (st.size() != 2 || pd.size() != 2 || dl.size() != 2 || st[0] <= 0 || st[1] <= 0 || dl[0] <= 0 || dl[1] <= 0)
+    return std::nullopt;
+  // one output pixel: the padded input holds exactly one window, (1 + 2p - d(k-1) - 1) / s + 1 == 1
+  for (int d = 0; d < 2; ++d) {
+    int64_t span = 1 + 2 * pd[d] - dl[d] * (weight_shape[2 + d] - 1);
+    if (span < 1 || (span - 1) / st[d] != 0) return std::nullopt;
+    if (pd[d] % dl[d] != 0 || pd[d] / dl[d] >= weight_shape[2 + d]) return std::nullopt;  // no tap on the pixel
+  }
+  return Tap{pd[0] / dl[0], pd[1] / dl[1]};
+}
+
+bool f32_cpu(const Tensor& t) { return t.defined() && t.dtype() == DType::Float32 && t.device().is_cpu(); }
+
+// w[:, :, ki, kj] as a dense [O, C] matrix.
+Tensor tap_slice(const Tensor& w, Tap t) {
+  Tensor wc = w.contiguous();
+  int64_t O = w.size(0), C = w.size(1), kk = w.size(2) * w.size(3), off = t.ki * w.size(3) + t.kj;
+  Tensor s = Tensor::empty({O, C}, DType::Float32);
+  const float* src = static_cast<const float*>(wc.raw_data());
+  float* dst = static_cast<float*>(s.raw_data());
+#pragma omp parallel for if (O * C > kParallelGrain)
+  for (int64_t o = 0; o < O; ++o)
+    for (int64_t c = 0; c < C; ++c) dst[o * C + c] = src[(o * C + c) * kk + off];
+  return s;
+}
+
+}  // namespace
+
+std::optional<Tensor> one_pixel_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Attrs& attrs) {
+  if (!f32_cpu(x) || !f32_cpu(w) || (b.defined() && (!f32_cpu(b) || b.dim() != 1 || b.size(0) != w.size(0))))
+    return std::nullopt;
+  std::optional<Tap> t = tap(x.sizes(), w.sizes(), attrs);
+  if (!t) return std::nullopt;
+  int64_t N = x.size(0), C = x.size(1), O = w.size(0);
+  Tensor xc = x.contiguous(), ws = tap_slice(w, *t);
+  Tensor y = Tensor::empty({N, O, 1, 1}, DType::Float32);
+  float* Y = static_cast<float*>(y.raw_data());
+  if (b.defined()) {
+    Tensor bc = b.contiguous();
+    const float* B = static_cast<const float*>(bc.raw_data());
+    for (int64_t n = 0; n < N; ++n) std::copy(B, B + O, Y + n * O);
+  }
+  // Y[N, O] (+)= X[N, C] · Ws[O, C]^T
+  im2col::gemm(false, true, static_cast<const float*>(xc.raw_data()), static_cast<const float*>(ws.raw_data()), Y, N,
+               O, C, C, C, O, b.defined());
+  return y;
+}
+
+std::optional<ConvGrads> one_pixel_conv2d_backward(const Tensor& grad, const Tensor& x, const Tensor& w,
+                                                   const Shape& input_shape, const Shape& weight_shape,
+                                                   const Attrs& attrs, bool need_input, bool need_weight,
+                                                   bool need_bias) {
+  if (!f32_cpu(grad) || grad.dim() != 4) return std::nullopt;
+  if ((need_weight && (!f32_cpu(x) || x.sizes() != input_shape)) || (need_input && (!f32_cpu(w) || w.sizes() != weight_shape)))
+    return std::nullopt;
+  std::optional<Tap> t = tap(input_shape, weight_shape, attrs);
+  int64_t N = input_shape.size() == 4 ? input_shape[0] : 0, C = N ? input_shape[1] : 0, O = N ? weight_shape[0] : 0;
+  if (!t || grad.sizes() != Shape{N, O, 1, 1}) return std::nullopt;
+  Tensor gc = grad.contiguous();
+  const float* G = static_cast<const float*>(gc.raw_data());  // [N, O]
+  ConvGrads r;
+  if (need_input) {
+    Tensor ws = tap_slice(w, *t);
+    r.input = Tensor::empty(input_shape, DType::Float32);
+    // dX[N, C] = G[N, O] · Ws[O, C]
+    im2col::gemm(false, false, G, static_cast<const float*>(ws.raw_data()), static_cast<float*>(r.input.raw_data()), N,
+                 C, O, O, C, C);
+  }
+  if (need_weight) {
+    Tensor xc = x.contiguous(), gw = Tensor::empty({O, C}, DType::Float32);
+    // dWs[O, C] = G[N, O]^T · X[N, C]; every other tap reads only padding
+    im2col::gemm(true, false, G, static_cast<const float*>(xc.raw_data()), static_cast<float*>(gw.raw_data()), O, C, N,
+                 O, C, C);
+    r.weight = Tensor::empty(weight_shape, DType::Float32);
+    float* dW = static_cast<float*>(r.weight.raw_data());
+    const float* S = static_cast<const float*>(gw.raw_data());
+    int64_t kk = weight_shape[2] * weight_shape[3], off = t->ki * weight_shape[3] + t->kj;
+#pragma omp parallel for if (O * C * kk > kParallelGrain)
+    for (int64_t o = 0; o < O; ++o) {
+      float* row = dW + o * C * kk;
+      std::fill(row, row + C * kk, 0.0f);
+      for (int64_t c = 0; c < C; ++c) row[c * kk + off] = S[o * C + c];
+    }
+  }
+  if (need_bias) {
+    r.bias = Tensor::empty({O}, DType::Float32);
+    float* dB = static_cast<float*>(r.bias.raw_data());
+    for (int64_t o = 0; o < O; ++o) {
+      double acc = 0;  // in double, as sum over dims 0, 2, 3 is
+      for (int64_t n = 0; n < N; ++n) acc += double(G[n * O + o]);
+      dB[o] = float(acc);
+    }
+  }
+  return r;
+}
+
+}  // namespace kiln::cpu
