@@ -340,7 +340,7 @@ Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, 
 Value* call_rnn_utils(Lowerer& L, const std::string& name, const Expr& call);
 // layers.cpp: a torch.nn layer called on its arguments.
 Value* call_layer(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, SourceLoc loc);
-// Composites shared by layers and functional calls (builtins.cpp).
+// Composites for layers and functional calls (builtins.cpp); most are eager/composites.h's, lowered on a LoweringBuilder.
 Value* softmax_of(Lowerer& L, Value* x, int64_t dim, bool log);
 Value* dropout_of(Lowerer& L, Value* x, double p, bool training);
 // nn.Transformer.generate_square_subsequent_mask(sz): float (sz, sz), -inf above the diagonal, sz read when the graph runs

@@ -19,7 +19,7 @@ ScriptedModule::ScriptedModule(std::shared_ptr<const script::File> file, std::sh
 
 std::string ScriptedModule::name() const { return object_->cls; }
 
-Function ScriptedModule::method(const std::string& name) { return method_for(name, nullptr); }
+Function ScriptedModule::method(const std::string& name) { return method_for(method_def(name), nullptr); }
 
 namespace {
 // The type a call's argument gives an unannotated parameter: a number, None or a tuple is itself (word_lm's
@@ -40,7 +40,7 @@ ir::Type argument_type(const IValue& v) {
 }
 }  // namespace
 
-Function ScriptedModule::method_for(const std::string& name, const std::vector<IValue>* args) {
+const script::FunctionDef& ScriptedModule::method_def(const std::string& name) const {
   const script::ClassDef& c = *object_->def;
   const script::FunctionDef* f = c.method(name);
   if (!f || name == "__init__") {
@@ -55,6 +55,12 @@ Function ScriptedModule::method_for(const std::string& name, const std::vector<I
   }
   if (script::JitMark mark = script::jit_mark(*f); mark == script::JitMark::Ignore || mark == script::JitMark::Unused)
     fail("script: {}.{} is marked @torch.jit.{}, so it is not compiled (kiln runs no Python)", c.name, name, script::jit_mark_name(mark));
+  return *f;
+}
+
+Function ScriptedModule::method_for(const script::FunctionDef& f, const std::vector<IValue>* args) {
+  const script::ClassDef& c = *object_->def;
+  const std::string& name = f.name;
   // Dropout and batch norm lower differently in training and evaluation: one graph per combination
   // of the tree's flags (in practice two: all training, all evaluating).
   std::string key = name + ":";
@@ -80,7 +86,7 @@ Function ScriptedModule::method_for(const std::string& name, const std::vector<I
   script::Lowerer lowerer(file_->src, file_->ast);
   script::MethodGraph mg;
   try {
-    mg = lowerer.lower_method(*f, *object_, arg_types);
+    mg = lowerer.lower_method(f, *object_, arg_types);
   } catch (const script::Lowerer::UntypedParameter& e) {
     // still an UntypedParameter: module() leaves such a forward to its first call
     if (args) throw;
@@ -101,10 +107,10 @@ Function ScriptedModule::method_for(const std::string& name, const std::vector<I
 }
 
 std::vector<IValue> ScriptedModule::call(const std::vector<IValue>& args, const std::string& method_name) {
-  Function f = method_for(method_name, &args);
-  const script::FunctionDef* def = object_->def->method(method_name);
+  const script::FunctionDef& def = method_def(method_name);
+  Function f = method_for(def, &args);
   std::optional<NoGradGuard> no_grad;
-  if (def && script::runs_without_grad(*def)) no_grad.emplace();
+  if (script::runs_without_grad(def)) no_grad.emplace();
   return f.call(args);
 }
 

@@ -25,6 +25,7 @@ namespace kiln {
 
 namespace script {
 struct File;
+struct FunctionDef;
 struct Object;
 }  // namespace script
 
@@ -44,7 +45,7 @@ class ScriptedModule : public nn::Module {
   Function method(const std::string& name = "forward");
   // The method with its unannotated parameters typed by these arguments, as call() with them would type
   // them: generate(idx, max_new_tokens, ...) compiled before any call has run it.
-  Function method(const std::string& name, const std::vector<IValue>& args) { return method_for(name, &args); }
+  Function method(const std::string& name, const std::vector<IValue>& args) { return method_for(method_def(name), &args); }
 
   // Used while __init__ runs (script_frontend/construct.cpp).
   void add_child(const std::string& name, std::shared_ptr<nn::Module> m) { register_module(name, std::move(m)); }
@@ -54,8 +55,10 @@ class ScriptedModule : public nn::Module {
   const std::shared_ptr<script::Object>& object_ptr() const { return object_; }
 
  private:
+  // The method called name, or an error naming the class's methods (or why it is not compiled).
+  const script::FunctionDef& method_def(const std::string& name) const;
   // method(), with an unannotated parameter typed by its argument when args are given (one graph each)
-  Function method_for(const std::string& name, const std::vector<IValue>* args);
+  Function method_for(const script::FunctionDef& f, const std::vector<IValue>* args);
   std::shared_ptr<const script::File> file_;
   std::shared_ptr<script::Object> object_;
   std::map<std::string, Function> methods_;  // by method name and the tree's train/eval flags

@@ -680,7 +680,7 @@ class KernelGen : public VecMath<Vmm> {
       }
       case OpId::Floor: this->vround(d, R0(), 1); break;
       // Of the other rows only where joins a fusion group; reductions are the program's trailing step
-      // (emit_reduce), and the rest never join (backends/x86/fusion_backend.cpp's can_fuse).
+      // (accumulate), and the rest never join (backends/x86/fusion_backend.cpp's can_fuse).
 #define KILN_REDUCE(Id, name, init, fold) case OpId::Id:
 #define KILN_OP(Id, name, kind) case OpId::Id:
 #include "core/ops.def"

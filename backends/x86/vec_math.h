@@ -30,8 +30,8 @@
 //   sin, cos f32 1.8 ulp, f64 2 ulp   for |x| <= 8192 (f32) / 2^19 (f64): Cody-Waite by pi/2 (fdlibm's
 //            split for f64), Taylor polynomials; a vector with any larger, infinite or NaN lane calls
 //            std::sin / std::cos per lane instead, so those results are the reference's exactly.
-// Ops with no vector code (pow with a non-constant exponent, erf in f64, rows added to ops.def later)
-// call the scalar expression of ops.def per lane through callout(), so their semantics are exact.
+// Ops with no vector code (pow with a non-constant exponent, erf in f64, elementwise rows added to ops.def
+// later) call ops.def's scalar expression per lane (scalar_fallback.cpp) through callout(): exact semantics.
 #include <xbyak/xbyak.h>
 
 #include <bit>

@@ -370,30 +370,37 @@ std::shared_ptr<TransformerDecoderLayer> TransformerDecoderLayer::clone() const 
 // ---- the stacks
 
 namespace {
+// A stack's layers: n deep copies of layer, listed under layers.0, layers.1, ...
 template <class Layer>
-std::vector<std::shared_ptr<Layer>> copies(const Layer& layer, int64_t n, const std::function<void(std::shared_ptr<Module>)>& add) {
+std::vector<std::shared_ptr<Layer>> stack_of(const char* stack, const Layer& layer, int64_t n, Sequential& list) {
+  if (n <= 0) fail("{}: num_layers must be positive, got {}", stack, n);
   std::vector<std::shared_ptr<Layer>> r;
   for (int64_t i = 0; i < n; ++i) {
     r.push_back(layer.clone());
-    add(r.back());
+    list.add(r.back());
   }
   return r;
+}
+
+// A stack's layers in order, each reading its predecessor's output, then its norm if it has one.
+template <class B, class Stack, class LayerForward>
+Val<B> stack_forward(B& b, Stack& m, const std::string& at, Val<B> x, LayerForward&& layer_forward) {
+  for (size_t i = 0; i < m.layers.size(); ++i) x = layer_forward(*m.layers[i], fmt::format("{}layers.{}.", at, i), x);
+  return m.norm ? apply_norm(b, *m.norm, at + "norm", x) : x;
 }
 }  // namespace
 
 TransformerEncoder::TransformerEncoder(const TransformerEncoderLayer& layer, int64_t n, std::shared_ptr<LayerNorm> norm_)
     : norm(std::move(norm_)) {
-  if (n <= 0) fail("TransformerEncoder: num_layers must be positive, got {}", n);
-  auto list = register_module("layers", std::make_shared<Sequential>());
-  layers = copies(layer, n, [&](std::shared_ptr<Module> m) { list->add(std::move(m)); });
+  layers = stack_of("TransformerEncoder", layer, n, *register_module("layers", std::make_shared<Sequential>()));
   if (norm) register_module("norm", norm);
 }
 
 template <class B>
 Val<B> encoder_forward(B& b, TransformerEncoder& m, const std::string& at, Val<B> x, const Masks<B>& masks) {
-  for (size_t i = 0; i < m.layers.size(); ++i)
-    x = encoder_layer_forward(b, *m.layers[i], fmt::format("{}layers.{}.", at, i), x, masks);
-  return m.norm ? apply_norm(b, *m.norm, at + "norm", x) : x;
+  return stack_forward(b, m, at, x, [&](TransformerEncoderLayer& l, const std::string& in, Val<B> y) {
+    return encoder_layer_forward(b, l, in, y, masks);
+  });
 }
 Tensor TransformerEncoder::forward(const Tensor& src, const AttentionMasks& masks) {
   EagerBuilder b;
@@ -406,18 +413,16 @@ Val<B> forward_with(B& b, TransformerEncoder& m, Val<B> x) {
 
 TransformerDecoder::TransformerDecoder(const TransformerDecoderLayer& layer, int64_t n, std::shared_ptr<LayerNorm> norm_)
     : norm(std::move(norm_)) {
-  if (n <= 0) fail("TransformerDecoder: num_layers must be positive, got {}", n);
-  auto list = register_module("layers", std::make_shared<Sequential>());
-  layers = copies(layer, n, [&](std::shared_ptr<Module> m) { list->add(std::move(m)); });
+  layers = stack_of("TransformerDecoder", layer, n, *register_module("layers", std::make_shared<Sequential>()));
   if (norm) register_module("norm", norm);
 }
 
 template <class B>
 Val<B> decoder_forward(B& b, TransformerDecoder& m, const std::string& at, Val<B> x, Val<B> memory, const Masks<B>& tgt,
                        const Masks<B>& mem) {
-  for (size_t i = 0; i < m.layers.size(); ++i)
-    x = decoder_layer_forward(b, *m.layers[i], fmt::format("{}layers.{}.", at, i), x, memory, tgt, mem);
-  return m.norm ? apply_norm(b, *m.norm, at + "norm", x) : x;
+  return stack_forward(b, m, at, x, [&](TransformerDecoderLayer& l, const std::string& in, Val<B> y) {
+    return decoder_layer_forward(b, l, in, y, memory, tgt, mem);
+  });
 }
 Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const AttentionMasks& t, const AttentionMasks& mm) {
   EagerBuilder b;
@@ -506,6 +511,14 @@ const char* kEncoderLayerExpr = "nn.TransformerEncoderLayer(8, 2, 16, 0.0)";
 const char* kDecoderLayerExpr = "nn.TransformerDecoderLayer(8, 2, 16, 0.0)";
 TransformerConfig sample_config() { return TransformerConfig{8, 2, 16, 0.0}; }
 
+// nn.TransformerEncoder(encoder_layer, num_layers, norm) and nn.TransformerDecoder's: the layer is required.
+template <class Stack, class Layer>
+std::shared_ptr<Module> make_stack(const LayerArgs& a, const char* layer_arg, const char* layer_cls) {
+  auto layer = a.module_or_none<Layer>(layer_arg, layer_cls);
+  if (!layer) a.fail(fmt::format("{} must be an nn.{}, got None", layer_arg, layer_cls));
+  return std::make_shared<Stack>(*layer, a.positive("num_layers"), a.module_or_none<LayerNorm>("norm", "LayerNorm"));
+}
+
 }  // namespace
 
 void add_attention_layers(std::vector<LayerSpec>& r) {
@@ -561,11 +574,7 @@ void add_attention_layers(std::vector<LayerSpec>& r) {
     LayerSpec s = layer_spec<TransformerEncoder>(
         "TransformerEncoder",
         {{"encoder_layer"}, {"num_layers"}, {"norm", IValue()}, {"enable_nested_tensor", true}, {"mask_check", true}},
-        [](const LayerArgs& a) {
-          auto layer = a.module_or_none<TransformerEncoderLayer>("encoder_layer", "TransformerEncoderLayer");
-          if (!layer) a.fail("encoder_layer must be an nn.TransformerEncoderLayer, got None");
-          return std::make_shared<TransformerEncoder>(*layer, a.positive("num_layers"), a.module_or_none<LayerNorm>("norm", "LayerNorm"));
-        },
+        [](const LayerArgs& a) { return make_stack<TransformerEncoder, TransformerEncoderLayer>(a, "encoder_layer", "TransformerEncoderLayer"); },
         {{"num_layers", 2}}, [] { return randn({5, 3, 8}); });
     s.example_modules["encoder_layer"] = {kEncoderLayerExpr, [] { return std::make_shared<TransformerEncoderLayer>(sample_config()); }};
     s.inputs = {"src"};
@@ -600,11 +609,7 @@ void add_attention_layers(std::vector<LayerSpec>& r) {
   {
     LayerSpec s = layer_spec<TransformerDecoder>(
         "TransformerDecoder", {{"decoder_layer"}, {"num_layers"}, {"norm", IValue()}},
-        [](const LayerArgs& a) {
-          auto layer = a.module_or_none<TransformerDecoderLayer>("decoder_layer", "TransformerDecoderLayer");
-          if (!layer) a.fail("decoder_layer must be an nn.TransformerDecoderLayer, got None");
-          return std::make_shared<TransformerDecoder>(*layer, a.positive("num_layers"), a.module_or_none<LayerNorm>("norm", "LayerNorm"));
-        },
+        [](const LayerArgs& a) { return make_stack<TransformerDecoder, TransformerDecoderLayer>(a, "decoder_layer", "TransformerDecoderLayer"); },
         {{"num_layers", 2}}, nullptr);
     s.example_modules["decoder_layer"] = {kDecoderLayerExpr, [] { return std::make_shared<TransformerDecoderLayer>(sample_config()); }};
     s.inputs = {"tgt", "memory"};
