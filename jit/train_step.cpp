@@ -32,17 +32,14 @@ class RestoreBuffers {
     }
   }
   ~RestoreBuffers() {
-    if (dismissed_) return;
     NoGradGuard no_grad;
     for (size_t i = 0; i < buffers_.size(); ++i) buffers_[i].copy_(saved_[i]);
   }
   RestoreBuffers(const RestoreBuffers&) = delete;
   RestoreBuffers& operator=(const RestoreBuffers&) = delete;
-  void dismiss() { dismissed_ = true; }
 
  private:
   std::vector<Tensor> buffers_, saved_;
-  bool dismissed_ = false;
 };
 
 // The train/eval flag of every module in the tree, depth first: a trace bakes in one mode's path
@@ -51,63 +48,29 @@ void collect_modes(const nn::Module& m, std::vector<bool>& out) {
   out.push_back(m.is_training());
   for (const auto& [name, child] : m.named_children()) collect_modes(*child, out);
 }
-void check_scalar(const Tensors& out) {
-  if (out.size() != 1 || out[0].numel() != 1)
-    fail("compile_train_step: the loss function must return one scalar, got {} outputs{}", out.size(),
-         out.empty() ? std::string() : " of shape " + shape_str(out[0].sizes()));
-}
-
-// The first call of an entry runs the step eagerly once, and that run is at once the trace of its
-// forward and loss, the recording of its joint graph (the engine's gradient formulas as they run) and
-// the step itself: its loss and gradients are eager's, the optimizer updates from them, and the
-// compiled graphs serve from the next call. Tracing and then running the compiled step would run the
-// forward three times (trace, joint recording, compiled) and touch each graph's memory for the first
-// time within the first call.
-struct FirstStep {
-  Function fn;           // the compiled trace, its forward+backward entry for this batch given
-  Tensor loss;           // undefined: the run could not serve as the step (it left no trace), run fn
-  Tensors params, grads;  // the step's gradients, of the trace's inputs that require grad
-};
-
-// Gradients as the engine's AccumulateGrad leaves them (contiguous for a contiguous leaf, added to one
-// already there).
-void accumulate_grads(const Tensors& params, const Tensors& grads) {
-  for (size_t k = 0; k < params.size(); ++k) {
-    if (!grads[k].defined()) continue;
-    const Tensor& p = params[k];
-    Tensor g = grads[k].detach();
-    Tensor now = p.grad();
-    if (!now.defined() && p.is_contiguous() && !g.is_contiguous()) g = g.contiguous();
-    Tensor sum = now.defined() ? add(now, g) : g;
-    set_memory_category(sum, MemoryCategory::Gradient);
-    p.set_grad(sum);
-  }
-}
-
-// Hooks on a leaf run in backward(), which a recorded grad() does not reach (DDP's all-reduce, FSDP's
-// reduce-scatter), and only a leaf's .grad is written: other state traces and runs compiled as before.
+// The first call of an entry traces the step's forward and loss and, in the same eager run, records
+// the backward (the engine's grad() under the same recorder): the trace and the joint graph at once, so
+// the compiled function does not run the forward again on the interpreter to record its own. The call
+// then runs the compiled step, as every later one does: a process that starts at a checkpoint computes
+// its steps bit for bit as one that never stopped (an eager first step would round otherwise).
+// Hooks on a leaf (DDP's all-reduce) and inputs requiring grad are left to the compiled function's
+// own recording, which sees them as a call does.
 bool plain_leaf(const Tensor& t) {
   AutogradMeta* m = autograd_meta(t);
   return !m || (!m->grad_fn && m->hooks.empty() && m->post_accumulate_grad_hooks.empty());
 }
 
-FirstStep record_first_step(nn::Module& model, const CompiledTrainStep::LossFn& loss_fn, const Tensors& batch,
-                            const jit::CompileOptions& options) {
+Function record_first_step(nn::Module& model, const CompiledTrainStep::LossFn& loss_fn, const Tensors& batch,
+                           const jit::CompileOptions& options) {
   std::vector<std::pair<std::string, Tensor>> state = model.named_parameters();
   for (auto& b : model.named_buffers()) state.push_back(b);
-  bool as_step = GradMode::enabled();
-  for (const Tensor& t : batch) as_step = as_step && !t.requires_grad();
-  for (auto& [name, t] : state) as_step = as_step && plain_leaf(t);
-  // Put back when the run does not serve as the step: the compiled call then draws dropout's masks and
-  // moves BatchNorm's running statistics itself.
+  bool joint = GradMode::enabled();
+  for (const Tensor& t : batch) joint = joint && !t.requires_grad();
+  for (auto& [name, t] : state) joint = joint && plain_leaf(t);
+  // The run leaves no trace: the compiled call draws dropout's masks and moves BatchNorm's running
+  // statistics itself.
   RestoreBuffers buffers(model);
-  struct RestoreRng {
-    RngState saved = get_rng_state();
-    bool dismissed = false;
-    ~RestoreRng() {
-      if (!dismissed) set_rng_state(saved);
-    }
-  } rng;
+  RestoreRngState rng;
 
   tracing::Recorder rec("train_step", /*silent=*/true);  // quiet: size reads only specialise to this batch, the key
   rec.set_guard_value_reads(true);
@@ -123,11 +86,9 @@ FirstStep record_first_step(nn::Module& model, const CompiledTrainStep::LossFn& 
     loss = loss_fn(batch);
   }
   Function traced = rec.finish({loss}, bound);
-  FirstStep r;
   // The recording goes on with the backward: the Function keeps a copy of the forward alone.
-  r.fn = compile(Function(traced.graph().copy(), traced.name(), traced.binding()), options);
-  as_step = as_step && loss.numel() == 1 && loss.requires_grad() && is_floating(loss.dtype());
-  if (!as_step) return r;
+  Function fn = compile(Function(traced.graph().copy(), traced.name(), traced.binding()), options);
+  if (!(joint && loss.numel() == 1 && loss.requires_grad() && is_floating(loss.dtype()))) return fn;
 
   std::vector<IValue> inputs(batch.begin(), batch.end());
   inputs.insert(inputs.end(), bound.begin(), bound.end());
@@ -137,31 +98,30 @@ FirstStep record_first_step(nn::Module& model, const CompiledTrainStep::LossFn& 
   j.tangent_of = {0};
   Tensor tangent = ones_like(loss);
   rec.add_input(tangent, "grad_0");
+  Tensors params;
   for (size_t i = 0; i < bound.size(); ++i)
     if (bound[i].requires_grad()) {
-      r.params.push_back(bound[i]);
+      params.push_back(bound[i]);
       j.grad_of.push_back(batch.size() + i);
     }
+  Tensors grads;
   {
     tracing::TraceScope scope(rec);
-    r.grads = kiln::grad({loss}, r.params, {tangent}, /*retain_graph=*/false, /*create_graph=*/false,
-                         /*allow_unused=*/true);
+    grads = kiln::grad({loss}, params, {tangent}, /*retain_graph=*/false, /*create_graph=*/false,
+                       /*allow_unused=*/true);
   }
   ir::Graph& jg = *rec.graph();
   std::vector<size_t> grad_of;
-  for (size_t k = 0; k < r.grads.size(); ++k) {
-    if (!r.grads[k].defined()) continue;  // unused: the parameter's .grad stays undefined, as in eager
-    jg.register_output(rec.value_of(r.grads[k]));
+  for (size_t k = 0; k < grads.size(); ++k) {
+    if (!grads[k].defined()) continue;  // unused: the parameter's .grad stays undefined, as in eager
+    jg.register_output(rec.value_of(grads[k]));
     grad_of.push_back(j.grad_of[k]);
   }
   j.grad_of = std::move(grad_of);
   jit::finish_joint_graph(jg);
   j.graph = rec.graph();
-  jit::add_train_entry(r.fn, inputs, j);
-  r.loss = loss;
-  buffers.dismiss();
-  rng.dismissed = true;
-  return r;
+  jit::add_train_entry(fn, inputs, j);
+  return fn;
 }
 }  // namespace
 
@@ -218,16 +178,7 @@ Tensor CompiledTrainStep::operator()(const std::vector<Tensor>& batch) {
     Entry& e = entry_for(batch);
     if (!e.fn.defined()) {
       ++traces_;
-      FirstStep first = record_first_step(model_, loss_, batch, options_);
-      e.fn = first.fn;
-      if (first.loss.defined()) {
-        check_scalar({first.loss});
-        opt_.zero_grad();
-        accumulate_grads(first.params, first.grads);
-        if (before_step) before_step();
-        opt_.step();
-        return first.loss.detach();
-      }
+      e.fn = record_first_step(model_, loss_, batch, options_);
     }
     RngState rng = get_rng_state();
     try {
@@ -248,7 +199,9 @@ Tensor CompiledTrainStep::operator()(const std::vector<Tensor>& batch) {
       }
     }
   }
-  check_scalar(out);
+  if (out.size() != 1 || out[0].numel() != 1)
+    fail("compile_train_step: the loss function must return one scalar, got {} outputs{}", out.size(),
+         out.empty() ? std::string() : " of shape " + shape_str(out[0].sizes()));
   opt_.zero_grad();
   backward({out[0]});
   if (before_step) before_step();
