@@ -324,6 +324,25 @@ class CompiledFunction final : public Function::Executor {
     std::vector<bool> rg;
     for (const InputSig& in : sig.inputs) rg.push_back(in.requires_grad);
     JointGraph joint = build_joint_graph(autodiff_source(), inputs, rg, hidden_);
+    return add_train_entry_locked(std::move(sig), joint, t0);
+  }
+
+ public:
+  void add_train_entry(const std::vector<IValue>& inputs, const JointGraph& joint) {
+    if (!trainable_) return;
+    auto t0 = std::chrono::steady_clock::now();
+    Signature sig = signature_of(inputs, /*exact_dims=*/true);
+    std::lock_guard<std::mutex> lock(mu_);
+    // A rewrite before autodiff changes which values the formulas read: this function records its own.
+    if (&autodiff_source() != source_.get()) return;
+    for (const auto& e : train_entries_)
+      if (e->sig == sig) return;
+    add_train_entry_locked(std::move(sig), joint, t0);
+  }
+
+ private:
+  std::shared_ptr<TrainEntry> add_train_entry_locked(Signature sig, const JointGraph& joint,
+                                                     std::chrono::steady_clock::time_point t0) {
     Partition part = partition_min_cut(joint);
     auto e = std::make_shared<TrainEntry>();
     e->sig = sig;
@@ -431,6 +450,10 @@ Function compile(const Function& fn, jit::CompileOptions options) {
 }
 
 jit::CacheStats compile_stats(const Function& fn) { return compiled(fn).stats(); }
+
+void jit::add_train_entry(const Function& fn, const std::vector<IValue>& inputs, const JointGraph& joint) {
+  compiled(fn).add_train_entry(inputs, joint);
+}
 
 std::shared_ptr<const ir::Graph> compiled_graph(const Function& fn, const std::vector<IValue>& inputs) {
   std::vector<IValue> all = inputs;

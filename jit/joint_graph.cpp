@@ -90,13 +90,26 @@ JointGraph build_joint_graph(const ir::Graph& g, const std::vector<IValue>& samp
     jg.register_output(rec.value_of(grads[k]));
     j.grad_of.push_back(wrt_index[k]);
   }
+  finish_joint_graph(jg);
+  j.graph = rec.graph();
+  return j;
+}
+
+void finish_joint_graph(ir::Graph& jg) {
+  // A recording that kept prim::detach (a trace's) has its gradients already, recorded as eager ran
+  // them: the detach is the value it detaches, as in build_joint_graph's own recording.
+  std::vector<ir::Node*> detaches;
+  for (ir::Node* n : jg.block()->nodes())
+    if (n->prim() == ir::Prim::Detach) detaches.push_back(n);
+  for (ir::Node* n : detaches) {
+    n->output()->replace_all_uses_with(n->input(0));
+    n->destroy();
+  }
   // Formulas recompute forward values (tanh in tanh's, amax in log_softmax's); merging them with the
   // forward's own nodes lets the partition see one value.
   eliminate_common_subexpressions(jg);
   eliminate_dead_code(jg);
   ir::verify(jg);
-  j.graph = rec.graph();
-  return j;
 }
 
 }  // namespace kiln::jit

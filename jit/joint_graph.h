@@ -35,4 +35,18 @@ bool can_differentiate(const ir::Graph& g, std::string* why_not);
 JointGraph build_joint_graph(const ir::Graph& g, const std::vector<IValue>& sample,
                              const std::vector<bool>& requires_grad, const std::vector<bool>& hidden_outputs);
 
+// The clean-up of a recorded joint graph (graph outputs: the forward's, then the gradients), for a
+// recording made elsewhere: CompiledTrainStep records its first step's own eager run.
+void finish_joint_graph(ir::Graph& g);
+
 }  // namespace kiln::jit
+
+namespace kiln {
+class Function;
+namespace jit {
+// Gives fn (a compile() result) its forward+backward entry for a differentiable call on `inputs` (the
+// bound trailing inputs included) from `joint`, instead of recording one when such a call comes.
+// Nothing when fn records its own (a rewrite before autodiff) or already has the entry.
+void add_train_entry(const Function& fn, const std::vector<IValue>& inputs, const JointGraph& joint);
+}  // namespace jit
+}  // namespace kiln

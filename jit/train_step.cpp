@@ -8,6 +8,8 @@
 #include "eager/nn/module.h"
 #include "eager/ops.h"
 #include "eager/optim/optimizer.h"
+#include "jit/joint_graph.h"
+#include "tracer/recorder.h"
 #include "tracer/trace.h"
 
 namespace kiln {
@@ -46,6 +48,81 @@ void collect_modes(const nn::Module& m, std::vector<bool>& out) {
   out.push_back(m.is_training());
   for (const auto& [name, child] : m.named_children()) collect_modes(*child, out);
 }
+// The first call of an entry traces the step's forward and loss and, in the same eager run, records
+// the backward (the engine's grad() under the same recorder): the trace and the joint graph at once, so
+// the compiled function does not run the forward again on the interpreter to record its own. The call
+// then runs the compiled step, as every later one does: a process that starts at a checkpoint computes
+// its steps bit for bit as one that never stopped (an eager first step would round otherwise).
+// Hooks on a leaf (DDP's all-reduce) and inputs requiring grad are left to the compiled function's
+// own recording, which sees them as a call does.
+bool plain_leaf(const Tensor& t) {
+  AutogradMeta* m = autograd_meta(t);
+  return !m || (!m->grad_fn && m->hooks.empty() && m->post_accumulate_grad_hooks.empty());
+}
+
+Function record_first_step(nn::Module& model, const CompiledTrainStep::LossFn& loss_fn, const Tensors& batch,
+                           const jit::CompileOptions& options) {
+  std::vector<std::pair<std::string, Tensor>> state = model.named_parameters();
+  for (auto& b : model.named_buffers()) state.push_back(b);
+  bool joint = GradMode::enabled();
+  for (const Tensor& t : batch) joint = joint && !t.requires_grad();
+  for (auto& [name, t] : state) joint = joint && plain_leaf(t);
+  // The run leaves no trace: the compiled call draws dropout's masks and moves BatchNorm's running
+  // statistics itself.
+  RestoreBuffers buffers(model);
+  RestoreRngState rng;
+
+  tracing::Recorder rec("train_step", /*silent=*/true);  // quiet: size reads only specialise to this batch, the key
+  rec.set_guard_value_reads(true);
+  for (size_t i = 0; i < batch.size(); ++i) rec.add_input(batch[i], fmt::format("x{}", i));
+  Tensors bound;
+  for (const auto& [name, t] : state) {
+    rec.add_input(t, name);
+    bound.push_back(t);
+  }
+  Tensor loss;
+  {
+    tracing::TraceScope scope(rec);
+    loss = loss_fn(batch);
+  }
+  Function traced = rec.finish({loss}, bound);
+  // The recording goes on with the backward: the Function keeps a copy of the forward alone.
+  Function fn = compile(Function(traced.graph().copy(), traced.name(), traced.binding()), options);
+  if (!(joint && loss.numel() == 1 && loss.requires_grad() && is_floating(loss.dtype()))) return fn;
+
+  std::vector<IValue> inputs(batch.begin(), batch.end());
+  inputs.insert(inputs.end(), bound.begin(), bound.end());
+  jit::JointGraph j;
+  j.num_primals = inputs.size();
+  j.num_forward_outputs = rec.graph()->outputs().size();
+  j.tangent_of = {0};
+  Tensor tangent = ones_like(loss);
+  rec.add_input(tangent, "grad_0");
+  Tensors params;
+  for (size_t i = 0; i < bound.size(); ++i)
+    if (bound[i].requires_grad()) {
+      params.push_back(bound[i]);
+      j.grad_of.push_back(batch.size() + i);
+    }
+  Tensors grads;
+  {
+    tracing::TraceScope scope(rec);
+    grads = kiln::grad({loss}, params, {tangent}, /*retain_graph=*/false, /*create_graph=*/false,
+                       /*allow_unused=*/true);
+  }
+  ir::Graph& jg = *rec.graph();
+  std::vector<size_t> grad_of;
+  for (size_t k = 0; k < grads.size(); ++k) {
+    if (!grads[k].defined()) continue;  // unused: the parameter's .grad stays undefined, as in eager
+    jg.register_output(rec.value_of(grads[k]));
+    grad_of.push_back(j.grad_of[k]);
+  }
+  j.grad_of = std::move(grad_of);
+  jit::finish_joint_graph(jg);
+  j.graph = rec.graph();
+  jit::add_train_entry(fn, inputs, j);
+  return fn;
+}
 }  // namespace
 
 CompiledTrainStep::CompiledTrainStep(nn::Module& model, LossFn loss, optim::Optimizer& opt, jit::CompileOptions o)
@@ -72,10 +149,9 @@ CompiledTrainStep::Entry& CompiledTrainStep::entry_for(const std::vector<Tensor>
       kiln::logger().info("compile_train_step: tracing again: batch signature {} differs from {}", sig_str(sig),
                           sig_str(entries_.back()->sig));
   }
-  auto e = std::make_unique<Entry>();
+  auto e = std::make_unique<Entry>();  // its fn comes from the call's own eager run (operator())
   e->sig = std::move(sig);
   e->modes = std::move(modes);
-  e->fn = trace_step(batch);
   entries_.push_back(std::move(e));
   return *(last_ = entries_.back().get());
 }
@@ -100,6 +176,10 @@ Tensor CompiledTrainStep::operator()(const std::vector<Tensor>& batch) {
     out = {loss_(batch)};
   } else {
     Entry& e = entry_for(batch);
+    if (!e.fn.defined()) {
+      ++traces_;
+      e.fn = record_first_step(model_, loss_, batch, options_);
+    }
     RngState rng = get_rng_state();
     try {
       out = e.fn(batch);

@@ -1,6 +1,7 @@
 #include "core/ir/verifier.h"
 
 #include <algorithm>
+#include <optional>
 #include <unordered_set>
 
 #include "core/ir/dtype_rules.h"
@@ -21,7 +22,7 @@ constexpr PrimArity kPrimArity[] = {
 
 class Verifier {
  public:
-  explicit Verifier(const Graph& g) : g_(g), printed_(print_graph(g)) {}
+  explicit Verifier(const Graph& g) : g_(g) {}
 
   std::vector<std::string> run() {
     scopes_.emplace_back();
@@ -32,14 +33,20 @@ class Verifier {
  private:
   template <class... Args>
   void error(const Node& n, fmt::format_string<Args...> f, Args&&... args) {
-    auto it = printed_.lines.find(&n);
-    int line = n.line ? n.line : (it != printed_.lines.end() ? it->second : 0);
+    auto it = printed().lines.find(&n);
+    int line = n.line ? n.line : (it != printed().lines.end() ? it->second : 0);
     errors_.push_back(fmt::format("line {}: {}: {}", line, n.kind_name(), fmt::format(f, std::forward<Args>(args)...)));
   }
 
   std::string name(const Value* v) const {
-    auto it = printed_.names.find(v);
-    return it != printed_.names.end() ? it->second : "%<unnamed>";
+    auto it = printed().names.find(v);
+    return it != printed().names.end() ? it->second : "%<unnamed>";
+  }
+
+  // Printed for an error message only: printing every graph verified cost a compile more than the checks.
+  const PrintedGraph& printed() const {
+    if (!printed_) printed_ = print_graph(g_);
+    return *printed_;
   }
 
   bool visible(const Value* v) const {
@@ -238,7 +245,7 @@ class Verifier {
   }
 
   const Graph& g_;
-  PrintedGraph printed_;
+  mutable std::optional<PrintedGraph> printed_;
   std::vector<std::unordered_set<const Value*>> scopes_;
   std::vector<std::string> errors_;
 };
