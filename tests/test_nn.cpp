@@ -208,3 +208,31 @@ TEST_CASE("nn: clip_grad_norm_ and clip_grad_value_ follow torch.nn.utils") {
               "clip_grad_norm_: the total norm of order 2 of the gradients is inf, so they cannot be clipped");
   check_error([&] { nn::clip_grad_norm_({a}, -1.0); }, "clip_grad_norm_: max_norm must be non-negative, got -1");
 }
+
+TEST_CASE("nn: forward pre-hooks and forward hooks run around forward, in order; a forward hook may replace the output") {
+  auto net = small_mlp();
+  auto first = net->named_children().front().second;
+  std::vector<std::string> calls;
+  first->register_forward_pre_hook([&](nn::Module& m, const Tensor& x) {
+    calls.push_back("pre " + m.name() + " " + shape_str(x.sizes()));
+  });
+  first->register_forward_pre_hook([&](nn::Module&, const Tensor&) { calls.push_back("pre 2"); });
+  first->register_forward_hook([&](nn::Module&, const Tensor&, const Tensor& y) {
+    calls.push_back("post " + shape_str(y.sizes()));
+    return Tensor();  // keeps the output
+  });
+  Tensor x = det({3, 4}, 0.5).to(DType::Float32);
+  Tensor plain = first->forward(x);
+  REQUIRE(calls.empty());  // forward itself is not hooked: operator() is, as torch's __call__
+  Tensor y = (*first)(x);
+  REQUIRE(calls.size() == 3);
+  CHECK(calls[0] == "pre Linear " + shape_str({3, 4}));
+  CHECK(calls[1] == "pre 2");
+  CHECK(calls[2] == "post " + shape_str({3, 5}));
+  CHECK(amax((y - plain).abs()).item<double>() == 0);
+  first->register_forward_hook([](nn::Module&, const Tensor&, const Tensor& out) { return out * 2.0; });
+  calls.clear();
+  (*net)(x);  // a child's hooks run when its parent calls it
+  CHECK(calls.size() == 3);
+  CHECK(amax(((*first)(x) - plain * 2.0).abs()).item<double>() == 0);
+}

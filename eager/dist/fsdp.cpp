@@ -1,8 +1,12 @@
 #include "eager/dist/fsdp.h"
 
+#include <algorithm>
+#include <map>
 #include <unordered_map>
 
+#include "core/allocator.h"
 #include "core/memory_category.h"
+#include "core/storage.h"
 #include "eager/autograd/engine.h"
 #include "eager/autograd/graph.h"
 #include "eager/ops.h"
@@ -17,58 +21,72 @@ constexpr const char* kWho = "FullyShardedDataParallel";
 
 struct FullyShardedDataParallel::State {
   struct Group {
-    std::vector<Tensor> params;   // the module's, in order; offsets[i] into the flat buffer
+    std::vector<Tensor> params;   // the unit's, in order; offsets[i] into the flat buffer
     std::vector<int64_t> offsets;
     int64_t numel = 0, shard = 0;  // the group's elements; per rank, padded so world shards cover them
     DType dtype = DType::Float32;
     Tensor local;                  // this rank's shard: what the optimizer steps
-    std::optional<double> lr, weight_decay;
+    Tensor full;                   // world shards; the params are views of it; no memory while released
   };
-  std::vector<Group> groups;
+  struct Unit {
+    std::string name;     // "" for the root
+    std::vector<Group> groups;  // one per optimizer group
+    bool gathered = false;
+    size_t params = 0, ready = 0;  // its parameters; those whose gradient came in this backward
+  };
+  std::vector<Unit> units;  // the root first
+  std::vector<std::optional<double>> lr, weight_decay;  // per optimizer group
   int world = 1, me = 0;
-  bool gathered = false;
   bool in_backward = false;
   int64_t reductions = 0;
-  // A storage without memory: the module's parameters point at it between steps (Tensor::raw_data raises).
-  std::shared_ptr<Storage> released = std::make_shared<Storage>();
 
-  void point(const Tensor& p, const std::shared_ptr<Storage>& s, int64_t offset) {
-    p.impl()->storage = s;
-    p.impl()->offset = offset;
+  static void free_memory(const Tensor& t) {
+    Storage& s = *t.storage();
+    if (!s.data) return;
+    cpu_allocator::release(s.data, s.nbytes, s.charged);
+    s.data = nullptr;
   }
 
-  void gather() {
-    in_backward = false;  // a backward that raised never reached its end
-    if (gathered) return;
+  void gather(Unit& u) {
+    if (u.gathered) return;
     NoGradGuard no_grad;
-    for (Group& g : groups) {
+    for (Group& g : u.groups) {
       if (g.params.empty()) continue;
-      Tensor full;
-      {
-        MemoryCategoryScope category(MemoryCategory::Parameter);
-        full = empty({int64_t(world) * g.shard}, g.dtype);
-      }
-      all_gather_into_tensor(full, g.local.detach());
-      for (size_t i = 0; i < g.params.size(); ++i) point(g.params[i], full.storage(), g.offsets[i]);
+      Storage& s = *g.full.storage();
+      s.data = cpu_allocator::allocate(s.nbytes, s.charged);
+      // the same values as when forward saved views of them (the shards change only in the optimizer's
+      // step, after backward): refilling is not a write autograd must catch (torch's FSDP preserves the
+      // version counter too)
+      uint64_t version = s.version.load();
+      all_gather_into_tensor(g.full, g.local.detach());
+      s.version.store(version);
     }
-    gathered = true;
+    u.gathered = true;
   }
 
-  void release() {
-    for (Group& g : groups)
-      for (const Tensor& p : g.params) {
-        p.set_grad(Tensor());
-        point(p, released, 0);
-      }
-    gathered = false;
+  void release(Unit& u) {
+    for (Group& g : u.groups) {
+      for (const Tensor& p : g.params) p.set_grad(Tensor());
+      if (g.full.defined()) free_memory(g.full);
+    }
+    u.gathered = false;
+    u.ready = 0;
   }
 
-  // The end of a backward: each rank keeps the mean over the ranks of its shard's gradients (added to
-  // what the shard holds, as .grad accumulates), then the full parameters and gradients go.
-  void reduce() {
-    in_backward = false;
+  void gather_all() {
+    in_backward = false;  // a backward that raised never reached its end
+    for (Unit& u : units) gather(u);
+  }
+
+  void release_all() {
+    for (Unit& u : units) release(u);
+  }
+
+  // Each rank keeps the mean over the ranks of its shard of the unit's gradients (added to what the shard
+  // holds, as .grad accumulates); then the unit's full parameters and gradients go.
+  void reduce(Unit& u) {
     NoGradGuard no_grad;
-    for (Group& g : groups) {
+    for (Group& g : u.groups) {
       if (g.params.empty()) continue;
       Tensor all;
       {
@@ -84,13 +102,43 @@ struct FullyShardedDataParallel::State {
       Tensor prev = g.local.grad();
       g.local.set_grad(prev.defined() ? prev + mine : mine);
     }
+    release(u);
+  }
+
+  static bool has_gradients(const Unit& u) {
+    for (const Group& g : u.groups)
+      for (const Tensor& p : g.params)
+        if (p.grad().defined()) return true;
+    return false;
+  }
+
+  // The end of a backward: every unit still holding gradients (the root; a unit some of whose parameters
+  // had none; one whose parameter took a gradient again after it was reduced) is reduced, in the units'
+  // order so the ranks' collectives match, and everything is freed.
+  void finish_backward() {
+    in_backward = false;
+    for (Unit& u : units)
+      if (has_gradients(u)) reduce(u);
     ++reductions;
-    release();
+    release_all();
   }
 };
 
+namespace {
+
+// Every submodule under its qualified name ("layers.0.fc1").
+void submodules(nn::Module& m, const std::string& prefix, std::map<std::string, nn::Module*>& out) {
+  for (auto& [n, c] : m.named_children()) {
+    std::string q = prefix.empty() ? n : prefix + "." + n;
+    out.emplace(q, c.get());
+    submodules(*c, q, out);
+  }
+}
+
+}  // namespace
+
 FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> module,
-                                                   std::vector<optim::ParamGroup> groups)
+                                                   std::vector<optim::ParamGroup> groups, FsdpOptions options)
     : module_(std::move(module)), state_(std::make_shared<State>()) {
   if (!module_) fail("{}: module is null", kWho);
   if (!is_initialized()) fail("{}: the process group is not initialized (call dist::init_process_group first)", kWho);
@@ -121,6 +169,29 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> m
   for (auto& [n, t] : named)
     if (!seen.count(t.impl())) fail("{}: parameter '{}' is in no group", kWho, n);
 
+  // Each parameter's unit: the innermost named submodule holding it, else the root (0).
+  std::map<std::string, nn::Module*> subs;
+  submodules(*module_, "", subs);
+  std::vector<std::pair<std::string, nn::Module*>> unit_modules;
+  for (const std::string& u : options.units) {
+    auto it = subs.find(u);
+    if (it == subs.end()) {
+      std::string known;
+      for (auto& [n, m] : subs) known += (known.empty() ? "" : ", ") + n;
+      fail("{}: unit '{}' is not a submodule of the module (its submodules: {})", kWho, u, known);
+    }
+    for (auto& [n, m] : unit_modules)
+      if (n == u) fail("{}: unit '{}' is named twice", kWho, u);
+    unit_modules.emplace_back(u, it->second);
+  }
+  std::unordered_map<const TensorImpl*, size_t> unit_of;
+  std::vector<size_t> by_depth(unit_modules.size());
+  for (size_t i = 0; i < by_depth.size(); ++i) by_depth[i] = i;
+  auto depth = [&](size_t i) { return std::count(unit_modules[i].first.begin(), unit_modules[i].first.end(), '.'); };
+  std::stable_sort(by_depth.begin(), by_depth.end(), [&](size_t a, size_t b) { return depth(a) < depth(b); });
+  for (size_t i : by_depth)
+    for (const Tensor& p : unit_modules[i].second->parameters()) unit_of[p.impl()] = i + 1;
+
   NoGradGuard no_grad;
   // Every rank starts from rank 0's parameters and buffers, as under DDP; the element counts are compared
   // first, so ranks with different models raise together instead of corrupting a broadcast.
@@ -137,74 +208,132 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> m
   for (auto& [n, t] : named) broadcast(t.detach(), 0);
   for (auto& [n, t] : module_->named_buffers()) broadcast(t.detach(), 0);
 
-  for (size_t k = 0; k < groups.size(); ++k) {
-    State::Group g;
-    g.lr = groups[k].lr;
-    g.weight_decay = groups[k].weight_decay;
-    g.params = groups[k].params;
-    if (!g.params.empty()) g.dtype = g.params.front().dtype();
-    for (const Tensor& p : g.params) {
-      g.offsets.push_back(g.numel);
-      g.numel += p.numel();
-    }
-    g.shard = (g.numel + st.world - 1) / st.world;
-    {
-      MemoryCategoryScope category(MemoryCategory::Parameter);
-      g.local = zeros({std::max<int64_t>(g.shard, 0)}, g.dtype);
-    }
-    int64_t begin = int64_t(st.me) * g.shard;
-    for (size_t i = 0; i < g.params.size(); ++i) {
-      int64_t lo_i = std::max(begin, g.offsets[i]), hi_i = std::min(begin + g.shard, g.offsets[i] + g.params[i].numel());
-      if (lo_i < hi_i)
-        g.local.slice(0, lo_i - begin, hi_i - begin).copy_(g.params[i].reshape({-1}).slice(0, lo_i - g.offsets[i], hi_i - g.offsets[i]));
-    }
-    g.local.requires_grad_(true);
-    set_memory_category(g.local, MemoryCategory::Parameter);
-    register_parameter(fmt::format("_flat_param_{}", k), g.local);
-    st.groups.push_back(std::move(g));
+  st.units.resize(unit_modules.size() + 1);
+  for (size_t i = 0; i < unit_modules.size(); ++i) st.units[i + 1].name = unit_modules[i].first;
+  for (const optim::ParamGroup& pg : groups) {
+    st.lr.push_back(pg.lr);
+    st.weight_decay.push_back(pg.weight_decay);
   }
-  // The first gradient of a backward queues the reduction for its end, where every gradient is in.
+  for (size_t u = 0; u < st.units.size(); ++u) {
+    State::Unit& unit = st.units[u];
+    for (size_t k = 0; k < groups.size(); ++k) {
+      State::Group g;
+      for (const Tensor& p : groups[k].params) {
+        auto it = unit_of.find(p.impl());
+        if ((it == unit_of.end() ? 0 : it->second) == u) g.params.push_back(p);
+      }
+      unit.params += g.params.size();
+      if (!g.params.empty()) g.dtype = g.params.front().dtype();
+      for (const Tensor& p : g.params) {
+        g.offsets.push_back(g.numel);
+        g.numel += p.numel();
+      }
+      g.shard = (g.numel + st.world - 1) / st.world;
+      {
+        MemoryCategoryScope category(MemoryCategory::Parameter);
+        g.local = zeros({g.shard}, g.dtype);
+        if (!g.params.empty()) g.full = empty({int64_t(st.world) * g.shard}, g.dtype);
+      }
+      int64_t begin = int64_t(st.me) * g.shard;
+      for (size_t i = 0; i < g.params.size(); ++i) {
+        const Tensor& p = g.params[i];
+        int64_t lo_i = std::max(begin, g.offsets[i]), hi_i = std::min(begin + g.shard, g.offsets[i] + p.numel());
+        if (lo_i < hi_i)
+          g.local.slice(0, lo_i - begin, hi_i - begin).copy_(p.reshape({-1}).slice(0, lo_i - g.offsets[i], hi_i - g.offsets[i]));
+        // the parameter becomes a view of the flat buffer, for good: gathering and freeing fill and empty
+        // the buffer's memory, which every view (those saved for backward too) shares
+        p.impl()->storage = g.full.storage();
+        p.impl()->offset = g.offsets[i];
+      }
+      g.local.requires_grad_(true);
+      set_memory_category(g.local, MemoryCategory::Parameter);
+      if (u == 0) register_parameter(fmt::format("_flat_param_{}", k), g.local);
+      else if (!g.params.empty()) register_parameter(fmt::format("_flat_param_{}_unit{}", k, u), g.local);
+      unit.groups.push_back(std::move(g));
+    }
+  }
   std::weak_ptr<State> weak = state_;
-  for (State::Group& g : st.groups)
-    for (const Tensor& p : g.params)
-      p.register_post_accumulate_grad_hook([weak](const Tensor&) {
-        auto s = weak.lock();
-        if (!s || s->in_backward) return;
-        s->in_backward = true;
-        queue_callback([weak] {
-          if (auto s2 = weak.lock()) s2->reduce();
+  for (size_t u = 0; u < st.units.size(); ++u) {
+    // A gradient queues the reduction of everything left for the end of the backward; a unit's last
+    // parameter gradient reduces that unit at once (not the root's: its parameters may still be read).
+    for (State::Group& g : st.units[u].groups)
+      for (const Tensor& p : g.params)
+        p.register_post_accumulate_grad_hook([weak, u](const Tensor&) {
+          auto s = weak.lock();
+          if (!s) return;
+          if (!s->in_backward) {
+            s->in_backward = true;
+            queue_callback([weak] {
+              if (auto s2 = weak.lock()) s2->finish_backward();
+            });
+          }
+          State::Unit& unit = s->units[u];
+          if (u != 0 && ++unit.ready == unit.params) s->reduce(unit);
         });
-      });
-  st.release();
+    if (u == 0) continue;
+    nn::Module* m = unit_modules[u - 1].second;
+    m->register_forward_pre_hook([weak, u](nn::Module&, const Tensor&) {
+      if (auto s = weak.lock()) s->gather(s->units[u]);
+    });
+    m->register_forward_hook([weak, u](nn::Module&, const Tensor&, const Tensor& y) {
+      auto s = weak.lock();
+      if (!s) return Tensor();
+      s->release(s->units[u]);
+      // backward reaches the unit through its output: gather it again first
+      if (y.defined() && y.requires_grad() && GradMode::enabled())
+        y.register_hook([weak, u](const Tensor&) {
+          if (auto s2 = weak.lock()) s2->gather(s2->units[u]);
+          return Tensor();
+        });
+      return Tensor();
+    });
+  }
+  st.release_all();
 }
 
 FullyShardedDataParallel::~FullyShardedDataParallel() = default;
 
 Tensor FullyShardedDataParallel::forward(const Tensor& x) {
-  gather();
+  state_->in_backward = false;
+  state_->gather(state_->units[0]);
   return module_->forward(x);
 }
 
 std::vector<optim::ParamGroup> FullyShardedDataParallel::shard_groups() const {
   std::vector<optim::ParamGroup> out;
-  for (const State::Group& g : state_->groups) out.push_back({{g.local}, g.lr, g.weight_decay});
+  for (size_t k = 0; k < state_->lr.size(); ++k) {
+    optim::ParamGroup pg{{}, state_->lr[k], state_->weight_decay[k]};
+    for (const State::Unit& u : state_->units)
+      if (!u.groups[k].params.empty() || &u == &state_->units[0]) pg.params.push_back(u.groups[k].local);
+    out.push_back(std::move(pg));
+  }
   return out;
 }
 
-void FullyShardedDataParallel::gather() { state_->gather(); }
-void FullyShardedDataParallel::release() { state_->release(); }
-bool FullyShardedDataParallel::gathered() const { return state_->gathered; }
+void FullyShardedDataParallel::gather() { state_->gather_all(); }
+void FullyShardedDataParallel::release() { state_->release_all(); }
+bool FullyShardedDataParallel::gathered() const { return state_->units[0].gathered; }
 int64_t FullyShardedDataParallel::reductions() const { return state_->reductions; }
 
+int64_t FullyShardedDataParallel::gathered_bytes() const {
+  int64_t n = 0;
+  for (const State::Unit& u : state_->units)
+    for (const State::Group& g : u.groups)
+      if (g.full.defined() && g.full.storage()->data) n += int64_t(g.full.storage()->nbytes);
+  return n;
+}
+
 std::map<std::string, Tensor> FullyShardedDataParallel::full_state_dict() {
-  bool was = state_->gathered;
+  std::vector<bool> was;
+  for (const State::Unit& u : state_->units) was.push_back(u.gathered);
   gather();
   std::map<std::string, Tensor> out;
   {
     NoGradGuard no_grad;
     for (auto& [n, t] : module_->state_dict()) out[n] = t.detach().clone();
   }
-  if (!was) release();
+  for (size_t u = 0; u < was.size(); ++u)
+    if (!was[u]) state_->release(state_->units[u]);
   return out;
 }
 

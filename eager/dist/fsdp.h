@@ -1,11 +1,12 @@
 #pragma once
 // FullyShardedDataParallel (torch.distributed.fsdp, ZeRO stage 3): parameters, gradients and optimizer
 // state all sharded over the ranks of a data-parallel group. Between steps a rank holds 1/world of each:
-// the parameters of each optimizer group live as one flat shard per rank (what the optimizer steps), and
-// the module's own parameters hold no memory. forward() gathers them (one all_gather_into_tensor per group,
-// the module's parameters become views of the gathered buffer); at the end of backward the gradients are
-// averaged with one reduce_scatter_tensor per group, so each rank keeps the mean of its own shard's, and
-// the full parameters and gradients are freed.
+// the parameters of each unit (below) and optimizer group live as one flat shard per rank (what the
+// optimizer steps), and the module's own parameters are views of a flat buffer with no memory. Gathering
+// fills that buffer (one all_gather_into_tensor per unit and group); reducing averages the gradients with
+// one reduce_scatter_tensor per unit and group, so each rank keeps the mean of its own shard's, and frees
+// the full parameters and gradients. Without units the whole module is one unit, gathered by forward()
+// and reduced at the end of backward.
 //
 //   auto fsdp = std::make_shared<dist::FullyShardedDataParallel>(model, parameter_groups(*model, 0.1));
 //   optim::AdamW opt(fsdp->shard_groups(), {1e-3});        // state for this rank's shard only
@@ -15,9 +16,15 @@
 // Reading a parameter of the module between steps raises (its storage is released); full_state_dict()
 // gathers a copy of the whole state_dict on every rank (torch's FULL_STATE_DICT).
 //
-// The whole module is one unit: during forward and backward a rank holds every parameter and gradient,
-// as under DDP; what is saved is the memory between steps, where the optimizer state and the gradients
-// dominate. (torch wraps submodules as units of their own, gathered one at a time; not done here.)
+// Units (torch's auto_wrap_policy): submodules named in `units` are sharded, gathered and freed on their own.
+// A unit is gathered by a forward pre-hook and freed by the forward hook after it; a hook on its output
+// gathers it again when backward reaches it, and once each of its parameters has its gradient, those are
+// reduce-scattered into its shards and the unit is freed. So a rank holds one unit's full parameters (and
+// gradients) at a time, beside the root's (the parameters no unit holds, gathered for the whole step).
+// A saved-for-backward view of a parameter shares its storage, whose memory is what is freed and filled
+// again. Units need the submodules called through nn::Module's operator() (the C++ nn API); a scripted
+// module's forward is one graph: call gather() first, which gathers every unit (units then only free
+// memory during backward).
 // Eager training only: CompiledTrainStep does not take a FullyShardedDataParallel.
 #include <memory>
 #include <string>
@@ -29,25 +36,36 @@
 
 namespace kiln::dist {
 
+struct FsdpOptions {
+  // Qualified names of submodules ("layers.0", "encoder.layers.1") to shard as units of their own; a
+  // parameter belongs to the innermost unit holding it, the rest to the root unit.
+  std::vector<std::string> units;
+};
+
 class FullyShardedDataParallel : public nn::Module {
  public:
   // groups: the module's parameters in optimizer groups (every parameter in exactly one, each group of
   // one floating dtype on the CPU), e.g. parameter_groups(*model, 0.1); empty: one group of them all.
   // Rank 0's parameters and buffers are broadcast first, as DDP does.
-  explicit FullyShardedDataParallel(std::shared_ptr<nn::Module> module, std::vector<optim::ParamGroup> groups = {});
+  explicit FullyShardedDataParallel(std::shared_ptr<nn::Module> module, std::vector<optim::ParamGroup> groups = {},
+                                    FsdpOptions options = {});
   ~FullyShardedDataParallel() override;
 
   Tensor forward(const Tensor& x) override;
   std::string name() const override { return "FullyShardedDataParallel"; }
   nn::Module& module() { return *module_; }
 
-  // The shards, one per group, with the groups' lr and weight_decay: what the optimizer takes.
+  // The shards, one tensor per unit in each group, with the groups' lr and weight_decay: what the
+  // optimizer takes.
   std::vector<optim::ParamGroup> shard_groups() const;
-  // Gathers the full parameters into the module (a collective); nothing when they are gathered already.
+  // Gathers the full parameters of every unit into the module (a collective); nothing for units gathered
+  // already. forward() gathers only the root; the units' hooks gather the rest as they run.
   void gather();
   // Frees the full parameters (and any gradients of theirs not reduced): the state between steps.
   void release();
-  bool gathered() const;
+  bool gathered() const;  // the root unit's parameters are
+  // Bytes of parameters a rank holds gathered now (the full buffers of the gathered units).
+  int64_t gathered_bytes() const;
   // The module's state_dict, whole, on every rank (a collective; the parameters are released after unless
   // they were gathered before).
   std::map<std::string, Tensor> full_state_dict();

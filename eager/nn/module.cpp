@@ -24,9 +24,25 @@ Tensor Module::register_buffer(const std::string& name, Tensor t) {
   return t;
 }
 
-Tensor Module::profiled_forward(const Tensor& x) {
+Tensor Module::hooked_forward(const Tensor& x) {
   ProfileScope scope(name(), this);
-  return forward(x);
+  if (!hooks_) return forward(x);
+  std::shared_ptr<Hooks> h = hooks_;  // a hook may register another
+  for (size_t i = 0; i < h->pre.size(); ++i) h->pre[i](*this, x);
+  Tensor y = forward(x);
+  for (size_t i = 0; i < h->post.size(); ++i)
+    if (Tensor r = h->post[i](*this, x, y); r.defined()) y = r;
+  return y;
+}
+
+void Module::register_forward_pre_hook(ForwardPreHook hook) {
+  if (!hooks_) hooks_ = std::make_shared<Hooks>();
+  hooks_->pre.push_back(std::move(hook));
+}
+
+void Module::register_forward_hook(ForwardHook hook) {
+  if (!hooks_) hooks_ = std::make_shared<Hooks>();
+  hooks_->post.push_back(std::move(hook));
 }
 
 void Module::collect(const std::string& prefix, bool params, bool recurse,

@@ -1,6 +1,7 @@
 #pragma once
 // nn::Module: named parameters, buffers and children (PyTorch's state_dict names: "0.weight",
 // "features.3.bias", ...), train/eval, and state_dict save/load as safetensors.
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -16,8 +17,9 @@ class Module {
  public:
   virtual ~Module() = default;
   virtual Tensor forward(const Tensor& x) = 0;
-  // Calls forward; under a Profiler, inside a scope named after this module (one thread-local load otherwise).
-  Tensor operator()(const Tensor& x) { return profile_hooks() ? profiled_forward(x) : forward(x); }
+  // Calls forward; under a Profiler, inside a scope named after this module, and between the hooks below
+  // when any are registered (one thread-local load and one pointer test otherwise).
+  Tensor operator()(const Tensor& x) { return profile_hooks() || hooks_ ? hooked_forward(x) : forward(x); }
   virtual std::string name() const = 0;
 
   // Each parameter once, under the first name that holds it (a tied weight is one parameter, as torch's).
@@ -46,6 +48,14 @@ class Module {
   // one under "model", "state_dict" or "model_state_dict", as training scripts save checkpoints.
   void load(const std::string& path, bool strict = true);
 
+  // torch's register_forward_pre_hook / register_forward_hook: run by operator() before and after forward,
+  // in the order registered. A forward hook may return a tensor that replaces the output (an undefined
+  // one keeps it). kiln::dist's FullyShardedDataParallel gathers and frees a unit's parameters here.
+  using ForwardPreHook = std::function<void(Module& module, const Tensor& input)>;
+  using ForwardHook = std::function<Tensor(Module& module, const Tensor& input, const Tensor& output)>;
+  void register_forward_pre_hook(ForwardPreHook hook);
+  void register_forward_hook(ForwardHook hook);
+
   // torch's `layer.weight = other.weight`: the parameter `name` of this module becomes `t` (weight tying).
   // Layers whose forward reads a member (Embedding::weight) keep the old tensor there; script modules,
   // which lower through the parameters, see the new one.
@@ -61,7 +71,11 @@ class Module {
   }
 
  private:
-  Tensor profiled_forward(const Tensor& x);
+  struct Hooks {
+    std::vector<ForwardPreHook> pre;
+    std::vector<ForwardHook> post;
+  };
+  Tensor hooked_forward(const Tensor& x);
   void collect(const std::string& prefix, bool params, bool recurse,
                std::vector<std::pair<std::string, Tensor>>& out) const;
   std::vector<std::pair<std::string, Tensor>> all_named_parameters() const;  // tied ones under every name
@@ -69,6 +83,7 @@ class Module {
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  std::shared_ptr<Hooks> hooks_;  // null until a hook is registered
 };
 
 }  // namespace kiln::nn

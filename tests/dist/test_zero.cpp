@@ -59,7 +59,22 @@ struct Run {
 // or FullyShardedDataParallel over them (its state is the shards', not compared)
 enum class Mode { Whole, ShardState, ShardGradients, FullyShard };
 
-Run train(Model m, Mode mode, int steps) {
+// A stack of Linear layers whose parameters outweigh the activations, for FSDP's units.
+Model deep_mlp() {
+  manual_seed(12);
+  Tensor x = randn({16, 96}), y = randint(0, 10, {16});
+  manual_seed(2);
+  std::vector<std::shared_ptr<nn::Module>> layers;
+  for (int i = 0; i < 5; ++i) {
+    layers.push_back(std::make_shared<nn::Linear>(96, 96));
+    layers.push_back(std::make_shared<nn::ReLU>());
+  }
+  layers.push_back(std::make_shared<nn::Linear>(96, 10));
+  auto net = std::make_shared<nn::Sequential>(layers);
+  return {net, [net](const Tensor& a, const Tensor& b) { return cross_entropy((*net)(a), b); }, x, y};
+}
+
+Run train(Model m, Mode mode, int steps, const dist::FsdpOptions& fsdp_options = {}) {
   bool sharded = mode != Mode::Whole;
   auto names = m.net->named_parameters();
   std::shared_ptr<dist::FullyShardedDataParallel> fsdp;
@@ -74,7 +89,7 @@ Run train(Model m, Mode mode, int steps) {
   if (sharded) {
     if (mode == Mode::ShardState) ddp = std::make_shared<dist::DistributedDataParallel>(m.net);
     if (mode == Mode::FullyShard) {
-      fsdp = std::make_shared<dist::FullyShardedDataParallel>(m.net, groups);
+      fsdp = std::make_shared<dist::FullyShardedDataParallel>(m.net, groups, fsdp_options);
       opt = std::make_unique<optim::AdamW>(fsdp->shard_groups(), o);
     } else {
       opt = dist::zero_redundancy_optimizer<optim::AdamW>(groups, o, {mode == Mode::ShardGradients});
@@ -88,7 +103,8 @@ Run train(Model m, Mode mode, int steps) {
   Run r;
   for (int s = 0; s < steps; ++s) {
     opt->set_lr(1e-3 * (1.0 - 0.02 * s));  // a schedule: the shards must follow the wrapper's lr
-    if (fsdp) fsdp->gather();  // the model is called directly (a scripted GPT's call), not through the wrapper
+    // the model is called directly (a scripted GPT's call), not through the wrapper; units gather themselves
+    if (fsdp && fsdp_options.units.empty()) fsdp->gather();
     Tensor loss = m.loss(x, y);
     opt->zero_grad();
     loss.backward();
@@ -157,6 +173,68 @@ TEST_CASE("zero: 20 AdamW steps with the state (and the gradients) sharded equal
       CHECK(params <= 1e-5);
       CHECK(state <= 1e-5);
     }
+}
+
+TEST_CASE("fsdp: units gathered one at a time train as one process does, in a fraction of the memory") {
+  // every Linear a unit: a rank holds one layer's full parameters at a time, in forward and in backward
+  dist::FsdpOptions units;
+  for (int i = 0; i <= 10; i += 2) units.units.push_back(std::to_string(i));
+  Run ref = train(deep_mlp(), Mode::Whole, 20);
+  Run got = train(deep_mlp(), Mode::FullyShard, 20, units);
+  double d = max_abs_diff(got.params, ref.params);
+  if (rank() == 0) MESSAGE("fsdp with 6 units vs one process, 20 AdamW steps: parameters within " << d);
+  CHECK(d <= 1e-5);
+  for (size_t i = 0; i < ref.losses.size(); ++i) CHECK(std::abs(got.losses[i] - ref.losses[i]) <= 1e-5);
+
+  // the step's peak: what the rank holds gathered, seen from hooks that run after FSDP's own
+  auto step_peak = [&](const dist::FsdpOptions& o, int64_t& most_gathered) {
+    Model m = deep_mlp();
+    auto fsdp = std::make_shared<dist::FullyShardedDataParallel>(m.net, std::vector<optim::ParamGroup>{}, o);
+    optim::AdamW opt(fsdp->shard_groups(), optim::AdamOptions{});
+    most_gathered = 0;
+    auto seen = [fsdp, &most_gathered] { most_gathered = std::max(most_gathered, fsdp->gathered_bytes()); };
+    for (auto& [n, c] : m.net->named_children()) {
+      c->register_forward_pre_hook([seen](nn::Module&, const Tensor&) { seen(); });
+      c->register_forward_hook([seen](nn::Module&, const Tensor&, const Tensor& y) {
+        if (y.requires_grad()) y.register_hook([seen](const Tensor&) {
+            seen();
+            return Tensor();
+          });
+        return Tensor();
+      });
+    }
+    int64_t part = m.x.size(0) / world();
+    Tensor x = m.x.slice(0, rank() * part, (rank() + 1) * part), y = m.y.slice(0, rank() * part, (rank() + 1) * part);
+    int64_t before = memory_stats().current_bytes;
+    reset_peak_memory_stats();
+    Tensor loss = cross_entropy((*fsdp)(x), y);
+    loss.backward();
+    int64_t peak = memory_stats().peak_bytes - before;  // forward and backward (the optimizer's state aside)
+    opt.step();
+    CHECK(fsdp->gathered_bytes() == 0);
+    CHECK(fsdp->reductions() == 1);
+    return peak;
+  };
+  int64_t gathered_whole = 0, gathered_units = 0;
+  int64_t whole = step_peak({}, gathered_whole);
+  int64_t per_unit = step_peak(units, gathered_units);
+  int64_t layer = (96 * 96 + 96 + world() - 1) / world() * world() * 4;  // a 96x96 Linear's padded buffer
+  if (rank() == 0)
+    MESSAGE("fsdp forward + backward peak above its start, one unit: " << whole << " bytes (" << gathered_whole
+                                                          << " gathered at most); 6 units: " << per_unit << " ("
+                                                          << gathered_units << ")");
+  // at most two layers: backward reaches a layer's output before the gradients of the layer after it are
+  // all accumulated (and that layer reduced and freed)
+  CHECK(gathered_units <= 2 * layer);
+  CHECK(gathered_whole >= 5 * layer);
+  CHECK(per_unit < whole / 2);
+}
+
+TEST_CASE("fsdp: a unit that is not a submodule is refused, naming the submodules") {
+  Model m = deep_mlp();
+  check_error([&] { dist::FullyShardedDataParallel(m.net, {}, {{"0", "layers.3"}}); },
+              "unit 'layers.3' is not a submodule of the module (its submodules: 0, 1, 10, 2,");
+  check_error([&] { dist::FullyShardedDataParallel(m.net, {}, {{"0", "0"}}); }, "unit '0' is named twice");
 }
 
 TEST_CASE("zero: each rank keeps the state of the parameters it owns, and only that") {
