@@ -27,6 +27,7 @@ struct FullyShardedDataParallel::State {
     DType dtype = DType::Float32;
     Tensor local;                  // this rank's shard: what the optimizer steps
     Tensor full;                   // world shards; the params are views of it; no memory while released
+    uint64_t gathered_from = ~uint64_t(0);  // the shard's version when last gathered
   };
   struct Unit {
     std::string name;     // "" for the root
@@ -54,12 +55,14 @@ struct FullyShardedDataParallel::State {
       if (g.params.empty()) continue;
       Storage& s = *g.full.storage();
       s.data = cpu_allocator::allocate(s.nbytes, s.charged);
-      // the same values as when forward saved views of them (the shards change only in the optimizer's
-      // step, after backward): refilling is not a write autograd must catch (torch's FSDP preserves the
-      // version counter too)
-      uint64_t version = s.version.load();
+      // Refilling with the values forward saved views of (the shard unchanged since the last gather, as
+      // in backward) is not a write autograd must catch, so the version counter is kept, as torch's FSDP
+      // keeps it; after the optimizer changed the shard it moves, so caches keyed on it (oneDNN's blocked
+      // conv weights) see new values.
+      uint64_t version = s.version.load(), shard_version = g.local.storage()->version.load();
       all_gather_into_tensor(g.full, g.local.detach());
-      s.version.store(version);
+      if (shard_version == g.gathered_from) s.version.store(version);
+      g.gathered_from = shard_version;
     }
     u.gathered = true;
   }

@@ -328,6 +328,20 @@ TEST_CASE("fsdp: between steps a rank holds its shard of the parameters, gradien
   CHECK(after[2] - before[2] <= 2 * (shard + page));
   CHECK(fsdp->parameters().size() == 1);
   CHECK(fsdp->reductions() == 1);
+  // gathering after the optimizer changed the shard moves the parameters' version (caches keyed on it, as
+  // oneDNN's blocked conv weights, see new values); gathering the same values again keeps it
+  Tensor first = m.net->parameters().front();
+  fsdp->gather();
+  uint64_t v1 = first.storage()->version.load();
+  fsdp->release();
+  fsdp->gather();
+  CHECK(first.storage()->version.load() == v1);
+  Tensor loss2 = cross_entropy((*fsdp)(x), y);
+  loss2.backward();
+  opt.step();
+  fsdp->gather();
+  CHECK(first.storage()->version.load() != v1);
+  fsdp->release();
   // the module's parameters hold no memory between steps: reading one raises, saying why
   check_error([&] { (*m.net)(x); }, "its storage was released");
   // a group that leaves a parameter out, or holds one twice, is refused naming it
