@@ -25,7 +25,7 @@
 // again. Units need the submodules called through nn::Module's operator() (the C++ nn API); a scripted
 // module's forward is one graph: call gather() first, which gathers every unit (units then only free
 // memory during backward).
-// Eager training only: CompiledTrainStep does not take a FullyShardedDataParallel.
+// A compiled step: CompiledTrainStep over module() with the shards' optimizer, gather() before each step.
 #include <memory>
 #include <string>
 #include <vector>

@@ -9,6 +9,7 @@
 #include "eager/dist/ddp.h"
 #include "eager/dist/fsdp.h"
 #include "eager/dist/zero.h"
+#include "jit/train_step.h"
 #include "samples/digits_models.h"
 #include "script_frontend/script.h"
 
@@ -57,7 +58,7 @@ struct Run {
 
 // steps AdamW steps, weight decay on matrices only; sharded: DDP over the ranks' rows and ZeRO's optimizer,
 // or FullyShardedDataParallel over them (its state is the shards', not compared)
-enum class Mode { Whole, ShardState, ShardGradients, FullyShard };
+enum class Mode { Whole, ShardState, ShardGradients, FullyShard, FullyShardCompiled };
 
 // A stack of Linear layers whose parameters outweigh the activations, for FSDP's units.
 Model deep_mlp() {
@@ -88,7 +89,7 @@ Run train(Model m, Mode mode, int steps, const dist::FsdpOptions& fsdp_options =
   Tensor x = m.x, y = m.y;
   if (sharded) {
     if (mode == Mode::ShardState) ddp = std::make_shared<dist::DistributedDataParallel>(m.net);
-    if (mode == Mode::FullyShard) {
+    if (mode == Mode::FullyShard || mode == Mode::FullyShardCompiled) {
       fsdp = std::make_shared<dist::FullyShardedDataParallel>(m.net, groups, fsdp_options);
       opt = std::make_unique<optim::AdamW>(fsdp->shard_groups(), o);
     } else {
@@ -100,9 +101,22 @@ Run train(Model m, Mode mode, int steps, const dist::FsdpOptions& fsdp_options =
   } else {
     opt = std::make_unique<optim::AdamW>(groups, o);
   }
+  // compiled: the inner module's step, its optimizer the shards'; FSDP gathers before each step, and the
+  // compiled backward's gradients reach the same accumulators, whose hooks reduce them into the shards
+  std::optional<CompiledTrainStep> compiled;
+  if (mode == Mode::FullyShardCompiled)
+    compiled.emplace(*m.net, [&m](const std::vector<Tensor>& b) { return m.loss(b[0], b[1]); }, *opt);
   Run r;
   for (int s = 0; s < steps; ++s) {
     opt->set_lr(1e-3 * (1.0 - 0.02 * s));  // a schedule: the shards must follow the wrapper's lr
+    if (compiled) {
+      fsdp->gather();
+      Tensor l = (*compiled)({x, y});
+      CHECK_FALSE(fsdp->gathered());
+      dist::all_reduce(l, dist::ReduceOp::Avg);
+      r.losses.push_back(l.item<double>());
+      continue;
+    }
     // the model is called directly (a scripted GPT's call), not through the wrapper; units gather themselves
     if (fsdp && fsdp_options.units.empty()) fsdp->gather();
     Tensor loss = m.loss(x, y);
@@ -118,6 +132,7 @@ Run train(Model m, Mode mode, int steps, const dist::FsdpOptions& fsdp_options =
     if (sharded) dist::all_reduce(l, dist::ReduceOp::Avg);
     r.losses.push_back(l.item<double>());
   }
+  if (compiled) CHECK(compile_stats(compiled->function()).eager_calls == 0);
   if (fsdp) {
     auto whole = fsdp->full_state_dict();
     for (auto& [n, p] : names) r.params.push_back(whole.at(n));
@@ -158,15 +173,17 @@ double state_diff(const IValue& a, const IValue& b) {
 
 TEST_CASE("zero: 20 AdamW steps with the state (and the gradients) sharded equal one process with the whole optimizer (MLP and GPT)") {
   for (auto make : {mlp, gpt})
-    for (Mode mode : {Mode::ShardState, Mode::ShardGradients, Mode::FullyShard}) {
+    for (Mode mode : {Mode::ShardState, Mode::ShardGradients, Mode::FullyShard, Mode::FullyShardCompiled}) {
       CAPTURE(int(mode));
       Run ref = train(make(), Mode::Whole, 20);
       Run got = train(make(), mode, 20);
       double loss = 0;
       for (size_t s = 0; s < ref.losses.size(); ++s) loss = std::max(loss, std::abs(got.losses[s] - ref.losses[s]));
       double params = max_abs_diff(got.params, ref.params);
-      double state = mode == Mode::FullyShard ? 0.0 : state_diff(got.state, ref.state);
-      const char* what[] = {"", "state sharded", "state and gradients sharded", "fully sharded (FSDP)"};
+      bool fsdp = mode == Mode::FullyShard || mode == Mode::FullyShardCompiled;
+      double state = fsdp ? 0.0 : state_diff(got.state, ref.state);
+      const char* what[] = {"", "state sharded", "state and gradients sharded", "fully sharded (FSDP)",
+                            "fully sharded, compiled step"};
       if (rank() == 0)
         MESSAGE(std::string(what[int(mode)]) << " vs one process: losses within " << loss << ", parameters " << params << ", state " << state);
       CHECK(loss <= 1e-5);
