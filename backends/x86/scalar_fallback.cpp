@@ -7,23 +7,7 @@
 namespace kiln::x86::detail {
 namespace {
 
-#define KILN_UNARY(Id, name, rule, expr)   \
-  struct Fn_##Id {                         \
-    template <class T>                     \
-    auto operator()(T x) const {           \
-      using namespace ::kiln::scalar_math; \
-      return expr;                         \
-    }                                      \
-  };
-#define KILN_BINARY(Id, name, rule, expr)  \
-  struct Fn_##Id {                         \
-    template <class T>                     \
-    auto operator()(T a, T b) const {      \
-      using namespace ::kiln::scalar_math; \
-      return expr;                         \
-    }                                      \
-  };
-#include "core/ops.def"
+#include "core/scalar_functors.inc"
 
 template <class T, class F>
 void unary_lanes(T* a, const T*, int64_t n) {

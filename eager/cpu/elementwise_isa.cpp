@@ -94,23 +94,7 @@ void drive(const StridedLoop& L, Row row) {
   run_range(0, numel);
 }
 
-#define KILN_UNARY(Id, name, rule, expr)           \
-  struct Fn_##Id {                                 \
-    template <class T>                             \
-    auto operator()(T x) const {                   \
-      using namespace ::kiln::scalar_math;         \
-      return expr;                                 \
-    }                                              \
-  };
-#define KILN_BINARY(Id, name, rule, expr)          \
-  struct Fn_##Id {                                 \
-    template <class T>                             \
-    auto operator()(T a, T b) const {              \
-      using namespace ::kiln::scalar_math;         \
-      return expr;                                 \
-    }                                              \
-  };
-#include "core/ops.def"
+#include "core/scalar_functors.inc"
 
 // Outputs larger than the caches are written with non-temporal stores: a plain store first reads
 // the destination line (write-allocate), so streaming saves a third of an add's memory traffic.
