@@ -883,7 +883,9 @@ Value* Lowerer::attribute(const Expr& e) {
     if (auto v = tensor_attribute(*this, x, e.name, e.loc)) return *v;
   if (packed_parts(x)) {
     if (auto v = packed_attribute(*this, x, e.name)) return *v;
-    fail(e.loc, fmt::format("PackedSequence.{} is not available in kiln script (data and batch_sizes are)", e.name));
+    fail(e.loc, fmt::format("PackedSequence.{} is not available in kiln script (data, batch_sizes, sorted_indices and "
+                            "unsorted_indices are)",
+                            e.name));
   }
   if (x->type().kind == TypeKind::Tuple)
     if (auto v = namedtuple_field(x, e.name, e.loc)) return *v;
