@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -256,9 +258,19 @@ Val<B> pad(B& b, Val<B> x, const Shape& pads, const std::string& mode, double va
   return y;
 }
 
+// torch's padding='same' of one spatial dim, (left / top, right / bottom): dilation * (kernel - 1) in all, half on the
+// left and the rest (one more when odd) on the right. Int is int64_t, or a number read when a script graph runs (a
+// function's weight has no shape before), which needs `-` and `*` by an int64_t, `/` by 2 (floor) and `-` of two.
+template <class Int>
+std::pair<Int, Int> same_padding(Int kernel, int64_t dilation) {
+  Int total = (kernel - int64_t(1)) * dilation;
+  Int left = total / int64_t(2);
+  return {left, total - left};
+}
+
 // A convolution's padding (eager/ops.h ConvPadding) as F.pad's amounts over its spatial dims, last dim first:
-// ints pad both sides alike, 'valid' not at all, 'same' dilation * (kernel - 1) in all, half on the left / top and
-// the rest (one more when odd) on the right / bottom, as torch. `fail` raises torch's argument errors.
+// ints pad both sides alike, 'valid' not at all, 'same' as same_padding, as torch. `fail` raises torch's argument
+// errors.
 template <class Fail>
 Shape conv_pad_amounts(Fail&& fail, const char* op, const ConvPadding& padding, const std::string& padding_mode,
                        const Shape& kernel, const Shape& stride, const Shape& dilation) {
@@ -283,9 +295,7 @@ Shape conv_pad_amounts(Fail&& fail, const char* op, const ConvPadding& padding, 
   for (size_t i = 0; i < k; ++i) {
     if (stride[i] != 1)
       fail(fmt::format("{}: padding='same' is not supported for strided convolutions, got stride {}", op, shape_str(stride)));
-    const int64_t total = dilation[k - 1 - i] * (kernel[k - 1 - i] - 1);
-    pads[2 * i] = total / 2;
-    pads[2 * i + 1] = total - total / 2;
+    std::tie(pads[2 * i], pads[2 * i + 1]) = same_padding(kernel[k - 1 - i], dilation[k - 1 - i]);
   }
   return pads;
 }
