@@ -272,7 +272,9 @@ class Lowerer {
   Value* bool_op(const Expr& e, size_t from);
   Value* compare_chain(const Expr& e, size_t from, Value* left);
   Value* subscript(const Expr& e);
-  Value* tensor_index(Value* x, const Expr& e);
+  // `as_colon`: one of e's indices read as ':' (a write's tensor index, put after the view the others make), the dim
+  // it lands on in the result stored in *colon_dim (negative after '...')
+  Value* tensor_index(Value* x, const Expr& e, const Expr* as_colon = nullptr, int64_t* colon_dim = nullptr);
   Value* call(const Expr& e);
   Value* attribute(const Expr& e);
   Value* inline_call(const FunctionDef& f, const Expr& call, const Object* self = nullptr);
