@@ -140,7 +140,13 @@ void Lowerer::write_inplace(const Expr& target, const std::string& op, const Exp
     Value* v = expr(rhs);
     Value* base = expr(*target.args[0]);
     if (!base->type().is_tensor()) fail(target.loc, fmt::format("cannot index {} with a tensor", base->type().str()));
-    if (!plain) base = tensor_index(base, target, index, &dim);
+    if (!plain) {
+      // the others must make a view (an index tensor among them, not held by a name, makes a copy: a second one)
+      Value* whole = base;
+      base = tensor_index(base, target, index, &dim);
+      for (Value* v = base; v != whole; v = views_.at(v).first)
+        if (!views_.count(v)) fail(target.loc, "a write through two tensor indices is not supported in kiln script");
+    }
     Value* mask = expr(*index);
     loc_ = loc;
     if (!mask->type().is_tensor()) fail(index->loc, fmt::format("tensor indices must be tensors here, got {}", mask->type().str()));

@@ -208,5 +208,8 @@ TEST_CASE("advanced indexing errors: torch's IndexError words for a bad index an
   check_error([&] { script_source("import torch\ndef f(x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:\n"
                                   "    y = x.clone()\n    y[[0, 1], i] = 0.0\n    return y\n", "l.py").function("f"); },
               "l.py:4:7: error: a write through two tensor indices is not supported in kiln script (a list index is one)");
+  check_error([&] { script_source("import torch\ndef f(x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:\n"
+                                  "    y = x.clone()\n    y[i + 0, i] = 0.0\n    return y\n", "t2.py").function("f"); },
+              "t2.py:4:6: error: a write through two tensor indices is not supported in kiln script");
   CHECK(s.function("put").call({x, mask({0, 1, 1})})[0].to_tensor().sizes() == Shape{3, 4, 5});
 }
