@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -256,9 +258,19 @@ Val<B> pad(B& b, Val<B> x, const Shape& pads, const std::string& mode, double va
   return y;
 }
 
+// torch's padding='same' of one spatial dim, (left / top, right / bottom): dilation * (kernel - 1) in all, half on the
+// left and the rest (one more when odd) on the right. Int is int64_t, or a number read when a script graph runs (a
+// function's weight has no shape before), which needs `-` and `*` by an int64_t, `/` by 2 (floor) and `-` of two.
+template <class Int>
+std::pair<Int, Int> same_padding(Int kernel, int64_t dilation) {
+  Int total = (kernel - int64_t(1)) * dilation;
+  Int left = total / int64_t(2);
+  return {left, total - left};
+}
+
 // A convolution's padding (eager/ops.h ConvPadding) as F.pad's amounts over its spatial dims, last dim first:
-// ints pad both sides alike, 'valid' not at all, 'same' dilation * (kernel - 1) in all, half on the left / top and
-// the rest (one more when odd) on the right / bottom, as torch. `fail` raises torch's argument errors.
+// ints pad both sides alike, 'valid' not at all, 'same' as same_padding, as torch. `fail` raises torch's argument
+// errors.
 template <class Fail>
 Shape conv_pad_amounts(Fail&& fail, const char* op, const ConvPadding& padding, const std::string& padding_mode,
                        const Shape& kernel, const Shape& stride, const Shape& dilation) {
@@ -283,9 +295,7 @@ Shape conv_pad_amounts(Fail&& fail, const char* op, const ConvPadding& padding, 
   for (size_t i = 0; i < k; ++i) {
     if (stride[i] != 1)
       fail(fmt::format("{}: padding='same' is not supported for strided convolutions, got stride {}", op, shape_str(stride)));
-    const int64_t total = dilation[k - 1 - i] * (kernel[k - 1 - i] - 1);
-    pads[2 * i] = total / 2;
-    pads[2 * i + 1] = total - total / 2;
+    std::tie(pads[2 * i], pads[2 * i + 1]) = same_padding(kernel[k - 1 - i], dilation[k - 1 - i]);
   }
   return pads;
 }
@@ -690,12 +700,60 @@ Val<B> embedding_renorm(B& b, Val<B> weight, Val<B> indices, double max_norm, do
   return looked_up;
 }
 
+// embedding_bag over a 1-D input cut at `starts` (each bag's first index, ascending), `valid` [n] the indices that
+// count (not padding_idx, before include_last_offset's end): a segment reduction, in memory of the input's rows
+// [n, D] and the output [bags, D]. Each index's bag is a cumsum of the starts scattered onto the positions (a
+// position where several bags start belongs to the last of them; the ones before it are empty). 'sum' / 'mean' add
+// each row into its bag (index_add); 'max' sorts each column by value (descending, stable) and then by bag (stable),
+// so each bag's segment starts at its column maxima, the first of equal ones, and gathers them. Empty bags give zeros.
+template <class B>
+Val<B> embedding_bag_segments(B& b, Val<B> weight, Val<B> rows, Val<B> input, Val<B> starts, Val<B> valid,
+                              const std::string& mode, Val<B> per_sample_weights) {
+  auto unsq = [&](Val<B> v, int64_t d) { return b.op(OpId::Unsqueeze, {v}, Attrs().set("dim", d)); };
+  Attrs i64 = Attrs().set("dtype", DType::Int64), dim0 = Attrs().set("dim", int64_t(0));
+  auto slice0 = [&](Val<B> v) {  // v[:1]
+    return b.op(OpId::Slice, {v}, Attrs().set("dim", int64_t(0)).set("start", int64_t(0)).set("end", int64_t(1)).set("step", int64_t(1)));
+  };
+  starts = b.op(OpId::Cast, {starts}, i64);
+  Val<B> zero_b = b.op(OpId::Mul, {starts, b.scalar(int64_t(0))});  // [B]
+  // one slot more per bag than the input has, so a start at n (an empty last bag) stays in range
+  Val<B> slots = b.op(OpId::Cat, {b.op(OpId::Mul, {b.op(OpId::Cast, {input}, i64), b.scalar(int64_t(0))}), zero_b}, dim0);
+  Val<B> marks = b.op(OpId::ScatterAdd, {slots, starts, b.op(OpId::Add, {zero_b, b.scalar(int64_t(1))})}, dim0);
+  Val<B> n = b.count(input, {0}, -1, [](const std::optional<Shape>&) { return std::string(); });
+  Val<B> bag = b.head(b.op(OpId::Sub, {b.op(OpId::Cumsum, {marks}, dim0), b.scalar(int64_t(1))}), n);  // -1 before the first start
+  valid = b.op(OpId::LogicalAnd, {valid, b.op(OpId::Ge, {bag, b.scalar(int64_t(0))})});
+  Val<B> at = b.op(OpId::Where, {valid, bag, b.scalar(int64_t(0))});
+  auto count = [&](Val<B> per_index) { return b.op(OpId::IndexAdd, {zero_b, at, per_index}, dim0); };  // [B]
+  Val<B> counted = count(b.op(OpId::Cast, {valid}, i64));
+  if (mode == "max") {
+    Val<B> vals = b.op(OpId::Where, {unsq(valid, -1), b.detach(rows), b.scalar(-INFINITY)});
+    Val<B> by_value = b.op(OpId::Argsort, {vals}, Attrs().set("dim", int64_t(0)).set("descending", true));  // [n, D]
+    Val<B> zero_nd = b.op(OpId::Mul, {by_value, b.scalar(int64_t(0))});
+    Val<B> bag_sorted = b.op(OpId::Gather, {b.op(OpId::Add, {unsq(at, 1), zero_nd}), by_value}, dim0);
+    Val<B> by_bag = b.op(OpId::Argsort, {bag_sorted}, Attrs().set("dim", int64_t(0)).set("descending", false));
+    Val<B> order = b.op(OpId::Gather, {by_value, by_bag}, dim0);  // each column's rows by bag, then value descending
+    Val<B> all = count(b.op(OpId::Add, {b.op(OpId::Mul, {at, b.scalar(int64_t(0))}), b.scalar(int64_t(1))}));
+    Val<B> first = b.op(OpId::Sub, {b.op(OpId::Cumsum, {all}, dim0), all});  // each bag's segment start
+    first = b.op(OpId::Minimum, {first, b.op(OpId::Sub, {n, b.scalar(int64_t(1))})});  // an empty last bag's
+    Val<B> pick = b.op(OpId::Add, {unsq(first, 1), b.op(OpId::Mul, {slice0(order), b.scalar(int64_t(0))})});  // [B, D]
+    Val<B> m = b.op(OpId::Gather, {rows, b.op(OpId::Gather, {order, pick}, dim0)}, dim0);
+    return b.op(OpId::Where, {unsq(b.op(OpId::Gt, {counted, b.scalar(int64_t(0))}), -1), m, b.scalar(0.0)});
+  }
+  Val<B> values = rows;
+  if (present(per_sample_weights)) values = b.op(OpId::Mul, {values, unsq(per_sample_weights, -1)});
+  values = b.op(OpId::Where, {unsq(valid, -1), values, b.scalar(0.0)});
+  // [B, D] zeros of the weight's dtype
+  Val<B> zeros = b.op(OpId::Where, {unsq(b.op(OpId::Eq, {starts, starts}), 1), b.scalar(0.0), slice0(b.detach(weight))});
+  Val<B> sum = b.op(OpId::IndexAdd, {zeros, at, values}, dim0);
+  if (mode == "sum") return sum;
+  return b.op(OpId::Div, {sum, unsq(b.op(OpId::Maximum, {counted, b.scalar(int64_t(1))}), -1)});
+}
+
 // F.embedding_bag: each bag's rows reduced by `mode` ('sum', 'mean', 'max'). A 2-D input is one bag per row;
 // a 1-D input is cut into bags at `offsets` (each bag's start; with include_last_offset the last entry is the end
-// of the last bag). Bags are masks over the looked-up rows, built from comparisons of positions counted with
-// cumsum, so no size need be known when lowering: mask[k, j] says index j is in bag k (and is not padding_idx,
-// which is left out of every bag, as torch). Empty bags give zeros. per_sample_weights (mode 'sum', the input's
-// shape) scales each row. Memory: bags x indices x embedding_dim for a 1-D input.
+// of the last bag), embedding_bag_segments' reduction. padding_idx is left out of every bag, as torch. Empty bags
+// give zeros. per_sample_weights (mode 'sum', the input's shape) scales each row. A 2-D input's bags are a mask
+// [B, N] over its rows.
 template <class B>
 Val<B> embedding_bag(B& b, Val<B> weight, Val<B> input, Val<B> offsets, const std::string& mode, Val<B> per_sample_weights,
                      bool include_last_offset, std::optional<int64_t> padding_idx) {
@@ -718,26 +776,20 @@ Val<B> embedding_bag(B& b, Val<B> weight, Val<B> input, Val<B> offsets, const st
       b.fail(fmt::format("embedding_bag: offsets has to be a 1D Tensor but got Tensor of dimension {}", *ro));
   auto unsq = [&](Val<B> v, int64_t d) { return b.op(OpId::Unsqueeze, {v}, Attrs().set("dim", d)); };
   Val<B> rows = embedding(b, weight, input);  // [..., D]
-  Val<B> mask, values, psw = per_sample_weights;
   if (present(offsets)) {
     Val<B> starts = include_last_offset ? b.op(OpId::Slice, {offsets}, Attrs().set("dim", int64_t(0)).set("start", int64_t(0))
                                                                          .set("end", int64_t(-1)).set("step", int64_t(1)))
                                         : offsets;
-    Val<B> j = positions(b, input), k = positions(b, starts);
-    Val<B> started = b.op(OpId::Cast, {b.op(OpId::Le, {unsq(starts, 0), unsq(j, 1)})}, Attrs().set("dtype", DType::Int64));
-    Val<B> bag = b.op(OpId::Sub, {b.op(OpId::Sum, {started}, Attrs().set("dims", Shape{1})), b.scalar(int64_t(1))});  // [n]
-    mask = b.op(OpId::Eq, {unsq(k, 1), unsq(bag, 0)});                                                                 // [B, n]
+    Val<B> valid = b.op(OpId::Eq, {input, input});
     if (include_last_offset) {
       Val<B> last = b.op(OpId::Slice, {offsets}, Attrs().set("dim", int64_t(0)).set("start", int64_t(-1)).set("step", int64_t(1)));
-      mask = b.op(OpId::LogicalAnd, {mask, unsq(b.op(OpId::Lt, {j, last}), 0)});
+      valid = b.op(OpId::Lt, {positions(b, input), last});
     }
-    if (padding_idx) mask = b.op(OpId::LogicalAnd, {mask, unsq(b.op(OpId::Ne, {input, b.scalar(*padding_idx)}), 0)});
-    values = unsq(rows, 0);  // [1, n, D]
-    if (present(psw)) psw = unsq(psw, 0);
-  } else {
-    mask = padding_idx ? b.op(OpId::Ne, {input, b.scalar(*padding_idx)}) : b.op(OpId::Eq, {input, input});  // [B, N]
-    values = rows;
+    if (padding_idx) valid = b.op(OpId::LogicalAnd, {valid, b.op(OpId::Ne, {input, b.scalar(*padding_idx)})});
+    return embedding_bag_segments(b, weight, rows, input, starts, valid, mode, per_sample_weights);
   }
+  Val<B> mask = padding_idx ? b.op(OpId::Ne, {input, b.scalar(*padding_idx)}) : b.op(OpId::Eq, {input, input});  // [B, N]
+  Val<B> values = rows, psw = per_sample_weights;
   Val<B> mask3 = unsq(mask, -1);
   Val<B> count = b.op(OpId::Sum, {b.op(OpId::Cast, {mask}, Attrs().set("dtype", DType::Int64))}, Attrs().set("dims", Shape{1}));
   Attrs over_bag = Attrs().set("dims", Shape{1});

@@ -299,6 +299,21 @@ Val<B> index_put(B& b, Val<B> x, Val<B> idx, Val<B> v) {
   return b.op(OpId::IndexSelect, {b.op(OpId::Cat, {vrows, x}, Attrs().set("dim", int64_t(0))), at}, Attrs().set("dim", int64_t(0)));
 }
 
+// x[:, idx] = v, x[..., idx] = v: index_put over dim d (d < 0: from the end) swapped to the front. v is first broadcast
+// to x[:, idx]'s shape (where torch broadcasts it) and idx's dims merged into one, as index_put takes one index dim.
+template <class B>
+Val<B> index_put_dim(B& b, Val<B> x, int64_t d, Val<B> idx, Val<B> v) {
+  if (d == 0) return index_put(b, x, idx, v);
+  v = put_value(b, x, v);
+  Val<B> xd = b.detach(x);
+  Val<B> sel = index_tensors(b, xd, d, std::vector<Val<B>>{idx});
+  Val<B> every = b.op(OpId::LogicalNot, {b.op(OpId::LogicalAnd, {sel, b.scalar(false)})});
+  Val<B> flat = b.op(OpId::Reshape, {idx}, Attrs().set("shape", Shape{-1}));
+  Val<B> vb = b.reshape_like(b.op(OpId::Where, {every, v, sel}), pick(b, xd, d, flat, 0), {});
+  Val<B> put = index_put(b, b.transpose(x, 0, d), flat, b.transpose(vb, 0, d));
+  return b.transpose(put, 0, d);
+}
+
 // x's dtype where the builder knows it and the row's promotion changed it (masked_fill keeps x's dtype)
 template <class B>
 Val<B> keep_dtype(B& b, Val<B> y, Val<B> x) {

@@ -5,6 +5,7 @@
 
 #include "core/shape.h"
 #include "eager/composites_tensor_ops.h"
+#include "eager/index_put_dim.h"
 #include "eager/ops.h"
 #include "eager/tensor_ops.h"
 
@@ -99,6 +100,12 @@ Tensor index_put(const Tensor& x, const Tensor& index, const Tensor& v) {
   if (x.dim() == 0) fail("index_put: invalid index of a 0-dim tensor");
   EagerBuilder b;
   return composite::index_put(b, x, index, v);
+}
+
+Tensor index_put_dim(const Tensor& x, int64_t d, const Tensor& index, const Tensor& v) {
+  int64_t at = wrap_dim("index_put_dim", d, x.dim());
+  EagerBuilder b;
+  return composite::index_put_dim(b, x, at, index, v);
 }
 
 Tensor tril(const Tensor& x, int64_t diagonal) {

@@ -192,6 +192,17 @@ std::vector<Value*> ints_of_sequence(Lowerer& L, const Arg& a, std::string_view 
   L.fail(a.loc, fmt::format("{} expects a tuple or list of ints written out, got {}", what, v->type().str()));
 }
 
+// An int read when the graph runs, as composite::same_padding computes with one: each operation a prim
+struct RunInt {
+  Lowerer* L;
+  Value* v;
+  RunInt num(Prim p, Value* b) const { return {L, L->prim(p, {v, b}, Type::scalar(TypeKind::Int))}; }
+  RunInt operator-(int64_t b) const { return num(Prim::NumSub, L->constant(b)); }
+  RunInt operator*(int64_t b) const { return num(Prim::NumMul, L->constant(b)); }
+  RunInt operator/(int64_t b) const { return num(Prim::NumFloorDiv, L->constant(b)); }
+  RunInt operator-(const RunInt& b) const { return num(Prim::NumSub, b.v); }
+};
+
 // F.pad(x, pad, mode, value) with amounts known only when the graph runs (swin's pad to a multiple of the window):
 // per padded dim, a negative amount crops (prim::slice); a positive one cats blocks of v in x's dtype ('constant'),
 // or the other modes pick positions with one index_select (its gradient adds a copied position's into the one it
@@ -859,18 +870,17 @@ std::vector<Builtin> make_builtins() {
           Value* w = L.tensor_arg(a[1], "weight");
           if (padding.mode == "same" && !w->type().has_static_shape()) {
             // A function's weight has no shape until the graph runs, so 'same' pads the input then by
-            // conv_pad_amounts' rule (dilation * (kernel - 1), the odd one on the right / bottom) and convolves
-            // with none. conv_pad_amounts with any kernel raises torch's errors for the stride now.
+            // composite::same_padding of the kernel size read then, and convolves with none. conv_pad_amounts with
+            // any kernel raises torch's errors for the stride now.
             const char* op = one_d ? "conv1d" : "conv2d";
             composite::conv_pad_amounts([&](const std::string& m) { L.fail(L.loc(), m); }, op, padding, "zeros",
                                         Shape(stride.size(), 1), stride, dilation);
             std::vector<Value*> pads;
             for (size_t i = stride.size(); i-- > 0;) {  // F.pad's order: the last dim first
-              Value* k = L.prim(Prim::Size, {w, L.constant(int64_t(2 + i))}, kInt);
-              Value* total = L.prim(Prim::NumMul, {L.constant(dilation[i]), L.prim(Prim::NumSub, {k, L.constant(int64_t(1))}, kInt)}, kInt);
-              Value* lo = L.prim(Prim::NumFloorDiv, {total, L.constant(int64_t(2))}, kInt);
-              pads.push_back(lo);
-              pads.push_back(L.prim(Prim::NumSub, {total, lo}, kInt));
+              RunInt k{&L, L.prim(Prim::Size, {w, L.constant(int64_t(2 + i))}, kInt)};
+              auto [left, right] = composite::same_padding(k, dilation[i]);
+              pads.push_back(left.v);
+              pads.push_back(right.v);
             }
             x = pad_at_run_time(L, x, pads, "constant", 0.0);
             padding = ConvPadding("valid");

@@ -635,7 +635,7 @@ Value* Lowerer::subscript(const Expr& e) {
   fail(e.loc, fmt::format("{} cannot be indexed", t.str()));
 }
 
-Value* Lowerer::tensor_index(Value* x, const Expr& e) {
+Value* Lowerer::tensor_index(Value* x, const Expr& e, const Expr* as_colon, int64_t* colon_dim) {
   size_t n = e.args.size() - 1;
   size_t ellipsis = n;
   for (size_t k = 0; k < n; ++k)
@@ -648,7 +648,7 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
   // indexing, eager's composite::index_tensors.
   std::map<const Expr*, Value*> lowered;
   auto may_be_value = [&](const Expr& ix) {
-    return ix.kind != ExprKind::Slice && ix.kind != ExprKind::None && ix.kind != ExprKind::Ellipsis &&
+    return &ix != as_colon && ix.kind != ExprKind::Slice && ix.kind != ExprKind::None && ix.kind != ExprKind::Ellipsis &&
            ix.kind != ExprKind::List && !const_int(Arg{&ix, nullptr, ix.loc});
   };
   if (std::count_if(e.args.begin() + 1, e.args.end(), [&](const ExprPtr& a) { return may_be_value(*a); }) >= 2) {
@@ -671,6 +671,10 @@ Value* Lowerer::tensor_index(Value* x, const Expr& e) {
   auto apply = [&](const Expr& ix, int64_t dim, bool* removes) -> Value* {
     *removes = false;
     loc_ = ix.loc;
+    if (&ix == as_colon) {
+      *colon_dim = dim;
+      return x;
+    }
     if (ix.kind == ExprKind::Slice) {
       Attrs a;
       a.set("dim", dim);
@@ -883,7 +887,9 @@ Value* Lowerer::attribute(const Expr& e) {
     if (auto v = tensor_attribute(*this, x, e.name, e.loc)) return *v;
   if (packed_parts(x)) {
     if (auto v = packed_attribute(*this, x, e.name)) return *v;
-    fail(e.loc, fmt::format("PackedSequence.{} is not available in kiln script (data and batch_sizes are)", e.name));
+    fail(e.loc, fmt::format("PackedSequence.{} is not available in kiln script (data, batch_sizes, sorted_indices and "
+                            "unsorted_indices are)",
+                            e.name));
   }
   if (x->type().kind == TypeKind::Tuple)
     if (auto v = namedtuple_field(x, e.name, e.loc)) return *v;

@@ -100,10 +100,12 @@ void Lowerer::write_inplace(const Expr& target, const std::string& op, const Exp
     if (it != frame().env.end() && dict_keys(it->second)) return dict_store(target, op, rhs, loc);
     if (it != frame().env.end() && it->second->type().kind == TypeKind::List) return list_store(target, op, rhs, loc);
   }
-  // x[mask] = v (nanoGPT's generate: `logits[logits < v[:, [-1]]] = -float('Inf')`, `x[keep] = rows`), x[:, mask] = v
-  // and x[idx] = v: torch's index_put_, eager's composite::masked_put / masked_put_dim / index_put. A tensor index is
-  // known by its form (a comparison) or as a tensor held by a name; a mask from an int tensor by its dtype, when
-  // lowering where known, else when the graph runs. Beside it, only ':' and '...' are taken.
+  // x[mask] = v (nanoGPT's generate: `logits[logits < v[:, [-1]]] = -float('Inf')`, `x[keep] = rows`), x[:, mask] = v,
+  // x[idx] = v and x[:, idx] = v: torch's index_put_, eager's composite::masked_put / masked_put_dim / index_put /
+  // index_put_dim. A tensor index is known by its form (a comparison) or as a tensor held by a name; a mask from an int
+  // tensor by its dtype, when lowering where known, else when the graph runs. Beside other indices (x[0, idx] = v,
+  // x[1:3, mask] = v) torch applies those first, as a view, and puts into the view: so here, the put written through
+  // the view as any write to a view is. A list index is a second tensor index to torch, which kiln script does not put.
   auto tensor_name = [&](const Expr& i) {
     if (i.kind != ExprKind::Name) return false;
     auto it = frame().env.find(i.name);
@@ -111,10 +113,10 @@ void Lowerer::write_inplace(const Expr& target, const std::string& op, const Exp
   };
   const Expr* index = nullptr;
   int64_t dim = 0;
+  bool plain = true;  // every other index is ':' or '...'
   if (target.kind == ExprKind::Subscript && op.empty()) {
     const size_t n = target.args.size() - 1;
     size_t at = n, ellipsis = n;
-    bool plain = true;  // every other index is ':' or '...'
     for (size_t k = 0; k < n; ++k) {
       const Expr& ix = *target.args[k + 1];
       if (is_mask_expr(ix) || tensor_name(ix)) {
@@ -126,10 +128,10 @@ void Lowerer::write_inplace(const Expr& target, const std::string& op, const Exp
         plain = false;
       }
     }
+    for (size_t k = 0; k < n && at != n; ++k)
+      if (target.args[k + 1]->kind == ExprKind::List)
+        fail(target.args[k + 1]->loc, "a write through two tensor indices is not supported in kiln script (a list index is one)");
     if (at != n) {
-      if (!plain)
-        fail(target.args[at + 1]->loc, "a write through a tensor index is supported in kiln script as x[t] = v beside ':' "
-                                       "and '...' only");
       index = target.args[at + 1].get();
       dim = ellipsis < at ? -int64_t(n - at) : int64_t(at);
     }
@@ -137,9 +139,16 @@ void Lowerer::write_inplace(const Expr& target, const std::string& op, const Exp
   if (index) {
     Value* v = expr(rhs);
     Value* base = expr(*target.args[0]);
+    if (!base->type().is_tensor()) fail(target.loc, fmt::format("cannot index {} with a tensor", base->type().str()));
+    if (!plain) {
+      // the others must make a view (an index tensor among them, not held by a name, makes a copy: a second one)
+      Value* whole = base;
+      base = tensor_index(base, target, index, &dim);
+      for (Value* v = base; v != whole; v = views_.at(v).first)
+        if (!views_.count(v)) fail(target.loc, "a write through two tensor indices is not supported in kiln script");
+    }
     Value* mask = expr(*index);
     loc_ = loc;
-    if (!base->type().is_tensor()) fail(target.loc, fmt::format("cannot index {} with a tensor", base->type().str()));
     if (!mask->type().is_tensor()) fail(index->loc, fmt::format("tensor indices must be tensors here, got {}", mask->type().str()));
     if (!v->type().is_tensor() && !is_number(v->type()))
       fail(rhs.loc, fmt::format("cannot write {} into a tensor", v->type().str()));
@@ -160,19 +169,13 @@ void Lowerer::write_inplace(const Expr& target, const std::string& op, const Exp
           loc);
     }
     LoweringBuilder lb(*this);
-    const char* ints = "x[:, idx] = v with an integer index tensor is not supported in kiln script (x[idx] = v is)";
     Value* put = lb.if_bool(
         mask,
         [&] {
           check_mask_shape(*this, mask, base, dim);
           return dim == 0 ? composite::masked_put(lb, base, mask, value) : composite::masked_put_dim(lb, base, dim, mask, value);
         },
-        [&]() -> Value* {
-          if (dim == 0) return composite::index_put(lb, base, mask, value);
-          if (mask->type().dtype) fail(index->loc, ints);
-          check(constant(false), ints);
-          return base;
-        });
+        [&] { return composite::index_put_dim(lb, base, dim, mask, value); });
     write_through(base, prim(Prim::InplaceResult, {put, base}, Type::tensor()), loc, described(target), true);
     return;
   }

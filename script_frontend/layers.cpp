@@ -122,7 +122,7 @@ Value* call_packed(Lowerer& L, const Object& o, const Lowerer::CallArgs& a, Sour
   std::vector<Value*> hx = f.values[1] ? state_tensors(L, o, f.values[1], f.locs[1]) : std::vector<Value*>{};
   LoweringBuilder b(L, o.path.empty() ? "" : o.path + ".");
   std::vector<Value*> r = o.spec->lower_packed(b, *o.module, padded, lengths, hx);
-  Value* out = L.packed_value(r[0], lengths);
+  Value* out = L.packed_value(r[0], lengths, L.packed_enforce_sorted(f.values[0]));  // torch keeps the input's indices
   return r.size() == 2 ? L.tuple({out, r[1]}) : L.tuple({out, L.tuple({r[1], r[2]})});
 }
 

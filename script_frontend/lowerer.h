@@ -149,9 +149,11 @@ class Lowerer {
   // A runtime check: raises `message` (with the file and line) when cond is false.
   void check(Value* cond, const std::string& message);
   // packed_sequences.cpp: a torch.nn.utils.rnn PackedSequence as lowered code keeps it (padded steps [T, N, *]
-  // time-major, lengths int64 [N]), and its two parts; nullopt for a value that is not one.
-  Value* packed_value(Value* padded, Value* lengths);
+  // time-major, lengths int64 [N]), and its two parts; nullopt for a value that is not one. `enforce_sorted`: it was
+  // packed so (its sorted_indices and unsorted_indices are None, as torch's).
+  Value* packed_value(Value* padded, Value* lengths, bool enforce_sorted);
   std::optional<std::pair<Value*, Value*>> packed_parts(Value* v);
+  bool packed_enforce_sorted(Value* v) const { return packed_.at(v); }
 
   // ---- writes through views (inplace.cpp)
   // How an indexing view was made from its base, so a write to it can be scattered back.
@@ -270,7 +272,9 @@ class Lowerer {
   Value* bool_op(const Expr& e, size_t from);
   Value* compare_chain(const Expr& e, size_t from, Value* left);
   Value* subscript(const Expr& e);
-  Value* tensor_index(Value* x, const Expr& e);
+  // `as_colon`: one of e's indices read as ':' (a write's tensor index, put after the view the others make), the dim
+  // it lands on in the result stored in *colon_dim (negative after '...')
+  Value* tensor_index(Value* x, const Expr& e, const Expr* as_colon = nullptr, int64_t* colon_dim = nullptr);
   Value* call(const Expr& e);
   Value* attribute(const Expr& e);
   Value* inline_call(const FunctionDef& f, const Expr& call, const Object* self = nullptr);
@@ -313,7 +317,7 @@ class Lowerer {
   int loop_depth_ = 0;
   int branch_depth_ = 0;  // if blocks being lowered (written ones and the guards of early exits)
   std::map<const Value*, const NamedTupleDef*> named_tuples_;  // tuples whose elements have names
-  std::set<Value*> packed_;                                     // PackedSequence values (packed_value)
+  std::map<Value*, bool> packed_;                               // PackedSequence values (packed_value): enforce_sorted
   std::map<Value*, std::string> shared_list_;  // a loop's carried list: a name that held it before the loop
   SourceLoc loc_;
 

@@ -6,7 +6,8 @@
 // remembers as packed. The rnn_layer node takes the lengths and runs each row its own number of steps in any
 // order (eager/cpu/rnn.cpp), which gives torch's outputs and final states without sorting; pad_packed_sequence
 // cuts the steps to the longest length, as torch's does. .data and .batch_sizes are computed from the padded steps
-// when they are read (a bool mask of the steps each row has, sorted by length as torch sorts the batch).
+// when they are read (a bool mask of the steps each row has, sorted by length as torch sorts the batch), and
+// .sorted_indices / .unsorted_indices from the lengths (None for a batch packed with enforce_sorted, as torch's).
 // pad_sequence and pack_sequence take a list written out (its elements known when lowering).
 #include "script_frontend/packed_sequences.h"
 
@@ -74,7 +75,7 @@ Value* pack(Lowerer& L, const char* fn, Value* x, Value* lengths, bool batch_fir
                         "enforce_sorted=False to pack unsorted lengths)",
                         fn));
   }
-  return L.packed_value(x, lengths);
+  return L.packed_value(x, lengths, enforce_sorted);
 }
 
 Value* pack_padded(Lowerer& L, const Expr& e) {
@@ -101,6 +102,18 @@ std::vector<Value*> listed_tensors(Lowerer& L, const char* fn, const Arg& a) {
   std::vector<Value*> r(n->inputs().begin(), n->inputs().end());
   for (Value* t : r)
     if (!t->type().is_tensor()) L.fail(a.loc, fmt::format("{}() takes tensors, got {}", fn, t->type().str()));
+  return r;
+}
+
+// batch_first and padding_value, which pad_sequence and pad_packed_sequence take alike (False and 0.0 unset); the
+// value must be known when lowering, as it is written into the graph
+std::pair<bool, double> padding_options(Lowerer& L, const char* fn, const Arg& batch_first, const Arg& padding_value) {
+  std::pair<bool, double> r{batch_first.present() && L.need_bool(batch_first, "batch_first"), 0.0};
+  if (padding_value.present()) {
+    auto v = L.const_float(padding_value);
+    if (!v) L.fail(padding_value.loc, fmt::format("{}(): padding_value must be a constant number in kiln script", fn));
+    r.second = *v;
+  }
   return r;
 }
 
@@ -132,13 +145,7 @@ Value* pad_listed(Lowerer& L, const std::vector<Value*>& seqs, bool batch_first,
 Value* pad_sequence(Lowerer& L, const Expr& e) {
   const char* fn = "pad_sequence";
   std::vector<Arg> a = bind(L, fn, e, {"sequences", "batch_first", "padding_value"}, 1);
-  const bool batch_first = a[1].present() ? L.need_bool(a[1], "batch_first") : false;
-  double padding_value = 0.0;
-  if (a[2].present()) {
-    auto v = L.const_float(a[2]);
-    if (!v) L.fail(a[2].loc, fmt::format("{}(): padding_value must be a constant number in kiln script", fn));
-    padding_value = *v;
-  }
+  auto [batch_first, padding_value] = padding_options(L, fn, a[1], a[2]);
   return pad_listed(L, listed_tensors(L, fn, a[0]), batch_first, padding_value);
 }
 
@@ -164,13 +171,7 @@ Value* pad_packed(Lowerer& L, const Expr& e) {
   auto parts = L.packed_parts(seq);
   if (!parts) L.fail(a[0].loc, fmt::format("{}() expects a PackedSequence, got {}", fn, seq->type().str()));
   auto [padded, lengths] = *parts;
-  const bool batch_first = a[1].present() ? L.need_bool(a[1], "batch_first") : false;
-  double padding_value = 0.0;
-  if (a[2].present()) {
-    auto v = L.const_float(a[2]);
-    if (!v) L.fail(a[2].loc, fmt::format("{}(): padding_value must be a constant number in kiln script", fn));
-    padding_value = *v;
-  }
+  auto [batch_first, padding_value] = padding_options(L, fn, a[1], a[2]);
   Value* longest = reduced_int(L, OpId::Amax, lengths);
   Value* steps = longest;
   if (!is_none(a[3])) {
@@ -223,9 +224,9 @@ Value* pad_packed(Lowerer& L, const Expr& e) {
 
 }  // namespace
 
-Value* Lowerer::packed_value(Value* padded, Value* lengths) {
+Value* Lowerer::packed_value(Value* padded, Value* lengths, bool enforce_sorted) {
   Value* v = tuple({padded, lengths});
-  packed_.insert(v);
+  packed_[v] = enforce_sorted;
   return v;
 }
 
@@ -235,10 +236,16 @@ std::optional<std::pair<Value*, Value*>> Lowerer::packed_parts(Value* v) {
 }
 
 std::optional<Value*> packed_attribute(Lowerer& L, Value* packed, const std::string& name) {
-  if (name != "data" && name != "batch_sizes") return std::nullopt;
+  if (name != "data" && name != "batch_sizes" && name != "sorted_indices" && name != "unsorted_indices") return std::nullopt;
   auto [padded, lengths] = *L.packed_parts(packed);
   // torch packs the batch in order of decreasing length (a stable sort: sorted lengths keep their order)
   Value* order = L.op(OpId::Argsort, {lengths}, Attrs().set("dim", int64_t(0)).set("descending", true));
+  if (name == "sorted_indices" || name == "unsorted_indices") {
+    // torch keeps no order for a batch packed with enforce_sorted, and the inverse permutation for the other
+    if (L.packed_enforce_sorted(packed)) return L.graph().insert_none();
+    if (name == "sorted_indices") return order;
+    return L.op(OpId::Argsort, {order}, Attrs().set("dim", int64_t(0)).set("descending", false));
+  }
   Value* sorted = L.op(OpId::IndexSelect, {lengths, order}, Attrs().set("dim", int64_t(0)));
   ir::Node* r = L.graph().create(Prim::Arange, 1);
   r->add_input(L.constant(int64_t(0)));

@@ -150,3 +150,25 @@ class Net(nn.Module):
   check_close(got_c[0].to_tensor(), want0, 1e-6, 1e-6);
   check_close(got_c[1].to_tensor(), want1, 1e-6, 1e-6);
 }
+
+// A 1-D input is a segment reduction: forward and backward hold tensors of the looked-up rows' and the output's size,
+// where a [bags, indices, dim] mask would take 8 times the bound here.
+TEST_CASE("F.embedding_bag over offsets: memory of the input's rows and the output, not of bags x indices x dim") {
+  const int64_t n = 1024, bags = 256, dim = 32;
+  Tensor w = randn({100, dim}).requires_grad_();
+  std::vector<int64_t> idx(static_cast<size_t>(n)), off(static_cast<size_t>(bags));
+  for (int64_t i = 0; i < n; ++i) idx[size_t(i)] = (i * 37) % 100;
+  for (int64_t k = 0; k < bags; ++k) off[size_t(k)] = k * (n / bags) - (k % 3 == 1 ? 1 : 0);  // uneven bags
+  Tensor input = tensor(idx, {n}), offsets = tensor(off, {bags});
+  for (const char* mode : {"sum", "mean", "max"}) {
+    CAPTURE(mode);
+    w.set_grad(Tensor());
+    int64_t before = memory_stats().current_bytes;
+    reset_peak_memory_stats();
+    Tensor y = embedding_bag(input, w, offsets, mode);
+    y.sum().backward();
+    CHECK(y.sizes() == Shape{bags, dim});
+    const int64_t rows_and_output = (n + bags) * dim * int64_t(sizeof(float));
+    CHECK(memory_stats().peak_bytes - before < 24 * rows_and_output);
+  }
+}

@@ -210,9 +210,23 @@ TEST_CASE("packed sequences in a script: nn.utils.rnn's names, padding_value, to
               "pack_padded_sequence: length of all samples has to be greater than 0");
   check_error([&] { net->call({x, tensor(std::vector<int64_t>{4, 2})}); },
               "pack_padded_sequence: expected `len(lengths)` to be equal to batch_size");
-  std::string data_src = std::string(src).replace(std::string(src).find("return y, h, n"), 14, "return out.sorted_indices");
-  check_error([&] { script_source(data_src, "data.py").module("Net"); },
-              "PackedSequence.sorted_indices is not available in kiln script (data and batch_sizes are)");
+  // sorted_indices / unsorted_indices: None packed with enforce_sorted, else torch's order and its inverse, kept by the
+  // layer's output
+  auto returning = [&](const std::string& what, bool sorted) {
+    std::string s = std::string(src).replace(std::string(src).find("return y, h, n"), 14, "return " + what);
+    if (!sorted) s.replace(s.find("(x, lengths)\n"), 13, "(x, lengths, enforce_sorted=False)\n");
+    return script_source(s, "indices.py").module("Net");
+  };
+  std::vector<IValue> none = returning("out.sorted_indices is None and out.unsorted_indices is None", true)->call({x, lengths});
+  REQUIRE(none.size() == 1);
+  CHECK(none[0].to_bool());
+  Tensor unsorted = tensor(std::vector<int64_t>{2, 4, 4});
+  PackedSequence eager = pack_padded_sequence(x, unsorted, false, false);
+  Tensors idx = flat(returning("out.sorted_indices, out.unsorted_indices", false)->call({x, unsorted}));
+  check_equal_ints(idx.at(0), eager.sorted_indices);
+  check_equal_ints(idx.at(1), eager.unsorted_indices);
+  check_error([&] { returning("out.lengths", true); },
+              "PackedSequence.lengths is not available in kiln script (data, batch_sizes, sorted_indices and unsorted_indices are)");
 }
 
 TEST_CASE("packed sequences traced and compiled: one rnn_layer node per layer and direction, the same values") {

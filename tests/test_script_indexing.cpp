@@ -2,8 +2,10 @@
 // slices, writes through a mask with their gradients, index tensors on dims apart, and torch's IndexError words.
 // The model file tests/script/models/advanced_indexing.py is compared with PyTorch 1.13's values and gradients
 // (tests/script/models/make_indexing_fixtures.py); mixed_indexing.py (ints after '...', 2-D masks beside other indices,
-// masks beside index tensors, index_put_, writes after ':' and 0-d values of another dtype) with PyTorch 2.15's.
+// masks beside index tensors, index_put_, writes after ':' and 0-d values of another dtype, writes through an index tensor
+// after ':' or '...' and beside ints and slices) with PyTorch 2.15's.
 #include "eager/autograd/gradcheck.h"
+#include "eager/index_put_dim.h"
 #include "eager/io.h"
 #include "eager/tensor_ops.h"
 #include "jit/compiled_function.h"
@@ -69,7 +71,7 @@ TEST_CASE("script indexing: advanced_indexing.py equals PyTorch 1.13, values and
 
 // PyTorch 2.15's fixture: 1.13 applies h[grid, 1]'s int to the mask's second dim (make_indexing_fixtures.py)
 TEST_CASE("script indexing: mixed_indexing.py (ints after '...', 2-D masks, masks beside ints, index_put_) equals PyTorch 2.15") {
-  check_model("mixed_indexing.py", "Mixed", "mixed_indexing.safetensors", 2, 12);
+  check_model("mixed_indexing.py", "Mixed", "mixed_indexing.safetensors", 2, 20);
 }
 
 TEST_CASE("eager advanced indexing: index tensors apart, a mask over one dim, writes through a mask, gradients") {
@@ -130,7 +132,21 @@ TEST_CASE("eager mixed indexing: ints after '...', 2-D masks beside other indice
   CHECK(values(cput.select(1, 0)) == values(x.select(1, 0)));
   CHECK(gradcheck([&](const Tensors& a) { return masked_put_dim(a[0], -1, m2, a[1]); },
                   {seq({3, 4, 5}).requires_grad_(), seq({3, 1}, 0.7).requires_grad_()}));
+  // x[:, i] = v, x[..., i] = v: index_put_dim, v broadcast, gradients to x and v; a repeated index keeps the last write
+  Tensor put_cols = index_put_dim(x, 1, rows, seq({3, 2, 5}, 0.7));
+  check_close(put_cols.select(1, 2), seq({3, 2, 5}, 0.7).select(1, 0));
+  check_close(put_cols.select(1, 1), seq({3, 2, 5}, 0.7).select(1, 1));  // -3 wraps to 1
+  check_close(put_cols.select(1, 0), x.select(1, 0));
+  CHECK(gradcheck([&](const Tensors& a) { return index_put_dim(a[0], 1, rows, a[1]); },
+                  {seq({3, 4, 5}).requires_grad_(), seq({2, 5}, 0.7).requires_grad_()}));
+  CHECK(gradcheck([&](const Tensors& a) { return index_put_dim(a[0], -1, i64({0, 4, 0}, {3, 1}), a[1]); },
+                  {seq({3, 4, 5}).requires_grad_(), seq({3, 1}, 0.7).requires_grad_()}));
+  CHECK(values(index_put_dim(x, -1, i64({2, 2}, {2}), seq({2}, 0.7)).select(2, 2)) == std::vector<double>(12, values(seq({2}, 0.7))[1]));
   // traced: the same ops replayed on other inputs
+  Function cols_t = trace([&](const Tensors& a) { return Tensors{index_put_dim(a[0], 2, a[1], a[2])}; },
+                          {x, i64({0, 1, 2}, {3}), full({}, 7.0)});
+  Tensor y2 = seq({3, 4, 5}, 0.3);
+  check_close(flat(cols_t.call({y2, i64({4, 0, 1}, {3}), full({}, 2.0)}))[0], index_put_dim(y2, 2, i64({4, 0, 1}, {3}), full({}, 2.0)));
   Function t = trace([&](const Tensors& a) { return Tensors{index_dims(a[0], {0, 2}, {a[1], i}), index_put(a[0], rows, a[2])}; },
                      {x, mask({1, 0, 1}), full({}, 7.0)});
   Tensor y = seq({3, 4, 5}, 0.9);
@@ -182,8 +198,18 @@ TEST_CASE("advanced indexing errors: torch's IndexError words for a bad index an
               "index put requires the source and destination dtypes match");
   // a graph formats no strings: the broadcast's own words
   check_error([&] { s.function("mixed").call({x, mask({1, 0, 1}), i64({0, 1, 2}, {3})}); }, "cannot be broadcast");
-  check_error([&] { script_source("import torch\ndef f(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:\n"
-                                  "    y = x.clone()\n    y[1:, m] = 0.0\n    return y\n", "w.py").function("f"); },
-              "w.py:4:11: error: a write through a tensor index is supported in kiln script as x[t] = v beside ':' and '...' only");
+  // beside a slice, the put goes into the view (torch's order); two tensor indices, a list being one, are refused
+  ScriptModule w = script_source("import torch\ndef f(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:\n"
+                                 "    y = x.clone()\n    y[1:, m] = 0.0\n    return y\n", "w.py");
+  Tensor written = w.function("f").call({x, mask({0, 1, 0, 1})})[0].to_tensor();
+  CHECK(values(written.select(0, 0)) == values(x.select(0, 0)));
+  CHECK(values(written.select(0, 2).select(0, 3)) == std::vector<double>(5, 0.0));
+  CHECK(values(written.select(0, 1).select(0, 2)) == values(x.select(0, 1).select(0, 2)));
+  check_error([&] { script_source("import torch\ndef f(x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:\n"
+                                  "    y = x.clone()\n    y[[0, 1], i] = 0.0\n    return y\n", "l.py").function("f"); },
+              "l.py:4:7: error: a write through two tensor indices is not supported in kiln script (a list index is one)");
+  check_error([&] { script_source("import torch\ndef f(x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:\n"
+                                  "    y = x.clone()\n    y[i + 0, i] = 0.0\n    return y\n", "t2.py").function("f"); },
+              "t2.py:4:6: error: a write through two tensor indices is not supported in kiln script");
   CHECK(s.function("put").call({x, mask({0, 1, 1})})[0].to_tensor().sizes() == Shape{3, 4, 5});
 }

@@ -171,3 +171,21 @@ def writes_through_a_none_index(x: Tensor) -> Tuple[Tensor, Tensor]:
     y.mul_(3.0)
     x[None][0, 2] = -4.0
     return x, y
+
+
+# CASE: put_after_colon randn(3,4,5) randint(-4,4,3) randn(3,3,5)
+def put_after_colon(x: Tensor, i: Tensor, v: Tensor) -> Tensor:
+    y = x.clone()
+    y[:, i] = v                  # torch's index_put_ on dim 1; a repeated index keeps one write
+    return y
+
+
+# CASE: put_beside_indices randn(3,4,5) randint(0,3,2) 1
+def put_beside_indices(x: Tensor, i: Tensor, k: int) -> Tuple[Tensor, Tensor]:
+    y = x.clone()
+    y[1, i] = 2.0                # the int first, as a view: y[1][i] = 2.0
+    y[0:2, i] = y[0:2, i] * 3.0  # beside a slice
+    y[i, k] = -1.0               # a run-time int after the index tensor
+    z = y[k]                     # a view of y sees the writes after it
+    y[k, :, i] = 5.0
+    return y, z
