@@ -3,7 +3,11 @@
 // AdamW), timed per training step eagerly and through CompiledTrainStep, and per eval forward eagerly and
 // through compile(). bench/gpt_workloads.py times PyTorch on the same file; bench/compare_gpt runs both.
 //
-//   bench_gpt [--threads N] [--steps N] [--model FILE.py] [--profile|--profile-eval [--trace OUT.json]] [--json] [--disable PASS] [--cpu-time] [--first-only] [--attention sdpa|written] [--bf16]
+//   bench_gpt [--threads N] [--steps N] [--model FILE.py] [--profile|--profile-eval [--trace OUT.json]] [--json] [--disable PASS] [--cpu-time] [--first-only [--warm-up eager|compiled]] [--attention sdpa|written] [--bf16]
+//
+// --warm-up splits the first compiled step's cost: before it, a throwaway model of the same file takes one
+// eager step (the process's one-time start-up: libraries, thread pools, the heap's first pages) or one
+// compiled step (that and the JIT's own one-time costs), so what is left is the cost of compiling this model.
 //
 // --profile prints kiln::Profiler's table of one compiled training step instead of the timings, --profile-eval
 // that of one compiled eval forward.
@@ -13,6 +17,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <sys/resource.h>
 #include <fstream>
 #include <sstream>
 #include <cstdio>
@@ -37,6 +42,7 @@ struct Options {
   // --disable PASS (repeatable): the JIT pipeline without it, for A/B runs of one binary
   jit::CompileOptions compile;
   bool first_only = false;  // stop after the first compiled step (for perf record of trace + compile)
+  std::string warm_up;      // --warm-up eager|compiled: a throwaway model's step first
   // sdpa: the file as written (F.scaled_dot_product_attention where torch has it, as kiln does);
   // written: its other branch, softmax(masked_fill(q @ k^T * s, mask, -inf)) @ v
   std::string attention = "sdpa";
@@ -62,6 +68,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--disable") o.compile.pipeline.disable.push_back(value());
     else if (a == "--cpu-time") kiln::bench::cpu_time() = true;
     else if (a == "--first-only") o.first_only = true;
+    else if (a == "--warm-up") o.warm_up = value();
     else if (a == "--attention") o.attention = value();
     else if (a == "--bf16") o.bf16 = true;
     else fail("bench_gpt: unknown argument {}", a);
@@ -100,17 +107,38 @@ int main(int argc, char** argv) {
     manual_seed(1337);
     if (o.attention != "sdpa" && o.attention != "written")
       fail("bench_gpt: --attention is sdpa or written, got {}", o.attention);
+    if (!o.warm_up.empty() && o.warm_up != "eager" && o.warm_up != "compiled")
+      fail("bench_gpt: --warm-up is eager or compiled, got {}", o.warm_up);
     ScriptModule file = o.attention == "sdpa" ? script_file(o.model) : script_source(written_attention(o.model), o.model);
     ScriptValue config = file.value(fmt::format(
         "GPTConfig(block_size={}, vocab_size={}, n_layer=4, n_head=4, n_embd=128, dropout=0.0, bias=False)", kBlock,
         kVocab));
+    auto loss_of = [&](ScriptedModule& m) {
+      return [&m, bf16 = o.bf16](const std::vector<Tensor>& b) {
+        AutocastGuard autocast(DType::BFloat16, bf16);
+        return m.call({b[0], b[1]}).at(0).elements().at(1).to_tensor();
+      };
+    };
+    if (!o.warm_up.empty()) {
+      RngState seeded = get_rng_state();  // the timed model is the same with or without a warm-up
+      std::shared_ptr<ScriptedModule> m = file.build("GPT", {config});
+      optim::AdamW opt(parameter_groups(*m, 0.1), {1e-3, 0.9, 0.99, 1e-8, 0.1});
+      Tensor x = randint(0, kVocab, {kBatch, kBlock}), y = randint(0, kVocab, {kBatch, kBlock});
+      if (o.warm_up == "compiled") {
+        CompiledTrainStep step(*m, loss_of(*m), opt, o.compile);
+        step({x, y});
+      } else {
+        Tensor l = loss_of(*m)({x, y});
+        opt.zero_grad();
+        l.backward();
+        opt.step();
+      }
+      set_rng_state(seeded);
+    }
     std::shared_ptr<ScriptedModule> model = file.build("GPT", {config});
     optim::AdamW opt(parameter_groups(*model, 0.1), {1e-3, 0.9, 0.99, 1e-8, 0.1});
     Tensor x = randint(0, kVocab, {kBatch, kBlock}), y = randint(0, kVocab, {kBatch, kBlock});
-    auto loss = [&](const std::vector<Tensor>& b) {
-      AutocastGuard autocast(DType::BFloat16, o.bf16);
-      return model->call({b[0], b[1]}).at(0).elements().at(1).to_tensor();
-    };
+    auto loss = loss_of(*model);
     CompiledTrainStep step(*model, loss, opt, o.compile);
 
     if (o.profile_eval) {
@@ -136,18 +164,28 @@ int main(int argc, char** argv) {
     }
 
     // the first compiled step of a fresh process: trace, optimise, compile and run (wall time; with
-    // --cpu-time also the process's CPU time, all threads, which a loaded machine inflates far less)
-    timespec t0, t1, c0, c1;
+    // --cpu-time also CPU time, which a loaded machine inflates far less: the process's, all threads, and
+    // the calling thread's, which at 1 thread runs every kernel; the process's also counts OpenBLAS's
+    // idle workers, which spin in sched_yield for ~0.1 s after the library loads)
+    timespec t0, t1, c0, c1, h0, h1;
+    rusage r0, r1;
+    getrusage(RUSAGE_SELF, &r0);
     clock_gettime(CLOCK_MONOTONIC, &t0);
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &h0);
     step({x, y});
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &h1);
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
     clock_gettime(CLOCK_MONOTONIC, &t1);
+    getrusage(RUSAGE_SELF, &r1);
     double first_ms = double(t1.tv_sec - t0.tv_sec) * 1e3 + double(t1.tv_nsec - t0.tv_nsec) * 1e-6;
     double first_cpu_ms = double(c1.tv_sec - c0.tv_sec) * 1e3 + double(c1.tv_nsec - c0.tv_nsec) * 1e-6;
+    double first_thread_ms = double(h1.tv_sec - h0.tv_sec) * 1e3 + double(h1.tv_nsec - h0.tv_nsec) * 1e-6;
     if (o.first_only) {
       if (kiln::bench::cpu_time())
-        std::printf("first compiled step (trace + compile + run): %.1f ms (CPU time %.1f ms)\n", first_ms, first_cpu_ms);
+        std::printf("first compiled step (trace + compile + run): %.1f ms (CPU time %.1f ms, this thread %.1f ms, %ld "
+                    "minor page faults)\n",
+                    first_ms, first_cpu_ms, first_thread_ms, r1.ru_minflt - r0.ru_minflt);
       else
         std::printf("first compiled step (trace + compile + run): %.1f ms\n", first_ms);
       return 0;
