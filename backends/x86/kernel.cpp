@@ -186,13 +186,11 @@ void perf_map(const void* code, size_t size, const std::string& name) {
 
 }  // namespace
 
+// Compiling is the check: lowering raises on what the emitter lacks, and emitting the default variant
+// on a group that needs more registers than the ISA has.
 bool supported(const ir::Graph& group, std::string* why_not) {
   try {
-    Program p = detail::lower(group);
-    if (p.input_dtypes.size() > 62 || p.input_dtypes.size() + p.outputs.size() > 64)
-      fail("x86: more than 62 inputs or 64 inputs and outputs");
-    if (best_isa() == Isa::None) fail("x86: this CPU has neither AVX2 nor AVX-512");
-    detail::emit(p, best_isa(), {});  // register pressure
+    compile(group);
     return true;
   } catch (const Error& e) {
     if (why_not) *why_not = e.what();
@@ -208,6 +206,7 @@ std::shared_ptr<Kernel> compile(const ir::Graph& group, const std::string& name)
   if (k->prog_->input_dtypes.size() > 62 || k->prog_->input_dtypes.size() + k->prog_->outputs.size() > 64)
     fail("x86: more than 62 inputs or 64 inputs and outputs");
   k->isa_ = best_isa();
+  if (k->isa_ == Isa::None) fail("x86: this CPU has neither AVX2 nor AVX-512");
   k->name_ = name.empty() ? default_name(*k->prog_) : name;
   k->default_ = &k->variant(0, false);
   return k;

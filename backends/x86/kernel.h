@@ -26,7 +26,7 @@ struct Program;
 class Code;
 }  // namespace detail
 
-// False (with the reason in *why_not) when compile() would raise for this group on this CPU.
+// False (with the reason in *why_not) when compile() raises for this group on this CPU (it compiles it).
 bool supported(const ir::Graph& group, std::string* why_not = nullptr);
 
 class Kernel {

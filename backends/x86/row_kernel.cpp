@@ -467,19 +467,8 @@ bool is_row_group(const ir::Graph& group) {
   return reds > 1 || inner_use || (reds == 1 && !is_reduce(last));
 }
 
-bool row_supported(const ir::Graph& group, std::string* why_not) {
-  try {
-    if (best_isa() == Isa::None) fail("x86: this CPU has neither AVX2 nor AVX-512");
-    Plan P = plan(group);
-    for (const Pass& ps : P.passes) detail::emit(ps.prog, best_isa(), {});  // register pressure
-    return true;
-  } catch (const Error& e) {
-    if (why_not) *why_not = e.what();
-    return false;
-  }
-}
-
 std::shared_ptr<backends::FusedKernel> compile_row(const ir::Graph& group, const std::string& name) {
+  if (best_isa() == Isa::None) fail("x86: this CPU has neither AVX2 nor AVX-512");
   return std::make_shared<RowKernel>(plan(group), name.empty() ? std::string("kiln_row") : name);
 }
 

@@ -27,8 +27,8 @@ namespace kiln::x86 {
 // Whether `group` needs a row kernel: it holds a reduction that is not a single trailing one (its result
 // read inside the group, or a second reduction).
 bool is_row_group(const ir::Graph& group);
-// False (with the reason) when compile_row() would raise for this group on this CPU.
-bool row_supported(const ir::Graph& group, std::string* why_not = nullptr);
+// Raises kiln::Error when the group's passes cannot be emitted on this CPU (every pass's default variant
+// is emitted here, not at the first run).
 std::shared_ptr<backends::FusedKernel> compile_row(const ir::Graph& group, const std::string& name);
 
 }  // namespace kiln::x86
