@@ -7,7 +7,7 @@
 
 #include <chrono>
 
-#include "backends/x86/gemm_epilogue.h"
+#include "eager/cpu/gemm_epilogue.h"
 #include "kiln/kiln.h"
 
 namespace {

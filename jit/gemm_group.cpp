@@ -5,7 +5,7 @@
 #include <unordered_map>
 
 #include "backends/interp/interpreter.h"
-#include "backends/x86/gemm_epilogue.h"
+#include "eager/cpu/gemm_epilogue.h"
 #include "eager/dispatch.h"
 #include "jit/ir_utils.h"
 
@@ -18,7 +18,7 @@ namespace {
 struct GemmLayout {
   size_t a = 0, b = 0;
   const ir::Node* matmul = nullptr;
-  std::vector<x86::GemmPostOp> ops;
+  std::vector<cpu::GemmPostOp> ops;
   std::vector<size_t> addends;
 };
 
@@ -43,10 +43,10 @@ std::optional<GemmLayout> read_layout(const ir::Graph& g, std::string* why) {
       const ir::Value* other = n->input(0) == cur ? n->input(1) : n->input(1) == cur ? n->input(0) : nullptr;
       auto i = other ? argument_index(g, other) : std::nullopt;
       if (!i) return no("an add of the epilogue does not read the previous step and an argument");
-      l.ops.push_back(x86::GemmPostOp::Add);
+      l.ops.push_back(cpu::GemmPostOp::Add);
       l.addends.push_back(*i);
     } else if ((n->is_op(OpId::Relu) || n->is_op(OpId::Gelu)) && n->input(0) == cur) {
-      l.ops.push_back(n->is_op(OpId::Relu) ? x86::GemmPostOp::Relu : x86::GemmPostOp::Gelu);
+      l.ops.push_back(n->is_op(OpId::Relu) ? cpu::GemmPostOp::Relu : cpu::GemmPostOp::Gelu);
     } else {
       return no(fmt::format("{} is not an epilogue step (add, relu, gelu of the previous step)", n->kind_name()));
     }
@@ -104,7 +104,7 @@ class GemmKernel final : public GroupKernel {
       adds.push_back(rows && x.dim() > 2 ? x.reshape({-1, x.sizes().back()}) : x);
     }
     if (std::optional<Tensor> y =
-            x86::gemm_epilogue(rows ? a.reshape({-1, a.sizes().back()}) : a, b, l_.ops, adds)) {
+            cpu::gemm_epilogue(rows ? a.reshape({-1, a.sizes().back()}) : a, b, l_.ops, adds)) {
       if (!rows) return {std::move(*y)};
       Shape out = a.sizes();
       out.back() = b.sizes()[1];

@@ -2,7 +2,7 @@
 // Gemm groups: prim::FusionGroup nodes of kind "gemm" (made by jit/passes/fuse_gemm_epilogue.cpp)
 // whose block is a matmul of two of its arguments ([..., M, K] by [K, N]) followed by an elementwise epilogue (adds of
 // other arguments, relu, gelu). The executor runs them as one GEMM call with the epilogue folded in
-// (oneDNN post-ops, backends/x86/gemm_epilogue.h), or as the matmul followed by the epilogue as a
+// (oneDNN post-ops, eager/cpu/gemm_epilogue.h), or as the matmul followed by the epilogue as a
 // compiled fusion group when oneDNN is absent or off. The interpreter runs the block as it runs any.
 #include <memory>
 #include <string>

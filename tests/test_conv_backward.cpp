@@ -6,7 +6,7 @@
 
 #include "eager/cpu/conv_one_pixel.h"
 #include "eager/cpu/conv_onednn.h"
-#include "backends/x86/gemm_epilogue.h"
+#include "eager/cpu/gemm_epilogue.h"
 #include "eager/autograd/gradcheck.h"
 #include "eager/cpu/conv_backward.h"
 #include "support.h"

@@ -6,7 +6,7 @@
 #include <atomic>
 #include <thread>
 
-#include "backends/x86/gemm_epilogue.h"
+#include "eager/cpu/gemm_epilogue.h"
 #include "eager/cpu/conv_onednn.h"
 #include "jit/gemm_group.h"
 #include "jit/group_kinds.h"
@@ -93,9 +93,9 @@ void check_case(const Case& c, bool onednn) {
   Function f = traced(c, in);
   std::vector<Tensor> want = f(in);
   Function compiled = compile(f);
-  int64_t runs = x86::gemm_epilogue_stats().runs, allocs = memory_stats().alloc_count;
+  int64_t runs = cpu::gemm_epilogue_stats().runs, allocs = memory_stats().alloc_count;
   std::vector<Tensor> got = compiled(in);
-  CHECK(x86::gemm_epilogue_stats().runs - runs == (onednn ? 1 : 0));  // the path asked for ran
+  CHECK(cpu::gemm_epilogue_stats().runs - runs == (onednn ? 1 : 0));  // the path asked for ran
   // oneDNN writes the result and allocates nothing else (the transposed weight is not copied); the
   // fallback writes the product, then the result (its epilogue one x86 kernel; op by op without the JIT)
   if (onednn || kiln::test::x86_jit_on()) CHECK(memory_stats().alloc_count - allocs == (onednn ? 1 : 2));
@@ -249,9 +249,9 @@ TEST_CASE("gemm epilogue: a Linear on [B, T, C] is one GEMM over B*T rows with i
     CHECK(groups[1]->attrs().s("name") == "gemm_matmul_add_relu");
     CHECK(groups[0]->output()->type().str() == "f32[3,5,24]");
     CHECK(compile_stats(c).gemm_kernels == 2);
-    int64_t runs = x86::gemm_epilogue_stats().runs;
+    int64_t runs = cpu::gemm_epilogue_stats().runs;
     c(in);
-    CHECK(x86::gemm_epilogue_stats().runs - runs == (onednn ? 2 : 0));  // the rows flattened, not declined
+    CHECK(cpu::gemm_epilogue_stats().runs - runs == (onednn ? 2 : 0));  // the rows flattened, not declined
   }
 }
 
@@ -332,11 +332,11 @@ TEST_CASE("gemm epilogue: operands with odd strides, and a symbolic batch dim") 
     for (int64_t m : {3, 5, 9, 17, 9, 3}) {
       CAPTURE(m);
       std::vector<Tensor> in = {randn({m, 24}), w[0], w[1]};
-      x86::GemmEpilogueStats s0 = x86::gemm_epilogue_stats();
+      cpu::GemmEpilogueStats s0 = cpu::gemm_epilogue_stats();
       check_close(c(in)[0], f(in)[0], 1e-4, 1e-4);
-      x86::GemmEpilogueStats s1 = x86::gemm_epilogue_stats();
+      cpu::GemmEpilogueStats s1 = cpu::gemm_epilogue_stats();
       check_close(c(in)[0], f(in)[0], 1e-4, 1e-4);
-      x86::GemmEpilogueStats s2 = x86::gemm_epilogue_stats();
+      cpu::GemmEpilogueStats s2 = cpu::gemm_epilogue_stats();
       CHECK(s2.primitives_created == s1.primitives_created);  // the second call finds the first's primitive
       CHECK(s1.primitives_created - s0.primitives_created <= 1);
       CHECK(s2.runs - s1.runs == (cpu::onednn_gemm_enabled() ? 1 : 0));
@@ -437,40 +437,40 @@ TEST_CASE("gemm epilogue: the kernel declines a block that is not matmul + epilo
   CHECK(compile_stats(c).interpreted_groups == 1);
 }
 
-TEST_CASE("gemm epilogue: x86::gemm_epilogue declines what it cannot run") {
+TEST_CASE("gemm epilogue: cpu::gemm_epilogue declines what it cannot run") {
   Tensor a = randn({3, 4}), b = randn({4, 5});
-  std::vector<x86::GemmPostOp> relu_add{x86::GemmPostOp::Relu, x86::GemmPostOp::Add};
-  CHECK_FALSE(x86::gemm_epilogue(a.to(DType::Float64), b.to(DType::Float64), {}, {}).has_value());
-  CHECK_FALSE(x86::gemm_epilogue(a, b, relu_add, {randn({3, 1})}).has_value());  // neither a bias nor a residual
-  CHECK_FALSE(x86::gemm_epilogue(randn({0, 4}), b, {}, {}).has_value());
+  std::vector<cpu::GemmPostOp> relu_add{cpu::GemmPostOp::Relu, cpu::GemmPostOp::Add};
+  CHECK_FALSE(cpu::gemm_epilogue(a.to(DType::Float64), b.to(DType::Float64), {}, {}).has_value());
+  CHECK_FALSE(cpu::gemm_epilogue(a, b, relu_add, {randn({3, 1})}).has_value());  // neither a bias nor a residual
+  CHECK_FALSE(cpu::gemm_epilogue(randn({0, 4}), b, {}, {}).has_value());
   {
     OnednnGemm off(false);
-    CHECK_FALSE(x86::gemm_epilogue(a, b, {}, {}).has_value());
+    CHECK_FALSE(cpu::gemm_epilogue(a, b, {}, {}).has_value());
   }
   if (!cpu::onednn_gemm_enabled()) return;
   Tensor y_residual = randn({3, 5});
-  std::optional<Tensor> y = x86::gemm_epilogue(a, b, relu_add, {y_residual});
+  std::optional<Tensor> y = cpu::gemm_epilogue(a, b, relu_add, {y_residual});
   REQUIRE(y.has_value());
   check_close(*y, relu(matmul(a, b)) + y_residual, 1e-5, 1e-6);
   // a transposed weight is read in place: the output is the one allocation; a weight with no unit
   // stride is copied first
   Tensor w = randn({5, 4}), wt = w.t(), bias = randn({5}), wide = randn({4, 10}), strided = wide.slice(1, 0, std::nullopt, 2);
-  std::vector<x86::GemmPostOp> add_relu{x86::GemmPostOp::Add, x86::GemmPostOp::Relu};
+  std::vector<cpu::GemmPostOp> add_relu{cpu::GemmPostOp::Add, cpu::GemmPostOp::Relu};
   int64_t allocs = memory_stats().alloc_count;
-  std::optional<Tensor> t = x86::gemm_epilogue(a, wt, add_relu, {bias});
+  std::optional<Tensor> t = cpu::gemm_epilogue(a, wt, add_relu, {bias});
   CHECK(memory_stats().alloc_count - allocs == 1);
   REQUIRE(t.has_value());
   check_close(*t, relu(matmul(a, wt) + bias), 1e-5, 1e-6);
   allocs = memory_stats().alloc_count;
-  std::optional<Tensor> u = x86::gemm_epilogue(a, strided, add_relu, {bias});
+  std::optional<Tensor> u = cpu::gemm_epilogue(a, strided, add_relu, {bias});
   CHECK(memory_stats().alloc_count - allocs == 2);
   REQUIRE(u.has_value());
   check_close(*u, relu(matmul(a, strided) + bias), 1e-5, 1e-6);
   Tensor r = randn({1, 5});  // broadcast over rows: a bias after the activation
-  std::optional<Tensor> z = x86::gemm_epilogue(a, b, relu_add, {r});
+  std::optional<Tensor> z = cpu::gemm_epilogue(a, b, relu_add, {r});
   REQUIRE(z.has_value());
   check_close(*z, relu(matmul(a, b)) + r, 1e-5, 1e-6);
-  test::check_error([&] { x86::gemm_epilogue(a, b, relu_add, {}); }, "gemm epilogue: 0 addends for 1 add steps");
+  test::check_error([&] { cpu::gemm_epilogue(a, b, relu_add, {}); }, "gemm epilogue: 0 addends for 1 add steps");
 }
 
 // oneDNN's library scratchpad is one buffer for every primitive and ties a primitive to the thread that
@@ -480,7 +480,7 @@ TEST_CASE("gemm epilogue: x86::gemm_epilogue declines what it cannot run") {
 TEST_CASE("gemm epilogue: oneDNN's cached primitives run on two threads at once, each with the single-thread result") {
   if (!cpu::onednn_gemm_enabled()) return;
   kiln::test::NumThreads one(1);
-  std::vector<x86::GemmPostOp> add_relu{x86::GemmPostOp::Add, x86::GemmPostOp::Relu};
+  std::vector<cpu::GemmPostOp> add_relu{cpu::GemmPostOp::Add, cpu::GemmPostOp::Relu};
   Attrs conv = Attrs().set("stride", Shape{1, 1}).set("padding", Shape{1, 1}).set("dilation", Shape{1, 1}).set("groups", int64_t(1));
   struct Work {
     Tensor a, w, bias, x, k, y_gemm, y_conv;
@@ -492,7 +492,7 @@ TEST_CASE("gemm epilogue: oneDNN's cached primitives run on two threads at once,
     u.bias = randn({64});
     u.x = randn({2, 16, 12, 12});
     u.k = randn({16, 16, 3, 3});
-    u.y_gemm = *x86::gemm_epilogue(u.a, u.w, add_relu, {u.bias});
+    u.y_gemm = *cpu::gemm_epilogue(u.a, u.w, add_relu, {u.bias});
     std::optional<Tensor> c = cpu::onednn_conv2d(u.x, u.k, Tensor(), conv);
     REQUIRE(c.has_value());
     u.y_conv = *c;
@@ -501,7 +501,7 @@ TEST_CASE("gemm epilogue: oneDNN's cached primitives run on two threads at once,
   auto run = [&](const Work& u) {
     set_num_threads(1);
     for (int rep = 0; rep < 200; ++rep) {
-      std::optional<Tensor> g = x86::gemm_epilogue(u.a, u.w, add_relu, {u.bias});
+      std::optional<Tensor> g = cpu::gemm_epilogue(u.a, u.w, add_relu, {u.bias});
       std::optional<Tensor> c = cpu::onednn_conv2d(u.x, u.k, Tensor(), conv);
       if (!g || !c || !kiln::test::same_bits(*g, u.y_gemm) || !kiln::test::same_bits(*c, u.y_conv)) ++wrong;
     }

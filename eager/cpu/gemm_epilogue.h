@@ -11,7 +11,7 @@
 #include "core/tensor.h"
 #include "eager/cpu/onednn_switch.h"
 
-namespace kiln::x86 {
+namespace kiln::cpu {
 
 // One step of the epilogue, applied in order to the product.
 enum class GemmPostOp : uint8_t {
@@ -39,4 +39,4 @@ struct GemmEpilogueStats {
 };
 GemmEpilogueStats gemm_epilogue_stats();
 
-}  // namespace kiln::x86
+}  // namespace kiln::cpu

@@ -3,7 +3,7 @@
 // cached by everything they were specialised for: shapes, strides (a transposed weight is another
 // primitive, not a copy), the post-op list with each addend's layout, and the thread count, which
 // oneDNN's brgemm matmul fixes its work split by when the primitive is made.
-#include "backends/x86/gemm_epilogue.h"
+#include "eager/cpu/gemm_epilogue.h"
 
 #include <omp.h>
 
@@ -25,7 +25,7 @@
 #include "core/error.h"
 #include "eager/cpu/primitive_cache.h"
 
-namespace kiln::x86 {
+namespace kiln::cpu {
 
 namespace {
 
@@ -233,4 +233,4 @@ std::optional<Tensor> gemm_epilogue(const Tensor& a, const Tensor& b, const std:
 
 #endif  // KILN_HAVE_DNNL
 
-}  // namespace kiln::x86
+}  // namespace kiln::cpu
