@@ -4,9 +4,10 @@
 // per eval forward eagerly and through compile(). bench/resnet_workloads.py times PyTorch on the same file;
 // bench/compare_resnet runs both.
 //
-//   bench_resnet [--threads N] [--steps N] [--model resnet.py] [--profile train|eval] [--json] [--disable PASS] [--cpu-time]
+//   bench_resnet [--threads N] [--steps N] [--model resnet.py] [--profile train|eval [--trace FILE]] [--json] [--disable PASS] [--cpu-time]
 //
-// --profile prints kiln::Profiler's table of one compiled training step or eval forward instead of the timings.
+// --profile prints kiln::Profiler's table of one compiled training step or eval forward instead of the timings;
+// --trace also saves that step's Chrome trace (each op's input shapes: the per-call figures at 1 vs 2 threads).
 #include <kiln/kiln.h>
 
 #include "bench/median_ms.h"
@@ -28,6 +29,7 @@ struct Options {
   int steps = 20;
   std::string model = "/usr/lib/python3/dist-packages/torchvision/models/resnet.py";
   std::string profile;  // train or eval
+  std::string trace;    // with --profile: the Chrome trace's path
   bool json = false;
   // --disable PASS (repeatable): the JIT pipeline without it, for A/B runs of one binary
   jit::CompileOptions compile;
@@ -45,6 +47,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--steps") o.steps = std::stoi(value());
     else if (a == "--model") o.model = value();
     else if (a == "--profile") o.profile = value();
+    else if (a == "--trace") o.trace = value();
     else if (a == "--json") o.json = true;
     else if (a == "--disable") o.compile.pipeline.disable.push_back(value());
     else if (a == "--cpu-time") kiln::bench::cpu_time() = true;
@@ -52,6 +55,7 @@ Options parse(int argc, char** argv) {
   }
   if (!o.profile.empty() && o.profile != "train" && o.profile != "eval")
     fail("bench_resnet: --profile is train or eval, got {}", o.profile);
+  if (!o.trace.empty() && o.profile.empty()) fail("bench_resnet: --trace needs --profile train or eval");
   return o;
 }
 
@@ -82,6 +86,7 @@ int main(int argc, char** argv) {
       step({x, y});
       prof.stop();
       std::printf("%s", prof.table().c_str());
+      if (!o.trace.empty()) prof.save_chrome_trace(o.trace);
       return 0;
     }
     if (o.profile == "eval") {
@@ -93,6 +98,7 @@ int main(int argc, char** argv) {
       fwd.call({x});
       prof.stop();
       std::printf("%s", prof.table().c_str());
+      if (!o.trace.empty()) prof.save_chrome_trace(o.trace);
       return 0;
     }
 

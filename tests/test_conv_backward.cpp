@@ -219,15 +219,17 @@ TEST_CASE("conv backward: a parameter's blocked weights are reused until it chan
   set_memory_category(w, MemoryCategory::Parameter);
   ConvArgs a{{1, 1}, {1, 1}, {1, 1}, 1};
   Attrs fa = a.attrs({}).without("shape");
-  auto check = [&] {
+  // backward_first: the backward-data copy is made from oihw, not from the forward's blocked copy
+  auto check = [&](bool backward_first = false) {
     cpu::set_onednn_gemm(false);
     Tensor want = conv2d(x, w, Tensor(), a.s, a.p, a.d);
     std::optional<cpu::ConvGrads> want_g = cpu::conv2d_backward(g, x, w, x.sizes(), w.sizes(), a.attrs(x.sizes()), true, false, false);
     cpu::set_onednn_gemm(true);
     for (int twice = 0; twice < 2; ++twice) {  // the second call reads the cached copies
+      std::optional<cpu::ConvGrads> got;
+      if (backward_first) got = cpu::onednn_conv2d_backward(g, x, w, x.sizes(), w.sizes(), a.attrs(x.sizes()), true, false, false);
       std::optional<Tensor> y = cpu::onednn_conv2d(x, w, Tensor(), fa);
-      std::optional<cpu::ConvGrads> got =
-          cpu::onednn_conv2d_backward(g, x, w, x.sizes(), w.sizes(), a.attrs(x.sizes()), true, false, false);
+      if (!backward_first) got = cpu::onednn_conv2d_backward(g, x, w, x.sizes(), w.sizes(), a.attrs(x.sizes()), true, false, false);
       REQUIRE(y.has_value());
       REQUIRE(got.has_value());
       check_close(*y, want, 1e-5, 1e-4);
@@ -242,6 +244,8 @@ TEST_CASE("conv backward: a parameter's blocked weights are reused until it chan
   check();
   w.copy_(seq({32, 16, 3, 3}, 0.2, 0.3, DType::Float32));
   check();
+  w.copy_(seq({32, 16, 3, 3}, 0.4, 0.1, DType::Float32));
+  check(true);
 }
 
 TEST_CASE("conv backward: one-pixel convs (one tap meets the input) as GEMMs equal direct loops") {
@@ -279,6 +283,33 @@ TEST_CASE("conv backward: one-pixel convs (one tap meets the input) as GEMMs equ
   ConvArgs gap{{1, 1}, {1, 1}, {2, 2}, 1};  // dilation 2, padding 1: the taps straddle the pixel
   CHECK_FALSE(cpu::one_pixel_conv2d(seq({2, 5, 1, 1}, 0.1, 0.1, DType::Float32), seq({4, 5, 2, 2}, 0.1, 0.1, DType::Float32),
                                     Tensor(), gap.attrs({}).without("shape")));
+}
+
+TEST_CASE("conv backward: a parameter's one-pixel tap slice is reused until it changes") {
+  ConvArgs a{{1, 1}, {1, 1}, {1, 1}, 1};
+  Shape xs{3, 16, 1, 1}, ws{8, 16, 3, 3};
+  Tensor x = seq(xs, 0.37, 0.2, DType::Float32), g = seq({3, 8, 1, 1}, 0.29, 0.7, DType::Float32);
+  Tensor w = seq(ws, 0.61, 0.5, DType::Float32);
+  set_memory_category(w, MemoryCategory::Parameter);
+  auto check = [&] {
+    Tensor want = conv2d(x.to(DType::Float64), w.to(DType::Float64), Tensor(), a.s, a.p, a.d);
+    for (int twice = 0; twice < 2; ++twice) {  // the second call reads the cached slice
+      std::optional<Tensor> y = cpu::one_pixel_conv2d(x, w, Tensor(), a.attrs({}).without("shape"));
+      std::optional<cpu::ConvGrads> r = cpu::one_pixel_conv2d_backward(g, x, w, xs, ws, a.attrs(xs), true, false, false);
+      REQUIRE(y.has_value());
+      REQUIRE(r.has_value());
+      check_close(*y, want, 1e-5, 1e-4);
+      check_close(r->input, ref_backward_input(g, w, xs, a), 1e-5, 1e-4);
+    }
+  };
+  check();
+  {
+    NoGradGuard no_grad;
+    w.mul_(Scalar(-0.5));  // in place: a new version, so the slice is stale
+  }
+  check();
+  w.copy_(seq(ws, 0.2, 0.3, DType::Float32));
+  check();
 }
 
 TEST_CASE("conv backward: a batch split into chunks") {

@@ -147,6 +147,29 @@ TEST_CASE("x86: every binary row matches eager, with broadcasting") {
   }
 }
 
+TEST_CASE("x86: per-channel operands over short rows ([N, C, 2, 2], batch norm's shape at ResNet's layer3)") {
+  // The per-channel operands are expanded over [C, H, W] so the rows are long; the per-sample one is
+  // as large as the group and stays as it is. Values as eager's, and a full sum of the same chain.
+  if (skip_without_avx2()) return;
+  for (x86::Isa isa : isas_to_test()) {
+    IsaCap cap(isa);
+    CAPTURE(x86::isa_name(isa));
+    for (DType dt : {DType::Float32, DType::Float64}) {
+      const std::string T = dt_str(dt);
+      Tensor x = test::seq({5, 7, 2, 2}, 0.37, 0.2, dt), m = test::seq({1, 7, 1, 1}, 0.11, 0.5, dt);
+      Tensor w = test::seq({7, 1, 1}, 0.23, 0.3, dt), s = test::seq({5, 1, 1, 1}, 0.19, 0.4, dt);
+      std::string text = "graph(%x : " + T + "[5,7,2,2], %m : " + T + "[1,7,1,1], %w : " + T + "[7,1,1], %s : " + T +
+                         "[5,1,1,1]):\n  %0 : " + T + "[5,7,2,2] = sub(%x, %m)\n  %1 : " + T +
+                         "[5,7,2,2] = mul(%0, %w)\n  %2 : " + T + "[5,7,2,2] = add(%1, %s)\n  %3 : " + T +
+                         "[5,7,2,2] = relu(%2)\n  %4 : " + T + "[] = sum[keepdim=false](%3)\n  return (%3, %4)\n";
+      Tensor want = dispatch1(OpId::Relu, {dispatch1(OpId::Add, {dispatch1(OpId::Mul, {dispatch1(OpId::Sub, {x, m}), w}), s})});
+      Tensors got = run_ir(text, {x, m, w, s});
+      check_close(got[0], want, 1e-6, 1e-6);
+      check_close(got[1], dispatch1(OpId::Sum, {want}, Attrs().set("dims", Shape{}).set("keepdim", false)), 1e-5, 1e-6);
+    }
+  }
+}
+
 TEST_CASE("x86: pow with constant exponents, constants, where, bool inputs and outputs") {
   if (skip_without_avx2()) return;
   for (x86::Isa isa : isas_to_test()) {
