@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/storage.h"
+#include "eager/cpu/derived_copy.h"
 
 #include "eager/cpu/im2col.h"
 #include "eager/kernels.h"
@@ -46,20 +47,13 @@ void gather_tap(const float* src, float* dst, int64_t O, int64_t C, int64_t kk, 
     for (int64_t c = 0; c < C; ++c) dst[o * C + c] = src[(o * C + c) * kk + off];
 }
 
-// A parameter's tap slice, kept while the parameter is unchanged. The gather reads the whole weight (one
-// float in every 36 bytes of a 3x3's) and so runs at memory speed on any number of threads: ResNet-18's
-// layer4 paid ~0.4 ms a conv for it in the forward and again in the backward, and an eval forward 1.2 ms.
-// Malloc'd, not from kiln's allocator, so memory_stats()'s parameter bytes stay the model's own (as
-// conv_onednn.cpp's blocked copies).
-struct CachedTap {
-  std::weak_ptr<Storage> storage;  // the key's address may be reused by a later storage
-  uint64_t version = 0;
-  std::shared_ptr<float> buf;  // rewritten only while no conv holds it (use_count 1), else replaced
-};
-
+// A parameter's tap slice, kept while the parameter is unchanged (derived_copy.h). The gather reads the
+// whole weight (one float in every 36 bytes of a 3x3's) and so runs at memory speed on any number of
+// threads: ResNet-18's layer4 paid ~0.4 ms a conv for it in the forward and again in the backward, and an
+// eval forward 1.2 ms.
 struct TapCache {
   std::mutex mu;
-  std::map<std::tuple<const Storage*, int64_t, int64_t>, CachedTap> map;
+  std::map<std::tuple<const Storage*, int64_t, int64_t>, DerivedCopy> map;
 };
 
 TapCache& tap_cache() {
@@ -73,7 +67,7 @@ std::shared_ptr<const float> tap_slice(const Tensor& w, Tap t) {
   int64_t O = w.size(0), C = w.size(1), kk = w.size(2) * w.size(3), off = t.ki * w.size(3) + t.kj;
   const float* src = static_cast<const float*>(wc.raw_data());
   const std::shared_ptr<Storage>& st = w.storage();
-  if (!st || !st->owned || st->category != MemoryCategory::Parameter || !w.is_contiguous()) {
+  if (!keeps_derived_copies(st) || !w.is_contiguous()) {
     Tensor s = Tensor::empty({O, C}, DType::Float32);
     gather_tap(src, static_cast<float*>(s.raw_data()), O, C, kk, off);
     return std::shared_ptr<const float>(static_cast<const float*>(s.raw_data()), [s](const float*) {});
@@ -84,20 +78,16 @@ std::shared_ptr<const float> tap_slice(const Tensor& w, Tap t) {
   auto it = c.map.find(key);
   if (it == c.map.end()) {
     for (auto e = c.map.begin(); e != c.map.end();)  // drop the slices of parameters that are gone
-      e = e->second.storage.expired() ? c.map.erase(e) : std::next(e);
-    it = c.map.emplace(key, CachedTap{}).first;
+      e = e->second.expired() ? c.map.erase(e) : std::next(e);
+    it = c.map.emplace(key, DerivedCopy{}).first;
   }
-  CachedTap& e = it->second;
+  DerivedCopy& e = it->second;
   uint64_t version = w.version();
-  if (e.buf && e.version == version && e.storage.lock() == st) return e.buf;
-  if (!e.buf || e.buf.use_count() > 1) {
-    e.buf = std::shared_ptr<float>(static_cast<float*>(std::malloc(size_t(O * C) * sizeof(float))), &std::free);
-    if (!e.buf) throw std::bad_alloc();
+  if (!e.current(st, version)) {
+    e.renew(st, version, size_t(O * C) * sizeof(float));
+    gather_tap(src, static_cast<float*>(e.buf.get()), O, C, kk, off);
   }
-  gather_tap(src, e.buf.get(), O, C, kk, off);
-  e.storage = st;
-  e.version = version;
-  return e.buf;
+  return std::static_pointer_cast<const float>(e.buf);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 
 #include <dnnl.hpp>
 
+#include "eager/cpu/derived_copy.h"
 #include "eager/cpu/onednn_scratchpad.h"
 #endif
 
@@ -128,17 +129,13 @@ dnnl::memory out_layout(const Tensor& out, const dnnl::memory::desc& plain, cons
   return dnnl::memory(have, eng, keep.back().raw_data());
 }
 
-// A parameter's weights in a primitive's blocked layout, kept while the parameter is unchanged. Reordering
-// oihw into ABcd16b16a costs more than the conv itself for the 3x3s of ResNet-18's deep layers on small
-// images (0.9 ms against 0.37 ms at 512 channels, 1x1 pixels): an eval forward spent ~4 of its ~19 ms there.
-// Only parameters (model weights: written by optimizers and copy_, which bump the version) and only
-// kiln-owned memory (a from_blob buffer may be written behind kiln's back). The copies are malloc'd, not
-// from kiln's allocator, so memory_stats()'s parameter bytes stay the model's own.
+// A parameter's weights in a primitive's blocked layout, kept while the parameter is unchanged
+// (derived_copy.h). Reordering oihw into ABcd16b16a costs more than the conv itself for the 3x3s of
+// ResNet-18's deep layers on small images (0.9 ms against 0.37 ms at 512 channels, 1x1 pixels): an eval
+// forward spent ~4 of its ~19 ms there.
 struct BlockedWeight {
-  std::weak_ptr<Storage> storage;  // the key's address may be reused by a later storage
-  uint64_t version = 0;
   dnnl::memory::desc desc;
-  std::shared_ptr<void> buf;  // rewritten only while no conv holds it (use_count 1), else replaced
+  DerivedCopy copy;
 };
 
 struct WeightCache {
@@ -156,7 +153,7 @@ std::optional<dnnl::memory> cached_weight(const Tensor& t, const dnnl::memory::d
                                           const dnnl::memory::desc& want, dnnl::stream& s,
                                           std::vector<std::shared_ptr<void>>& keep) {
   const std::shared_ptr<Storage>& st = t.storage();
-  if (want == plain || !st || !st->owned || st->category != MemoryCategory::Parameter) return std::nullopt;
+  if (want == plain || !keeps_derived_copies(st)) return std::nullopt;
   const dnnl::engine& eng = state().engine;
   uint64_t version = t.version();
   WeightCache& c = weight_cache();
@@ -165,43 +162,34 @@ std::optional<dnnl::memory> cached_weight(const Tensor& t, const dnnl::memory::d
   auto it = c.map.find(key);
   if (it == c.map.end()) {
     for (auto e = c.map.begin(); e != c.map.end();)  // drop the copies of parameters that are gone
-      e = e->second.empty() || e->second[0].storage.expired() ? c.map.erase(e) : std::next(e);
+      e = e->second.empty() || e->second[0].copy.expired() ? c.map.erase(e) : std::next(e);
     it = c.map.emplace(key, std::vector<BlockedWeight>{}).first;
   }
   std::vector<BlockedWeight>& entries = it->second;
-  if (!entries.empty() && entries[0].storage.lock() != st) entries.clear();
+  if (!entries.empty() && entries[0].copy.storage.lock() != st) entries.clear();
   BlockedWeight* e = nullptr;
   for (BlockedWeight& b : entries)
     if (b.desc == want) e = &b;
-  if (e && e->version == version) {
-    keep.push_back(e->buf);
-    return dnnl::memory(want, eng, e->buf.get());
+  if (e && e->copy.current(st, version)) {
+    keep.push_back(e->copy.buf);
+    return dnnl::memory(want, eng, e->copy.buf.get());
   }
-  if (!e) e = &entries.emplace_back(BlockedWeight{st, version, want, nullptr});
-  // A training step changes every weight. With a fresh buffer each version, oneDNN's reorders into it took
-  // twice as long (ResNet-18, one step: 2.9 against 1.5 ms; page faults did not grow with the steps, so the
-  // cause is not pinned down) and the peak held old and new copies (392 against 345 MiB). The old buffer is
-  // rewritten only when no conv still holds it.
-  if (!e->buf || e->buf.use_count() > 1) {
-    size_t bytes = (want.get_size() + 63) / 64 * 64;
-    e->buf = std::shared_ptr<void>(std::aligned_alloc(64, bytes), &std::free);
-    if (!e->buf) throw std::bad_alloc();
-  }
-  e->version = version;
-  dnnl::memory user(plain, eng, t.raw_data()), m(want, eng, e->buf.get());
+  if (!e) e = &entries.emplace_back(BlockedWeight{want, {}});
+  e->copy.renew(st, version, want.get_size());
+  dnnl::memory user(plain, eng, t.raw_data()), m(want, eng, e->copy.buf.get());
   // The backward-data conv wants the weights blocked the other way round from the forward's (ABcd16a16b,
   // not ABcd16b16a): from the forward's copy of this version that is a swap inside each 16x16 block,
   // cheaper than gathering each block from oihw again.
   const BlockedWeight* from = nullptr;
   for (const BlockedWeight& b : entries)
-    if (&b != e && b.version == version && b.buf) from = &b;
+    if (&b != e && b.copy.current(st, version)) from = &b;
   if (from) {
-    dnnl::memory blocked(from->desc, eng, from->buf.get());
+    dnnl::memory blocked(from->desc, eng, from->copy.buf.get());
     dnnl::reorder(blocked, m).execute(s, blocked, m);
   } else {
     dnnl::reorder(user, m).execute(s, user, m);
   }
-  keep.push_back(e->buf);
+  keep.push_back(e->copy.buf);
   return m;
 }
 
