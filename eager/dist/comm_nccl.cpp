@@ -29,7 +29,9 @@ namespace {
   X(ncclCommAbort)             \
   X(ncclCommGetAsyncError)     \
   X(ncclAllReduce)             \
-  X(ncclBroadcast)
+  X(ncclBroadcast)             \
+  X(ncclAllGather)             \
+  X(ncclReduceScatter)
 
 struct NcclApi {
 #define KILN_NCCL_FIELD(name) decltype(&::name) name = nullptr;
@@ -318,22 +320,47 @@ NcclRequest queued(NcclComm::Impl& c, std::string what) {
 }
 }  // namespace
 
+namespace {
+ncclRedOp_t nccl_op(ReduceOp op, bool has_avg, int version) {
+  switch (op) {
+    case ReduceOp::Sum: return ncclSum;
+    case ReduceOp::Max: return ncclMax;
+    case ReduceOp::Min: return ncclMin;
+    case ReduceOp::Avg:
+      if (!has_avg) fail("dist: nccl {} has no average (2.10 and later do); reduce with sum", version);
+      return ncclAvg;
+  }
+  return ncclSum;
+}
+}  // namespace
+
 NcclRequest NcclComm::all_reduce(void* data, int64_t count, DType dtype, ReduceOp op, std::string what) {
   Impl& c = *impl;
   c.check_usable(what);
   ncclDataType_t type = nccl_type(dtype, c.api->version);
-  ncclRedOp_t nop = ncclSum;
-  switch (op) {
-    case ReduceOp::Sum: nop = ncclSum; break;
-    case ReduceOp::Max: nop = ncclMax; break;
-    case ReduceOp::Min: nop = ncclMin; break;
-    case ReduceOp::Avg:
-      if (!has_avg()) fail("dist: nccl {} has no average (2.10 and later do); reduce with sum", c.api->version);
-      nop = ncclAvg;
-      break;
-  }
+  ncclRedOp_t nop = nccl_op(op, has_avg(), c.api->version);
   auto stream = static_cast<cudaStream_t>(c.rt->stream(c.device));
   c.check(c.api->ncclAllReduce(data, data, size_t(count), type, nop, c.comm, stream), "ncclAllReduce");
+  return queued(c, std::move(what));
+}
+
+NcclRequest NcclComm::all_gather(const void* in, void* out, int64_t count, DType dtype, std::string what) {
+  Impl& c = *impl;
+  c.check_usable(what);
+  ncclDataType_t type = nccl_type(dtype, c.api->version);
+  auto stream = static_cast<cudaStream_t>(c.rt->stream(c.device));
+  c.check(c.api->ncclAllGather(in, out, size_t(count), type, c.comm, stream), "ncclAllGather");
+  return queued(c, std::move(what));
+}
+
+NcclRequest NcclComm::reduce_scatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp op,
+                                     std::string what) {
+  Impl& c = *impl;
+  c.check_usable(what);
+  ncclDataType_t type = nccl_type(dtype, c.api->version);
+  ncclRedOp_t nop = nccl_op(op, has_avg(), c.api->version);
+  auto stream = static_cast<cudaStream_t>(c.rt->stream(c.device));
+  c.check(c.api->ncclReduceScatter(in, out, size_t(count), type, nop, c.comm, stream), "ncclReduceScatter");
   return queued(c, std::move(what));
 }
 

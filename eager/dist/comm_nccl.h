@@ -65,6 +65,10 @@ class NcclComm {
   // In place on the device, queued on its stream; `what` names the operation in errors.
   NcclRequest all_reduce(void* data, int64_t count, DType dtype, ReduceOp op, std::string what);
   NcclRequest broadcast(void* data, int64_t bytes, int root, std::string what);
+  // count elements from every rank, in rank order, into out (world x count); in may be a part of out.
+  NcclRequest all_gather(const void* in, void* out, int64_t count, DType dtype, std::string what);
+  // in (world x count) reduced over the ranks; this rank's count elements into out.
+  NcclRequest reduce_scatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp op, std::string what);
   // Complete once everything queued on the device's stream so far has run (no collective).
   NcclRequest fence(std::string what);
 

@@ -37,6 +37,8 @@ int NcclComm::size() const { return 1; }
 bool NcclComm::has_avg() const { return false; }
 NcclRequest NcclComm::all_reduce(void*, int64_t, DType, ReduceOp, std::string) { no_nccl(); }
 NcclRequest NcclComm::broadcast(void*, int64_t, int, std::string) { no_nccl(); }
+NcclRequest NcclComm::all_gather(const void*, void*, int64_t, DType, std::string) { no_nccl(); }
+NcclRequest NcclComm::reduce_scatter(const void*, void*, int64_t, DType, ReduceOp, std::string) { no_nccl(); }
 NcclRequest NcclComm::fence(std::string) { no_nccl(); }
 
 }  // namespace kiln::dist::detail

@@ -206,9 +206,9 @@ std::unique_ptr<Work::State> prepare_pair(const char* op, const Tensor& output, 
     fail("{}: output has {} elements and input {}; with {} ranks the {} must have {} times the {}'s", op,
          output.numel(), input.numel(), get_world_size(), out_per_in > 1 ? "output" : "input",
          get_world_size(), out_per_in > 1 ? "input" : "output");
-  for (const Tensor* t : {&input, &output})
-    if (!t->device().is_cpu())
-      fail("{}: a tensor is on {}; kiln's {} works on cpu tensors (copy with .cpu())", op, t->device().str(), op);
+  if (input.device() != output.device())
+    fail("{}: input is on {} and output on {}; both must be on one device", op, input.device().str(),
+         output.device().str());
   auto s = prepare(op, output);
   NoGradGuard ng;
   s->source = input.is_contiguous() ? input : input.contiguous();
@@ -220,6 +220,11 @@ std::unique_ptr<Work::State> prepare_pair(const char* op, const Tensor& output, 
 Work all_gather_into_tensor(const Tensor& output, const Tensor& input, bool async_op) {
   auto comm = Comm::world();
   auto s = prepare_pair("all_gather_into_tensor", output, input, comm->size(), 1);
+  if (!input.device().is_cpu()) {
+    NcclComm& n = nccl_for(*comm, "all_gather_into_tensor", input);
+    s->nccl = n.all_gather(s->source.raw_data(), s->buffer.raw_data(), s->source.numel(), input.dtype(), s->what);
+    return nccl_finish(n, std::move(s), false, async_op);
+  }
   s->req = comm->iallgather(s->source.raw_data(), s->buffer.raw_data(), s->source.numel(), input.dtype());
   return finish(std::move(s), async_op);
 }
@@ -231,6 +236,13 @@ Work reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp o
     if (!is_floating(input.dtype()))
       fail("reduce_scatter_tensor: reduce op avg needs a floating tensor, got {}", dtype_name(input.dtype()));
     s->divide = double(comm->size());
+  }
+  if (!input.device().is_cpu()) {
+    NcclComm& n = nccl_for(*comm, "reduce_scatter_tensor", input);
+    bool divide = op == ReduceOp::Avg && !n.has_avg();
+    s->nccl = n.reduce_scatter(s->source.raw_data(), s->buffer.raw_data(), s->buffer.numel(), input.dtype(),
+                               divide ? ReduceOp::Sum : op, s->what);
+    return nccl_finish(n, std::move(s), divide, async_op);
   }
   s->req = comm->ireduce_scatter(s->source.raw_data(), s->buffer.raw_data(), s->buffer.numel(), input.dtype(),
                                  op == ReduceOp::Avg ? ReduceOp::Sum : op);

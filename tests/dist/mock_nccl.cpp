@@ -104,5 +104,30 @@ ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataT
   MPI_Bcast(recv, int(count), MPI_BYTE, root, MPI_COMM_WORLD);
   return ncclSuccess;
 }
+ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t t, ncclComm_t, cudaStream_t) {
+  MPI_Datatype mt = mpi_type(t);
+  if (mt == MPI_DATATYPE_NULL) return ncclInvalidArgument;
+  ++g_counters["all_gather"];
+  MPI_Allgather(send, int(count), mt, recv, int(count), mt, MPI_COMM_WORLD);
+  return ncclSuccess;
+}
+ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op,
+                               ncclComm_t comm, cudaStream_t) {
+  MPI_Datatype mt = mpi_type(t);
+  if (mt == MPI_DATATYPE_NULL) return ncclInvalidArgument;
+  ++g_counters["reduce_scatter"];
+  MPI_Op mo = op == ncclMax ? MPI_MAX : op == ncclMin ? MPI_MIN : MPI_SUM;
+  MPI_Reduce_scatter_block(send, recv, int(count), mt, mo, MPI_COMM_WORLD);
+  if (op == ncclAvg) {
+    int n = reinterpret_cast<Mock*>(comm)->size;
+    if (t == ncclFloat32)
+      for (size_t i = 0; i < count; ++i) static_cast<float*>(recv)[i] /= float(n);
+    else if (t == ncclFloat64)
+      for (size_t i = 0; i < count; ++i) static_cast<double*>(recv)[i] /= double(n);
+    else
+      return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
 
 }  // extern "C"

@@ -82,6 +82,7 @@ std::vector<double> values(const Tensor& t) {
 }
 
 void run_ok(Device dev, int r, int n) {
+  std::string e, e0;
   for (DType t : {DType::Float32, DType::Float64, DType::Int32, DType::Int64}) {
     Tensor s = full({5}, double(r + 1), t).to(dev);
     dist::all_reduce(s);
@@ -102,6 +103,25 @@ void run_ok(Device dev, int r, int n) {
   Tensor b = (r == 0 ? arange(6.0).to(DType::Float64) : zeros({6}, DType::Float64)).to(dev);
   dist::broadcast(b, 0);
   EXPECT(values(b) == (std::vector<double>{0, 1, 2, 3, 4, 5}));
+  // all_gather_into_tensor and reduce_scatter_tensor (FSDP's and ZeRO's collectives) on NCCL
+  for (DType t : {DType::Float32, DType::Int64}) {
+    Tensor mine = full({2}, double(r + 1), t).to(dev), all = zeros({2 * n}, t).to(dev);
+    dist::all_gather_into_tensor(all, mine);
+    std::vector<double> want;
+    for (int k = 0; k < n; ++k) want.insert(want.end(), 2, double(k + 1));
+    EXPECT(values(all) == want);
+    Tensor part = zeros({2}, t).to(dev);
+    dist::reduce_scatter_tensor(part, full({2 * n}, double(r + 1), t).to(dev));
+    EXPECT(values(part) == std::vector<double>(2, n * (n + 1) / 2.0));
+  }
+  Tensor avg = zeros({1}).to(dev);
+  dist::reduce_scatter_tensor(avg, full({n}, double(r)).to(dev), dist::ReduceOp::Avg);
+  EXPECT(values(avg) == std::vector<double>(1, (n - 1) / 2.0));
+  EXPECT(counter("all_gather") == 2);
+  EXPECT(counter("reduce_scatter") == 3);
+  e0 = error_of([&] { dist::all_gather_into_tensor(zeros({2 * n}), ones({2}).to(dev)); });
+  EXPECT(e0 == fmt::format("all_gather_into_tensor: input is on {} and output on cpu; both must be on one device",
+                           dev.str()));
   // Work watches the event after the collective: incomplete until the device gets there.
   g_events_done = false;
   Tensor x = full({4}, 1.0).to(dev);
@@ -116,7 +136,7 @@ void run_ok(Device dev, int r, int n) {
   dist::all_reduce(c);
   EXPECT(values(c) == std::vector<double>(2, n * (n + 1) / 2.0));
   int reduces = counter("all_reduce");
-  std::string e = error_of([&] { dist::all_reduce(ones({2}, DType::Bool).to(dev)); });
+  e = error_of([&] { dist::all_reduce(ones({2}, DType::Bool).to(dev)); });
   EXPECT(e.find("dist: all_reduce of bool tensors is not supported by nccl") == 0);
   Device other = Device::cuda((dev.index + 1) % std::max(n, 2));
   e = error_of([&] { dist::all_reduce(ones({2}).to(other)); });
