@@ -1,6 +1,6 @@
 """Training through torchvision's installed model files: three SGD steps equal to PyTorch's.
 
-For resnet18 and mobilenet_v2 (the classes with the arguments their builders pass, 10 classes): PyTorch
+For resnet18, mobilenet_v2 and vit_b_16 (the classes with the arguments their builders pass, 10 classes): PyTorch
 builds the model under a fixed seed (batch norm statistics randomized), saves its state_dict, then takes
 three torch.optim.SGD steps on cross_entropy; kiln builds the same class from the installed file
 (script_train_tool), loads the state_dict, takes the same steps with kiln's SGD and saves its state_dict.
@@ -41,6 +41,10 @@ CASES = {
     # dropout off: kiln's masks are not PyTorch's draws
     "mobilenet_v2": ("mobilenetv2", "MobileNetV2", ["num_classes=10", "dropout=0.0"],
                      lambda: tvm.MobileNetV2(num_classes=10, dropout=0.0), "eval"),
+    # vit_b_16's layers on a 64x64 image (16 patches and the class token), in training mode: dropout is 0 by
+    # default, layer norm has no running statistics
+    "vit_b_16": ("vision_transformer", "VisionTransformer", ["64", "16", "12", "12", "768", "3072", "num_classes=10"],
+                 lambda: tvm.VisionTransformer(64, 16, 12, 12, 768, 3072, num_classes=10), "train"),
 }
 
 NUMPY = {"F32": np.float32, "F64": np.float64, "I64": np.int64, "I32": np.int32, "BOOL": np.bool_}
