@@ -113,6 +113,9 @@ TEST_CASE("script published: the examples' VAE matches PyTorch; randn_like draws
   REQUIRE(r.size() == 3);
   check_close(r[1].to_tensor(), at(data, "output.0"), 1e-4, 1e-5);  // mu
   check_close(r[2].to_tensor(), at(data, "output.1"), 1e-4, 1e-5);  // logvar
+  std::vector<IValue> c = results(compile(net->method()).call({x}));
+  check_close(c[1].to_tensor(), at(data, "output.0"), 1e-4, 1e-5);
+  check_close(c[2].to_tensor(), at(data, "output.1"), 1e-4, 1e-5);
   // The reconstruction decodes mu + eps * std with a fresh eps: a sigmoid's values, not decode(mu)'s.
   Tensor recon = r[0].to_tensor();
   CHECK(recon.sizes() == Shape{3, 16});
@@ -139,6 +142,7 @@ TEST_CASE("script published: the examples' DCGAN Generator and Discriminator (we
     check_close(fake, at(data, "output.0"), 1e-4, 1e-5);
     check_close(compile(g->method()).call({z})[0].to_tensor(), at(data, "output.0"), 1e-4, 1e-5);
     check_close((*d)(at(data, "output.0")), at(data, "output.1"), 1e-4, 1e-5);
+    check_close(compile(d->method()).call({at(data, "output.0")})[0].to_tensor(), at(data, "output.1"), 1e-4, 1e-5);
     // Training mode: batch statistics, and the running ones updated as torch's.
     g->train();
     check_close((*g)(z), at(data, "train_output.0"), 1e-4, 1e-5);
@@ -157,6 +161,44 @@ TEST_CASE("script published: the examples' DCGAN Generator and Discriminator (we
   check_close((*d2)(at(data, "output.0")), at(data, "output.1"), 1e-4, 1e-5);
 }
 
+TEST_CASE("script published: three iterations of the examples' DCGAN training loop match PyTorch, eager and compiled") {
+  ScriptModule file = script_file(kModels + "dcgan.py");
+  std::map<std::string, Tensor> data = fixture("dcgan");
+  for (bool compiled : {false, true}) {
+    CAPTURE(compiled);
+    auto g = file.module("Generator", {int64_t(1)}, {{"nz", int64_t(8)}, {"ngf", int64_t(4)}, {"nc", int64_t(3)}});
+    auto d = file.module("Discriminator", {int64_t(1)}, {{"ndf", int64_t(4)}, {"nc", int64_t(3)}});
+    g->load_state_dict(test::with_prefix(data, "state_g."));
+    d->load_state_dict(test::with_prefix(data, "state_d."));
+    g->train();
+    d->train();
+    optim::Adam opt_d(d->parameters(), {2e-4, 0.5, 0.999});
+    optim::Adam opt_g(g->parameters(), {2e-4, 0.5, 0.999});
+    // compiled: the forwards through compile() (recorded by autograd like any op), the loop as written
+    Function gf = compile(g->method()), df = compile(d->method());
+    auto G = [&](const Tensor& x) { return compiled ? gf.call({x})[0].to_tensor() : (*g)(x); };
+    auto D = [&](const Tensor& x) { return compiled ? df.call({x})[0].to_tensor() : (*d)(x); };
+    for (int i = 0; i < 3; ++i) {
+      const Tensor& real = at(data, "gan_real." + std::to_string(i));
+      const Tensor& noise = at(data, "gan_noise." + std::to_string(i));
+      opt_d.zero_grad();
+      Tensor err_real = binary_cross_entropy(D(real), ones({2}));
+      err_real.backward();
+      Tensor fake = G(noise);
+      Tensor err_fake = binary_cross_entropy(D(fake.detach()), zeros({2}));
+      err_fake.backward();
+      opt_d.step();
+      opt_g.zero_grad();
+      Tensor err_g = binary_cross_entropy(D(fake), ones({2}));
+      err_g.backward();
+      opt_g.step();
+      check_close(stack({err_real, err_fake, err_g}).detach(), at(data, "gan_loss." + std::to_string(i)), 1e-4, 1e-5);
+    }
+    check_state(*g, test::with_prefix(data, "gan_g."));
+    check_state(*d, test::with_prefix(data, "gan_d."));
+  }
+}
+
 TEST_CASE("script published: word_language_model's RNNModel (getattr(nn, rnn_type), tied decoder) matches PyTorch") {
   ScriptModule file = script_file(kModels + "word_lm.py");
   auto net = file.module("RNNModel", {std::string("GRU"), int64_t(20), int64_t(8), int64_t(8), int64_t(2), 0.2},
@@ -169,6 +211,9 @@ TEST_CASE("script published: word_language_model's RNNModel (getattr(nn, rnn_typ
   std::vector<IValue> r = results(net->call({at(data, "input.0"), at(data, "input.1")}));
   check_close(r[0].to_tensor(), at(data, "output.0"), 1e-4, 1e-5);
   check_close(r[1].to_tensor(), at(data, "output.1"), 1e-4, 1e-5);
+  std::vector<IValue> c = results(compile(net->method()).call({at(data, "input.0"), at(data, "input.1")}));
+  check_close(c[0].to_tensor(), at(data, "output.0"), 1e-4, 1e-5);
+  check_close(c[1].to_tensor(), at(data, "output.1"), 1e-4, 1e-5);
 }
 
 TEST_CASE("script published: word_language_model's LSTM (an unannotated (h, c) state) and RNN_TANH / RNN_RELU (try in __init__) match PyTorch") {

@@ -2,7 +2,8 @@
 nanoGPT, the model file of samples/train_gpt, vae.py, dcgan.py and word_lm.py after PyTorch's examples), which tests/test_script_published.cpp compares kiln
 with. torch.jit.script takes none of them as published (nanoGPT's config object, DCGAN's data_parallel
 branch), so the references are eager PyTorch's. Keys: `state.*` (the state_dict as built under seed 0),
-`input.*`, `output.*` (eval mode, no grad), `trained.*` (the state after the training steps noted per model).
+`input.*`, `output.*` (eval mode, no grad), `trained.*` (the state after the training steps noted per model),
+`gan_*` (DCGAN: three iterations of the examples' training loop).
 Run with /usr/bin/python3 (PyTorch 1.13) from the repository root:
     python3 tests/script/models/make_published_fixtures.py tests/script/models/data
 """
@@ -98,6 +99,33 @@ def dcgan():
         net_g.train()
         out["train_output.0"] = net_g(z)
     out.update(state("trained_g", net_g))
+    # Three iterations of the examples' training loop from the saved state, in training mode: the
+    # Discriminator on a real batch (label 1) and a fake one (label 0, detached), then the Generator through
+    # the Discriminator (label 1); BCELoss, Adam(lr 2e-4, betas (0.5, 0.999)) for each, as main.py has them.
+    net_g.load_state_dict({k[len("state_g."):]: v for k, v in out.items() if k.startswith("state_g.")})
+    net_d.load_state_dict({k[len("state_d."):]: v for k, v in out.items() if k.startswith("state_d.")})
+    net_g.train()
+    net_d.train()
+    opt_d = torch.optim.Adam(net_d.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    opt_g = torch.optim.Adam(net_g.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    for i in range(3):
+        real = torch.rand(2, 3, 64, 64) * 2 - 1
+        noise = torch.randn(2, 8, 1, 1)
+        out[f"gan_real.{i}"], out[f"gan_noise.{i}"] = real, noise
+        opt_d.zero_grad()
+        err_real = F.binary_cross_entropy(net_d(real), torch.ones(2))
+        err_real.backward()
+        fake = net_g(noise)
+        err_fake = F.binary_cross_entropy(net_d(fake.detach()), torch.zeros(2))
+        err_fake.backward()
+        opt_d.step()
+        opt_g.zero_grad()
+        err_g = F.binary_cross_entropy(net_d(fake), torch.ones(2))
+        err_g.backward()
+        opt_g.step()
+        out[f"gan_loss.{i}"] = torch.stack([err_real, err_fake, err_g]).detach()
+    out.update(state("gan_g", net_g))
+    out.update(state("gan_d", net_d))
     return out
 
 
