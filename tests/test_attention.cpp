@@ -4,11 +4,13 @@
 // traced, scripted and compiled; and torch's errors for masks and shapes. The registry's test scripts every
 // layer from its sample.
 #include <cmath>
+#include <optional>
 
 #include "eager/io.h"
 #include "eager/nn/attention.h"
 #include "eager/ops.h"
 #include "jit/compiled_function.h"
+#include "jit/train_step.h"
 #include "script_frontend/script.h"
 #include "tracer/trace.h"
 #include "support.h"
@@ -263,6 +265,39 @@ TEST_CASE("attention model file: word_language_model's encoder and MultiheadAtte
     std::vector<IValue> r = net->call({x[0], x[1], x[2], x[3]});
     std::vector<IValue> parts = r.size() == 1 ? r[0].elements() : r;
     check_case("attend", x, {parts[0].to_tensor(), parts[1].to_tensor()}, net.get());
+  }
+}
+
+TEST_CASE("attention model file: three SGD steps of word_language_model's encoder LM equal PyTorch, eager and compiled") {
+  const auto& d = fixtures();
+  auto file = script_file(kModels + "attention_lm.py");
+  const Tensor &src = d.at("lm.input.0"), &mask = d.at("lm.input.1"), &tgt = d.at("lm_sgd.target");
+  for (bool compiled : {false, true}) {
+    CAPTURE(compiled);
+    auto net = file.module("TransformerModel", {IValue(11), IValue(8), IValue(2), IValue(16), IValue(2), IValue(0.0)});
+    net->load_state_dict(kiln::test::with_prefix(d, "lm.state."));
+    optim::SGD opt(net->parameters(), {0.1});
+    auto loss_of = [&](const Tensors& b) {
+      return nll_loss(net->call({b[0], b[1]})[0].to_tensor().reshape({-1, 11}), b[2].reshape({-1}));
+    };
+    std::optional<CompiledTrainStep> step;
+    if (compiled) step.emplace(*net, loss_of, opt);
+    for (int i = 0; i < 3; ++i) {
+      Tensor loss;
+      if (compiled) {
+        loss = (*step)({src, mask, tgt});
+      } else {
+        loss = loss_of({src, mask, tgt});
+        opt.zero_grad();
+        loss.backward();
+        opt.step();
+      }
+      check_close(loss.detach(), d.at("lm_sgd.loss." + std::to_string(i)), 1e-4, 1e-5);
+    }
+    for (const auto& [k, v] : kiln::test::with_prefix(d, "lm_sgd.trained.")) {
+      INFO(k);
+      check_close(net->state_dict().at(k), v, 1e-4, 1e-5);
+    }
   }
 }
 

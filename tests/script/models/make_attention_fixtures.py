@@ -12,6 +12,7 @@ import os
 import sys
 
 import torch
+import torch.nn.functional as F
 import torch.nn as nn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -102,6 +103,21 @@ def main(outdir):
     lm = load("attention_lm")
     net = lm.TransformerModel(11, 8, 2, 16, 2, 0.0)
     record("lm", net, [torch.randint(0, 11, (6, 2)), nn.Transformer.generate_square_subsequent_mask(6)], lambda s, a: net(s, a))
+    # three SGD steps of the encoder LM on nll_loss (word_language_model's criterion on log_softmax), from its
+    # saved state
+    src, src_mask = out["lm.input.0"], out["lm.input.1"]
+    tgt = torch.randint(0, 11, (6, 2))
+    out["lm_sgd.target"] = tgt
+    net.zero_grad()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    for i in range(3):
+        opt.zero_grad()
+        loss = F.nll_loss(net(src, src_mask).view(-1, 11), tgt.view(-1))
+        loss.backward()
+        opt.step()
+        out[f"lm_sgd.loss.{i}"] = loss.detach().clone()
+    for k, v in net.state_dict().items():
+        out[f"lm_sgd.trained.{k}"] = v.clone()
     att = lm.Attend(8, 2)
     pad = torch.zeros(N, S, dtype=torch.bool)
     pad[0, 4] = True
