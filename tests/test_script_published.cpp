@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <string>
 
+#include "jit/train_step.h"
 #include "support.h"
 
 using namespace kiln;
@@ -196,6 +198,41 @@ TEST_CASE("script published: three iterations of the examples' DCGAN training lo
     }
     check_state(*g, test::with_prefix(data, "gan_g."));
     check_state(*d, test::with_prefix(data, "gan_d."));
+  }
+}
+
+TEST_CASE("script published: a U-Net (transposed-conv up path padded to the skip's size) matches PyTorch forward, compiled and over 3 SGD steps") {
+  ScriptModule file = script_file(kModels + "unet.py");
+  std::map<std::string, Tensor> data = fixture("unet");
+  const Tensor &x = at(data, "input.0"), &y = at(data, "target.0");
+  for (bool compiled : {false, true}) {
+    CAPTURE(compiled);
+    auto net = file.module("UNet", {int64_t(3), int64_t(4)}, {{"base", int64_t(8)}, {"bilinear", false}});
+    net->load_state_dict(test::with_prefix(data, "state."));
+    net->eval();
+    {
+      NoGradGuard no_grad;
+      Tensor out = compiled ? compile(net->method()).call({x})[0].to_tensor() : (*net)(x);
+      check_close(out, at(data, "output.0"), 1e-4, 1e-5);  // 17x19: both up steps pad by one
+    }
+    net->train();
+    optim::SGD opt(net->parameters(), {0.05});
+    auto loss_of = [&](const Tensors& b) { return cross_entropy((*net)(b[0]), b[1]); };
+    std::optional<CompiledTrainStep> step;
+    if (compiled) step.emplace(*net, loss_of, opt);
+    for (int i = 0; i < 3; ++i) {
+      Tensor loss;
+      if (compiled) {
+        loss = (*step)({x, y});
+      } else {
+        loss = loss_of({x, y});
+        opt.zero_grad();
+        loss.backward();
+        opt.step();
+      }
+      check_close(loss.detach(), at(data, "loss." + std::to_string(i)), 1e-4, 1e-5);
+    }
+    check_state(*net, test::with_prefix(data, "trained."));
   }
 }
 

@@ -161,10 +161,37 @@ def word_lm():
     return out
 
 
+def unet():
+    # The transposed-conv U-Net on an odd-sized image (17x19: the up path pads to the skip's size), batch norm
+    # statistics randomized; eval output; then three SGD steps in training mode on cross_entropy per pixel.
+    mod = load("unet")
+    torch.manual_seed(0)
+    model = mod.UNet(3, 4, base=8, bilinear=False)
+    randomize_batch_norm(model)
+    out = state("state", model)
+    x = torch.randn(2, 3, 17, 19)
+    y = torch.randint(0, 4, (2, 17, 19))
+    out["input.0"], out["target.0"] = x, y
+    model.eval()
+    with torch.no_grad():
+        out["output.0"] = model(x)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    for i in range(3):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        out[f"loss.{i}"] = loss.detach().clone()
+    out.update(state("trained", model))
+    return out
+
+
 def main():
     dest = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "data")
     os.makedirs(dest, exist_ok=True)
-    for name, make in (("gpt", gpt), ("vae", vae), ("dcgan", dcgan), ("word_lm", word_lm)):
+    for name, make in (("gpt", gpt), ("vae", vae), ("dcgan", dcgan), ("word_lm", word_lm),
+                       ("unet", unet)):
         save(os.path.join(dest, name + ".safetensors"), make())
 
 
