@@ -1049,12 +1049,14 @@ Val<B> interpolate(B& b, Val<B> x, const InterpolateArgs& a) {
   b.check_rank(x, {4}, msg);
   auto pick = [](const auto& v, size_t i) { return v.size() == 1 ? v[0] : v[i]; };
 
+  // every factor a whole number >= 1
+  auto integral_factor = [&](const std::vector<double>& f) {
+    for (size_t i = 0; i < 2; ++i)
+      if (double s = pick(f, i); !(s >= 1 && s == double(int64_t(s)))) return false;
+    return true;
+  };
   // the integer scale_factor form, which reads no size
-  bool integral = a.scale_factor && !(bilinear && align);
-  for (size_t i = 0; integral && i < 2; ++i) {
-    double s = pick(*a.scale_factor, i);
-    integral = s >= 1 && s == double(int64_t(s));
-  }
+  bool integral = a.scale_factor && !(bilinear && align) && integral_factor(*a.scale_factor);
   std::optional<Shape> xs = b.shape(x);
   if (integral) {
     Val<B> y = x;
@@ -1088,10 +1090,79 @@ Val<B> interpolate(B& b, Val<B> x, const InterpolateArgs& a) {
     }
     return y;
   }
-  if (!xs)
-    b.fail(fmt::format("interpolate: a script graph whose input shape is unknown when it is lowered takes only an integer "
-                       "scale_factor >= 1{}; mode '{}' with {} needs the input's size to build its source indices",
-                       bilinear ? " without align_corners" : "", mode, a.size ? "size" : "this scale_factor"));
+  if (!xs) {
+    // The input's size is read when the graph runs: the source indices and weights are computed there, from
+    // the output positions j (0..n-1) and the input length, with the static path's formulas in float64.
+    // The output length is the given size, or in * s for an integer scale factor (align_corners included).
+    const bool whole = a.size || integral_factor(*a.scale_factor);
+    if (!whole)
+      b.fail(fmt::format("interpolate: a script graph whose input shape is unknown when it is lowered needs a size or an "
+                         "integer scale_factor; mode '{}' with a fractional scale_factor needs the input's size to know the "
+                         "output's", mode));
+    auto f64 = [&](Val<B> v) { return b.op(OpId::Cast, {v}, Attrs().set("dtype", DType::Float64)); };
+    auto flat = [&](Val<B> v) { return b.op(OpId::Reshape, {v}, Attrs().set("shape", Shape{-1})); };
+    auto sc = [&](double v) { return b.scalar(v); };
+    const DType wt = b.dtype(x).value_or(DType::Float32);
+    Val<B> y = x;
+    for (int64_t d = 2; d < 4; ++d) {
+      const size_t i = size_t(d - 2);
+      Val<B> in = f64(b.count(y, {d}, -1, nullptr));
+      Val<B> j, n;
+      if (a.size) {
+        const int64_t len = pick(*a.size, i);
+        if (len <= 0)
+          b.fail(fmt::format("interpolate: output sizes should be greater than 0, but got output (H: {}, W: {})",
+                             pick(*a.size, 0), pick(*a.size, 1)));
+        std::vector<double> pos(static_cast<size_t>(len));
+        for (int64_t k = 0; k < len; ++k) pos[size_t(k)] = double(k);
+        j = b.parameter(tensor(pos, {len}, DType::Float64), fmt::format("interpolate_positions_{}", d == 2 ? "h" : "w"));
+        n = sc(double(len));
+      } else {
+        // j = k * s + r over the input's rows k (a cumsum of ones along the dim: its length is read at run time)
+        const int64_t s = int64_t(pick(*a.scale_factor, i));
+        Val<B> line = y;
+        for (int64_t e = 0; e < 4; ++e)
+          if (e != d)
+            line = b.op(OpId::Slice, {line}, Attrs().set("dim", e).set("start", int64_t(0)).set("end", int64_t(1)).set("step", int64_t(1)));
+        Val<B> ones = f64(b.op(OpId::LogicalOr, {line, b.op(OpId::LogicalNot, {line})}));  // 1 for every value, NaN too
+        Val<B> k = b.op(OpId::Sub, {flat(b.op(OpId::Cumsum, {ones}, Attrs().set("dim", d))), sc(1.0)});
+        std::vector<double> phase(static_cast<size_t>(s));
+        for (int64_t r = 0; r < s; ++r) phase[size_t(r)] = double(r);
+        Val<B> r = b.parameter(tensor(phase, {1, s}, DType::Float64), fmt::format("interpolate_phases_{}", d == 2 ? "h" : "w"));
+        j = flat(b.op(OpId::Add, {b.op(OpId::Mul, {b.op(OpId::Reshape, {k}, Attrs().set("shape", Shape{-1, 1})), sc(double(s))}), r}));
+        n = b.op(OpId::Mul, {in, sc(double(s))});
+      }
+      // detail::interp_scale, on values read when the graph runs
+      Val<B> scale = align ? b.op(OpId::Div, {b.op(OpId::Sub, {in, sc(1.0)}),
+                                               b.op(OpId::Maximum, {b.op(OpId::Sub, {n, sc(1.0)}), sc(1.0)})})
+                           : (a.scale_factor && !a.recompute_scale_factor.value_or(false) && pick(*a.scale_factor, i) > 0)
+                               ? sc(1.0 / pick(*a.scale_factor, i))
+                               : b.op(OpId::Div, {in, n});
+      Val<B> last = b.op(OpId::Sub, {in, sc(1.0)});
+      auto index = [&](Val<B> v) { return b.op(OpId::Cast, {v}, Attrs().set("dtype", DType::Int64)); };
+      const Attrs along = Attrs().set("dim", d);
+      const Shape wshape = d == 2 ? Shape{-1, 1} : Shape{-1};
+      if (!bilinear) {
+        Val<B> src = b.op(OpId::Floor, {b.op(OpId::Mul, {j, scale})});
+        y = b.op(OpId::IndexSelect, {y, index(b.op(OpId::Minimum, {src, last}))}, along);
+        continue;
+      }
+      Val<B> src = align ? b.op(OpId::Mul, {j, scale})
+                         : b.op(OpId::Maximum, {b.op(OpId::Sub, {b.op(OpId::Mul, {b.op(OpId::Add, {j, sc(0.5)}), scale}), sc(0.5)}),
+                                                sc(0.0)});
+      Val<B> lo = b.op(OpId::Minimum, {b.op(OpId::Floor, {src}), last});
+      Val<B> hi = b.op(OpId::Minimum, {b.op(OpId::Add, {lo, sc(1.0)}), last});
+      Val<B> w_hi = b.op(OpId::Sub, {src, lo});
+      Val<B> w_lo = b.op(OpId::Sub, {sc(1.0), w_hi});
+      auto weight = [&](Val<B> w) {
+        return b.op(OpId::Cast, {b.op(OpId::Reshape, {w}, Attrs().set("shape", wshape))}, Attrs().set("dtype", wt));
+      };
+      Val<B> ylo = b.op(OpId::IndexSelect, {y, index(lo)}, along);
+      Val<B> yhi = b.op(OpId::IndexSelect, {y, index(hi)}, along);
+      y = b.op(OpId::Add, {b.op(OpId::Mul, {ylo, weight(w_lo)}), b.op(OpId::Mul, {yhi, weight(w_hi)})});
+    }
+    return y;
+  }
   Shape out(2);
   for (size_t i = 0; i < 2; ++i) {
     const int64_t in = (*xs)[i + 2];

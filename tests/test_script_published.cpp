@@ -201,13 +201,17 @@ TEST_CASE("script published: three iterations of the examples' DCGAN training lo
   }
 }
 
-TEST_CASE("script published: a U-Net (transposed-conv up path padded to the skip's size) matches PyTorch forward, compiled and over 3 SGD steps") {
+TEST_CASE("script published: a U-Net (up path by transposed conv or bilinear upsampling, padded to the skip's size) matches PyTorch forward, compiled and over 3 SGD steps") {
   ScriptModule file = script_file(kModels + "unet.py");
-  std::map<std::string, Tensor> data = fixture("unet");
-  const Tensor &x = at(data, "input.0"), &y = at(data, "target.0");
+  // bilinear: nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True) on maps whose size the graph
+  // reads when it runs (the source indices and weights computed there)
+  for (bool bilinear : {false, true})
   for (bool compiled : {false, true}) {
+    CAPTURE(bilinear);
     CAPTURE(compiled);
-    auto net = file.module("UNet", {int64_t(3), int64_t(4)}, {{"base", int64_t(8)}, {"bilinear", false}});
+    std::map<std::string, Tensor> data = fixture(bilinear ? "unet_bilinear" : "unet");
+    const Tensor &x = at(data, "input.0"), &y = at(data, "target.0");
+    auto net = file.module("UNet", {int64_t(3), int64_t(4)}, {{"base", int64_t(8)}, {"bilinear", bilinear}});
     net->load_state_dict(test::with_prefix(data, "state."));
     net->eval();
     {

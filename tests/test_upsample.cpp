@@ -159,8 +159,24 @@ TEST_CASE("interpolate in script: integer scale_factor with unknown shapes, equa
     check_close(sm.function("f").call({x.to(DType::Float64)})[0].to_tensor(),
                 upsample_ref(x.to(DType::Float64), s[2] * 3, s[3] * 2, true, false, 3, 2), 1e-12, 1e-12);
   }
+  // a size, or bilinear with align_corners, where the input's size is read when the graph runs: the source
+  // indices and weights are computed there, as the static path computes them
   const char* sized = "import torch.nn.functional as F\nfrom torch import Tensor\n\n\n"
-                      "def g(x: Tensor) -> Tensor:\n    return F.interpolate(x, size=(5, 6), mode='bilinear', align_corners=True)\n";
-  check_error([&] { script_source(sized, "sized.py").function("g").call({randn({1, 1, 2, 2})}); },
-              "interpolate: a script graph whose input shape is unknown when it is lowered takes only an integer scale_factor");
+                      "def g(x: Tensor) -> Tensor:\n    return F.interpolate(x, size=(5, 6), mode='bilinear', align_corners=True)\n\n\n"
+                      "def h(x: Tensor) -> Tensor:\n    return F.interpolate(x, size=(3, 7))\n\n\n"
+                      "def k(x: Tensor) -> Tensor:\n    return F.interpolate(x, scale_factor=2, mode='bilinear', align_corners=True)\n\n\n"
+                      "def m(x: Tensor) -> Tensor:\n    return F.interpolate(x, scale_factor=1.5, mode='bilinear')\n";
+  ScriptModule fs = script_source(sized, "sized.py");
+  for (Shape s : {Shape{1, 2, 2, 3}, Shape{2, 1, 5, 4}, Shape{1, 1, 1, 1}}) {
+    CAPTURE(shape_str(s));
+    Tensor x = randn(s);
+    check_close(fs.function("g").call({x})[0].to_tensor(), interpolate(x, Shape{5, 6}, std::nullopt, "bilinear", true));
+    check_close(compile(fs.function("g"))({x})[0], interpolate(x, Shape{5, 6}, std::nullopt, "bilinear", true));
+    check_close(fs.function("h").call({x})[0].to_tensor(), interpolate(x, Shape{3, 7}));
+    check_close(fs.function("k").call({x})[0].to_tensor(), interpolate(x, std::nullopt, std::vector<double>{2}, "bilinear", true));
+    check_close(compile(fs.function("k"))({x})[0], interpolate(x, std::nullopt, std::vector<double>{2}, "bilinear", true));
+  }
+  check_error([&] { fs.function("m").call({randn({1, 1, 2, 2})}); },
+              "interpolate: a script graph whose input shape is unknown when it is lowered needs a size or an integer "
+              "scale_factor; mode 'bilinear' with a fractional scale_factor needs the input's size to know the output's");
 }

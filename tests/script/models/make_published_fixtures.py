@@ -161,12 +161,13 @@ def word_lm():
     return out
 
 
-def unet():
-    # The transposed-conv U-Net on an odd-sized image (17x19: the up path pads to the skip's size), batch norm
-    # statistics randomized; eval output; then three SGD steps in training mode on cross_entropy per pixel.
+def unet(bilinear=False):
+    # The U-Net on an odd-sized image (17x19: the up path pads to the skip's size), its up path a transposed
+    # conv or bilinear upsampling with align_corners; batch norm statistics randomized; eval output; then three
+    # SGD steps in training mode on cross_entropy per pixel.
     mod = load("unet")
     torch.manual_seed(0)
-    model = mod.UNet(3, 4, base=8, bilinear=False)
+    model = mod.UNet(3, 4, base=8, bilinear=bilinear)
     randomize_batch_norm(model)
     out = state("state", model)
     x = torch.randn(2, 3, 17, 19)
@@ -191,7 +192,7 @@ def main():
     dest = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "data")
     os.makedirs(dest, exist_ok=True)
     for name, make in (("gpt", gpt), ("vae", vae), ("dcgan", dcgan), ("word_lm", word_lm),
-                       ("unet", unet)):
+                       ("unet", unet), ("unet_bilinear", lambda: unet(bilinear=True))):
         save(os.path.join(dest, name + ".safetensors"), make())
 
 
