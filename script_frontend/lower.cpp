@@ -949,7 +949,6 @@ void Lowerer::if_stmt(const Stmt& s) {
   // decided now, as TorchScript does: the other branch may not even type-check for this module.
   if (std::optional<bool> known = static_condition(*s.test)) return block(*known ? s.body : s.orelse);
   if (std::optional<bool> known = dict_condition(*s.test)) return block(*known ? s.body : s.orelse);
-  if (std::optional<bool> known = known_condition(*s.test)) return block(*known ? s.body : s.orelse);
   Value* c = to_condition(expr(*s.test), s.test->loc);
   auto run = [&](const std::vector<StmtPtr>& body, bool then_branch) {
     if (auto opt = refine_none(*s.test, then_branch)) {

@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "core/ir/graph.h"
@@ -15,6 +16,9 @@
 #include "script_frontend/source.h"
 
 namespace kiln::script {
+
+// A value known while lowering, without emitting nodes: a literal, an inlined constant, a module's attribute.
+using KnownValue = std::variant<bool, int64_t, double, std::string>;
 
 using ir::Type;
 using ir::TypeKind;
@@ -201,7 +205,10 @@ class Lowerer {
   void unrolled_for(const Stmt& s, size_t n, const std::function<void(size_t)>& bind);
   std::shared_ptr<ir::Graph> lower_top(const FunctionDef& f, const Object* self);
   Frame new_frame(const FunctionDef& f, const Object* self);
+  // A condition decided now (static_conditions.cpp): the one evaluator of values known while lowering.
   std::optional<bool> static_condition(const Expr& test);
+  std::optional<KnownValue> known_value(const Expr& e);
+  std::optional<bool> none_test(const Expr& test);
   Value* object_attribute(const Object& o, const std::string& attr, SourceLoc loc);
   Value* static_value(const Static& v, const std::string& name, SourceLoc loc);
   Value* buffer_input(const std::string& var);
@@ -211,7 +218,6 @@ class Lowerer {
   void raise_stmt(const Stmt& s);
   std::string raise_message(const Expr& e);
   std::optional<bool> isinstance_known(const Expr& call);
-  std::optional<bool> known_condition(const Expr& test);
   Value* list_repeat(Value* xs, Value* n);
   Value* list_binary(const std::string& op, Value* a, Value* b);  // null when not list + list, list * int
   // Lowers an If whose branches run then_fn / else_fn on copies of the environment and merges the
