@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/source_error.h"
+#include "script_frontend/py_ops.h"
 
 namespace kiln::script {
 
@@ -43,7 +44,7 @@ enum class ExprKind : uint8_t {
   Imaginary,     // float_value j
   Bytes,         // b"...": name holds the bytes
   FString,       // f"...": args are String parts and FormattedValue fields, in order
-  FormattedValue,  // {args[0]!op:args[1]} in an f-string; op is "", "r", "s" or "a"; args[1], the spec (an FString), when written
+  FormattedValue,  // {args[0]!conversion:args[1]} in an f-string; args[1], the spec (an FString), when written
   Set,           // {args...}
   ListComp,      // [args[0] generators]
   SetComp,       // {args[0] generators}
@@ -79,8 +80,9 @@ struct Expr {
   ExprKind kind;
   SourceLoc loc;
   std::string name;  // Name, Attribute, String
-  std::string op;    // Unary, Binary, BoolOp
-  std::vector<std::string> ops;  // Compare
+  PyOp op = PyOp::Add;  // Unary, Binary, BoolOp
+  std::vector<PyOp> ops;  // Compare
+  std::string conversion;  // FormattedValue: "", "r", "s" or "a"
   int64_t int_value = 0;
   double float_value = 0;
   std::vector<ExprPtr> args;  // may hold nulls for absent slice bounds
@@ -178,7 +180,7 @@ struct Stmt {
   std::vector<ExprPtr> targets;
   ExprPtr value;
   ExprPtr test;
-  std::string op;  // AugAssign: "+", ...
+  PyOp op = PyOp::Add;  // AugAssign: `+=` holds Add
   TypeExpr annotation;  // AnnAssign
   ExprPtr annotation_expr;  // AnnAssign: the annotation as written
   std::vector<StmtPtr> body;

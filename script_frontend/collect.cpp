@@ -16,7 +16,7 @@ namespace kiln::script {
 namespace {
 
 bool is_main_guard(const Stmt& s) {
-  if (s.kind != StmtKind::If || s.test->kind != ExprKind::Compare || s.test->ops.size() != 1 || s.test->ops[0] != "==")
+  if (s.kind != StmtKind::If || s.test->kind != ExprKind::Compare || s.test->ops.size() != 1 || s.test->ops[0] != PyOp::Eq)
     return false;
   const Expr& a = *s.test->args[0];
   const Expr& b = *s.test->args[1];

@@ -636,7 +636,7 @@ void Lowerer::stmt(const Stmt& s) {
     }
     case StmtKind::Assign: {
       if (s.targets.size() == 1 && s.targets[0]->kind == ExprKind::Subscript)
-        return write_inplace(*s.targets[0], "", *s.value, s.loc);
+        return write_inplace(*s.targets[0], std::nullopt, *s.value, s.loc);
       if (s.targets.size() == 1) return assign_from_expr(*s.targets[0], *s.value);
       Value* v = expr(*s.value);
       for (const auto& t : s.targets) assign(*t, v, t->loc);
@@ -935,9 +935,9 @@ Value* Lowerer::if_value(Value* cond, const std::function<Value*()>& then_fn, co
 
 std::optional<Value*> Lowerer::refine_none(const Expr& test, bool then_branch) {
   if (test.kind != ExprKind::Compare || test.ops.size() != 1) return std::nullopt;
-  if (test.ops[0] != "is" && test.ops[0] != "is not") return std::nullopt;
+  if (test.ops[0] != PyOp::Is && test.ops[0] != PyOp::IsNot) return std::nullopt;
   if (test.args[0]->kind != ExprKind::Name || test.args[1]->kind != ExprKind::None) return std::nullopt;
-  bool not_none_here = (test.ops[0] == "is not") == then_branch;
+  bool not_none_here = (test.ops[0] == PyOp::IsNot) == then_branch;
   if (!not_none_here) return std::nullopt;
   auto it = frame().env.find(test.args[0]->name);
   if (it == frame().env.end() || it->second->type().kind != TypeKind::Optional) return std::nullopt;

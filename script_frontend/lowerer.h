@@ -172,7 +172,7 @@ class Lowerer {
   void record_view(Value* view, Value* base, const ViewStep& step);
   // `target op= rhs` (op empty: plain `target[...] = rhs`) for a tensor target: the new value is
   // written through every name that shares its memory, as torch's in-place ops are seen.
-  void write_inplace(const Expr& target, const std::string& op, const Expr& rhs, SourceLoc loc);
+  void write_inplace(const Expr& target, std::optional<PyOp> op, const Expr& rhs, SourceLoc loc);
   // x.add_(y), x.relu_(), ...: the out-of-place result cast to x's dtype, written through x.
   Value* inplace_method(const Expr& call, Value* self, const std::string& name);
 
@@ -219,7 +219,7 @@ class Lowerer {
   std::string raise_message(const Expr& e);
   std::optional<bool> isinstance_known(const Expr& call);
   Value* list_repeat(Value* xs, Value* n);
-  Value* list_binary(const std::string& op, Value* a, Value* b);  // null when not list + list, list * int
+  Value* list_binary(PyOp op, Value* a, Value* b);  // null when not list + list, list * int
   // Lowers an If whose branches run then_fn / else_fn on copies of the environment and merges the
   // variables they assign into the If's outputs.
   void branch(Value* cond, const std::function<void()>& then_fn, const std::function<void()>& else_fn,
@@ -248,10 +248,10 @@ class Lowerer {
   std::string dict_key(const Expr& key);
   Value* dict_literal(const Expr& e);
   Value* dict_get(Value* d, const Expr& key);
-  void dict_store(const Expr& target, const std::string& op, const Expr& rhs, SourceLoc loc);
+  void dict_store(const Expr& target, std::optional<PyOp> op, const Expr& rhs, SourceLoc loc);
   Value* dict_argument(const Param& p, const FunctionDef& f, Value* arg, SourceLoc loc);
   // list_store.cpp: xs[i] = v
-  void list_store(const Expr& target, const std::string& op, const Expr& rhs, SourceLoc loc);
+  void list_store(const Expr& target, std::optional<PyOp> op, const Expr& rhs, SourceLoc loc);
   bool dict_for(const Stmt& s);  // false when s does not loop over a dict
   // `"k" in d` / `not in` as an if's test: decided now (a branch may add the key, changing d's type).
   std::optional<bool> dict_condition(const Expr& test);
@@ -272,8 +272,8 @@ class Lowerer {
 
   // expressions
   Value* name(const Expr& e);
-  Value* binary(const std::string& op, Value* a, Value* b, SourceLoc loc);
-  Value* compare(const std::string& op, const Expr& ea, Value* a, const Expr& eb, Value* b, SourceLoc loc);
+  Value* binary(PyOp op, Value* a, Value* b, SourceLoc loc);
+  Value* compare(PyOp op, const Expr& ea, Value* a, const Expr& eb, Value* b, SourceLoc loc);
   Value* unary(const Expr& e);
   Value* bool_op(const Expr& e, size_t from);
   Value* compare_chain(const Expr& e, size_t from, Value* left);

@@ -232,7 +232,7 @@ StmtPtr Parser::simple_statement() {
     if (at_op(a)) {
       next();
       auto s = make(StmtKind::AugAssign, loc);
-      s->op = std::string(a.substr(0, a.size() - 1));
+      s->op = *binary_op(a.substr(0, a.size() - 1));
       if (first->kind != ExprKind::Name && first->kind != ExprKind::Attribute && first->kind != ExprKind::Subscript)
         src_.fail(first->loc, "augmented assignment needs a name, an attribute or a subscript as its target");
       s->targets.push_back(std::move(first));

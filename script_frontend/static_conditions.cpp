@@ -48,21 +48,21 @@ std::optional<KnownValue> Lowerer::known_value(const Expr& e) {
   if (frames_.empty()) return std::nullopt;
   switch (e.kind) {
     case ExprKind::Unary: {
-      if (e.op == "not") {
+      if (e.op == PyOp::Not) {
         if (auto v = static_condition(*e.args[0])) return KnownValue(!*v);
         return std::nullopt;
       }
       auto v = known_value(*e.args[0]);
       auto x = v ? number(*v) : std::nullopt;
-      if (!x || (e.op != "-" && e.op != "+")) return std::nullopt;
-      double sign = e.op == "-" ? -1 : 1;
+      if (!x || (e.op != PyOp::Neg && e.op != PyOp::Pos)) return std::nullopt;
+      double sign = e.op == PyOp::Neg ? -1 : 1;
       if (std::holds_alternative<double>(*v)) return KnownValue(sign * *x);
       if (sign < 0 && int64_t(*x) == INT64_MIN) return std::nullopt;
       return KnownValue(int64_t(sign) * int64_t(*x));
     }
     case ExprKind::BoolOp: {
       // Python's value: the first operand that decides (falsy for `and`, truthy for `or`), else the last
-      bool is_and = e.op == "and";
+      bool is_and = e.op == PyOp::And;
       std::optional<KnownValue> v;
       for (const auto& a : e.args) {
         v = known_value(*a);
@@ -102,7 +102,7 @@ std::optional<bool> Lowerer::static_condition(const Expr& test) {
       // `input.is_cuda and self.ngpu > 1` with one GPU is False whatever the tensor, and its data_parallel
       // branch is not lowered; densenet's `self.memory_efficient and self.any_requires_grad(xs)` is False
       // for memory_efficient=False, as Python's short circuit gives, since the deciding operand comes first.
-      bool is_and = test.op == "and";
+      bool is_and = test.op == PyOp::And;
       bool pure = true;  // every unknown operand before this one only reads names and attributes
       bool all_known = true;
       for (const auto& a : test.args) {
@@ -122,12 +122,12 @@ std::optional<bool> Lowerer::static_condition(const Expr& test) {
     }
     case ExprKind::Compare: {
       if (test.ops.size() != 1) return std::nullopt;
-      const std::string& op = test.ops[0];
-      if (op == "is" || op == "is not") return none_test(test);
+      PyOp op = test.ops[0];
+      if (op == PyOp::Is || op == PyOp::IsNot) return none_test(test);
       auto a = known_value(*test.args[0]);
       if (!a) return std::nullopt;
       const Expr& seq = *test.args[1];
-      if (op == "in" || op == "not in") {
+      if (op == PyOp::In || op == PyOp::NotIn) {
         // `mode not in ["batch", "row"]`: a list written out, every element a constant
         if (seq.kind != ExprKind::List && seq.kind != ExprKind::Tuple) return std::nullopt;
         bool found = false;
@@ -137,23 +137,23 @@ std::optional<bool> Lowerer::static_condition(const Expr& test) {
           auto p = number(*a), q = number(*v);
           found = found || (p && q ? *p == *q : *a == *v);
         }
-        return found == (op == "in");
+        return found == (op == PyOp::In);
       }
       auto b = known_value(seq);
       if (!b) return std::nullopt;
       auto x = number(*a), y = number(*b);
       if (x && y) {
-        if (op == "==") return *x == *y;
-        if (op == "!=") return *x != *y;
-        if (op == "<") return *x < *y;
-        if (op == "<=") return *x <= *y;
-        if (op == ">") return *x > *y;
-        if (op == ">=") return *x >= *y;
+        if (op == PyOp::Eq) return *x == *y;
+        if (op == PyOp::Ne) return *x != *y;
+        if (op == PyOp::Lt) return *x < *y;
+        if (op == PyOp::Le) return *x <= *y;
+        if (op == PyOp::Gt) return *x > *y;
+        if (op == PyOp::Ge) return *x >= *y;
         return std::nullopt;
       }
       const auto* s = std::get_if<std::string>(&*a);
       const auto* t = std::get_if<std::string>(&*b);
-      if (s && t && (op == "==" || op == "!=")) return (*s == *t) == (op == "==");
+      if (s && t && (op == PyOp::Eq || op == PyOp::Ne)) return (*s == *t) == (op == PyOp::Eq);
       return std::nullopt;
     }
     case ExprKind::Attribute: {
@@ -175,7 +175,7 @@ std::optional<bool> Lowerer::static_condition(const Expr& test) {
 // None, or a name whose type cannot be None or is always None (a method called with None for an
 // unannotated parameter), as TorchScript's refinement of NoneType.
 std::optional<bool> Lowerer::none_test(const Expr& test) {
-  bool is = test.ops[0] == "is";
+  bool is = test.ops[0] == PyOp::Is;
   const Expr* side = test.args[1]->kind == ExprKind::None ? test.args[0].get()
                      : test.args[0]->kind == ExprKind::None ? test.args[1].get() : nullptr;
   if (!side) return std::nullopt;

@@ -80,11 +80,11 @@ TEST_CASE("script parse: f-strings, comprehensions, literals") {
   REQUIRE(f.args.size() == 4);  // 'a', {b...}, 'cde=', {e}
   CHECK(f.args[0]->name == "a");
   CHECK(f.args[1]->kind == ExprKind::FormattedValue);
-  CHECK(f.args[1]->op == "r");
+  CHECK(f.args[1]->conversion == "r");
   REQUIRE(f.args[1]->args.size() == 2);
   CHECK(f.args[1]->args[1]->kind == ExprKind::FString);  // the spec
   CHECK(f.args[2]->name == "cde=");
-  CHECK(f.args[3]->op == "r");  // {e=} shows the repr
+  CHECK(f.args[3]->conversion == "r");  // {e=} shows the repr
   const Expr& y = *m.body[1]->value;
   REQUIRE(y.args.size() == 5);
   CHECK(y.args[0]->kind == ExprKind::ListComp);
@@ -218,4 +218,29 @@ if __name__ == "__main__":
 )";
   auto m = script_source(src, "net.py").module("Net", {int64_t(3)});
   CHECK(test::values((*m)(tensor({1.0, 2.0})))[1] == 6);
+}
+
+TEST_CASE("script parse: operators are PyOp from the parser on, each with its spelling and dunder") {
+  Module m = syntax("x = -a - +b ** c\ny = not a and b is not c or d not in e\nz += a // b\n");
+  const Expr& x = *m.body[0]->value;
+  REQUIRE(x.kind == ExprKind::Binary);
+  CHECK(x.op == PyOp::Sub);
+  CHECK(x.args[0]->op == PyOp::Neg);
+  CHECK(x.args[1]->op == PyOp::Pos);
+  CHECK(x.args[1]->args[0]->op == PyOp::Pow);
+  const Expr& y = *m.body[1]->value;
+  CHECK(y.op == PyOp::Or);
+  CHECK(y.args[0]->op == PyOp::And);
+  CHECK(y.args[0]->args[0]->op == PyOp::Not);
+  CHECK(y.args[0]->args[1]->ops == std::vector<PyOp>{PyOp::IsNot});
+  CHECK(y.args[1]->ops == std::vector<PyOp>{PyOp::NotIn});
+  CHECK(m.body[2]->op == PyOp::Add);  // z += ...
+  CHECK(m.body[2]->value->op == PyOp::FloorDiv);
+  CHECK(spelling(PyOp::NotIn) == "not in");
+  CHECK(spelling(PyOp::Neg) == "-");
+  CHECK(dunder(PyOp::FloorDiv) == "__floordiv__");
+  CHECK(dunder(PyOp::Is).empty());
+  CHECK(binary_op("-") == PyOp::Sub);
+  CHECK(unary_op("-") == PyOp::Neg);
+  CHECK(!binary_op("not"));
 }
