@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
     manual_seed(1337);
     if (o.attention != "sdpa" && o.attention != "written")
       fail("bench_gpt: --attention is sdpa or written, got {}", o.attention);
-    ScriptModule file = o.attention == "sdpa" ? script_file(o.model) : script_source(written_attention(o.model), o.model);
+    ScriptFile file = o.attention == "sdpa" ? script_file(o.model) : script_source(written_attention(o.model), o.model);
     ScriptValue config = file.value(fmt::format(
         "GPTConfig(block_size={}, vocab_size={}, n_layer=4, n_head=4, n_embd=128, dropout=0.0, bias=False)", kBlock,
         kVocab));

@@ -274,7 +274,9 @@ struct NamedTupleDef {
   std::vector<TypeExpr> types;  // one per field
 };
 
-struct Module {
+// The AST of one parsed .py file (not a module: kiln::ScriptFile holds it, ScriptedModule is what a class
+// of it builds).
+struct FileAst {
   std::vector<StmtPtr> body;  // every top-level statement, in order
   // Collected from body: the top-level functions and classes kiln lowers.
   std::vector<std::shared_ptr<FunctionDef>> functions;
@@ -301,7 +303,7 @@ struct Module {
   // "warnings" → "warnings". (They stay in `unavailable` for lowered code.)
   std::map<std::string, std::string> aliases;
   // The classes among them that are not built, with the place and words of their first problem: what
-  // ScriptModule::module() raises when asked for one.
+  // ScriptFile::module() raises when asked for one.
   std::map<std::string, std::pair<SourceLoc, std::string>> unbuilt;
   // The namedtuple types of the file, by every name bound to one (`_Outputs = Outputs` too).
   std::map<std::string, std::shared_ptr<NamedTupleDef>> namedtuples;

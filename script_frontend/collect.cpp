@@ -41,7 +41,7 @@ std::string dotted(const Expr& e) {
 
 class Collector {
  public:
-  Collector(const Source& src, Module& m) : src_(src), m_(m) {}
+  Collector(const Source& src, FileAst& m) : src_(src), m_(m) {}
 
   void top_level(const StmtPtr& s) {
     switch (s->kind) {
@@ -298,12 +298,12 @@ class Collector {
   }
 
   const Source& src_;
-  Module& m_;
+  FileAst& m_;
 };
 
 }  // namespace
 
-void collect(const Source& src, Module& m, std::vector<std::string>& errors) {
+void collect(const Source& src, FileAst& m, std::vector<std::string>& errors) {
   Collector c(src, m);
   for (const StmtPtr& s : m.body) {
     try {

@@ -205,7 +205,7 @@ class Init : public NnConstructors {
 
   // Base classes imported from other files, read now (each in the file of the class naming it).
   // The files a base comes from are read by this evaluator and go with it, so a parent that an earlier build set
-  // (a second build of resnet18 from one ScriptModule) is set again, never followed.
+  // (a second build of resnet18 from one ScriptFile) is set again, never followed.
   void resolve_bases(const ClassDef& c, SourceLoc at) {
     for (const ClassDef* k = &c; k; k = k->parent) {
       if (k->base_import.empty() || resolved_.count(k)) continue;
@@ -897,7 +897,7 @@ class Init : public NnConstructors {
     Init& I;
     const File* file;
     const Source* src;
-    const Module* m;
+    const FileAst* m;
     InFile(Init& i, const File* f) : I(i), file(i.cur_), src(i.src_), m(i.m_) {
       if (f) {
         I.cur_ = f;
@@ -2216,13 +2216,13 @@ class Init : public NnConstructors {
   std::shared_ptr<const File> file_;  // the model file
   const File* cur_;    // the file whose code runs now: the model file or one it imports
   const Source* src_;  // where errors point: cur_'s, or an argument's expression while it is read
-  const Module* m_;    // cur_'s names
+  const FileAst* m_;    // cur_'s names
   std::map<std::string, std::shared_ptr<const File>> loaded_;  // the files read, by path
   std::map<const void*, const File*> def_file_;                // the file of each class, method and function
   int depth_ = 0;
   std::vector<Raised> handling_;  // the exceptions the running except blocks caught (a bare raise re-raises)
   std::vector<std::shared_ptr<ScriptedModule>> plain_copies_;  // what copy.copy made (config objects)
-  using Global = std::pair<const Module*, std::string>;
+  using Global = std::pair<const FileAst*, std::string>;
   std::map<Global, Static> globals_;    // each file's names as values, made on first read
   std::map<Global, Static> constants_;  // module-level values computed so far
   std::set<Global> computing_;          // module-level values being computed (a cycle guard)

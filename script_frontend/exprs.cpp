@@ -904,7 +904,7 @@ Value* Lowerer::attribute(const Expr& e) {
 namespace {
 // A function of torch.nn.utils.rnn as the file names it: a name it imported from there, `nn.utils.rnn.f` or
 // `torch.nn.utils.rnn.f`; empty otherwise.
-std::string rnn_utils_function(const Expr& fn, const Module& m, const std::map<std::string, Value*>& env) {
+std::string rnn_utils_function(const Expr& fn, const FileAst& m, const std::map<std::string, Value*>& env) {
   if (fn.kind == ExprKind::Name) {
     auto it = m.rnn_utils_names.find(fn.name);
     return it != m.rnn_utils_names.end() && !env.count(fn.name) ? it->second : std::string();
@@ -923,7 +923,7 @@ std::string rnn_utils_function(const Expr& fn, const Module& m, const std::map<s
 }
 
 // torch.nn.functional as the file imported it: `F.relu`, `nn.functional.relu`, `torch.nn.functional.relu`.
-bool is_functional(const Expr& e, const Module& m) {
+bool is_functional(const Expr& e, const FileAst& m) {
   if (e.kind == ExprKind::Name) return m.functional_names.count(e.name) != 0;
   if (e.kind != ExprKind::Attribute || e.name != "functional") return false;
   const Expr& b = *e.args[0];

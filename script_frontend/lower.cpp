@@ -36,7 +36,7 @@ std::string ir_name(const std::string& var) {
 }
 }  // namespace
 
-Lowerer::Lowerer(const Source& src, const Module& m) : src_(&src), m_(&m) {}
+Lowerer::Lowerer(const Source& src, const FileAst& m) : src_(&src), m_(&m) {}
 
 // ---------------------------------------------------------------- graph building
 
@@ -336,7 +336,7 @@ Value* Lowerer::inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc
   struct FileSwitch {
     Lowerer& L;
     const Source* src;
-    const Module* m;
+    const FileAst* m;
     ~FileSwitch() {
       L.src_ = src;
       L.m_ = m;
@@ -1320,7 +1320,7 @@ void report_once(std::vector<std::string>& errors, const std::string& e) {
 }
 
 // One function's graph (null when it failed), its errors appended to errors once each.
-std::shared_ptr<ir::Graph> lower_reporting(const Source& src, const Module& m, const FunctionDef& f, std::vector<std::string>& errors,
+std::shared_ptr<ir::Graph> lower_reporting(const Source& src, const FileAst& m, const FunctionDef& f, std::vector<std::string>& errors,
                                            std::set<RecursionError::Cycle>* cycles) {
   auto report = [&](const std::string& e) { report_once(errors, e); };
   Lowerer L(src, m);
@@ -1337,16 +1337,16 @@ std::shared_ptr<ir::Graph> lower_reporting(const Source& src, const Module& m, c
 }
 }  // namespace
 
-std::shared_ptr<ir::Graph> lower_one(const Source& src, const Module& m, const FunctionDef& f, std::vector<std::string>& errors) {
+std::shared_ptr<ir::Graph> lower_one(const Source& src, const FileAst& m, const FunctionDef& f, std::vector<std::string>& errors) {
   return lower_reporting(src, m, f, errors, nullptr);
 }
 
-std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const Module& m, std::vector<std::string>& errors,
+std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const FileAst& m, std::vector<std::string>& errors,
                                                          const std::function<bool(const FunctionDef&)>& which) {
   std::map<std::string, std::shared_ptr<ir::Graph>> out;
   std::set<RecursionError::Cycle> cycles;  // each reported once, whichever function meets it first
   for (const auto& f : m.functions) {
-    // A dict-taking function is lowered where a function of the file calls it (ScriptModule::function
+    // A dict-taking function is lowered where a function of the file calls it (ScriptFile::function
     // says so); an ignored or unused one never.
     if (dict_param(*f) || jit_mark(*f) == JitMark::Ignore || jit_mark(*f) == JitMark::Unused || (which && !which(*f))) {
       out.erase(f->name);
@@ -1357,7 +1357,7 @@ std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const
   return out;
 }
 
-std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const Module& m) {
+std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const FileAst& m) {
   std::vector<std::string> errors;
   auto out = lower(src, m, errors);
   raise_all(errors);

@@ -52,7 +52,7 @@ struct MethodGraph {
 
 class Lowerer {
  public:
-  Lowerer(const Source& src, const Module& m);
+  Lowerer(const Source& src, const FileAst& m);
   std::shared_ptr<ir::Graph> lower_function(const FunctionDef& f);
   // arg_types: for a method called with known arguments (ScriptedModule::call), the type of each
   // argument after self; an unannotated parameter takes it (an int, a float, None) instead of Tensor.
@@ -114,7 +114,7 @@ class Lowerer {
   // The number of names a call's result is unpacked into (`q, k, v = x.split(n, dim=2)`), or 0: what
   // torch decides from the size at run time, the lowering takes from the names.
   size_t unpack_count(const Expr& call) const { return &call == unpack_call_ ? unpack_count_ : 0; }
-  const Module& module() const { return *m_; }
+  const FileAst& module() const { return *m_; }
 
   // ---- module objects (used by layers.cpp)
   // A parameter, buffer or tensor attribute of a module: its graph input (added on first use) or,
@@ -297,7 +297,7 @@ class Lowerer {
   void note_namedtuple(Value* v, const TypeExpr& annotation);  // a value annotated as one reads its fields by name
 
   const Source* src_;  // the file whose code is lowered now: the model's, or the file of an inlined method's class
-  const Module* m_;
+  const FileAst* m_;
   std::shared_ptr<ir::Graph> g_;
   std::deque<Frame> frames_;  // a deque: inlining pushes frames while outer ones are referenced
   std::vector<LoopCtx> loops_;
@@ -336,7 +336,7 @@ bool is_scripting_call(const Expr& e);
 
 // Type helpers (types.cpp)
 // A namedtuple of the file (m.namedtuples) is the tuple of its field types.
-Type type_from_annotation(const Source& src, const TypeExpr& t, const Module& m);
+Type type_from_annotation(const Source& src, const TypeExpr& t, const FileAst& m);
 bool is_number(const Type& t);  // int, float, bool
 bool same_type(const Type& a, const Type& b);  // tensors of any dtype/shape count as one type
 // Edit-distance suggestion: "; did you mean X?" or "".

@@ -570,23 +570,23 @@ StmtPtr Parser::from_import() {
 
 // ---- the parse
 
-Module parse(const Source& src, std::vector<std::string>& errors) {
-  Module m;
+FileAst parse(const Source& src, std::vector<std::string>& errors) {
+  FileAst m;
   m.body = Parser(src).module(errors);
   collect(src, m, errors);
   return m;
 }
 
-Module parse(const Source& src) {
+FileAst parse(const Source& src) {
   std::vector<std::string> errors;
-  Module m = parse(src, errors);
+  FileAst m = parse(src, errors);
   raise_all(errors);
   return m;
 }
 
-Module parse_syntax(const Source& src) {
+FileAst parse_syntax(const Source& src) {
   std::vector<std::string> errors;
-  Module m;
+  FileAst m;
   m.body = Parser(src).module(errors);
   raise_all(errors);
   return m;

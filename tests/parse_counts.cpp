@@ -407,7 +407,7 @@ void one(const std::string& path, bool shape) {
     return;
   }
   try {
-    Module m = parse_syntax(Source{path, ss.str()});
+    FileAst m = parse_syntax(Source{path, ss.str()});
     Counter c;
     c.body(m.body);
     std::cout << path << '\t';

@@ -13,11 +13,11 @@ using namespace kiln::script;
 using kiln::test::error_of;
 
 namespace {
-Module syntax(const std::string& text) { return parse_syntax(Source{"p.py", text}); }
+FileAst syntax(const std::string& text) { return parse_syntax(Source{"p.py", text}); }
 }  // namespace
 
 TEST_CASE("script parse: definitions keep their decorators, parameters, bases and nesting") {
-  Module m = syntax(R"(
+  FileAst m = syntax(R"(
 import os.path as osp, sys
 from ..models import (resnet as r, vgg,)
 from . import *
@@ -71,7 +71,7 @@ class A(Base, metaclass=Meta, **kw):
 }
 
 TEST_CASE("script parse: f-strings, comprehensions, literals") {
-  Module m = syntax(
+  FileAst m = syntax(
       "x = f'a{b!r:>{w}}c' 'd' f\"{e=}\"\n"
       "y = [i for i in r if i for j in s], {k: v for k, v in d}, {*a, 1}, (g for g in h), {**d, 'k': 1}\n"
       "z = 0x_ff, 1_000.5e-3, 2j, b'\\x00' rb'\\d', 99999999999999999999, ...\n");
@@ -107,7 +107,7 @@ TEST_CASE("script parse: f-strings, comprehensions, literals") {
 }
 
 TEST_CASE("script parse: statements; match and case are names except where a match statement is") {
-  Module m = syntax(R"(
+  FileAst m = syntax(R"(
 match = case = 1
 match(x)
 match [a, b]:
@@ -221,7 +221,7 @@ if __name__ == "__main__":
 }
 
 TEST_CASE("script parse: operators are PyOp from the parser on, each with its spelling and dunder") {
-  Module m = syntax("x = -a - +b ** c\ny = not a and b is not c or d not in e\nz += a // b\n");
+  FileAst m = syntax("x = -a - +b ** c\ny = not a and b is not c or d not in e\nz += a // b\n");
   const Expr& x = *m.body[0]->value;
   REQUIRE(x.kind == ExprKind::Binary);
   CHECK(x.op == PyOp::Sub);

@@ -141,7 +141,7 @@ TEST_CASE("interpolate in script: integer scale_factor with unknown shapes, equa
                     "        self.near = nn.UpsamplingNearest2d(scale_factor=(2, 3))\n\n"
                     "    def forward(self, x):\n        return self.near(self.up(self.conv(x)))\n\n\n"
                     "def f(x: Tensor) -> Tensor:\n    return F.interpolate(x, scale_factor=(3, 2), mode='bilinear', align_corners=False)\n";
-  ScriptModule sm = script_source(src, "up.py");
+  ScriptFile sm = script_source(src, "up.py");
   auto net = sm.module("Up");
   std::map<std::string, Tensor> ps;
   for (const auto& [k, t] : net->named_parameters()) ps[k] = t;
