@@ -1278,7 +1278,17 @@ class Init : public NnConstructors {
     }
     if (a.is_number() && b.is_number()) {
       double x = a.as_double(), y = b.as_double();
-      return op == PyOp::Lt ? x < y : op == PyOp::Le ? x <= y : op == PyOp::Gt ? x > y : x >= y;
+      switch (op) {
+        case PyOp::Lt: return x < y;
+        case PyOp::Le: return x <= y;
+        case PyOp::Gt: return x > y;
+        case PyOp::Ge: return x >= y;
+        case PyOp::Add: case PyOp::Sub: case PyOp::Mul: case PyOp::Div: case PyOp::FloorDiv: case PyOp::Mod:
+        case PyOp::Pow: case PyOp::MatMul: case PyOp::LShift: case PyOp::RShift: case PyOp::BitAnd:
+        case PyOp::BitOr: case PyOp::BitXor: case PyOp::Pos: case PyOp::Neg: case PyOp::Not: case PyOp::Invert:
+        case PyOp::And: case PyOp::Or: case PyOp::Is: case PyOp::IsNot: case PyOp::In: case PyOp::NotIn:
+        case PyOp::Eq: case PyOp::Ne: break;  // decided above, or not a comparison
+      }
     }
     if (a.kind == Kind::Str && b.kind == Kind::Str)
       return op == PyOp::Lt ? a.s < b.s : op == PyOp::Le ? a.s <= b.s : op == PyOp::Gt ? a.s > b.s : a.s >= b.s;

@@ -143,12 +143,19 @@ std::optional<bool> Lowerer::static_condition(const Expr& test) {
       if (!b) return std::nullopt;
       auto x = number(*a), y = number(*b);
       if (x && y) {
-        if (op == PyOp::Eq) return *x == *y;
-        if (op == PyOp::Ne) return *x != *y;
-        if (op == PyOp::Lt) return *x < *y;
-        if (op == PyOp::Le) return *x <= *y;
-        if (op == PyOp::Gt) return *x > *y;
-        if (op == PyOp::Ge) return *x >= *y;
+        switch (op) {
+          case PyOp::Eq: return *x == *y;
+          case PyOp::Ne: return *x != *y;
+          case PyOp::Lt: return *x < *y;
+          case PyOp::Le: return *x <= *y;
+          case PyOp::Gt: return *x > *y;
+          case PyOp::Ge: return *x >= *y;
+          case PyOp::Add: case PyOp::Sub: case PyOp::Mul: case PyOp::Div: case PyOp::FloorDiv: case PyOp::Mod:
+          case PyOp::Pow: case PyOp::MatMul: case PyOp::LShift: case PyOp::RShift: case PyOp::BitAnd:
+          case PyOp::BitOr: case PyOp::BitXor: case PyOp::Pos: case PyOp::Neg: case PyOp::Not: case PyOp::Invert:
+          case PyOp::And: case PyOp::Or: case PyOp::Is: case PyOp::IsNot: case PyOp::In: case PyOp::NotIn:
+            return std::nullopt;
+        }
         return std::nullopt;
       }
       const auto* s = std::get_if<std::string>(&*a);
