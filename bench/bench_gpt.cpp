@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
       fail("bench_gpt: --attention is sdpa or written, got {}", o.attention);
     if (!o.warm_up.empty() && o.warm_up != "eager" && o.warm_up != "compiled")
       fail("bench_gpt: --warm-up is eager or compiled, got {}", o.warm_up);
-    ScriptModule file = o.attention == "sdpa" ? script_file(o.model) : script_source(written_attention(o.model), o.model);
+    ScriptFile file = o.attention == "sdpa" ? script_file(o.model) : script_source(written_attention(o.model), o.model);
     ScriptValue config = file.value(fmt::format(
         "GPTConfig(block_size={}, vocab_size={}, n_layer=4, n_head=4, n_embd=128, dropout=0.0, bias=False)", kBlock,
         kVocab));

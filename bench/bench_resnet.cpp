@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
     set_num_threads(o.threads);
     constexpr int64_t kBatch = 32, kClasses = 10;
     manual_seed(0);
-    ScriptModule file = script_file(o.model);
+    ScriptFile file = script_file(o.model);
     std::shared_ptr<ScriptedModule> model =
         file.build("ResNet", {file.value("BasicBlock"), file.value("[2, 2, 2, 2]")}, {{"num_classes", file.value("10")}});
     model->train();

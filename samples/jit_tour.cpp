@@ -62,7 +62,7 @@ int main() {
   // 4. script: control flow the trace cannot see, from a TorchScript-compatible source
   std::string text = std::string(kScript);
   text.insert(text.find("from torch import Tensor"), "from typing import Tuple\n");
-  ScriptModule m = script_source(text, "halve.py");
+  ScriptFile m = script_source(text, "halve.py");
   IValue r = m.function("halve_until_small").call({randn({4}) * 100.0, 1.0})[0];  // one result: a tuple
   std::cout << "scripted while loop ran " << r.elements()[1].to_int() << " times; result "
             << r.elements()[0].to_tensor() << "\n";

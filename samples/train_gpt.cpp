@@ -180,7 +180,7 @@ int main(int argc, char** argv) {
 
     // The model, built from its file as PyTorch would: GPT(GPTConfig(...)).
     seed_for(o, 0, 0);
-    ScriptModule file = script_file(o.model);
+    ScriptFile file = script_file(o.model);
     ScriptValue config = file.value(fmt::format(
         "GPTConfig(block_size={}, vocab_size={}, n_layer={}, n_head={}, n_embd={}, dropout=0.0, bias=False)", o.block,
         r.corpus.vocab_size(), o.n_layer, o.n_head, o.n_embd));

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/source_error.h"
+#include "script_frontend/py_ops.h"
 
 namespace kiln::script {
 
@@ -43,7 +44,7 @@ enum class ExprKind : uint8_t {
   Imaginary,     // float_value j
   Bytes,         // b"...": name holds the bytes
   FString,       // f"...": args are String parts and FormattedValue fields, in order
-  FormattedValue,  // {args[0]!op:args[1]} in an f-string; op is "", "r", "s" or "a"; args[1], the spec (an FString), when written
+  FormattedValue,  // {args[0]!conversion:args[1]} in an f-string; args[1], the spec (an FString), when written
   Set,           // {args...}
   ListComp,      // [args[0] generators]
   SetComp,       // {args[0] generators}
@@ -79,8 +80,9 @@ struct Expr {
   ExprKind kind;
   SourceLoc loc;
   std::string name;  // Name, Attribute, String
-  std::string op;    // Unary, Binary, BoolOp
-  std::vector<std::string> ops;  // Compare
+  PyOp op = PyOp::Add;  // Unary, Binary, BoolOp
+  std::vector<PyOp> ops;  // Compare
+  std::string conversion;  // FormattedValue: "", "r", "s" or "a"
   int64_t int_value = 0;
   double float_value = 0;
   std::vector<ExprPtr> args;  // may hold nulls for absent slice bounds
@@ -178,7 +180,7 @@ struct Stmt {
   std::vector<ExprPtr> targets;
   ExprPtr value;
   ExprPtr test;
-  std::string op;  // AugAssign: "+", ...
+  PyOp op = PyOp::Add;  // AugAssign: `+=` holds Add
   TypeExpr annotation;  // AnnAssign
   ExprPtr annotation_expr;  // AnnAssign: the annotation as written
   std::vector<StmtPtr> body;
@@ -272,7 +274,9 @@ struct NamedTupleDef {
   std::vector<TypeExpr> types;  // one per field
 };
 
-struct Module {
+// The AST of one parsed .py file (not a module: kiln::ScriptFile holds it, ScriptedModule is what a class
+// of it builds).
+struct FileAst {
   std::vector<StmtPtr> body;  // every top-level statement, in order
   // Collected from body: the top-level functions and classes kiln lowers.
   std::vector<std::shared_ptr<FunctionDef>> functions;
@@ -299,7 +303,7 @@ struct Module {
   // "warnings" → "warnings". (They stay in `unavailable` for lowered code.)
   std::map<std::string, std::string> aliases;
   // The classes among them that are not built, with the place and words of their first problem: what
-  // ScriptModule::module() raises when asked for one.
+  // ScriptFile::module() raises when asked for one.
   std::map<std::string, std::pair<SourceLoc, std::string>> unbuilt;
   // The namedtuple types of the file, by every name bound to one (`_Outputs = Outputs` too).
   std::map<std::string, std::shared_ptr<NamedTupleDef>> namedtuples;

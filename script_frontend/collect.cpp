@@ -16,7 +16,7 @@ namespace kiln::script {
 namespace {
 
 bool is_main_guard(const Stmt& s) {
-  if (s.kind != StmtKind::If || s.test->kind != ExprKind::Compare || s.test->ops.size() != 1 || s.test->ops[0] != "==")
+  if (s.kind != StmtKind::If || s.test->kind != ExprKind::Compare || s.test->ops.size() != 1 || s.test->ops[0] != PyOp::Eq)
     return false;
   const Expr& a = *s.test->args[0];
   const Expr& b = *s.test->args[1];
@@ -41,7 +41,7 @@ std::string dotted(const Expr& e) {
 
 class Collector {
  public:
-  Collector(const Source& src, Module& m) : src_(src), m_(m) {}
+  Collector(const Source& src, FileAst& m) : src_(src), m_(m) {}
 
   void top_level(const StmtPtr& s) {
     switch (s->kind) {
@@ -298,12 +298,12 @@ class Collector {
   }
 
   const Source& src_;
-  Module& m_;
+  FileAst& m_;
 };
 
 }  // namespace
 
-void collect(const Source& src, Module& m, std::vector<std::string>& errors) {
+void collect(const Source& src, FileAst& m, std::vector<std::string>& errors) {
   Collector c(src, m);
   for (const StmtPtr& s : m.body) {
     try {

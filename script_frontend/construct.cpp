@@ -205,7 +205,7 @@ class Init : public NnConstructors {
 
   // Base classes imported from other files, read now (each in the file of the class naming it).
   // The files a base comes from are read by this evaluator and go with it, so a parent that an earlier build set
-  // (a second build of resnet18 from one ScriptModule) is set again, never followed.
+  // (a second build of resnet18 from one ScriptFile) is set again, never followed.
   void resolve_bases(const ClassDef& c, SourceLoc at) {
     for (const ClassDef* k = &c; k; k = k->parent) {
       if (k->base_import.empty() || resolved_.count(k)) continue;
@@ -393,7 +393,7 @@ class Init : public NnConstructors {
         return Flow::Normal;
       case StmtKind::AugAssign: {
         Static cur = eval(*s.targets[0], sc);
-        if (s.op == "+" && cur.kind == Kind::Module && cur.obj->layer == Layer::ModuleList) {
+        if (s.op == PyOp::Add && cur.kind == Kind::Module && cur.obj->layer == Layer::ModuleList) {
           // modules += [...] extends the ModuleList in place, as torch's __iadd__ (maxvit's MaxVitBlock)
           std::vector<Static> a = {eval(*s.value, sc)};
           method_call(cur, "extend", a, {}, s.loc);
@@ -703,19 +703,27 @@ class Init : public NnConstructors {
       }
       case ExprKind::Unary: {
         Static x = eval(*e.args[0], sc);
-        if (e.op == "not") return Static::boolean(!truthy(x, e.loc));
-        if (e.op == "-" && x.kind == Kind::Float) return Static::number(-x.f);
-        if (e.op == "-" && (x.kind == Kind::Int || x.kind == Kind::Bool)) return Static::integer(-x.i);
-        if (e.op == "+" && x.is_number()) return x;
+        switch (e.op) {
+          case PyOp::Not: return Static::boolean(!truthy(x, e.loc));
+          case PyOp::Neg:
+            if (x.kind == Kind::Float) return Static::number(-x.f);
+            if (x.kind == Kind::Int || x.kind == Kind::Bool) return Static::integer(-x.i);
+            break;
+          case PyOp::Pos:
+            if (x.is_number()) return x;
+            break;
+          case PyOp::Invert: break;
+          default: fail(e.loc, fmt::format("'{}' is not a unary operator", spelling(e.op)));
+        }
         if (auto t = tensor_math(e.loc, [&] { return init_tensor_unary(e.op, x); })) return *t;
-        fail(e.loc, fmt::format("bad operand type for unary {}: {}", e.op, x.type_name()));
+        fail(e.loc, fmt::format("bad operand type for unary {}: {}", spelling(e.op), x.type_name()));
       }
       case ExprKind::Binary: return binary(e.op, eval(*e.args[0], sc), eval(*e.args[1], sc), e.loc);
       case ExprKind::BoolOp: {
         Static v;
         for (const auto& a : e.args) {
           v = eval(*a, sc);
-          if (truthy(v, a->loc) == (e.op == "or")) return v;
+          if (truthy(v, a->loc) == (e.op == PyOp::Or)) return v;
         }
         return v;
       }
@@ -889,7 +897,7 @@ class Init : public NnConstructors {
     Init& I;
     const File* file;
     const Source* src;
-    const Module* m;
+    const FileAst* m;
     InFile(Init& i, const File* f) : I(i), file(i.cur_), src(i.src_), m(i.m_) {
       if (f) {
         I.cur_ = f;
@@ -1157,7 +1165,7 @@ class Init : public NnConstructors {
     Static v = eval(*fv.args[0], sc);
     std::string spec;
     if (fv.args.size() > 1 && fv.args[1]) spec = eval(*fv.args[1], sc).s;
-    if (fv.op == "r" || fv.op == "a") return py_repr(v);
+    if (fv.conversion == "r" || fv.conversion == "a") return py_repr(v);
     if (spec.empty()) return py_str(v);
     try {
       switch (v.kind) {
@@ -1255,77 +1263,87 @@ class Init : public NnConstructors {
     }
   }
 
-  bool compare(const std::string& op, const Static& a, const Static& b, SourceLoc loc) {
-    if (op == "is" || op == "is not") {
+  bool compare(PyOp op, const Static& a, const Static& b, SourceLoc loc) {
+    if (op == PyOp::Is || op == PyOp::IsNot) {
       bool same = (a.kind == Kind::None && b.kind == Kind::None) || (a.kind == b.kind && equal(a, b));
-      return (op == "is") == same;
+      return (op == PyOp::Is) == same;
     }
-    if (op == "==" || op == "!=") return (op == "==") == equal(a, b);
-    if (op == "in" || op == "not in") {
+    if (op == PyOp::Eq || op == PyOp::Ne) return (op == PyOp::Eq) == equal(a, b);
+    if (op == PyOp::In || op == PyOp::NotIn) {
       bool found = false;
       if (b.kind == Kind::Str && a.kind == Kind::Str) found = b.s.find(a.s) != std::string::npos;
       else
         for (const Static& x : iterate(b, loc)) found = found || equal(a, x);
-      return (op == "in") == found;
+      return (op == PyOp::In) == found;
     }
     if (a.is_number() && b.is_number()) {
       double x = a.as_double(), y = b.as_double();
-      return op == "<" ? x < y : op == "<=" ? x <= y : op == ">" ? x > y : x >= y;
+      switch (op) {
+        case PyOp::Lt: return x < y;
+        case PyOp::Le: return x <= y;
+        case PyOp::Gt: return x > y;
+        case PyOp::Ge: return x >= y;
+        case PyOp::Add: case PyOp::Sub: case PyOp::Mul: case PyOp::Div: case PyOp::FloorDiv: case PyOp::Mod:
+        case PyOp::Pow: case PyOp::MatMul: case PyOp::LShift: case PyOp::RShift: case PyOp::BitAnd:
+        case PyOp::BitOr: case PyOp::BitXor: case PyOp::Pos: case PyOp::Neg: case PyOp::Not: case PyOp::Invert:
+        case PyOp::And: case PyOp::Or: case PyOp::Is: case PyOp::IsNot: case PyOp::In: case PyOp::NotIn:
+        case PyOp::Eq: case PyOp::Ne: break;  // decided above, or not a comparison
+      }
     }
     if (a.kind == Kind::Str && b.kind == Kind::Str)
-      return op == "<" ? a.s < b.s : op == "<=" ? a.s <= b.s : op == ">" ? a.s > b.s : a.s >= b.s;
-    fail(loc, fmt::format("cannot compare {} and {} with '{}'", a.type_name(), b.type_name(), op));
+      return op == PyOp::Lt ? a.s < b.s : op == PyOp::Le ? a.s <= b.s : op == PyOp::Gt ? a.s > b.s : a.s >= b.s;
+    fail(loc, fmt::format("cannot compare {} and {} with '{}'", a.type_name(), b.type_name(), spelling(op)));
   }
 
-  Static binary(const std::string& op, const Static& a, const Static& b, SourceLoc loc) {
+  Static binary(PyOp op, const Static& a, const Static& b, SourceLoc loc) {
     if (auto t = tensor_math(loc, [&] { return init_tensor_binary(op, a, b); })) return *t;
     bool ints = (a.kind == Kind::Int || a.kind == Kind::Bool) && (b.kind == Kind::Int || b.kind == Kind::Bool);
-    if (ints && op != "/" && op != "**") {
+    if (ints && op != PyOp::Div && op != PyOp::Pow) {
       int64_t x = a.i, y = b.i;
-      if ((op == "//" || op == "%") && y == 0) py_raise(loc, "ZeroDivisionError", "integer division or modulo by zero");
-      if (op == "+") return Static::integer(x + y);
-      if (op == "-") return Static::integer(x - y);
-      if (op == "*") return Static::integer(x * y);
+      if ((op == PyOp::FloorDiv || op == PyOp::Mod) && y == 0) py_raise(loc, "ZeroDivisionError", "integer division or modulo by zero");
+      if (op == PyOp::Add) return Static::integer(x + y);
+      if (op == PyOp::Sub) return Static::integer(x - y);
+      if (op == PyOp::Mul) return Static::integer(x * y);
       int64_t q = x / y, r = x % y;
       if (r != 0 && ((r < 0) != (y < 0))) --q, r += y;
-      if (op == "//") return Static::integer(q);
-      if (op == "%") return Static::integer(r);
-      if ((op == "<<" || op == ">>") && y < 0) py_raise(loc, "ValueError", "negative shift count");
-      if (op == "<<") return Static::integer(y >= 63 ? 0 : x << y);
-      if (op == ">>") return Static::integer(y >= 63 ? (x < 0 ? -1 : 0) : x >> y);
-      if (op == "&") return Static::integer(x & y);
-      if (op == "|") return Static::integer(x | y);
-      if (op == "^") return Static::integer(x ^ y);
+      if (op == PyOp::FloorDiv) return Static::integer(q);
+      if (op == PyOp::Mod) return Static::integer(r);
+      if ((op == PyOp::LShift || op == PyOp::RShift) && y < 0) py_raise(loc, "ValueError", "negative shift count");
+      if (op == PyOp::LShift) return Static::integer(y >= 63 ? 0 : x << y);
+      if (op == PyOp::RShift) return Static::integer(y >= 63 ? (x < 0 ? -1 : 0) : x >> y);
+      if (op == PyOp::BitAnd) return Static::integer(x & y);
+      if (op == PyOp::BitOr) return Static::integer(x | y);
+      if (op == PyOp::BitXor) return Static::integer(x ^ y);
     }
-    if (ints && op == "**" && b.i >= 0) {
+    if (ints && op == PyOp::Pow && b.i >= 0) {
       int64_t r = 1;
       for (int64_t k = 0; k < b.i; ++k) r *= a.i;
       return Static::integer(r);
     }
     if (a.is_number() && b.is_number()) {
       double x = a.as_double(), y = b.as_double();
-      if ((op == "/" || op == "//" || op == "%") && y == 0) py_raise(loc, "ZeroDivisionError", "float division by zero");
-      if (op == "+") return Static::number(x + y);
-      if (op == "-") return Static::number(x - y);
-      if (op == "*") return Static::number(x * y);
-      if (op == "/") return Static::number(x / y);
-      if (op == "//") return Static::number(std::floor(x / y));
-      if (op == "%") return Static::number(x - std::floor(x / y) * y);
-      if (op == "**") return Static::number(std::pow(x, y));
+      if ((op == PyOp::Div || op == PyOp::FloorDiv || op == PyOp::Mod) && y == 0) py_raise(loc, "ZeroDivisionError", "float division by zero");
+      if (op == PyOp::Add) return Static::number(x + y);
+      if (op == PyOp::Sub) return Static::number(x - y);
+      if (op == PyOp::Mul) return Static::number(x * y);
+      if (op == PyOp::Div) return Static::number(x / y);
+      if (op == PyOp::FloorDiv) return Static::number(std::floor(x / y));
+      if (op == PyOp::Mod) return Static::number(x - std::floor(x / y) * y);
+      if (op == PyOp::Pow) return Static::number(std::pow(x, y));
     }
-    if (op == "+" && a.kind == b.kind && (a.kind == Kind::List || a.kind == Kind::Tuple)) {
+    if (op == PyOp::Add && a.kind == b.kind && (a.kind == Kind::List || a.kind == Kind::Tuple)) {
       std::vector<Static> es = a.elems;
       es.insert(es.end(), b.elems.begin(), b.elems.end());
       return Static::seq(a.kind, std::move(es));
     }
-    if (op == "+" && a.kind == Kind::Str && b.kind == Kind::Str) return Static::str(a.s + b.s);
-    if (op == "%" && a.kind == Kind::Str) return percent_format(a.s, b, loc);
-    if (op == "*" && (a.kind == Kind::List || a.kind == Kind::Tuple) && b.kind == Kind::Int) {
+    if (op == PyOp::Add && a.kind == Kind::Str && b.kind == Kind::Str) return Static::str(a.s + b.s);
+    if (op == PyOp::Mod && a.kind == Kind::Str) return percent_format(a.s, b, loc);
+    if (op == PyOp::Mul && (a.kind == Kind::List || a.kind == Kind::Tuple) && b.kind == Kind::Int) {
       std::vector<Static> es;
       for (int64_t k = 0; k < b.i; ++k) es.insert(es.end(), a.elems.begin(), a.elems.end());
       return Static::seq(a.kind, std::move(es));
     }
-    fail(loc, fmt::format("unsupported operand types for {}: {} and {}", op, a.type_name(), b.type_name()));
+    fail(loc, fmt::format("unsupported operand types for {}: {} and {}", spelling(op), a.type_name(), b.type_name()));
   }
 
   Static attribute(const Expr& e, Scope& sc) {
@@ -1897,7 +1915,7 @@ class Init : public NnConstructors {
       if (xs.empty()) fail(loc, fmt::format("{}() of an empty sequence", n));
       Static best = xs[0];
       for (const Static& x : xs)
-        if (compare(n == "min" ? "<" : ">", x, best, loc)) best = x;
+        if (compare(n == "min" ? PyOp::Lt : PyOp::Gt, x, best, loc)) best = x;
       return best;
     }
     if (n == "round") {
@@ -1961,7 +1979,7 @@ class Init : public NnConstructors {
     if (n == "sum") {
       nargs(1, 2);
       Static total = a.size() > 1 ? a[1] : Static::integer(0);
-      for (const Static& x : iterate(a[0], loc)) total = binary("+", total, x, loc);
+      for (const Static& x : iterate(a[0], loc)) total = binary(PyOp::Add, total, x, loc);
       return total;
     }
     if (n == "str" || n == "repr") {
@@ -2208,13 +2226,13 @@ class Init : public NnConstructors {
   std::shared_ptr<const File> file_;  // the model file
   const File* cur_;    // the file whose code runs now: the model file or one it imports
   const Source* src_;  // where errors point: cur_'s, or an argument's expression while it is read
-  const Module* m_;    // cur_'s names
+  const FileAst* m_;    // cur_'s names
   std::map<std::string, std::shared_ptr<const File>> loaded_;  // the files read, by path
   std::map<const void*, const File*> def_file_;                // the file of each class, method and function
   int depth_ = 0;
   std::vector<Raised> handling_;  // the exceptions the running except blocks caught (a bare raise re-raises)
   std::vector<std::shared_ptr<ScriptedModule>> plain_copies_;  // what copy.copy made (config objects)
-  using Global = std::pair<const Module*, std::string>;
+  using Global = std::pair<const FileAst*, std::string>;
   std::map<Global, Static> globals_;    // each file's names as values, made on first read
   std::map<Global, Static> constants_;  // module-level values computed so far
   std::set<Global> computing_;          // module-level values being computed (a cycle guard)

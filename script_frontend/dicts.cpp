@@ -104,7 +104,7 @@ Value* Lowerer::dict_argument(const Param& p, const FunctionDef& f, Value* arg, 
   return arg;
 }
 
-void Lowerer::dict_store(const Expr& target, const std::string& op, const Expr& rhs, SourceLoc loc) {
+void Lowerer::dict_store(const Expr& target, std::optional<PyOp> op, const Expr& rhs, SourceLoc loc) {
   const Expr& base = *target.args[0];
   if (base.kind != ExprKind::Name) fail(target.loc, "kiln script assigns to dict entries of a variable only (d[\"k\"] = v)");
   if (target.args.size() != 2) fail(target.loc, "a dict takes one key");
@@ -119,7 +119,7 @@ void Lowerer::dict_store(const Expr& target, const std::string& op, const Expr& 
   std::string k = dict_key(*target.args[1]);
   auto at = std::find(keys.begin(), keys.end(), k);
   Value* v = nullptr;
-  if (op.empty()) {
+  if (!op) {
     v = expr(rhs);
   } else {
     if (at == keys.end()) fail(target.args[1]->loc, fmt::format("KeyError: '{}' (the dict has keys {})", k, keys_str(keys)));
@@ -132,10 +132,10 @@ void Lowerer::dict_store(const Expr& target, const std::string& op, const Expr& 
         if (m[0] != '$' && x->type().is_tensor() && alias_root(x) == alias_root(cur))
           fail(loc, fmt::format("cannot write in place to d['{}']: '{}' shares its memory, and kiln script does not "
                                 "track tensors inside a dict; write d['{}'] = d['{}'] {} v",
-                                k, m, k, k, op));
-      v = prim(Prim::InplaceResult, {binary(op, cur, r, loc), cur}, Type::tensor());
+                                k, m, k, k, spelling(*op)));
+      v = prim(Prim::InplaceResult, {binary(*op, cur, r, loc), cur}, Type::tensor());
     } else {
-      v = binary(op, cur, r, loc);
+      v = binary(*op, cur, r, loc);
     }
   }
   loc_ = loc;
@@ -182,7 +182,7 @@ bool Lowerer::dict_for(const Stmt& s) {
 }
 
 std::optional<bool> Lowerer::dict_condition(const Expr& test) {
-  if (test.kind != ExprKind::Compare || test.ops.size() != 1 || (test.ops[0] != "in" && test.ops[0] != "not in"))
+  if (test.kind != ExprKind::Compare || test.ops.size() != 1 || (test.ops[0] != PyOp::In && test.ops[0] != PyOp::NotIn))
     return std::nullopt;
   const Expr& d = *test.args[1];
   if (d.kind != ExprKind::Name) return std::nullopt;
@@ -192,7 +192,7 @@ std::optional<bool> Lowerer::dict_condition(const Expr& test) {
   if (!k) return std::nullopt;
   const auto& keys = *dict_keys(it->second);
   bool found = std::find(keys.begin(), keys.end(), *k) != keys.end();
-  return test.ops[0] == "in" ? found : !found;
+  return test.ops[0] == PyOp::In ? found : !found;
 }
 
 void Lowerer::merge_dict(Value* out, Value* a, Value* b, const std::string& var, SourceLoc loc, const char* where) {

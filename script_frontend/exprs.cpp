@@ -94,10 +94,10 @@ std::optional<int64_t> Lowerer::static_int(const Expr& e) {
     return std::nullopt;
   }
   if (e.kind == ExprKind::Unary) {
-    if (e.op != "-" && e.op != "+") return std::nullopt;
+    if (e.op != PyOp::Neg && e.op != PyOp::Pos) return std::nullopt;
     auto v = static_int(*e.args[0]);
     if (!v || *v == INT64_MIN) return std::nullopt;
-    return e.op == "-" ? -*v : *v;
+    return e.op == PyOp::Neg ? -*v : *v;
   }
   if (e.kind == ExprKind::Binary) {
     const Operator* o = find_operator(e.op);
@@ -128,7 +128,7 @@ std::optional<double> Lowerer::const_float(const Arg& a) {
   if (!a.expr) return std::nullopt;
   const Expr& e = *a.expr;
   if (e.kind == ExprKind::Float) return e.float_value;
-  if (e.kind == ExprKind::Unary && e.op == "-" && e.args[0]->kind == ExprKind::Float) return -e.args[0]->float_value;
+  if (e.kind == ExprKind::Unary && e.op == PyOp::Neg && e.args[0]->kind == ExprKind::Float) return -e.args[0]->float_value;
   // nanoGPT's `dropout_p=self.dropout if self.training else 0`: the branch the module's mode takes
   if (e.kind == ExprKind::IfExp)
     if (std::optional<bool> known = static_condition(*e.args[0])) {
@@ -345,26 +345,26 @@ Value* Lowerer::name(const Expr& e) {
   fail(e.loc, fmt::format("undefined name '{}'{}", e.name, did_you_mean(e.name, cands)));
 }
 
-Value* Lowerer::binary(const std::string& op, Value* a, Value* b, SourceLoc loc) {
+Value* Lowerer::binary(PyOp op, Value* a, Value* b, SourceLoc loc) {
   const Type& ta = a->type();
   const Type& tb = b->type();
   bool tensors = (ta.is_tensor() || is_number(ta)) && (tb.is_tensor() || is_number(tb)) && (ta.is_tensor() || tb.is_tensor());
   const Operator* row = find_operator(op);
   auto bad = [&]() -> Value* {
     if (row && !row->verb.empty()) {
-      if (op == "**") fail(loc, fmt::format("cannot raise {} to the power {}", ta.str(), tb.str()));
+      if (op == PyOp::Pow) fail(loc, fmt::format("cannot raise {} to the power {}", ta.str(), tb.str()));
       fail(loc, fmt::format("cannot {} {} and {}", row->verb, ta.str(), tb.str()));
     }
-    fail(loc, fmt::format("unsupported operand types for {}: {} and {}", op, ta.str(), tb.str()));
+    fail(loc, fmt::format("unsupported operand types for {}: {} and {}", spelling(op), ta.str(), tb.str()));
   };
   if (Value* l = list_binary(op, a, b)) return l;
   if (tensors) {
     Value* x = ta.is_tensor() ? a : number_to_tensor(a);
     Value* y = tb.is_tensor() ? b : number_to_tensor(b);
-    if (op == "@" && (!ta.is_tensor() || !tb.is_tensor())) return bad();
+    if (op == PyOp::MatMul && (!ta.is_tensor() || !tb.is_tensor())) return bad();
     if (row && row->tensor) return this->op(*row->tensor, {x, y});
-    if (op == "//") return this->op(OpId::FloorDivide, {x, y});
-    if (op == "%") {
+    if (op == PyOp::FloorDiv) return this->op(OpId::FloorDivide, {x, y});
+    if (op == PyOp::Mod) {
       LoweringBuilder lb(*this);
       return composite::remainder(lb, x, y);
     }
@@ -387,15 +387,15 @@ Value* Lowerer::binary(const std::string& op, Value* a, Value* b, SourceLoc loc)
   return bad();
 }
 
-Value* Lowerer::compare(const std::string& op, const Expr& ea, Value* a, const Expr& eb, Value* b, SourceLoc loc) {
+Value* Lowerer::compare(PyOp op, const Expr& ea, Value* a, const Expr& eb, Value* b, SourceLoc loc) {
   const Type& ta = a->type();
   const Type& tb = b->type();
-  if (op == "is" || op == "is not") {
-    bool want_none = op == "is";
+  if (op == PyOp::Is || op == PyOp::IsNot) {
+    bool want_none = op == PyOp::Is;
     const Value* other = nullptr;
     if (eb.kind == ExprKind::None) other = a;
     else if (ea.kind == ExprKind::None) other = b;
-    if (!other) fail(loc, fmt::format("'{}' is only supported against None in kiln script", op));
+    if (!other) fail(loc, fmt::format("'{}' is only supported against None in kiln script", spelling(op)));
     const Type& t = other->type();
     if (t.kind == TypeKind::Optional) {
       Value* isn = prim(Prim::IsNone, {const_cast<Value*>(other)}, kBool);
@@ -404,23 +404,23 @@ Value* Lowerer::compare(const std::string& op, const Expr& ea, Value* a, const E
     // Known now: a None is None, anything else is not.
     return constant(want_none == (t.kind == TypeKind::None));
   }
-  if (op == "in" || op == "not in") {
+  if (op == PyOp::In || op == PyOp::NotIn) {
     // Over a tuple or list whose elements are known here: a chain of ==, decided now when all are
     // constants.
     if (const auto* keys = dict_keys(b)) {
       auto k = const_str(Arg{&ea, nullptr, ea.loc});
       if (!k) fail(ea.loc, "'in' over a dict needs a string constant key in kiln script");
       bool found = std::find(keys->begin(), keys->end(), *k) != keys->end();
-      return constant(op == "in" ? found : !found);
+      return constant(op == PyOp::In ? found : !found);
     }
     ir::Node* n = b->node();
     if (tb.kind == TypeKind::List && n->prim() != Prim::ListConstruct) {
       // A list built at run time: a loop over its elements.
       Value* found = list_contains(b, a, loc);
-      return op == "in" ? found : prim(Prim::Not, {found}, kBool);
+      return op == PyOp::In ? found : prim(Prim::Not, {found}, kBool);
     }
     if (n->prim() != Prim::TupleConstruct && n->prim() != Prim::ListConstruct)
-      fail(loc, fmt::format("'{}' needs a tuple or list written out in kiln script, got {}", op, tb.str()));
+      fail(loc, fmt::format("'{}' needs a tuple or list written out in kiln script, got {}", spelling(op), tb.str()));
     Value* found = constant(false);
     for (Value* e : n->inputs()) {
       const AttrValue* ca = const_attr(a);
@@ -438,7 +438,7 @@ Value* Lowerer::compare(const std::string& op, const Expr& ea, Value* a, const E
       } else {
         fail(loc, fmt::format("'{}' compares {} with the elements of {}; kiln script compares numbers, and strings known "
                               "when lowering",
-                              op, ta.str(), tb.str()));
+                              spelling(op), ta.str(), tb.str()));
       }
       const AttrValue* cf = const_attr(found);
       const AttrValue* cq = const_attr(eq);
@@ -450,7 +450,7 @@ Value* Lowerer::compare(const std::string& op, const Expr& ea, Value* a, const E
       Value* prev = found;
       found = if_value(prev, [&] { return constant(true); }, [&] { return eq; }, loc);
     }
-    if (op == "not in") {
+    if (op == PyOp::NotIn) {
       if (const AttrValue* cf = const_attr(found)) return constant(!std::get<bool>(*cf));
       return prim(Prim::Not, {found}, kBool);
     }
@@ -465,15 +465,15 @@ Value* Lowerer::compare(const std::string& op, const Expr& ea, Value* a, const E
   if (is_number(ta) && is_number(tb)) {
     return prim(find_operator(op)->number, {a, b}, kBool);
   }
-  if ((op == "==" || op == "!=") && ta.kind == TypeKind::None && tb.kind == TypeKind::None) return constant(op == "==");
+  if ((op == PyOp::Eq || op == PyOp::Ne) && ta.kind == TypeKind::None && tb.kind == TypeKind::None) return constant(op == PyOp::Eq);
   // Strings known when lowering (a dict's keys in a loop over items()): decided now.
-  if ((op == "==" || op == "!=") && ta.kind == TypeKind::Str && tb.kind == TypeKind::Str) {
+  if ((op == PyOp::Eq || op == PyOp::Ne) && ta.kind == TypeKind::Str && tb.kind == TypeKind::Str) {
     const AttrValue* ca = const_attr(a);
     const AttrValue* cb = const_attr(b);
-    if (ca && cb) return constant((std::get<std::string>(*ca) == std::get<std::string>(*cb)) == (op == "=="));
+    if (ca && cb) return constant((std::get<std::string>(*ca) == std::get<std::string>(*cb)) == (op == PyOp::Eq));
     fail(loc, "kiln script compares strings known when lowering only");
   }
-  fail(loc, fmt::format("cannot compare {} and {} with '{}'", ta.str(), tb.str(), op));
+  fail(loc, fmt::format("cannot compare {} and {} with '{}'", ta.str(), tb.str(), spelling(op)));
 }
 
 Value* Lowerer::list_contains(Value* list, Value* x, SourceLoc loc) {
@@ -517,29 +517,34 @@ Value* Lowerer::bool_op(const Expr& e, size_t from) {
   Value* a = to_condition(expr(*e.args[from]), e.args[from]->loc);
   if (from + 1 == e.args.size()) return a;
   loc_ = e.loc;
-  if (e.op == "and")
+  if (e.op == PyOp::And)
     return if_value(a, [&] { return bool_op(e, from + 1); }, [&] { return constant(false); }, e.loc);
   return if_value(a, [&] { return constant(true); }, [&] { return bool_op(e, from + 1); }, e.loc);
 }
 
 Value* Lowerer::unary(const Expr& e) {
   const Expr& operand = *e.args[0];
-  if (e.op == "-" && operand.kind == ExprKind::Int) return constant(-operand.int_value);
-  if (e.op == "-" && operand.kind == ExprKind::Float) return constant(-operand.float_value);
+  if (e.op == PyOp::Neg && operand.kind == ExprKind::Int) return constant(-operand.int_value);
+  if (e.op == PyOp::Neg && operand.kind == ExprKind::Float) return constant(-operand.float_value);
   Value* x = expr(operand);
   loc_ = e.loc;
   const Type& t = x->type();
-  if (e.op == "not") return prim(Prim::Not, {to_condition(x, operand.loc)}, kBool);
-  if (e.op == "+") {
-    if (t.is_tensor() || is_number(t)) return x;
-  } else if (e.op == "-") {
-    if (t.is_tensor()) return op(OpId::Neg, {x});
-    if (t.kind == TypeKind::Int || t.kind == TypeKind::Float) return prim(Prim::NumNeg, {x}, t);
-    if (t.kind == TypeKind::Bool) return prim(Prim::NumNeg, {x}, kInt);
-  } else if (e.op == "~") {
-    if (t.is_tensor()) return op(OpId::LogicalNot, {x});
+  switch (e.op) {
+    case PyOp::Not: return prim(Prim::Not, {to_condition(x, operand.loc)}, kBool);
+    case PyOp::Pos:
+      if (t.is_tensor() || is_number(t)) return x;
+      break;
+    case PyOp::Neg:
+      if (t.is_tensor()) return op(OpId::Neg, {x});
+      if (t.kind == TypeKind::Int || t.kind == TypeKind::Float) return prim(Prim::NumNeg, {x}, t);
+      if (t.kind == TypeKind::Bool) return prim(Prim::NumNeg, {x}, kInt);
+      break;
+    case PyOp::Invert:
+      if (t.is_tensor()) return op(OpId::LogicalNot, {x});
+      break;
+    default: fail(e.loc, fmt::format("'{}' is not a unary operator", spelling(e.op)));
   }
-  fail(e.loc, fmt::format("bad operand type for unary {}: {}", e.op, t.str()));
+  fail(e.loc, fmt::format("bad operand type for unary {}: {}", spelling(e.op), t.str()));
 }
 
 // ---------------------------------------------------------------- indexing
@@ -899,7 +904,7 @@ Value* Lowerer::attribute(const Expr& e) {
 namespace {
 // A function of torch.nn.utils.rnn as the file names it: a name it imported from there, `nn.utils.rnn.f` or
 // `torch.nn.utils.rnn.f`; empty otherwise.
-std::string rnn_utils_function(const Expr& fn, const Module& m, const std::map<std::string, Value*>& env) {
+std::string rnn_utils_function(const Expr& fn, const FileAst& m, const std::map<std::string, Value*>& env) {
   if (fn.kind == ExprKind::Name) {
     auto it = m.rnn_utils_names.find(fn.name);
     return it != m.rnn_utils_names.end() && !env.count(fn.name) ? it->second : std::string();
@@ -918,7 +923,7 @@ std::string rnn_utils_function(const Expr& fn, const Module& m, const std::map<s
 }
 
 // torch.nn.functional as the file imported it: `F.relu`, `nn.functional.relu`, `torch.nn.functional.relu`.
-bool is_functional(const Expr& e, const Module& m) {
+bool is_functional(const Expr& e, const FileAst& m) {
   if (e.kind == ExprKind::Name) return m.functional_names.count(e.name) != 0;
   if (e.kind != ExprKind::Attribute || e.name != "functional") return false;
   const Expr& b = *e.args[0];

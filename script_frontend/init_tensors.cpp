@@ -25,7 +25,7 @@ std::optional<Scalar> scalar_of(const Static& v) {
 }
 
 // A number as a 0-d tensor that does not widen the other operand's dtype (torch's wrapped numbers).
-Tensor operand(const Static& v, const std::string& what) {
+Tensor operand(const Static& v, std::string_view what) {
   if (v.kind == Kind::Tensor) return v.tensor;
   if (auto s = scalar_of(v)) return Tensor::wrap_scalar(*s);
   fail("unsupported operand type for {}: {}", what, v.type_name());
@@ -109,29 +109,29 @@ int64_t dim_arg(const std::vector<Static>& a, const std::map<std::string, Static
 
 }  // namespace
 
-std::optional<Static> init_tensor_binary(const std::string& op, const Static& a, const Static& b) {
+std::optional<Static> init_tensor_binary(PyOp op, const Static& a, const Static& b) {
   if (a.kind != Kind::Tensor && b.kind != Kind::Tensor) return std::nullopt;
-  Tensor x = operand(a, op), y = operand(b, op);
-  if (op == "+") return of(add(x, y));
-  if (op == "-") return of(sub(x, y));
-  if (op == "*") return of(mul(x, y));
-  if (op == "/") return of(div(x, y));
-  if (op == "//") return of(floor_divide(x, y));
-  if (op == "%") return of(remainder(x, y));
-  if (op == "**") return of(pow(x, y));
-  if (op == "==") return of(eq(x, y));
-  if (op == "!=") return of(ne(x, y));
-  if (op == "<") return of(lt(x, y));
-  if (op == "<=") return of(le(x, y));
-  if (op == ">") return of(gt(x, y));
-  if (op == ">=") return of(ge(x, y));
+  Tensor x = operand(a, spelling(op)), y = operand(b, spelling(op));
+  if (op == PyOp::Add) return of(add(x, y));
+  if (op == PyOp::Sub) return of(sub(x, y));
+  if (op == PyOp::Mul) return of(mul(x, y));
+  if (op == PyOp::Div) return of(div(x, y));
+  if (op == PyOp::FloorDiv) return of(floor_divide(x, y));
+  if (op == PyOp::Mod) return of(remainder(x, y));
+  if (op == PyOp::Pow) return of(pow(x, y));
+  if (op == PyOp::Eq) return of(eq(x, y));
+  if (op == PyOp::Ne) return of(ne(x, y));
+  if (op == PyOp::Lt) return of(lt(x, y));
+  if (op == PyOp::Le) return of(le(x, y));
+  if (op == PyOp::Gt) return of(gt(x, y));
+  if (op == PyOp::Ge) return of(ge(x, y));
   return std::nullopt;
 }
 
-std::optional<Static> init_tensor_unary(const std::string& op, const Static& a) {
+std::optional<Static> init_tensor_unary(PyOp op, const Static& a) {
   if (a.kind != Kind::Tensor) return std::nullopt;
-  if (op == "-") return of(neg(a.tensor));
-  if (op == "+") return a;
+  if (op == PyOp::Neg) return of(neg(a.tensor));
+  if (op == PyOp::Pos) return a;
   return std::nullopt;
 }
 
@@ -147,9 +147,10 @@ std::optional<Static> init_torch_function(const std::string& name, const std::ve
   if (name == "abs") return of(abs(one()));
   if (name == "floor") return of(floor(one()));
   if (name == "round") return of(round_half_even(one()));
-  static const std::map<std::string, std::string> binaries = {
-      {"add", "+"}, {"sub", "-"}, {"subtract", "-"}, {"mul", "*"}, {"multiply", "*"}, {"div", "/"}, {"divide", "/"},
-      {"true_divide", "/"}, {"pow", "**"}, {"floor_divide", "//"}, {"remainder", "%"}};
+  static const std::map<std::string, PyOp> binaries = {
+      {"add", PyOp::Add}, {"sub", PyOp::Sub}, {"subtract", PyOp::Sub}, {"mul", PyOp::Mul}, {"multiply", PyOp::Mul},
+      {"div", PyOp::Div}, {"divide", PyOp::Div}, {"true_divide", PyOp::Div}, {"pow", PyOp::Pow},
+      {"floor_divide", PyOp::FloorDiv}, {"remainder", PyOp::Mod}};
   if (auto it = binaries.find(name); it != binaries.end()) {
     if (a.size() != 2) fail("torch.{}() takes two operands in __init__", name);
     return init_tensor_binary(it->second, a[0], a[1]);

@@ -14,9 +14,9 @@
 namespace kiln::script {
 
 // a op b where a or b is a Tensor and the other a Tensor or a number: + - * / // % ** and comparisons
-std::optional<Static> init_tensor_binary(const std::string& op, const Static& a, const Static& b);
+std::optional<Static> init_tensor_binary(PyOp op, const Static& a, const Static& b);
 // -t, not supported otherwise
-std::optional<Static> init_tensor_unary(const std::string& op, const Static& a);
+std::optional<Static> init_tensor_unary(PyOp op, const Static& a);
 // torch.NAME(...) beyond the factories: log exp sqrt round floor abs pow divide mul add sub diff tensor stack
 // cat meshgrid flatten
 std::optional<Static> init_torch_function(const std::string& name, const std::vector<Static>& a,

@@ -28,11 +28,11 @@ namespace {
 // known while lowering, so the form decides that `x[m] = v` writes through a mask (torch's index_put_).
 bool is_mask_expr(const Expr& e) {
   if (e.kind == ExprKind::Compare)
-    return std::none_of(e.ops.begin(), e.ops.end(), [](const std::string& op) {
-      return op == "is" || op == "is not" || op == "in" || op == "not in";
+    return std::none_of(e.ops.begin(), e.ops.end(), [](PyOp op) {
+      return op == PyOp::Is || op == PyOp::IsNot || op == PyOp::In || op == PyOp::NotIn;
     });
-  if (e.kind == ExprKind::Unary && e.op == "~") return is_mask_expr(*e.args[0]);
-  if (e.kind == ExprKind::Binary && (e.op == "&" || e.op == "|" || e.op == "^"))
+  if (e.kind == ExprKind::Unary && e.op == PyOp::Invert) return is_mask_expr(*e.args[0]);
+  if (e.kind == ExprKind::Binary && (e.op == PyOp::BitAnd || e.op == PyOp::BitOr || e.op == PyOp::BitXor))
     return is_mask_expr(*e.args[0]) && is_mask_expr(*e.args[1]);
   return false;
 }
@@ -94,7 +94,7 @@ Value* Lowerer::alias_root(Value* v) const {
   }
 }
 
-void Lowerer::write_inplace(const Expr& target, const std::string& op, const Expr& rhs, SourceLoc loc) {
+void Lowerer::write_inplace(const Expr& target, std::optional<PyOp> op, const Expr& rhs, SourceLoc loc) {
   if (target.kind == ExprKind::Subscript && target.args[0]->kind == ExprKind::Name) {
     auto it = frame().env.find(target.args[0]->name);
     if (it != frame().env.end() && dict_keys(it->second)) return dict_store(target, op, rhs, loc);
@@ -114,7 +114,7 @@ void Lowerer::write_inplace(const Expr& target, const std::string& op, const Exp
   const Expr* index = nullptr;
   int64_t dim = 0;
   bool plain = true;  // every other index is ':' or '...'
-  if (target.kind == ExprKind::Subscript && op.empty()) {
+  if (target.kind == ExprKind::Subscript && !op) {
     const size_t n = target.args.size() - 1;
     size_t at = n, ellipsis = n;
     for (size_t k = 0; k < n; ++k) {
@@ -180,7 +180,7 @@ void Lowerer::write_inplace(const Expr& target, const std::string& op, const Exp
     return;
   }
   Value* r = nullptr;
-  if (op.empty()) r = expr(rhs);  // Python evaluates the value of `x[i] = v` first
+  if (!op) r = expr(rhs);  // Python evaluates the value of `x[i] = v` first
   Value* view = nullptr;
   bool whole = true;  // the write covers all of the target's value (no index applied)
   if (target.kind == ExprKind::Name) {
@@ -195,21 +195,21 @@ void Lowerer::write_inplace(const Expr& target, const std::string& op, const Exp
     view = tensor_index(base, target);
     whole = view == base;
   }
-  if (!op.empty()) r = expr(rhs);
+  if (op.has_value()) r = expr(rhs);
   loc_ = loc;
   if (!r->type().is_tensor() && !is_number(r->type()))
     fail(rhs.loc, fmt::format("cannot write {} into a tensor", r->type().str()));
   Value* updated = nullptr;
-  if (op.empty()) {
+  if (!op) {
     // A plain store: the scatter broadcasts and casts the value; a store to the whole tensor
     // (x[...] = v) is a copy_.
     updated = r->type().is_tensor() ? r : number_to_tensor(r);
     if (whole) updated = copy_into(view, updated);
   } else {
-    updated = prim(Prim::InplaceResult, {binary(op, view, r, loc), view}, Type::tensor());
+    updated = prim(Prim::InplaceResult, {binary(*op, view, r, loc), view}, Type::tensor());
   }
   // A stored value keeps its own identity (x[0] = y copies y); a computed one is the view's new value.
-  write_through(view, updated, loc, described(target), !op.empty() || whole);
+  write_through(view, updated, loc, described(target), op.has_value() || whole);
 }
 
 Value* Lowerer::copy_into(Value* self, Value* src) {

@@ -10,7 +10,7 @@ namespace kiln::script {
 namespace {
 
 // Whether a value of type t is an instance of the class the expression names.
-std::optional<bool> matches(const Type& t, const Expr& cls, const Module& m) {
+std::optional<bool> matches(const Type& t, const Expr& cls, const FileAst& m) {
   if (cls.kind == ExprKind::Tuple) {
     bool any = false;
     for (const ExprPtr& c : cls.args) {

@@ -31,12 +31,12 @@ Value* Lowerer::list_repeat(Value* xs, Value* n) {
   return l->add_output(t);
 }
 
-Value* Lowerer::list_binary(const std::string& op, Value* a, Value* b) {
+Value* Lowerer::list_binary(PyOp op, Value* a, Value* b) {
   const Type& ta = a->type();
   const Type& tb = b->type();
-  if (op == "+" && ta.kind == TypeKind::List && same_type(ta, tb)) return prim(Prim::ListAdd, {a, b}, ta);
-  if (op == "*" && ta.kind == TypeKind::List && tb.kind == TypeKind::Int) return list_repeat(a, b);
-  if (op == "*" && tb.kind == TypeKind::List && ta.kind == TypeKind::Int) return list_repeat(b, a);
+  if (op == PyOp::Add && ta.kind == TypeKind::List && same_type(ta, tb)) return prim(Prim::ListAdd, {a, b}, ta);
+  if (op == PyOp::Mul && ta.kind == TypeKind::List && tb.kind == TypeKind::Int) return list_repeat(a, b);
+  if (op == PyOp::Mul && tb.kind == TypeKind::List && ta.kind == TypeKind::Int) return list_repeat(b, a);
   return nullptr;
 }
 

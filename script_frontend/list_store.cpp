@@ -9,12 +9,12 @@ namespace kiln::script {
 
 using ir::Prim;
 
-void Lowerer::list_store(const Expr& target, const std::string& op, const Expr& rhs, SourceLoc loc) {
+void Lowerer::list_store(const Expr& target, std::optional<PyOp> op, const Expr& rhs, SourceLoc loc) {
   const Expr& base = *target.args[0];
   if (target.args.size() != 2 || target.args[1]->kind == ExprKind::Slice)
     fail(target.loc, "kiln script assigns one list element at a time (xs[i] = v), not slices");
   Value* v = nullptr;
-  if (op.empty()) v = expr(rhs);  // Python evaluates the value of `xs[i] = v` first
+  if (!op) v = expr(rhs);  // Python evaluates the value of `xs[i] = v` first
   Value* xs = name(base);
   check_list_shared(xs, base.name, loc);
   const Type& et = xs->type().elems[0];
@@ -22,15 +22,15 @@ void Lowerer::list_store(const Expr& target, const std::string& op, const Expr& 
   if (i->type().kind != TypeKind::Int)
     fail(target.args[1]->loc, fmt::format("list indices must be int, got {}", i->type().str()));
   loc_ = loc;
-  if (!op.empty()) {
+  if (op.has_value()) {
     if (et.is_tensor())
       fail(loc, fmt::format("'{}[i] {}= v' writes the tensor in place, which kiln script does not track inside a "
                             "list; write {}[i] = {}[i] {} v",
-                            base.name, op, base.name, base.name, op));
+                            base.name, spelling(*op), base.name, base.name, spelling(*op)));
     Value* cur = prim(Prim::ListIndex, {xs, i}, et);
     Value* r = expr(rhs);
     loc_ = loc;
-    v = binary(op, cur, r, loc);
+    v = binary(*op, cur, r, loc);
   }
   if (!same_type(v->type(), et)) v = coerce(v, et, rhs.loc, fmt::format("assign to an element of {}", xs->type().str()));
   loc_ = loc;

@@ -36,7 +36,7 @@ std::string ir_name(const std::string& var) {
 }
 }  // namespace
 
-Lowerer::Lowerer(const Source& src, const Module& m) : src_(&src), m_(&m) {}
+Lowerer::Lowerer(const Source& src, const FileAst& m) : src_(&src), m_(&m) {}
 
 // ---------------------------------------------------------------- graph building
 
@@ -336,7 +336,7 @@ Value* Lowerer::inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc
   struct FileSwitch {
     Lowerer& L;
     const Source* src;
-    const Module* m;
+    const FileAst* m;
     ~FileSwitch() {
       L.src_ = src;
       L.m_ = m;
@@ -636,7 +636,7 @@ void Lowerer::stmt(const Stmt& s) {
     }
     case StmtKind::Assign: {
       if (s.targets.size() == 1 && s.targets[0]->kind == ExprKind::Subscript)
-        return write_inplace(*s.targets[0], "", *s.value, s.loc);
+        return write_inplace(*s.targets[0], std::nullopt, *s.value, s.loc);
       if (s.targets.size() == 1) return assign_from_expr(*s.targets[0], *s.value);
       Value* v = expr(*s.value);
       for (const auto& t : s.targets) assign(*t, v, t->loc);
@@ -935,9 +935,9 @@ Value* Lowerer::if_value(Value* cond, const std::function<Value*()>& then_fn, co
 
 std::optional<Value*> Lowerer::refine_none(const Expr& test, bool then_branch) {
   if (test.kind != ExprKind::Compare || test.ops.size() != 1) return std::nullopt;
-  if (test.ops[0] != "is" && test.ops[0] != "is not") return std::nullopt;
+  if (test.ops[0] != PyOp::Is && test.ops[0] != PyOp::IsNot) return std::nullopt;
   if (test.args[0]->kind != ExprKind::Name || test.args[1]->kind != ExprKind::None) return std::nullopt;
-  bool not_none_here = (test.ops[0] == "is not") == then_branch;
+  bool not_none_here = (test.ops[0] == PyOp::IsNot) == then_branch;
   if (!not_none_here) return std::nullopt;
   auto it = frame().env.find(test.args[0]->name);
   if (it == frame().env.end() || it->second->type().kind != TypeKind::Optional) return std::nullopt;
@@ -949,7 +949,6 @@ void Lowerer::if_stmt(const Stmt& s) {
   // decided now, as TorchScript does: the other branch may not even type-check for this module.
   if (std::optional<bool> known = static_condition(*s.test)) return block(*known ? s.body : s.orelse);
   if (std::optional<bool> known = dict_condition(*s.test)) return block(*known ? s.body : s.orelse);
-  if (std::optional<bool> known = known_condition(*s.test)) return block(*known ? s.body : s.orelse);
   Value* c = to_condition(expr(*s.test), s.test->loc);
   auto run = [&](const std::vector<StmtPtr>& body, bool then_branch) {
     if (auto opt = refine_none(*s.test, then_branch)) {
@@ -1321,7 +1320,7 @@ void report_once(std::vector<std::string>& errors, const std::string& e) {
 }
 
 // One function's graph (null when it failed), its errors appended to errors once each.
-std::shared_ptr<ir::Graph> lower_reporting(const Source& src, const Module& m, const FunctionDef& f, std::vector<std::string>& errors,
+std::shared_ptr<ir::Graph> lower_reporting(const Source& src, const FileAst& m, const FunctionDef& f, std::vector<std::string>& errors,
                                            std::set<RecursionError::Cycle>* cycles) {
   auto report = [&](const std::string& e) { report_once(errors, e); };
   Lowerer L(src, m);
@@ -1338,16 +1337,16 @@ std::shared_ptr<ir::Graph> lower_reporting(const Source& src, const Module& m, c
 }
 }  // namespace
 
-std::shared_ptr<ir::Graph> lower_one(const Source& src, const Module& m, const FunctionDef& f, std::vector<std::string>& errors) {
+std::shared_ptr<ir::Graph> lower_one(const Source& src, const FileAst& m, const FunctionDef& f, std::vector<std::string>& errors) {
   return lower_reporting(src, m, f, errors, nullptr);
 }
 
-std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const Module& m, std::vector<std::string>& errors,
+std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const FileAst& m, std::vector<std::string>& errors,
                                                          const std::function<bool(const FunctionDef&)>& which) {
   std::map<std::string, std::shared_ptr<ir::Graph>> out;
   std::set<RecursionError::Cycle> cycles;  // each reported once, whichever function meets it first
   for (const auto& f : m.functions) {
-    // A dict-taking function is lowered where a function of the file calls it (ScriptModule::function
+    // A dict-taking function is lowered where a function of the file calls it (ScriptFile::function
     // says so); an ignored or unused one never.
     if (dict_param(*f) || jit_mark(*f) == JitMark::Ignore || jit_mark(*f) == JitMark::Unused || (which && !which(*f))) {
       out.erase(f->name);
@@ -1358,7 +1357,7 @@ std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const
   return out;
 }
 
-std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const Module& m) {
+std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const FileAst& m) {
   std::vector<std::string> errors;
   auto out = lower(src, m, errors);
   raise_all(errors);

@@ -15,15 +15,15 @@
 namespace kiln::script {
 
 // Raises kiln::Error in the source error format naming the first problem of each function.
-std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const Module& m);
+std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const FileAst& m);
 // Appends the first problem of each function to errors (once, though inlining meets it again); only the
 // functions `which` accepts, when given, are lowered (the others may still be called and inlined).
-std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const Module& m, std::vector<std::string>& errors,
+std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const FileAst& m, std::vector<std::string>& errors,
                                                          const std::function<bool(const FunctionDef&)>& which = {});
 
-// One function, as ScriptModule::function lowers it on first use: the graph, or null with its errors
+// One function, as ScriptFile::function lowers it on first use: the graph, or null with its errors
 // appended.
-std::shared_ptr<ir::Graph> lower_one(const Source& src, const Module& m, const FunctionDef& f, std::vector<std::string>& errors);
+std::shared_ptr<ir::Graph> lower_one(const Source& src, const FileAst& m, const FunctionDef& f, std::vector<std::string>& errors);
 
 // A function taking a Dict parameter is lowered only where another function of the file calls it
 // (calls are inlined, so the dict's keys are known there); it has no graph of its own.

@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "core/ir/graph.h"
@@ -15,6 +16,9 @@
 #include "script_frontend/source.h"
 
 namespace kiln::script {
+
+// A value known while lowering, without emitting nodes: a literal, an inlined constant, a module's attribute.
+using KnownValue = std::variant<bool, int64_t, double, std::string>;
 
 using ir::Type;
 using ir::TypeKind;
@@ -48,7 +52,7 @@ struct MethodGraph {
 
 class Lowerer {
  public:
-  Lowerer(const Source& src, const Module& m);
+  Lowerer(const Source& src, const FileAst& m);
   std::shared_ptr<ir::Graph> lower_function(const FunctionDef& f);
   // arg_types: for a method called with known arguments (ScriptedModule::call), the type of each
   // argument after self; an unannotated parameter takes it (an int, a float, None) instead of Tensor.
@@ -110,7 +114,7 @@ class Lowerer {
   // The number of names a call's result is unpacked into (`q, k, v = x.split(n, dim=2)`), or 0: what
   // torch decides from the size at run time, the lowering takes from the names.
   size_t unpack_count(const Expr& call) const { return &call == unpack_call_ ? unpack_count_ : 0; }
-  const Module& module() const { return *m_; }
+  const FileAst& module() const { return *m_; }
 
   // ---- module objects (used by layers.cpp)
   // A parameter, buffer or tensor attribute of a module: its graph input (added on first use) or,
@@ -168,7 +172,7 @@ class Lowerer {
   void record_view(Value* view, Value* base, const ViewStep& step);
   // `target op= rhs` (op empty: plain `target[...] = rhs`) for a tensor target: the new value is
   // written through every name that shares its memory, as torch's in-place ops are seen.
-  void write_inplace(const Expr& target, const std::string& op, const Expr& rhs, SourceLoc loc);
+  void write_inplace(const Expr& target, std::optional<PyOp> op, const Expr& rhs, SourceLoc loc);
   // x.add_(y), x.relu_(), ...: the out-of-place result cast to x's dtype, written through x.
   Value* inplace_method(const Expr& call, Value* self, const std::string& name);
 
@@ -201,7 +205,10 @@ class Lowerer {
   void unrolled_for(const Stmt& s, size_t n, const std::function<void(size_t)>& bind);
   std::shared_ptr<ir::Graph> lower_top(const FunctionDef& f, const Object* self);
   Frame new_frame(const FunctionDef& f, const Object* self);
+  // A condition decided now (static_conditions.cpp): the one evaluator of values known while lowering.
   std::optional<bool> static_condition(const Expr& test);
+  std::optional<KnownValue> known_value(const Expr& e);
+  std::optional<bool> none_test(const Expr& test);
   Value* object_attribute(const Object& o, const std::string& attr, SourceLoc loc);
   Value* static_value(const Static& v, const std::string& name, SourceLoc loc);
   Value* buffer_input(const std::string& var);
@@ -211,9 +218,8 @@ class Lowerer {
   void raise_stmt(const Stmt& s);
   std::string raise_message(const Expr& e);
   std::optional<bool> isinstance_known(const Expr& call);
-  std::optional<bool> known_condition(const Expr& test);
   Value* list_repeat(Value* xs, Value* n);
-  Value* list_binary(const std::string& op, Value* a, Value* b);  // null when not list + list, list * int
+  Value* list_binary(PyOp op, Value* a, Value* b);  // null when not list + list, list * int
   // Lowers an If whose branches run then_fn / else_fn on copies of the environment and merges the
   // variables they assign into the If's outputs.
   void branch(Value* cond, const std::function<void()>& then_fn, const std::function<void()>& else_fn,
@@ -242,10 +248,10 @@ class Lowerer {
   std::string dict_key(const Expr& key);
   Value* dict_literal(const Expr& e);
   Value* dict_get(Value* d, const Expr& key);
-  void dict_store(const Expr& target, const std::string& op, const Expr& rhs, SourceLoc loc);
+  void dict_store(const Expr& target, std::optional<PyOp> op, const Expr& rhs, SourceLoc loc);
   Value* dict_argument(const Param& p, const FunctionDef& f, Value* arg, SourceLoc loc);
   // list_store.cpp: xs[i] = v
-  void list_store(const Expr& target, const std::string& op, const Expr& rhs, SourceLoc loc);
+  void list_store(const Expr& target, std::optional<PyOp> op, const Expr& rhs, SourceLoc loc);
   bool dict_for(const Stmt& s);  // false when s does not loop over a dict
   // `"k" in d` / `not in` as an if's test: decided now (a branch may add the key, changing d's type).
   std::optional<bool> dict_condition(const Expr& test);
@@ -266,8 +272,8 @@ class Lowerer {
 
   // expressions
   Value* name(const Expr& e);
-  Value* binary(const std::string& op, Value* a, Value* b, SourceLoc loc);
-  Value* compare(const std::string& op, const Expr& ea, Value* a, const Expr& eb, Value* b, SourceLoc loc);
+  Value* binary(PyOp op, Value* a, Value* b, SourceLoc loc);
+  Value* compare(PyOp op, const Expr& ea, Value* a, const Expr& eb, Value* b, SourceLoc loc);
   Value* unary(const Expr& e);
   Value* bool_op(const Expr& e, size_t from);
   Value* compare_chain(const Expr& e, size_t from, Value* left);
@@ -291,7 +297,7 @@ class Lowerer {
   void note_namedtuple(Value* v, const TypeExpr& annotation);  // a value annotated as one reads its fields by name
 
   const Source* src_;  // the file whose code is lowered now: the model's, or the file of an inlined method's class
-  const Module* m_;
+  const FileAst* m_;
   std::shared_ptr<ir::Graph> g_;
   std::deque<Frame> frames_;  // a deque: inlining pushes frames while outer ones are referenced
   std::vector<LoopCtx> loops_;
@@ -330,7 +336,7 @@ bool is_scripting_call(const Expr& e);
 
 // Type helpers (types.cpp)
 // A namedtuple of the file (m.namedtuples) is the tuple of its field types.
-Type type_from_annotation(const Source& src, const TypeExpr& t, const Module& m);
+Type type_from_annotation(const Source& src, const TypeExpr& t, const FileAst& m);
 bool is_number(const Type& t);  // int, float, bool
 bool same_type(const Type& a, const Type& b);  // tensors of any dtype/shape count as one type
 // Edit-distance suggestion: "; did you mean X?" or "".

@@ -43,24 +43,6 @@ const Object* Lowerer::static_object(const Expr& e) {
   }
 }
 
-// Conditions on module attributes that are modules, None, bools or `self.training`.
-bool is_scripting_call(const Expr& e) {
-  if (e.kind != ExprKind::Call || e.args.size() != 1 || !e.keywords.empty()) return false;
-  const Expr& fn = *e.args[0];
-  if (fn.kind != ExprKind::Attribute || fn.name != "is_scripting") return false;
-  const Expr& jit = *fn.args[0];
-  return jit.kind == ExprKind::Attribute && jit.name == "jit" && jit.args[0]->kind == ExprKind::Name && jit.args[0]->name == "torch";
-}
-
-namespace {
-// An expression that only reads names and attributes (no call), so skipping its evaluation changes nothing.
-bool reads_only(const Expr& e) {
-  if (e.kind == ExprKind::Name) return true;
-  if (e.kind == ExprKind::Attribute) return reads_only(*e.args[0]);
-  return false;
-}
-}  // namespace
-
 namespace {
 // A condition that reads only self's attributes and literals (`self.rnn_type == 'LSTM'`): decided the same
 // before the body is lowered as when lowering reaches it, since no local name can change it.
@@ -101,85 +83,6 @@ bool Lowerer::returns_at_end(const std::vector<StmtPtr>& body) {
     if (exits(s) & kRet) return false;
   }
   return true;
-}
-
-std::optional<bool> Lowerer::static_condition(const Expr& test) {
-  // torch.jit.is_scripting() is True in lowered code, as under torch.jit.script: the eager branch it
-  // guards (often a call of a @torch.jit.unused method) is never lowered.
-  if (!frames_.empty() && is_scripting_call(test) && !frame().env.count("torch")) return true;
-  if (auto known = isinstance_known(test)) return known;
-  if (test.kind == ExprKind::Unary && test.op == "not") {
-    auto v = static_condition(*test.args[0]);
-    if (!v) return std::nullopt;
-    return !*v;
-  }
-  if (test.kind == ExprKind::BoolOp) {
-    // Decided when every operand is, or when one operand decides it (False for `and`, True for `or`) and the
-    // others only read names and attributes: DCGAN's `input.is_cuda and self.ngpu > 1` with one GPU is
-    // False whatever the tensor, and its data_parallel branch is not lowered; densenet's
-    // `self.memory_efficient and self.any_requires_grad(xs)` is False for memory_efficient=False, as Python's
-    // short circuit gives, when the deciding operand comes first.
-    bool is_and = test.op == "and";
-    bool pure = true;  // every operand before this one only reads names and attributes
-    bool all_known = true;
-    for (const auto& a : test.args) {
-      auto v = static_condition(*a);
-      if (!v) {
-        pure = pure && reads_only(*a);
-        all_known = false;
-        continue;
-      }
-      if (*v != is_and) {
-        if (pure) return *v;
-        return std::nullopt;
-      }
-    }
-    if (all_known) return is_and;
-    return std::nullopt;
-  }
-  if (frames_.empty() || !frame().self) return std::nullopt;
-  auto attr_of = [&](const Expr& e) -> const Static* {
-    if (e.kind != ExprKind::Attribute) return nullptr;
-    const Object* o = static_object(*e.args[0]);
-    return o ? o->attr(e.name) : nullptr;
-  };
-  switch (test.kind) {
-    case ExprKind::Compare: {
-      if (test.ops.size() == 1 && test.ops[0] != "is" && test.ops[0] != "is not" && test.ops[0] != "in" && test.ops[0] != "not in") {
-        // `self.ngpu > 1`: numbers of the module's configuration, compared now
-        auto a = const_float(Arg{test.args[0].get(), nullptr, test.args[0]->loc});
-        auto b = a ? const_float(Arg{test.args[1].get(), nullptr, test.args[1]->loc}) : std::nullopt;
-        const std::string& op = test.ops[0];
-        if ((!a || !b) && (op == "==" || op == "!=")) {
-          // `self.rnn_type == 'LSTM'`: strings of the module's configuration, compared now
-          auto x = const_str(Arg{test.args[0].get(), nullptr, test.args[0]->loc});
-          auto y = x ? const_str(Arg{test.args[1].get(), nullptr, test.args[1]->loc}) : std::nullopt;
-          if (x && y) return (*x == *y) == (op == "==");
-        }
-        if (!a || !b) return std::nullopt;
-        return op == "<" ? *a < *b : op == "<=" ? *a <= *b : op == ">" ? *a > *b : op == ">=" ? *a >= *b : op == "==" ? *a == *b : *a != *b;
-      }
-      if (test.ops.size() != 1 || (test.ops[0] != "is" && test.ops[0] != "is not")) return std::nullopt;
-      const Expr* side = test.args[1]->kind == ExprKind::None ? test.args[0].get()
-                         : test.args[0]->kind == ExprKind::None ? test.args[1].get() : nullptr;
-      if (!side) return std::nullopt;
-      bool is_none;
-      if (static_object(*side)) is_none = false;
-      else if (const Static* a = attr_of(*side)) is_none = a->kind == Kind::None;
-      else return std::nullopt;
-      return (test.ops[0] == "is") == is_none;
-    }
-    case ExprKind::Attribute: {
-      if (test.name == "training")
-        if (const Object* o = static_object(*test.args[0])) return o->module->is_training();
-      if (const Static* a = attr_of(test)) {
-        if (a->kind == Kind::Bool || a->kind == Kind::None) return a->kind == Kind::Bool && a->i != 0;
-        if (a->kind == Kind::Module) return true;
-      }
-      return std::nullopt;
-    }
-    default: return std::nullopt;
-  }
 }
 
 Value* Lowerer::object_attribute(const Object& o, const std::string& attr, SourceLoc loc) {

@@ -109,14 +109,14 @@ std::shared_ptr<NamedTupleDef> from_call(const Source& src, const Expr& call, co
   return def;
 }
 
-std::string maker(const Module& m, const Expr& e) {
+std::string maker(const FileAst& m, const Expr& e) {
   auto it = m.namedtuple_makers.find(dotted_name(e));
   return it == m.namedtuple_makers.end() ? "" : it->second;
 }
 
 }  // namespace
 
-bool collect_namedtuple(const Source& src, Module& m, const Stmt& s) {
+bool collect_namedtuple(const Source& src, FileAst& m, const Stmt& s) {
   if (s.kind == StmtKind::ClassDef) {
     const ClassDef& c = *s.cls;
     if (c.bases.size() != 1 || maker(m, *c.bases[0]) != "typing.NamedTuple") return false;

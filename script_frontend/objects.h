@@ -27,7 +27,7 @@ namespace kiln::script {
 // A parsed file kept alive by every module built from it (its methods are lowered on first call).
 struct File {
   Source src;
-  Module ast;
+  FileAst ast;
 };
 
 struct Object;

@@ -1,22 +1,22 @@
 #pragma once
-// Python's binary and comparison operators, a row each: what the lowering makes of them on tensors and
-// on numbers, and the verb its errors use ("cannot add Tensor and Tuple[int, int]").
+// What the lowering makes of Python's binary and comparison operators: on tensors and on numbers, and the
+// verb its errors use ("cannot add Tensor and Tuple[int, int]").
 #include <optional>
 #include <string_view>
 
 #include "core/ir/graph.h"
 #include "core/op.h"
+#include "script_frontend/py_ops.h"
 
 namespace kiln::script {
 
 struct Operator {
-  std::string_view token;      // "+"
-  std::string_view verb;       // "add"; empty: errors name the token instead
+  std::string_view verb;       // "add"; empty: errors name the operator's spelling instead
   std::optional<OpId> tensor;  // the op-table row on tensors; none: lowered by hand (// and %)
   ir::Prim number;             // on two numbers; Prim::Op: not defined on numbers
 };
 
-// The row of a token, or null for one that is not a binary or comparison operator.
-const Operator* find_operator(std::string_view token);
+// The row of a binary or comparison operator; null for the others (and for << >> ^, not lowered).
+const Operator* find_operator(PyOp op);
 
 }  // namespace kiln::script

@@ -113,55 +113,53 @@ ExprPtr Parser::yield_expr() {
   return y;
 }
 
-ExprPtr Parser::bool_op(std::string_view op, ExprPtr (Parser::*sub)()) {
+ExprPtr Parser::bool_op(PyOp op, ExprPtr (Parser::*sub)()) {
   ExprPtr e = (this->*sub)();
-  if (!at_name(op)) return e;
+  if (!at_name(kiln::script::spelling(op))) return e;
   auto b = expr(ExprKind::BoolOp, e->loc);
-  b->op = std::string(op);
+  b->op = op;
   b->args.push_back(std::move(e));
-  for (int chain = 0; accept_name(op); ++chain) {
+  for (int chain = 0; accept_name(kiln::script::spelling(op)); ++chain) {
     if (chain > kMaxChain) fail_here("expression too long (split it into several statements)");
     b->args.push_back((this->*sub)());
   }
   return b;
 }
-ExprPtr Parser::or_test() { return bool_op("or", &Parser::and_test); }
-ExprPtr Parser::and_test() { return bool_op("and", &Parser::not_test); }
+ExprPtr Parser::or_test() { return bool_op(PyOp::Or, &Parser::and_test); }
+ExprPtr Parser::and_test() { return bool_op(PyOp::And, &Parser::not_test); }
 ExprPtr Parser::not_test() {
   DepthGuard g(*this);
   if (at_name("not")) {
     auto u = expr(ExprKind::Unary, cur().loc);
     next();
-    u->op = "not";
+    u->op = PyOp::Not;
     u->args.push_back(not_test());
     return u;
   }
   return comparison();
 }
 
-bool Parser::comparison_op(std::string* op) {
-  static constexpr std::string_view ops[] = {"<", ">", "==", ">=", "<=", "!="};
+bool Parser::comparison_op(PyOp* op) {
   if (at(Tok::Op))
-    for (auto o : ops)
-      if (cur().text == o) {
-        *op = std::string(o);
-        next();
-        return true;
-      }
+    if (std::optional<PyOp> o = compare_op(cur().text)) {
+      *op = *o;
+      next();
+      return true;
+    }
   if (at_name("in")) {
     next();
-    *op = "in";
+    *op = PyOp::In;
     return true;
   }
   if (at_name("not") && peek().kind == Tok::Name && peek().text == "in") {
     next();
     next();
-    *op = "not in";
+    *op = PyOp::NotIn;
     return true;
   }
   if (at_name("is")) {
     next();
-    *op = accept_name("not") ? "is not" : "is";
+    *op = accept_name("not") ? PyOp::IsNot : PyOp::Is;
     return true;
   }
   return false;
@@ -169,7 +167,7 @@ bool Parser::comparison_op(std::string* op) {
 
 ExprPtr Parser::comparison() {
   ExprPtr e = bitor_expr();
-  std::string op;
+  PyOp op;
   if (!comparison_op(&op)) return e;
   auto c = expr(ExprKind::Compare, e->loc);
   c->args.push_back(std::move(e));
@@ -182,17 +180,17 @@ ExprPtr Parser::comparison() {
   return c;
 }
 
-ExprPtr Parser::binary_level(std::initializer_list<std::string_view> ops, ExprPtr (Parser::*sub)()) {
+ExprPtr Parser::binary_level(std::initializer_list<PyOp> ops, ExprPtr (Parser::*sub)()) {
   ExprPtr e = (this->*sub)();
   for (int chain = 0;; ++chain) {
     // Chains nest to the left; bounding them bounds the recursion of every later pass.
     if (chain > kMaxChain) fail_here("expression too long (split it into several statements)");
     bool found = false;
     for (auto o : ops)
-      if (at_op(o)) {
+      if (at_op(kiln::script::spelling(o))) {
         next();
         auto b = expr(ExprKind::Binary, e->loc);  // errors point at the whole expression's start
-        b->op = std::string(o);
+        b->op = o;
         b->args.push_back(std::move(e));
         b->args.push_back((this->*sub)());
         e = std::move(b);
@@ -202,18 +200,18 @@ ExprPtr Parser::binary_level(std::initializer_list<std::string_view> ops, ExprPt
     if (!found) return e;
   }
 }
-ExprPtr Parser::bitor_expr() { return binary_level({"|"}, &Parser::bitxor_expr); }
-ExprPtr Parser::bitxor_expr() { return binary_level({"^"}, &Parser::bitand_expr); }
-ExprPtr Parser::bitand_expr() { return binary_level({"&"}, &Parser::shift_expr); }
-ExprPtr Parser::shift_expr() { return binary_level({"<<", ">>"}, &Parser::arith_expr); }
-ExprPtr Parser::arith_expr() { return binary_level({"+", "-"}, &Parser::term); }
-ExprPtr Parser::term() { return binary_level({"*", "/", "//", "%", "@"}, &Parser::factor); }
+ExprPtr Parser::bitor_expr() { return binary_level({PyOp::BitOr}, &Parser::bitxor_expr); }
+ExprPtr Parser::bitxor_expr() { return binary_level({PyOp::BitXor}, &Parser::bitand_expr); }
+ExprPtr Parser::bitand_expr() { return binary_level({PyOp::BitAnd}, &Parser::shift_expr); }
+ExprPtr Parser::shift_expr() { return binary_level({PyOp::LShift, PyOp::RShift}, &Parser::arith_expr); }
+ExprPtr Parser::arith_expr() { return binary_level({PyOp::Add, PyOp::Sub}, &Parser::term); }
+ExprPtr Parser::term() { return binary_level({PyOp::Mul, PyOp::Div, PyOp::FloorDiv, PyOp::Mod, PyOp::MatMul}, &Parser::factor); }
 
 ExprPtr Parser::factor() {
   DepthGuard g(*this);
   if (at_op("-") || at_op("+") || at_op("~")) {
     auto u = expr(ExprKind::Unary, cur().loc);
-    u->op = next().text;
+    u->op = *unary_op(next().text);
     u->args.push_back(factor());
     return u;
   }
@@ -232,7 +230,7 @@ ExprPtr Parser::power() {
   if (at_op("**")) {
     auto b = expr(ExprKind::Binary, e->loc);
     next();
-    b->op = "**";
+    b->op = PyOp::Pow;
     b->args.push_back(std::move(e));
     b->args.push_back(factor());  // right-associative, binds tighter than unary on its left only
     return b;
@@ -594,11 +592,11 @@ void Parser::fstring_field(Expr& f) {
   if (accept_op("!")) {
     if (!at(Tok::Name) || cur().loc.col != toks_[pos_ - 1].loc.col + 1 || cur().loc.line != toks_[pos_ - 1].loc.line)
       fail_here("f-string: invalid conversion character: expected 's', 'r', or 'a'");
-    v->op = next().text;
-    if (v->op != "r" && v->op != "s" && v->op != "a")
-      fail_here(fmt::format("f-string: invalid conversion character '{}': expected 's', 'r', or 'a'", v->op));
+    v->conversion = next().text;
+    if (v->conversion != "r" && v->conversion != "s" && v->conversion != "a")
+      fail_here(fmt::format("f-string: invalid conversion character '{}': expected 's', 'r', or 'a'", v->conversion));
   } else if (debug && !at_op(":")) {
-    v->op = "r";
+    v->conversion = "r";
   }
   if (at_op(":")) {
     auto spec = expr(ExprKind::FString, cur().loc);
@@ -650,7 +648,7 @@ std::string Parser::spelling(const Expr& e) const {
     case ExprKind::Attribute: return spelling(*e.args[0]) + "." + e.name;
     case ExprKind::String: return "'" + e.name + "'";
     case ExprKind::Ellipsis: return "...";
-    case ExprKind::Binary: return spelling(*e.args[0]) + " " + e.op + " " + spelling(*e.args[1]);
+    case ExprKind::Binary: return spelling(*e.args[0]) + " " + std::string(kiln::script::spelling(e.op)) + " " + spelling(*e.args[1]);
     case ExprKind::Subscript: {
       std::string s = spelling(*e.args[0]) + "[";
       for (size_t i = 1; i < e.args.size(); ++i) s += (i > 1 ? ", " : "") + spelling(*e.args[i]);

@@ -232,7 +232,7 @@ StmtPtr Parser::simple_statement() {
     if (at_op(a)) {
       next();
       auto s = make(StmtKind::AugAssign, loc);
-      s->op = std::string(a.substr(0, a.size() - 1));
+      s->op = *binary_op(a.substr(0, a.size() - 1));
       if (first->kind != ExprKind::Name && first->kind != ExprKind::Attribute && first->kind != ExprKind::Subscript)
         src_.fail(first->loc, "augmented assignment needs a name, an attribute or a subscript as its target");
       s->targets.push_back(std::move(first));
@@ -570,23 +570,23 @@ StmtPtr Parser::from_import() {
 
 // ---- the parse
 
-Module parse(const Source& src, std::vector<std::string>& errors) {
-  Module m;
+FileAst parse(const Source& src, std::vector<std::string>& errors) {
+  FileAst m;
   m.body = Parser(src).module(errors);
   collect(src, m, errors);
   return m;
 }
 
-Module parse(const Source& src) {
+FileAst parse(const Source& src) {
   std::vector<std::string> errors;
-  Module m = parse(src, errors);
+  FileAst m = parse(src, errors);
   raise_all(errors);
   return m;
 }
 
-Module parse_syntax(const Source& src) {
+FileAst parse_syntax(const Source& src) {
   std::vector<std::string> errors;
-  Module m;
+  FileAst m;
   m.body = Parser(src).module(errors);
   raise_all(errors);
   return m;

@@ -13,17 +13,17 @@ namespace kiln::script {
 
 // Parses and collects. Raises kiln::Error (`file:line:col: error: ...`) naming every problem, one per
 // broken top-level statement.
-Module parse(const Source& src);
+FileAst parse(const Source& src);
 // Appends one message per broken top-level statement to errors; the module holds the rest.
-Module parse(const Source& src, std::vector<std::string>& errors);
+FileAst parse(const Source& src, std::vector<std::string>& errors);
 // Python's syntax alone: Module::body, nothing collected; raises kiln::Error on a syntax error.
-Module parse_syntax(const Source& src);
+FileAst parse_syntax(const Source& src);
 // Fills m's functions, classes, import names and unavailable names from m.body (collect.cpp says what
 // each top-level statement gives), appending a message only for a function defined twice.
-void collect(const Source& src, Module& m, std::vector<std::string>& errors);
+void collect(const Source& src, FileAst& m, std::vector<std::string>& errors);
 // A namedtuple definition at the top level (`X = namedtuple(...)`, `X.__annotations__ = {...}`, `Y = X`,
 // `class X(NamedTuple):`): records it in m.namedtuples and returns true; raises on a malformed one.
-bool collect_namedtuple(const Source& src, Module& m, const Stmt& s);
+bool collect_namedtuple(const Source& src, FileAst& m, const Stmt& s);
 // Raises the first problem of a def kiln is about to evaluate or lower: decorators, async, *args,
 // keyword-only or positional-only parameters, an unannotated parameter of a function (methods may
 // leave them out), then the first construct of its body kiln does not support (lambda, try, ...), in

@@ -81,10 +81,10 @@ class Parser {
   ExprPtr or_test();
   ExprPtr and_test();
   ExprPtr not_test();
-  ExprPtr bool_op(std::string_view op, ExprPtr (Parser::*sub)());
-  bool comparison_op(std::string* op);
+  ExprPtr bool_op(PyOp op, ExprPtr (Parser::*sub)());
+  bool comparison_op(PyOp* op);
   ExprPtr comparison();
-  ExprPtr binary_level(std::initializer_list<std::string_view> ops, ExprPtr (Parser::*sub)());
+  ExprPtr binary_level(std::initializer_list<PyOp> ops, ExprPtr (Parser::*sub)());
   ExprPtr bitor_expr();
   ExprPtr bitxor_expr();
   ExprPtr bitand_expr();

@@ -91,7 +91,7 @@ std::string Lowerer::raise_message(const Expr& e) {
       out += part->name;
       continue;
     }
-    out += field_text(*part->args[0], part->op == "r", part->args.size() >= 2 && part->args[1]);
+    out += field_text(*part->args[0], part->conversion == "r", part->args.size() >= 2 && part->args[1]);
   }
   return out;
 }

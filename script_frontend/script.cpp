@@ -16,12 +16,12 @@
 
 namespace kiln {
 
-struct ScriptModule::Compiled {
+struct ScriptFile::Compiled {
   std::mutex mu;
   std::map<std::string, Function> functions;
 };
 
-ScriptModule::ScriptModule(std::shared_ptr<const script::File> file)
+ScriptFile::ScriptFile(std::shared_ptr<const script::File> file)
     : compiled_(std::make_shared<Compiled>()), file_(std::move(file)) {}
 
 namespace {
@@ -44,7 +44,7 @@ void verify_graph(const std::string& fn, const ir::Graph& g) {
 }
 }  // namespace
 
-const Function& ScriptModule::function(const std::string& name) const {
+const Function& ScriptFile::function(const std::string& name) const {
   const script::FunctionDef* f = find_def(file_, name);
   if (f && compilable(*f)) {
     // Inside an AutocastGuard the graph records the scope's casts (as a trace would): one graph per dtype.
@@ -74,12 +74,12 @@ const Function& ScriptModule::function(const std::string& name) const {
        script::did_you_mean(name, names));
 }
 
-bool ScriptModule::has_function(const std::string& name) const {
+bool ScriptFile::has_function(const std::string& name) const {
   const script::FunctionDef* f = find_def(file_, name);
   return f && compilable(*f);
 }
 
-std::vector<std::string> ScriptModule::function_names() const {
+std::vector<std::string> ScriptFile::function_names() const {
   std::vector<std::string> out;
   if (file_)
     for (const auto& f : file_->ast.functions)
@@ -88,21 +88,21 @@ std::vector<std::string> ScriptModule::function_names() const {
   return out;
 }
 
-std::vector<std::string> ScriptModule::class_names() const {
+std::vector<std::string> ScriptFile::class_names() const {
   std::vector<std::string> out;
   if (file_)
     for (const auto& c : file_->ast.classes) out.push_back(c->name);
   return out;
 }
 
-std::shared_ptr<ScriptedModule> ScriptModule::module(const std::string& name, const std::vector<IValue>& args,
+std::shared_ptr<ScriptedModule> ScriptFile::module(const std::string& name, const std::vector<IValue>& args,
                                                      const std::map<std::string, IValue>& kwargs) const {
   std::vector<ScriptValue> a(args.begin(), args.end());
   std::map<std::string, ScriptValue> kw(kwargs.begin(), kwargs.end());
   return build(name, a, kw);
 }
 
-ScriptValue ScriptModule::value(const std::string& expr) const {
+ScriptValue ScriptFile::value(const std::string& expr) const {
   auto f = std::make_shared<script::File>();
   f->src = script::Source{fmt::format("<value {}>", expr), "(" + expr + ")\n"};
   f->ast = script::parse_syntax(f->src);
@@ -113,7 +113,7 @@ ScriptValue ScriptModule::value(const std::string& expr) const {
   return v;
 }
 
-std::shared_ptr<ScriptedModule> ScriptModule::build(const std::string& name, const std::vector<ScriptValue>& args,
+std::shared_ptr<ScriptedModule> ScriptFile::build(const std::string& name, const std::vector<ScriptValue>& args,
                                                     const std::map<std::string, ScriptValue>& kwargs) const {
   const script::ClassDef* cls = nullptr;
   if (file_)
@@ -171,14 +171,14 @@ std::shared_ptr<ScriptedModule> ScriptModule::build(const std::string& name, con
   return m;
 }
 
-ScriptModule script_source(const std::string& text, const std::string& name) {
+ScriptFile script_source(const std::string& text, const std::string& name) {
   auto file = std::make_shared<script::File>();
   file->src = script::Source{name, text};
   file->ast = script::parse(file->src);
-  return ScriptModule(std::move(file));
+  return ScriptFile(std::move(file));
 }
 
-ScriptModule script_file(const std::string& path) {
+ScriptFile script_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) fail("script: cannot open {}", path);
   std::stringstream ss;
@@ -188,7 +188,7 @@ ScriptModule script_file(const std::string& path) {
 
 void script::check_source(const std::string& text, const std::string& name) {
   script::Source src{name, text};
-  script::Module m = script::parse(src);
+  script::FileAst m = script::parse(src);
   std::vector<std::string> errors;
   auto graphs = script::lower(src, m, errors, script::looks_scripted);
   script::raise_all(errors);

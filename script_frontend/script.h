@@ -24,8 +24,8 @@
 
 namespace kiln {
 
-// A constructor argument for ScriptModule::build(): any IValue, or an expression of the file that
-// ScriptModule::value() names (a class, a function's result, a module-level constant).
+// A constructor argument for ScriptFile::build(): any IValue, or an expression of the file that
+// ScriptFile::value() names (a class, a function's result, a module-level constant).
 class ScriptValue {
  public:
   ScriptValue(IValue v) : value_(std::move(v)) {}  // NOLINT: implicit, as IValue's own
@@ -35,16 +35,16 @@ class ScriptValue {
   ScriptValue(T&& v) : value_(IValue(std::forward<T>(v))) {}  // NOLINT
 
  private:
-  friend class ScriptModule;
+  friend class ScriptFile;
   IValue value_;
   std::shared_ptr<const script::File> expr_;  // the expression, parsed, when set
 };
 
-class ScriptModule {
+class ScriptFile {
  public:
-  ScriptModule() = default;
-  explicit ScriptModule(std::shared_ptr<const script::File> file);
-  // The function lowered on first use (thread-safe; copies of this ScriptModule share the graphs). Raises
+  ScriptFile() = default;
+  explicit ScriptFile(std::shared_ptr<const script::File> file);
+  // The function lowered on first use (thread-safe; copies of this ScriptFile share the graphs). Raises
   // kiln::Error naming the functions the file has when there is no such function, and the function's errors.
   const Function& function(const std::string& name) const;
   bool has_function(const std::string& name) const;
@@ -74,8 +74,12 @@ class ScriptModule {
   std::shared_ptr<const script::File> file_;
 };
 
-ScriptModule script_source(const std::string& text, const std::string& name = "<script>");
-ScriptModule script_file(const std::string& path);
+ScriptFile script_source(const std::string& text, const std::string& name = "<script>");
+ScriptFile script_file(const std::string& path);
+
+// The name before: torch's ScriptModule is a module, this is a parsed file (the modules it builds are
+// ScriptedModule), so code written against the old name still builds, with a warning.
+using ScriptModule [[deprecated("renamed ScriptFile")]] = ScriptFile;
 
 namespace script {
 // Lexes, parses and lowers every function written as a script function (looks_scripted: a model file's

@@ -8,7 +8,7 @@
 
 namespace kiln::script {
 
-Type type_from_annotation(const Source& src, const TypeExpr& t, const Module& m) {
+Type type_from_annotation(const Source& src, const TypeExpr& t, const FileAst& m) {
   const std::set<std::string>& imported = m.imported;
   // Python evaluates annotations: each name must have been imported, as the file must run under it.
   auto need = [&](const char* name, const char* how) {

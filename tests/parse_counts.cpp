@@ -239,7 +239,7 @@ class Shape {
         return;
       case StmtKind::Expr: word("expr"); break;
       case StmtKind::Assign: word("assign"); break;
-      case StmtKind::AugAssign: word("augassign:" + s.op); break;
+      case StmtKind::AugAssign: word("augassign:" + std::string(kiln::script::spelling(s.op))); break;
       case StmtKind::AnnAssign:
         word("annassign");
         expr(s.targets[0].get());
@@ -354,12 +354,14 @@ class Shape {
         return;
       case ExprKind::Subscript: word("sub"); break;
       case ExprKind::Slice: word("slice"); break;
-      case ExprKind::Unary: word("u" + e->op); break;
-      case ExprKind::Binary: word("b" + e->op); break;
-      case ExprKind::BoolOp: word(e->op); break;
+      case ExprKind::Unary: word("u" + std::string(kiln::script::spelling(e->op))); break;
+      case ExprKind::Binary: word("b" + std::string(kiln::script::spelling(e->op))); break;
+      case ExprKind::BoolOp: word(std::string(kiln::script::spelling(e->op))); break;
       case ExprKind::Compare: {
         std::string w = "cmp";
-        for (const std::string& o : e->ops) w += ":" + (o == "is not" ? std::string("isnot") : o == "not in" ? "notin" : o);
+        for (kiln::script::PyOp o : e->ops)
+          w += ":" + (o == kiln::script::PyOp::IsNot ? std::string("isnot")
+                      : o == kiln::script::PyOp::NotIn ? "notin" : std::string(kiln::script::spelling(o)));
         word(w);
         break;
       }
@@ -376,7 +378,7 @@ class Shape {
         for (size_t i = 1; i < e->args.size(); i += 2) expr(e->args[i].get());
         return;
       case ExprKind::FString: word("fstr"); break;
-      case ExprKind::FormattedValue: word("fv:" + e->op); break;
+      case ExprKind::FormattedValue: word("fv:" + e->conversion); break;
       case ExprKind::ListComp: word("listcomp"); break;
       case ExprKind::SetComp: word("setcomp"); break;
       case ExprKind::DictComp: word("dictcomp"); break;
@@ -405,7 +407,7 @@ void one(const std::string& path, bool shape) {
     return;
   }
   try {
-    Module m = parse_syntax(Source{path, ss.str()});
+    FileAst m = parse_syntax(Source{path, ss.str()});
     Counter c;
     c.body(m.body);
     std::cout << path << '\t';

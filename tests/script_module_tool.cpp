@@ -1,4 +1,4 @@
-// Builds a class of a model file as ScriptModule::build() does, loads a state_dict and runs forward in
+// Builds a class of a model file as ScriptFile::build() does, loads a state_dict and runs forward in
 // eval mode on the interpreter and through compile(): what tests/script/torchvision compares with
 // PyTorch on torchvision's installed model files. A tuple result is saved as its first element.
 //
@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   try {
-    kiln::ScriptModule file = kiln::script_file(argv[1]);
+    kiln::ScriptFile file = kiln::script_file(argv[1]);
     auto net = kiln::test::build_from_words(file, argv[2], argv + 7, argv + argc);
     net->load(argv[3]);
     net->eval();

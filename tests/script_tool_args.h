@@ -10,7 +10,7 @@
 
 namespace kiln::test {
 
-inline std::shared_ptr<ScriptedModule> build_from_words(const ScriptModule& file, const std::string& cls, char** first,
+inline std::shared_ptr<ScriptedModule> build_from_words(const ScriptFile& file, const std::string& cls, char** first,
                                                         char** last) {
   std::vector<ScriptValue> args;
   std::map<std::string, ScriptValue> kwargs;

@@ -1,4 +1,4 @@
-// Builds a class of a model file as ScriptModule::build() does, loads a state_dict and takes SGD steps
+// Builds a class of a model file as ScriptFile::build() does, loads a state_dict and takes SGD steps
 // on cross_entropy, in training mode (batch norm on batch statistics, updating its running ones) or in
 // eval mode (batch norm frozen on its running statistics, as fine-tuning does), then saves the state_dict: what tests/script/torchvision/check_torchvision_sgd.py compares with PyTorch's
 // torch.optim.SGD on torchvision's installed model files.
@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   try {
-    kiln::ScriptModule file = kiln::script_file(argv[1]);
+    kiln::ScriptFile file = kiln::script_file(argv[1]);
     auto net = kiln::test::build_from_words(file, argv[2], argv + 10, argv + argc);
     net->load(argv[3]);
     if (std::string(argv[8]) == "eval") net->eval();

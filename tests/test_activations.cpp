@@ -250,7 +250,7 @@ TEST_CASE("adaptive pools: torch's errors, and what a script graph lowers withou
   const char* src = "import torch.nn.functional as F\nfrom torch import Tensor\n\n\n"
                     "def g(x: Tensor) -> Tensor:\n    return F.adaptive_avg_pool2d(x, 1) + F.adaptive_max_pool2d(x, (1, 1))\n\n\n"
                     "def rows(x: Tensor) -> Tensor:\n    return F.adaptive_avg_pool2d(x, (None, 1))\n";
-  ScriptModule m = script_source(src, "pool.py");
+  ScriptFile m = script_source(src, "pool.py");
   Tensor x3 = randn({3, 5, 6});
   check_close(m.function("g").call({x})[0].to_tensor(), add(adaptive_avg_pool2d(x, {1}), adaptive_max_pool2d(x, {1})));
   check_close(m.function("g").call({x3})[0].to_tensor(), add(adaptive_avg_pool2d(x3, {1}), adaptive_max_pool2d(x3, {1})));
@@ -259,7 +259,7 @@ TEST_CASE("adaptive pools: torch's errors, and what a script graph lowers withou
   const char* general = "import torch.nn.functional as F\nfrom torch import Tensor\n\n\n"
                         "def f(x: Tensor) -> Tensor:\n    return F.adaptive_avg_pool2d(x, (2, 3))\n\n\n"
                         "def h(x: Tensor) -> Tensor:\n    return F.adaptive_max_pool2d(x, (3, None)) * 2.0\n";
-  ScriptModule g = script_source(general, "general.py");
+  ScriptFile g = script_source(general, "general.py");
   for (Shape s : {Shape{2, 3, 7, 5}, Shape{3, 4, 6}, Shape{1, 1, 2, 3}}) {
     CAPTURE(shape_str(s));
     for (bool max : {false, true}) {

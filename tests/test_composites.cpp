@@ -92,7 +92,7 @@ Tensors leaves(const Tensors& xs) {
 }  // namespace
 
 TEST_CASE("composites: scripted equals eager in values, gradients and the op rows recorded") {
-  ScriptModule m = script_source(kSource, "composites.py");
+  ScriptFile m = script_source(kSource, "composites.py");
   for (const Composite& c : composites()) {
     CAPTURE(c.name);
     manual_seed(7);
@@ -121,7 +121,7 @@ TEST_CASE("composites: scripted equals eager in values, gradients and the op row
 }
 
 TEST_CASE("composites: softmax's max is detached when scripted, as in eager") {
-  ScriptModule m = script_source(kSource, "composites.py");
+  ScriptFile m = script_source(kSource, "composites.py");
   int detached = 0;
   for (const ir::Node* n : m.function("softmax").graph().block()->nodes())
     if (n->prim() == ir::Prim::Detach) {
@@ -133,7 +133,7 @@ TEST_CASE("composites: softmax's max is detached when scripted, as in eager") {
 }
 
 TEST_CASE("composites: lowered inside an AutocastGuard, a script gets eager's autocast dtypes") {
-  std::optional<ScriptModule> m = script_source(kSource, "composites.py");
+  std::optional<ScriptFile> m = script_source(kSource, "composites.py");
   // a function is lowered for the autocast state it is asked for in
   auto in_autocast = [&](const char* name) {
     AutocastGuard autocast;
@@ -160,7 +160,7 @@ TEST_CASE("composites: lowered inside an AutocastGuard, a script gets eager's au
     }
   }
   // outside the scope the same file records no casts
-  ScriptModule plain = script_source(kSource, "composites.py");
+  ScriptFile plain = script_source(kSource, "composites.py");
   Tensor x = randn({3, 6}), w = randn({4, 6}), b = randn({4});
   CHECK(plain.function("linear").call({x, w, b})[0].to_tensor().dtype() == DType::Float32);
   CHECK(in_autocast("linear").call({x, w, b})[0].to_tensor().dtype() == DType::BFloat16);
@@ -205,7 +205,7 @@ TEST_CASE("composites: errors name the composite, eager and scripted alike") {
   check_error([] { linear(randn({2, 3}), randn({1, 4, 3})); }, "linear: weight must be 1-D or 2-D, got shape [1,4,3]");
   check_error([] { floor_divide(tensor({1.0}).to(DType::Bool), tensor({1.0}).to(DType::Bool)); },
               "floor_divide: bool tensors cannot be divided, got bool and bool");
-  ScriptModule m = script_source(kSource, "composites.py");
+  ScriptFile m = script_source(kSource, "composites.py");
   check_error([&] { m.function("layer_norm").call({randn({2, 3}), randn({4}), randn({4})}); },
               "layer_norm: normalized_shape [4] does not match the trailing dims of the input");
   check_error([] { script::check_source("import torch.nn.functional as F\nfrom torch import Tensor\n\n\ndef f(x: Tensor) -> Tensor:\n"

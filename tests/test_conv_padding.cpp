@@ -225,7 +225,7 @@ TEST_CASE("script padding='same': F.conv2d / F.conv1d in a function (weight shap
       "        self.conv = nn.Conv2d(2, 2, (2, 4), padding='same', dilation=(2, 1))\n"
       "    def forward(self, x):\n"
       "        return self.conv(x)\n";
-  ScriptModule s = script_source(src, "same.py");
+  ScriptFile s = script_source(src, "same.py");
   Tensor x = seq({1, 2, 5, 6}), w = seq({2, 2, 2, 4}, 0.7, 0.2), b = seq({2}, 0.5, 0.3);
   Tensor xr = x.clone().requires_grad_(), wr = w.clone().requires_grad_();
   Tensor got = s.function("f").call({xr, wr, b})[0].to_tensor();

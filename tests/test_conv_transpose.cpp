@@ -117,7 +117,7 @@ TEST_CASE("conv_transpose2d: torch's errors, the layer's parameters, script and 
                     "    def forward(self, x):\n        return torch.tanh(self.up(x))\n\n\n"
                     "def f(x: Tensor, w: Tensor, b: Tensor) -> Tensor:\n"
                     "    return F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1) * 2.0\n";
-  ScriptModule sm = script_source(src, "gen.py");
+  ScriptFile sm = script_source(src, "gen.py");
   auto gen = sm.module("Gen");
   std::map<std::string, Tensor> params;
   for (const auto& [k, t] : gen->named_parameters()) params[k] = t;

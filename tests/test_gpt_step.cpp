@@ -22,7 +22,7 @@ struct Run {
 
 Run train(bool compiled, int steps) {
   manual_seed(7);
-  ScriptModule file = script_file(std::string(KILN_TEST_DATA) + "/../../samples/gpt.py");
+  ScriptFile file = script_file(std::string(KILN_TEST_DATA) + "/../../samples/gpt.py");
   auto net = file.build("GPT", {file.value("GPTConfig(block_size=16, vocab_size=24, n_layer=2, n_head=2, n_embd=32, "
                                            "dropout=0.0, bias=False)")});
   optim::AdamW opt(net->parameters(), {3e-3});
@@ -87,7 +87,7 @@ TEST_CASE("gpt eval: the scripted forward compiled at its inputs' dims is typed 
   for (const std::string* src : std::vector<const std::string*>{&sdpa, &written}) {
     CAPTURE(src == &sdpa ? "sdpa" : "written");
     manual_seed(7);
-    ScriptModule file = script_source(*src, path);
+    ScriptFile file = script_source(*src, path);
     auto net = file.build("GPT", {file.value("GPTConfig(block_size=16, vocab_size=24, n_layer=2, n_head=2, n_embd=32, "
                                              "dropout=0.0, bias=False)")});
     net->eval();

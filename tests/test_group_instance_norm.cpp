@@ -97,7 +97,7 @@ TEST_CASE("instance_norm: running statistics as torch's, torch's errors, script 
                     "        self.gn = nn.GroupNorm(2, 4)\n        self.inorm = nn.InstanceNorm2d(4, affine=True)\n\n"
                     "    def forward(self, x):\n        return self.inorm(self.gn(x) * 2.0)\n\n\n"
                     "def f(x: Tensor) -> Tensor:\n    return F.group_norm(x, 2) + F.instance_norm(x)\n";
-  ScriptModule sm = script_source(src, "norms.py");
+  ScriptFile sm = script_source(src, "norms.py");
   auto net = sm.module("Net");
   for (Shape s : {Shape{2, 4, 3, 5}, Shape{1, 4, 2, 2}}) {
     CAPTURE(shape_str(s));

@@ -91,7 +91,7 @@ TEST_CASE("pixel_shuffle and dropout2d in script: unknown shapes when lowering, 
                     "        self.drop = nn.Dropout2d(0.3)\n\n"
                     "    def forward(self, x):\n        return self.drop(self.up(self.conv(x)))\n\n\n"
                     "def f(x: Tensor) -> Tensor:\n    return F.pixel_unshuffle(F.pixel_shuffle(x, 2) * 2.0, 2)\n";
-  ScriptModule sm = script_source(src, "up.py");
+  ScriptFile sm = script_source(src, "up.py");
   auto net = sm.module("Up");
   net->eval();
   std::map<std::string, Tensor> ps;

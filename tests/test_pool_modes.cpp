@@ -131,7 +131,7 @@ TEST_CASE("pool modes: gradients, torch's errors, the layers, script and compile
                     "        self.a = nn.MaxPool2d(2, ceil_mode=True)\n"
                     "        self.b = nn.AvgPool2d(3, 1, 1, count_include_pad=False)\n\n"
                     "    def forward(self, x):\n        return self.b(self.a(x))\n";
-  ScriptModule m = script_source(src, "pools.py");
+  ScriptFile m = script_source(src, "pools.py");
   for (Shape s : {Shape{2, 3, 7, 6}, Shape{3, 5, 5}}) {
     CAPTURE(shape_str(s));
     Tensor xa = seq(s, 0.53, 0.1, DType::Float32).requires_grad_(), xe = xa.detach().clone().requires_grad_();

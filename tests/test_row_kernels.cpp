@@ -107,7 +107,7 @@ TEST_CASE("row kernels: f64 rows, and rows split across threads, == eager") {
 
 TEST_CASE("row kernels: a one-block GPT's compiled training step runs within its kernel budget") {
   manual_seed(5);
-  ScriptModule file = script_file(std::string(KILN_TEST_DATA) + "/../../samples/gpt.py");
+  ScriptFile file = script_file(std::string(KILN_TEST_DATA) + "/../../samples/gpt.py");
   auto model = file.build("GPT", {file.value("GPTConfig(block_size=16, vocab_size=16, n_layer=1, n_head=2, "
                                              "n_embd=32, dropout=0.0, bias=False)")});
   optim::AdamW opt(model->parameters(), {1e-3, 0.9, 0.99, 1e-8, 0.1});

@@ -118,7 +118,7 @@ def outer(x: Tensor, k: int) -> Tensor:
 def inner(x: Tensor, scale: int) -> Tensor:
     return x * scale
 )";
-  ScriptModule m = script_source(src, "t.py");
+  ScriptFile m = script_source(src, "t.py");
   check_close(m.function("outer").call({tensor({1.0, 2.0}), int64_t(3)})[0].to_tensor(), tensor({4.0, 7.0}));
 }
 
@@ -153,7 +153,7 @@ def g(n: int) -> int:
     assert n > 0, "n must be positive"
     return n
 )";
-  ScriptModule m = script_source(src, "t.py");
+  ScriptFile m = script_source(src, "t.py");
   check_close(m.function("f").call({tensor({1.0}), IValue()})[0].to_tensor(), tensor({1.0}));
   check_close(m.function("f").call({tensor({1.0}), tensor({2.0})})[0].to_tensor(), tensor({3.0}));
   CHECK(m.function("g").call({int64_t(2)})[0].to_int() == 2);
@@ -161,7 +161,7 @@ def g(n: int) -> int:
 }
 
 TEST_CASE("script: module lookups name what exists") {
-  ScriptModule m = script_source("def forward(n: int) -> int:\n    return n\n", "t.py");
+  ScriptFile m = script_source("def forward(n: int) -> int:\n    return n\n", "t.py");
   CHECK(m.has_function("forward"));
   check_error([&] { m.function("froward"); }, "did you mean forward?");
 }
@@ -184,7 +184,7 @@ def stack_rows(ts: List[Tensor]) -> Tensor:
         acc = acc + ts[i]
     return acc
 )";
-  ScriptModule m = script_source(src, "t.py");
+  ScriptFile m = script_source(src, "t.py");
   IValue r = m.function("total").call({IValue::list({int64_t(1), int64_t(2), int64_t(3)}), IValue::tuple({int64_t(10), 0.5})})[0];
   CHECK(r.to_double() == doctest::Approx(6 * 0.5 + 10 + 3 + 3));
   IValue t = m.function("stack_rows").call({IValue::list({tensor({1.0}), tensor({2.0}), tensor({4.0})})})[0];
@@ -203,7 +203,7 @@ def f(a: int, b: int, c: int) -> int:
         total += v
     return total
 )";
-  ScriptModule m = script_source(src, "t.py");
+  ScriptFile m = script_source(src, "t.py");
   CHECK(m.function("f").call({int64_t(1), int64_t(-5), int64_t(3)})[0].to_int() == 4);
   CHECK(m.function("f").call({int64_t(1), int64_t(500), int64_t(3)})[0].to_int() == 1);
 }
@@ -235,7 +235,7 @@ TEST_CASE("script: F.pad's run-time amounts and advanced indexing raise torch's 
       "import torch\nimport torch.nn.functional as F\n"
       "def reflect(x: torch.Tensor, n: int) -> torch.Tensor:\n    return F.pad(x, (n, 0), mode='reflect')\n"
       "def apart(x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:\n    return x[i, :, i]\n";
-  ScriptModule m = script_source(src, "t.py");
+  ScriptFile m = script_source(src, "t.py");
   CHECK(m.function("reflect").call({randn({2, 4}), int64_t(3)})[0].to_tensor().sizes() == Shape{2, 7});
   check_error([&] { m.function("reflect").call({randn({2, 4}), int64_t(4)}); },
               "pad: reflect padding must be less than the size of the dim it pads, at dim -1 of the input");
@@ -244,4 +244,13 @@ TEST_CASE("script: F.pad's run-time amounts and advanced indexing raise torch's 
   Tensor got = m.function("apart").call({x, tensor(std::vector<int64_t>{2, 0}, {2})})[0].to_tensor();
   REQUIRE(got.sizes() == Shape{2, 4});
   check_close(got.select(0, 0), x.select(0, 2).select(1, 2));
+}
+
+TEST_CASE("script: ScriptModule, the name before ScriptFile, still names the parsed file") {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  ScriptModule m = script_source("def f(n: int) -> int:\n    return n + 1\n", "t.py");
+  static_assert(std::is_same_v<ScriptModule, ScriptFile>);
+#pragma GCC diagnostic pop
+  CHECK(m.function("f").call(std::vector<IValue>{int64_t(2)}).at(0).to_int() == 3);
 }

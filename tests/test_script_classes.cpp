@@ -91,7 +91,7 @@ class Stack(nn.Module):
             x = self.last(x)
         return x
 )";
-  ScriptModule file = script_source(src, "stack.py");
+  ScriptFile file = script_source(src, "stack.py");
   auto plain = file.module("Stack", {IValue::list({2.0, 3.0})});
   // ((x*2+1)+0)*3+1+1 then *2+1: x=1 -> 3 -> 11 -> 23
   CHECK(values((*plain)(tensor({1.0})))[0] == 23);

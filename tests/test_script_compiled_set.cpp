@@ -88,9 +88,9 @@ if __name__ == "__main__":
     Net(4).generate(None, 3)
 )";
 
-std::string file_error(const std::string& src, const std::function<void(ScriptModule&)>& use) {
+std::string file_error(const std::string& src, const std::function<void(ScriptFile&)>& use) {
   try {
-    ScriptModule m = script_source(src, "m.py");
+    ScriptFile m = script_source(src, "m.py");
     use(m);
   } catch (const Error& e) {
     return e.what();
@@ -101,7 +101,7 @@ std::string file_error(const std::string& src, const std::function<void(ScriptMo
 }  // namespace
 
 TEST_CASE("script: a file written like a published model scripts; only forward, what it calls and exports are compiled") {
-  ScriptModule file = script_source(kGptLike, "gpt_like.py");
+  ScriptFile file = script_source(kGptLike, "gpt_like.py");
   CHECK(file.function_names() == std::vector<std::string>{"builder", "double"});
   CHECK(file.class_names() == std::vector<std::string>{"NetConfig", "Net"});
   auto net = file.module("Net", {int64_t(4)});
@@ -123,7 +123,7 @@ TEST_CASE("script: a file written like a published model scripts; only forward, 
 TEST_CASE("script: names kiln cannot give a value fail where compiled code uses them, naming why") {
   std::string head = "import torch\nimport numpy as np\nfrom functools import partial\nfrom ..ops.misc import Conv\nLIMIT = 3\n\n\n";
   auto fn_error = [&](const std::string& body) {
-    return file_error(head + "def f(x: torch.Tensor) -> torch.Tensor:\n" + body, [](ScriptModule& m) { m.function("f"); });
+    return file_error(head + "def f(x: torch.Tensor) -> torch.Tensor:\n" + body, [](ScriptFile& m) { m.function("f"); });
   };
   // numpy is read in __init__ only (np.linspace, maxvit's)
   CHECK(fn_error("    return np.tanh(x)\n").find("m.py:9:12: error: 'np' comes from `import numpy as np` (line 2), which kiln script reads in __init__ only") == 0);
@@ -132,18 +132,18 @@ TEST_CASE("script: names kiln cannot give a value fail where compiled code uses 
   // __init__ too
   std::string init_error = file_error(head + "class Net(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
                                              "        self.c = Conv(3)\n\n    def forward(self, x):\n        return x\n",
-                                      [](ScriptModule& m) { m.module("Net"); });
+                                      [](ScriptFile& m) { m.module("Net"); });
   CHECK(init_error.find("m.py:11:18: error: 'Conv' comes from `from ..ops.misc import Conv`, which kiln cannot read (the source has no "
                         "file path to resolve it from)") == 0);
   // forward calling an ignored method
   std::string ignored = file_error("import torch\n\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return self.skip(x)\n\n"
                                    "    @torch.jit.unused\n    def skip(self, x):\n        return x\n",
-                                   [](ScriptModule& m) { m.module("Net"); });
+                                   [](ScriptFile& m) { m.module("Net"); });
   CHECK(ignored.find("m.py:6:21: error: 'skip' is marked @torch.jit.unused, and kiln runs no Python, so lowered code cannot call it") == 0);
   // an export with an error fails when the module is built
   std::string exported = file_error("import torch\n\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return x\n\n"
                                     "    @torch.jit.export\n    def bad(self, x):\n        return [i for i in x]\n",
-                                    [](ScriptModule& m) { m.module("Net"); });
+                                    [](ScriptFile& m) { m.module("Net"); });
   CHECK(exported.find("list comprehensions are not supported in kiln script") != std::string::npos);
 }
 
@@ -166,7 +166,7 @@ class Net(nn.Module):
     def forward(self, x):
         return self.fc(x)
 )py";
-  ScriptModule file = script_source(src, "net.py");
+  ScriptFile file = script_source(src, "net.py");
   auto net = file.module("Net", {IValue("a")});
   CHECK(net->named_parameters().size() == 2);
   check_error([&] { file.module("Net", {IValue("c")}); },
@@ -223,7 +223,7 @@ class Loop(nn.Module):
     def forward(self, x):
         return x * WIDTHS[1]
 )py";
-  ScriptModule file = script_source(src, "net.py");
+  ScriptFile file = script_source(src, "net.py");
   auto net = file.module("Net");
   CHECK(net->state_dict().at("bn.running_mean").sizes() == Shape{6});
   check_error([&] { file.module("Loop"); }, "net.py:6:8: error: module-level 'LOOP' is defined in terms of itself");

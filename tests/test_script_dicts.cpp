@@ -177,7 +177,7 @@ def total(d: Dict[str, Tensor], scale: float) -> Tensor:
 def f(x: Tensor) -> Tensor:
     return total({"a": x, "b": x * 3.0}, 2.0)
 )";
-  ScriptModule m = script_source(src, "t.py");
+  ScriptFile m = script_source(src, "t.py");
   CHECK(values(m.function("f").call({tensor({1.0, 2.0})})[0].to_tensor()) == std::vector<double>{5, 10});
   check_error([&] { m.function("total"); },
               "script: function 'total' takes the dict parameter 'd', so it can only be called by the file's functions");

@@ -178,7 +178,7 @@ TEST_CASE("advanced indexing errors: torch's IndexError words for a bad index an
       "def after(x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:\n    return x[..., i]\n"
       "def put_rows(x: torch.Tensor, i: torch.Tensor, v: torch.Tensor) -> torch.Tensor:\n    y = x.clone()\n    y[i] = v\n    return y\n"
       "def mixed(x: torch.Tensor, m: torch.Tensor, i: torch.Tensor) -> torch.Tensor:\n    return x[m, i]\n";
-  ScriptModule s = script_source(src, "t.py");
+  ScriptFile s = script_source(src, "t.py");
   // a mask of as many elements as x's leading dims, in another shape
   check_error([&] { s.function("rows").call({x, ones({4, 3}, DType::Bool)}); },
               "t.py:3: the shape of the mask does not match the shape of the indexed tensor from index 0");
@@ -199,7 +199,7 @@ TEST_CASE("advanced indexing errors: torch's IndexError words for a bad index an
   // a graph formats no strings: the broadcast's own words
   check_error([&] { s.function("mixed").call({x, mask({1, 0, 1}), i64({0, 1, 2}, {3})}); }, "cannot be broadcast");
   // beside a slice, the put goes into the view (torch's order); two tensor indices, a list being one, are refused
-  ScriptModule w = script_source("import torch\ndef f(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:\n"
+  ScriptFile w = script_source("import torch\ndef f(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:\n"
                                  "    y = x.clone()\n    y[1:, m] = 0.0\n    return y\n", "w.py");
   Tensor written = w.function("f").call({x, mask({0, 1, 0, 1})})[0].to_tensor();
   CHECK(values(written.select(0, 0)) == values(x.select(0, 0)));

@@ -77,7 +77,7 @@ class Net(nn.Module):
 }  // namespace
 
 TEST_CASE("script namedtuple: namedtuple and NamedTuple built, passed and read by field name and index") {
-  ScriptModule m = script_source(kOutputs, "outputs.py");
+  ScriptFile m = script_source(kOutputs, "outputs.py");
   Tensor x = tensor({1.0, 2.0, 6.0});
   std::vector<IValue> out = m.function("summary").call({x});
   REQUIRE(out.size() == 1);
@@ -89,7 +89,7 @@ TEST_CASE("script namedtuple: namedtuple and NamedTuple built, passed and read b
 }
 
 TEST_CASE("script namedtuple: a forward returning one takes the torch.jit.is_scripting() branch, with and without its optional field") {
-  ScriptModule file = script_source(kOutputs, "outputs.py");
+  ScriptFile file = script_source(kOutputs, "outputs.py");
   Tensor x = randn({2, 4});
   for (bool aux : {false, true}) {
     auto net = file.build("Net", {IValue(aux)});

@@ -13,11 +13,11 @@ using namespace kiln::script;
 using kiln::test::error_of;
 
 namespace {
-Module syntax(const std::string& text) { return parse_syntax(Source{"p.py", text}); }
+FileAst syntax(const std::string& text) { return parse_syntax(Source{"p.py", text}); }
 }  // namespace
 
 TEST_CASE("script parse: definitions keep their decorators, parameters, bases and nesting") {
-  Module m = syntax(R"(
+  FileAst m = syntax(R"(
 import os.path as osp, sys
 from ..models import (resnet as r, vgg,)
 from . import *
@@ -71,7 +71,7 @@ class A(Base, metaclass=Meta, **kw):
 }
 
 TEST_CASE("script parse: f-strings, comprehensions, literals") {
-  Module m = syntax(
+  FileAst m = syntax(
       "x = f'a{b!r:>{w}}c' 'd' f\"{e=}\"\n"
       "y = [i for i in r if i for j in s], {k: v for k, v in d}, {*a, 1}, (g for g in h), {**d, 'k': 1}\n"
       "z = 0x_ff, 1_000.5e-3, 2j, b'\\x00' rb'\\d', 99999999999999999999, ...\n");
@@ -80,11 +80,11 @@ TEST_CASE("script parse: f-strings, comprehensions, literals") {
   REQUIRE(f.args.size() == 4);  // 'a', {b...}, 'cde=', {e}
   CHECK(f.args[0]->name == "a");
   CHECK(f.args[1]->kind == ExprKind::FormattedValue);
-  CHECK(f.args[1]->op == "r");
+  CHECK(f.args[1]->conversion == "r");
   REQUIRE(f.args[1]->args.size() == 2);
   CHECK(f.args[1]->args[1]->kind == ExprKind::FString);  // the spec
   CHECK(f.args[2]->name == "cde=");
-  CHECK(f.args[3]->op == "r");  // {e=} shows the repr
+  CHECK(f.args[3]->conversion == "r");  // {e=} shows the repr
   const Expr& y = *m.body[1]->value;
   REQUIRE(y.args.size() == 5);
   CHECK(y.args[0]->kind == ExprKind::ListComp);
@@ -107,7 +107,7 @@ TEST_CASE("script parse: f-strings, comprehensions, literals") {
 }
 
 TEST_CASE("script parse: statements; match and case are names except where a match statement is") {
-  Module m = syntax(R"(
+  FileAst m = syntax(R"(
 match = case = 1
 match(x)
 match [a, b]:
@@ -218,4 +218,29 @@ if __name__ == "__main__":
 )";
   auto m = script_source(src, "net.py").module("Net", {int64_t(3)});
   CHECK(test::values((*m)(tensor({1.0, 2.0})))[1] == 6);
+}
+
+TEST_CASE("script parse: operators are PyOp from the parser on, each with its spelling and dunder") {
+  FileAst m = syntax("x = -a - +b ** c\ny = not a and b is not c or d not in e\nz += a // b\n");
+  const Expr& x = *m.body[0]->value;
+  REQUIRE(x.kind == ExprKind::Binary);
+  CHECK(x.op == PyOp::Sub);
+  CHECK(x.args[0]->op == PyOp::Neg);
+  CHECK(x.args[1]->op == PyOp::Pos);
+  CHECK(x.args[1]->args[0]->op == PyOp::Pow);
+  const Expr& y = *m.body[1]->value;
+  CHECK(y.op == PyOp::Or);
+  CHECK(y.args[0]->op == PyOp::And);
+  CHECK(y.args[0]->args[0]->op == PyOp::Not);
+  CHECK(y.args[0]->args[1]->ops == std::vector<PyOp>{PyOp::IsNot});
+  CHECK(y.args[1]->ops == std::vector<PyOp>{PyOp::NotIn});
+  CHECK(m.body[2]->op == PyOp::Add);  // z += ...
+  CHECK(m.body[2]->value->op == PyOp::FloorDiv);
+  CHECK(spelling(PyOp::NotIn) == "not in");
+  CHECK(spelling(PyOp::Neg) == "-");
+  CHECK(dunder(PyOp::FloorDiv) == "__floordiv__");
+  CHECK(dunder(PyOp::Is).empty());
+  CHECK(binary_op("-") == PyOp::Sub);
+  CHECK(unary_op("-") == PyOp::Neg);
+  CHECK(!binary_op("not"));
 }

@@ -55,7 +55,7 @@ std::map<std::string, Tensor> without_masks(std::map<std::string, Tensor> state)
 }  // namespace
 
 TEST_CASE("script published: nanoGPT's GPT (config dataclass, ModuleDict, tied weights, causal attention) matches PyTorch") {
-  ScriptModule file = script_file(std::string(KILN_TEST_DATA) + "/../../samples/gpt.py");
+  ScriptFile file = script_file(std::string(KILN_TEST_DATA) + "/../../samples/gpt.py");
   auto net = file.build("GPT", {file.value("GPTConfig(block_size=8, vocab_size=16, n_layer=2, n_head=2, n_embd=8, "
                                            "dropout=0.0, bias=True)")});
   std::map<std::string, Tensor> data = fixture("gpt");
@@ -128,7 +128,7 @@ TEST_CASE("script published: the examples' VAE matches PyTorch; randn_like draws
 }
 
 TEST_CASE("script published: the examples' DCGAN Generator and Discriminator (weights_init, data_parallel with ngpu=2) match PyTorch") {
-  ScriptModule file = script_file(kModels + "dcgan.py");
+  ScriptFile file = script_file(kModels + "dcgan.py");
   // ngpu=1: `input.is_cuda and self.ngpu > 1` is False when lowering, so the data_parallel branch is not lowered
   auto g = file.module("Generator", {int64_t(1)}, {{"nz", int64_t(8)}, {"ngf", int64_t(4)}, {"nc", int64_t(3)}});
   auto d = file.module("Discriminator", {int64_t(1)}, {{"ndf", int64_t(4)}, {"nc", int64_t(3)}});
@@ -164,7 +164,7 @@ TEST_CASE("script published: the examples' DCGAN Generator and Discriminator (we
 }
 
 TEST_CASE("script published: three iterations of the examples' DCGAN training loop match PyTorch, eager and compiled") {
-  ScriptModule file = script_file(kModels + "dcgan.py");
+  ScriptFile file = script_file(kModels + "dcgan.py");
   std::map<std::string, Tensor> data = fixture("dcgan");
   for (bool compiled : {false, true}) {
     CAPTURE(compiled);
@@ -202,7 +202,7 @@ TEST_CASE("script published: three iterations of the examples' DCGAN training lo
 }
 
 TEST_CASE("script published: a U-Net (up path by transposed conv or bilinear upsampling, padded to the skip's size) matches PyTorch forward, compiled and over 3 SGD steps") {
-  ScriptModule file = script_file(kModels + "unet.py");
+  ScriptFile file = script_file(kModels + "unet.py");
   // bilinear: nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True) on maps whose size the graph
   // reads when it runs (the source indices and weights computed there)
   for (bool bilinear : {false, true})
@@ -241,7 +241,7 @@ TEST_CASE("script published: a U-Net (up path by transposed conv or bilinear ups
 }
 
 TEST_CASE("script published: word_language_model's RNNModel (getattr(nn, rnn_type), tied decoder) matches PyTorch") {
-  ScriptModule file = script_file(kModels + "word_lm.py");
+  ScriptFile file = script_file(kModels + "word_lm.py");
   auto net = file.module("RNNModel", {std::string("GRU"), int64_t(20), int64_t(8), int64_t(8), int64_t(2), 0.2},
                          {{"tie_weights", true}});
   std::map<std::string, Tensor> data = fixture("word_lm");
@@ -258,7 +258,7 @@ TEST_CASE("script published: word_language_model's RNNModel (getattr(nn, rnn_typ
 }
 
 TEST_CASE("script published: word_language_model's LSTM (an unannotated (h, c) state) and RNN_TANH / RNN_RELU (try in __init__) match PyTorch") {
-  ScriptModule file = script_file(kModels + "word_lm.py");
+  ScriptFile file = script_file(kModels + "word_lm.py");
   std::map<std::string, Tensor> data = fixture("word_lm");
   const Tensor& tokens = at(data, "input.0");
   NoGradGuard no_grad;
@@ -362,7 +362,7 @@ TEST_CASE("script published: torchvision's StochasticDepth in training mode beha
   // (noise bernoulli_(0) and no division), "row" keeps whole rows scaled by 1 / (1 - p) about 1 - p of the time,
   // "batch" keeps or drops the whole input, the gradient is the noise, eval returns the input, and bad arguments
   // raise torch's ValueErrors.
-  ScriptModule file = script_file("/usr/lib/python3/dist-packages/torchvision/ops/stochastic_depth.py");
+  ScriptFile file = script_file("/usr/lib/python3/dist-packages/torchvision/ops/stochastic_depth.py");
   manual_seed(5);
   Tensor x = randn({400, 3}).abs() + 1.0;
   check_close(file.module("StochasticDepth", {0.0, std::string("row")})->forward(x), x, 0, 0);
@@ -409,13 +409,13 @@ TEST_CASE("script published: torchvision's weight enums given as strings resolve
   // members' `{**_COMMON_META, ...}`. A resolved member then needs a download, which kiln refuses by name.
   // a name that is no member fails in verify, before any model is built; twice from one file, since a second
   // build once followed a base class that the first build's reading had freed
-  ScriptModule resnet = script_file("/usr/lib/python3/dist-packages/torchvision/models/resnet.py");
+  ScriptFile resnet = script_file("/usr/lib/python3/dist-packages/torchvision/models/resnet.py");
   for (int k = 0; k < 2; ++k)
     test::check_error([&] { resnet.build("resnet18", {}, {{"weights", ScriptValue(std::string("NOPE"))}}); },
                       "_utils.py:16:13: error: ValueError: Unknown value 'NOPE' for ResNet18_Weights.");
   // a member by its alias (DEFAULT = IMAGENET1K_V1): resolved, its metadata read, then the download refused
   // (squeezenet, the smallest model a builder makes with the weights' 1000 classes)
-  ScriptModule squeeze = script_file("/usr/lib/python3/dist-packages/torchvision/models/squeezenet.py");
+  ScriptFile squeeze = script_file("/usr/lib/python3/dist-packages/torchvision/models/squeezenet.py");
   test::check_error([&] { squeeze.build("squeezenet1_0", {}, {{"weights", ScriptValue(std::string("DEFAULT"))}}); },
                     "squeezenet.py:112:39: error: Weights.get_state_dict() downloads pretrained weights (torchvision's "
                     "WeightsEnum), which kiln script does not do");
@@ -456,7 +456,7 @@ class Net(nn.Module):
     def forward(self, x):
         return x * self.width
 )";
-  ScriptModule file = script_source(src, "sizes.py");
+  ScriptFile file = script_source(src, "sizes.py");
   Tensor x = ones({2});
   for (std::string name : {"DEFAULT", "Sizes.SMALL"}) {
     INFO(name);

@@ -1,6 +1,6 @@
 // script(): what published __init__s pass around as values — classes, functions, partials, torch.nn,
 // config objects, dicts — and what they do with the module tree (modules(), isinstance, nn.init), with
-// ScriptModule::value() / build() giving such values from C++. torchvision's own files are compared with
+// ScriptFile::value() / build() giving such values from C++. torchvision's own files are compared with
 // PyTorch by tests/script/torchvision.
 #include <cmath>
 #include <string>
@@ -85,7 +85,7 @@ class Net(nn.Module):
 }  // namespace
 
 TEST_CASE("script values: classes, partials and config objects as constructor arguments, from C++") {
-  ScriptModule file = script_source(kBlocks, "blocks.py");
+  ScriptFile file = script_source(kBlocks, "blocks.py");
   auto net = file.build("Net", {file.value("Wide"), file.value("Config(4)")});
   std::vector<std::string> names;
   for (auto& [n, t] : net->state_dict()) names.push_back(n);
@@ -111,7 +111,7 @@ TEST_CASE("script values: classes, partials and config objects as constructor ar
 }
 
 TEST_CASE("script values: bad values name the construct, the file and the facts") {
-  ScriptModule file = script_source(kBlocks, "blocks.py");
+  ScriptFile file = script_source(kBlocks, "blocks.py");
   check_error([&] { file.build("Net", {file.value("Plain"), file.value("Config()")}); },
               "error: Config() is missing required argument 'width'");
   check_error([&] { file.build("Net", {file.value("Plain"), file.value("Config(4)")}, {{"act", file.value("nn.Linaer")}}); },
@@ -139,7 +139,7 @@ class Net(nn.Module):
     def forward(self, x):
         return self.act(x) * self.gain
 )";
-  ScriptModule file = script_source(src, "m7.py");
+  ScriptFile file = script_source(src, "m7.py");
   auto net = file.module("Net");
   Tensor x = tensor({-1.0, 2.0}, {2});
   // torch: nn.init.calculate_gain("leaky_relu", 0.2) == sqrt(2 / (1 + 0.2 ** 2))
@@ -197,7 +197,7 @@ class Net(nn.Module):
     def forward(self, x):
         return x * self.v
 )";
-  ScriptModule file = script_source(src, "tries.py");
+  ScriptFile file = script_source(src, "tries.py");
   check_close((*file.module("Net", {std::string("a")}))(ones({2})), ones({2}), 0, 0);
   check_close((*file.module("Net", {std::string("b")}))(ones({2})), -ones({2}), 0, 0);
   // an exception no except catches is the error, at its raise, after finally ran
@@ -250,7 +250,7 @@ class Net(nn.Module):
     def forward(self, x):
         return x * self.v
 )py";
-  ScriptModule file = script_source(src, "excs.py");
+  ScriptFile file = script_source(src, "excs.py");
   check_close((*file.module("Net", {std::string("a")}))(ones({2})), ones({2}), 0, 0);
   check_error([&] { file.module("Net", {std::string("b")}); }, "excs.py:35:17: error: ValueError: 2 is not in list");
   std::string bad = std::string(src).replace(std::string(src).find("e.args[0]"), 9, "e.message");

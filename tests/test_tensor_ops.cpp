@@ -222,7 +222,7 @@ TEST_CASE("tensor ops in script: unknown shapes when lowering, equal to eager, c
                     "    a = x.masked_fill(m, float('-inf'))\n"
                     "    v, i = torch.topk(a, min(k, T))\n"
                     "    return a, torch.triu(x, 1), v, i, x.repeat(2, 1, 1)\n";
-  ScriptModule sm = script_source(src, "ops.py");
+  ScriptFile sm = script_source(src, "ops.py");
   for (Shape s : {Shape{2, 4, 4}, Shape{3, 3}}) {
     CAPTURE(shape_str(s));
     Tensor x = seq(s, 0.77, 0.3).to(DType::Float32);
@@ -373,7 +373,7 @@ TEST_CASE("random tensor ops in script: multinomial, bernoulli, rand_like, randn
                     "def g(x: Tensor) -> Tensor:\n"
                     "    return torch.einsum('abij,ijc->abc', x, x)\n";
   RestoreRngState keep;
-  ScriptModule sm = script_source(src, "draws.py");
+  ScriptFile sm = script_source(src, "draws.py");
   Tensor p = tensor({0.0, 0.5, 0.5, 0.0, 0.3, 0.7, 0.0, 0.0}, {2, 4});
   auto run = [&] {
     std::vector<IValue> r = sm.function("f").call({p});

@@ -141,7 +141,7 @@ TEST_CASE("interpolate in script: integer scale_factor with unknown shapes, equa
                     "        self.near = nn.UpsamplingNearest2d(scale_factor=(2, 3))\n\n"
                     "    def forward(self, x):\n        return self.near(self.up(self.conv(x)))\n\n\n"
                     "def f(x: Tensor) -> Tensor:\n    return F.interpolate(x, scale_factor=(3, 2), mode='bilinear', align_corners=False)\n";
-  ScriptModule sm = script_source(src, "up.py");
+  ScriptFile sm = script_source(src, "up.py");
   auto net = sm.module("Up");
   std::map<std::string, Tensor> ps;
   for (const auto& [k, t] : net->named_parameters()) ps[k] = t;
@@ -166,7 +166,7 @@ TEST_CASE("interpolate in script: integer scale_factor with unknown shapes, equa
                       "def h(x: Tensor) -> Tensor:\n    return F.interpolate(x, size=(3, 7))\n\n\n"
                       "def k(x: Tensor) -> Tensor:\n    return F.interpolate(x, scale_factor=2, mode='bilinear', align_corners=True)\n\n\n"
                       "def m(x: Tensor) -> Tensor:\n    return F.interpolate(x, scale_factor=1.5, mode='bilinear')\n";
-  ScriptModule fs = script_source(sized, "sized.py");
+  ScriptFile fs = script_source(sized, "sized.py");
   for (Shape s : {Shape{1, 2, 2, 3}, Shape{2, 1, 5, 4}, Shape{1, 1, 1, 1}}) {
     CAPTURE(shape_str(s));
     Tensor x = randn(s);

@@ -187,7 +187,7 @@ int run(const Options& o) {
 
 // Runs FUNC once on the interpreter under the profiler (every op passes the dispatcher there).
 int profile(const Options& o) {
-  kiln::ScriptModule m = kiln::script_file(o.file);
+  kiln::ScriptFile m = kiln::script_file(o.file);
   kiln::Function f = m.function(o.function);
   std::vector<kiln::IValue> ins = call_args(o, f);
   for (int i = 0; i < std::stoi(o.warmup); ++i) f.call(ins);
@@ -230,7 +230,7 @@ int check(const Options& o) {
     kiln::script::check_source(ss.str(), o.file);
     return 0;
   }
-  kiln::ScriptModule file = kiln::script_file(o.file);
+  kiln::ScriptFile file = kiln::script_file(o.file);
   std::vector<std::string> classes = file.class_names();
   // A literal, or Python written as in the file: a class of it (BasicBlock, or any capitalised word), [2,2,2,2],
   // nn.BatchNorm2d, make_layers(cfgs['A']). Another word stays a string, as before ('HS' quoted for one).

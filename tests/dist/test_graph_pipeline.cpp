@@ -38,7 +38,7 @@ Model mlp() {
 
 Model gpt() {
   manual_seed(7);
-  ScriptModule file = script_file(KILN_SAMPLES_DIR "/gpt.py");
+  ScriptFile file = script_file(KILN_SAMPLES_DIR "/gpt.py");
   std::shared_ptr<ScriptedModule> net = file.build(
       "GPT", {file.value("GPTConfig(block_size=8, vocab_size=16, n_layer=2, n_head=2, n_embd=16, dropout=0.0, bias=True)")});
   manual_seed(9);

@@ -43,7 +43,7 @@ Model mlp() {
 
 Model gpt() {
   manual_seed(7);
-  ScriptModule file = script_file(KILN_SAMPLES_DIR "/gpt.py");
+  ScriptFile file = script_file(KILN_SAMPLES_DIR "/gpt.py");
   auto net = file.build("GPT", {file.value("GPTConfig(block_size=8, vocab_size=16, n_layer=1, n_head=2, n_embd=16, "
                                            "dropout=0.0, bias=True)")});
   Tensor x = randint(0, 16, {4, 8}), y = randint(0, 16, {4, 8});
