@@ -4,6 +4,7 @@
 // PyTorch by tests/script/torchvision.
 #include <cmath>
 #include <string>
+#include <tuple>
 
 #include "error_of.h"
 #include "support.h"
@@ -311,6 +312,14 @@ class Math(nn.Module):
   net->eval();
   Tensor x = zeros({3, 2, 6});
   check_close((*net)(x), tensor(want, {5, 1, 6}).slice(0, 0, 3).expand({3, 2, 6}).contiguous(), 1e-5, 1e-6);
+
+  // the published defaults (max_len 5000) at d_model 200, at points PyTorch 1.13 printed: float32 products as torch's
+  Tensor big = file.module("PositionalEncoding", {int64_t(200)})->state_dict().at("pe");
+  REQUIRE(big.sizes() == Shape{5000, 1, 200});
+  const std::tuple<int64_t, int64_t, double> torch_values[] = {{4999, 0, -0.6639495491981506}, {4999, 1, -0.7477774024009705},
+                                                               {1234, 57, 0.802510678768158},  {3000, 199, 0.9463842511177063},
+                                                               {2500, 10, 0.30867382884025574}, {777, 3, 0.20190531015396118}};
+  for (auto [p, i, v] : torch_values) CHECK(big.select(0, p).select(0, 0).select(0, i).item<float>() == doctest::Approx(v).epsilon(1e-6));
 
   auto m = file.module("Math");
   auto sd = m->state_dict();
