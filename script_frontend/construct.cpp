@@ -160,7 +160,15 @@ class Init : public NnConstructors {
     const Static* self = nullptr;
     const FunctionDef* fn = nullptr;
     const ClassDef* cls = nullptr;  // the class whose method runs (where super() looks next)
+    Scope* function = nullptr;      // a comprehension's: the function's scope, where `:=` also binds (PEP 572)
   };
+
+  // Python 3 gives a comprehension its own scope: its targets do not leak into the function's.
+  static Scope comprehension_scope(Scope& sc) {
+    Scope inner = sc;
+    inner.function = sc.function ? sc.function : &sc;
+    return inner;
+  }
   enum class Flow { Normal, Break, Continue, Return };
 
   const Source& source() const override { return *src_; }
@@ -782,15 +790,14 @@ class Init : public NnConstructors {
       case ExprKind::FormattedValue: return Static::str(formatted(e, sc));
       case ExprKind::ListComp:
       case ExprKind::GeneratorExp: {
-        // Python 3 gives a comprehension its own scope: its targets do not leak into the function's.
-        Scope inner = sc;
+        Scope inner = comprehension_scope(sc);
         std::vector<Static> out;
         comprehend(e, 0, inner, out);
         return Static::seq(Kind::List, std::move(out));
       }
       case ExprKind::Set:
       case ExprKind::SetComp: {
-        Scope inner = sc;
+        Scope inner = comprehension_scope(sc);
         std::vector<Static> out;
         if (e.kind == ExprKind::SetComp) comprehend(e, 0, inner, out);
         else
@@ -798,7 +805,7 @@ class Init : public NnConstructors {
         return distinct(out);
       }
       case ExprKind::DictComp: {
-        Scope inner = sc;
+        Scope inner = comprehension_scope(sc);
         Static d = Static::seq(Kind::Dict, {});
         comprehend_each(e, 0, inner, [&](Scope& at) {
           Static k = eval(*e.args[0], at);
@@ -811,6 +818,7 @@ class Init : public NnConstructors {
         if (e.args[0]->kind != ExprKind::Name) fail(e.args[0]->loc, fmt::format("cannot use assignment expressions with {}", unsupported_construct(e.args[0]->kind)));
         Static v = eval(*e.args[1], sc);
         sc.vars[e.args[0]->name] = v;
+        if (sc.function) sc.function->vars[e.args[0]->name] = v;
         return v;
       }
       case ExprKind::Imaginary:

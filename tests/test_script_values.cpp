@@ -390,7 +390,8 @@ class Net(nn.Module):
         self.tag = str(stages) + " " + str(sorted(seen)) + " " + str(len(kinds)) + " " + str("pool" in kinds)
         self.tag2 = str(by_len) + " " + str(names) + " " + str(apply_all([double, lambda w: w - scale, abs], -3))
         self.tag3 = str(sorted([3, 1, 2], key=lambda v: v % 2)) + " " + str(sorted([(1, "b"), (1, "a"), (0, "z")]))
-        self.tag4 = str([y for x in widths if (y := x * 2) > 20]) + " " + str({k: v for k, v in zip("ab", (1, 2))})
+        doubled = [y for x in widths if (y := x * 2) > 20]
+        self.tag4 = str(doubled) + " " + str({k: v for k, v in zip("ab", (1, 2))}) + " " + str(y)
         self.head = nn.Linear(widths[-1], 2)
 
     @torch.jit.export
@@ -409,7 +410,7 @@ class Net(nn.Module):
   CHECK(tags[1].to_string() == "{'stage1': 16, 'stage2': 32, 'stage3': 12} [0, 1, 2] 2 True");
   CHECK(tags[2].to_string() == "[('stage2', 32), ('stage1', 16), ('stage3', 12)] ['stage3', 'stage2', 'stage1'] [-6, -5, 3]");
   CHECK(tags[3].to_string() == "[2, 3, 1] [(0, 'z'), (1, 'a'), (1, 'b')]");
-  CHECK(tags[4].to_string() == "[32, 64, 24] {'a': 1, 'b': 2}");
+  CHECK(tags[4].to_string() == "[32, 64, 24] {'a': 1, 'b': 2} 24");  // := in a comprehension binds y in __init__
 
   const char* bad = R"(
 import torch.nn as nn
