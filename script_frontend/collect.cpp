@@ -393,6 +393,8 @@ class SupportCheck {
       case ExprKind::FormattedValue:
       case ExprKind::ListComp:
       case ExprKind::GeneratorExp:
+      case ExprKind::SetComp:
+      case ExprKind::DictComp:
         if (evaluated()) {  // __init__ formats and comprehends as Python does
           for (const Comprehension& g : e->generators) {
             expr(g.target.get());
@@ -404,12 +406,18 @@ class SupportCheck {
         fail(e->loc, std::string(unsupported_construct(e->kind)) + " not supported in {}");
       case ExprKind::BigInt:
       case ExprKind::Imaginary:
-      case ExprKind::Bytes:
       case ExprKind::Set:
-      case ExprKind::SetComp:
-      case ExprKind::DictComp:
-      case ExprKind::Lambda:
       case ExprKind::NamedExpr:
+        if (evaluated()) break;
+        fail(e->loc, std::string(unsupported_construct(e->kind)) + " not supported in {}");
+      case ExprKind::Lambda:
+        if (evaluated()) {  // the evaluator calls it as Python does: its defaults and body are __init__ code
+          for (const Param& p : e->fn->params) expr(p.default_value.get());
+          body(e->fn->body);
+          break;
+        }
+        fail(e->loc, std::string(unsupported_construct(e->kind)) + " not supported in {}");
+      case ExprKind::Bytes:
       case ExprKind::Yield:
       case ExprKind::YieldFrom:
       case ExprKind::Await: fail(e->loc, std::string(unsupported_construct(e->kind)) + " not supported in {}");

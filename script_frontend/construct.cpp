@@ -14,6 +14,7 @@
 #include "eager/nn/layers.h"
 #include "eager/nn/registry.h"
 #include "eager/ops.h"
+#include "script_frontend/init_fills.h"
 #include "script_frontend/init_tensors.h"
 #include "script_frontend/lowerer.h"
 #include "script_frontend/module.h"
@@ -159,7 +160,15 @@ class Init : public NnConstructors {
     const Static* self = nullptr;
     const FunctionDef* fn = nullptr;
     const ClassDef* cls = nullptr;  // the class whose method runs (where super() looks next)
+    Scope* function = nullptr;      // a comprehension's: the function's scope, where `:=` also binds (PEP 572)
   };
+
+  // Python 3 gives a comprehension its own scope: its targets do not leak into the function's.
+  static Scope comprehension_scope(Scope& sc) {
+    Scope inner = sc;
+    inner.function = sc.function ? sc.function : &sc;
+    return inner;
+  }
   enum class Flow { Normal, Break, Continue, Return };
 
   const Source& source() const override { return *src_; }
@@ -304,7 +313,7 @@ class Init : public NnConstructors {
   }
 
   Static run_function(const FunctionDef& f, const Static* self, const std::vector<Static>& args, const Bound& kwargs,
-                      SourceLoc at, const ClassDef* owner = nullptr) {
+                      SourceLoc at, const ClassDef* owner = nullptr, const Static* closure = nullptr) {
     if (++depth_ > 64) fail(at, fmt::format("calls nest more than 64 deep in '{}' (recursion?)", f.name));
     InFile in(*this, file_of(&f));
     check_def(*src_, f, self != nullptr, "__init__");
@@ -362,6 +371,8 @@ class Init : public NnConstructors {
       sc.vars[f.kwarg->name] = d;
     }
     if (self) sc.vars["self"] = *self;
+    if (closure)  // a lambda's parameters shadow what it closed over
+      for (size_t i = 0; i < closure->keys.size(); ++i) sc.vars.emplace(closure->keys[i], closure->elems[i]);
     Static ret;
     exec(f.body, sc, ret);
     --depth_;
@@ -535,6 +546,7 @@ class Init : public NnConstructors {
         if (t.args[0]->kind != ExprKind::Name || t.args.size() != 2)
           fail(t.loc, "only a local list's element or dict's item can be assigned by index in __init__");
         Static& list = var(t.args[0]->name, sc, t.args[0]->loc);
+        if (list.kind == Kind::Dict && list.s == "ParameterDict") return parameter_dict_set(list, eval(*t.args[1], sc), v, t.loc);
         if (list.kind == Kind::Dict) return dict_set(list, eval(*t.args[1], sc), v);
         if (list.kind != Kind::List) fail(t.loc, fmt::format("{} does not support item assignment", list.type_name()));
         int64_t i = index_of(eval(*t.args[1], sc), int64_t(list.elems.size()), t.args[1]->loc);
@@ -595,8 +607,31 @@ class Init : public NnConstructors {
       m.add_child(name, owned_.at(v.obj.get()));
     } else if (v.kind == Kind::Tensor && v.parameter) {
       m.add_parameter(name, v.tensor);
+    } else if (parameter_container(v)) {
+      for (const Static& x : v.elems)
+        v.kind == Kind::List ? m.add_parameter(name + "." + std::to_string(&x - v.elems.data()), x.tensor)
+                             : m.add_parameter(name + "." + x.elems[0].s, x.elems[1].tensor);
     }
     o.attrs[name] = v;
+  }
+
+  static bool parameter_container(const Static& v) {
+    return (v.kind == Kind::List && v.s == "ParameterList") || (v.kind == Kind::Dict && v.s == "ParameterDict");
+  }
+
+  // self.params.append(p) / .extend(ps) on a ParameterList already assigned: registered as torch does, "params.3"
+  bool grow_parameter_list(const Expr& base, const std::string& how, std::vector<Static>& args, Scope& sc, SourceLoc loc) {
+    if (base.kind != ExprKind::Attribute || base.args[0]->kind != ExprKind::Name || base.args[0]->name != "self" || !sc.self) return false;
+    Object& o = *sc.self->obj;
+    auto it = o.attrs.find(base.name);
+    if (it == o.attrs.end() || it->second.kind != Kind::List || it->second.s != "ParameterList") return false;
+    if (args.size() != 1) fail(loc, fmt::format("ParameterList.{}() takes one argument", how));
+    for (const Static& x : how == "append" ? std::vector<Static>{args[0]} : iterate(args[0], loc)) {
+      Static p = as_parameter(x, "ParameterList", loc);
+      module_of(o).add_parameter(base.name + "." + std::to_string(it->second.elems.size()), p.tensor);
+      it->second.elems.push_back(p);
+    }
+    return true;
   }
 
   // ---- expressions
@@ -763,19 +798,39 @@ class Init : public NnConstructors {
       case ExprKind::FormattedValue: return Static::str(formatted(e, sc));
       case ExprKind::ListComp:
       case ExprKind::GeneratorExp: {
-        // Python 3 gives a comprehension its own scope: its targets do not leak into the function's.
-        Scope inner = sc;
+        Scope inner = comprehension_scope(sc);
         std::vector<Static> out;
         comprehend(e, 0, inner, out);
         return Static::seq(Kind::List, std::move(out));
       }
+      case ExprKind::Set:
+      case ExprKind::SetComp: {
+        Scope inner = comprehension_scope(sc);
+        std::vector<Static> out;
+        if (e.kind == ExprKind::SetComp) comprehend(e, 0, inner, out);
+        else
+          for (const auto& a : e.args) out.push_back(eval(*a, sc));
+        return distinct(out);
+      }
+      case ExprKind::DictComp: {
+        Scope inner = comprehension_scope(sc);
+        Static d = Static::seq(Kind::Dict, {});
+        comprehend_each(e, 0, inner, [&](Scope& at) {
+          Static k = eval(*e.args[0], at);
+          dict_set(d, k, eval(*e.args[1], at));
+        });
+        return d;
+      }
+      case ExprKind::Lambda: return lambda(e, sc);
+      case ExprKind::NamedExpr: {
+        if (e.args[0]->kind != ExprKind::Name) fail(e.args[0]->loc, fmt::format("cannot use assignment expressions with {}", unsupported_construct(e.args[0]->kind)));
+        Static v = eval(*e.args[1], sc);
+        sc.vars[e.args[0]->name] = v;
+        if (sc.function) sc.function->vars[e.args[0]->name] = v;
+        return v;
+      }
       case ExprKind::Imaginary:
       case ExprKind::Bytes:
-      case ExprKind::Set:
-      case ExprKind::SetComp:
-      case ExprKind::DictComp:
-      case ExprKind::Lambda:
-      case ExprKind::NamedExpr:
       case ExprKind::Yield:
       case ExprKind::YieldFrom:
       case ExprKind::Await: fail(e.loc, fmt::format("{} not supported in __init__", unsupported_construct(e.kind)));
@@ -1008,18 +1063,91 @@ class Init : public NnConstructors {
   // The `for ... in ... if ...` clauses of a list comprehension or generator from the k-th on, appending
   // the element for each binding that passes every condition.
   void comprehend(const Expr& e, size_t k, Scope& sc, std::vector<Static>& out) {
-    if (k == e.generators.size()) {
-      out.push_back(eval(*e.args[0], sc));
-      return;
-    }
+    comprehend_each(e, k, sc, [&](Scope& at) { out.push_back(eval(*e.args[0], at)); });
+  }
+
+  // Runs leaf once for each binding of the comprehension's targets that its conditions keep.
+  template <class Leaf>
+  void comprehend_each(const Expr& e, size_t k, Scope& sc, Leaf&& leaf) {
+    if (k == e.generators.size()) return leaf(sc);
     const Comprehension& g = e.generators[k];
     if (g.is_async) fail(e.loc, "async comprehensions are not supported in __init__");
     for (const Static& v : iterate(eval(*g.iter, sc), g.iter->loc)) {
       assign(*g.target, v, sc);
       bool keep = true;
       for (const ExprPtr& cond : g.ifs) keep = keep && truthy(eval(*cond, sc), cond->loc);
-      if (keep) comprehend(e, k + 1, sc, out);
+      if (keep) comprehend_each(e, k + 1, sc, leaf);
     }
+  }
+
+  // A set as kiln's __init__ keeps one: its elements once each, in first-seen order (the __init__s that
+  // build sets test membership and size, and sort them before relying on an order).
+  Static distinct(const std::vector<Static>& xs) {
+    std::vector<Static> out;
+    for (const Static& x : xs)
+      if (std::none_of(out.begin(), out.end(), [&](const Static& y) { return equal(x, y); })) out.push_back(x);
+    return Static::seq(Kind::List, std::move(out));
+  }
+
+  // The names an expression reads, nested lambdas and comprehensions included: what a lambda closes over.
+  static void names_in(const Expr* e, std::set<std::string>& out) {
+    if (!e) return;
+    if (e->kind == ExprKind::Name) out.insert(e->name);
+    for (const auto& a : e->args) names_in(a.get(), out);
+    for (const auto& k : e->keywords) names_in(k.value.get(), out);
+    for (const auto& g : e->generators) {
+      names_in(g.iter.get(), out);
+      for (const auto& c : g.ifs) names_in(c.get(), out);
+    }
+    if (e->fn)
+      for (const auto& st : e->fn->body) names_in(st->value.get(), out);
+  }
+
+  // lambda: a function value holding the locals it reads (keys, elems), copied when it is made; Python's
+  // closures would see a later rebinding, which no published __init__ relies on.
+  Static lambda(const Expr& e, Scope& sc) {
+    Static v = Static::named(Kind::Function, "<lambda>");
+    v.fn = e.fn.get();
+    def_file_[v.fn] = cur_;
+    std::set<std::string> reads;
+    names_in(&e, reads);
+    for (const std::string& n : reads)
+      if (auto it = sc.vars.find(n); it != sc.vars.end()) {
+        v.keys.push_back(n);
+        v.elems.push_back(it->second);
+      }
+    return v;
+  }
+
+  // Python's < for sorted(): numbers, strings, and tuples or lists element by element.
+  bool py_less(const Static& a, const Static& b, SourceLoc loc) {
+    if (a.is_number() && b.is_number()) return a.as_double() < b.as_double();
+    if (a.kind == Kind::Str && b.kind == Kind::Str) return a.s < b.s;
+    bool seqs = (a.kind == Kind::Tuple || a.kind == Kind::List) && a.kind == b.kind;
+    if (!seqs) py_raise(loc, "TypeError", fmt::format("'<' not supported between instances of '{}' and '{}'", a.type_name(), b.type_name()));
+    for (size_t i = 0; i < a.elems.size() && i < b.elems.size(); ++i)
+      if (!equal(a.elems[i], b.elems[i])) return py_less(a.elems[i], b.elems[i], loc);
+    return a.elems.size() < b.elems.size();
+  }
+
+  // sorted(iterable, *, key=None, reverse=False): stable, as Python's (reverse keeps equal items' order)
+  Static sorted(const std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
+    if (a.size() != 1) fail(loc, fmt::format("sorted expected 1 argument, got {}", a.size()));
+    for (const auto& [k, v] : kw)
+      if (k != "key" && k != "reverse") fail(loc, fmt::format("sorted() got an unexpected keyword argument '{}'", k));
+    std::vector<Static> xs = iterate(a[0], loc);
+    std::vector<Static> keys = xs;
+    if (kw.count("key") && kw.at("key").kind != Kind::None)
+      for (Static& k : keys) k = call_value(kw.at("key"), {k}, {}, loc);
+    bool reverse = kw.count("reverse") && truthy(kw.at("reverse"), loc);
+    std::vector<size_t> order(xs.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t i, size_t j) {
+      return reverse ? py_less(keys[j], keys[i], loc) : py_less(keys[i], keys[j], loc);
+    });
+    std::vector<Static> out;
+    for (size_t i : order) out.push_back(xs[i]);
+    return Static::seq(Kind::List, std::move(out));
   }
 
   // `raise ValueError(f"...")` in __init__: a kiln::Error with Python's words, `ValueError: ...`; a bare
@@ -1458,7 +1586,12 @@ class Init : public NnConstructors {
         static const std::set<std::string> kTensorMethods = {"int", "long", "float", "double", "bool", "tolist", "item",
                                                              "permute", "view", "reshape", "contiguous", "clone",
                                                              "unsqueeze", "flatten", "sum", "round", "log", "exp",
-                                                             "sqrt", "abs"};
+                                                             "sqrt", "abs", "sin", "cos", "tan", "asin", "acos", "atan",
+                                                             "sinh", "cosh", "asinh", "acosh", "atanh", "tanh", "sigmoid",
+                                                             "log2", "log10", "log1p", "expm1", "exp2", "erf", "erfc",
+                                                             "rsqrt", "reciprocal", "ceil", "floor", "trunc", "sign",
+                                                             "square", "neg", "negative", "pow", "transpose", "swapaxes",
+                                                             "swapdims", "t", "tril", "triu"};
         if (!kMethods.count(name) && !(b.kind == Kind::Tensor && kTensorMethods.count(name))) break;
         Static m = Static::named(Kind::Function, "." + name);
         m.elems = {b};
@@ -1621,11 +1754,12 @@ class Init : public NnConstructors {
         // A local list grows in place (lists are values here, so the name is updated).
         if (args.size() != 1 || !kwargs.empty()) fail(fn.loc, fmt::format("list.{}() takes one argument", fn.name));
         Static& list = sc.vars[base.name];
-        if (fn.name == "append") list.elems.push_back(args[0]);
-        else
-          for (const Static& x : iterate(args[0], fn.loc)) list.elems.push_back(x);
+        for (const Static& x : fn.name == "append" ? std::vector<Static>{args[0]} : iterate(args[0], fn.loc))
+          list.elems.push_back(list.s == "ParameterList" ? as_parameter(x, list.s, fn.loc) : x);
         return Static::none();
       }
+      if ((fn.name == "append" || fn.name == "extend") && kwargs.empty() && grow_parameter_list(base, fn.name, args, sc, fn.loc))
+        return Static::none();
       if ((fn.name == "pop" || fn.name == "update" || fn.name == "setdefault") && base.kind == ExprKind::Name &&
           sc.vars.count(base.name) && sc.vars[base.name].kind == Kind::Dict)
         return dict_update(sc.vars[base.name], fn.name, args, kwargs, fn.loc);
@@ -1657,6 +1791,7 @@ class Init : public NnConstructors {
         return Static::module(m->object_ptr());
       }
       case Kind::Function:
+        if (callee.fn && callee.fn->name == "<lambda>") return run_function(*callee.fn, nullptr, args, kwargs, loc, nullptr, &callee);
         if (callee.fn) return run_function(*callee.fn, nullptr, args, kwargs, loc);
         return builtin_call(callee, args, kwargs, loc);
       case Kind::Partial: {
@@ -1882,6 +2017,7 @@ class Init : public NnConstructors {
   }
 
   Static python_builtin(const std::string& n, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
+    if (n == "sorted") return sorted(a, kw, loc);
     if (!kw.empty()) fail(loc, fmt::format("{}() takes no keyword arguments in __init__", n));
     auto nargs = [&](size_t lo, size_t hi) {
       if (a.size() < lo || a.size() > hi)
@@ -1935,13 +2071,8 @@ class Init : public NnConstructors {
       return Static::integer(std::abs(need_int(a[0], loc, "the argument")));
     }
     if (n == "set") {
-      // a set's elements as a list without repeats (in first-seen order; only its size and members matter
-      // to the __init__s that build one)
       nargs(0, 1);
-      std::vector<Static> out;
-      for (const Static& x : a.empty() ? std::vector<Static>{} : iterate(a[0], loc))
-        if (std::none_of(out.begin(), out.end(), [&](const Static& y) { return equal(x, y); })) out.push_back(x);
-      return Static::seq(Kind::List, std::move(out));
+      return distinct(a.empty() ? std::vector<Static>{} : iterate(a[0], loc));
     }
     if (n == "list" || n == "tuple") {
       nargs(0, 1);
@@ -2115,13 +2246,40 @@ class Init : public NnConstructors {
       else nn::init::kaiming_normal_(t, num(1, "a", 0), mode, nl);
     } else if (name == "trunc_normal_") {
       trunc_normal(t, num(1, "mean", 0), num(2, "std", 1), num(3, "a", -2), num(4, "b", 2));
+    } else if (name == "orthogonal_" || name == "eye_" || name == "dirac_" || name == "sparse_") {
+      structured_fill(name, t, a, kw, loc);
     } else {
       fail(loc, fmt::format("nn.init.{} is not supported in kiln script (zeros_, ones_, constant_, normal_, uniform_, "
-                            "trunc_normal_, xavier_uniform_, xavier_normal_, kaiming_uniform_, kaiming_normal_ and "
-                            "calculate_gain are)",
+                            "trunc_normal_, xavier_uniform_, xavier_normal_, kaiming_uniform_, kaiming_normal_, "
+                            "orthogonal_, eye_, dirac_, sparse_ and calculate_gain are)",
                             name));
     }
     return first;
+  }
+
+  // nn.init.orthogonal_(tensor, gain=1), eye_(tensor), dirac_(tensor, groups=1), sparse_(tensor, sparsity, std=0.01)
+  // (init_fills.h); a bad shape is torch's ValueError.
+  void structured_fill(const std::string& name, Tensor& t, const std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
+    std::vector<Static> rest(a.begin() + (a.empty() ? 0 : 1), a.end());
+    Bound named = kw;
+    named.erase("tensor");
+    Signature sig = name == "orthogonal_" ? Signature{{"gain"}, 0, {Static::integer(1)}}
+                    : name == "dirac_"    ? Signature{{"groups"}, 0, {Static::integer(1)}}
+                    : name == "sparse_"   ? Signature{{"sparsity", "std"}, 1, {Static::number(0.01)}}
+                                          : Signature{{}, 0, {}};
+    Bound b = bind("nn.init." + name, sig, rest, named, loc);
+    double gain = name == "orthogonal_" ? need_number(b["gain"], loc, "gain") : 1;
+    int64_t groups = name == "dirac_" ? need_int(b["groups"], loc, "groups") : 1;
+    double sparsity = name == "sparse_" ? need_number(b["sparsity"], loc, "sparsity") : 0;
+    double sd = name == "sparse_" ? need_number(b["std"], loc, "std") : 0;
+    try {
+      if (name == "orthogonal_") init_orthogonal(t, gain);
+      else if (name == "eye_") init_eye(t);
+      else if (name == "dirac_") init_dirac(t, groups);
+      else init_sparse(t, sparsity, sd);
+    } catch (const Error& e) {
+      py_raise(loc, "ValueError", e.what());
+    }
   }
 
   // N(mean, std) restricted to [lo, hi]: samples outside are drawn again, as the distribution torch's
@@ -2191,25 +2349,11 @@ class Init : public NnConstructors {
       if (a.empty() || a.size() > 2) fail(loc, "torch.eye() takes one or two sizes");
       return Static::of_tensor(eye(need_int(a[0], loc, "n"), a.size() > 1 ? std::optional<int64_t>(need_int(a[1], loc, "m")) : std::nullopt, dt), false);
     }
-    if (name == "tril" || name == "triu") {
-      if (a.empty() || a[0].kind != Kind::Tensor || a[0].tensor.dim() != 2) fail(loc, fmt::format("torch.{}() takes a 2-D Tensor in __init__", name));
-      int64_t diag = a.size() > 1 ? need_int(a[1], loc, "diagonal") : 0;
-      Tensor t = a[0].tensor.contiguous().to(DType::Float64);
-      int64_t r = t.size(0), c = t.size(1);
-      std::vector<double> v(size_t(r * c));
-      const double* p = t.data_ptr<double>();
-      for (int64_t i = 0; i < r; ++i)
-        for (int64_t j = 0; j < c; ++j) {
-          bool keep = name == "tril" ? j - i <= diag : j - i >= diag;
-          v[size_t(i * c + j)] = keep ? p[i * c + j] : 0.0;
-        }
-      return Static::of_tensor(tensor(v, {r, c}, DType::Float64).to(a[0].tensor.dtype()), false);
-    }
     if (name == "float32" || name == "float" || name == "float64" || name == "double" || name == "int64" || name == "long" ||
         name == "int32" || name == "int" || name == "bool")
       fail(loc, fmt::format("torch.{} is a dtype, not a function", name));
-    fail(loc, fmt::format("torch.{}() is not supported in __init__ (zeros, ones, empty, full, rand, randn, arange, eye, "
-                          "tril and triu are)",
+    fail(loc, fmt::format("torch.{}() is not supported in __init__ (the factories zeros, ones, empty, full, rand, randn, "
+                          "arange and eye, and the tensor functions of docs/script.md are)",
                           name));
   }
 

@@ -951,6 +951,10 @@ Value* Lowerer::call(const Expr& e) {
         std::vector<std::string> names;
         for (const auto& m : o->def->methods) names.push_back(m->name);
         for (const auto& [k, v] : o->attrs) names.push_back(k);
+        if (const Static* a = o->attr(fn.name); a && a->kind == Static::Kind::Function && a->fn && a->fn->name == "<lambda>")
+          fail(fn.loc, fmt::format("'{}' is a lambda assigned in __init__, which methods cannot call in kiln script (lowered "
+                                   "code has no function values): make it a method",
+                                   fn.name));
         if (o->attr(fn.name))
           fail(fn.loc, fmt::format("'{}' is a {}, not callable", fn.name, o->attr(fn.name)->type_name()));
         fail(fn.loc, fmt::format("'{}' object has no attribute '{}'{}", o->cls, fn.name, did_you_mean(fn.name, names)));

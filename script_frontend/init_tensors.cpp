@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <set>
 
 #include "core/error.h"
 #include "eager/ops.h"
@@ -49,6 +50,42 @@ Tensor map_values(const Tensor& t, double (*f)(double)) {
   double* p = d.data_ptr<double>();
   for (int64_t i = 0; i < d.numel(); ++i) p[i] = f(p[i]);
   return d.to(t.dtype());
+}
+
+// torch's elementwise math that eager/ops.h lacks, through double on the host (torch promotes ints to float32)
+using HostFn = double (*)(double);
+const std::map<std::string, HostFn>& host_math() {
+  static const std::map<std::string, HostFn> fns = {
+      {"sin", [](double x) { return std::sin(x); }},       {"cos", [](double x) { return std::cos(x); }},
+      {"tan", [](double x) { return std::tan(x); }},       {"asin", [](double x) { return std::asin(x); }},
+      {"acos", [](double x) { return std::acos(x); }},     {"atan", [](double x) { return std::atan(x); }},
+      {"sinh", [](double x) { return std::sinh(x); }},     {"cosh", [](double x) { return std::cosh(x); }},
+      {"asinh", [](double x) { return std::asinh(x); }},   {"acosh", [](double x) { return std::acosh(x); }},
+      {"atanh", [](double x) { return std::atanh(x); }},   {"log2", [](double x) { return std::log2(x); }},
+      {"log10", [](double x) { return std::log10(x); }},   {"log1p", [](double x) { return std::log1p(x); }},
+      {"expm1", [](double x) { return std::expm1(x); }},   {"exp2", [](double x) { return std::exp2(x); }},
+      {"erf", [](double x) { return std::erf(x); }},       {"erfc", [](double x) { return std::erfc(x); }},
+      {"rsqrt", [](double x) { return 1.0 / std::sqrt(x); }}, {"reciprocal", [](double x) { return 1.0 / x; }},
+  };
+  return fns;
+}
+
+// ceil, trunc, sign and square keep an integer tensor's dtype in torch; the rest make it float32
+const std::map<std::string, HostFn>& host_math_keeping_dtype() {
+  static const std::map<std::string, HostFn> fns = {
+      {"ceil", [](double x) { return std::ceil(x); }},
+      {"trunc", [](double x) { return std::trunc(x); }},
+      {"sign", [](double x) { return double((x > 0) - (x < 0)); }},
+      {"square", [](double x) { return x * x; }},
+  };
+  return fns;
+}
+
+Tensor floating(const Tensor& t) { return is_floating(t.dtype()) ? t : t.to(DType::Float32); }
+
+int64_t int_at(const std::vector<Static>& a, const std::map<std::string, Static>& kw, size_t pos, const char* name, int64_t def) {
+  if (kw.count(name)) return int_of(kw.at(name), name);
+  return a.size() > pos ? int_of(a[pos], name) : def;
 }
 
 // torch.round: halves to even, as std::nearbyint in the default rounding mode.
@@ -111,7 +148,12 @@ int64_t dim_arg(const std::vector<Static>& a, const std::map<std::string, Static
 
 std::optional<Static> init_tensor_binary(PyOp op, const Static& a, const Static& b) {
   if (a.kind != Kind::Tensor && b.kind != Kind::Tensor) return std::nullopt;
-  Tensor x = operand(a, spelling(op)), y = operand(b, spelling(op));
+  // torch converts a Python float to the result's dtype before the arithmetic: float32 unless a tensor is wider
+  auto narrowed = [](const Static& v, const Static& other) {
+    if (v.kind != Kind::Float || other.kind != Kind::Tensor || other.tensor.dtype() == DType::Float64) return v;
+    return Static::number(double(float(v.f)));
+  };
+  Tensor x = operand(narrowed(a, b), spelling(op)), y = operand(narrowed(b, a), spelling(op));
   if (op == PyOp::Add) return of(add(x, y));
   if (op == PyOp::Sub) return of(sub(x, y));
   if (op == PyOp::Mul) return of(mul(x, y));
@@ -141,12 +183,41 @@ std::optional<Static> init_torch_function(const std::string& name, const std::ve
     if (a.size() != 1 || a[0].kind != Kind::Tensor) fail("torch.{}() takes one Tensor in __init__", name);
     return a[0].tensor;
   };
-  if (name == "log") return of(log(one()));
-  if (name == "exp") return of(exp(one()));
-  if (name == "sqrt") return of(sqrt(one()));
+  // through double, correctly rounded: what torch's float32 kernels give (eager's fast ones may differ by an ulp,
+  // which word_language_model's positions multiply into visible differences)
+  if (name == "log") return of(map_values(floating(one()), [](double x) { return std::log(x); }));
+  if (name == "exp") return of(map_values(floating(one()), [](double x) { return std::exp(x); }));
+  if (name == "sqrt") return of(map_values(floating(one()), [](double x) { return std::sqrt(x); }));
   if (name == "abs") return of(abs(one()));
   if (name == "floor") return of(floor(one()));
   if (name == "round") return of(round_half_even(one()));
+  if (name == "neg" || name == "negative") return of(neg(one()));
+  if (name == "tanh") return of(floating(one()).tanh());
+  if (name == "sigmoid") return of(floating(one()).sigmoid());
+  if (auto it = host_math().find(name); it != host_math().end()) return of(map_values(floating(one()), it->second));
+  if (auto it = host_math_keeping_dtype().find(name); it != host_math_keeping_dtype().end())
+    return of(map_values(one(), it->second));
+  auto tensor_first = [&]() -> const Tensor& {
+    if (a.empty() || a[0].kind != Kind::Tensor) fail("torch.{}() takes a Tensor first", name);
+    return a[0].tensor;
+  };
+  if (name == "transpose" || name == "swapaxes" || name == "swapdims") {
+    const Tensor& t = tensor_first();
+    if (a.size() != 3) fail("torch.{}() takes a Tensor and two dims", name);
+    return of(t.transpose(int_of(a[1], "dim0"), int_of(a[2], "dim1")));
+  }
+  if (name == "t") {
+    const Tensor& t = tensor_first();
+    if (t.dim() > 2) fail("t() expects a tensor with <= 2 dimensions, but self is {}D", t.dim());
+    return of(t.dim() < 2 ? t : t.transpose(0, 1));
+  }
+  if (name == "permute") return of(tensor_first().permute(ints_of(a, 1, "a permute dim")));
+  if (name == "tril" || name == "triu") {
+    const Tensor& t = tensor_first();
+    if (t.dim() < 2) fail("{}: input tensor must have at least 2 dimensions", name);
+    int64_t diagonal = int_at(a, kw, 1, "diagonal", 0);
+    return of(name == "tril" ? tril(t.contiguous(), diagonal) : triu(t.contiguous(), diagonal));
+  }
   static const std::map<std::string, PyOp> binaries = {
       {"add", PyOp::Add}, {"sub", PyOp::Sub}, {"subtract", PyOp::Sub}, {"mul", PyOp::Mul}, {"multiply", PyOp::Mul},
       {"div", PyOp::Div}, {"divide", PyOp::Div}, {"true_divide", PyOp::Div}, {"pow", PyOp::Pow},
@@ -233,8 +304,22 @@ std::optional<Static> init_tensor_method(const Tensor& t, const std::string& nam
     Shape dims = kw.count("dim") ? ints_of({kw.at("dim")}, 0, "dim") : ints_of(a, 0, "dim");
     return of(sum(t, dims, keepdim));
   }
-  if (name == "round" || name == "log" || name == "exp" || name == "sqrt" || name == "abs")
-    return init_torch_function(name, {of(t)}, kw);
+  if (name == "transpose" || name == "swapaxes" || name == "swapdims") {
+    if (a.size() != 2) fail("transpose() takes two dims");
+    return of(t.transpose(int_of(a[0], "dim0"), int_of(a[1], "dim1")));
+  }
+  if (name == "pow") {
+    if (a.size() != 1) fail("pow() takes one exponent");
+    return init_tensor_binary(PyOp::Pow, of(t), a[0]);
+  }
+  // the rest are torch.NAME(t, ...) as methods
+  static const std::set<std::string> as_functions = {"round", "log", "exp", "sqrt", "abs", "floor", "neg", "negative",
+                                                     "tanh", "sigmoid", "t", "tril", "triu"};
+  if (as_functions.count(name) || host_math().count(name) || host_math_keeping_dtype().count(name)) {
+    std::vector<Static> args{of(t)};
+    args.insert(args.end(), a.begin(), a.end());
+    return init_torch_function(name, args, kw);
+  }
   return std::nullopt;
 }
 

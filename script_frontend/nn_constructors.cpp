@@ -138,6 +138,42 @@ IValue NnConstructors::ivalue_of(const Static& v, SourceLoc loc, const std::stri
   fail(loc, fmt::format("{} must be a number, a string, a tensor or a tuple of them, got {}", what, v.type_name()));
 }
 
+// nn.ParameterList(values=None) / nn.ParameterDict(parameters=None): a list, or a dict by string keys, of
+// parameters (a plain Tensor becomes one, as torch wraps it), marked by s; assigned to self, each is
+// registered as "name.index" / "name.key", torch's state_dict names.
+Static NnConstructors::parameter_container(const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
+  bool list = name == "ParameterList";
+  Bound b = bind("nn." + name, Signature{{list ? "values" : "parameters"}, 0, {Static::none()}}, a, kw, loc);
+  const Static& init = b.begin()->second;
+  Static out = Static::seq(list ? Kind::List : Kind::Dict, {});
+  out.s = name;
+  if (init.kind == Kind::None) return out;
+  if (list) {
+    for (const Static& x : iterate(init, loc)) out.elems.push_back(as_parameter(x, name, loc));
+    return out;
+  }
+  std::vector<Static> pairs = init.kind == Kind::Dict ? init.elems : iterate(init, loc);
+  for (const Static& kv : pairs) {
+    std::vector<Static> pair = kv.kind == Kind::Tuple || kv.kind == Kind::List ? kv.elems : std::vector<Static>{};
+    if (pair.size() != 2) fail(loc, "nn.ParameterDict() takes a dict or (key, value) pairs");
+    parameter_dict_set(out, pair[0], pair[1], loc);
+  }
+  return out;
+}
+
+Static NnConstructors::as_parameter(const Static& v, const std::string& container, SourceLoc loc) {
+  if (v.kind != Kind::Tensor) fail(loc, fmt::format("nn.{} holds Tensors in kiln script, got {}", container, v.type_name()));
+  return v.parameter ? v : Static::of_tensor(v.tensor.detach(), true);
+}
+
+void NnConstructors::parameter_dict_set(Static& d, const Static& key, const Static& v, SourceLoc loc) {
+  if (key.kind != Kind::Str) fail(loc, fmt::format("parameter name should be a string. Got {}", key.type_name()));
+  Static p = as_parameter(v, "ParameterDict", loc);
+  for (Static& kv : d.elems)
+    if (kv.elems[0].s == key.s) return void(kv.elems[1] = p);
+  d.elems.push_back(Static::seq(Kind::Tuple, {key, p}));
+}
+
 Static NnConstructors::layer(const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
   if (const nn::LayerSpec* spec = nn::find_layer(name)) return registered_layer(*spec, a, kw, loc);
   auto B = Static::boolean;
@@ -164,6 +200,7 @@ Static NnConstructors::layer(const std::string& name, std::vector<Static>& a, co
     }
     return s;
   }
+  if (name == "ParameterList" || name == "ParameterDict") return parameter_container(name, a, kw, loc);
   if (name == "Parameter") {
     Bound b = bind("nn.Parameter", Signature{{"data", "requires_grad"}, 1, {B(true)}}, a, kw, loc);
     if (b["data"].kind != Kind::Tensor) fail(loc, fmt::format("nn.Parameter() takes a Tensor, got {}", b["data"].type_name()));
@@ -171,7 +208,7 @@ Static NnConstructors::layer(const std::string& name, std::vector<Static>& a, co
       fail(loc, "nn.Parameter(requires_grad=False) is not supported in kiln script; use register_buffer");
     return Static::of_tensor(b["data"].tensor.detach(), true);
   }
-  std::vector<std::string> known = {"Sequential", "ModuleList", "ModuleDict", "Parameter"};
+  std::vector<std::string> known = {"Sequential", "ModuleList", "ModuleDict", "Parameter", "ParameterList", "ParameterDict"};
   for (const nn::LayerSpec& spec : nn::layer_registry()) known.push_back(spec.name);
   fail(loc, fmt::format("nn.{} is not supported in kiln script{}", name, did_you_mean(name, known)));
 }

@@ -44,6 +44,11 @@ class NnConstructors {
   void add_item(Object& container, const Static& m, SourceLoc loc, std::string name = "");
   void add_items(Object& container, const std::vector<Static>& mods, SourceLoc loc);
 
+  // nn.ParameterList / nn.ParameterDict as __init__ holds them: a List / Dict of parameters whose s names the class
+  Static parameter_container(const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc);
+  Static as_parameter(const Static& v, const std::string& container, SourceLoc loc);
+  void parameter_dict_set(Static& d, const Static& key, const Static& v, SourceLoc loc);
+
   static ScriptedModule& module_of(const Object& o);
   static std::string prefix(const Object& o);
   static void set_path(Object& o, const std::string& p);

@@ -4,6 +4,7 @@
 // PyTorch by tests/script/torchvision.
 #include <cmath>
 #include <string>
+#include <tuple>
 
 #include "error_of.h"
 #include "support.h"
@@ -256,4 +257,283 @@ class Net(nn.Module):
   std::string bad = std::string(src).replace(std::string(src).find("e.args[0]"), 9, "e.message");
   check_error([&] { script_source(bad, "bad.py").module("Net", {std::string("a")}); },
               "'ValueError' object has no attribute 'message' in __init__");
+}
+
+TEST_CASE("script values: word_language_model's PositionalEncoding and torch's elementwise math in __init__") {
+  // pytorch/examples word_language_model/model.py, as published
+  const char* src = R"(
+import math
+import torch
+import torch.nn as nn
+
+
+class PositionalEncoding(nn.Module):
+    def __init__(self, d_model, dropout=0.1, max_len=5000):
+        super(PositionalEncoding, self).__init__()
+        self.dropout = nn.Dropout(p=dropout)
+
+        pe = torch.zeros(max_len, d_model)
+        position = torch.arange(0, max_len, dtype=torch.float).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
+        pe[:, 0::2] = torch.sin(position * div_term)
+        pe[:, 1::2] = torch.cos(position * div_term)
+        pe = pe.unsqueeze(0).transpose(0, 1)
+        self.register_buffer('pe', pe)
+
+    def forward(self, x):
+        x = x + self.pe[:x.size(0), :]
+        return self.dropout(x)
+
+
+class Math(nn.Module):
+    def __init__(self):
+        super().__init__()
+        x = torch.arange(6).view(2, 3)
+        self.register_buffer("sig", x.sigmoid() + torch.tanh(x))
+        self.register_buffer("ints", torch.sin(x))
+        self.register_buffer("kept", x.ceil() + x.sign() + x.square())
+        self.register_buffer("tt", x.t().contiguous() + torch.t(x).pow(2))
+        self.register_buffer("lower", torch.tril(torch.ones(2, 3, 4), diagonal=-1) + torch.ones(2, 3, 4).triu(2))
+
+    def forward(self, x):
+        return x
+)";
+  ScriptModule file = script_source(src, "pe.py");
+  auto net = file.module("PositionalEncoding", {int64_t(6)}, {{"max_len", int64_t(5)}});
+  Tensor pe = net->state_dict().at("pe");
+  REQUIRE(pe.sizes() == Shape{5, 1, 6});
+  std::vector<double> want;
+  for (int p = 0; p < 5; ++p)
+    for (int i = 0; i < 6; ++i) {
+      double div = std::exp(double(i - i % 2) * (-std::log(10000.0) / 6));
+      want.push_back(i % 2 == 0 ? std::sin(p * div) : std::cos(p * div));
+    }
+  check_close(pe, tensor(want, {5, 1, 6}), 1e-5, 1e-6);
+  net->eval();
+  Tensor x = zeros({3, 2, 6});
+  check_close((*net)(x), tensor(want, {5, 1, 6}).slice(0, 0, 3).expand({3, 2, 6}).contiguous(), 1e-5, 1e-6);
+
+  // the published defaults (max_len 5000) at d_model 200, at points PyTorch 1.13 printed: float32 products as torch's
+  Tensor big = file.module("PositionalEncoding", {int64_t(200)})->state_dict().at("pe");
+  REQUIRE(big.sizes() == Shape{5000, 1, 200});
+  const std::tuple<int64_t, int64_t, double> torch_values[] = {{4999, 0, -0.6639495491981506}, {4999, 1, -0.7477774024009705},
+                                                               {1234, 57, 0.802510678768158},  {3000, 199, 0.9463842511177063},
+                                                               {2500, 10, 0.30867382884025574}, {777, 3, 0.20190531015396118}};
+  for (auto [p, i, v] : torch_values) CHECK(big.select(0, p).select(0, 0).select(0, i).item<float>() == doctest::Approx(v).epsilon(1e-6));
+
+  auto m = file.module("Math");
+  auto sd = m->state_dict();
+  std::vector<double> sig, ints, kept, tt, lower;
+  for (int v = 0; v < 6; ++v) {
+    sig.push_back(1 / (1 + std::exp(-v)) + std::tanh(v));
+    ints.push_back(std::sin(v));
+    kept.push_back(v + (v > 0) + v * v);
+  }
+  for (int j = 0; j < 3; ++j)
+    for (int i = 0; i < 2; ++i) tt.push_back((i * 3 + j) * (1 + i * 3 + j));
+  for (int b = 0; b < 2; ++b)
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 4; ++j) lower.push_back((j - i <= -1) + (j - i >= 2));
+  check_close(sd.at("sig"), tensor(sig, {2, 3}), 1e-6, 1e-6);
+  // torch.sin of an int64 tensor is float32; ceil, sign and square keep int64
+  CHECK(sd.at("ints").dtype() == DType::Float32);
+  check_close(sd.at("ints"), tensor(ints, {2, 3}), 1e-6, 1e-6);
+  CHECK(sd.at("kept").dtype() == DType::Int64);
+  check_close(sd.at("kept").to(DType::Float64), tensor(kept, {2, 3}, DType::Float64), 0, 0);
+  check_close(sd.at("tt").to(DType::Float64), tensor(tt, {3, 2}, DType::Float64), 0, 0);
+  check_close(sd.at("lower"), tensor(lower, {2, 3, 4}), 0, 0);
+
+  const char* bad = R"(
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self, which):
+        super().__init__()
+        if which == 0:
+            self.register_buffer("b", torch.tril(torch.ones(3)))
+        else:
+            self.register_buffer("b", torch.ones(2, 2, 2).t())
+
+    def forward(self, x):
+        return x
+)";
+  ScriptModule bad_file = script_source(bad, "bad_tri.py");
+  // torch 2's words (1.13 says "Dimension out of range" for tril); "t() expects a tensor with <= 2 dimensions, but self is 3D"
+  check_error([&] { bad_file.module("Net", {int64_t(0)}); }, "bad_tri.py:10:45: error: tril: input tensor must have at least 2 dimensions");
+  check_error([&] { bad_file.module("Net", {int64_t(1)}); }, "t() expects a tensor with <= 2 dimensions, but self is 3D");
+}
+
+TEST_CASE("script values: dict and set comprehensions, set literals, :=, sorted and lambdas in __init__") {
+  // the tags are what Python 3 prints for this file's Net([8, 16, 32, 12]).tags()
+  const char* src = R"(
+import torch
+import torch.nn as nn
+
+
+def apply_all(fns, x):
+    return [f(x) for f in fns]
+
+
+class Net(nn.Module):
+    def __init__(self, widths, scale=2):
+        super().__init__()
+        stages = {f"stage{i}": w for i, w in enumerate(widths) if w > 8}
+        seen = {w % 3 for w in widths}
+        kinds = {"conv", "pool", "conv"}
+        double = lambda w: w * scale
+        by_len = sorted(stages.items(), key=lambda kv: (-kv[1], kv[0]))
+        names = sorted(stages, reverse=True)
+        if (n := len(widths)) > 2:
+            self.n = n
+        self.tag = str(stages) + " " + str(sorted(seen)) + " " + str(len(kinds)) + " " + str("pool" in kinds)
+        self.tag2 = str(by_len) + " " + str(names) + " " + str(apply_all([double, lambda w: w - scale, abs], -3))
+        self.tag3 = str(sorted([3, 1, 2], key=lambda v: v % 2)) + " " + str(sorted([(1, "b"), (1, "a"), (0, "z")]))
+        doubled = [y for x in widths if (y := x * 2) > 20]
+        self.tag4 = str(doubled) + " " + str({k: v for k, v in zip("ab", (1, 2))}) + " " + str(y)
+        self.head = nn.Linear(widths[-1], 2)
+
+    @torch.jit.export
+    def tags(self):
+        return self.n, self.tag, self.tag2, self.tag3, self.tag4
+
+    def forward(self, x):
+        return self.head(x)
+
+)";
+  ScriptModule file = script_source(src, "comps.py");
+  auto net = file.build("Net", {file.value("[8, 16, 32, 12]")});
+  std::vector<IValue> tags = net->call({}, "tags").at(0).elements();
+  REQUIRE(tags.size() == 5);
+  CHECK(tags[0].to_int() == 4);
+  CHECK(tags[1].to_string() == "{'stage1': 16, 'stage2': 32, 'stage3': 12} [0, 1, 2] 2 True");
+  CHECK(tags[2].to_string() == "[('stage2', 32), ('stage1', 16), ('stage3', 12)] ['stage3', 'stage2', 'stage1'] [-6, -5, 3]");
+  CHECK(tags[3].to_string() == "[2, 3, 1] [(0, 'z'), (1, 'a'), (1, 'b')]");
+  CHECK(tags[4].to_string() == "[32, 64, 24] {'a': 1, 'b': 2} 24");  // := in a comprehension binds y in __init__
+
+  const char* bad = R"(
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self, which):
+        super().__init__()
+        if which == 0:
+            order = sorted([1, "a"])
+        self.act = lambda x: x * 2
+
+    def forward(self, x):
+        return self.act(x)
+)";
+  ScriptModule bad_file = script_source(bad, "bad_lambda.py");
+  check_error([&] { bad_file.module("Net", {int64_t(0)}); },
+              "bad_lambda.py:9:21: error: TypeError: '<' not supported between instances of");
+  // self.act = lambda ...: built, but forward cannot call it
+  check_error([&] { bad_file.module("Net", {int64_t(1)}); },
+              "bad_lambda.py:13:21: error: 'act' is a lambda assigned in __init__, which methods cannot call in kiln script");
+}
+
+TEST_CASE("script values: nn.init.orthogonal_, eye_, dirac_ and sparse_ in __init__") {
+  const char* src = R"(
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self, bad=""):
+        super().__init__()
+        self.tall = nn.Parameter(torch.empty(6, 3))
+        self.wide = nn.Parameter(torch.empty(2, 3, 2))
+        self.eye = nn.Parameter(torch.empty(3, 4))
+        self.conv = nn.Conv2d(4, 2, 3, groups=2, bias=False)
+        self.sp = nn.Parameter(torch.empty(10, 4))
+        nn.init.orthogonal_(self.tall)
+        nn.init.orthogonal_(self.wide, gain=2.0)
+        nn.init.eye_(self.eye)
+        nn.init.dirac_(self.conv.weight, 2)
+        nn.init.sparse_(self.sp, sparsity=0.25, std=0.5)
+        if bad == "orthogonal":
+            nn.init.orthogonal_(torch.empty(3))
+        if bad == "dirac":
+            nn.init.dirac_(torch.empty(3, 3, 3), groups=2)
+        if bad == "caught":
+            try:
+                nn.init.eye_(torch.empty(2, 2, 2))
+            except ValueError as e:
+                self.msg = str(e)
+                raise
+
+    def forward(self, x):
+        return x
+)";
+  ScriptModule file = script_source(src, "inits.py");
+  auto net = file.module("Net");
+  auto sd = net->state_dict();
+  // orthogonal: the fewer side is orthonormal (times gain)
+  Tensor tall = sd.at("tall");
+  check_close(matmul(tall.t(), tall), eye(3), 1e-5, 1e-5);
+  Tensor wide = sd.at("wide").reshape({2, 6});
+  check_close(matmul(wide, wide.t()), tensor({4.0, 0.0, 0.0, 4.0}, {2, 2}), 1e-5, 1e-5);
+  check_close(sd.at("eye"), eye(3, 4), 0, 0);
+  // dirac with 2 groups of one output channel (of 2 inputs each): each sees its group's first input at the centre
+  Tensor w = sd.at("conv.weight");
+  REQUIRE(w.sizes() == Shape{2, 2, 3, 3});
+  std::vector<double> want(36, 0.0);
+  want[(0 * 2 + 0) * 9 + 4] = 1;
+  want[(1 * 2 + 0) * 9 + 4] = 1;
+  check_close(w, tensor(want, {2, 2, 3, 3}), 0, 0);
+  // sparse: ceil(0.25 * 10) = 3 zeros in every column, the rest N(0, 0.5) (none zero)
+  Tensor sp = sd.at("sp");
+  for (int64_t c = 0; c < 4; ++c) {
+    Tensor col = sp.select(1, c).contiguous();
+    int zeros_in_col = 0;
+    for (int64_t r = 0; r < 10; ++r) zeros_in_col += col.select(0, r).item<float>() == 0.0f;
+    CHECK(zeros_in_col == 3);
+  }
+  check_error([&] { file.module("Net", {"orthogonal"}); },
+              "inits.py:20:21: error: ValueError: Only tensors with 2 or more dimensions are supported");
+  check_error([&] { file.module("Net", {"dirac"}); }, "inits.py:22:21: error: ValueError: dim 0 must be divisible by groups");
+  check_error([&] { file.module("Net", {"caught"}); }, "ValueError: Only tensors with 2 dimensions are supported");
+}
+
+TEST_CASE("script values: nn.ParameterList and nn.ParameterDict under torch's state_dict names") {
+  const char* src = R"(
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.params = nn.ParameterList([nn.Parameter(torch.full((3,), float(i))) for i in range(n)])
+        self.params.append(torch.ones(3))
+        extra = nn.ParameterList()
+        extra.append(nn.Parameter(torch.zeros(2)))
+        self.extra = extra
+        pd = nn.ParameterDict({"scale": nn.Parameter(torch.ones(3))})
+        pd["shift"] = torch.zeros(3)
+        self.pd = pd
+        self.count = len(self.params) + len(self.pd)
+
+    def forward(self, x):
+        for p in self.params:
+            x = x + p
+        return x * self.params[1]
+)";
+  ScriptModule file = script_source(src, "plist.py");
+  auto net = file.module("Net", {int64_t(2)});
+  std::vector<std::string> names;
+  for (auto& [n, t] : net->state_dict()) names.push_back(n);
+  // torch 1.13: params.0 params.1 params.2 extra.0 pd.scale pd.shift (a plain Tensor becomes a Parameter)
+  CHECK(names == std::vector<std::string>{"extra.0", "params.0", "params.1", "params.2", "pd.scale", "pd.shift"});
+  CHECK(net->parameters().size() == 6);
+  check_close(net->state_dict().at("params.1"), full({3}, 1.0));
+  // forward: x + 0 + 1 + 1, times params[1] (torch: [2, 3, 4] for arange(3))
+  Tensor y = (*net)(tensor({0.0, 1.0, 2.0}, {3}));
+  check_close(y, tensor({2.0, 3.0, 4.0}, {3}));
+  check_error([&] { script_source("import torch.nn as nn\n\n\nclass N(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                                  "        self.p = nn.ParameterList([1])\n\n    def forward(self, x):\n        return x\n", "bad_pl.py")
+                        .module("N"); },
+              "bad_pl.py:7:21: error: nn.ParameterList holds Tensors in kiln script, got int");
 }
