@@ -443,9 +443,11 @@ Val<B> conv_transpose2d(B& b, Val<B> x_in, Val<B> weight_in, Val<B> bias_in, con
       b.fail(fmt::format("conv_transpose2d: output padding must be smaller than either stride or dilation, but got "
                          "output_padding_height: {} output_padding_width: {} stride_height: {} stride_width: {} "
                          "dilation_height: {} dilation_width: {}", op[0], op[1], s[0], s[1], d[0], d[1]));
-    else if (op[size_t(i)] >= s[size_t(i)])
-      b.fail(fmt::format("conv_transpose2d: output_padding {} not smaller than stride {} is not supported", shape_str(op),
-                         shape_str(s)));
+  // output_padding at or past the stride (below the dilation, which torch allows) asks for rows past those a
+  // convolution over the output maps back onto the input's, which the row cannot make: then the row makes
+  // the whole uncropped output (no padding) and `pad` crops `padding` from its start and slices or
+  // zero-pads its end to torch's size, before the bias as in torch
+  const bool uncropped = op[0] >= s[0] || op[1] >= s[1];
   // checked now where the shapes are known; in a script graph the row checks them as it runs (no branch
   // in the graph, so its backward compiles whole)
   std::optional<Shape> xs = b.shape(x), ws = b.shape(weight);
@@ -466,8 +468,10 @@ Val<B> conv_transpose2d(B& b, Val<B> x_in, Val<B> weight_in, Val<B> bias_in, con
                          "elements, but got bias of size {} instead", shape_str(*ws), (*ws)[1] * groups, sh ? shape_str(*sh) : "?");
     });
   Attrs a = Attrs().set("stride", s).set("padding", p).set("dilation", d).set("groups", groups);
-  if (op[0] || op[1]) a.set("output_padding", op);
+  if (uncropped) a.set("padding", Shape{0, 0});
+  else if (op[0] || op[1]) a.set("output_padding", op);
   Val<B> y = b.op(OpId::Conv2dBackwardInput, {x, weight}, a);
+  if (uncropped) y = pad(b, y, {-p[1], op[1] - p[1], -p[0], op[0] - p[0]}, "constant", 0.0);
   if (!present(bias)) return y;
   return b.op(OpId::Add, {y, b.op(OpId::Reshape, {bias}, Attrs().set("shape", Shape{-1, 1, 1}))});
 }
