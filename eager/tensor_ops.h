@@ -13,6 +13,11 @@ Tensor flip(const Tensor& x, const Shape& dims);
 // without dims: over the flattened tensor, the shape kept
 Tensor roll(const Tensor& x, const Shape& shifts, const Shape& dims = {});
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim = std::nullopt);
+// a count per element along dim (or one for all), an integer tensor: the result's size is the counts' sum,
+// read now, so this is eager only (a script graph would need a size known when it runs)
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim = std::nullopt);
+// torch.repeat_interleave(repeats): each index i repeats[i] times, int64 (the index the one above selects)
+Tensor repeat_interleave(const Tensor& repeats);
 // int64 (..., num_classes); -1: the input's max + 1
 Tensor one_hot(const Tensor& x, int64_t num_classes = -1);
 // F.pad: (left, right) of the last dim, then of the one before, ...; modes constant, reflect, replicate
