@@ -32,7 +32,7 @@ Tensor normalize(const Tensor& x, double p = 2.0, int64_t dim = 1, double eps = 
 Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, double beta = 1.0, double alpha = 1.0);
 Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, double beta = 1.0, double alpha = 1.0);
 Tensor bernoulli(const Tensor& p);
-// torch.einsum of one or two operands ('bhid,bhjd->bhij', 'ij,jk->ik', 'i,j->ij', 'ij->ji', 'ij->i')
+// torch.einsum of any number of operands, with '...' ('bhid,bhjd->bhij', 'ij,jk,kl->il', '...ij,...jk->...ik')
 Tensor einsum(const std::string& equation, const Tensors& operands);  // 1 with probability p, in p's dtype, from kiln's generator
 Tensor where(const Tensor& cond, Scalar a, Scalar b);  // torch's dtype of two Python numbers
 Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max);  // tensor bounds, broadcast; undefined: none

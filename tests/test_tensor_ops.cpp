@@ -412,6 +412,38 @@ TEST_CASE("einsum: the contractions model code writes, equal to matmul forms, gr
   check_error([] { einsum("ii->i", {seq({3, 3})}); }, "einsum: repeated subscript 'i' within an operand");
 }
 
+TEST_CASE("einsum: three or more operands and '...' as torch, gradients, errors") {
+  Tensor a = seq({3, 4}), b = seq({4, 2}, 0.2), c = seq({2, 5}, 0.7, 0.3);
+  check_close(einsum("ij,jk,kl->il", {a, b, c}), matmul(matmul(a, b), c));
+  check_close(einsum("ij,jk,kl", {a, b, c}), matmul(matmul(a, b), c));  // implicit output
+  Tensor u = seq({4}), v = seq({4}, 0.2), w = seq({4}, 0.7, 0.3);
+  check_close(einsum("i,i,i->", {u, v, w}), sum(mul(mul(u, v), w)));
+  // an index shared by the first and the last operand only stays through the intermediate
+  check_close(einsum("bi,bj,bk->bijk", {seq({2, 3}), seq({2, 2}, 0.2), seq({2, 4}, 0.7)}),
+              mul(mul(seq({2, 3}).reshape({2, 3, 1, 1}), seq({2, 2}, 0.2).reshape({2, 1, 2, 1})), seq({2, 4}, 0.7).reshape({2, 1, 1, 4})));
+  check_close(einsum("ij,jk,kl,lm->im", {a, b, c, seq({5, 3}, 0.1)}), matmul(matmul(matmul(a, b), c), seq({5, 3}, 0.1)));
+  // '...': leading dims broadcast from the right, as matmul's batch dims
+  Tensor x = seq({2, 1, 3, 4}), y = seq({5, 4, 2}, 0.2);
+  check_close(einsum("...ij,...jk->...ik", {x, y}), matmul(x, y));
+  check_close(einsum("...ij,jk", {x, b}), matmul(x, b));  // implicit: the ellipsis' dims first
+  check_close(einsum("a...c,c->a...", {seq({2, 3, 4, 5}), seq({5}, 0.2)}), matmul(seq({2, 3, 4, 5}), seq({5}, 0.2)));
+  check_close(einsum("i...->...", {seq({3, 2, 4})}), sum(seq({3, 2, 4}), {0}));
+  check_close(einsum("...->...", {seq({2, 3})}), seq({2, 3}));
+  // the third operand's '...' (3) broadcasts against the first's size-1 dim: [2, 3, 3]
+  check_close(einsum("...ij,jk,...k->...i", {x, b, seq({3, 2}, 0.4)}),
+              matmul(matmul(x, b), seq({3, 2}, 0.4).t()).reshape({2, 3, 3}).permute({0, 2, 1}));
+  CHECK(gradcheck([](const Tensors& in) { return einsum("ij,jk,kl->il", {in[0], in[1], in[2]}); },
+                  {seq({3, 4}).requires_grad_(), seq({4, 2}, 0.2).requires_grad_(), seq({2, 3}, 0.7).requires_grad_()}));
+  CHECK(gradcheck([](const Tensors& in) { return einsum("...ij,...jk->...ik", {in[0], in[1]}); },
+                  {seq({2, 1, 3, 2}).requires_grad_(), seq({3, 2, 2}, 0.2).requires_grad_()}));
+  check_error([] { einsum("...i...->i", {seq({2, 3, 4})}); }, "einsum: found '.' for operand 0 for which an ellipsis was already found");
+  check_error([] { einsum("ijk...->i", {seq({2, 3})}); },
+              "einsum: the number of subscripts in the equation (3) is more than the number of dimensions (2) for operand 0");
+  check_error([] { einsum("ij,jk->ik", {seq({3, 4, 1}), seq({4, 2})}); },
+              "einsum: the number of subscripts in the equation (2) does not match the number of dimensions (3) for operand 0 and no ellipsis was given");
+  check_error([] { einsum("ij->", {}); }, "einsum: must provide at least one operand");
+}
+
 TEST_CASE("random tensor ops in script: multinomial, bernoulli, rand_like, randn_like from kiln's generator") {
   const char* src = "import torch\nfrom torch import Tensor\nfrom typing import Tuple\n\n\n"
                     "def f(p: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:\n"
