@@ -817,6 +817,36 @@ Val<B> leaky_relu(B& b, Val<B> x, double negative_slope) {
   return b.op(OpId::Where, {b.op(OpId::Gt, {x, b.scalar(0.0)}), x, b.op(OpId::Mul, {x, b.scalar(negative_slope)})});
 }
 
+// F.prelu: x > 0 ? x : weight * x, with one weight or one per channel (dim 1). Channels are moved last so
+// the weight broadcasts over any rank, which a script graph may not know; x == 0 takes the scaled branch, so
+// the weight's gradient there is x * g = 0 and x's is weight * g, as torch's. `slopes` (nn.PReLU's
+// num_parameters) stands for the weight's size where its shape is not known now.
+template <class B>
+Val<B> prelu(B& b, Val<B> x, Val<B> weight, std::optional<int64_t> slopes = std::nullopt) {
+  std::optional<Shape> ws = b.shape(weight);
+  if (ws && ws->size() <= 1) slopes = numel_of(*ws);
+  if (ws && ws->size() > 1)
+    b.fail(fmt::format("prelu: Expected `weight` to be a scalar or 1D tensor, but got ndim = {}", ws->size()));
+  auto scaled = [&](Val<B> v, Val<B> w) {
+    return b.op(OpId::Where, {b.op(OpId::Gt, {v, b.scalar(0.0)}), v, b.op(OpId::Mul, {v, w})});
+  };
+  std::optional<Shape> xs = b.shape(x);
+  std::optional<int64_t> rank = b.rank(x);
+  const int64_t channels = xs ? (xs->size() >= 2 ? (*xs)[1] : 1) : -1;
+  if (slopes && *slopes != 1 && (channels >= 0 || (rank && *rank < 2)) && *slopes != std::max<int64_t>(channels, 1))
+    b.fail(fmt::format("prelu: Mismatch of parameter numbers and input channel size. Found parameter numbers = {} and "
+                       "channel size = {}", *slopes, std::max<int64_t>(channels, 1)));
+  // one slope (or an input with no channel dim, where torch wants one): a 0-d weight broadcasts anywhere
+  if ((slopes && *slopes == 1) || (rank && *rank < 2))
+    return scaled(x, b.op(OpId::Reshape, {weight}, Attrs().set("shape", Shape{})));
+  if (!rank)
+    b.check_rank(x, {2, 3, 4, 5, 6, 7, 8}, [](const std::optional<Shape>& s) {
+      return fmt::format("prelu: kiln script needs an input of 2 or more dims unless the weight is known to hold one "
+                         "slope when lowering, got input of shape {}", s ? shape_str(*s) : "?");
+    });
+  return b.transpose(scaled(b.transpose(x, 1, -1), weight), 1, -1);
+}
+
 // torch's elu(x, alpha, scale, input_scale): scale * (x > 0 ? x : alpha * (exp(x * input_scale) - 1)), which
 // is ELU, SELU and CELU. The exp reads min(x, 0); x == 0 takes the linear branch, whose gradient (1) is the
 // one torch gives there.
