@@ -443,9 +443,11 @@ Val<B> conv_transpose2d(B& b, Val<B> x_in, Val<B> weight_in, Val<B> bias_in, con
       b.fail(fmt::format("conv_transpose2d: output padding must be smaller than either stride or dilation, but got "
                          "output_padding_height: {} output_padding_width: {} stride_height: {} stride_width: {} "
                          "dilation_height: {} dilation_width: {}", op[0], op[1], s[0], s[1], d[0], d[1]));
-    else if (op[size_t(i)] >= s[size_t(i)])
-      b.fail(fmt::format("conv_transpose2d: output_padding {} not smaller than stride {} is not supported", shape_str(op),
-                         shape_str(s)));
+  // output_padding at or past the stride (below the dilation, which torch allows) asks for rows past those a
+  // convolution over the output maps back onto the input's, which the row cannot make: then the row makes
+  // the whole uncropped output (no padding) and `pad` crops `padding` from its start and slices or
+  // zero-pads its end to torch's size, before the bias as in torch
+  const bool uncropped = op[0] >= s[0] || op[1] >= s[1];
   // checked now where the shapes are known; in a script graph the row checks them as it runs (no branch
   // in the graph, so its backward compiles whole)
   std::optional<Shape> xs = b.shape(x), ws = b.shape(weight);
@@ -466,8 +468,10 @@ Val<B> conv_transpose2d(B& b, Val<B> x_in, Val<B> weight_in, Val<B> bias_in, con
                          "elements, but got bias of size {} instead", shape_str(*ws), (*ws)[1] * groups, sh ? shape_str(*sh) : "?");
     });
   Attrs a = Attrs().set("stride", s).set("padding", p).set("dilation", d).set("groups", groups);
-  if (op[0] || op[1]) a.set("output_padding", op);
+  if (uncropped) a.set("padding", Shape{0, 0});
+  else if (op[0] || op[1]) a.set("output_padding", op);
   Val<B> y = b.op(OpId::Conv2dBackwardInput, {x, weight}, a);
+  if (uncropped) y = pad(b, y, {-p[1], op[1] - p[1], -p[0], op[0] - p[0]}, "constant", 0.0);
   if (!present(bias)) return y;
   return b.op(OpId::Add, {y, b.op(OpId::Reshape, {bias}, Attrs().set("shape", Shape{-1, 1, 1}))});
 }
@@ -811,6 +815,36 @@ Val<B> embedding_bag(B& b, Val<B> weight, Val<B> input, Val<B> offsets, const st
 template <class B>
 Val<B> leaky_relu(B& b, Val<B> x, double negative_slope) {
   return b.op(OpId::Where, {b.op(OpId::Gt, {x, b.scalar(0.0)}), x, b.op(OpId::Mul, {x, b.scalar(negative_slope)})});
+}
+
+// F.prelu: x > 0 ? x : weight * x, with one weight or one per channel (dim 1). Channels are moved last so
+// the weight broadcasts over any rank, which a script graph may not know; x == 0 takes the scaled branch, so
+// the weight's gradient there is x * g = 0 and x's is weight * g, as torch's. `slopes` (nn.PReLU's
+// num_parameters) stands for the weight's size where its shape is not known now.
+template <class B>
+Val<B> prelu(B& b, Val<B> x, Val<B> weight, std::optional<int64_t> slopes = std::nullopt) {
+  std::optional<Shape> ws = b.shape(weight);
+  if (ws && ws->size() <= 1) slopes = numel_of(*ws);
+  if (ws && ws->size() > 1)
+    b.fail(fmt::format("prelu: Expected `weight` to be a scalar or 1D tensor, but got ndim = {}", ws->size()));
+  auto scaled = [&](Val<B> v, Val<B> w) {
+    return b.op(OpId::Where, {b.op(OpId::Gt, {v, b.scalar(0.0)}), v, b.op(OpId::Mul, {v, w})});
+  };
+  std::optional<Shape> xs = b.shape(x);
+  std::optional<int64_t> rank = b.rank(x);
+  const int64_t channels = xs ? (xs->size() >= 2 ? (*xs)[1] : 1) : -1;
+  if (slopes && *slopes != 1 && (channels >= 0 || (rank && *rank < 2)) && *slopes != std::max<int64_t>(channels, 1))
+    b.fail(fmt::format("prelu: Mismatch of parameter numbers and input channel size. Found parameter numbers = {} and "
+                       "channel size = {}", *slopes, std::max<int64_t>(channels, 1)));
+  // one slope (or an input with no channel dim, where torch wants one): a 0-d weight broadcasts anywhere
+  if ((slopes && *slopes == 1) || (rank && *rank < 2))
+    return scaled(x, b.op(OpId::Reshape, {weight}, Attrs().set("shape", Shape{})));
+  if (!rank)
+    b.check_rank(x, {2, 3, 4, 5, 6, 7, 8}, [](const std::optional<Shape>& s) {
+      return fmt::format("prelu: kiln script needs an input of 2 or more dims unless the weight is known to hold one "
+                         "slope when lowering, got input of shape {}", s ? shape_str(*s) : "?");
+    });
+  return b.transpose(scaled(b.transpose(x, 1, -1), weight), 1, -1);
 }
 
 // torch's elu(x, alpha, scale, input_scale): scale * (x > 0 ? x : alpha * (exp(x * input_scale) - 1)), which

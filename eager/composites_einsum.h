@@ -1,8 +1,11 @@
 #pragma once
-// torch.einsum for one or two operands, lowered to permute, sum, reshape and one matmul: the indices of a
-// pair split into batch (both operands and the output), contracted (both, not the output), left-only and
-// right-only; each operand is permuted to (batch, free, contracted) / (batch, contracted, free), the groups
-// merged to one dim each, multiplied, and the result split and permuted to the output's order. Where no
+// torch.einsum, lowered to permute, sum, reshape and one matmul per pair of operands: three or more are
+// contracted left to right, each intermediate keeping the indices the output or a later operand still
+// needs. The indices of a pair split into batch (both operands and the output), contracted (both, not the
+// output), left-only and right-only; each operand is permuted to (batch, free, contracted) / (batch,
+// contracted, free), the groups merged to one dim each, multiplied, and the result split and permuted to the
+// output's order. '...' stands for an operand's leading or middle dims beyond its letters, aligned from the
+// right across operands as torch broadcasts them, and needs each operand's rank when lowering. Where no
 // shape is known when lowering (a script graph), each of the three groups may hold at most one index (the
 // contractions model code writes: 'bhid,bhjd->bhij', 'bij,bjk->bik', 'ij,jk->ik', 'i,j->ij').
 #include <algorithm>
@@ -25,7 +28,12 @@ struct EinsumSpec {
   std::string output;
 };
 
-inline EinsumSpec parse_einsum(const std::string& eq, size_t n_operands, const std::function<void(const std::string&)>& fail) {
+// An ellipsis becomes one placeholder subscript per dim it covers ('0' + position, counted so that the last
+// dims of every operand's ellipsis share placeholders, as torch broadcasts them); ranks[k] is operand k's
+// rank where known.
+inline EinsumSpec parse_einsum(const std::string& eq, const std::vector<std::optional<int64_t>>& ranks,
+                               const std::function<void(const std::string&)>& fail) {
+  const size_t n_operands = ranks.size();
   std::string s;
   for (char c : eq)
     if (c != ' ') s += c;
@@ -39,31 +47,73 @@ inline EinsumSpec parse_einsum(const std::string& eq, size_t n_operands, const s
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
-  if (s.find("...") != std::string::npos) fail("einsum: ellipsis ('...') is not supported");
-  for (const std::string& in : spec.inputs)
-    for (char c : in)
-      if (!std::isalpha(static_cast<unsigned char>(c))) fail(fmt::format("einsum: invalid subscript '{}' in the equation", c));
   if (spec.inputs.size() != n_operands)
     fail(fmt::format("einsum: the equation has {} operand subscripts but {} operands were given", spec.inputs.size(), n_operands));
+  auto letters_of = [&](const std::string& sub, std::optional<size_t> operand) {
+    const size_t dots = sub.find("...");
+    if (dots != std::string::npos && sub.find('.', dots + 3) != std::string::npos)
+      fail(operand ? fmt::format("einsum: found '.' for operand {} for which an ellipsis was already found", *operand)
+                   : std::string("einsum: found '.' for output but an ellipsis (...) was already found"));
+    std::string rest = dots == std::string::npos ? sub : sub.substr(0, dots) + sub.substr(dots + 3);
+    for (char c : rest)
+      if (!std::isalpha(static_cast<unsigned char>(c)))
+        fail(fmt::format("einsum: invalid subscript '{}' in the equation", c == '.' ? std::string("...") : std::string(1, c)));
+    return dots;
+  };
+  // each operand's ellipsis width, from its rank
+  int64_t width = 0;
+  std::vector<int64_t> widths(n_operands, 0);
+  bool any_ellipsis = false;
+  for (size_t k = 0; k < n_operands; ++k) {
+    const size_t dots = letters_of(spec.inputs[k], k);
+    const int64_t letters = int64_t(spec.inputs[k].size()) - (dots == std::string::npos ? 0 : 3);
+    if (dots == std::string::npos) {
+      if (ranks[k] && *ranks[k] != letters)
+        fail(fmt::format("einsum: the number of subscripts in the equation ({}) does not match the number of dimensions "
+                         "({}) for operand {} and no ellipsis was given", letters, *ranks[k], k));
+      continue;
+    }
+    any_ellipsis = true;
+    if (!ranks[k]) fail("einsum: an ellipsis ('...') needs each operand's rank when the graph is lowered");
+    if (*ranks[k] < letters)
+      fail(fmt::format("einsum: the number of subscripts in the equation ({}) is more than the number of dimensions ({}) for "
+                       "operand {}", letters, *ranks[k], k));
+    widths[k] = *ranks[k] - letters;
+    width = std::max(width, widths[k]);
+  }
+  auto placeholders = [](int64_t from, int64_t to) {
+    std::string p;
+    for (int64_t i = from; i < to; ++i) p += char('0' + i);
+    return p;
+  };
+  for (size_t k = 0; k < n_operands; ++k)
+    if (size_t dots = spec.inputs[k].find("..."); dots != std::string::npos)
+      spec.inputs[k].replace(dots, 3, placeholders(width - widths[k], width));
   if (arrow != std::string::npos) {
     spec.output = s.substr(arrow + 2);
-  } else {  // implicit output: the indices seen once, in alphabetical order
+    const size_t dots = letters_of(spec.output, std::nullopt);
+    if (dots != std::string::npos) spec.output.replace(dots, 3, placeholders(0, width));
+  } else {  // implicit output: the ellipsis' dims, then the indices seen once, in alphabetical order
     std::string all;
     for (const std::string& in : spec.inputs) all += in;
     std::string once;
     for (char c : all)
-      if (std::count(all.begin(), all.end(), c) == 1) once += c;
+      if (std::isalpha(static_cast<unsigned char>(c)) && std::count(all.begin(), all.end(), c) == 1) once += c;
     std::sort(once.begin(), once.end());
-    spec.output = once;
+    spec.output = (any_ellipsis ? placeholders(0, width) : std::string()) + once;
   }
   for (const std::string& in : spec.inputs)
     for (size_t i = 0; i < in.size(); ++i)
       if (in.find(in[i], i + 1) != std::string::npos)
         fail(fmt::format("einsum: repeated subscript '{}' within an operand (a diagonal) is not supported", in[i]));
-  for (char c : spec.output) {
+  for (size_t i = 0; i < spec.output.size(); ++i) {
+    const char c = spec.output[i];
+    if (spec.output.find(c, i + 1) != std::string::npos)
+      fail(fmt::format("einsum: output subscript {} appears more than once in the output", c));
     bool found = false;
     for (const std::string& in : spec.inputs) found = found || in.find(c) != std::string::npos;
-    if (!found) fail(fmt::format("einsum: output subscript '{}' does not appear in the equation for any input operand", c));
+    if (!found && std::isalpha(static_cast<unsigned char>(c)))
+      fail(fmt::format("einsum: output subscript '{}' does not appear in the equation for any input operand", c));
   }
   return spec;
 }
@@ -93,24 +143,12 @@ Val<B> einsum_sum_private(B& b, Val<B> x, std::string& sub, const std::string& o
   return b.op(OpId::Sum, {x}, Attrs().set("dims", dims).set("keepdim", false));
 }
 
+// two operands (subscripts sa, sb) contracted to the subscripts `out`
 template <class B>
-Val<B> einsum(B& b, const std::string& equation, const std::vector<Val<B>>& ops) {
-  auto fail = [&](const std::string& m) { b.fail(m); };
-  if (ops.empty() || ops.size() > 2) b.fail(fmt::format("einsum: kiln takes one or two operands, got {}", ops.size()));
-  detail::EinsumSpec spec = detail::parse_einsum(equation, ops.size(), fail);
-  for (size_t k = 0; k < ops.size(); ++k)
-    if (std::optional<int64_t> r = b.rank(ops[k]); r && *r != int64_t(spec.inputs[k].size()))
-      b.fail(fmt::format("einsum: the number of subscripts in the equation ({}) does not match the number of dimensions ({}) "
-                         "for operand {}", spec.inputs[k].size(), *r, k));
-  const std::string& out = spec.output;
-  if (ops.size() == 1) {
-    std::string sub = spec.inputs[0];
-    Val<B> x = einsum_sum_private(b, ops[0], sub, "", out);
-    return einsum_permute(b, x, sub, out);
-  }
-  std::string sa = spec.inputs[0], sb = spec.inputs[1];
-  Val<B> a = einsum_sum_private(b, ops[0], sa, sb, out);
-  Val<B> c = einsum_sum_private(b, ops[1], sb, sa, out);
+Val<B> einsum_pair(B& b, const std::string& equation, Val<B> x, std::string sa, Val<B> z, std::string sb,
+                   const std::string& out) {
+  Val<B> a = einsum_sum_private(b, x, sa, sb, out);
+  Val<B> c = einsum_sum_private(b, z, sb, sa, out);
   std::string batch, left, right, contract;
   for (char ch : sa) {
     const bool in_b = sb.find(ch) != std::string::npos, in_out = out.find(ch) != std::string::npos;
@@ -159,6 +197,36 @@ Val<B> einsum(B& b, const std::string& equation, const std::vector<Val<B>>& ops)
     have += left + right;
   }
   return einsum_permute(b, y, have, out);
+}
+
+
+template <class B>
+Val<B> einsum(B& b, const std::string& equation, const std::vector<Val<B>>& ops) {
+  auto fail = [&](const std::string& m) { b.fail(m); };
+  if (ops.empty()) b.fail("einsum: must provide at least one operand");
+  std::vector<std::optional<int64_t>> ranks;
+  for (const Val<B>& v : ops) ranks.push_back(b.rank(v));
+  detail::EinsumSpec spec = detail::parse_einsum(equation, ranks, fail);
+  const std::string& out = spec.output;
+  if (ops.size() == 1) {
+    std::string sub = spec.inputs[0];
+    Val<B> x = einsum_sum_private(b, ops[0], sub, "", out);
+    return einsum_permute(b, x, sub, out);
+  }
+  // left to right: each intermediate keeps the indices the output or a later operand reads
+  Val<B> acc = ops[0];
+  std::string sacc = spec.inputs[0];
+  for (size_t k = 1; k < ops.size(); ++k) {
+    if (k + 1 == ops.size()) return einsum_pair(b, equation, acc, sacc, ops[k], spec.inputs[k], out);
+    std::string later = out;
+    for (size_t j = k + 1; j < ops.size(); ++j) later += spec.inputs[j];
+    std::string keep;
+    for (char c : sacc + spec.inputs[k])
+      if (later.find(c) != std::string::npos && keep.find(c) == std::string::npos) keep += c;
+    acc = einsum_pair(b, equation, acc, sacc, ops[k], spec.inputs[k], keep);
+    sacc = keep;
+  }
+  return acc;
 }
 
 }  // namespace kiln::composite

@@ -126,6 +126,11 @@ Tensor leaky_relu(const Tensor& x, double negative_slope) {
   return composite::leaky_relu(b, x, negative_slope);
 }
 
+Tensor prelu(const Tensor& x, const Tensor& weight) {
+  EagerBuilder b;
+  return composite::prelu(b, x, weight);
+}
+
 Tensor elu(const Tensor& x, double alpha) {
   EagerBuilder b;
   return composite::elu(b, x, alpha);

@@ -235,6 +235,8 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
                                     double dropout_p = 0.0, bool is_causal = false, std::optional<double> scale = std::nullopt);
 // Activations (silu is an op row). torch's inplace=True is not offered: these always return a new tensor.
 Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+// F.prelu: weight holds one slope, or one per channel (x's dim 1)
+Tensor prelu(const Tensor& x, const Tensor& weight);
 Tensor elu(const Tensor& x, double alpha = 1.0);
 Tensor selu(const Tensor& x);
 Tensor celu(const Tensor& x, double alpha = 1.0);

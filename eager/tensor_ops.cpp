@@ -163,6 +163,39 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t
   return composite::repeat_interleave(b, x, repeats, dim);
 }
 
+static std::vector<int64_t> repeat_counts(const Tensor& repeats) {
+  if (!is_integral(repeats.dtype()))
+    fail("repeat_interleave: repeats has to be Long or Int tensor, got {}", dtype_name(repeats.dtype()));
+  Tensor r = repeats.detach().to(DType::Int64).host_contiguous();
+  const int64_t* p = r.data_ptr<int64_t>();
+  std::vector<int64_t> counts(p, p + r.numel());
+  for (int64_t c : counts)
+    if (c < 0) fail("repeat_interleave: repeats can not be negative");
+  return counts;
+}
+
+Tensor repeat_interleave(const Tensor& repeats) {
+  if (repeats.dim() != 1) fail("repeat_interleave: repeat_interleave only accept 1D vector as repeat");
+  std::vector<int64_t> index;
+  const std::vector<int64_t> counts = repeat_counts(repeats);
+  for (size_t i = 0; i < counts.size(); ++i) index.insert(index.end(), size_t(counts[i]), int64_t(i));
+  return tensor(index, {int64_t(index.size())}).to(repeats.device());
+}
+
+// index_select with the repeated indices: its gradient sums each copy's back onto its element, as torch's
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim) {
+  if (repeats.dim() > 1) fail("repeat_interleave: repeats must be 0-dim or 1-dim tensor");
+  if (!dim) return repeat_interleave(x.reshape({-1}), repeats, int64_t(0));
+  const int64_t d = wrap_dim("repeat_interleave", *dim, x.dim());
+  const int64_t n = x.size(d);
+  std::vector<int64_t> counts = repeat_counts(repeats);
+  if (counts.size() == 1) counts.assign(size_t(n), counts[0]);
+  if (int64_t(counts.size()) != n)
+    fail("repeat_interleave: repeats must have the same size as input along dim, but got repeats.size(0) = {} and "
+         "input.size({}) = {}", counts.size(), d, n);
+  return index_select(x, d, repeat_interleave(tensor(counts, {n})).to(x.device()));
+}
+
 Tensor one_hot(const Tensor& x, int64_t num_classes) {
   if (num_classes == -1) num_classes = x.numel() == 0 ? 0 : int64_t(amax(x).item<int64_t>()) + 1;
   if (x.dtype() == DType::Int64 && x.numel() > 0 && amin(x).item<int64_t>() < 0) fail("one_hot: class values must be non-negative");

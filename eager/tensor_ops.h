@@ -13,6 +13,11 @@ Tensor flip(const Tensor& x, const Shape& dims);
 // without dims: over the flattened tensor, the shape kept
 Tensor roll(const Tensor& x, const Shape& shifts, const Shape& dims = {});
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, std::optional<int64_t> dim = std::nullopt);
+// a count per element along dim (or one for all), an integer tensor: the result's size is the counts' sum,
+// read now, so this is eager only (a script graph would need a size known when it runs)
+Tensor repeat_interleave(const Tensor& x, const Tensor& repeats, std::optional<int64_t> dim = std::nullopt);
+// torch.repeat_interleave(repeats): each index i repeats[i] times, int64 (the index the one above selects)
+Tensor repeat_interleave(const Tensor& repeats);
 // int64 (..., num_classes); -1: the input's max + 1
 Tensor one_hot(const Tensor& x, int64_t num_classes = -1);
 // F.pad: (left, right) of the last dim, then of the one before, ...; modes constant, reflect, replicate
@@ -27,7 +32,7 @@ Tensor normalize(const Tensor& x, double p = 2.0, int64_t dim = 1, double eps = 
 Tensor addmm(const Tensor& input, const Tensor& m1, const Tensor& m2, double beta = 1.0, double alpha = 1.0);
 Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, double beta = 1.0, double alpha = 1.0);
 Tensor bernoulli(const Tensor& p);
-// torch.einsum of one or two operands ('bhid,bhjd->bhij', 'ij,jk->ik', 'i,j->ij', 'ij->ji', 'ij->i')
+// torch.einsum of any number of operands, with '...' ('bhid,bhjd->bhij', 'ij,jk,kl->il', '...ij,...jk->...ik')
 Tensor einsum(const std::string& equation, const Tensors& operands);  // 1 with probability p, in p's dtype, from kiln's generator
 Tensor where(const Tensor& cond, Scalar a, Scalar b);  // torch's dtype of two Python numbers
 Tensor clamp(const Tensor& x, const Tensor& min, const Tensor& max);  // tensor bounds, broadcast; undefined: none

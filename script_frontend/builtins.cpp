@@ -831,6 +831,10 @@ std::vector<Builtin> make_builtins() {
       return inverse ? composite::pixel_unshuffle(lb, x, r) : composite::pixel_shuffle(lb, x, r);
     });
   }
+  add("prelu", kFn | kF, {"input", "weight"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+    LoweringBuilder lb(L);
+    return composite::prelu(lb, L.tensor_arg(a[0], "input"), L.tensor_arg(a[1], "weight"));
+  });
   add("group_norm", kFn | kF, {"input", "num_groups", "weight", "bias", "eps"}, 2, [given](Lowerer& L, Args& a, const Expr&) {
     Value* w = given(a[2]) ? L.tensor_arg(a[2], "weight") : nullptr;
     Value* bias = given(a[3]) ? L.tensor_arg(a[3], "bias") : nullptr;

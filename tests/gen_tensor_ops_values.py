@@ -61,3 +61,21 @@ show("vector_norm(c, inf, dim=0)", torch.linalg.vector_norm(c, float("inf"), dim
 show("normalize(c, dim=1)", torch.nn.functional.normalize(c, dim=1))
 show("addmm(seq(2,2), seq(2,3), seq(3,2), beta=0.5, alpha=2)", torch.addmm(seq((2, 2)), seq((2, 3)), seq((3, 2)), beta=0.5, alpha=2.0))
 show("where(c > 0, 1.0, 0.0) dtype", torch.where(c > 0, 1.0, 0.0))
+
+print("// ---- cumprod over zeros ----")
+z = torch.tensor([[2.0, 0.0, 3.0, 0.0, 5.0], [0.5, 1.5, -2.0, 4.0, 0.0], [0.0, 1.0, 2.0, 3.0, 4.0]], dtype=torch.float64)
+gz = seq((3, 5), 0.4, 0.3)
+for d in (1, 0):
+    zr = z.clone().requires_grad_()
+    torch.cumprod(zr, d).backward(gz)
+    show(f"grad of cumprod(z, {d}) against seq(3, 5, 0.4, 0.3)", zr.grad)
+
+print("// ---- repeat_interleave with a tensor of counts ----")
+r = seq((2, 3)).requires_grad_()
+y = torch.repeat_interleave(r, torch.tensor([1, 0, 3]), dim=1)
+show("repeat_interleave(seq(2, 3), [1, 0, 3], dim=1)", y)
+(y * seq(tuple(y.shape), 0.2, 0.5)).sum().backward()
+show("  grad against seq(y.shape, 0.2, 0.5)", r.grad)
+show("repeat_interleave(seq(2, 3), [2, 1], dim=-2)", torch.repeat_interleave(seq((2, 3)), torch.tensor([2, 1]), dim=-2))
+show("repeat_interleave(seq(2, 3), tensor(2))", torch.repeat_interleave(seq((2, 3)), torch.tensor(2)))
+show("repeat_interleave([2, 0, 1])", torch.repeat_interleave(torch.tensor([2, 0, 1])))

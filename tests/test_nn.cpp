@@ -41,6 +41,36 @@ TEST_CASE("nn: state_dict names follow torch") {
   check_error([&] { m->load_state_dict({{"0.weight", zeros({4, 4})}}, false); }, "size mismatch for '0.weight'");
 }
 
+TEST_CASE("nn: ModuleList holds modules under torch's names, indexes and iterates as torch, has no forward") {
+  auto l0 = std::make_shared<nn::Linear>(2, 3), l2 = std::make_shared<nn::Linear>(3, 1);
+  nn::ModuleList list({l0, std::make_shared<nn::ReLU>()});
+  list.append(l2);
+  CHECK(list.size() == 3);
+  std::vector<std::string> names;
+  for (auto& [n, t] : list.state_dict()) names.push_back(n);
+  CHECK(names == std::vector<std::string>{"0.bias", "0.weight", "2.bias", "2.weight"});
+  CHECK(list.parameters().size() == 4);
+  CHECK(&list[-1] == l2.get());
+  CHECK(&list[0] == l0.get());
+  CHECK(list.ptr(-3) == l0);
+  std::vector<std::string> kinds;
+  for (const auto& m : list) kinds.push_back(m->name());
+  CHECK(kinds == std::vector<std::string>{"Linear", "ReLU", "Linear"});
+  // the modules called one by one, as a torch model's forward does over its list
+  Tensor h = randn({4, 2});
+  for (const auto& m : list) h = (*m)(h);
+  CHECK(h.sizes() == Shape{4, 1});
+  nn::ModuleList more;
+  more.push_back(l0);
+  more.extend({std::make_shared<nn::Tanh>(), l2});
+  CHECK(more.state_dict().count("2.weight") == 1);
+  list.eval();
+  CHECK(!list[0].is_training());
+  check_error([&] { list[3]; }, "ModuleList: index 3 is out of range");
+  check_error([&] { list[-4]; }, "ModuleList: index -4 is out of range");
+  check_error([&] { list(randn({4, 2})); }, "Module [ModuleList] is missing the required \"forward\" function");
+}
+
 TEST_CASE("nn: save and load as safetensors") {
   auto m = small_mlp();
   std::string path = "/tmp/kiln_test_nn_state.safetensors";

@@ -146,8 +146,11 @@ class Net(nn.Module):
   // torch: nn.init.calculate_gain("leaky_relu", 0.2) == sqrt(2 / (1 + 0.2 ** 2))
   check_close((*net)(x), tensor({0.0, 2.0 * std::sqrt(2.0 / 1.04)}, {2}), 1e-6, 1e-6);
   check_error([&] { file.module("Net", {"Relu"}); }, "m7.py:12:20: error: module 'torch.nn' has no attribute 'Relu'");
+  // a registered layer found by name: nn.PReLU() with its one slope 0.25
+  check_close((*file.module("Net", {"PReLU"}))(x), tensor({-0.25 * std::sqrt(2.0 / 1.04), 2.0 * std::sqrt(2.0 / 1.04)}, {2}),
+              1e-6, 1e-6);
   // a class torch.nn has and kiln lacks fails where it is built, naming it
-  check_error([&] { file.module("Net", {"PReLU"}); }, "m7.py:12:20: error: nn.PReLU is not supported in kiln script");
+  check_error([&] { file.module("Net", {"RReLU"}); }, "m7.py:12:20: error: nn.RReLU is not supported in kiln script");
 }
 
 TEST_CASE("script values: try / except / else / finally in __init__ as Python runs them") {

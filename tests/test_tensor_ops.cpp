@@ -316,6 +316,53 @@ TEST_CASE("one_hot, pad, cumsum, cumprod: values and dtypes as torch, gradients,
   CHECK(gradcheck([](const Tensors& in) { return cumprod(in[0], 1); }, {add(seq({2, 3}), 2.0).requires_grad_()}));
 }
 
+TEST_CASE("repeat_interleave with a tensor of counts: values, gradient and errors as torch's") {
+  auto counts = [](std::vector<int64_t> v, Shape s) { return tensor(v, s); };
+  Tensor r = seq({2, 3}).requires_grad_();
+  Tensor y = repeat_interleave(r, counts({1, 0, 3}, {3}), 1);
+  check_close(y, f64({0.09983341664682815, 0.644217687237691, 0.644217687237691, 0.644217687237691, 0.8414709848078964,
+                      0.9995736030415051, 0.9995736030415051, 0.9995736030415051}, {2, 4}));
+  sum(mul(y, seq({2, 4}, 0.2, 0.5))).backward();
+  check_close(r.grad(), f64({0.479425538604203, 0.0, 2.3187519569266097, 0.963558185417193, 0.0, 2.9354598847439375}, {2, 3}));
+  check_close(repeat_interleave(seq({2, 3}), counts({2, 1}, {2}), -2),
+              f64({0.09983341664682815, 0.3894183423086505, 0.644217687237691, 0.09983341664682815, 0.3894183423086505,
+                   0.644217687237691, 0.8414709848078964, 0.963558185417193, 0.9995736030415051}, {3, 3}));
+  check_close(repeat_interleave(seq({2, 3}), counts({2}, {})), repeat_interleave(seq({2, 3}), 2));
+  check_close(repeat_interleave(seq({2, 3}), counts({2}, {1}), 1), repeat_interleave(seq({2, 3}), 2, 1));
+  Tensor idx = repeat_interleave(counts({2, 0, 1}, {3}));
+  CHECK(idx.dtype() == DType::Int64);
+  CHECK(values(idx) == std::vector<double>{0, 0, 2});
+  CHECK(gradcheck([](const Tensors& in) { return repeat_interleave(in[0], tensor(std::vector<int64_t>{3, 1}, {2}), 0); },
+                  {seq({2, 3}).requires_grad_()}));
+  check_error([] { repeat_interleave(seq({2, 3}), tensor(std::vector<int64_t>{1, 2}, {2}), 1); },
+              "repeat_interleave: repeats must have the same size as input along dim, but got repeats.size(0) = 2 and input.size(1) = 3");
+  check_error([] { repeat_interleave(seq({2, 3}), tensor(std::vector<int64_t>{1, 2}, {1, 2}), 0); },
+              "repeat_interleave: repeats must be 0-dim or 1-dim tensor");
+  check_error([] { repeat_interleave(seq({2, 3}), tensor(std::vector<int64_t>{1, -2}, {2}), 0); },
+              "repeat_interleave: repeats can not be negative");
+  check_error([] { repeat_interleave(seq({2, 3}), seq({2}), 0); }, "repeat_interleave: repeats has to be Long or Int tensor");
+  check_error([] { repeat_interleave(tensor(std::vector<int64_t>{2}, {1, 1})); },
+              "repeat_interleave: repeat_interleave only accept 1D vector as repeat");
+}
+
+TEST_CASE("cumprod's gradient over zeros: finite and as torch's") {
+  Tensor z = f64({2.0, 0.0, 3.0, 0.0, 5.0, 0.5, 1.5, -2.0, 4.0, 0.0, 0.0, 1.0, 2.0, 3.0, 4.0}, {3, 5});
+  Tensor gz = seq({3, 5}, 0.4, 0.3);
+  Tensor z1 = z.detach().requires_grad_();
+  sum(mul(cumprod(z1, 1), gz)).backward();
+  check_close(z1.grad(), f64({0.29552020666133955, 6.6356795348439945, 0.0, 0.0, 0.0, 5.471431777503032, 1.5752421884421037,
+                              -1.0211641862438916, 0.5261748415344297, 4.126596955103842, -16.974000468317033, 0.0, 0.0, 0.0,
+                              0.0}, {3, 5}));
+  Tensor z0 = z.detach().requires_grad_();
+  sum(mul(cumprod(z0, 0), gz)).backward();
+  check_close(z0.grad(), f64({0.6683728127496997, -0.21459737875771578, 4.511304764505783, -8.872121830999127, 0.9463000876874144,
+                              1.4914104243534405, 0.0, -5.4301461066665215, 0.0, -10.916364092524589, -0.9161659367494549, 0.0,
+                              5.554888093966393, 0.0, 0.0}, {3, 5}));
+  // one zero per row, away from the ends: the derivative is a polynomial there, so finite differences agree
+  Tensor w = f64({1.5, 0.0, -2.0, 0.7, 0.0, 1.2, 0.9, 1.1}, {2, 4}).requires_grad_();
+  CHECK(gradcheck([](const Tensors& in) { return cumprod(in[0], 1); }, {w}));
+}
+
 TEST_CASE("norms, normalize, addmm, baddbmm, bernoulli, where of numbers, clamp with tensor bounds") {
   Tensor c = seq({2, 4}, 0.9, 0.4);
   check_close(norm(c), scalar_tensor(1.911336758602328, DType::Float64));
@@ -363,6 +410,38 @@ TEST_CASE("einsum: the contractions model code writes, equal to matmul forms, gr
   check_error([] { einsum("ij,jk->ik", {seq({3, 4, 1}), seq({4, 2})}); },
               "einsum: the number of subscripts in the equation (2) does not match the number of dimensions (3) for operand 0");
   check_error([] { einsum("ii->i", {seq({3, 3})}); }, "einsum: repeated subscript 'i' within an operand");
+}
+
+TEST_CASE("einsum: three or more operands and '...' as torch, gradients, errors") {
+  Tensor a = seq({3, 4}), b = seq({4, 2}, 0.2), c = seq({2, 5}, 0.7, 0.3);
+  check_close(einsum("ij,jk,kl->il", {a, b, c}), matmul(matmul(a, b), c));
+  check_close(einsum("ij,jk,kl", {a, b, c}), matmul(matmul(a, b), c));  // implicit output
+  Tensor u = seq({4}), v = seq({4}, 0.2), w = seq({4}, 0.7, 0.3);
+  check_close(einsum("i,i,i->", {u, v, w}), sum(mul(mul(u, v), w)));
+  // an index shared by the first and the last operand only stays through the intermediate
+  check_close(einsum("bi,bj,bk->bijk", {seq({2, 3}), seq({2, 2}, 0.2), seq({2, 4}, 0.7)}),
+              mul(mul(seq({2, 3}).reshape({2, 3, 1, 1}), seq({2, 2}, 0.2).reshape({2, 1, 2, 1})), seq({2, 4}, 0.7).reshape({2, 1, 1, 4})));
+  check_close(einsum("ij,jk,kl,lm->im", {a, b, c, seq({5, 3}, 0.1)}), matmul(matmul(matmul(a, b), c), seq({5, 3}, 0.1)));
+  // '...': leading dims broadcast from the right, as matmul's batch dims
+  Tensor x = seq({2, 1, 3, 4}), y = seq({5, 4, 2}, 0.2);
+  check_close(einsum("...ij,...jk->...ik", {x, y}), matmul(x, y));
+  check_close(einsum("...ij,jk", {x, b}), matmul(x, b));  // implicit: the ellipsis' dims first
+  check_close(einsum("a...c,c->a...", {seq({2, 3, 4, 5}), seq({5}, 0.2)}), matmul(seq({2, 3, 4, 5}), seq({5}, 0.2)));
+  check_close(einsum("i...->...", {seq({3, 2, 4})}), sum(seq({3, 2, 4}), {0}));
+  check_close(einsum("...->...", {seq({2, 3})}), seq({2, 3}));
+  // the third operand's '...' (3) broadcasts against the first's size-1 dim: [2, 3, 3]
+  check_close(einsum("...ij,jk,...k->...i", {x, b, seq({3, 2}, 0.4)}),
+              matmul(matmul(x, b), seq({3, 2}, 0.4).t()).reshape({2, 3, 3}).permute({0, 2, 1}));
+  CHECK(gradcheck([](const Tensors& in) { return einsum("ij,jk,kl->il", {in[0], in[1], in[2]}); },
+                  {seq({3, 4}).requires_grad_(), seq({4, 2}, 0.2).requires_grad_(), seq({2, 3}, 0.7).requires_grad_()}));
+  CHECK(gradcheck([](const Tensors& in) { return einsum("...ij,...jk->...ik", {in[0], in[1]}); },
+                  {seq({2, 1, 3, 2}).requires_grad_(), seq({3, 2, 2}, 0.2).requires_grad_()}));
+  check_error([] { einsum("...i...->i", {seq({2, 3, 4})}); }, "einsum: found '.' for operand 0 for which an ellipsis was already found");
+  check_error([] { einsum("ijk...->i", {seq({2, 3})}); },
+              "einsum: the number of subscripts in the equation (3) is more than the number of dimensions (2) for operand 0");
+  check_error([] { einsum("ij,jk->ik", {seq({3, 4, 1}), seq({4, 2})}); },
+              "einsum: the number of subscripts in the equation (2) does not match the number of dimensions (3) for operand 0 and no ellipsis was given");
+  check_error([] { einsum("ij->", {}); }, "einsum: must provide at least one operand");
 }
 
 TEST_CASE("random tensor ops in script: multinomial, bernoulli, rand_like, randn_like from kiln's generator") {

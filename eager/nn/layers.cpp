@@ -160,6 +160,13 @@ Val<B> forward_with(B& b, LogSigmoid&, Val<B> x) { return composite::logsigmoid(
 template <class B>
 Val<B> forward_with(B& b, Softsign&, Val<B> x) { return composite::softsign(b, x); }
 Tensor LeakyReLU::forward(const Tensor& x) { return eager_forward(*this, x); }
+
+PReLU::PReLU(int64_t n, double init) : num_parameters(n) {
+  weight = register_parameter("weight", full({n}, init));
+}
+template <class B>
+Val<B> forward_with(B& b, PReLU& m, Val<B> x) { return composite::prelu(b, x, b.parameter(m.weight, "weight"), m.num_parameters); }
+Tensor PReLU::forward(const Tensor& x) { return eager_forward(*this, x); }
 Tensor ELU::forward(const Tensor& x) { return eager_forward(*this, x); }
 Tensor SELU::forward(const Tensor& x) { return eager_forward(*this, x); }
 Tensor CELU::forward(const Tensor& x) { return eager_forward(*this, x); }
@@ -389,6 +396,24 @@ Tensor Sequential::forward(const Tensor& x) {
   return h;
 }
 
+ModuleList::ModuleList(std::vector<std::shared_ptr<Module>> modules) { extend(modules); }
+ModuleList& ModuleList::append(std::shared_ptr<Module> m) {
+  if (!m) fail("ModuleList.append: expected a module, got none");
+  register_module(std::to_string(modules_.size()), m);
+  modules_.push_back(std::move(m));
+  return *this;
+}
+ModuleList& ModuleList::extend(const std::vector<std::shared_ptr<Module>>& modules) {
+  for (const auto& m : modules) append(m);
+  return *this;
+}
+std::shared_ptr<Module> ModuleList::ptr(int64_t i) const {
+  const int64_t n = int64_t(modules_.size());
+  if (i < -n || i >= n) fail("ModuleList: index {} is out of range", i);
+  return modules_[size_t(i < 0 ? i + n : i)];
+}
+Tensor ModuleList::forward(const Tensor&) { fail("Module [ModuleList] is missing the required \"forward\" function"); }
+
 
 // ---- the registry: torch's constructor arguments, how to build each layer from them, a sample ----
 
@@ -482,6 +507,10 @@ const std::vector<LayerSpec>& layer_registry() {
         "LeakyReLU", {{"negative_slope", 0.01}, {"inplace", false}},
         [](const LayerArgs& a) { return std::make_shared<LeakyReLU>(a.number("negative_slope")); }, {{"negative_slope", 0.2}},
         wide({3, 4}, 10)));
+    r.push_back(layer_spec<PReLU>(
+        "PReLU", {{"num_parameters", 1}, {"init", 0.25}},
+        [](const LayerArgs& a) { return std::make_shared<PReLU>(a.integer("num_parameters"), a.number("init")); },
+        {{"num_parameters", 3}, {"init", 0.1}}, wide({2, 3, 4}, 10)));
     r.push_back(layer_spec<ELU>(
         "ELU", {{"alpha", 1.0}, {"inplace", false}}, [](const LayerArgs& a) { return std::make_shared<ELU>(a.number("alpha")); },
         {{"alpha", 0.5}}, wide({3, 4}, 10)));

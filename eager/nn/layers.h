@@ -116,6 +116,16 @@ KILN_ACTIVATION(Hardswish)
 
 // torch's inplace=True is accepted by the registered constructors and ignored: the activations return a new
 // tensor, which is the same values unless the caller reads the input again.
+// the slopes are a parameter, `weight` [num_parameters], each `init`
+class PReLU : public Module {
+ public:
+  explicit PReLU(int64_t num_parameters = 1, double init = 0.25);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "PReLU"; }
+  int64_t num_parameters;
+  Tensor weight;
+};
+
 class LeakyReLU : public Module {
  public:
   explicit LeakyReLU(double negative_slope = 0.01) : negative_slope(negative_slope) {}
@@ -364,6 +374,28 @@ class Sequential : public Module {
 
  private:
   std::vector<std::shared_ptr<Module>> layers_;
+};
+
+// torch.nn.ModuleList: children named "0", "1", ... in the order appended; indexing takes torch's negative
+// indices. It has no forward: calling it raises torch's error, as the modules are called one by one.
+class ModuleList : public Module {
+ public:
+  ModuleList() = default;
+  explicit ModuleList(std::vector<std::shared_ptr<Module>> modules);
+  ModuleList& append(std::shared_ptr<Module> m);
+  void push_back(std::shared_ptr<Module> m) { append(std::move(m)); }
+  ModuleList& extend(const std::vector<std::shared_ptr<Module>>& modules);
+  Tensor forward(const Tensor& x) override;
+  std::string name() const override { return "ModuleList"; }
+  size_t size() const { return modules_.size(); }
+  bool empty() const { return modules_.empty(); }
+  Module& operator[](int64_t i) const { return *ptr(i); }
+  std::shared_ptr<Module> ptr(int64_t i) const;
+  auto begin() const { return modules_.begin(); }
+  auto end() const { return modules_.end(); }
+
+ private:
+  std::vector<std::shared_ptr<Module>> modules_;
 };
 
 }  // namespace kiln::nn
