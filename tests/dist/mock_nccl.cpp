@@ -79,6 +79,16 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t* e) {
   *e = g_async;
   return ncclSuccess;
 }
+// ncclAvg: the sum MPI made, divided by the ranks (floating types only, as NCCL)
+static ncclResult_t divide(void* recv, size_t count, ncclDataType_t t, int n) {
+  if (t == ncclFloat32)
+    for (size_t i = 0; i < count; ++i) static_cast<float*>(recv)[i] /= float(n);
+  else if (t == ncclFloat64)
+    for (size_t i = 0; i < count; ++i) static_cast<double*>(recv)[i] /= double(n);
+  else
+    return ncclInvalidArgument;
+  return ncclSuccess;
+}
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t t, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t) {
   MPI_Datatype mt = mpi_type(t);
@@ -86,16 +96,7 @@ ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataT
   ++g_counters["all_reduce"];
   MPI_Op mo = op == ncclMax ? MPI_MAX : op == ncclMin ? MPI_MIN : MPI_SUM;
   MPI_Allreduce(MPI_IN_PLACE, recv, int(count), mt, mo, MPI_COMM_WORLD);
-  if (op == ncclAvg) {
-    int n = reinterpret_cast<Mock*>(comm)->size;
-    if (t == ncclFloat32)
-      for (size_t i = 0; i < count; ++i) static_cast<float*>(recv)[i] /= float(n);
-    else if (t == ncclFloat64)
-      for (size_t i = 0; i < count; ++i) static_cast<double*>(recv)[i] /= double(n);
-    else
-      return ncclInvalidArgument;
-  }
-  return ncclSuccess;
+  return op == ncclAvg ? divide(recv, count, t, reinterpret_cast<Mock*>(comm)->size) : ncclSuccess;
 }
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t t, int root, ncclComm_t,
                            cudaStream_t) {
@@ -118,16 +119,7 @@ ncclResult_t ncclReduceScatter(const void* send, void* recv, size_t count, ncclD
   ++g_counters["reduce_scatter"];
   MPI_Op mo = op == ncclMax ? MPI_MAX : op == ncclMin ? MPI_MIN : MPI_SUM;
   MPI_Reduce_scatter_block(send, recv, int(count), mt, mo, MPI_COMM_WORLD);
-  if (op == ncclAvg) {
-    int n = reinterpret_cast<Mock*>(comm)->size;
-    if (t == ncclFloat32)
-      for (size_t i = 0; i < count; ++i) static_cast<float*>(recv)[i] /= float(n);
-    else if (t == ncclFloat64)
-      for (size_t i = 0; i < count; ++i) static_cast<double*>(recv)[i] /= double(n);
-    else
-      return ncclInvalidArgument;
-  }
-  return ncclSuccess;
+  return op == ncclAvg ? divide(recv, count, t, reinterpret_cast<Mock*>(comm)->size) : ncclSuccess;
 }
 
 }  // extern "C"
