@@ -753,7 +753,10 @@ class Init : public NnConstructors {
         if (auto t = tensor_math(e.loc, [&] { return init_tensor_unary(e.op, x); })) return *t;
         fail(e.loc, fmt::format("bad operand type for unary {}: {}", spelling(e.op), x.type_name()));
       }
-      case ExprKind::Binary: return binary(e.op, eval(*e.args[0], sc), eval(*e.args[1], sc), e.loc);
+      case ExprKind::Binary: {
+        Static lhs = eval(*e.args[0], sc);  // Python's order: the left operand first (a call's arguments are not ordered)
+        return binary(e.op, lhs, eval(*e.args[1], sc), e.loc);
+      }
       case ExprKind::BoolOp: {
         Static v;
         for (const auto& a : e.args) {

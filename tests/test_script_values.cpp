@@ -395,11 +395,12 @@ class Net(nn.Module):
         self.tag3 = str(sorted([3, 1, 2], key=lambda v: v % 2)) + " " + str(sorted([(1, "b"), (1, "a"), (0, "z")]))
         doubled = [y for x in widths if (y := x * 2) > 20]
         self.tag4 = str(doubled) + " " + str({k: v for k, v in zip("ab", (1, 2))}) + " " + str(y)
+        self.tag5 = str([(z := scale + 3)]) + str(z)  # the left operand first: it binds z
         self.head = nn.Linear(widths[-1], 2)
 
     @torch.jit.export
     def tags(self):
-        return self.n, self.tag, self.tag2, self.tag3, self.tag4
+        return self.n, self.tag, self.tag2, self.tag3, self.tag4, self.tag5
 
     def forward(self, x):
         return self.head(x)
@@ -408,12 +409,13 @@ class Net(nn.Module):
   ScriptModule file = script_source(src, "comps.py");
   auto net = file.build("Net", {file.value("[8, 16, 32, 12]")});
   std::vector<IValue> tags = net->call({}, "tags").at(0).elements();
-  REQUIRE(tags.size() == 5);
+  REQUIRE(tags.size() == 6);
   CHECK(tags[0].to_int() == 4);
   CHECK(tags[1].to_string() == "{'stage1': 16, 'stage2': 32, 'stage3': 12} [0, 1, 2] 2 True");
   CHECK(tags[2].to_string() == "[('stage2', 32), ('stage1', 16), ('stage3', 12)] ['stage3', 'stage2', 'stage1'] [-6, -5, 3]");
   CHECK(tags[3].to_string() == "[2, 3, 1] [(0, 'z'), (1, 'a'), (1, 'b')]");
   CHECK(tags[4].to_string() == "[32, 64, 24] {'a': 1, 'b': 2} 24");  // := in a comprehension binds y in __init__
+  CHECK(tags[5].to_string() == "[5]5");
 
   const char* bad = R"(
 import torch.nn as nn
