@@ -161,6 +161,11 @@ struct NcclComm::Impl {
     api->ncclCommAbort(comm);
     comm = nullptr;
   }
+  // The device's one kiln stream, where every collective is queued (after checking the communicator is usable).
+  cudaStream_t stream_for(const std::string& what) const {
+    check_usable(what);
+    return static_cast<cudaStream_t>(rt->stream(device));
+  }
   void check_usable(const std::string& what) const {
     if (destroyed) fail("dist: {} on rank {}: the process group was destroyed", what, rank);
     if (!aborted.empty())
@@ -336,19 +341,17 @@ ncclRedOp_t nccl_op(ReduceOp op, bool has_avg, int version) {
 
 NcclRequest NcclComm::all_reduce(void* data, int64_t count, DType dtype, ReduceOp op, std::string what) {
   Impl& c = *impl;
-  c.check_usable(what);
+  auto stream = c.stream_for(what);
   ncclDataType_t type = nccl_type(dtype, c.api->version);
   ncclRedOp_t nop = nccl_op(op, has_avg(), c.api->version);
-  auto stream = static_cast<cudaStream_t>(c.rt->stream(c.device));
   c.check(c.api->ncclAllReduce(data, data, size_t(count), type, nop, c.comm, stream), "ncclAllReduce");
   return queued(c, std::move(what));
 }
 
 NcclRequest NcclComm::all_gather(const void* in, void* out, int64_t count, DType dtype, std::string what) {
   Impl& c = *impl;
-  c.check_usable(what);
+  auto stream = c.stream_for(what);
   ncclDataType_t type = nccl_type(dtype, c.api->version);
-  auto stream = static_cast<cudaStream_t>(c.rt->stream(c.device));
   c.check(c.api->ncclAllGather(in, out, size_t(count), type, c.comm, stream), "ncclAllGather");
   return queued(c, std::move(what));
 }
@@ -356,20 +359,18 @@ NcclRequest NcclComm::all_gather(const void* in, void* out, int64_t count, DType
 NcclRequest NcclComm::reduce_scatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp op,
                                      std::string what) {
   Impl& c = *impl;
-  c.check_usable(what);
+  auto stream = c.stream_for(what);
   ncclDataType_t type = nccl_type(dtype, c.api->version);
   ncclRedOp_t nop = nccl_op(op, has_avg(), c.api->version);
-  auto stream = static_cast<cudaStream_t>(c.rt->stream(c.device));
   c.check(c.api->ncclReduceScatter(in, out, size_t(count), type, nop, c.comm, stream), "ncclReduceScatter");
   return queued(c, std::move(what));
 }
 
 NcclRequest NcclComm::broadcast(void* data, int64_t bytes, int root, std::string what) {
   Impl& c = *impl;
-  c.check_usable(what);
+  auto stream = c.stream_for(what);
   if (root < 0 || root >= c.size)
     fail("broadcast: invalid source rank {}, rank should be in the interval [0, {}]", root, c.size - 1);
-  auto stream = static_cast<cudaStream_t>(c.rt->stream(c.device));
   c.check(c.api->ncclBroadcast(data, data, size_t(bytes), ncclUint8, root, c.comm, stream), "ncclBroadcast");
   return queued(c, std::move(what));
 }
