@@ -52,10 +52,14 @@ Tensor map_values(const Tensor& t, double (*f)(double)) {
   return d.to(t.dtype());
 }
 
-// torch's elementwise math that eager/ops.h lacks, through double on the host (torch promotes ints to float32)
+// torch's elementwise math, through double on the host (torch promotes ints to float32): correctly rounded, as
+// torch's float32 kernels give it (eager's fast exp and log may differ by an ulp, which word_language_model's
+// positions multiply into visible differences), and what eager/ops.h lacks
 using HostFn = double (*)(double);
 const std::map<std::string, HostFn>& host_math() {
   static const std::map<std::string, HostFn> fns = {
+      {"log", [](double x) { return std::log(x); }},       {"exp", [](double x) { return std::exp(x); }},
+      {"sqrt", [](double x) { return std::sqrt(x); }},
       {"sin", [](double x) { return std::sin(x); }},       {"cos", [](double x) { return std::cos(x); }},
       {"tan", [](double x) { return std::tan(x); }},       {"asin", [](double x) { return std::asin(x); }},
       {"acos", [](double x) { return std::acos(x); }},     {"atan", [](double x) { return std::atan(x); }},
@@ -183,11 +187,6 @@ std::optional<Static> init_torch_function(const std::string& name, const std::ve
     if (a.size() != 1 || a[0].kind != Kind::Tensor) fail("torch.{}() takes one Tensor in __init__", name);
     return a[0].tensor;
   };
-  // through double, correctly rounded: what torch's float32 kernels give (eager's fast ones may differ by an ulp,
-  // which word_language_model's positions multiply into visible differences)
-  if (name == "log") return of(map_values(floating(one()), [](double x) { return std::log(x); }));
-  if (name == "exp") return of(map_values(floating(one()), [](double x) { return std::exp(x); }));
-  if (name == "sqrt") return of(map_values(floating(one()), [](double x) { return std::sqrt(x); }));
   if (name == "abs") return of(abs(one()));
   if (name == "floor") return of(floor(one()));
   if (name == "round") return of(round_half_even(one()));
