@@ -822,7 +822,9 @@ Val<B> leaky_relu(B& b, Val<B> x, double negative_slope) {
 // the weight's gradient there is x * g = 0 and x's is weight * g, as torch's. `slopes` (nn.PReLU's
 // num_parameters) stands for the weight's size where its shape is not known now.
 template <class B>
-Val<B> prelu(B& b, Val<B> x, Val<B> weight, std::optional<int64_t> slopes = std::nullopt) {
+Val<B> prelu(B& b, Val<B> x_in, Val<B> weight_in, std::optional<int64_t> slopes = std::nullopt) {
+  std::vector<Val<B>> cast = b.autocast("prelu", {x_in, weight_in});
+  Val<B> x = cast[0], weight = cast[1];
   std::optional<Shape> ws = b.shape(weight);
   if (ws && ws->size() <= 1) slopes = numel_of(*ws);
   if (ws && ws->size() > 1)

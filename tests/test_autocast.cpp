@@ -78,6 +78,7 @@ TEST_CASE("autocast: policy table rows") {
   CHECK(autocast_policy(OpId::Relu) == AutocastPolicy::None);
   CHECK(autocast_policy("linear") == AutocastPolicy::LowerPrecision);
   CHECK(autocast_policy("cross_entropy") == AutocastPolicy::Fp32);
+  CHECK(autocast_policy("prelu") == AutocastPolicy::LowerPrecision);
   CHECK(autocast_policy("no_such_fn") == AutocastPolicy::None);
   CHECK(autocast_policy_name(AutocastPolicy::Fp32) == "fp32");
 }
@@ -104,6 +105,8 @@ TEST_CASE("autocast: output dtypes per op inside and outside the scope") {
     CHECK(linear(a, w, b).dtype() == DType::BFloat16);
     CHECK(linear(a, w).dtype() == DType::BFloat16);
     CHECK(conv2d(img, k, kb).dtype() == DType::BFloat16);
+    CHECK(prelu(img, full({3}, 0.25)).dtype() == DType::BFloat16);  // torch 2.x: F.prelu and nn.PReLU in bf16
+    CHECK(prelu(img.to(DType::Float64), full({3}, 0.25, TensorOptions(DType::Float64))).dtype() == DType::Float64);
     CHECK(matmul(a.to(DType::Float64), w.t().to(DType::Float64)).dtype() == DType::Float64);  // f64 untouched
     // float32
     CHECK(exp(h).dtype() == DType::Float32);
