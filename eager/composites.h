@@ -1051,14 +1051,23 @@ inline double interp_scale(int64_t in, int64_t out, bool align_corners, std::opt
 }
 }  // namespace detail
 
+// An output size read when the graph runs (a script's `size=skip.shape[2:]`): per spatial axis (H, W), the
+// output positions 0..n-1 (float64) and n (a wrapped number), which the caller's builder makes.
 template <class B>
-Val<B> interpolate(B& b, Val<B> x, const InterpolateArgs& a) {
+struct RunSize {
+  Val<B> positions[2];
+  Val<B> length[2];
+};
+
+template <class B>
+Val<B> interpolate(B& b, Val<B> x, const InterpolateArgs& a, const RunSize<B>* run_size = nullptr) {
   const std::string& mode = a.mode;
   const bool known_mode = mode == "nearest" || mode == "linear" || mode == "bilinear" || mode == "bicubic" ||
                           mode == "trilinear" || mode == "area" || mode == "nearest-exact";
-  if (a.size && a.scale_factor) b.fail("interpolate: only one of size or scale_factor should be defined");
-  if (!a.size && !a.scale_factor) b.fail("interpolate: either size or scale_factor should be defined");
-  if (a.size && a.recompute_scale_factor.value_or(false))
+  const bool sized = a.size || run_size;
+  if (sized && a.scale_factor) b.fail("interpolate: only one of size or scale_factor should be defined");
+  if (!sized && !a.scale_factor) b.fail("interpolate: either size or scale_factor should be defined");
+  if (sized && a.recompute_scale_factor.value_or(false))
     b.fail("interpolate: recompute_scale_factor is not meaningful with an explicit size");
   const bool interpolating = mode == "linear" || mode == "bilinear" || mode == "bicubic" || mode == "trilinear";
   if (a.align_corners && !interpolating)
@@ -1126,11 +1135,12 @@ Val<B> interpolate(B& b, Val<B> x, const InterpolateArgs& a) {
     }
     return y;
   }
-  if (!xs) {
+  if (!xs || run_size) {
     // The input's size is read when the graph runs: the source indices and weights are computed there, from
     // the output positions j (0..n-1) and the input length, with the static path's formulas in float64.
-    // The output length is the given size, or in * s for an integer scale factor (align_corners included).
-    const bool whole = a.size || integral_factor(*a.scale_factor);
+    // The output length is the given size (known now or read at run time), or in * s for an integer scale
+    // factor (align_corners included).
+    const bool whole = sized || integral_factor(*a.scale_factor);
     if (!whole)
       b.fail(fmt::format("interpolate: a script graph whose input shape is unknown when it is lowered needs a size or an "
                          "integer scale_factor; mode '{}' with a fractional scale_factor needs the input's size to know the "
@@ -1144,7 +1154,10 @@ Val<B> interpolate(B& b, Val<B> x, const InterpolateArgs& a) {
       const size_t i = size_t(d - 2);
       Val<B> in = f64(b.count(y, {d}, -1, nullptr));
       Val<B> j, n;
-      if (a.size) {
+      if (run_size) {
+        j = run_size->positions[i];
+        n = run_size->length[i];
+      } else if (a.size) {
         const int64_t len = pick(*a.size, i);
         if (len <= 0)
           b.fail(fmt::format("interpolate: output sizes should be greater than 0, but got output (H: {}, W: {})",

@@ -299,6 +299,22 @@ Val<B> index_put(B& b, Val<B> x, Val<B> idx, Val<B> v) {
   return b.op(OpId::IndexSelect, {b.op(OpId::Cat, {vrows, x}, Attrs().set("dim", int64_t(0))), at}, Attrs().set("dim", int64_t(0)));
 }
 
+// x.index_put_((idx,), v, accumulate=True) as a new value: v broadcast to x[idx]'s shape and cast to x's dtype,
+// its rows added into x's rows by index_add, so repeated indices accumulate (torch's rule) and the gradients are
+// index_add's: x's is g, v's the rows of g it was added to, summed where v was broadcast.
+template <class B>
+Val<B> index_put_accumulate(B& b, Val<B> x, Val<B> idx, Val<B> v) {
+  if (std::optional<DType> d = b.dtype(idx); d && !is_integral(*d))
+    b.fail(fmt::format("index_put: tensors used as indices must be long, int, byte or bool tensors, got {}", dtype_name(*d)));
+  v = put_value(b, x, v);
+  Val<B> sel = index_tensors(b, b.detach(x), 0, std::vector<Val<B>>{idx});
+  Val<B> every = b.op(OpId::LogicalNot, {b.op(OpId::LogicalAnd, {sel, b.scalar(false)})});
+  Val<B> vb = keep_dtype(b, b.op(OpId::Where, {every, v, sel}), x);
+  Val<B> pos = pick(b, dim_range(b, x, 0), 0, idx, 0);  // idx flattened, negative ones wrapped, out of range ones refused
+  Val<B> vrows = b.reshape_rows(b.reshape_like(vb, pos, {-1}), x, pos);
+  return b.op(OpId::IndexAdd, {x, pos, vrows}, Attrs().set("dim", int64_t(0)));
+}
+
 // x[:, idx] = v, x[..., idx] = v: index_put over dim d (d < 0: from the end) swapped to the front. v is first broadcast
 // to x[:, idx]'s shape (where torch broadcasts it) and idx's dims merged into one, as index_put takes one index dim.
 template <class B>
@@ -517,17 +533,22 @@ Val<B> repeat_interleave(B& b, Val<B> x, int64_t repeats, std::optional<int64_t>
   return d >= 0 ? b.flatten(c, d, d + 1) : b.flatten(c, d - 1, d);
 }
 
-// F.one_hot: int64 (..., num_classes) with a 1 at each index
+// F.one_hot: int64 (..., C) with a 1 at each index, given the classes 0..C-1 (int64, 1-D): a constant when
+// num_classes is known now, else made by the caller from the input's max when the graph runs
 template <class B>
-Val<B> one_hot(B& b, Val<B> x, int64_t num_classes) {
+Val<B> one_hot_of(B& b, Val<B> x, Val<B> classes) {
   if (std::optional<DType> dt = b.dtype(x); dt && *dt != DType::Int64)
     b.fail(fmt::format("one_hot: one_hot is only applicable to index tensor, got {}", dtype_name(*dt)));
-  if (num_classes < 0) b.fail("one_hot: num_classes must be given in kiln script (the input's max is known only when it runs)");
+  Val<B> eq = b.op(OpId::Eq, {b.op(OpId::Unsqueeze, {x}, Attrs().set("dim", int64_t(-1))), classes});
+  return b.op(OpId::Cast, {eq}, Attrs().set("dtype", DType::Int64));
+}
+
+template <class B>
+Val<B> one_hot(B& b, Val<B> x, int64_t num_classes) {
+  if (num_classes < 0) b.fail("one_hot: num_classes must be known to build the classes");
   std::vector<int64_t> classes(static_cast<size_t>(num_classes));
   for (int64_t i = 0; i < num_classes; ++i) classes[size_t(i)] = i;
-  Val<B> eq = b.op(OpId::Eq, {b.op(OpId::Unsqueeze, {x}, Attrs().set("dim", int64_t(-1))),
-                              b.parameter(tensor(classes, {num_classes}), "one_hot_classes")});
-  return b.op(OpId::Cast, {eq}, Attrs().set("dtype", DType::Int64));
+  return one_hot_of(b, x, b.parameter(tensor(classes, {num_classes}), "one_hot_classes"));
 }
 
 template <class B>

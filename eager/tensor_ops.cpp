@@ -96,10 +96,10 @@ Tensor masked_put_dim(const Tensor& x, int64_t d, const Tensor& mask, const Tens
   return composite::masked_put_dim(b, x, d, mask, v);
 }
 
-Tensor index_put(const Tensor& x, const Tensor& index, const Tensor& v) {
+Tensor index_put(const Tensor& x, const Tensor& index, const Tensor& v, bool accumulate) {
   if (x.dim() == 0) fail("index_put: invalid index of a 0-dim tensor");
   EagerBuilder b;
-  return composite::index_put(b, x, index, v);
+  return accumulate ? composite::index_put_accumulate(b, x, index, v) : composite::index_put(b, x, index, v);
 }
 
 Tensor index_put_dim(const Tensor& x, int64_t d, const Tensor& index, const Tensor& v) {

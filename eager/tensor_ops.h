@@ -46,8 +46,9 @@ Tensor masked_dim(const Tensor& x, int64_t d, const Tensor& mask);
 Tensor masked_put(const Tensor& x, const Tensor& mask, const Tensor& v);
 // x[:, mask] = v as a new tensor, the mask over x's dims from d as masked_dim's
 Tensor masked_put_dim(const Tensor& x, int64_t d, const Tensor& mask, const Tensor& v);
-// x[idx] = v as a new tensor, idx an integer tensor over dim 0 (torch's index_put_, accumulate=False)
-Tensor index_put(const Tensor& x, const Tensor& index, const Tensor& v);
+// x[idx] = v as a new tensor, idx an integer tensor over dim 0 (torch's index_put_); accumulate: v's rows are
+// added to x's, repeated indices adding up
+Tensor index_put(const Tensor& x, const Tensor& index, const Tensor& v, bool accumulate = false);
 // torch's IndexError for a mask over x's dims from d whose shape differs from theirs; empty when it matches
 std::string mask_mismatch(const Shape& mask, const Shape& x, int64_t d);
 

@@ -192,6 +192,35 @@ std::vector<Value*> ints_of_sequence(Lowerer& L, const Arg& a, std::string_view 
   L.fail(a.loc, fmt::format("{} expects a tuple or list of ints written out, got {}", what, v->type().str()));
 }
 
+// torch.arange(n, dtype=dt) for an int n read when the graph runs
+Value* arange_of(Lowerer& L, Value* n, DType dt) {
+  ir::Node* range = L.graph().create(Prim::Arange, 1);
+  for (Value* v : {L.constant(int64_t(0)), n, L.constant(int64_t(1))}) range->add_input(v);
+  range->attrs().set("dtype", dt);
+  range->output()->set_type(Type::tensor());
+  return L.emit(range)->output();
+}
+
+// F.interpolate's size read when the graph runs (`size=skip.shape[2:]`, `size=(h, w)` of computed ints): one
+// value for both axes or (H, W), each greater than 0, as the output positions and lengths the composite takes.
+composite::RunSize<LoweringBuilder> interpolate_run_size(Lowerer& L, const Arg& a) {
+  Value* sizes = int_list(L, a, "size");
+  Value* n = L.prim(Prim::Len, {sizes}, kInt);
+  const std::string rank_msg =
+      "interpolate: input and output must have the same number of spatial dimensions, but got input with 2 spatial "
+      "dimensions and an output size of another length";
+  L.check(L.prim(Prim::NumGe, {n, L.constant(int64_t(1))}, kBool), rank_msg);
+  L.check(L.prim(Prim::NumLe, {n, L.constant(int64_t(2))}, kBool), rank_msg);
+  composite::RunSize<LoweringBuilder> r;
+  for (int64_t i = 0; i < 2; ++i) {
+    Value* len = L.prim(Prim::ListIndex, {sizes, i == 0 ? L.constant(int64_t(0)) : L.prim(Prim::NumSub, {n, L.constant(int64_t(1))}, kInt)}, kInt);
+    L.check(L.prim(Prim::NumGt, {len, L.constant(int64_t(0))}, kBool), "interpolate: output sizes should be greater than 0");
+    r.positions[i] = arange_of(L, len, DType::Float64);
+    r.length[i] = L.number_to_tensor(L.prim(Prim::ToFloat, {len}, kFloat));
+  }
+  return r;
+}
+
 // An int read when the graph runs, as composite::same_padding computes with one: each operation a prim
 struct RunInt {
   Lowerer* L;
@@ -416,7 +445,7 @@ std::vector<Builtin> make_builtins() {
       bool kd = a[2].present() ? L.need_bool(a[2], "keepdim") : false;
       Value* v = L.op(is_max ? OpId::Amax : OpId::Amin, {x}, Attrs().set("dims", Shape{dim}).set("keepdim", kd));
       Value* i = L.op(is_max ? OpId::Argmax : OpId::Argmin, {x}, Attrs().set("dim", dim).set("keepdim", kd));
-      return L.tuple({v, i});
+      return L.values_indices(is_max ? "max" : "min", v, i);
     });
   }
   for (const char* n : {"argmax", "argmin"}) {
@@ -782,7 +811,11 @@ std::vector<Builtin> make_builtins() {
   add("interpolate", kF, {"input", "size", "scale_factor", "mode", "align_corners", "recompute_scale_factor", "antialias"}, 1,
       [given](Lowerer& L, Args& a, const Expr&) {
         composite::InterpolateArgs ia;
-        if (given(a[1])) ia.size = L.need_ints(a[1], "size");
+        std::optional<composite::RunSize<LoweringBuilder>> run;
+        if (given(a[1])) {
+          if (L.const_ints(a[1])) ia.size = L.need_ints(a[1], "size");
+          else run = interpolate_run_size(L, a[1]);
+        }
         if (given(a[2])) {
           std::vector<double> s;
           if (auto f = L.const_float(a[2])) {
@@ -803,7 +836,7 @@ std::vector<Builtin> make_builtins() {
         if (given(a[5])) ia.recompute_scale_factor = L.need_bool(a[5], "recompute_scale_factor");
         ia.antialias = a[6].present() && L.need_bool(a[6], "antialias");
         LoweringBuilder lb(L);
-        return composite::interpolate(lb, L.tensor_arg(a[0], "input"), ia);
+        return composite::interpolate(lb, L.tensor_arg(a[0], "input"), ia, run ? &*run : nullptr);
       });
   add("scaled_dot_product_attention", kF, {"query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale"}, 3,
       [given](Lowerer& L, Args& a, const Expr&) {
@@ -1193,7 +1226,7 @@ void add_tensor_ops(std::vector<Builtin>& b) {
     LoweringBuilder lb(L);
     if (std::optional<int64_t> k = L.const_int(a[1])) {
       auto [v, i] = composite::topk(lb, x, *k, dim, largest);
-      return L.tuple({v, i});
+      return L.values_indices("topk", v, i);
     }
     // k computed when the graph runs (min(top_k, logits.size(-1))): the slice's end is that int
     Value* k = int_arg(L, a[1], "k");
@@ -1202,7 +1235,7 @@ void add_tensor_ops(std::vector<Builtin>& b) {
             "topk: selected index k out of range: k is larger than the size of dim");
     Value* order = composite::argsort(lb, x, dim, largest);
     Value* idx = L.prim(Prim::Slice, {order, L.constant(dim), L.constant(int64_t(0)), k, L.constant(int64_t(1))}, Type::tensor());
-    return L.tuple({L.op(OpId::Gather, {x, idx}, Attrs().set("dim", dim)), idx});
+    return L.values_indices("topk", L.op(OpId::Gather, {x, idx}, Attrs().set("dim", dim)), idx);
   });
   add("sort", kFn | kMethod, {"input", "dim", "descending", "stable"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     int64_t dim = is_given(a[1]) ? L.need_int(a[1], "dim") : -1;
@@ -1210,7 +1243,58 @@ void add_tensor_ops(std::vector<Builtin>& b) {
     if (is_given(a[3])) L.need_bool(a[3], "stable");  // kiln's sort is always stable
     LoweringBuilder lb(L);
     auto [v, i] = composite::sort(lb, L.tensor_arg(a[0], "input"), dim, desc);
-    return L.tuple({v, i});
+    return L.values_indices("sort", v, i);
+  });
+  // torch.median(x, dim) / torch.kthvalue(x, k, dim): the value at position (n - 1) // 2 (the lower median) or
+  // k - 1 of the stable ascending sort along dim, and where it stood in x
+  auto order_statistic = [](Lowerer& L, const char* fn, Value* x, int64_t dim, Value* k, bool keepdim) {
+    LoweringBuilder lb(L);
+    auto [v, i] = composite::sort(lb, x, dim, false);
+    Value* vk = L.select_dynamic(v, dim, k);
+    Value* ik = L.select_dynamic(i, dim, k);
+    if (keepdim) {
+      vk = L.op(OpId::Unsqueeze, {vk}, Attrs().set("dim", dim));
+      ik = L.op(OpId::Unsqueeze, {ik}, Attrs().set("dim", dim));
+    }
+    return L.values_indices(fn, vk, ik);
+  };
+  add("median", kFn | kMethod, {"input", "dim", "keepdim"}, 1, [order_statistic](Lowerer& L, Args& a, const Expr&) {
+    Value* x = L.tensor_arg(a[0], "input");
+    if (!is_given(a[1])) {
+      // no dim: the lower median of every element, a 0-d tensor
+      if (is_given(a[2])) L.fail(a[2].loc, "median: keepdim needs dim");
+      Value* flat = L.op(OpId::Reshape, {x}, Attrs().set("shape", Shape{-1}));
+      Value* n = L.prim(Prim::Size, {flat, L.constant(int64_t(0))}, kInt);
+      L.check(L.prim(Prim::NumGt, {n, L.constant(int64_t(0))}, kBool), "median() input tensor cannot be empty");
+      LoweringBuilder lb(L);
+      Value* sorted = composite::sort(lb, flat, 0, false).first;
+      return L.select_dynamic(sorted, 0, L.prim(Prim::NumFloorDiv, {L.prim(Prim::NumSub, {n, L.constant(int64_t(1))}, kInt), L.constant(int64_t(2))}, kInt));
+    }
+    int64_t dim = L.need_int(a[1], "dim");
+    Value* n = L.prim(Prim::Size, {x, L.constant(dim)}, kInt);
+    L.check(L.prim(Prim::NumGt, {n, L.constant(int64_t(0))}, kBool), "median(): Expected reduction dim to have non-zero size");
+    Value* k = L.prim(Prim::NumFloorDiv, {L.prim(Prim::NumSub, {n, L.constant(int64_t(1))}, kInt), L.constant(int64_t(2))}, kInt);
+    return order_statistic(L, "median", x, dim, k, is_given(a[2]) && L.need_bool(a[2], "keepdim"));
+  });
+  add("kthvalue", kFn | kMethod, {"input", "k", "dim", "keepdim"}, 2, [order_statistic](Lowerer& L, Args& a, const Expr&) {
+    Value* x = L.tensor_arg(a[0], "input");
+    int64_t dim = is_given(a[2]) ? L.need_int(a[2], "dim") : -1;
+    Value* k = int_arg(L, a[1], "k");
+    Value* n = L.prim(Prim::Size, {x, L.constant(dim)}, kInt);
+    L.check(L.prim(Prim::NumGe, {k, L.constant(int64_t(1))}, kBool), "kthvalue(): selected number k out of range");
+    L.check(L.prim(Prim::NumLe, {k, n}, kBool), "kthvalue(): selected number k out of range");
+    return order_statistic(L, "kthvalue", x, dim, L.prim(Prim::NumSub, {k, L.constant(int64_t(1))}, kInt),
+                           is_given(a[3]) && L.need_bool(a[3], "keepdim"));
+  });
+  // Tensor.index_put((idx,), v, accumulate) and, through the in-place rule, index_put_: one integer index over dim 0
+  add("index_put", kFn | kMethod, {"input", "indices", "values", "accumulate"}, 3, [](Lowerer& L, Args& a, const Expr&) {
+    Value* x = L.tensor_arg(a[0], "input");
+    std::optional<std::vector<Value*>> idx = known_tensors(L, a[1], "index_put");
+    if (!idx || idx->size() != 1) L.fail(a[1].loc, "index_put: kiln script takes indices as a tuple or list of one index tensor, (idx,)");
+    Value* v = L.tensor_arg(a[2], "values", true);
+    bool accumulate = is_given(a[3]) && L.need_bool(a[3], "accumulate");
+    LoweringBuilder lb(L);
+    return accumulate ? composite::index_put_accumulate(lb, x, (*idx)[0], v) : composite::index_put(lb, x, (*idx)[0], v);
   });
   add("argsort", kFn | kMethod, {"input", "dim", "descending", "stable"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     int64_t dim = is_given(a[1]) ? L.need_int(a[1], "dim") : -1;
@@ -1242,14 +1326,15 @@ void add_tensor_ops(std::vector<Builtin>& b) {
                         return repeat_of(L, L.tensor_arg(a[0], "input"), L.need_ints(a[1], "repeats"));
                       },
                       true});
-  add("einsum", kFn, {"equation", "operand0", "operand1"}, 2, [](Lowerer& L, Args& a, const Expr&) {
+  // torch.einsum(eq, a, b, ...) or torch.einsum(eq, [a, b, ...]): up to eight operands written out
+  add("einsum", kFn, {"equation", "operand0", "operand1", "operand2", "operand3", "operand4", "operand5", "operand6", "operand7"}, 2,
+      [](Lowerer& L, Args& a, const Expr&) {
     if (!a[0].expr || a[0].expr->kind != ExprKind::String) L.fail(a[0].loc, "einsum: the equation must be a string constant");
     std::vector<Value*> ops;
     if (!a[2].present() && a[1].expr && (a[1].expr->kind == ExprKind::List || a[1].expr->kind == ExprKind::Tuple)) {
       ops = *known_tensors(L, a[1], "einsum");
     } else {
-      ops.push_back(L.tensor_arg(a[1], "operand"));
-      if (a[2].present()) ops.push_back(L.tensor_arg(a[2], "operand"));
+      for (size_t k = 1; k < a.size() && a[k].present(); ++k) ops.push_back(L.tensor_arg(a[k], "operand"));
     }
     LoweringBuilder lb(L);
     return composite::einsum(lb, a[0].expr->name, ops);
@@ -1310,7 +1395,17 @@ void add_tensor_ops(std::vector<Builtin>& b) {
   add("one_hot", kF, {"tensor", "num_classes"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     int64_t n = is_given(a[1]) ? L.need_int(a[1], "num_classes") : -1;
     LoweringBuilder lb(L);
-    return composite::one_hot(lb, L.tensor_arg(a[0], "tensor"), n);
+    Value* x = L.tensor_arg(a[0], "tensor");
+    if (n != -1) return composite::one_hot(lb, x, n);
+    // num_classes -1 or left out: the input's max + 1, read when the graph runs (torch's rule and errors)
+    Value* numel = L.prim(Prim::Size, {L.op(OpId::Reshape, {x}, Attrs().set("shape", Shape{-1})), L.constant(int64_t(0))}, kInt);
+    L.check(L.prim(Prim::NumGt, {numel, L.constant(int64_t(0))}, kBool),
+            "one_hot: can not infer the total number of classes from an empty tensor");
+    auto extreme = [&](OpId op) {
+      return L.prim(Prim::ToInt, {L.op(op, {x}, Attrs().set("dims", Shape{}).set("keepdim", false))}, kInt);
+    };
+    L.check(L.prim(Prim::NumGe, {extreme(OpId::Amin), L.constant(int64_t(0))}, kBool), "one_hot: class values must be non-negative");
+    return composite::one_hot_of(lb, x, arange_of(L, L.prim(Prim::NumAdd, {extreme(OpId::Amax), L.constant(int64_t(1))}, kInt), DType::Int64));
   });
   add("pad", kF, {"input", "pad", "mode", "value"}, 2, [](Lowerer& L, Args& a, const Expr&) {
     std::string mode = "constant";

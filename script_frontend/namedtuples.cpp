@@ -229,6 +229,22 @@ std::optional<Value*> Lowerer::namedtuple_field(Value* x, const std::string& fie
   fail(loc, fmt::format("'{}' object has no attribute '{}'{}", def.name, field, did_you_mean(field, def.fields)));
 }
 
+Value* Lowerer::values_indices(const std::string& fn, Value* values, Value* indices) {
+  static const std::map<std::string, NamedTupleDef> kReturnTypes = [] {
+    std::map<std::string, NamedTupleDef> m;
+    for (const char* f : {"topk", "sort", "max", "min", "median", "kthvalue"}) {
+      NamedTupleDef& d = m[f];
+      d.name = std::string("torch.return_types.") + f;
+      d.fields = {"values", "indices"};
+      d.types = {tensor_type({}), tensor_type({})};
+    }
+    return m;
+  }();
+  Value* v = tuple({values, indices});
+  named_tuples_[v] = &kReturnTypes.at(fn);
+  return v;
+}
+
 void Lowerer::note_namedtuple(Value* v, const TypeExpr& annotation) {
   if (!annotation.args.empty()) return;
   if (const NamedTupleDef* def = m_->namedtuple(annotation.name)) named_tuples_[v] = def;

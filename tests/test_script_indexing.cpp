@@ -213,3 +213,30 @@ TEST_CASE("advanced indexing errors: torch's IndexError words for a bad index an
               "t2.py:4:6: error: a write through two tensor indices is not supported in kiln script");
   CHECK(s.function("put").call({x, mask({0, 1, 1})})[0].to_tensor().sizes() == Shape{3, 4, 5});
 }
+
+TEST_CASE("index_put with accumulate=True: repeated indices add up, eager and scripted, gradients as PyTorch 1.13") {
+  // expected values: torch 1.13's x.index_put((idx,), v, accumulate=True) and the gradients of sum(y * w)
+  auto f32 = [](std::vector<float> v) { return tensor(v, {4, 2}); };
+  Tensor x = f32({0.5, -1.0, 2.0, 0.25, 1.5, 3.0, -2.0, 0.75}).requires_grad_();
+  Tensor v = f32({1, 2, 3, 4, 5, 6, 7, 8}).requires_grad_();
+  Tensor w = f32({1.0, -1.0, 2.0, 0.5, 0.25, 3.0, -1.5, 1.0});
+  Tensor idx = i64({0, 2, 0, -1}, {4});
+  Tensor y = index_put(x, idx, v, true);
+  check_close(y, f32({6.5, 7.0, 2.0, 0.25, 4.5, 7.0, 5.0, 8.75}));
+  sum(mul(y, w)).backward();
+  check_close(x.grad(), w);
+  check_close(v.grad(), f32({1.0, -1.0, 0.25, 3.0, 1.0, -1.0, -1.5, 1.0}));
+  // a 0-d value broadcast to every picked row, added once per occurrence
+  check_close(index_put(x.detach(), idx, full({}, 2.0f), true), f32({4.5, 3.0, 2.0, 0.25, 3.5, 5.0, 0.0, 2.75}));
+  CHECK(gradcheck([&](const Tensors& a) { return index_put(a[0], idx, a[1], true); },
+                  {seq({4, 3}).requires_grad_(), seq({4, 3}, 0.7).requires_grad_()}));
+  check_error([&] { index_put(x.detach(), i64({4}, {1}), v.detach().slice(0, 0, 1), true); }, "index 4 is out of bounds");
+  // in a script: index_put_ on a clone and index_put, both with accumulate=True
+  const char* src =
+      "import torch\nfrom torch import Tensor\n\n\ndef f(x: Tensor, idx: Tensor, v: Tensor) -> Tensor:\n    y = x.clone()\n"
+      "    y.index_put_((idx,), v, accumulate=True)\n    return y + x.index_put([idx], v, True)\n";
+  Function fn = script_source(src, "put.py").function("f");
+  Tensor want = mul(index_put(x.detach(), idx, v.detach(), true), 2.0);
+  check_close(fn.call({x.detach(), idx, v.detach()})[0].to_tensor(), want);
+  check_close(compile(fn).call({x.detach(), idx, v.detach()})[0].to_tensor(), want);
+}
