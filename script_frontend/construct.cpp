@@ -228,6 +228,7 @@ class Init : public NnConstructors {
     (void)at;
   }
   std::set<const ClassDef*> resolved_;
+  std::set<const Object*> inherited_;  // submodules a registered base layer made, which the subclass may replace
 
   // A class deriving from a registered layer (convnext's `LayerNorm2d(nn.LayerNorm)`): the layer's
   // __init__ gives self its parameters, buffers and constructor arguments (`self.normalized_shape`,
@@ -243,6 +244,19 @@ class Init : public NnConstructors {
       module_of(o).add_buffer(n, t);
       buffers_.insert(t.impl());
       o.attrs[n] = Static::of_tensor(t, false);
+    }
+    // Its submodules (nn.Transformer's encoder and decoder) are the subclass's, called as the registered
+    // layers they are (`self.encoder(src, mask=mask)`); the subclass may replace one, as torch's
+    // word_language_model replaces the decoder with its nn.Linear.
+    for (auto& [n, child] : base.obj->module->named_children()) {
+      const nn::LayerSpec* child_spec = nn::find_layer(child->name());
+      if (!child_spec) continue;
+      Static c = make(Layer::Registered, child_spec->name, child, {});
+      c.obj->spec = child_spec;
+      inherited_.insert(c.obj.get());
+      set_path(*c.obj, prefix(o) + n);
+      module_of(o).add_child(n, child);
+      o.attrs[n] = c;
     }
     for (auto& [k, v] : base.obj->attrs) {
       if (o.attrs.count(k)) continue;
@@ -592,7 +606,10 @@ class Init : public NnConstructors {
     if (name == "training") fail(loc, "self.training is set by train() and eval(), not assigned");
     ScriptedModule& m = module_of(o);
     if (const Static* old = o.attr(name)) {
-      if (old->kind == Kind::Module || (old->kind == Kind::Tensor && (old->parameter || buffers_.count(old->tensor.impl()))))
+      if (old->kind == Kind::Module && inherited_.count(old->obj.get())) {
+        if (v.kind != Kind::Module || v.obj->plain)
+          fail(loc, fmt::format("cannot assign {} as child module '{}' (torch.nn.Module or None expected)", v.type_name(), name));
+      } else if (old->kind == Kind::Module || (old->kind == Kind::Tensor && (old->parameter || buffers_.count(old->tensor.impl()))))
         fail(loc, fmt::format("'{}' is assigned twice; kiln script registers a submodule, parameter or buffer once", name));
     }
     // A module assigned to a class deriving from nn.Sequential (densenet's _Transition: `self.norm = ...`)

@@ -931,7 +931,25 @@ bool is_functional(const Expr& e, const FileAst& m) {
   return b.kind == ExprKind::Attribute && b.name == "nn" && b.args[0]->kind == ExprKind::Name &&
          b.args[0]->name == "torch" && m.imported.count("torch");
 }
+
+// `nn.Transformer` / `torch.nn.Transformer` as the file imported torch.nn: the class whose static method
+// generate_square_subsequent_mask a script calls on it
+bool is_nn_transformer(const Expr& e, const FileAst& m, const std::map<std::string, Value*>& env) {
+  if (e.kind != ExprKind::Attribute || e.name != "Transformer") return false;
+  const Expr& b = *e.args[0];
+  if (b.kind == ExprKind::Name) return m.nn_names.count(b.name) && !env.count(b.name);
+  return b.kind == ExprKind::Attribute && b.name == "nn" && b.args[0]->kind == ExprKind::Name && b.args[0]->name == "torch" &&
+         m.imported.count("torch") && !env.count("torch");
+}
 }  // namespace
+
+// nn.Transformer.generate_square_subsequent_mask(sz), on the class, an nn.Transformer or a subclass's self
+Value* Lowerer::square_subsequent_mask_call(const Expr& e) {
+  if (e.args.size() != 2 || !e.keywords.empty()) fail(e.loc, "generate_square_subsequent_mask() takes one argument (sz)");
+  Value* sz = expr(*e.args[1]);
+  if (sz->type().kind != TypeKind::Int) fail(e.args[1]->loc, fmt::format("sz must be an int, got {}", sz->type().str()));
+  return square_subsequent_mask_of(*this, sz);
+}
 
 Value* Lowerer::call(const Expr& e) {
   for (const Keyword& k : e.keywords)
@@ -948,6 +966,8 @@ Value* Lowerer::call(const Expr& e) {
           if (m->name == "__init__") fail(fn.loc, "__init__ cannot be called from a scripted method");
           return inline_call(*m, e, o);
         }
+        if (fn.name == "generate_square_subsequent_mask" && o->def->root()->torch_base == "Transformer")
+          return square_subsequent_mask_call(e);
         std::vector<std::string> names;
         for (const auto& m : o->def->methods) names.push_back(m->name);
         for (const auto& [k, v] : o->attrs) names.push_back(k);
@@ -960,14 +980,11 @@ Value* Lowerer::call(const Expr& e) {
         fail(fn.loc, fmt::format("'{}' object has no attribute '{}'{}", o->cls, fn.name, did_you_mean(fn.name, names)));
       }
       if (fn.name == "forward") return call_object(*o, e);
-      if (fn.name == "generate_square_subsequent_mask" && o->layer == Layer::Registered && o->cls == "Transformer") {
-        if (e.args.size() != 2 || !e.keywords.empty()) fail(e.loc, "generate_square_subsequent_mask() takes one argument (sz)");
-        Value* sz = expr(*e.args[1]);
-        if (sz->type().kind != TypeKind::Int) fail(e.args[1]->loc, fmt::format("sz must be an int, got {}", sz->type().str()));
-        return square_subsequent_mask_of(*this, sz);
-      }
+      if (fn.name == "generate_square_subsequent_mask" && o->layer == Layer::Registered && o->cls == "Transformer")
+        return square_subsequent_mask_call(e);
       fail(fn.loc, fmt::format("{}.{}() is not supported in kiln script; call the module itself", o->cls, fn.name));
     }
+    if (fn.name == "generate_square_subsequent_mask" && is_nn_transformer(base, *m_, frame().env)) return square_subsequent_mask_call(e);
     if (!frame().env.count(base.kind == ExprKind::Name ? base.name : std::string()) && is_functional(base, *m_))
       return call_builtin(*this, "F." + fn.name, e, nullptr);
     if (base.kind == ExprKind::Name && base.name == "math" && m_->imported.count("math") && !frame().env.count("math")) {

@@ -88,6 +88,8 @@ class Lowerer {
   Value* constant(double v);
   Value* constant(bool v);
   Value* tuple(const std::vector<Value*>& elems);
+  // torch.return_types.<fn> (topk, sort, max, min, median, kthvalue): (values, indices), also read by name
+  Value* values_indices(const std::string& fn, Value* values, Value* indices);
   // x[i] along dim with i a runtime int (negative counts from the end).
   Value* select_dynamic(Value* x, int64_t dim, Value* index);
   // If(cond) with a value from each branch, which must have the same type.
@@ -283,6 +285,7 @@ class Lowerer {
   Value* tensor_index(Value* x, const Expr& e, const Expr* as_colon = nullptr, int64_t* colon_dim = nullptr);
   Value* call(const Expr& e);
   Value* attribute(const Expr& e);
+  Value* square_subsequent_mask_call(const Expr& e);
   Value* inline_call(const FunctionDef& f, const Expr& call, const Object* self = nullptr);
   Value* inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc call_loc, const Object* self);
   Value* placeholder(const Type& t);

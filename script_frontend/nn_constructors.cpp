@@ -79,6 +79,20 @@ Static NnConstructors::make(Layer l, const std::string& cls, std::shared_ptr<nn:
   return Static::module(obj);
 }
 
+// The Transformer layers' activation given as a callable (`activation=F.gelu`, `nn.GELU()`), as the string
+// torch's layers treat it as: they run F.relu / F.gelu for either form.
+Static NnConstructors::activation_name(const nn::LayerSpec& spec, const Static& v, SourceLoc loc) {
+  if (v.kind == Kind::Str) return v;
+  if (v.kind == Kind::Function && !v.fn && (v.s == "torch.nn.functional.relu" || v.s == "torch.nn.functional.gelu"))
+    return Static::str(v.s.substr(v.s.rfind('.') + 1));
+  if (v.kind == Kind::Module && v.obj->layer == Layer::Registered && (v.obj->cls == "ReLU" || v.obj->cls == "GELU")) {
+    const Static* approximate = v.obj->attr("approximate");
+    if (!approximate || approximate->kind != Kind::Str || approximate->s == "none") return Static::str(v.obj->cls == "ReLU" ? "relu" : "gelu");
+  }
+  fail(loc, fmt::format("nn.{}: kiln supports the activation relu or gelu (a string, F.relu, F.gelu, nn.ReLU() or nn.GELU()), got {}",
+                        spec.name, v.type_name()));
+}
+
 // A layer of eager's registry: bound with its LayerSpec's names and defaults, built by its make().
 Static NnConstructors::registered_layer(const nn::LayerSpec& spec, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
   Signature sig{{}, 0, {}, spec.ignores_extra_args};
@@ -93,6 +107,8 @@ Static NnConstructors::registered_layer(const nn::LayerSpec& spec, std::vector<S
   Bound b = bind("nn." + spec.name, sig, a, declared, loc, &ignored);
   std::map<std::string, IValue> values;
   std::map<std::string, std::shared_ptr<nn::Module>> modules;  // nn.TransformerEncoder's encoder_layer
+  if (auto act = b.find("activation"); act != b.end() && spec.name.starts_with("Transformer"))
+    act->second = activation_name(spec, act->second, loc);
   for (const auto& [k, v] : b) {
     auto owned = v.kind == Kind::Module ? owned_.find(v.obj.get()) : owned_.end();
     if (owned != owned_.end()) modules[k] = owned->second, values[k] = IValue();

@@ -41,6 +41,7 @@ class NnConstructors {
 
   Static layer(const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc);
   Static registered_layer(const nn::LayerSpec& spec, std::vector<Static>& a, const Bound& kw, SourceLoc loc);
+  Static activation_name(const nn::LayerSpec& spec, const Static& v, SourceLoc loc);
   void add_item(Object& container, const Static& m, SourceLoc loc, std::string name = "");
   void add_items(Object& container, const std::vector<Static>& mods, SourceLoc loc);
 
@@ -55,9 +56,9 @@ class NnConstructors {
 
   std::map<const Object*, std::shared_ptr<nn::Module>> owned_;  // modules built and not yet attached
   std::map<const nn::Module*, ObjectPtr> objs_;  // every module object built, by its nn::Module (modules())
+  Static make(Layer l, const std::string& cls, std::shared_ptr<nn::Module> m, Bound attrs);
 
  private:
-  Static make(Layer l, const std::string& cls, std::shared_ptr<nn::Module> m, Bound attrs);
   IValue ivalue_of(const Static& v, SourceLoc loc, const std::string& what);
 };
 

@@ -66,6 +66,12 @@ class Module {
   Tensor register_buffer(const std::string& name, Tensor t);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    // a name registered again keeps its place and takes the new module, as torch's _modules[name] = m
+    for (auto& [n, c] : children_)
+      if (n == name) {
+        c = m;
+        return m;
+      }
     children_.emplace_back(name, m);
     return m;
   }
