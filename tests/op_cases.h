@@ -3,6 +3,8 @@
 // every row: traced == eager, compiled gradients == eager gradients.
 #include <kiln/kiln.h>
 
+#include <optional>
+
 namespace kiln::test {
 
 struct OpCase {
@@ -13,6 +15,17 @@ struct OpCase {
 // Inputs and attributes for one row of the table; `seed` changes the values, never the shapes.
 // No default: a new row does not compile until it has a case here.
 OpCase case_for(OpId op, uint64_t seed);
+
+// A row's sample with PyTorch's result (tests/gen_index_rows_values.py): the output's shape and values, and the
+// gradients of sum(y * sin(0.4 * i + 0.3)) per input (empty for an index). Rows without one: nullopt.
+struct TorchCase {
+  Tensors inputs;
+  Attrs attrs;
+  Shape shape;
+  std::vector<double> out;
+  std::vector<std::vector<double>> grads;
+};
+std::optional<TorchCase> torch_case(OpId op);
 
 // The rest of an elementwise row's test entry (test_gradcheck.cpp and test_elementwise.cpp read it, so a
 // new row is one entry here): where gradcheck draws its inputs, how test_elementwise samples values, a

@@ -182,3 +182,23 @@ TEST_CASE("gradcheck: reports the worst element") {
   DiffFn wrong = [](const Tensors& in) { return relu(in[0]) + exp(in[0].detach()) * 0 + in[0] * in[0].detach(); };
   kiln::test::check_error([&] { gradcheck(wrong, {x}); }, "gradcheck: input 0 (shape [3]): element");
 }
+
+TEST_CASE("gather, scatter_add and index_add rows: values and gradients equal PyTorch 1.13's") {
+  for (OpId op : {OpId::Gather, OpId::ScatterAdd, OpId::IndexAdd}) {
+    CAPTURE(op_name(op));
+    std::optional<kiln::test::TorchCase> c = kiln::test::torch_case(op);
+    REQUIRE(c);
+    Tensors in;
+    for (const Tensor& t : c->inputs) in.push_back(is_floating(t.dtype()) ? t.clone().requires_grad_() : t);
+    Tensor y = dispatch1(op, in, c->attrs);
+    REQUIRE(y.sizes() == c->shape);
+    kiln::test::check_close(y, tensor(c->out, c->shape, DType::Float64));
+    sum(mul(y, kiln::test::seq(c->shape, 0.4, 0.3))).backward();
+    REQUIRE(c->grads.size() == in.size());
+    for (size_t k = 0; k < in.size(); ++k) {
+      CAPTURE(k);
+      if (c->grads[k].empty()) continue;
+      kiln::test::check_close(in[k].grad(), tensor(c->grads[k], in[k].sizes(), DType::Float64));
+    }
+  }
+}
