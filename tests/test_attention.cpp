@@ -378,3 +378,25 @@ TEST_CASE("nn.MultiheadAttention add_bias_kv / add_zero_attn on unbatched inputs
   check_error([&] { attn.forward(data.at("input.0"), data.at("input.4"), data.at("input.4"), {}); },
               "for unbatched (2-D) query, expected key and value to be 2-D, but got key of dim 3 and value of dim 3");
 }
+
+TEST_CASE("attention masks of the wrong shape in a script graph of unknown shapes fail naming the layer when it runs") {
+  const char* src =
+      "import torch.nn as nn\nfrom torch import Tensor\n\n\nclass Net(nn.Module):\n    def __init__(self):\n"
+      "        super().__init__()\n        self.attn = nn.MultiheadAttention(8, 2)\n"
+      "        self.enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, 0.0), 1)\n\n"
+      "    def forward(self, x: Tensor, mask: Tensor, which: int) -> Tensor:\n"
+      "        if which == 0:\n            return self.attn(x, x, x, attn_mask=mask)[0]\n"
+      "        return self.enc(x, mask)\n";
+  auto net = script_source(src, "masks.py").module("Net");
+  Tensor x = randn({4, 3, 8});
+  // the right shapes, 2-D and 3-D, run
+  CHECK(net->call({x, zeros({4, 4}), IValue(int64_t(0))})[0].to_tensor().sizes() == Shape{4, 3, 8});
+  CHECK(net->call({x, zeros({6, 4, 4}), IValue(int64_t(0))})[0].to_tensor().sizes() == Shape{4, 3, 8});
+  CHECK(net->call({x, zeros({4, 4}), IValue(int64_t(1))})[0].to_tensor().sizes() == Shape{4, 3, 8});
+  check_error([&] { net->call({x, zeros({4, 5}), IValue(int64_t(0))}); },
+              "nn.MultiheadAttention: the shape of attn_mask should be (L, S) or (N * num_heads, L, S)");
+  check_error([&] { net->call({x, zeros({5, 4, 4}), IValue(int64_t(0))}); },
+              "nn.MultiheadAttention: the shape of attn_mask should be (L, S) or (N * num_heads, L, S)");
+  check_error([&] { net->call({x, zeros({3, 4}), IValue(int64_t(1))}); },
+              "nn.MultiheadAttention 'layers.0.self_attn': the shape of attn_mask should be");
+}

@@ -100,6 +100,30 @@ Val<B> one_more_step(B& b, Val<B> x, int64_t d, Val<B> row) {
 
 }  // namespace
 
+// attn_mask's shape where it is known only when the graph runs: (L, S) or (N * H, L, S) against the (N, H, L, S)
+// scores (S with the extra keys, which the mask has too by then), so that a wrong one fails naming the layer
+// rather than in the broadcast. The check is made of counts: the mask's last two dims and its number of elements,
+// which is L * S or N * H * L * S exactly when its leading dim is right; a wrong shape leaves a 0-long slice, which
+// count() refuses with the message.
+template <class B>
+void check_mask_later(B& b, Val<B> mask, Val<B> q, Val<B> k, const std::string& layer) {
+  auto n = [&](Val<B> x, Shape dims) { return b.count(x, dims, -1, nullptr); };
+  auto eq = [&](Val<B> x, Val<B> y) { return b.op(OpId::Eq, {x, y}); };
+  auto both = [&](Val<B> x, Val<B> y) { return b.op(OpId::LogicalAnd, {x, y}); };
+  // the mask's dim counted from its end, as a size known now wants it counted from the front
+  std::optional<int64_t> r = b.rank(mask);
+  auto from_end = [&](int64_t i) { return Shape{r ? *r - i : -i}; };
+  Val<B> L = n(q, {2}), S = n(k, {2}), NH = n(q, {0, 1});
+  Val<B> numel = n(b.flatten(mask, 0, -1), {0}), LS = b.op(OpId::Mul, {L, S});
+  Val<B> ok = both(both(eq(n(mask, from_end(1)), S), eq(n(mask, from_end(2)), L)),
+                   b.op(OpId::LogicalOr, {eq(numel, LS), eq(numel, b.op(OpId::Mul, {NH, LS}))}));
+  Val<B> one = b.op(OpId::Reshape, {ok}, Attrs().set("shape", Shape{1}));
+  b.count(b.head(one, b.op(OpId::Cast, {ok}, Attrs().set("dtype", DType::Int64))), {0}, 0, [layer](const std::optional<Shape>&) {
+    return fmt::format("{}: the shape of attn_mask should be (L, S) or (N * num_heads, L, S) for a query of length L, a key of "
+                       "length S and a batch of N (checked when the graph ran)", layer);
+  });
+}
+
 // torch 1.13's multi_head_attention_forward for batched inputs, the heads as a dim of their own: (N, H, L, S)
 // scores, so a 3-D attn_mask is a view of them and the weights need no reshape.
 template <class B>
@@ -193,6 +217,7 @@ std::vector<Val<B>> attention_forward(B& b, MultiheadAttention& m, const std::st
     b.check_rank(mask, {2, 3}, [=](const std::optional<Shape>& s) {
       return fmt::format("{}: attn_mask must be 2-D or 3-D, got {}", layer, shape_or_later(s));
     });
+    if (!ms || !qs || !ks) check_mask_later(b, mask, q, k, at.empty() ? layer : fmt::format("{} '{}'", layer, at.substr(0, at.size() - 1)));
     // against the (N * H, L, S) scores, as torch's, a 2-D mask broadcasts and a 3-D one matches
     scores = b.reshape_like(apply_mask(b, b.flatten(scores, 0, 1), mask), scores, {});
   }

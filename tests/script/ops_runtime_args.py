@@ -1,6 +1,6 @@
 """Ops whose arguments or results lowering cannot fix as constants: F.interpolate to a size read from another
 tensor, the named fields of topk / sort / max / min / median / kthvalue, F.one_hot without num_classes, and
-torch.einsum with three operands or an ellipsis."""
+torch.einsum with three operands written out."""
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -41,10 +41,6 @@ def einsum_many(a: Tensor, b: Tensor, c: Tensor) -> Tensor:
     return torch.einsum("ij,jk,kl->il", a, b, c)
 
 
-def einsum_ellipsis(x: Tensor, w: Tensor) -> Tensor:
-    return torch.einsum("...ij,jk->...ik", x, w) + torch.einsum("b...,b...->b...", x, x).sum(-1, keepdim=True)
-
-
 # CASE: upsample_to randn(2,3,4,5) randn(2,9,7,11)
 # CASE: upsample_to randn(1,3,6,6) randn(1,9,3,2)
 # CASE: upsample_square randn(1,2,3,4) 5
@@ -53,4 +49,3 @@ def einsum_ellipsis(x: Tensor, w: Tensor) -> Tensor:
 # CASE: order_statistics randn(4,3) 4
 # CASE: one_hot_inferred randint(0,6,3,4)
 # CASE: einsum_many randn(2,3) randn(3,4) randn(4,5)
-# CASE: einsum_ellipsis randn(2,3,4,5) randn(5,6)
