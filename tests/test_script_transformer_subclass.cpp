@@ -41,7 +41,7 @@ TEST_CASE("script class deriving from nn.Transformer: torch's state_dict names, 
   net->load_state_dict(state);
   net->eval();
   const Tensor& src = d.at("lm.input.0");
-  Tensor y = net->call({src})[0].to_tensor();
+  Tensor y = net->call({src, IValue(true)})[0].to_tensor();  // call() takes every argument, has_mask too
   check_close(y, d.at("lm.output.0"), 1e-4, 1e-5);
   check_close(net->call({src, IValue(false)})[0].to_tensor(), d.at("lm.output.1"), 1e-4, 1e-5);
   nll_loss(y.reshape({-1, 11}), d.at("lm.target").reshape({-1})).backward();
@@ -50,7 +50,7 @@ TEST_CASE("script class deriving from nn.Transformer: torch's state_dict names, 
     check_close(p.grad(), d.at("lm.grad." + name), 1e-4, 1e-5);
   }
   NoGradGuard ng;
-  check_close(compile(net->method()).call({src})[0].to_tensor(), d.at("lm.output.0"), 1e-4, 1e-5);
+  check_close(compile(net->method()).call({src, IValue(true)})[0].to_tensor(), d.at("lm.output.0"), 1e-4, 1e-5);
 }
 
 TEST_CASE("Transformer encoder layers with activation=F.gelu, nn.GELU() or F.relu in a script equal PyTorch") {

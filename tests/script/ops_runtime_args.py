@@ -4,6 +4,7 @@ torch.einsum with three operands written out."""
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from typing import Tuple
 
 
 def upsample_to(x: Tensor, skip: Tensor) -> Tensor:
@@ -18,7 +19,7 @@ def upsample_square(x: Tensor, n: int) -> Tensor:
     return F.interpolate(x, size=n, mode="bilinear")
 
 
-def named_fields(x: Tensor):
+def named_fields(x: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     t = torch.topk(x, 2, dim=1)
     s = x.sort(dim=0, descending=True)
     m = x.max(dim=1)
@@ -27,7 +28,7 @@ def named_fields(x: Tensor):
     return t.values, t.indices, s.values, s[1], m.values + m[0], m.indices, n.values, n.indices, values, indices
 
 
-def order_statistics(x: Tensor, k: int):
+def order_statistics(x: Tensor, k: int) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     med = torch.median(x, dim=1)
     kth = x.kthvalue(k, 0, keepdim=True)
     return med.values, med.indices, kth.values, kth.indices, x.median(), torch.median(x, -1, True)[0]
