@@ -248,16 +248,20 @@ Tensors derivative(OpId op, const Attrs& attrs, const Tensors& in, const Tensors
       r[0] = sum(g, {d}, true) - dispatch1(OpId::Cumsum, {g}, attrs) + g;
       break;
     }
-    // d y_j / d x_i = y_j / x_i for j >= i: the reversed running sum of g * y, over x, where no zero comes at
-    // or before i (torch's rule); at a slice's first zero the reversed running sum of g times the running
-    // product with that zero taken as one; after it 0, as every product holds the zero. One formula with no
-    // branch on the values: a compiled backward records it from a sample, which may have no zeros when a
-    // later input has them.
+    // d y_j / d x_i = y_j / x_i for j >= i: the reversed running sum of g * y, over x. Where the input has
+    // zeros (read now: the division is the common case, and a compiled backward records its formula from a
+    // sample, so it keeps the division) torch's rule instead: the quotient where no zero comes at or before
+    // i; at a slice's first zero the reversed running sum of g times the running product with that zero
+    // taken as one; after it 0, as every product holds the zero
     case OpId::Cumprod: {
       const int64_t d = attrs.i("dim");
       auto rev_cumsum = [&](const Tensor& t) { return sum(t, {d}, true) - dispatch1(OpId::Cumsum, {t}, attrs) + t; };
       Tensor gy = g * dispatch1(OpId::Cumprod, {x}, attrs);
       Tensor zero = x == 0.0;
+      if (!amax(zero.to(DType::Int64)).item<int64_t>()) {
+        r[0] = rev_cumsum(gy) / x;
+        break;
+      }
       Tensor zeros_so_far = dispatch1(OpId::Cumsum, {zero.to(DType::Int64)}, attrs);
       Tensor before = zeros_so_far == 0.0, first = where(zero, zeros_so_far, Scalar(int64_t(0))) == 1.0;
       Tensor at_first = rev_cumsum(g * dispatch1(OpId::Cumprod, {where(first, 1.0, x)}, attrs));
