@@ -191,8 +191,9 @@ int main(int argc, char** argv) {
     if (o.first_only) {
       if (kiln::bench::cpu_time())
         std::printf("first compiled step (trace + compile + run): %.1f ms (CPU time %.1f ms, this thread %.1f ms, %ld "
-                    "minor page faults)\n",
-                    first_ms, first_cpu_ms, first_thread_ms, r1.ru_minflt - r0.ru_minflt);
+                    "minor page faults, recorded %s)\n",
+                    first_ms, first_cpu_ms, first_thread_ms, r1.ru_minflt - r0.ru_minflt,
+                    step.value_recordings() ? "with values" : "from shapes");
       else
         std::printf("first compiled step (trace + compile + run): %.1f ms\n", first_ms);
       return 0;

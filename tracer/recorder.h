@@ -60,8 +60,7 @@ class Recorder final : public TraceHooks, public ShapesOnlyHooks {
     if (mutated_storages_.count(st))
       fail("trace: a tensor whose storage was written in place through another view is read here; a trace cannot "
            "follow writes through views, write out of place instead");
-    if (auto it = undefined_.find(st); it != undefined_.end() && !it->second.expired())
-      throw ValuesNeeded("a tensor computed while recording shapes only is captured as a constant");
+    if (undefined(st)) throw ValuesNeeded("a tensor computed while recording shapes only is captured as a constant");
     for (const auto& [impl, r] : values_) {
       std::shared_ptr<TensorImpl> live = r.impl.lock();
       if (live && live->storage.get() == st && st != nullptr)
@@ -128,7 +127,13 @@ class Recorder final : public TraceHooks, public ShapesOnlyHooks {
     }
     QuietTraceReads quiet;
     std::vector<Value*> ins;
-    for (const Tensor& t : inputs) ins.push_back(value_of(t));
+    bool from_undefined = false;  // a kernel that ran on undefined contents gave undefined ones
+    for (const Tensor& t : inputs) {
+      ins.push_back(value_of(t));
+      from_undefined = from_undefined || (shape_rule_ && undefined(t.impl()->storage.get()));
+    }
+    for (const Tensor& t : outputs)
+      if (from_undefined && t.defined()) undefined_[t.impl()->storage.get()] = t.storage();
     ir::Node* n = graph_->insert(graph_->create_op(op, ins, attrs, outputs.size()));
     for (size_t i = 0; i < outputs.size(); ++i) {
       n->output(i)->set_type(ir::type_of(outputs[i].dtype(), outputs[i].impl()->sizes));
@@ -161,16 +166,16 @@ class Recorder final : public TraceHooks, public ShapesOnlyHooks {
              "cannot follow writes through views, write out of place instead",
              method);
     }
-    if (auto it = undefined_.find(result.impl()->storage.get()); it != undefined_.end() && !it->second.expired())
-      undefined_[st] = self.storage();
+    if (undefined(result.impl()->storage.get())) undefined_[st] = self.storage();
     mutated_storages_.insert(st);
     mutated_keep_.push_back(self.storage());
     remember(self, v);
   }
 
   void on_read(const TensorImpl* impl, TraceRead what) override {
-    if (shape_rule_ && what != TraceRead::Size)
-      throw ValuesNeeded(what == TraceRead::Item ? "item() read a value" : "a data pointer was read");
+    if (what != TraceRead::Size && undefined(impl->storage.get()))
+      throw ValuesNeeded(what == TraceRead::Item ? "item() read a value the recording did not compute"
+                                                 : "a data pointer of a tensor the recording did not compute was read");
     Value* v = find(impl);
     if (!v) return;
     if (what == TraceRead::Size) {
@@ -282,6 +287,11 @@ class Recorder final : public TraceHooks, public ShapesOnlyHooks {
     if (op == OpId::Cast) return attrs.has("dtype") && attrs.dtype("dtype") != in.at(0).dtype();
     return op == OpId::Clone || op == OpId::IndexSelect || op == OpId::Gather || op == OpId::IndexAdd ||
            op == OpId::ScatterAdd || op == OpId::SliceBackward;
+  }
+
+  bool undefined(const Storage* st) const {
+    auto it = undefined_.find(st);
+    return it != undefined_.end() && !it->second.expired();
   }
 
   std::string describe(const Value* v) const {
