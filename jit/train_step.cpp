@@ -5,6 +5,7 @@
 #include "core/log.h"
 
 #include "eager/autograd/engine.h"
+#include "eager/cpu/gemm_warm_up.h"
 #include "eager/nn/module.h"
 #include "eager/ops.h"
 #include "eager/optim/optimizer.h"
@@ -133,6 +134,9 @@ Function record_step(nn::Module& model, const CompiledTrainStep::LossFn& loss_fn
 Function record_first_step(nn::Module& model, const CompiledTrainStep::LossFn& loss_fn, const Tensors& batch,
                            const jit::CompileOptions& options, bool shapes_only, int64_t& value_recordings) {
   if (shapes_only) {
+    // the recording computes no GEMM now, so the GEMM library's one-time set-up can run beside it
+    if (std::all_of(batch.begin(), batch.end(), [](const Tensor& t) { return t.device().is_cpu(); }))
+      cpu::blas::warm_up_in_background();
     try {
       return record_step(model, loss_fn, batch, options, true);
     } catch (const tracing::ValuesNeeded& e) {

@@ -29,7 +29,7 @@ Run train(nn::Module& net, const CompiledTrainStep::LossFn& loss_of, const std::
   Run r;
   for (int s = 0; s < 3; ++s) r.losses.push_back(step(batch).item<double>());
   for (const Tensor& p : net.parameters()) r.params.push_back(p.detach().clone());
-  r.backward = compiled_backward_graph(step.function(), batch)->str();
+  r.backward = compiled_backward_graph(step.function(), std::vector<IValue>(batch.begin(), batch.end()))->str();
   r.value_recordings = step.value_recordings();
   return r;
 }
