@@ -3,11 +3,14 @@
 // AdamW), timed per training step eagerly and through CompiledTrainStep, and per eval forward eagerly and
 // through compile(). bench/gpt_workloads.py times PyTorch on the same file; bench/compare_gpt runs both.
 //
-//   bench_gpt [--threads N] [--steps N] [--model FILE.py] [--profile|--profile-eval [--trace OUT.json]] [--json] [--disable PASS] [--cpu-time] [--first-only [--warm-up eager|compiled]] [--attention sdpa|written] [--bf16]
+//   bench_gpt [--threads N] [--steps N] [--model FILE.py] [--profile|--profile-eval [--trace OUT.json]] [--json] [--disable PASS] [--cpu-time] [--first-only [--warm-up eager|compiled] [--record-values]] [--attention sdpa|written] [--bf16]
 //
 // --warm-up splits the first compiled step's cost: before it, a throwaway model of the same file takes one
 // eager step (the process's one-time start-up: libraries, thread pools, the heap's first pages) or one
 // compiled step (that and the JIT's own one-time costs), so what is left is the cost of compiling this model.
+//
+// --record-values: the first compiled step records the step with its values (an eager run of it, as before
+// shapes-only recording), for A/B runs of one binary.
 //
 // --profile prints kiln::Profiler's table of one compiled training step instead of the timings, --profile-eval
 // that of one compiled eval forward.
@@ -43,6 +46,7 @@ struct Options {
   jit::CompileOptions compile;
   bool first_only = false;  // stop after the first compiled step (for perf record of trace + compile)
   std::string warm_up;      // --warm-up eager|compiled: a throwaway model's step first
+  bool record_values = false;  // CompiledTrainStep::record_shapes_only off
   // sdpa: the file as written (F.scaled_dot_product_attention where torch has it, as kiln does);
   // written: its other branch, softmax(masked_fill(q @ k^T * s, mask, -inf)) @ v
   std::string attention = "sdpa";
@@ -69,6 +73,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--cpu-time") kiln::bench::cpu_time() = true;
     else if (a == "--first-only") o.first_only = true;
     else if (a == "--warm-up") o.warm_up = value();
+    else if (a == "--record-values") o.record_values = true;
     else if (a == "--attention") o.attention = value();
     else if (a == "--bf16") o.bf16 = true;
     else fail("bench_gpt: unknown argument {}", a);
@@ -126,6 +131,7 @@ int main(int argc, char** argv) {
       Tensor x = randint(0, kVocab, {kBatch, kBlock}), y = randint(0, kVocab, {kBatch, kBlock});
       if (o.warm_up == "compiled") {
         CompiledTrainStep step(*m, loss_of(*m), opt, o.compile);
+        step.record_shapes_only = !o.record_values;
         step({x, y});
       } else {
         Tensor l = loss_of(*m)({x, y});
@@ -140,6 +146,7 @@ int main(int argc, char** argv) {
     Tensor x = randint(0, kVocab, {kBatch, kBlock}), y = randint(0, kVocab, {kBatch, kBlock});
     auto loss = loss_of(*model);
     CompiledTrainStep step(*model, loss, opt, o.compile);
+    step.record_shapes_only = !o.record_values;
 
     if (o.profile_eval) {
       model->eval();
@@ -184,8 +191,9 @@ int main(int argc, char** argv) {
     if (o.first_only) {
       if (kiln::bench::cpu_time())
         std::printf("first compiled step (trace + compile + run): %.1f ms (CPU time %.1f ms, this thread %.1f ms, %ld "
-                    "minor page faults)\n",
-                    first_ms, first_cpu_ms, first_thread_ms, r1.ru_minflt - r0.ru_minflt);
+                    "minor page faults, recorded %s)\n",
+                    first_ms, first_cpu_ms, first_thread_ms, r1.ru_minflt - r0.ru_minflt,
+                    step.value_recordings() ? "with values" : "from shapes");
       else
         std::printf("first compiled step (trace + compile + run): %.1f ms\n", first_ms);
       return 0;

@@ -5,9 +5,11 @@
 #include "eager/cpu/copy.h"
 #include "eager/kernels.h"
 #include "eager/profiler/profile_hooks.h"
+#include "eager/shapes_only.h"
 #include "eager/untraced.h"
 
 #include <optional>
+#include <utility>
 
 namespace kiln {
 namespace {
@@ -19,6 +21,12 @@ bool is_cpu_scalar(const Tensor& t) { return t.dim() == 0 && t.device().is_cpu()
 }  // namespace
 
 void set_autograd_observer(DispatchObserver obs) { g_autograd = obs; }
+
+namespace detail {
+thread_local ShapesOnlyHooks* t_shapes_only_hooks = nullptr;
+}  // namespace detail
+
+ShapesOnlyHooks* set_shapes_only_hooks(ShapesOnlyHooks* hooks) { return std::exchange(detail::t_shapes_only_hooks, hooks); }
 
 void register_device_kernels(Device::Type type, const DeviceKernels* kernels) { g_device_kernels[size_t(type)] = kernels; }
 
@@ -68,12 +76,15 @@ Tensors dispatch(OpId op, const Tensors& inputs_in, const Attrs& attrs) {
   ProfileHooks* profiler = profile_hooks();  // null unless a Profiler records on this thread
   int64_t start_ns = profiler ? profile_clock_ns() : 0;
   Tensors out;
+  ShapesOnlyHooks* shapes_only = tracer ? shapes_only_hooks() : nullptr;  // only where the op is recorded
+  bool recorded_only = shapes_only && shapes_only->record_only(op, inputs, attrs, out);
   {
     // Kernels read their inputs and may dispatch ops of their own (a contiguous copy, a cast): none of that
     // is the user's code, and a trace records only the op itself, below.
     std::optional<Untraced> untraced;
     if (tracer) untraced.emplace();
-    out = device.is_cpu() ? cpu::kernel_for(op)(op, inputs, attrs) : device_kernels(device).kernel_for(op)(op, inputs, attrs);
+    if (!recorded_only)
+      out = device.is_cpu() ? cpu::kernel_for(op)(op, inputs, attrs) : device_kernels(device).kernel_for(op)(op, inputs, attrs);
     if (g_autograd) g_autograd(op, inputs, attrs, out);
     if (profiler) profiler->on_op(op, inputs, attrs, out, start_ns, profile_clock_ns());
   }

@@ -5,10 +5,12 @@
 #include "core/log.h"
 
 #include "eager/autograd/engine.h"
+#include "eager/cpu/gemm_warm_up.h"
 #include "eager/nn/module.h"
 #include "eager/ops.h"
 #include "eager/optim/optimizer.h"
 #include "jit/joint_graph.h"
+#include "jit/passes/shape_prop.h"
 #include "tracer/recorder.h"
 #include "tracer/trace.h"
 
@@ -60,8 +62,9 @@ bool plain_leaf(const Tensor& t) {
   return !m || (!m->grad_fn && m->hooks.empty() && m->post_accumulate_grad_hooks.empty());
 }
 
-Function record_first_step(nn::Module& model, const CompiledTrainStep::LossFn& loss_fn, const Tensors& batch,
-                           const jit::CompileOptions& options) {
+// shapes_only: the recorder gives fresh outputs without running their kernels (tracer/recorder.h).
+Function record_step(nn::Module& model, const CompiledTrainStep::LossFn& loss_fn, const Tensors& batch,
+                     const jit::CompileOptions& options, bool shapes_only) {
   std::vector<std::pair<std::string, Tensor>> state = model.named_parameters();
   for (auto& b : model.named_buffers()) state.push_back(b);
   bool joint = GradMode::enabled();
@@ -74,6 +77,7 @@ Function record_first_step(nn::Module& model, const CompiledTrainStep::LossFn& l
 
   tracing::Recorder rec("train_step", /*silent=*/true);  // quiet: size reads only specialise to this batch, the key
   rec.set_guard_value_reads(true);
+  if (shapes_only) rec.set_shapes_only(&jit::op_output_dims);
   for (size_t i = 0; i < batch.size(); ++i) rec.add_input(batch[i], fmt::format("x{}", i));
   Tensors bound;
   for (const auto& [name, t] : state) {
@@ -122,6 +126,27 @@ Function record_first_step(nn::Module& model, const CompiledTrainStep::LossFn& l
   j.graph = rec.graph();
   jit::add_train_entry(fn, inputs, j);
   return fn;
+}
+
+// Recording the step without its values halves the first call's work: its eager run was a whole step
+// beside the compiled one. What needs the values (a read into C++, a computed constant) records again with
+// them, and so does an error: raised again there, it reports what the values say.
+Function record_first_step(nn::Module& model, const CompiledTrainStep::LossFn& loss_fn, const Tensors& batch,
+                           const jit::CompileOptions& options, bool shapes_only, int64_t& value_recordings) {
+  if (shapes_only) {
+    // the recording computes no GEMM now, so the GEMM library's one-time set-up can run beside it
+    if (std::all_of(batch.begin(), batch.end(), [](const Tensor& t) { return t.device().is_cpu(); }))
+      cpu::blas::warm_up_in_background();
+    try {
+      return record_step(model, loss_fn, batch, options, true);
+    } catch (const tracing::ValuesNeeded& e) {
+      kiln::logger().debug("compile_train_step: recording with values: {}", e.what());
+    } catch (const Error& e) {
+      kiln::logger().debug("compile_train_step: recording with values after: {}", e.what());
+    }
+  }
+  ++value_recordings;
+  return record_step(model, loss_fn, batch, options, false);
 }
 }  // namespace
 
@@ -178,7 +203,7 @@ Tensor CompiledTrainStep::operator()(const std::vector<Tensor>& batch) {
     Entry& e = entry_for(batch);
     if (!e.fn.defined()) {
       ++traces_;
-      e.fn = record_first_step(model_, loss_, batch, options_);
+      e.fn = record_first_step(model_, loss_, batch, options_, record_shapes_only, value_recordings_);
     }
     RngState rng = get_rng_state();
     try {

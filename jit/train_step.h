@@ -41,8 +41,15 @@ class CompiledTrainStep {
   // Cache entries: one per batch signature (dtypes and shapes) and train/eval flags seen so far.
   size_t entries() const { return entries_.size(); }
   int64_t guard_failures() const { return guard_failures_; }
+  // First calls that recorded the step with its values: record_shapes_only off, or a loss function that
+  // needed them (a value read into C++).
+  int64_t value_recordings() const { return value_recordings_; }
   bool running_eagerly() const { return eager_; }
   int guard_limit = 8;
+  // The first call of an entry records the step's forward and backward from shapes alone, skipping the
+  // kernels of ops whose outputs are fresh tensors (the compiled run computes the step). A loss function
+  // that reads a value into C++ makes it record again with values. false: always record with values.
+  bool record_shapes_only = true;
   // Runs after the backward has filled the parameters' .grad and before the optimizer step: gradient
   // clipping (nn::clip_grad_norm_, clip_grad_value_) or any other change to the gradients.
   std::function<void()> before_step;
@@ -61,7 +68,7 @@ class CompiledTrainStep {
   jit::CompileOptions options_;
   std::vector<std::unique_ptr<Entry>> entries_;
   Entry* last_ = nullptr;
-  int64_t traces_ = 0, guard_failures_ = 0;
+  int64_t traces_ = 0, guard_failures_ = 0, value_recordings_ = 0;
   bool eager_ = false;
 };
 

@@ -4,15 +4,21 @@
 // derivative formulas for eager and compiled backward).
 #include "core/log.h"
 
+#include <algorithm>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "backends/interp/function.h"
+#include "core/ir/dtype_rules.h"
 #include "core/ir/verifier.h"
+#include "core/matmul_shape.h"
 #include "core/trace_hooks.h"
+#include "eager/shapes_only.h"
 #include "eager/untraced.h"
 #include "eager/autograd/graph.h"
 
@@ -23,7 +29,18 @@ using ir::Value;
 // Hooks off for the tracer's own tensor work, so it records nothing and reads nothing.
 using HooksOff = Untraced;
 
-class Recorder final : public TraceHooks {
+// A shapes-only recording met something that needs the values it did not compute: a read into C++ of a
+// tensor's value, or a computed tensor captured as a constant. The caller records again with values.
+class ValuesNeeded : public std::exception {
+ public:
+  explicit ValuesNeeded(std::string why) : why_(std::move(why)) {}
+  const char* what() const noexcept override { return why_.c_str(); }
+
+ private:
+  std::string why_;
+};
+
+class Recorder final : public TraceHooks, public ShapesOnlyHooks {
  public:
   explicit Recorder(std::string fn_name, bool silent = false) : graph_(std::make_shared<ir::Graph>()), fn_name_(std::move(fn_name)), silent_(silent) {}
 
@@ -43,6 +60,7 @@ class Recorder final : public TraceHooks {
     if (mutated_storages_.count(st))
       fail("trace: a tensor whose storage was written in place through another view is read here; a trace cannot "
            "follow writes through views, write out of place instead");
+    if (undefined(st)) throw ValuesNeeded("a tensor computed while recording shapes only is captured as a constant");
     for (const auto& [impl, r] : values_) {
       std::shared_ptr<TensorImpl> live = r.impl.lock();
       if (live && live->storage.get() == st && st != nullptr)
@@ -62,10 +80,60 @@ class Recorder final : public TraceHooks {
     return v;
   }
 
-  void on_op(OpId op, const std::vector<Tensor>& inputs, const Attrs& attrs, std::vector<Tensor>& outputs) override {
+  // With a shape rule set (jit's shape propagation), an op whose output is a fresh CPU tensor is recorded
+  // from its inputs' types alone and its kernel skipped: the output's contents are undefined. For a
+  // recording whose values nobody reads (CompiledTrainStep's first call, whose compiled run computes the
+  // step). Views and the rows without a rule here run their kernels, on whatever their inputs hold.
+  // Installed for this thread until the recorder goes.
+  using ShapeRule = std::optional<std::vector<ir::Dim>> (*)(const ir::Node&);
+  void set_shapes_only(ShapeRule rule) {
+    if (!shape_rule_) previous_shapes_only_ = set_shapes_only_hooks(this);
+    shape_rule_ = rule;
+  }
+  ~Recorder() override {
+    if (shape_rule_) set_shapes_only_hooks(previous_shapes_only_);
+  }
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  bool record_only(OpId op, const std::vector<Tensor>& inputs, const Attrs& attrs, std::vector<Tensor>& outputs) override {
+    if (!shape_rule_ || trace_hooks() != this || !shape_checked(op, inputs, attrs)) return false;
+    for (const Tensor& t : inputs)
+      if (!t.device().is_cpu()) return false;
     QuietTraceReads quiet;
     std::vector<Value*> ins;
     for (const Tensor& t : inputs) ins.push_back(value_of(t));
+    ir::Node* n = graph_->create_op(op, ins, attrs, 1);
+    std::optional<std::vector<ir::Dim>> dims = shape_rule_(*n);
+    std::optional<DType> dtype = ir::op_result_dtype(*n, /*others_keep_first=*/true);
+    Shape shape;
+    for (const ir::Dim& d : dims ? *dims : std::vector<ir::Dim>{}) shape.push_back(d.is_known() ? d.size : -1);
+    if (!dims || !dtype || std::count(shape.begin(), shape.end(), -1)) {
+      n->destroy();  // the kernel runs and raises what it finds wrong
+      return false;
+    }
+    graph_->insert(n);
+    n->output()->set_type(ir::type_of(*dtype, shape));
+    outputs = {Tensor::empty(shape, *dtype)};
+    undefined_[outputs[0].impl()->storage.get()] = outputs[0].storage();
+    pending_ = n;
+    return true;
+  }
+
+  void on_op(OpId op, const std::vector<Tensor>& inputs, const Attrs& attrs, std::vector<Tensor>& outputs) override {
+    if (ir::Node* n = std::exchange(pending_, nullptr)) {  // recorded by record_only
+      remember(outputs.at(0), n->output());
+      return;
+    }
+    QuietTraceReads quiet;
+    std::vector<Value*> ins;
+    bool from_undefined = false;  // a kernel that ran on undefined contents gave undefined ones
+    for (const Tensor& t : inputs) {
+      ins.push_back(value_of(t));
+      from_undefined = from_undefined || (shape_rule_ && undefined(t.impl()->storage.get()));
+    }
+    for (const Tensor& t : outputs)
+      if (from_undefined && t.defined()) undefined_[t.impl()->storage.get()] = t.storage();
     ir::Node* n = graph_->insert(graph_->create_op(op, ins, attrs, outputs.size()));
     for (size_t i = 0; i < outputs.size(); ++i) {
       n->output(i)->set_type(ir::type_of(outputs[i].dtype(), outputs[i].impl()->sizes));
@@ -98,12 +166,16 @@ class Recorder final : public TraceHooks {
              "cannot follow writes through views, write out of place instead",
              method);
     }
+    if (undefined(result.impl()->storage.get())) undefined_[st] = self.storage();
     mutated_storages_.insert(st);
     mutated_keep_.push_back(self.storage());
     remember(self, v);
   }
 
   void on_read(const TensorImpl* impl, TraceRead what) override {
+    if (what != TraceRead::Size && undefined(impl->storage.get()))
+      throw ValuesNeeded(what == TraceRead::Item ? "item() read a value the recording did not compute"
+                                                 : "a data pointer of a tensor the recording did not compute was read");
     Value* v = find(impl);
     if (!v) return;
     if (what == TraceRead::Size) {
@@ -194,6 +266,34 @@ class Recorder final : public TraceHooks {
     if (GradMode::enabled()) keep_.push_back(t);
   }
 
+  // Whether record_only may give op's output from the shape rule: the rows whose output is a fresh tensor
+  // (not a view, not the input itself), once the checks their kernels make of the shapes have passed.
+  static bool shape_checked(OpId op, const std::vector<Tensor>& in, const Attrs& attrs) {
+    switch (op_info(op).kind) {
+      case OpKind::Unary: case OpKind::Reduce: return true;
+      case OpKind::Binary: broadcast_shapes(op_name(op), in.at(0).sizes(), in.at(1).sizes()); return true;
+      case OpKind::View: return false;
+      case OpKind::Other: break;
+    }
+    if (op == OpId::Where) {
+      broadcast_shapes(op_name(op), broadcast_shapes(op_name(op), in.at(0).sizes(), in.at(1).sizes()), in.at(2).sizes());
+      return true;
+    }
+    if (op == OpId::Matmul) {
+      if (in.at(0).dtype() != in.at(1).dtype() || in[0].dtype() == DType::Bool) return false;
+      matmul_shape(in[0].sizes(), in[1].sizes());
+      return true;
+    }
+    if (op == OpId::Cast) return attrs.has("dtype") && attrs.dtype("dtype") != in.at(0).dtype();
+    return op == OpId::Clone || op == OpId::IndexSelect || op == OpId::Gather || op == OpId::IndexAdd ||
+           op == OpId::ScatterAdd || op == OpId::SliceBackward;
+  }
+
+  bool undefined(const Storage* st) const {
+    auto it = undefined_.find(st);
+    return it != undefined_.end() && !it->second.expired();
+  }
+
   std::string describe(const Value* v) const {
     if (v->node()->prim() == ir::Prim::Param) return fmt::format("input {} ({})", v->offset(), v->name());
     return fmt::format("the output of {}", v->node()->kind_name());
@@ -224,6 +324,12 @@ class Recorder final : public TraceHooks {
     std::string what;
   };
   std::vector<PendingGuard> guards_;
+  ShapeRule shape_rule_ = nullptr;
+  ShapesOnlyHooks* previous_shapes_only_ = nullptr;
+  ir::Node* pending_ = nullptr;  // recorded by record_only, its outputs given to on_op
+  // Storages whose contents a shapes-only recording left undefined (held weakly: a dead one is no longer
+  // anything's contents).
+  std::unordered_map<const Storage*, std::weak_ptr<Storage>> undefined_;
 };
 
 // Installs a tracer for this thread for one scope.

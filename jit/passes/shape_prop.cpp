@@ -9,6 +9,7 @@
 #include "core/rnn_mode.h"
 #include "jit/ir_utils.h"
 #include "jit/passes/passes.h"
+#include "jit/passes/shape_prop.h"
 
 namespace kiln::jit {
 
@@ -334,6 +335,8 @@ int64_t run_block(ir::Block& b) {
 }
 
 }  // namespace
+
+std::optional<Dims> op_output_dims(const ir::Node& n) { return out_dims(n); }
 
 PassResult propagate_shapes(ir::Graph& g) { return {run_block(*g.block()), {}}; }
 
