@@ -582,7 +582,9 @@ Kernel kernel_for(OpId op) {
     case OpId::Conv2dBackwardInput:
     case OpId::Conv2dBackwardWeight:
     case OpId::RnnLayer:
-    case OpId::RnnLayerBackward: return &no_kernel;
+    case OpId::RnnLayerBackward:
+    case OpId::FlashAttention:
+    case OpId::FlashAttentionBackward: return &no_kernel;
   }
   return &no_kernel;
 }
