@@ -80,6 +80,20 @@ Layout check(const char* op, const Tensors& in) {
   return lay;
 }
 
+// A bool mask shared by every head that keeps exactly the keys j <= i (a GPT's tril buffer, sliced and
+// compared): checked in L*S reads, a head's worth of scores, so the loops generate it and skip the keys
+// above the diagonal instead of reading it.
+bool is_causal_mask(const AttentionProblem& p, const std::vector<int64_t>& m_off) {
+  if (p.mask_kind != AttentionMask::Bool) return false;
+  for (int64_t o : m_off)
+    if (o != m_off[0]) return false;
+  const bool* m = static_cast<const bool*>(p.mask) + (m_off.empty() ? 0 : m_off[0]);
+  for (int64_t i = 0; i < p.L; ++i)
+    for (int64_t j = 0; j < p.S; ++j)
+      if (m[i * p.m_row + j * p.m_col] != (j <= i)) return false;
+  return true;
+}
+
 // The problem over the inputs as given (held in `keep`, converted where the loops need it).
 AttentionProblem problem(const Tensors& in, const Attrs& attrs, const Layout& lay, Tensors& keep,
                          std::vector<std::vector<int64_t>>& offsets) {
@@ -111,6 +125,10 @@ AttentionProblem problem(const Tensors& in, const Attrs& attrs, const Layout& la
     p.m_col = m.size(-1) == 1 ? 0 : m.stride(-1);
     offsets.push_back(batch_offsets(m, lay));
     p.m_off = offsets[3].data();
+    if (is_causal_mask(p, offsets[3])) {
+      p.causal = true;
+      p.mask_kind = AttentionMask::None;
+    }
   }
   p.q_off = offsets[0].data();
   p.k_off = offsets[1].data();
