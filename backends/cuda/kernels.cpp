@@ -582,9 +582,10 @@ Kernel kernel_for(OpId op) {
     case OpId::Conv2dBackwardInput:
     case OpId::Conv2dBackwardWeight:
     case OpId::RnnLayer:
-    case OpId::RnnLayerBackward:
+    case OpId::RnnLayerBackward: return &no_kernel;
+    // F.scaled_dot_product_attention runs the fused row: the CPU kernel until one is rendered for CUDA
     case OpId::FlashAttention:
-    case OpId::FlashAttentionBackward: return &no_kernel;
+    case OpId::FlashAttentionBackward: return &on_host;
   }
   return &no_kernel;
 }

@@ -240,7 +240,7 @@ Tensors derivative(OpId op, const Attrs& attrs, const Tensors& in, const Tensors
       const Tensor& out = outs.at(0);
       const Tensor glse = grads.size() > 1 ? grads[1] : Tensor();
       const Tensor go = g.defined() ? g : zeros_like(out);
-      Tensors args{go, glse.defined() ? glse : Tensor::empty({0}, out.dtype()), out, outs.at(1)};
+      Tensors args{go, glse.defined() ? glse : Tensor::empty({0}, out.dtype(), out.device()), out, outs.at(1)};
       args.insert(args.end(), in.begin(), in.end());
       Tensors d = dispatch(OpId::FlashAttentionBackward, args, attrs);
       for (size_t i = 0; i < 3; ++i)
