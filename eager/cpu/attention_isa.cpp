@@ -12,6 +12,9 @@
 #include "eager/cpu/isa_kernels.h"
 #include "eager/cpu/simd_math.h"
 
+// The 64-byte vectors below pass between functions of this file only (internal, inlined): no ABI is crossed.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace kiln::cpu::KILN_ISA {
 namespace {
 
@@ -30,16 +33,84 @@ void transpose_tile(const T* x, int64_t ld, int64_t n, int64_t j0, int64_t j1, T
   }
 }
 
-// out[j] = sum_c a[c] * bt[c * kK + j] for j < n: a row against a transposed tile
+// GCC's vector extension: one 64-byte register on AVX-512, two on AVX2, four SSE ones on the baseline build
 template <typename T>
-void row_times_tile(const T* __restrict a, const T* __restrict bt, int64_t width, int64_t n, T* __restrict out) {
-  for (int64_t j = 0; j < n; ++j) out[j] = T(0);
+struct VecOf;
+template <>
+struct VecOf<float> {
+  typedef float type __attribute__((vector_size(64)));
+};
+template <>
+struct VecOf<double> {
+  typedef double type __attribute__((vector_size(64)));
+};
+template <typename T>
+using Vec = typename VecOf<T>::type;
+template <typename T>
+constexpr int64_t kLanes = 64 / sizeof(T);
+
+template <typename T>
+[[gnu::always_inline]] inline Vec<T> load(const T* p) {
+  Vec<T> v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+
+template <typename T>
+[[gnu::always_inline]] inline void store(T* p, Vec<T> v) {
+  __builtin_memcpy(p, &v, sizeof v);
+}
+
+// out[j] = sum_c a[c] * bt[c * kK + j] for j < kK (out holds kK; the columns past the tile's keys are not read
+// later): a row against a transposed tile, the whole score row in registers
+template <typename T>
+void row_times_tile(const T* __restrict a, const T* __restrict bt, int64_t width, T* __restrict out) {
+  constexpr int64_t nv = kK / kLanes<T>;
+  Vec<T> acc[nv] = {};
   for (int64_t c = 0; c < width; ++c) {
     const T ac = a[c];
-    const T* __restrict br = bt + c * kK;
-#pragma omp simd
-    for (int64_t j = 0; j < n; ++j) out[j] += ac * br[j];
+    for (int64_t v = 0; v < nv; ++v) acc[v] += ac * load(bt + c * kK + v * kLanes<T>);
   }
+  for (int64_t v = 0; v < nv; ++v) store(out + v * kLanes<T>, acc[v]);
+}
+
+// out[j][c] += sum_r w[r * kK + j] * x[r * ldx + c] over r < nr, for j < nj: a tile's weights, transposed, times
+// rows; one key's width (NV registers) accumulated over every row before it is added
+template <typename T, int NV>
+void weights_t_times_rows(const T* w, int64_t nr, int64_t nj, const T* x, int64_t ldx, T* out, int64_t ldo) {
+  for (int64_t j = 0; j < nj; ++j) {
+    Vec<T> acc[NV] = {};
+    for (int64_t r = 0; r < nr; ++r) {
+      const T wr = w[r * kK + j];
+      for (int v = 0; v < NV; ++v) acc[v] += wr * load(x + r * ldx + v * kLanes<T>);
+    }
+    for (int v = 0; v < NV; ++v) store(out + j * ldo + v * kLanes<T>, load(out + j * ldo + v * kLanes<T>) + acc[v]);
+  }
+}
+
+template <typename T>
+void weights_t_times_rows(const T* w, int64_t nr, int64_t nj, const T* x, int64_t ldx, int64_t width, T* out, int64_t ldo) {
+  const int64_t nv = width / kLanes<T>;
+  switch (nv) {  // widths up to 8 registers in registers; the columns past them below
+    case 0: break;
+    case 1: weights_t_times_rows<T, 1>(w, nr, nj, x, ldx, out, ldo); break;
+    case 2: weights_t_times_rows<T, 2>(w, nr, nj, x, ldx, out, ldo); break;
+    case 3: weights_t_times_rows<T, 3>(w, nr, nj, x, ldx, out, ldo); break;
+    case 4: weights_t_times_rows<T, 4>(w, nr, nj, x, ldx, out, ldo); break;
+    case 5: weights_t_times_rows<T, 5>(w, nr, nj, x, ldx, out, ldo); break;
+    case 6: weights_t_times_rows<T, 6>(w, nr, nj, x, ldx, out, ldo); break;
+    case 7: weights_t_times_rows<T, 7>(w, nr, nj, x, ldx, out, ldo); break;
+    default: weights_t_times_rows<T, 8>(w, nr, nj, x, ldx, out, ldo); break;
+  }
+  const int64_t done = std::min<int64_t>(nv, 8) * kLanes<T>;
+  for (int64_t j = 0; j < nj; ++j)
+    for (int64_t r = 0; r < nr; ++r) {
+      const T wr = w[r * kK + j];
+      const T* __restrict xr = x + r * ldx;
+      T* __restrict o = out + j * ldo;
+#pragma omp simd
+      for (int64_t c = done; c < width; ++c) o[c] += wr * xr[c];
+    }
 }
 
 // acc[c] += sum_j w[j] * x[j0 + j][c] over j < n, four rows of x at a time
@@ -69,7 +140,7 @@ int64_t score_row(const AttentionProblem& p, int64_t b, int64_t i, int64_t j0, i
   const int64_t n = p.causal ? std::min(j1, i + 1) - j0 : j1 - j0;
   if (n <= 0) return 0;
   const T* q = static_cast<const T*>(p.q) + p.q_off[b] + i * p.q_row;
-  row_times_tile(q, kt, p.E, n, s);
+  row_times_tile(q, kt, p.E, s);
   const T scale = T(p.scale);
   for (int64_t j = 0; j < n; ++j) s[j] *= scale;
   if (p.mask_kind == AttentionMask::Bool) {
@@ -140,7 +211,7 @@ template <typename T>
 void backward(const AttentionProblem& p, const AttentionGrads& gr) {
 #pragma omp parallel if (p.batch * p.L > kQ)
   {
-    std::vector<T> kt(size_t(p.E * kK)), vt(size_t(p.Ev * kK)), s(kK), dp(kK), delta(size_t(p.L));
+    std::vector<T> kt(size_t(p.E * kK)), vt(size_t(p.Ev * kK)), pt(kQ * kK), dst(kQ * kK), delta(size_t(p.L));
 #pragma omp for schedule(dynamic)
     for (int64_t b = 0; b < p.batch; ++b) {
       const T* q = static_cast<const T*>(p.q) + p.q_off[b];
@@ -167,30 +238,24 @@ void backward(const AttentionProblem& p, const AttentionGrads& gr) {
         const int64_t j1 = std::min(p.S, j0 + kK);
         transpose_tile(k, p.k_row, p.E, j0, j1, kt.data());
         transpose_tile(v, p.v_row, p.Ev, j0, j1, vt.data());
-        for (int64_t i = p.causal ? j0 : 0; i < p.L; ++i) {
-          const int64_t n = score_row(p, b, i, j0, j1, kt.data(), s.data());
-          if (n == 0) continue;
-          row_times_tile(g + i * p.Ev, vt.data(), p.Ev, n, dp.data());
-          T* __restrict sr = s.data();
-          T* __restrict dr = dp.data();
-          const T l = lse[i], di = delta[size_t(i)];
+        for (int64_t i0 = p.causal ? j0 / kQ * kQ : 0; i0 < p.L; i0 += kQ) {
+          const int64_t i1 = std::min(p.L, i0 + kQ);
+          for (int64_t i = i0; i < i1; ++i) {
+            T* __restrict pr = pt.data() + (i - i0) * kK;
+            T* __restrict dr = dst.data() + (i - i0) * kK;
+            const int64_t n = score_row(p, b, i, j0, j1, kt.data(), pr);
+            row_times_tile(g + i * p.Ev, vt.data(), p.Ev, dr);
+            const T l = lse[i], di = delta[size_t(i)];
 #pragma omp simd
-          for (int64_t j = 0; j < n; ++j) {
-            sr[j] = std::exp(sr[j] - l);         // P
-            dr[j] = sr[j] * (dr[j] - di) * scale;  // d(loss)/d(q·k)
+            for (int64_t j = 0; j < n; ++j) {
+              pr[j] = std::exp(pr[j] - l);           // P
+              dr[j] = pr[j] * (dr[j] - di) * scale;  // d(loss)/d(q.k)
+            }
+            for (int64_t j = std::max<int64_t>(n, 0); j < kK; ++j) pr[j] = dr[j] = T(0);  // keys this row does not see
+            if (n > 0) weighted_rows(dr, k, p.k_row, j0, n, p.E, dq + i * p.E);
           }
-          const T* qi = q + i * p.q_row;
-          const T* gi = g + i * p.Ev;
-          for (int64_t j = 0; j < n; ++j) {
-            const T pj = sr[j], dsj = dr[j];
-            T* __restrict dvj = dv + (j0 + j) * p.Ev;
-            T* __restrict dkj = dk + (j0 + j) * p.E;
-#pragma omp simd
-            for (int64_t c = 0; c < p.Ev; ++c) dvj[c] += pj * gi[c];
-#pragma omp simd
-            for (int64_t c = 0; c < p.E; ++c) dkj[c] += dsj * qi[c];
-          }
-          weighted_rows(dr, k, p.k_row, j0, n, p.E, dq + i * p.E);
+          weights_t_times_rows(pt.data(), i1 - i0, j1 - j0, g + i0 * p.Ev, p.Ev, p.Ev, dv + j0 * p.Ev, p.Ev);
+          weights_t_times_rows(dst.data(), i1 - i0, j1 - j0, q + i0 * p.q_row, p.q_row, p.E, dk + j0 * p.E, p.E);
         }
       }
     }
