@@ -167,11 +167,23 @@ int64_t rewrite_block(ir::Graph& g, ir::Block& b) {
       n->insert_before(pv);
       return n->output();
     };
-    Value* scale = c->divide ? before(g.create_op(OpId::Reciprocal, {c->scale})) : c->scale;
+    // the new values typed as far as their inputs are (the pass runs after shape propagation)
+    Value* scale = c->scale;
+    if (c->divide) {
+      scale = before(g.create_op(OpId::Reciprocal, {c->scale}));
+      if (c->scale->type().dtype && is_floating(*c->scale->type().dtype)) scale->set_type(c->scale->type());
+    }
     std::vector<Value*> in{c->q, c->k, c->v, scale};
-    if (c->mask) in.push_back(c->mask_drops ? before(g.create_op(OpId::LogicalNot, {c->mask})) : c->mask);
+    if (c->mask && c->mask_drops) {
+      Value* keep = before(g.create_op(OpId::LogicalNot, {c->mask}));
+      keep->set_type(ir::Type::tensor(DType::Bool, c->mask->type().dims));
+      in.push_back(keep);
+    } else if (c->mask) {
+      in.push_back(c->mask);
+    }
     Node* fa = g.create_op(OpId::FlashAttention, in, Attrs().set("causal", false), 2);
     fa->output(0)->set_type(pv->output()->type());
+    fa->output(1)->set_type(flash_attention_lse_type(pv->output()->type()));
     fa->output(0)->set_name(pv->output()->name());
     before(fa);
     pv->output()->replace_all_uses_with(fa->output(0));

@@ -328,11 +328,16 @@ int64_t run_block(ir::Block& b) {
     if (!n->is_op() || n->inputs().empty()) continue;
     // max_pool2d's second output holds the indices: the same dims, int64; rnn_layer's second (the steps it
     // kept for the backward, or none) is left to the run
-    const size_t typed = n->outputs().size() == 1 ? 1 : n->is_op(OpId::MaxPool2d) ? 2 : (n->is_op(OpId::RnnLayer) || n->is_op(OpId::FlashAttention)) ? 1 : 0;
+    // flash_attention's second (each query row's log-sum-exp) follows from its first
+    const size_t typed = n->outputs().size() == 1                                                  ? 1
+                         : n->is_op(OpId::MaxPool2d) || n->is_op(OpId::FlashAttention)            ? 2
+                         : n->is_op(OpId::RnnLayer)                                                ? 1
+                                                                                                   : 0;
     if (typed == 0) continue;
     auto dims = out_dims(*n);
     for (size_t i = 0; i < typed; ++i) {
       Type t = Type::tensor(i == 0 ? ir::op_result_dtype(*n, /*others_keep_first=*/true) : DType::Int64, dims);
+      if (i == 1 && n->is_op(OpId::FlashAttention)) t = flash_attention_lse_type(n->outputs()[0]->type());
       const Type& old = n->outputs()[i]->type();
       if (knowledge(t) > knowledge(old) || (knowledge(t) == knowledge(old) && t != old && knowledge(t) > 0 &&
                                             !old.has_static_shape())) {
