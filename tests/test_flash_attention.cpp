@@ -95,6 +95,8 @@ TEST_CASE("flash_attention: the row's own outputs and errors") {
   Tensor y64 = dispatch1(OpId::FlashAttention, {q.to(DType::Float64).unsqueeze(0), k.to(DType::Float64), v.to(DType::Float64), full({}, 0.25)});
   CHECK(y64.dtype() == DType::Float64);
   CHECK(y64.sizes() == Shape{1, 3, 5, 4});
+  // no keys: zeros, as torch's empty softmax times an empty value
+  check_close(dispatch1(OpId::FlashAttention, {q, randn({3, 0, 8}), randn({3, 0, 4}), full({}, 0.25)}), zeros({3, 5, 4}));
   // a row that attends nowhere is NaN, as softmax of all -inf
   Tensor none = zeros({5, 7}, DType::Bool);
   CHECK(std::isnan(dispatch1(OpId::FlashAttention, {q, k, v, full({}, 0.25), none}).select(0, 0).select(0, 0).select(0, 0).item<float>()));

@@ -1,6 +1,8 @@
 // flash_attention and its backward (core/ops.def): the tensors' layout for the tiled loops of
 // attention_isa.cpp. q, k and v are read in place wherever a row is contiguous (the heads of nanoGPT's
 // split-and-transpose are strided views of one projection); broadcast batch dims cost no copy.
+#include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "core/error.h"
@@ -155,7 +157,17 @@ Tensors kernel_flash_attention(OpId, const Tensors& in, const Attrs& attrs) {
   Tensor lse = Tensor::empty(with_tail(lay.batch, p.L, -1), lay.compute);
   p.out = out.raw_data();
   p.lse = lse.raw_data();
-  if (p.batch * p.L * p.Ev > 0) isa_kernels().attention_forward(lay.compute, p);
+  if (p.S == 0) {  // no keys: the empty softmax times an empty v is zeros, as torch's matmul
+    auto fill = [&](auto zero) {
+      using T = decltype(zero);
+      std::fill_n(static_cast<T*>(p.out), out.numel(), T(0));
+      std::fill_n(static_cast<T*>(p.lse), lse.numel(), -std::numeric_limits<T>::infinity());
+    };
+    if (lay.compute == DType::Float64) fill(double(0));
+    else fill(float(0));
+  } else if (p.batch * p.L * p.Ev > 0) {
+    isa_kernels().attention_forward(lay.compute, p);
+  }
   return {to_dtype(out, in[0].dtype()), lse};
 }
 
