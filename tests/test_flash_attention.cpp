@@ -35,12 +35,6 @@ Tensor unfused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
   return matmul(softmax(s, -1), v.to(DType::Float64));
 }
 
-Tensors leaves(const Tensors& xs) {
-  Tensors r;
-  for (const Tensor& x : xs) r.push_back(x.detach().clone().requires_grad_());
-  return r;
-}
-
 }  // namespace
 
 TEST_CASE("flash_attention: values and gradients equal the unfused maths, tiles cut anywhere, head dims 16-80") {
@@ -56,7 +50,7 @@ TEST_CASE("flash_attention: values and gradients equal the unfused maths, tiles 
         CAPTURE(sz.S);
         CAPTURE(int(kind));
         const int64_t Ev = E == 80 ? 24 : E;  // v's width need not be q's
-        Tensors in = leaves({randn({2, 2, sz.L, E}), randn({2, 2, sz.S, E}), randn({2, 2, sz.S, Ev})});
+        Tensors in = kiln::test::fresh_leaves({randn({2, 2, sz.L, E}), randn({2, 2, sz.S, E}), randn({2, 2, sz.S, Ev})});
         Tensor mask;
         if (kind == Mask::Bool) {  // shared by the batch, every query keeping key 0
           mask = logical_or(gt(rand({2, 1, sz.L, sz.S}), 0.4), eq(arange(Scalar(0), Scalar(sz.S), Scalar(1)), 0));
@@ -108,7 +102,7 @@ TEST_CASE("flash_attention: the row's own outputs and errors") {
               "flash_attention: attn_mask of shape [4,7] does not broadcast to the attention's shape [3,5,7]");
   check_error([&] { dispatch(OpId::FlashAttention, {q, k, v, full({2}, 0.25)}); }, "flash_attention: scale must hold one value");
   // no double backward: the first one's graph raises when differentiated again
-  Tensors in = leaves({q, k, v});
+  Tensors in = kiln::test::fresh_leaves({q, k, v});
   Tensor y = scaled_dot_product_attention(in[0], in[1], in[2]);
   Tensors g = grad({sum(y * y)}, in, {}, false, true);
   check_error([&] { grad({sum(g[0])}, in); }, "flash_attention_backward: double backward through the fused attention is not supported");
@@ -152,7 +146,7 @@ TEST_CASE("fuse_attention: GPT's written-out attention runs the fused row compil
     // CompiledTrainStep does) and the trace compiled
     Function tr = trace([&](const Tensors& in) { return Tensors{net->call({in[0], in[1], in[2]}).at(0).to_tensor()}; }, x);
     Function tc = compile(tr);
-    Tensors le = leaves(x), lc = leaves(x);
+    Tensors le = kiln::test::fresh_leaves(x), lc = kiln::test::fresh_leaves(x);
     Tensor w = randn(want.sizes());
     Tensors ge_ = grad({sum(f.call({le[0], le[1], le[2]})[0].to_tensor() * w)}, le);
     Tensors gc = grad({sum(tc.call({lc[0], lc[1], lc[2]})[0].to_tensor() * w)}, lc);
