@@ -3,7 +3,7 @@
 // AdamW), timed per training step eagerly and through CompiledTrainStep, and per eval forward eagerly and
 // through compile(). bench/gpt_workloads.py times PyTorch on the same file; bench/compare_gpt runs both.
 //
-//   bench_gpt [--threads N] [--steps N] [--model FILE.py] [--profile|--profile-eval [--trace OUT.json]] [--json] [--disable PASS] [--cpu-time] [--first-only [--warm-up eager|compiled] [--record-values]] [--attention sdpa|written] [--bf16]
+//   bench_gpt [--threads N] [--steps N] [--model FILE.py] [--profile|--profile-eval [--trace OUT.json]] [--json] [--disable PASS] [--cpu-time] [--first-only [--warm-up eager|compiled] [--record-values]] [--attention sdpa|written] [--bf16] [--block T]
 //
 // --warm-up splits the first compiled step's cost: before it, a throwaway model of the same file takes one
 // eager step (the process's one-time start-up: libraries, thread pools, the heap's first pages) or one
@@ -51,6 +51,7 @@ struct Options {
   // written: its other branch, softmax(masked_fill(q @ k^T * s, mask, -inf)) @ v
   std::string attention = "sdpa";
   bool bf16 = false;  // bf16 autocast for the training step and the eval forward
+  int64_t block = 64;  // --block T: the sequence length (nanoGPT's CPU setting 64; longer ones where the scores matter)
   std::string trace;  // with --profile: a Chrome trace of the step
 };
 
@@ -76,6 +77,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--record-values") o.record_values = true;
     else if (a == "--attention") o.attention = value();
     else if (a == "--bf16") o.bf16 = true;
+    else if (a == "--block") o.block = std::stoll(value());
     else fail("bench_gpt: unknown argument {}", a);
   }
   return o;
@@ -108,7 +110,8 @@ int main(int argc, char** argv) {
   try {
     Options o = parse(argc, argv);
     set_num_threads(o.threads);
-    constexpr int64_t kBatch = 12, kBlock = 64, kVocab = 65;
+    constexpr int64_t kBatch = 12, kVocab = 65;
+    const int64_t kBlock = o.block;
     manual_seed(1337);
     if (o.attention != "sdpa" && o.attention != "written")
       fail("bench_gpt: --attention is sdpa or written, got {}", o.attention);

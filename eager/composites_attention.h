@@ -1,6 +1,6 @@
 #pragma once
-// F.scaled_dot_product_attention, written once over the builder (eager/builder.h) as torch documents it:
-// softmax(q @ k^T * scale + mask) @ v. nn.MultiheadAttention (eager/nn/attention.cpp) runs it per head.
+// F.scaled_dot_product_attention, written once over the builder (eager/builder.h): the fused flash_attention
+// row, or with dropout as torch documents it, softmax(q @ k^T * scale + mask) @ v. nn.MultiheadAttention (eager/nn/attention.cpp) runs it per head.
 #include <cmath>
 #include <optional>
 #include <string>
@@ -42,8 +42,6 @@ Val<B> scaled_dot_product_attention(B& b, Val<B> q, Val<B> k, Val<B> v, Val<B> a
     if (!fits)
       b.fail(fmt::format("{}: attn_mask of shape {} does not broadcast to the attention's shape {}", name, shape_str(*ms), shape_str(want)));
   }
-  Val<B> kt = b.transpose(k, -2, -1);
-  Val<B> scores = b.op(OpId::Matmul, {q, kt});
   Val<B> s;
   if (scale) {
     s = b.scalar(Scalar(*scale));
@@ -52,7 +50,14 @@ Val<B> scaled_dot_product_attention(B& b, Val<B> q, Val<B> k, Val<B> v, Val<B> a
     std::optional<int64_t> r = b.rank(q);
     s = b.op(OpId::Rsqrt, {b.op(OpId::Cast, {b.count(q, {r ? *r - 1 : -1}, -1, nullptr)}, Attrs().set("dtype", DType::Float64))});
   }
-  scores = b.op(OpId::Mul, {scores, s});
+  // Without dropout one fused row does it all (eager/cpu/attention.cpp): the scores are never stored, a causal
+  // mask is generated, not read, and the backward recomputes the probabilities from each row's log-sum-exp.
+  if (dropout_p == 0.0) {
+    std::vector<Val<B>> in{q, k, v, s};
+    if (present(attn_mask)) in.push_back(attn_mask);
+    return b.op(OpId::FlashAttention, in, Attrs().set("causal", is_causal));
+  }
+  Val<B> scores = b.op(OpId::Mul, {b.op(OpId::Matmul, {q, b.transpose(k, -2, -1)}), s});
   Val<B> keep = is_causal ? b.causal_mask(q, k) : Val<B>{};
   auto masked = [&](Val<B> keep_) { return b.op(OpId::Where, {keep_, scores, b.scalar(-INFINITY)}); };
   if (present(keep)) scores = masked(keep);

@@ -2,6 +2,7 @@
 
 #include "core/log.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <set>
@@ -295,7 +296,9 @@ class CompiledFunction final : public Function::Executor {
   const ir::Graph& autodiff_source() {
     if (!autodiff_source_) {
       std::shared_ptr<ir::Graph> g = source_->copy();
-      if (pool_before_relu(*g).changes > 0) {
+      const auto& off = opts_.pipeline.disable;
+      const bool attention = std::find(off.begin(), off.end(), "fuse_attention") == off.end();
+      if (pool_before_relu(*g).changes + (attention ? fuse_attention(*g).changes : 0) > 0) {
         ir::verify(*g);
         autodiff_source_ = std::move(g);
       } else {

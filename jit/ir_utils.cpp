@@ -63,4 +63,12 @@ bool is_elementwise(const ir::Node& n) {
   return k == OpKind::Unary || k == OpKind::Binary || n.op() == OpId::Where;
 }
 
+ir::Type flash_attention_lse_type(const ir::Type& out) {
+  std::optional<DType> dt;
+  if (out.dtype) dt = *out.dtype == DType::Float64 ? DType::Float64 : DType::Float32;
+  std::optional<std::vector<ir::Dim>> dims;
+  if (out.dims && !out.dims->empty()) dims = std::vector<ir::Dim>(out.dims->begin(), out.dims->end() - 1);
+  return ir::Type::tensor(dt, dims);
+}
+
 }  // namespace kiln::jit

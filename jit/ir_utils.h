@@ -22,6 +22,9 @@ std::optional<double> scalar_constant(const ir::Value* v);
 bool is_constant(const ir::Value* v);
 // Elementwise: a Unary or Binary row, or where.
 bool is_elementwise(const ir::Node& n);
+// The type of flash_attention's second output, each query row's log-sum-exp ([..., L], float32 or float64),
+// from its first's ([..., L, Ev], the inputs' dtype).
+ir::Type flash_attention_lse_type(const ir::Type& out);
 // Which input of g (a group's standalone graph) v is, if any.
 std::optional<size_t> argument_index(const ir::Graph& g, const ir::Value* v);
 

@@ -18,6 +18,8 @@ const std::vector<Pass>& all_passes() {
       {"constant_fold", "evaluates nodes whose inputs are all constants", fold_constants},
       {"simplify", "x+0, x*1, x/1, neg(neg x), x-x and x*0 for integers, view chains", simplify_algebra},
       {"pool_before_relu", "max_pool2d(relu(x)) -> relu(max_pool2d(x)): relu on the pooled size", pool_before_relu},
+      {"fuse_attention", "softmax(masked_fill(q @ k^T * s, mask, -inf)) @ v written out -> one flash_attention",
+       fuse_attention},
       {"join_slice_backward", "slice_backwards summed over pieces that tile a dim -> one cat", join_slice_backward},
       {"cse", "merges equal pure nodes", eliminate_common_subexpressions},
       {"licm", "hoists loop-invariant nodes out of prim::Loop bodies", hoist_loop_invariants},

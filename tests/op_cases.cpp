@@ -71,6 +71,12 @@ OpCase case_for(OpId op, uint64_t seed) {
       // grad, rnn_layer's output and no kept steps (so the forward runs again), then rnn_layer's inputs
       return {{randn({5, 2, 3}), randn({5, 2, 3}), randn({0, 36}), randn({3, 2, 12}), randn({12, 3}), randn({12}), randn({2, 2, 3})},
               Attrs().set("mode", std::string("lstm")).set("reverse", true)};
+    case OpId::FlashAttention:  // 7 keys over 5 queries: partial tiles; q's batch dim broadcast
+      return {{randn({1, 5, 4}), randn({2, 7, 4}), randn({2, 7, 3}), full({}, 0.5)}, Attrs().set("causal", true)};
+    case OpId::FlashAttentionBackward:
+      return {{randn({2, 5, 3}), Tensor::empty({0}), randn({2, 5, 3}), randn({2, 5}), randn({2, 5, 4}), randn({2, 7, 4}),
+               randn({2, 7, 3}), full({}, 0.5)},
+              {}};
     case OpId::AvgPool2dBackward: return {{randn({2, 3, 3, 3})}, Attrs(pool).set("shape", Shape{2, 3, 6, 6})};
     case OpId::Conv2dBackwardInput: return {{randn({2, 4, 6, 6}), randn({4, 3, 3, 3})}, Attrs(conv).set("shape", Shape{2, 3, 6, 6})};
     case OpId::Conv2dBackwardWeight: return {{randn({2, 4, 6, 6}), img}, Attrs(conv).set("shape", Shape{4, 3, 3, 3})};

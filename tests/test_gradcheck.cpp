@@ -149,9 +149,17 @@ Case case_for(OpId op) {
                   },
                   {input({3, 2, 8}, -1, 1, false, 1), input({8, 2}, -1, 1, true, 2), input({8}, -1, 1, false, 3),
                    input({2, 2, 2}, -1, 1, false, 4)}};
+    case OpId::FlashAttention:  // a bool mask broadcast over the batch; tests/test_flash_attention.cpp has the rest
+      return Case{[](const Tensors& x) {
+                    Tensor keep = tensor(std::vector<int64_t>{1, 0, 1, 1, 1, 0, 1, 0, 1, 1, 1, 1, 0, 1, 1}, {3, 5}).to(DType::Bool);
+                    return dispatch1(OpId::FlashAttention, {x[0], x[1], x[2], x[3], keep});
+                  },
+                  {input({2, 3, 4}, -1, 1, false, 1), input({2, 5, 4}, -1, 1, false, 2), input({2, 5, 3}, -1, 1, true, 3),
+                   input({}, 0.3, 0.6, false, 4)}};
     // not differentiable: covered by the is_differentiable check below
     // differentiable only to raise (tests/test_rnn.cpp checks the error)
     case OpId::RnnLayerBackward:
+    case OpId::FlashAttentionBackward:
     case OpId::Argmax: case OpId::Argmin: case OpId::Argsort:
       return Case{};
   }
@@ -167,7 +175,7 @@ TEST_CASE("gradcheck: every differentiable op of the table") {
     Case c = case_for(op);
     CAPTURE(op_name(op));
     if (!c.fn) {
-      CHECK_FALSE((is_differentiable(op) && op != OpId::RnnLayerBackward));
+      CHECK_FALSE((is_differentiable(op) && op != OpId::RnnLayerBackward && op != OpId::FlashAttentionBackward));
       continue;
     }
     CHECK(is_differentiable(op));

@@ -121,14 +121,14 @@ TEST_CASE("row kernels: a one-block GPT's compiled training step runs within its
   // Views (reshape, permute, ...) launch nothing; every other row of the table is a kernel.
   const std::set<std::string> views{"reshape", "permute", "expand", "unsqueeze", "squeeze", "slice", "select"};
   int64_t kernels = 0;
-  bool softmax_one = false;
+  bool attention_one = false;
   for (const OpProfile& op : prof.ops()) {
     if (!views.count(op.name)) kernels += op.count;
-    softmax_one |= op.kernel && op.name.find("amax_sub_exp_sum_div") != std::string::npos;
+    attention_one |= op.name == "flash_attention" && op.count == 1;
   }
   MESSAGE("one-block GPT step: " << kernels << " kernels\n" << prof.table());
   if (x86::best_isa() == x86::Isa::None) return;
-  CHECK(softmax_one);  // attention's softmax: max, exp, sum and division in one row kernel
+  CHECK(attention_one);  // attention: scores, softmax and the product with v in one fused kernel
   // 70 when row groups came in (softmax, layer_norm, their gradients, log_softmax each one kernel) with
   // the qkv split's gradient as one cat. A change that splits a group again fails here.
   CHECK(kernels <= 70);

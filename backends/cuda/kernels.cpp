@@ -583,6 +583,9 @@ Kernel kernel_for(OpId op) {
     case OpId::Conv2dBackwardWeight:
     case OpId::RnnLayer:
     case OpId::RnnLayerBackward: return &no_kernel;
+    // F.scaled_dot_product_attention runs the fused row: the CPU kernel until one is rendered for CUDA
+    case OpId::FlashAttention:
+    case OpId::FlashAttentionBackward: return &on_host;
   }
   return &no_kernel;
 }

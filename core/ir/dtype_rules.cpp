@@ -60,6 +60,7 @@ std::optional<DType> op_result_dtype(const Node& n, bool others_keep_first) {
         case OpId::IndexSelect: case OpId::Gather: case OpId::IndexAdd: case OpId::ScatterAdd:
         case OpId::SliceBackward: case OpId::AvgPool2dBackward: case OpId::Conv2dBackwardInput:
         case OpId::Conv2dBackwardWeight: case OpId::RnnLayer: case OpId::RnnLayerBackward:
+        case OpId::FlashAttention: case OpId::FlashAttentionBackward:
           return others_keep_first ? std::optional<DType>(in[0]) : std::nullopt;
         // not Other rows: handled by their kind above
 #define KILN_UNARY(Id, name, rule, expr) case OpId::Id:

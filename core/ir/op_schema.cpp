@@ -60,6 +60,8 @@ OpSchema schema_of(OpId op) {
       return {2, 5, 2, {{"mode", K::Str}}, {{"reverse", K::Bool}, {"bias", K::Bool}, {"lengths", K::Bool}, {"keep", K::Bool}}};
     case OpId::RnnLayerBackward:
       return {5, 8, 4, {{"mode", K::Str}}, {{"reverse", K::Bool}, {"bias", K::Bool}, {"lengths", K::Bool}, {"keep", K::Bool}}};
+    case OpId::FlashAttention: return {4, 5, 2, {}, {{"causal", K::Bool}}};
+    case OpId::FlashAttentionBackward: return {8, 9, 3, {}, {{"causal", K::Bool}}};
     case OpId::Cat: return {1, -1, 1, {{"dim", K::Int}}, {}};
     // index_select's "indexing": an advanced index's pick, whose errors speak of the index as torch's do
     case OpId::IndexSelect: return {2, 2, 1, {{"dim", K::Int}}, {{"indexing", K::Int}}};

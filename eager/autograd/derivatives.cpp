@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "eager/builder.h"
 #include "eager/dispatch.h"
 #include "eager/ops.h"
 
@@ -55,6 +56,19 @@ Tensor max_pool2d_grad(const Tensor& g, const Tensor& x, const Attrs& attrs) {
 // A 2-D tensor laid out as the transpose of a contiguous one.
 bool column_major(const Tensor& t) {
   return t.dim() == 2 && t.size(0) > 1 && t.size(1) > 1 && t.stride(0) == 1 && t.stride(1) == t.size(0);
+}
+
+// A float mask's gradient is the scores' gradient, P (dP - delta): the one case that builds the [..., L, S]
+// probabilities, from the saved log-sum-exp, since the mask is as large.
+Tensor flash_attention_mask_grad(const Tensors& in, const Attrs& attrs, const Tensor& g, const Tensor& glse,
+                                 const Tensor& out, const Tensor& lse) {
+  const Tensor &q = in[0], &k = in[1], &v = in[2];
+  Tensor s = matmul(q, k.transpose(-2, -1)) * in[3] + in[4];
+  if (attrs.b_or("causal", false)) s = where(EagerBuilder().causal_mask(q, k), s, Scalar(-INFINITY));
+  Tensor p = exp(s - lse.unsqueeze(-1));
+  Tensor delta = sum(g * out, {-1}, true);
+  if (glse.defined()) delta = delta - glse.unsqueeze(-1);
+  return p * (matmul(g, v.transpose(-2, -1)) - delta);
 }
 
 }  // namespace
@@ -222,6 +236,23 @@ Tensors derivative(OpId op, const Attrs& attrs, const Tensors& in, const Tensors
       if (k + (attrs.b_or("lengths", false) ? 1 : 0) < in.size()) r[k] = d[3];
       break;
     }
+    case OpId::FlashAttention: {  // inputs q, k, v, scale[, mask]; the backward row gives q's, k's and v's
+      const Tensor& out = outs.at(0);
+      const Tensor glse = grads.size() > 1 ? grads[1] : Tensor();
+      const Tensor go = g.defined() ? g : zeros_like(out);
+      Tensors args{go, glse.defined() ? glse : Tensor::empty({0}, out.dtype(), out.device()), out, outs.at(1)};
+      args.insert(args.end(), in.begin(), in.end());
+      Tensors d = dispatch(OpId::FlashAttentionBackward, args, attrs);
+      for (size_t i = 0; i < 3; ++i)
+        if (need(i)) r[i] = d[i];
+      // dq is scale * sum_j dscore_ij k_j, so d(loss)/d(scale) = sum_ij dscore_ij (q_i . k_j) = sum(q * dq) / scale
+      if (need(3)) r[3] = (sum(in[0] * d[0]) / in[3]).reshape(in[3].sizes());
+      if (in.size() > 4 && need(4)) r[4] = flash_attention_mask_grad(in, attrs, go, glse, out, outs.at(1));
+      break;
+    }
+    case OpId::FlashAttentionBackward:  // recorded under create_graph=True; reached only by a second backward
+      fail("flash_attention_backward: double backward through the fused attention is not supported (a gradient of a "
+           "gradient through scaled_dot_product_attention)");
     case OpId::RnnLayerBackward:  // recorded under create_graph=True; reached only by a second backward
       fail("rnn_layer_backward: double backward through a recurrent layer is not supported (a gradient of a gradient "
            "through LSTM, GRU or RNN)");

@@ -1,6 +1,6 @@
 // Compiled three times with KILN_ISA = baseline | avx2 | avx512 and the matching -m flags (see
 // eager/meson.build). Rows are written so GCC vectorises them; transcendental calls vectorise into
-// glibc's libmvec (declared below as SIMD-callable, since glibc only does so under -ffast-math).
+// glibc's libmvec (eager/cpu/simd_math.h declares them SIMD-callable, since glibc only does so under -ffast-math).
 #include <immintrin.h>
 
 #include <cmath>
@@ -16,28 +16,7 @@
 #include <omp.h>
 #endif
 
-#if KILN_SIMD_MATH
-extern "C" {
-#define KILN_SIMD(ret, name, ...) __attribute__((simd("notinbranch"))) ret name(__VA_ARGS__) noexcept;
-KILN_SIMD(float, expf, float)
-KILN_SIMD(double, exp, double)
-KILN_SIMD(float, logf, float)
-KILN_SIMD(double, log, double)
-KILN_SIMD(float, log1pf, float)
-KILN_SIMD(double, log1p, double)
-KILN_SIMD(float, sinf, float)
-KILN_SIMD(double, sin, double)
-KILN_SIMD(float, cosf, float)
-KILN_SIMD(double, cos, double)
-KILN_SIMD(float, tanhf, float)
-KILN_SIMD(double, tanh, double)
-KILN_SIMD(float, erff, float)
-KILN_SIMD(double, erf, double)
-KILN_SIMD(float, powf, float, float)
-KILN_SIMD(double, pow, double, double)
-#undef KILN_SIMD
-}
-#endif
+#include "eager/cpu/simd_math.h"
 
 namespace kiln::cpu::KILN_ISA {
 namespace {
@@ -291,6 +270,6 @@ void cast(DType to, DType from, const StridedLoop& L) {
 
 }  // namespace
 
-const IsaKernels kernels{KILN_ISA_NAME, &unary, &binary, &where, &cast, &fused_sgd, &fused_adam};
+const IsaKernels kernels{KILN_ISA_NAME, &unary, &binary, &where, &cast, &fused_sgd, &fused_adam, &attention_forward, &attention_backward};
 
 }  // namespace kiln::cpu::KILN_ISA

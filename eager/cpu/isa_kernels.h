@@ -5,6 +5,7 @@
 
 #include "core/dtype.h"
 #include "core/op.h"
+#include "eager/cpu/attention.h"
 #include "eager/cpu/strided_loop.h"
 
 namespace kiln::optim {
@@ -24,6 +25,9 @@ struct IsaKernels {
   // The optimizers' single-pass updates over contiguous float32/float64 (eager/optim/fused_update_isa.cpp).
   void (*fused_sgd)(DType t, void* p, const void* g, void* buf, int64_t n, const optim::SGDStep& s);
   void (*fused_adam)(DType t, void* p, const void* g, void* m, void* v, int64_t n, const optim::AdamStep& s);
+  // The fused attention's forward and backward over float32 or float64 (eager/cpu/attention_isa.cpp).
+  void (*attention_forward)(DType t, const AttentionProblem& p);
+  void (*attention_backward)(DType t, const AttentionProblem& p, const AttentionGrads& g);
 };
 
 const IsaKernels& isa_kernels();
@@ -33,6 +37,8 @@ const IsaKernels& isa_kernels();
   extern const IsaKernels kernels;                                                                        \
   void fused_sgd(DType t, void* p, const void* g, void* buf, int64_t n, const optim::SGDStep& s);           \
   void fused_adam(DType t, void* p, const void* g, void* m, void* v, int64_t n, const optim::AdamStep& s);  \
+  void attention_forward(DType t, const AttentionProblem& p);                                               \
+  void attention_backward(DType t, const AttentionProblem& p, const AttentionGrads& g);                     \
   }
 KILN_DECLARE_ISA(baseline)
 KILN_DECLARE_ISA(avx2)

@@ -74,6 +74,16 @@ int64_t op_flops(OpId op, const std::vector<Shape>& in, const Attrs& attrs, cons
       return numel_of(in.at(2));
     case OpId::RnnLayer:  // per step h·W_hh^T, [N,H] by [H,G*H]; the gate arithmetic is not counted
       return 2 * numel_of(in.at(0)) * in.at(1).at(1);
+    case OpId::FlashAttention: {  // q·k and p·v over every (query, key) pair; a causal mask halves them
+      const Shape &q = in.at(0), &v = in.at(2);
+      const int64_t pairs = numel_of(Shape(q.begin(), q.end() - 1)) * in.at(1).at(in[1].size() - 2);
+      return 2 * pairs * (q.back() + v.back()) / (attrs.b_or("causal", false) ? 2 : 1);
+    }
+    case OpId::FlashAttentionBackward: {  // the scores again, then dp, dv, dk, dq: five products
+      const Shape &q = in.at(4), &v = in.at(6);
+      const int64_t pairs = numel_of(Shape(q.begin(), q.end() - 1)) * in.at(5).at(in[5].size() - 2);
+      return 2 * pairs * (3 * q.back() + 2 * v.back()) / (attrs.b_or("causal", false) ? 2 : 1);
+    }
     case OpId::RnnLayerBackward:  // the gradients of h and of W_hh, and the forward again unless its steps were kept
       return (numel_of(in.at(2)) > 0 ? 2 : 3) * 2 * numel_of(in.at(3)) * in.at(4).at(1);
   }

@@ -267,7 +267,18 @@ std::optional<Dims> out_dims(const ir::Node& n) {
       Dim t = (*in0)[0];
       return Dims{t.is_known() ? Dim::known(t.size + mode->states) : Dim::unknown(), (*in0)[1], (*in1)[1]};
     }
+    case OpId::FlashAttention: {  // [..., L, Ev]: q's batch dims where q, k and v agree on them
+      auto in2 = dims_of(n.input(2));
+      if (!in0 || !in1 || !in2 || in0->size() < 2 || in1->size() != in0->size() || in2->size() != in0->size())
+        return std::nullopt;
+      for (size_t i = 0; i + 2 < in0->size(); ++i)
+        if (!((*in0)[i] == (*in1)[i]) || !((*in0)[i] == (*in2)[i])) return std::nullopt;
+      Dims out = *in0;
+      out.back() = in2->back();
+      return out;
+    }
     case OpId::RnnLayerBackward:  // four outputs: run_block leaves them to the graph's run
+    case OpId::FlashAttentionBackward:
       return std::nullopt;
     case OpId::Cat:
       return cat_dims(n);
@@ -318,11 +329,16 @@ int64_t run_block(ir::Block& b) {
     if (!n->is_op() || n->inputs().empty()) continue;
     // max_pool2d's second output holds the indices: the same dims, int64; rnn_layer's second (the steps it
     // kept for the backward, or none) is left to the run
-    const size_t typed = n->outputs().size() == 1 ? 1 : n->is_op(OpId::MaxPool2d) ? 2 : n->is_op(OpId::RnnLayer) ? 1 : 0;
+    // flash_attention's second (each query row's log-sum-exp) follows from its first
+    const size_t typed = n->outputs().size() == 1                                                  ? 1
+                         : n->is_op(OpId::MaxPool2d) || n->is_op(OpId::FlashAttention)            ? 2
+                         : n->is_op(OpId::RnnLayer)                                                ? 1
+                                                                                                   : 0;
     if (typed == 0) continue;
     auto dims = out_dims(*n);
     for (size_t i = 0; i < typed; ++i) {
       Type t = Type::tensor(i == 0 ? ir::op_result_dtype(*n, /*others_keep_first=*/true) : DType::Int64, dims);
+      if (i == 1 && n->is_op(OpId::FlashAttention)) t = flash_attention_lse_type(n->outputs()[0]->type());
       const Type& old = n->outputs()[i]->type();
       if (knowledge(t) > knowledge(old) || (knowledge(t) == knowledge(old) && t != old && knowledge(t) > 0 &&
                                             !old.has_static_shape())) {

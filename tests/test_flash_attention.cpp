@@ -1,0 +1,158 @@
+// The fused attention row (flash_attention, eager/cpu/attention.cpp) against the unfused maths in float64:
+// values and the gradients of q, k, v and a float mask, over sizes that end inside a tile (the kernel's tiles are
+// 32 queries by 64 keys) and head dims 16/32/64/80, causal, bool and float masks; the written-out attention of
+// GPT code rewritten by the fuse_attention pass, compiled == eager. tests/test_attention.cpp compares
+// F.scaled_dot_product_attention, which runs the row, with PyTorch 1.13's values of the written-out maths.
+#include <cmath>
+
+#include "eager/autograd/engine.h"
+#include "eager/autograd/graph.h"
+#include "eager/dispatch.h"
+#include "eager/ops.h"
+#include "jit/compiled_function.h"
+#include "script_frontend/script.h"
+#include "tracer/trace.h"
+#include "support.h"
+
+using namespace kiln;
+using kiln::test::check_close;
+using kiln::test::check_error;
+
+namespace {
+
+enum class Mask { None, Causal, Bool, Float };
+
+// softmax(q @ k^T * scale, masked) @ v in float64, each step its own op
+Tensor unfused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, Mask kind, double scale) {
+  Tensor s = matmul(q.to(DType::Float64), k.to(DType::Float64).transpose(-2, -1)) * scale;
+  const int64_t L = q.size(-2), S = k.size(-2);
+  if (kind == Mask::Causal) {
+    Tensor keep = ge(arange(Scalar(0), Scalar(L), Scalar(1), DType::Int64).unsqueeze(1), arange(Scalar(0), Scalar(S), Scalar(1), DType::Int64));
+    s = where(keep, s, Scalar(-INFINITY));
+  }
+  if (kind == Mask::Bool) s = where(mask, s, Scalar(-INFINITY));
+  if (kind == Mask::Float) s = s + mask.to(DType::Float64);
+  return matmul(softmax(s, -1), v.to(DType::Float64));
+}
+
+}  // namespace
+
+TEST_CASE("flash_attention: values and gradients equal the unfused maths, tiles cut anywhere, head dims 16-80") {
+  manual_seed(7);
+  struct Size {
+    int64_t L, S;
+  };
+  for (int64_t E : {16, 32, 64, 80})
+    for (Size sz : {Size{37, 37}, Size{70, 70}, Size{5, 9}, Size{66, 131}})
+      for (Mask kind : {Mask::None, Mask::Causal, Mask::Bool, Mask::Float}) {
+        CAPTURE(E);
+        CAPTURE(sz.L);
+        CAPTURE(sz.S);
+        CAPTURE(int(kind));
+        const int64_t Ev = E == 80 ? 24 : E;  // v's width need not be q's
+        Tensors in = kiln::test::fresh_leaves({randn({2, 2, sz.L, E}), randn({2, 2, sz.S, E}), randn({2, 2, sz.S, Ev})});
+        Tensor mask;
+        if (kind == Mask::Bool) {  // shared by the batch, every query keeping key 0
+          mask = logical_or(gt(rand({2, 1, sz.L, sz.S}), 0.4), eq(arange(Scalar(0), Scalar(sz.S), Scalar(1)), 0));
+        } else if (kind == Mask::Float) {
+          mask = (randn({sz.L, sz.S}) * 0.5).requires_grad_();
+        }
+        const double scale = 1.0 / std::sqrt(double(E));
+        Tensor y = scaled_dot_product_attention(in[0], in[1], in[2], mask, 0.0, kind == Mask::Causal);
+        Tensor want = unfused(in[0], in[1], in[2], mask, kind, scale);
+        check_close(y, want.to(DType::Float32), 1e-4, 1e-5);
+        Tensor w = randn(y.sizes());
+        Tensors wrt = in;
+        if (kind == Mask::Float) wrt.push_back(mask);
+        Tensors got = grad({sum(y * w)}, wrt), expect = grad({sum(want * w.to(DType::Float64))}, wrt);
+        for (size_t i = 0; i < wrt.size(); ++i) {
+          CAPTURE(i);
+          check_close(got[i], expect[i], 1e-3, 1e-4);
+        }
+      }
+}
+
+TEST_CASE("flash_attention: the row's own outputs and errors") {
+  manual_seed(3);
+  Tensor q = randn({3, 5, 8}), k = randn({3, 7, 8}), v = randn({3, 7, 4});
+  Tensors r = dispatch(OpId::FlashAttention, {q, k, v, full({}, 0.25)}, Attrs().set("causal", true));
+  REQUIRE(r.size() == 2);
+  CHECK(r[0].sizes() == Shape{3, 5, 4});
+  // the log-sum-exp of each query row's scores, the statistics the backward reads
+  Tensor s = matmul(q, k.transpose(-2, -1)) * 0.25;
+  Tensor keep = ge(arange(Scalar(0), Scalar(5), Scalar(1), DType::Int64).unsqueeze(1), arange(Scalar(0), Scalar(7), Scalar(1), DType::Int64));
+  check_close(r[1], log(sum(exp(where(keep, s, Scalar(-INFINITY))), {-1})), 1e-5, 1e-6);
+  // a tril mask shared by every head runs as is_causal: the same values
+  Tensor tril_mask = keep.unsqueeze(0);
+  check_close(dispatch(OpId::FlashAttention, {q, k, v, full({}, 0.25), tril_mask})[0], r[0], 1e-6, 1e-7);
+  // float64 stays float64; broadcast batch dims
+  Tensor y64 = dispatch1(OpId::FlashAttention, {q.to(DType::Float64).unsqueeze(0), k.to(DType::Float64), v.to(DType::Float64), full({}, 0.25)});
+  CHECK(y64.dtype() == DType::Float64);
+  CHECK(y64.sizes() == Shape{1, 3, 5, 4});
+  // no keys: zeros, as torch's empty softmax times an empty value
+  check_close(dispatch1(OpId::FlashAttention, {q, randn({3, 0, 8}), randn({3, 0, 4}), full({}, 0.25)}), zeros({3, 5, 4}));
+  // a row that attends nowhere is NaN, as softmax of all -inf
+  Tensor none = zeros({5, 7}, DType::Bool);
+  CHECK(std::isnan(dispatch1(OpId::FlashAttention, {q, k, v, full({}, 0.25), none}).select(0, 0).select(0, 0).select(0, 0).item<float>()));
+  check_error([&] { dispatch(OpId::FlashAttention, {q, randn({3, 7, 6}), v, full({}, 0.25)}); },
+              "flash_attention: query's last dim (8) must equal key's (6)");
+  check_error([&] { dispatch(OpId::FlashAttention, {q, k, randn({3, 6, 4}), full({}, 0.25)}); },
+              "flash_attention: key and value must have the same sequence length");
+  check_error([&] { dispatch(OpId::FlashAttention, {q, k, v, full({}, 0.25), randn({4, 7})}); },
+              "flash_attention: attn_mask of shape [4,7] does not broadcast to the attention's shape [3,5,7]");
+  check_error([&] { dispatch(OpId::FlashAttention, {q, k, v, full({2}, 0.25)}); }, "flash_attention: scale must hold one value");
+  // no double backward: the first one's graph raises when differentiated again
+  Tensors in = kiln::test::fresh_leaves({q, k, v});
+  Tensor y = scaled_dot_product_attention(in[0], in[1], in[2]);
+  Tensors g = grad({sum(y * y)}, in, {}, false, true);
+  check_error([&] { grad({sum(g[0])}, in); }, "flash_attention_backward: double backward through the fused attention is not supported");
+}
+
+TEST_CASE("fuse_attention: GPT's written-out attention runs the fused row compiled, values and gradients == eager") {
+  const char* src =
+      "import math\nimport torch\nimport torch.nn as nn\nfrom torch.nn import functional as F\n\n\n"
+      "class Attend(nn.Module):\n"
+      "    def __init__(self, block):\n"
+      "        super().__init__()\n"
+      "        self.register_buffer('bias', torch.tril(torch.ones(block, block)).view(1, 1, block, block))\n\n"
+      "    def forward(self, q, k, v):\n"
+      "        T = q.size(-2)\n"
+      "        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))\n"
+      "        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))\n"
+      "        att = F.softmax(att, dim=-1)\n"
+      "        return att @ v\n";
+  auto net = script_source(src, "attend.py").module("Attend", {IValue(int64_t(16))});
+  Function f = net->method("forward");
+  Function fc = compile(f);
+  manual_seed(5);
+  auto count = [](const ir::Graph& g, OpId op) {
+    int n = 0;
+    for (const ir::Node* node : g.block()->nodes()) n += node->is_op(op) ? 1 : 0;
+    return n;
+  };
+  for (int64_t T : {11, 16}) {  // the buffer sliced to the sequence: causal either way
+    CAPTURE(T);
+    Tensors x = {randn({2, 3, T, 8}), randn({2, 3, T, 8}), randn({2, 3, T, 8})};
+    Tensor want = f.call({x[0], x[1], x[2]})[0].to_tensor();
+    {
+      NoGradGuard ng;
+      check_close(fc.call({x[0], x[1], x[2]})[0].to_tensor(), want, 1e-5, 1e-6);
+      std::vector<IValue> args{x[0], x[1], x[2]};
+      auto g = compiled_graph(fc, args);
+      CHECK(count(*g, OpId::FlashAttention) == 1);
+      CHECK(count(*g, OpId::Exp) == 0);
+    }
+    // training: the script graph reads math.sqrt(k.size(-1)) as a number, so the step is traced (as
+    // CompiledTrainStep does) and the trace compiled
+    Function tr = trace([&](const Tensors& in) { return Tensors{net->call({in[0], in[1], in[2]}).at(0).to_tensor()}; }, x);
+    Function tc = compile(tr);
+    Tensors le = kiln::test::fresh_leaves(x), lc = kiln::test::fresh_leaves(x);
+    Tensor w = randn(want.sizes());
+    Tensors ge_ = grad({sum(f.call({le[0], le[1], le[2]})[0].to_tensor() * w)}, le);
+    Tensors gc = grad({sum(tc.call({lc[0], lc[1], lc[2]})[0].to_tensor() * w)}, lc);
+    for (size_t i = 0; i < 3; ++i) check_close(gc[i], ge_[i], 1e-4, 1e-5);
+    std::vector<IValue> args{lc[0], lc[1], lc[2]};
+    CHECK(count(*compiled_graph(tc, args), OpId::FlashAttention) == 1);
+    CHECK(count(*compiled_backward_graph(tc, args), OpId::FlashAttentionBackward) == 1);
+  }
+}
