@@ -54,6 +54,21 @@ void ScriptFile::check_classes(std::vector<std::string>& errors, std::vector<std
   if (!file_) return;
   for (const auto& c : file_->ast.classes) {
     if (c->root()->torch_base.empty() || c->root()->torch_base == "dataclass") continue;  // a config object
+    // A base from another file is read only when the class is built: whether it is an nn.Module at all
+    // (torchvision's `class ResNet18_Weights(WeightsEnum)` is not) is not known before, so it is not guessed.
+    if (!c->root()->base_import.empty()) {
+      skipped.push_back(fmt::format("{}:{}:{}: class {} skipped: its base '{}' is imported (kiln check {} {} ARGS... builds it)",
+                                    file_->src.name, c->loc.line, c->loc.col, c->name, c->root()->base_import, file_->src.name, c->name));
+      continue;
+    }
+    // No __init__ in the file's chain and a torch.nn layer as the base (convnext's `class LayerNorm2d(nn.LayerNorm)`):
+    // the layer's constructor, whose arguments a file's class usually passes on
+    const std::string& base = c->root()->torch_base;
+    if (!c->method("__init__") && base != "Module" && base != "Sequential" && base != "ModuleDict") {
+      skipped.push_back(fmt::format("{}:{}:{}: class {} skipped: its __init__ is nn.{}'s (kiln check {} {} ARGS...)", file_->src.name,
+                                    c->loc.line, c->loc.col, c->name, base, file_->src.name, c->name));
+      continue;
+    }
     std::vector<std::string> needs = required_args(*c);
     if (!needs.empty()) {
       std::string names;
