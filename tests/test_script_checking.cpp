@@ -1,6 +1,9 @@
 // What checking a script reports: @torch.jit.unused / ignore calls lowered as TorchScript lowers them (a
 // raise when the call runs), several independent errors of one method (statement-level recovery), and
 // `kiln check`'s view of a file's classes (the CLI itself: tests/script/run_check_all.sh).
+#include <fstream>
+#include <sstream>
+
 #include "error_of.h"
 #include "script_frontend/script.h"
 #include "support.h"
@@ -83,39 +86,19 @@ class Net(nn.Module):
 }
 
 TEST_CASE("script: kiln check builds each class that takes no argument and names the others as skipped") {
-  const char* src = R"py(import torch
-import torch.nn as nn
-
-
-class Good(nn.Module):
-    def __init__(self, width: int = 4):
-        super().__init__()
-        self.fc = nn.Linear(width, width)
-
-    def forward(self, x):
-        return self.fc(x)
-
-
-class Broken(Good):
-    def forward(self, x):
-        y = self.fc(x).frobnicate()
-        return x + self.missing
-
-
-class Sized(nn.Module):
-    def __init__(self, width, *, depth):
-        super().__init__()
-
-    def forward(self, x):
-        return x
-)py";
+  // the file `kiln check` is run on in tests/script/run_check_all.sh
+  std::string path = std::string(KILN_TEST_DATA) + "/../script/check/classes.py";
+  std::ifstream in(path);
+  REQUIRE(in);
+  std::stringstream text;
+  text << in.rdbuf();
   std::vector<std::string> skipped;
-  std::vector<std::string> errors = script::check_all(src, "m.py", skipped);
-  REQUIRE(errors.size() == 2);
-  CHECK(errors[0].find("m.py:16:") == 0);
-  CHECK(errors[1].find("m.py:17:") == 0);
+  std::vector<std::string> errors = script::check_all(text.str(), "classes.py", skipped);
+  REQUIRE(errors.size() == 2);  // Broken's two; the statement reading its failed `y` is not a third
+  CHECK(errors[0].find("classes.py:29:24: error: unknown tensor method 'frobnicate'") == 0);
+  CHECK(errors[1].find("classes.py:31:25: error: 'Broken' object has no attribute 'missing'") == 0);
   REQUIRE(skipped.size() == 1);
-  CHECK(skipped[0] == "m.py:20:7: class Sized skipped: its __init__ needs 'width', 'depth' (kiln check m.py Sized ARGS...)");
+  CHECK(skipped[0] == "classes.py:34:7: class Sized skipped: its __init__ needs 'width', 'depth' (kiln check classes.py Sized ARGS...)");
   // a clean file has no errors
   skipped.clear();
   CHECK(script::check_all("import torch.nn as nn\n\n\nclass A(nn.Module):\n    def forward(self, x):\n        return x\n", "a.py", skipped)

@@ -1,5 +1,5 @@
 # kiln check without a class: Good and Checkpointed build and lower; Broken's forward has two independent
-# errors (the statement reading `y` is not a third); Sized needs arguments and is skipped.
+# errors (the statement reading `y` is not a third); Sized needs arguments (a keyword-only one too) and is skipped.
 import torch
 import torch.nn as nn
 
@@ -32,7 +32,7 @@ class Broken(Good):
 
 
 class Sized(nn.Module):
-    def __init__(self, width):
+    def __init__(self, width, *, depth):
         super().__init__()
 
     def forward(self, x):
