@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/shapes_broadcast.h"
 #include "eager/autocast/autocast.h"
 #include "eager/autograd/graph.h"
 #include "eager/dispatch.h"
@@ -87,6 +88,12 @@ void EagerBuilder::check_shape(const Tensor& x, const Shape& want, bool trailing
   bool ok = trailing ? s.size() >= want.size() && std::equal(want.begin(), want.end(), s.end() - ptrdiff_t(want.size()))
                      : s == want;
   if (!ok) fail(msg(s));
+}
+
+void EagerBuilder::check_broadcast(const Tensors& xs, const std::string& msg) {
+  std::vector<Shape> shapes;
+  for (const Tensor& x : xs) shapes.push_back(x.sizes());
+  if (!shapes_broadcast(shapes)) fail(msg + shapes_list(shapes));
 }
 
 void EagerBuilder::fail(const std::string& msg) { kiln::fail("{}", msg); }

@@ -49,6 +49,8 @@
 //                                      when the graph runs
 //   void check_shape(V, want, trailing, msg)  x's shape (or its trailing dims) must be `want`: checked now
 //                                      where the shape is known, else when the graph runs
+//   void check_broadcast({V..}, msg)   the shapes must broadcast together, else msg followed by them ("[2], [3]"):
+//                                      checked now where every shape is known, else when the graph runs
 //   [[noreturn]] void fail(msg)        an argument error known when building
 #include <functional>
 #include <optional>
@@ -99,6 +101,7 @@ class EagerBuilder {
   int64_t dim(std::string_view op, int64_t d, const Tensor& x);
   void check_rank(const Tensor& x, const std::vector<int64_t>& ranks, const ShapeMessage& msg);
   void check_shape(const Tensor& x, const Shape& want, bool trailing, const ShapeMessage& msg);
+  void check_broadcast(const Tensors& xs, const std::string& msg);
   [[noreturn]] void fail(const std::string& msg);
 };
 
@@ -130,6 +133,7 @@ class GraphBuilder {
   virtual int64_t dim(std::string_view op, int64_t d, V x) = 0;
   virtual void check_rank(V x, const std::vector<int64_t>& ranks, const ShapeMessage& msg) = 0;
   virtual void check_shape(V x, const Shape& want, bool trailing, const ShapeMessage& msg) = 0;
+  virtual void check_broadcast(const std::vector<V>& xs, const std::string& msg) = 0;
   [[noreturn]] virtual void fail(const std::string& msg) = 0;
 };
 

@@ -82,31 +82,8 @@ Val<B> index_tensors(B& b, Val<B> x, int64_t first, const std::vector<Val<B>>& i
   }
   if (k == 1) return b.unflatten_like(pick(b, x, first, idx[0], 0), first, idx[0]);
   auto no_check = [](const std::optional<Shape>&) { return std::string(); };
-  std::vector<Shape> shapes;
-  for (const Val<B>& i : idx)
-    if (std::optional<Shape> s = b.shape(i)) shapes.push_back(*s);
-  if (shapes.size() == idx.size()) {
-    Shape all;
-    for (const Shape& s : shapes) {
-      // numpy's rule, in torch's IndexError words rather than a binary op's
-      Shape a = all, c = s;
-      if (a.size() < c.size()) std::swap(a, c);
-      for (size_t j = 0; j < c.size(); ++j) {
-        int64_t &p = a[a.size() - c.size() + j], q = c[j];
-        if (p != q && p != 1 && q != 1) {
-          std::string list;
-          for (const Shape& t : shapes) {
-            std::string dims;
-            for (int64_t n : t) dims += (dims.empty() ? "" : ", ") + std::to_string(n);
-            list += (list.empty() ? "[" : ", [") + dims + "]";
-          }
-          b.fail("shape mismatch: indexing tensors could not be broadcast together with shapes " + list);
-        }
-        if (p == 1) p = q;
-      }
-      all = a;
-    }
-  }
+  // numpy's rule, in torch's IndexError words rather than a binary op's
+  b.check_broadcast(idx, "shape mismatch: indexing tensors could not be broadcast together with shapes ");
   Val<B> lin{};
   for (int64_t j = 0; j < k; ++j) {
     Val<B> i = b.reshape_like(pick(b, dim_range(b, x, first + j), 0, idx[size_t(j)], j), idx[size_t(j)], {});

@@ -323,5 +323,8 @@ struct FileAst {
 // "lambda is", "list comprehensions are", ...: the construct, for "... not supported in <where>".
 const char* unsupported_construct(ExprKind k);
 const char* unsupported_construct(StmtKind k);
+// " (TorchScript accepts this)" for a construct TorchScript compiles and kiln does not lower, else "".
+const char* torchscript_accepts(ExprKind k);
+const char* torchscript_accepts(StmtKind k);
 
 }  // namespace kiln::script

@@ -351,10 +351,10 @@ class SupportCheck {
       case StmtKind::AsyncWith:
       case StmtKind::Delete:
         if (evaluated()) break;  // __init__ unbinds local names as Python does
-        fail(s.loc, std::string(unsupported_construct(s.kind)) + " not supported in {}");
+        fail(s.loc, std::string(unsupported_construct(s.kind)) + " not supported in {}" + torchscript_accepts(s.kind));
       case StmtKind::Global:
       case StmtKind::Nonlocal:
-      case StmtKind::Match: fail(s.loc, std::string(unsupported_construct(s.kind)) + " not supported in {}");
+      case StmtKind::Match: fail(s.loc, std::string(unsupported_construct(s.kind)) + " not supported in {}" + torchscript_accepts(s.kind));
       case StmtKind::Expr:
       case StmtKind::Assign:
       case StmtKind::AugAssign:
@@ -403,24 +403,24 @@ class SupportCheck {
           }
           break;
         }
-        fail(e->loc, std::string(unsupported_construct(e->kind)) + " not supported in {}");
+        fail(e->loc, std::string(unsupported_construct(e->kind)) + " not supported in {}" + torchscript_accepts(e->kind));
       case ExprKind::BigInt:
       case ExprKind::Imaginary:
       case ExprKind::Set:
       case ExprKind::NamedExpr:
         if (evaluated()) break;
-        fail(e->loc, std::string(unsupported_construct(e->kind)) + " not supported in {}");
+        fail(e->loc, std::string(unsupported_construct(e->kind)) + " not supported in {}" + torchscript_accepts(e->kind));
       case ExprKind::Lambda:
         if (evaluated()) {  // the evaluator calls it as Python does: its defaults and body are __init__ code
           for (const Param& p : e->fn->params) expr(p.default_value.get());
           body(e->fn->body);
           break;
         }
-        fail(e->loc, std::string(unsupported_construct(e->kind)) + " not supported in {}");
+        fail(e->loc, std::string(unsupported_construct(e->kind)) + " not supported in {}" + torchscript_accepts(e->kind));
       case ExprKind::Bytes:
       case ExprKind::Yield:
       case ExprKind::YieldFrom:
-      case ExprKind::Await: fail(e->loc, std::string(unsupported_construct(e->kind)) + " not supported in {}");
+      case ExprKind::Await: fail(e->loc, std::string(unsupported_construct(e->kind)) + " not supported in {}" + torchscript_accepts(e->kind));
       case ExprKind::Dict:
         for (size_t i = 0; i + 1 < e->args.size(); i += 2)
           if (!e->args[i] && !evaluated()) fail(e->args[i + 1]->loc, "dict unpacking (**) is not supported in {}");

@@ -306,7 +306,7 @@ Value* Lowerer::expr(const Expr& e) {
     case ExprKind::NamedExpr:
     case ExprKind::Yield:
     case ExprKind::YieldFrom:
-    case ExprKind::Await: fail(e.loc, fmt::format("{} not supported in kiln script", unsupported_construct(e.kind)));
+    case ExprKind::Await: fail(e.loc, fmt::format("{} not supported in kiln script{}", unsupported_construct(e.kind), torchscript_accepts(e.kind)));
     case ExprKind::IfExp: {
       if (std::optional<bool> known = static_condition(*e.args[0])) {
         v = expr(*e.args[*known ? 1 : 2]);

@@ -276,8 +276,10 @@ std::shared_ptr<ir::Graph> Lowerer::lower_top(const FunctionDef& f, const Object
     top_body_ = &body;
     try {
       block(body);
+    } catch (const UntypedParameter&) {
+      throw;  // not an error of the body: the caller lowers it again, typed by a call
     } catch (const Error&) {
-      if (!self) recover_after(body, top_index_);
+      recover_after(body, top_index_);
       throw;
     }
     Frame& F2 = frame();
@@ -311,10 +313,7 @@ Value* Lowerer::inline_call(const FunctionDef& f, const Expr& call, const Object
 }
 
 Value* Lowerer::inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc call_loc, const Object* self) {
-  if (JitMark mark = jit_mark(f); mark == JitMark::Ignore || mark == JitMark::Unused)
-    fail(call_loc, fmt::format("'{}' is marked @torch.jit.{}, and kiln runs no Python, so lowered code cannot call it ({})", f.name,
-                               jit_mark_name(mark),
-                               mark == JitMark::Ignore ? "TorchScript would call it in Python" : "TorchScript compiles the call to raise"));
+  if (JitMark mark = jit_mark(f); mark == JitMark::Ignore || mark == JitMark::Unused) return call_jit_marked(f, call_loc);
   // Inlining can multiply code (f calls g twice, g calls h twice, ...): bound the graph it builds.
   if (g_->num_nodes() > 200000) fail(call_loc, "the program is too large after inlining its calls");
   for (size_t i = 0; i < inlining_.size(); ++i)
@@ -699,7 +698,7 @@ void Lowerer::stmt(const Stmt& s) {
     case StmtKind::Global:
     case StmtKind::Nonlocal:
     case StmtKind::Delete:
-    case StmtKind::Match: fail(s.loc, fmt::format("{} not supported in kiln script", unsupported_construct(s.kind)));
+    case StmtKind::Match: fail(s.loc, fmt::format("{} not supported in kiln script{}", unsupported_construct(s.kind), torchscript_accepts(s.kind)));
     case StmtKind::Raise: return raise_stmt(s);
   }
 }

@@ -289,6 +289,8 @@ class Lowerer {
   Value* inline_call(const FunctionDef& f, const Expr& call, const Object* self = nullptr);
   Value* inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc call_loc, const Object* self);
   Value* placeholder(const Type& t);
+  // A call to a @torch.jit.unused / ignore function: a node raising at run time, and a stand-in result.
+  Value* call_jit_marked(const FunctionDef& f, SourceLoc call_loc);
   Value* fold_ints(ir::Prim p, Value* a, Value* b);
   std::optional<int64_t> static_int(const Expr& e);
   Value* coerce(Value* v, const Type& want, SourceLoc loc, std::string_view what);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "core/shapes_broadcast.h"
 #include "eager/autocast/autocast.h"
 #include "eager/ops.h"
 
@@ -248,6 +249,21 @@ void LoweringBuilder::check_shape(V x, const Shape& want, bool trailing, const S
                      },
                      [&] { return L_.constant(false); }, L_.loc());
   L_.check(ok, msg(std::nullopt));
+}
+
+void LoweringBuilder::check_broadcast(const std::vector<V>& xs, const std::string& msg) {
+  std::vector<Shape> shapes;
+  for (V x : xs)
+    if (std::optional<Shape> s = shape(x)) shapes.push_back(*s);
+  if (shapes.size() == xs.size()) {
+    if (!shapes_broadcast(shapes)) fail(msg + shapes_list(shapes));
+    return;
+  }
+  // torch's words with the shapes the graph sees, not a later op's broadcast error
+  ir::Node* n = L_.graph().create(Prim::CheckBroadcast, 0);
+  for (V x : xs) n->add_input(x);
+  n->attrs().set("message", fmt::format("{}:{}: {}", L_.src().name, L_.loc().line, msg));
+  L_.emit(n);
 }
 
 void LoweringBuilder::fail(const std::string& msg) { L_.fail(L_.loc(), msg); }

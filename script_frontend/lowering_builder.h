@@ -40,6 +40,7 @@ class LoweringBuilder final : public GraphBuilder {
   int64_t dim(std::string_view op, int64_t d, V x) override;
   void check_rank(V x, const std::vector<int64_t>& ranks, const ShapeMessage& msg) override;
   void check_shape(V x, const Shape& want, bool trailing, const ShapeMessage& msg) override;
+  void check_broadcast(const std::vector<V>& xs, const std::string& msg) override;
   [[noreturn]] void fail(const std::string& msg) override;
 
  private:

@@ -94,6 +94,12 @@ Function ScriptedModule::method_for(const script::FunctionDef& f, const std::vec
         fmt::format("{}\n(script: {}.{} has unannotated parameters, typed as Tensor here; call it once with its "
                     "arguments, and method() then gives the graph typed by them)",
                     e.what(), c.name, name));
+  } catch (const Error& e) {
+    // The first error raises; checking went on past it, and the method's later independent errors follow it.
+    if (lowerer.later_errors().empty()) throw;
+    std::vector<std::string> all{e.what()};
+    all.insert(all.end(), lowerer.later_errors().begin(), lowerer.later_errors().end());
+    script::raise_all(all);
   }
   std::vector<std::string> errs = ir::verify_errors(*mg.graph);
   if (!errs.empty())

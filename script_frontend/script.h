@@ -58,6 +58,10 @@ class ScriptFile {
   std::shared_ptr<ScriptedModule> module(const std::string& name, const std::vector<IValue>& args = {},
                                          const std::map<std::string, IValue>& kwargs = {}) const;
   std::vector<std::string> class_names() const;
+  // What `kiln check FILE` checks besides the script functions: each nn.Module class whose __init__ needs no
+  // argument is built (its __init__ run; forward, what it calls and its exports lowered) and its errors
+  // appended to errors, each once; a class that needs arguments is not built but named in `skipped`, one line each.
+  void check_classes(std::vector<std::string>& errors, std::vector<std::string>& skipped) const;
 
   // An expression over the file's names, evaluated as __init__ evaluates (when build() runs): a class
   // (`value("BasicBlock")`), a torch.nn class, a partial, a call of a function of the file
@@ -85,6 +89,9 @@ namespace script {
 // Lexes, parses and lowers every function written as a script function (looks_scripted: a model file's
 // builders and __init__ helpers are not), reporting every error: what `kiln check FILE` and the fuzzer run.
 void check_source(const std::string& text, const std::string& name);
+// What `kiln check FILE` reports: check_source's errors, then ScriptFile::check_classes's, each once
+// (`file:line:col: error: ...`, its source line and a caret); the classes not built are named in skipped.
+std::vector<std::string> check_all(const std::string& text, const std::string& name, std::vector<std::string>& skipped);
 }  // namespace script
 
 }  // namespace kiln

@@ -196,8 +196,11 @@ TEST_CASE("advanced indexing errors: torch's IndexError words for a bad index an
               "index 9 is out of bounds for dimension 0 with size 3");
   check_error([&] { s.function("put_rows").call({x, mask({1, 0, 1}), ones({5}, DType::Int64)}); },
               "index put requires the source and destination dtypes match");
-  // a graph formats no strings: the broadcast's own words
-  check_error([&] { s.function("mixed").call({x, mask({1, 0, 1}), i64({0, 1, 2}, {3})}); }, "cannot be broadcast");
+  // shapes known only when the graph runs: torch's words, with the shapes it saw (the mask's as its positions')
+  check_error([&] { s.function("mixed").call({x, mask({1, 0, 1}), i64({0, 1, 2}, {3})}); },
+              "t.py:19: shape mismatch: indexing tensors could not be broadcast together with shapes [2], [3]");
+  check_error([&] { compile(s.function("mixed")).call({x, mask({1, 0, 1}), i64({0, 1, 2, 0, 1, 2}, {2, 3})}); },
+              "t.py:19: shape mismatch: indexing tensors could not be broadcast together with shapes [2], [2, 3]");
   // beside a slice, the put goes into the view (torch's order); two tensor indices, a list being one, are refused
   ScriptFile w = script_source("import torch\ndef f(x: torch.Tensor, m: torch.Tensor) -> torch.Tensor:\n"
                                  "    y = x.clone()\n    y[1:, m] = 0.0\n    return y\n", "w.py");

@@ -19,6 +19,7 @@
 #include "backends/interp/number_ops.h"
 #include "backends/interp/takeover.h"
 #include "core/ir/printer.h"
+#include "core/shapes_broadcast.h"
 #include "core/trace_hooks.h"
 #include "eager/autocast/autocast.h"
 #include "eager/autograd/graph.h"
@@ -406,6 +407,12 @@ class Frame {
         return out(0, IValue::list(std::move(es)));
       }
       case Prim::Raise: fail("{}", n.attrs().has("message") ? n.attrs().s("message") : std::string("assertion failed"));
+      case Prim::CheckBroadcast: {
+        std::vector<Shape> shapes;
+        for (size_t i = 0; i < n.inputs().size(); ++i) shapes.push_back(in(n, i).to_tensor().sizes());
+        if (!shapes_broadcast(shapes)) fail("{}{}", n.attrs().s("message"), shapes_list(shapes));
+        return;
+      }
       case Prim::NumAdd:
       case Prim::NumSub:
       case Prim::NumMul:

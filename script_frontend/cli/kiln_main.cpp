@@ -9,7 +9,8 @@
 //   kiln ir MODEL.kiln [--after PASS]     the same for a saved function
 //   kiln dot FILE.py FUNC [--after PASS] [-o GRAPH.svg]  the same as Graphviz (rendered to .svg/.png/.pdf
 //                                  by Graphviz's dot when -o names one)
-//   kiln check FILE.py [CLASS ARGS...]    report errors only (of a class built from ARGS, when given)
+//   kiln check FILE.py [CLASS ARGS...]    report errors only: of the script functions and of each class that
+//                                  builds with its defaults, or of CLASS built from ARGS
 //   kiln profile FILE.py FUNC ARG... [--trace OUT.json] [--warmup N]
 //                                  run FUNC under kiln::Profiler after N unprofiled runs (default 1);
 //                                  print ops, FLOPs, time and memory
@@ -219,16 +220,21 @@ kiln::IValue literal(const std::string& t) {
   return kiln::IValue(t);  // a string
 }
 
-// Without CLASS: every function kiln script could be asked for. With it: the class built from the
-// arguments (NAME=VALUE for keywords), its __init__ run, its forward and exports lowered.
+// Without CLASS: every function kiln script could be asked for, and every nn.Module class that builds with
+// its defaults (the others are named as skipped, on stdout); every error is reported and the exit status
+// is 1 when there is one. With CLASS: the class built from the arguments (NAME=VALUE for keywords), its
+// __init__ run, its forward and exports lowered.
 int check(const Options& o) {
   if (o.function.empty()) {
     std::ifstream f(o.file, std::ios::binary);
     if (!f) kiln::fail("kiln check: cannot open {}", o.file);
     std::stringstream ss;
     ss << f.rdbuf();
-    kiln::script::check_source(ss.str(), o.file);
-    return 0;
+    std::vector<std::string> skipped;
+    std::vector<std::string> errors = kiln::script::check_all(ss.str(), o.file, skipped);
+    for (const std::string& s : skipped) std::cout << s << "\n";
+    for (const std::string& e : errors) std::cerr << e << "\n";
+    return errors.empty() ? 0 : 1;
   }
   kiln::ScriptFile file = kiln::script_file(o.file);
   std::vector<std::string> classes = file.class_names();

@@ -1,4 +1,4 @@
-# error: 7:12: list comprehensions are not supported in kiln script
+# error: 7:12: list comprehensions are not supported in kiln script (TorchScript accepts this)
 import torch
 from typing import List
 

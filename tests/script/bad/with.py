@@ -1,4 +1,4 @@
-# error: 6:5: with is not supported in kiln script
+# error: 6:5: with is not supported in kiln script (TorchScript accepts this)
 import torch
 
 

@@ -1,0 +1,106 @@
+// What checking a script reports: @torch.jit.unused / ignore calls lowered as TorchScript lowers them (a
+// raise when the call runs), several independent errors of one method (statement-level recovery), and
+// `kiln check`'s view of a file's classes (the CLI itself: tests/script/run_check_all.sh).
+#include <fstream>
+#include <sstream>
+
+#include "error_of.h"
+#include "script_frontend/script.h"
+#include "support.h"
+
+using namespace kiln;
+using kiln::test::check_close;
+using kiln::test::check_error;
+using kiln::test::error_of;
+
+namespace {
+
+// A checkpointing block as swin and convnext write it: the checkpoint path is unused, taken only in training.
+const char* kMarked = R"py(import torch
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self, use_checkpoint: bool = True):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.use_checkpoint = use_checkpoint
+
+    @torch.jit.unused
+    def _checkpointed(self, x):
+        return torch.utils.checkpoint.checkpoint(self.fc, x, use_reentrant=False)
+
+    @torch.jit.ignore
+    def report(self, x) -> None:
+        print({k: v for k, v in enumerate(x.tolist())})
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training and self.use_checkpoint:
+            return self._checkpointed(x)
+        if bool(x.sum() > 100.0):
+            self.report(x)
+        return self.fc(x)
+)py";
+
+}  // namespace
+
+TEST_CASE("script: a call to a @torch.jit.unused or ignore method lowers to a raise, so a path not taken runs") {
+  ScriptFile file = script_source(kMarked, "block.py");
+  auto net = file.module("Block");  // in training: forward lowers, its body the unused call
+  Tensor x = randn({2, 4});
+  check_error([&] { net->call({x}); }, "block.py:21: RuntimeError: '_checkpointed' was marked @torch.jit.unused");
+  net->eval();
+  auto* fc = dynamic_cast<nn::Linear*>(net->named_children().at(0).second.get());
+  REQUIRE(fc);
+  check_close(net->call({x})[0].to_tensor(), linear(x, fc->weight, fc->bias), 1e-6, 1e-6);
+  // the ignored call is on a path decided when the graph runs: taken, it raises naming the method
+  check_error([&] { net->call({full({2, 4}, 100.0)}); },
+              "block.py:23: RuntimeError: 'report' is marked @torch.jit.ignore: it runs in Python, which kiln cannot call");
+  // asked for by name, neither is compiled
+  check_error([&] { net->method("_checkpointed"); }, "is marked @torch.jit.unused, so it is not compiled");
+}
+
+TEST_CASE("script: checking goes on past a method's first error; module() raises with the independent ones after") {
+  const char* src = R"py(import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def forward(self, x):
+        a = x.frobnicate()
+        b = a + 1
+        c = torch.no_such_op(x)
+        d = x * 2
+        return d + undefined_name
+)py";
+  std::string e = error_of([&] { script_source(src, "net.py").module("Net"); });
+  CHECK(e.find("net.py:7:") == 0);  // the first error first
+  CHECK(e.find("net.py:9:") != std::string::npos);
+  CHECK(e.find("net.py:11:") != std::string::npos);
+  CHECK(e.find("net.py:8:") == std::string::npos);  // b reads a, whose definition failed: not a new error
+  CHECK(e.find("net.py:10:") == std::string::npos);
+  // each once, in the source error format
+  size_t errors = 0;
+  for (size_t at = e.find(": error: "); at != std::string::npos; at = e.find(": error: ", at + 1)) ++errors;
+  CHECK(errors == 3);
+}
+
+TEST_CASE("script: kiln check builds each class that takes no argument and names the others as skipped") {
+  // the file `kiln check` is run on in tests/script/run_check_all.sh
+  std::string path = std::string(KILN_TEST_DATA) + "/../script/check/classes.py";
+  std::ifstream in(path);
+  REQUIRE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::vector<std::string> skipped;
+  std::vector<std::string> errors = script::check_all(text.str(), "classes.py", skipped);
+  REQUIRE(errors.size() == 2);  // Broken's two; the statement reading its failed `y` is not a third
+  CHECK(errors[0].find("classes.py:29:24: error: unknown tensor method 'frobnicate'") == 0);
+  CHECK(errors[1].find("classes.py:31:25: error: 'Broken' object has no attribute 'missing'") == 0);
+  REQUIRE(skipped.size() == 1);
+  CHECK(skipped[0] == "classes.py:34:7: class Sized skipped: its __init__ needs 'width', 'depth' (kiln check classes.py Sized ARGS...)");
+  // a clean file has no errors
+  skipped.clear();
+  CHECK(script::check_all("import torch.nn as nn\n\n\nclass A(nn.Module):\n    def forward(self, x):\n        return x\n", "a.py", skipped)
+            .empty());
+}
