@@ -13,4 +13,6 @@ const FusionBackend* fusion_backend(Device::Type type) {
   return nullptr;
 }
 
+const FusionBackend& default_fusion_rules() { return x86::fusion_rules(); }
+
 }  // namespace kiln::backends

@@ -45,5 +45,9 @@ class FusionBackend {
 // CPU where it has AVX2, CUDA where kiln was built with the toolkit (whether a driver loads is
 // checked when a kernel runs). Null when there is none.
 const FusionBackend* fusion_backend(Device::Type type);
+// The backend whose can_fuse and row_groups shape fusion groups when a caller names none (a pass run
+// alone, `kiln ir`, a compile() told to use no backend): the CPU's, also on a CPU without AVX2, so a
+// graph's groups are the same on every machine (there they run on the interpreter).
+const FusionBackend& default_fusion_rules();
 
 }  // namespace kiln::backends

@@ -3,7 +3,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "backends/x86/fusion_backend.h"
 #include "jit/ir_utils.h"
 
 namespace kiln::jit {
@@ -17,9 +16,9 @@ bool is_scalar_constant(const ir::Value* v) {
 
 }  // namespace
 
-bool fusible(const ir::Node& n, bool reduction, const Backend* backend) {
-  return backend ? backend->can_fuse(n, reduction) : x86::can_fuse(n, reduction);
-}
+const Backend& rules_of(const Backend* backend) { return backend ? *backend : backends::default_fusion_rules(); }
+
+bool fusible(const ir::Node& n, bool reduction, const Backend* backend) { return rules_of(backend).can_fuse(n, reduction); }
 
 ir::Node* make_group(ir::Graph& g, const std::vector<ir::Node*>& members) {
   std::unordered_set<const ir::Node*> in_group(members.begin(), members.end());

@@ -7,9 +7,10 @@
 
 namespace kiln::jit {
 
-// Whether n can live in a fusion group `backend` compiles (Backend::can_fuse); without one, the x86
-// backend's rule: an elementwise row (or a sum/amax/amin over all dims or the last one, when
-// `reduction`) whose tensors are all of one float dtype, 0-d constants aside.
+// The backend whose rules shape fusion groups: `backend`, or for null the registry's default
+// (backends::default_fusion_rules).
+const Backend& rules_of(const Backend* backend);
+// Whether n can live in a fusion group that backend compiles (Backend::can_fuse).
 bool fusible(const ir::Node& n, bool reduction = false, const Backend* backend = nullptr);
 
 // Replaces `members` (nodes of one block, in block order) by one FusionGroup placed where the last

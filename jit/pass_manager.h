@@ -45,7 +45,7 @@ struct PipelineOptions {
   // Print the graph after this pass to stderr; default from KILN_DUMP_AFTER.
   std::string dump_after;
   bool fuse = true;
-  // The backend the fusion groups are built for (its can_fuse); null: the x86 backend's rule.
+  // The backend the fusion groups are built for (its can_fuse); null: backends::default_fusion_rules().
   const Backend* backend = nullptr;
 };
 

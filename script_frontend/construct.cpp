@@ -1443,54 +1443,103 @@ class Init : public NnConstructors {
     fail(loc, fmt::format("cannot compare {} and {} with '{}'", a.type_name(), b.type_name(), spelling(op)));
   }
 
+  // Python's int arithmetic (bools count as ints); nullopt where the result is no int (true division, a
+  // negative power) or the operator takes no ints.
+  std::optional<Static> int_binary(PyOp op, int64_t x, int64_t y, SourceLoc loc) const {
+    switch (op) {
+      case PyOp::Add: return Static::integer(x + y);
+      case PyOp::Sub: return Static::integer(x - y);
+      case PyOp::Mul: return Static::integer(x * y);
+      case PyOp::FloorDiv:
+      case PyOp::Mod: {
+        if (y == 0) py_raise(loc, "ZeroDivisionError", "integer division or modulo by zero");
+        int64_t q = x / y, r = x % y;
+        if (r != 0 && ((r < 0) != (y < 0))) --q, r += y;
+        return Static::integer(op == PyOp::FloorDiv ? q : r);
+      }
+      case PyOp::Pow: {
+        if (y < 0) return std::nullopt;
+        uint64_t r = 1;  // wraps as the int64 product would, without signed overflow
+        for (uint64_t base = uint64_t(x), e = uint64_t(y); e > 0; e >>= 1, base *= base)
+          if (e & 1) r *= base;
+        return Static::integer(int64_t(r));
+      }
+      case PyOp::LShift:
+      case PyOp::RShift:
+        if (y < 0) py_raise(loc, "ValueError", "negative shift count");
+        if (op == PyOp::LShift) return Static::integer(y >= 63 ? 0 : x << y);
+        return Static::integer(y >= 63 ? (x < 0 ? -1 : 0) : x >> y);
+      case PyOp::BitAnd: return Static::integer(x & y);
+      case PyOp::BitOr: return Static::integer(x | y);
+      case PyOp::BitXor: return Static::integer(x ^ y);
+      case PyOp::Div: case PyOp::MatMul: case PyOp::Pos: case PyOp::Neg: case PyOp::Not: case PyOp::Invert:
+      case PyOp::And: case PyOp::Or: case PyOp::Lt: case PyOp::Le: case PyOp::Gt: case PyOp::Ge: case PyOp::Eq:
+      case PyOp::Ne: case PyOp::Is: case PyOp::IsNot: case PyOp::In: case PyOp::NotIn: break;
+    }
+    return std::nullopt;
+  }
+
+  // Python's float arithmetic; nullopt for an operator that takes no floats.
+  std::optional<Static> float_binary(PyOp op, double x, double y, SourceLoc loc) const {
+    switch (op) {
+      case PyOp::Add: return Static::number(x + y);
+      case PyOp::Sub: return Static::number(x - y);
+      case PyOp::Mul: return Static::number(x * y);
+      case PyOp::Div:
+      case PyOp::FloorDiv:
+      case PyOp::Mod:
+        if (y == 0) py_raise(loc, "ZeroDivisionError", "float division by zero");
+        if (op == PyOp::Div) return Static::number(x / y);
+        if (op == PyOp::FloorDiv) return Static::number(std::floor(x / y));
+        return Static::number(x - std::floor(x / y) * y);
+      case PyOp::Pow: return Static::number(std::pow(x, y));
+      case PyOp::MatMul: case PyOp::LShift: case PyOp::RShift: case PyOp::BitAnd: case PyOp::BitOr: case PyOp::BitXor:
+      case PyOp::Pos: case PyOp::Neg: case PyOp::Not: case PyOp::Invert: case PyOp::And: case PyOp::Or: case PyOp::Lt:
+      case PyOp::Le: case PyOp::Gt: case PyOp::Ge: case PyOp::Eq: case PyOp::Ne: case PyOp::Is: case PyOp::IsNot:
+      case PyOp::In: case PyOp::NotIn: break;
+    }
+    return std::nullopt;
+  }
+
+  // + and * on sequences and strings, % formatting; nullopt for the rest.
+  std::optional<Static> sequence_binary(PyOp op, const Static& a, const Static& b, SourceLoc loc) {
+    const bool seq = a.kind == Kind::List || a.kind == Kind::Tuple;
+    switch (op) {
+      case PyOp::Add:
+        if (seq && a.kind == b.kind) {
+          std::vector<Static> es = a.elems;
+          es.insert(es.end(), b.elems.begin(), b.elems.end());
+          return Static::seq(a.kind, std::move(es));
+        }
+        if (a.kind == Kind::Str && b.kind == Kind::Str) return Static::str(a.s + b.s);
+        break;
+      case PyOp::Mod:
+        if (a.kind == Kind::Str) return percent_format(a.s, b, loc);
+        break;
+      case PyOp::Mul:
+        if (seq && b.kind == Kind::Int) {
+          std::vector<Static> es;
+          for (int64_t k = 0; k < b.i; ++k) es.insert(es.end(), a.elems.begin(), a.elems.end());
+          return Static::seq(a.kind, std::move(es));
+        }
+        break;
+      case PyOp::Sub: case PyOp::Div: case PyOp::FloorDiv: case PyOp::Pow: case PyOp::MatMul: case PyOp::LShift:
+      case PyOp::RShift: case PyOp::BitAnd: case PyOp::BitOr: case PyOp::BitXor: case PyOp::Pos: case PyOp::Neg:
+      case PyOp::Not: case PyOp::Invert: case PyOp::And: case PyOp::Or: case PyOp::Lt: case PyOp::Le: case PyOp::Gt:
+      case PyOp::Ge: case PyOp::Eq: case PyOp::Ne: case PyOp::Is: case PyOp::IsNot: case PyOp::In: case PyOp::NotIn:
+        break;
+    }
+    return std::nullopt;
+  }
+
   Static binary(PyOp op, const Static& a, const Static& b, SourceLoc loc) {
     if (auto t = tensor_math(loc, [&] { return init_tensor_binary(op, a, b); })) return *t;
     bool ints = (a.kind == Kind::Int || a.kind == Kind::Bool) && (b.kind == Kind::Int || b.kind == Kind::Bool);
-    if (ints && op != PyOp::Div && op != PyOp::Pow) {
-      int64_t x = a.i, y = b.i;
-      if ((op == PyOp::FloorDiv || op == PyOp::Mod) && y == 0) py_raise(loc, "ZeroDivisionError", "integer division or modulo by zero");
-      if (op == PyOp::Add) return Static::integer(x + y);
-      if (op == PyOp::Sub) return Static::integer(x - y);
-      if (op == PyOp::Mul) return Static::integer(x * y);
-      int64_t q = x / y, r = x % y;
-      if (r != 0 && ((r < 0) != (y < 0))) --q, r += y;
-      if (op == PyOp::FloorDiv) return Static::integer(q);
-      if (op == PyOp::Mod) return Static::integer(r);
-      if ((op == PyOp::LShift || op == PyOp::RShift) && y < 0) py_raise(loc, "ValueError", "negative shift count");
-      if (op == PyOp::LShift) return Static::integer(y >= 63 ? 0 : x << y);
-      if (op == PyOp::RShift) return Static::integer(y >= 63 ? (x < 0 ? -1 : 0) : x >> y);
-      if (op == PyOp::BitAnd) return Static::integer(x & y);
-      if (op == PyOp::BitOr) return Static::integer(x | y);
-      if (op == PyOp::BitXor) return Static::integer(x ^ y);
-    }
-    if (ints && op == PyOp::Pow && b.i >= 0) {
-      int64_t r = 1;
-      for (int64_t k = 0; k < b.i; ++k) r *= a.i;
-      return Static::integer(r);
-    }
-    if (a.is_number() && b.is_number()) {
-      double x = a.as_double(), y = b.as_double();
-      if ((op == PyOp::Div || op == PyOp::FloorDiv || op == PyOp::Mod) && y == 0) py_raise(loc, "ZeroDivisionError", "float division by zero");
-      if (op == PyOp::Add) return Static::number(x + y);
-      if (op == PyOp::Sub) return Static::number(x - y);
-      if (op == PyOp::Mul) return Static::number(x * y);
-      if (op == PyOp::Div) return Static::number(x / y);
-      if (op == PyOp::FloorDiv) return Static::number(std::floor(x / y));
-      if (op == PyOp::Mod) return Static::number(x - std::floor(x / y) * y);
-      if (op == PyOp::Pow) return Static::number(std::pow(x, y));
-    }
-    if (op == PyOp::Add && a.kind == b.kind && (a.kind == Kind::List || a.kind == Kind::Tuple)) {
-      std::vector<Static> es = a.elems;
-      es.insert(es.end(), b.elems.begin(), b.elems.end());
-      return Static::seq(a.kind, std::move(es));
-    }
-    if (op == PyOp::Add && a.kind == Kind::Str && b.kind == Kind::Str) return Static::str(a.s + b.s);
-    if (op == PyOp::Mod && a.kind == Kind::Str) return percent_format(a.s, b, loc);
-    if (op == PyOp::Mul && (a.kind == Kind::List || a.kind == Kind::Tuple) && b.kind == Kind::Int) {
-      std::vector<Static> es;
-      for (int64_t k = 0; k < b.i; ++k) es.insert(es.end(), a.elems.begin(), a.elems.end());
-      return Static::seq(a.kind, std::move(es));
-    }
+    if (ints)
+      if (std::optional<Static> r = int_binary(op, a.i, b.i, loc)) return *r;
+    if (a.is_number() && b.is_number())
+      if (std::optional<Static> r = float_binary(op, a.as_double(), b.as_double(), loc)) return *r;
+    if (std::optional<Static> r = sequence_binary(op, a, b, loc)) return *r;
     fail(loc, fmt::format("unsupported operand types for {}: {} and {}", spelling(op), a.type_name(), b.type_name()));
   }
 

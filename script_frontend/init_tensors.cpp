@@ -158,26 +158,38 @@ std::optional<Static> init_tensor_binary(PyOp op, const Static& a, const Static&
     return Static::number(double(float(v.f)));
   };
   Tensor x = operand(narrowed(a, b), spelling(op)), y = operand(narrowed(b, a), spelling(op));
-  if (op == PyOp::Add) return of(add(x, y));
-  if (op == PyOp::Sub) return of(sub(x, y));
-  if (op == PyOp::Mul) return of(mul(x, y));
-  if (op == PyOp::Div) return of(div(x, y));
-  if (op == PyOp::FloorDiv) return of(floor_divide(x, y));
-  if (op == PyOp::Mod) return of(remainder(x, y));
-  if (op == PyOp::Pow) return of(pow(x, y));
-  if (op == PyOp::Eq) return of(eq(x, y));
-  if (op == PyOp::Ne) return of(ne(x, y));
-  if (op == PyOp::Lt) return of(lt(x, y));
-  if (op == PyOp::Le) return of(le(x, y));
-  if (op == PyOp::Gt) return of(gt(x, y));
-  if (op == PyOp::Ge) return of(ge(x, y));
+  switch (op) {
+    case PyOp::Add: return of(add(x, y));
+    case PyOp::Sub: return of(sub(x, y));
+    case PyOp::Mul: return of(mul(x, y));
+    case PyOp::Div: return of(div(x, y));
+    case PyOp::FloorDiv: return of(floor_divide(x, y));
+    case PyOp::Mod: return of(remainder(x, y));
+    case PyOp::Pow: return of(pow(x, y));
+    case PyOp::Eq: return of(eq(x, y));
+    case PyOp::Ne: return of(ne(x, y));
+    case PyOp::Lt: return of(lt(x, y));
+    case PyOp::Le: return of(le(x, y));
+    case PyOp::Gt: return of(gt(x, y));
+    case PyOp::Ge: return of(ge(x, y));
+    case PyOp::MatMul: case PyOp::LShift: case PyOp::RShift: case PyOp::BitAnd: case PyOp::BitOr: case PyOp::BitXor:
+    case PyOp::Pos: case PyOp::Neg: case PyOp::Not: case PyOp::Invert: case PyOp::And: case PyOp::Or: case PyOp::Is:
+    case PyOp::IsNot: case PyOp::In: case PyOp::NotIn: break;
+  }
   return std::nullopt;
 }
 
 std::optional<Static> init_tensor_unary(PyOp op, const Static& a) {
   if (a.kind != Kind::Tensor) return std::nullopt;
-  if (op == PyOp::Neg) return of(neg(a.tensor));
-  if (op == PyOp::Pos) return a;
+  switch (op) {
+    case PyOp::Neg: return of(neg(a.tensor));
+    case PyOp::Pos: return a;
+    case PyOp::Add: case PyOp::Sub: case PyOp::Mul: case PyOp::Div: case PyOp::FloorDiv: case PyOp::Mod: case PyOp::Pow:
+    case PyOp::MatMul: case PyOp::LShift: case PyOp::RShift: case PyOp::BitAnd: case PyOp::BitOr: case PyOp::BitXor:
+    case PyOp::Not: case PyOp::Invert: case PyOp::And: case PyOp::Or: case PyOp::Lt: case PyOp::Le: case PyOp::Gt:
+    case PyOp::Ge: case PyOp::Eq: case PyOp::Ne: case PyOp::Is: case PyOp::IsNot: case PyOp::In: case PyOp::NotIn:
+      break;
+  }
   return std::nullopt;
 }
 

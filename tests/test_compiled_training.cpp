@@ -132,6 +132,23 @@ TEST_CASE("compiled training: relu then max pool is pooled first; gradients equa
   CHECK(relu_after);
 }
 
+TEST_CASE("compiled training: max_pool2d's backward scatters through the forward's indices, ties to the first maximum") {
+  // Windows with ties and padding; no relu before the pool, so the pool keeps its place.
+  Tensor x = tensor(std::vector<float>{1, 1, 2, 0, 0, 1, 0, 2, 2, -1, 3, 3, -1, -1, -1, 3, 0, 5, 5, 5, 0, 0, 5, 5, 5},
+                    {1, 1, 5, 5});
+  Function f = trace([](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{max_pool2d(in[0] * in[1], {3, 3}, {2, 2}, {1, 1})};
+  }, {x, ones({1, 1, 5, 5})});
+  check_grads_match(f, {x, ones({1, 1, 5, 5})});
+  Function c = compile(f);
+  Tensor l = x.detach().clone().requires_grad_(true), w = ones({1, 1, 5, 5}).requires_grad_(true);
+  std::shared_ptr<const ir::Graph> bwd = compiled_backward_graph(c, {IValue(l), IValue(w)});
+  for (const ir::Node* n : bwd->block()->nodes()) CHECK_FALSE(n->is_op(OpId::MaxPool2d));
+  bool indices_saved = false;
+  for (const ir::Value* v : bwd->inputs()) indices_saved |= v->type().dtype == DType::Int64;
+  CHECK(indices_saved);
+}
+
 TEST_CASE("compiled training: each conv's gradients are one conv-backward group; gradients equal eager's") {
   manual_seed(8);
   auto model = digits_cnn();

@@ -317,6 +317,37 @@ TEST_CASE("nn ops: max_pool2d against torch, NaN and errors") {
   CHECK(max_pool2d(zeros({0, 2, 4, 4}), {2, 2}).sizes() == Shape{0, 2, 2, 2});
 }
 
+TEST_CASE("nn ops: max_pool2d's gradient goes to each window's first maximum, through the saved indices") {
+  // Windows with ties (padded 3x3, overlapping 2x2 at stride 1, and the 2x2 stride-2 vector path); the
+  // expected x.grad of sum(y * w), w = 1, 2, ..., is torch 1.13's.
+  struct Case {
+    std::vector<float> x;
+    Shape shape, k, s, p;
+    std::vector<double> grad;
+  };
+  const std::vector<float> x5 = {1, 1, 2, 0, 0, 1, 0, 2, 2, -1, 3, 3, -1, -1, -1, 3, 0, 5, 5, 5, 0, 0, 5, 5, 5};
+  const std::vector<Case> cases = {
+      {x5, {1, 1, 5, 5}, {3, 3}, {2, 2}, {1, 1},
+       {1, 0, 2, 0, 0, 0, 0, 0, 3, 0, 4, 0, 0, 0, 0, 7, 0, 13, 15, 0, 0, 0, 0, 0, 0}},
+      {x5, {1, 1, 5, 5}, {2, 2}, {1, 1}, {0, 0},
+       {1, 0, 5, 0, 0, 0, 0, 7, 12, 0, 14, 6, 0, 0, 0, 13, 0, 50, 28, 0, 0, 0, 0, 0, 0}},
+      {{1, 1, 2, 0, 0, 0, -1, -1, 1, 0, 2, 2, 0, 0, -1, -2, 3, 3, -1, 5, 7, 7, 4, 4, 3, 3, 5, 5, 7, 7, 4, 4},
+       {1, 1, 4, 8}, {2, 2}, {2, 2}, {0, 0},
+       {1, 0, 2, 0, 3, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 6, 7, 0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0}},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(shape_str(c.k));
+    Tensor x = tensor(c.x, c.shape).requires_grad_(true);
+    Tensor y = max_pool2d(x, c.k, c.s, c.p);
+    Tensor w = arange(1.0, double(y.numel()) + 1, 1.0).to(DType::Float32).reshape(y.sizes());
+    Profiler prof;
+    sum(y * w).backward();
+    prof.stop();
+    for (const OpProfile& op : prof.ops()) CHECK_MESSAGE(op.name != "max_pool2d", "the backward pooled again");
+    CHECK(values(x.grad()) == c.grad);
+  }
+}
+
 TEST_CASE("nn ops: avg_pool2d") {
   struct Case {
     Shape x, k, s, p;

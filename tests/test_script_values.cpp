@@ -368,6 +368,30 @@ class Net(nn.Module):
   check_error([&] { bad_file.module("Net", {int64_t(1)}); }, "t() expects a tensor with <= 2 dimensions, but self is 3D");
 }
 
+TEST_CASE("script values: int operators in __init__ as Python's, a shift or bitwise op by 0 included") {
+  const char* src = R"(
+import torch
+import torch.nn as nn
+
+
+class Ints(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        v = [n << 0, n >> 0, n & 0, n | 0, n ^ 0, n << 3, -n >> 1, -7 // 2, -7 % 2, 7 % -2, 3 ** 5, 2 ** 40, True + True]
+        self.register_buffer("v", torch.tensor(v))
+
+    def forward(self, x):
+        return x
+)";
+  ScriptModule file = script_source(src, "ints.py");
+  Tensor v = file.module("Ints", {int64_t(5)})->state_dict().at("v");
+  CHECK(v.dtype() == DType::Int64);
+  // what Python 3 prints for the list with n = 5
+  const std::vector<int64_t> want = {5, 5, 0, 5, 5, 40, -3, -4, 1, -1, 243, 1099511627776, 2};
+  REQUIRE(v.numel() == int64_t(want.size()));
+  for (size_t i = 0; i < want.size(); ++i) CHECK(v.select(0, int64_t(i)).item<int64_t>() == want[i]);
+}
+
 TEST_CASE("script values: dict and set comprehensions, set literals, :=, sorted and lambdas in __init__") {
   // the tags are what Python 3 prints for this file's Net([8, 16, 32, 12]).tags()
   const char* src = R"(

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "backends/cuda/launch_params.h"
+#include "backends/cuda/scalar_math_source.h"
 #include "core/error.h"
 
 namespace kiln::cuda {
@@ -18,7 +19,7 @@ std::string subst(std::string text, const std::vector<std::pair<std::string, std
   return text;
 }
 
-// The device side of launch_params.h and of core/scalar_math.h, and the half types.
+// The device side of launch_params.h, and the half types (core/scalar_math.h follows, embedded).
 constexpr const char* kPrelude = R"(// rendered by kiln backends/cuda/source_render.cpp
 #define KILN_MAX_OPERANDS @MAXOPS@
 #define KILN_MAX_DIMS @MAXDIMS@
@@ -56,55 +57,6 @@ struct kf16 {
   __device__ kf16(float f) { asm("cvt.rn.f16.f32 %0, %1;" : "=h"(b) : "f"(f)); }
   __device__ operator float() const { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(b)); return f; }
 };
-
-// core/scalar_math.h for the device: the helpers ops.def expressions call beyond the math library.
-template <class T> __device__ __forceinline__ T kabs(T x) { return x < T(0) ? T(-x) : x; }
-template <> __device__ __forceinline__ float kabs<float>(float x) { return fabsf(x); }
-template <> __device__ __forceinline__ double kabs<double>(double x) { return fabs(x); }
-template <> __device__ __forceinline__ bool kabs<bool>(bool x) { return x; }
-template <class T> __device__ __forceinline__ T kfloor(T x) { return x; }
-template <> __device__ __forceinline__ float kfloor<float>(float x) { return floorf(x); }
-template <> __device__ __forceinline__ double kfloor<double>(double x) { return floor(x); }
-template <class T> __device__ __forceinline__ T kfloordiv(T a, T b) {
-  if (b == T(0)) return T(0);
-  if (b == T(-1)) return T(0ULL - (unsigned long long)a);
-  T q = a / b;
-  return (a % b != T(0) && ((a < T(0)) != (b < T(0)))) ? T(q - 1) : q;
-}
-template <class T> __device__ __forceinline__ T kfloordiv_float(T a, T b) {
-  if (b == T(0)) return a / b;
-  T mod = fmod(a, b);
-  T q = (a - mod) / b;
-  if (mod != T(0) && ((b < T(0)) != (mod < T(0)))) q -= T(1);
-  if (q == T(0)) return copysign(T(0), a / b);
-  T f = floor(q);
-  return q - f > T(0.5) ? f + T(1) : f;
-}
-template <> __device__ __forceinline__ float kfloordiv<float>(float a, float b) { return kfloordiv_float(a, b); }
-template <> __device__ __forceinline__ double kfloordiv<double>(double a, double b) { return kfloordiv_float(a, b); }
-template <> __device__ __forceinline__ bool kfloordiv<bool>(bool a, bool b) { return a && b; }
-template <class T> __device__ __forceinline__ T kpow(T a, T b) {
-  typedef unsigned long long U;
-  if (b < 0) return a == T(1) ? T(1) : a == T(-1) ? ((b & 1) ? T(-1) : T(1)) : T(0);
-  U r = 1, base = U(a);
-  for (T e = b; e > 0; e >>= 1) {
-    if (e & 1) r *= base;
-    base *= base;
-  }
-  return T(r);
-}
-template <> __device__ __forceinline__ float kpow<float>(float a, float b) { return powf(a, b); }
-template <> __device__ __forceinline__ double kpow<double>(double a, double b) { return pow(a, b); }
-template <> __device__ __forceinline__ bool kpow<bool>(bool a, bool b) { return a || !b; }
-
-template <class T> __device__ __forceinline__ T klowest() { return T(-1.0 / 0.0); }
-template <> __device__ __forceinline__ bool klowest<bool>() { return false; }
-template <> __device__ __forceinline__ int klowest<int>() { return -2147483647 - 1; }
-template <> __device__ __forceinline__ long long klowest<long long>() { return -9223372036854775807LL - 1; }
-template <class T> __device__ __forceinline__ T khighest() { return T(1.0 / 0.0); }
-template <> __device__ __forceinline__ bool khighest<bool>() { return true; }
-template <> __device__ __forceinline__ int khighest<int>() { return 2147483647; }
-template <> __device__ __forceinline__ long long khighest<long long>() { return 9223372036854775807LL; }
 
 // Byte offsets of element i in each operand (dim 0 innermost). Below 2^31 elements the index splits
 // with 32-bit division, several times faster than 64-bit division on every GPU. P: LoopParams, or the
@@ -302,7 +254,10 @@ ReduceSpec reduce_spec(Fold fold, DType in, DType acc, DType out) {
 }
 
 std::string render_prelude() {
-  return subst(kPrelude, {{"MAXOPS", std::to_string(kMaxOperands)}, {"MAXDIMS", std::to_string(kMaxDims)}});
+  // The helpers ops.def expressions call beyond the math library: the CPU's header itself (generated
+  // backends/cuda/scalar_math_source.h holds its text), under its namespace, which the kernels open.
+  return subst(kPrelude, {{"MAXOPS", std::to_string(kMaxOperands)}, {"MAXDIMS", std::to_string(kMaxDims)}}) +
+         kScalarMathSource + "\nusing namespace kiln::scalar_math;\n";
 }
 
 std::string render(const ElementwiseSpec& s) {

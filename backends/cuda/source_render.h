@@ -1,7 +1,7 @@
 #pragma once
 // CUDA C rendered from the op table: an elementwise row's kernel is its `expr` column from core/ops.def
-// (the same text the CPU kernels compile, over the same helper names, which the prelude defines for the
-// device), wrapped in a strided loop and a vectorised contiguous loop. Reductions, casts, where and
+// (the same text the CPU kernels compile, over the same helpers: the prelude compiles core/scalar_math.h
+// itself), wrapped in a strided loop and a vectorised contiguous loop. Reductions, casts, where and
 // the indexing kernels are rendered from the same prelude.
 #include <string>
 #include <vector>

@@ -96,10 +96,11 @@ bool can_fuse(const ir::Node& n, bool reduction) {
   return true;
 }
 
-const backends::FusionBackend* fusion_backend() {
+const backends::FusionBackend& fusion_rules() {
   static const X86Backend backend;
-  if (best_isa() == Isa::None) return nullptr;
-  return &backend;
+  return backend;
 }
+
+const backends::FusionBackend* fusion_backend() { return best_isa() == Isa::None ? nullptr : &fusion_rules(); }
 
 }  // namespace kiln::x86

@@ -42,9 +42,9 @@ Tensor conv_family(OpId op, const Tensor& a, const Tensor& b, Attrs attrs, const
   return dispatch1(op, {a, b}, attrs);
 }
 
-// max_pool2d's gradient: g scattered to the argmax positions (indices recomputed, not saved).
-Tensor max_pool2d_grad(const Tensor& g, const Tensor& x, const Attrs& attrs) {
-  Tensor idx = dispatch(OpId::MaxPool2d, {x}, attrs)[1];
+// max_pool2d's gradient: g scattered to the positions of the forward's saved indices (each window's
+// first maximum, as torch), over the input's shape; no second pool.
+Tensor max_pool2d_grad(const Tensor& g, const Tensor& x, const Tensor& idx) {
   Shape lead(x.sizes().begin(), x.sizes().end() - 2);
   Shape flat = lead, per = lead;
   flat.push_back(x.size(-2) * x.size(-1));
@@ -224,7 +224,7 @@ Tensors derivative(OpId op, const Attrs& attrs, const Tensors& in, const Tensors
       if (need(0)) r[0] = conv_family(OpId::Conv2d, in[1], g, attrs, {});
       if (need(1)) r[1] = conv_family(OpId::Conv2dBackwardInput, x, g, attrs, in[1].sizes());
       break;
-    case OpId::MaxPool2d: r[0] = max_pool2d_grad(g, x, attrs); break;
+    case OpId::MaxPool2d: r[0] = max_pool2d_grad(g, x, outs.at(1)); break;
     case OpId::RnnLayer: {  // inputs x_proj, w_hh[, b_hh][, state0][, lengths]; the backward row gives all four
       Tensors args{g, outs.at(0), outs.at(1)};  // gradients (the integer lengths take none)
       args.insert(args.end(), in.begin(), in.end());

@@ -51,7 +51,7 @@ int64_t fuse_block(ir::Graph& g, ir::Block& b, const Backend* backend) {
     // Row groups (Backend::row_groups): reductions over the last dim of `space` may join too, and so
     // may values of one number per row (`rowvec`: space with last dim 1), as outputs; a trailing
     // reduction over every dim keeps the old rule (its kernel folds everything into one number).
-    const bool rows = (backend ? backend->row_groups() : true) && (!reduces || row_reduction(*root, space, backend));
+    const bool rows = rules_of(backend).row_groups() && (!reduces || row_reduction(*root, space, backend));
     ir::Type rowvec = space;
     if (rowvec.dims && !rowvec.dims->empty()) rowvec.dims->back() = ir::Dim::known(1);
     auto grow = [&](bool allow_rowvec) {

@@ -21,7 +21,7 @@ PassResult join_slice_backward(ir::Graph& g);    // join_slice_backward.cpp
 PassResult fuse_gemm_epilogue(ir::Graph& g);     // fuse_gemm_epilogue.cpp
 PassResult fuse_conv_backward(ir::Graph& g);     // fuse_conv_backward.cpp
 PassResult fuse_scatter_zeros(ir::Graph& g);     // fuse_scatter_zeros.cpp
-// The fusion passes build groups `backend` can compile (Backend::can_fuse); null: the x86 backend's rule.
+// The fusion passes build groups `backend` can compile (Backend::can_fuse); null: backends::default_fusion_rules().
 PassResult fuse_vertical(ir::Graph& g, const Backend* backend = nullptr);    // fuse_vertical.cpp
 PassResult fuse_horizontal(ir::Graph& g, const Backend* backend = nullptr);  // fuse_horizontal.cpp
 PassResult report_memory(ir::Graph& g);            // memory_report.cpp
