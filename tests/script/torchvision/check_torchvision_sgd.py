@@ -4,7 +4,9 @@ For resnet18, mobilenet_v2 and vit_b_16 (the classes with the arguments their bu
 builds the model under a fixed seed (batch norm statistics randomized), saves its state_dict, then takes
 three torch.optim.SGD steps on cross_entropy; kiln builds the same class from the installed file
 (script_train_tool), loads the state_dict, takes the same steps with kiln's SGD and saves its state_dict.
-Every parameter and buffer (batch norm's running statistics too) must be within 1e-4 of PyTorch's.
+Every parameter and buffer (batch norm's running statistics too) must be within 1e-4 of PyTorch's, or, in training
+mode, no further from PyTorch's float64 result than twice PyTorch's float32 is: resnet18's conv1.weight after three
+steps is 2.1e-4 from float64 in PyTorch's own float32 on an Intel Xeon (its kernels sum in another order than on AMD).
 
 resnet18 trains in training mode (batch norm on batch statistics, updating the running ones).
 mobilenet_v2 trains in float32 with batch norm frozen (eval mode, as fine-tuning does), and in training mode
@@ -16,6 +18,7 @@ within 1e-4 there; float64 takes the rounding out, so the comparison checks the 
 Run with /usr/bin/python3 (PyTorch 1.13):
     check_torchvision_sgd.py SCRIPT_TRAIN_TOOL [MODEL...]
 """
+import copy
 import importlib.util
 import json
 import os
@@ -69,6 +72,16 @@ def load_safetensors(path):
     return out
 
 
+def sgd(model, x, y):
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    for _ in range(STEPS):
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return model
+
+
 def run(tool, name, tmp):
     file, cls, args, make, mode = CASES[name]
     torch.manual_seed(0)
@@ -84,12 +97,10 @@ def run(tool, name, tmp):
     model.train(mode != "eval")
     if mode == "train64":  # the float32 weights and input, exactly, in float64 (kiln converts them the same way)
         model, x = model.double(), x.double()
-    opt = torch.optim.SGD(model.parameters(), lr=LR)
-    for _ in range(STEPS):
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    exact = None
+    if mode == "train":  # the same steps in float64: how far PyTorch's own float32 lands from the exact result
+        exact = {k: v.detach().numpy() for k, v in sgd(copy.deepcopy(model).double(), x.double(), y).state_dict().items()}
+    sgd(model, x, y)
     r = subprocess.run([tool, os.path.join(MODELS, file + ".py"), cls, weights, x_path, y_path, str(STEPS), str(LR), mode, out] + args,
                        capture_output=True, text=True)
     if r.returncode != 0:
@@ -105,7 +116,12 @@ def run(tool, name, tmp):
             return f"{name}: {k} has shape {g.shape} in kiln, {w.shape} in PyTorch"
         err = np.abs(g - w).max() if w.size else 0.0
         if not np.allclose(g, w, rtol=1e-4, atol=1e-4):
-            return f"{name}: {k} differs from PyTorch after {STEPS} SGD steps (max abs error {err})"
+            # float32 sums in another order move a result as far as PyTorch's float32 is from float64's: allowed
+            # twice that distance from the float64 result, never more
+            torch_err = np.abs(w - exact[k]).max() if exact is not None and w.size else 0.0
+            if exact is None or np.abs(g - exact[k]).max() > 2 * torch_err:
+                return (f"{name}: {k} differs from PyTorch after {STEPS} SGD steps (max abs error {err}; "
+                        f"PyTorch's float32 is {torch_err} from its float64)")
         if err > worst:
             worst, where = err, k
     print(f"{name}: {STEPS} SGD steps ({mode} mode) equal to PyTorch ({len(want)} tensors; largest difference {worst:.2e} in {where})")
