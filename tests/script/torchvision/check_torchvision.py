@@ -4,11 +4,12 @@ For each of the 18 models of issue 28: PyTorch builds the class (or calls the bu
 passes (few classes, under a fixed seed, batch norm statistics randomized), saves its state_dict and its
 eval output on a small input; kiln builds the same class from the installed file (script_module_tool),
 loads the state_dict, and its eval output on the interpreter and through compile() must equal PyTorch's
-within 1e-4. A model kiln cannot build yet must fail with the error its entry names (the layer or op it
+within 1e-4, or be no further from PyTorch's float64 output than twice PyTorch's own float32 is. A model kiln cannot build yet must fail with the error its entry names (the layer or op it
 lacks), so a regression and a fix both show. `kiln check` builds ResNet from the command line too. Run
 with /usr/bin/python3 (PyTorch 1.13):
     check_torchvision.py SCRIPT_MODULE_TOOL KILN [MODEL...]
 """
+import copy
 import importlib.util
 import os
 import re
@@ -122,6 +123,7 @@ def run(tool, name, tmp):
         x = torch.randn(1, 3, size, size)
         with torch.no_grad():
             want = model(x).numpy()
+            exact = copy.deepcopy(model).double()(x.double()).numpy()
         fixtures.save(weights, model.state_dict())
         np.save(x_path, x.numpy())
     r = subprocess.run([tool, path, cls, weights, x_path, y_interp, y_compiled] + args, capture_output=True, text=True)
@@ -137,9 +139,15 @@ def run(tool, name, tmp):
     errs = []
     for what, p in (("interpreter", y_interp), ("compile()", y_compiled)):
         got = np.load(p)
-        if got.shape != want.shape or not np.allclose(got, want, rtol=1e-4, atol=1e-4):
-            err = np.abs(got - want).max() if got.shape == want.shape else f"shape {got.shape} vs {want.shape}"
-            return f"{name}: {what} differs from PyTorch (max abs error {err})"
+        if got.shape != want.shape:
+            return f"{name}: {what} differs from PyTorch (shape {got.shape} vs {want.shape})"
+        if not np.allclose(got, want, rtol=1e-4, atol=1e-4):
+            # a float32 sum in another order moves an output as far as PyTorch's float32 is from float64's
+            # (inception_v3's outputs reach 2e9 here): allowed twice that distance from the float64 result
+            torch_err = np.abs(want - exact).max()
+            if np.abs(got - exact).max() > 2 * torch_err:
+                return (f"{name}: {what} differs from PyTorch (max abs error {np.abs(got - want).max()}; "
+                        f"PyTorch's float32 is {torch_err} from its float64)")
         errs.append(np.abs(got - want).max())
     print(f"{name}: equal to PyTorch on the interpreter and through compile() (max abs error {max(errs):.2g}, "
           f"outputs up to {np.abs(want).max():.2g})")
