@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "eager/autograd/graph.h"
@@ -142,6 +143,18 @@ class Init : public NnConstructors {
     init_object(self, c, args, kwargs, at);
     --depth_;
     return mod;
+  }
+
+  // A module-level name as lowered code reads it: a constant of the file (computed as __init__ computes it) or
+  // what a relative import binds (its file read now); null for any other name. `known`: files read before.
+  std::optional<ModuleGlobal> lowered_global(const std::string& name, SourceLoc loc, const std::vector<std::shared_ptr<const File>>& known) {
+    for (const auto& f : known) know(f);
+    const Static* v = module_constant(name, loc);
+    auto a = m_->aliases.find(name);
+    if (!v && a != m_->aliases.end() && a->second.rfind("import:", 0) == 0) v = global_value(name, loc);
+    if (!v) return std::nullopt;
+    const File* home = v->fn ? file_of(v->fn) : nullptr;
+    return ModuleGlobal{*v, home ? shared(home) : nullptr, files()};
   }
 
   // A builder function of the file (torchvision's `resnet18(weights=None)`): run, its result the module.
@@ -1727,6 +1740,11 @@ class Init : public NnConstructors {
       eval_args();
       return Static::none();
     }
+    if (is_jit_annotate(e) && !sc.vars.count("torch") && !sc.vars.count("jit")) {
+      // the value: a type matters to lowered code only, where an attribute's value is typed by what it holds
+      if (e.args.size() != 3 || !e.keywords.empty()) fail(e.loc, "torch.jit.annotate() takes a type and a value");
+      return eval(*e.args[2], sc);
+    }
     if (fn.kind == ExprKind::Attribute) {
       const Expr& base = *fn.args[0];
       // super().__init__(...) and super(Net, self).__init__(...): the base class's __init__ (a class of
@@ -2414,6 +2432,12 @@ std::shared_ptr<ScriptedModule> construct_with(const std::shared_ptr<const File>
 std::shared_ptr<ScriptedModule> construct(const std::shared_ptr<const File>& file, const ClassDef& cls,
                                           const std::vector<CtorArg>& args, const std::map<std::string, CtorArg>& kwargs) {
   return construct_with(file, args, kwargs, [&](Init& init, auto& a, auto& kw) { return init.build(cls, a, kw, cls.loc); });
+}
+
+std::optional<ModuleGlobal> module_global(const std::shared_ptr<const File>& file, const std::string& name, SourceLoc loc,
+                                          const std::vector<std::shared_ptr<const File>>& known) {
+  Init init(file);
+  return init.lowered_global(name, loc, known);
 }
 
 std::shared_ptr<ScriptedModule> construct_by(const std::shared_ptr<const File>& file, const FunctionDef& builder,

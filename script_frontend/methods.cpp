@@ -17,7 +17,7 @@ const Object* Lowerer::static_object(const Expr& e) {
   switch (e.kind) {
     case ExprKind::Name: {
       if (frame().env.count(e.name)) return nullptr;
-      if (e.name == "self") return frame().self;
+      if (e.name == "self" && frame().self) return frame().self;  // else a lambda's captured self, in modules
       auto it = frame().modules.find(e.name);
       return it == frame().modules.end() ? nullptr : it->second;
     }
@@ -127,7 +127,20 @@ Value* Lowerer::static_value(const Static& v, const std::string& name, SourceLoc
       return prim(ir::Prim::ListConstruct, es, Type::list(es[0]->type().is_tensor() ? Type::tensor() : es[0]->type()));
     }
     case Kind::Module: fail(loc, fmt::format("'{}' is a module, not a value", name));
-    case Kind::Dict:
+    case Kind::Dict: {
+      // a dict with string keys (an nn.ParameterDict, a dict of sizes): a dict of lowered code, its keys known now,
+      // so d['w'] and loops over d.items() resolve while lowering
+      std::vector<std::string> keys;
+      std::vector<Value*> values;
+      for (const Static& kv : v.elems) {
+        if (kv.elems[0].kind != Kind::Str)
+          fail(loc, fmt::format("'{}' is a dict with {} keys, which methods cannot read in kiln script (string keys only)", name,
+                                kv.elems[0].type_name()));
+        keys.push_back(kv.elems[0].s);
+        values.push_back(static_value(kv.elems[1], name + "." + kv.elems[0].s, loc));
+      }
+      return make_dict(keys, values);
+    }
     case Kind::Class:
     case Kind::Function:
     case Kind::Partial:
