@@ -1743,7 +1743,9 @@ class Init : public NnConstructors {
     if (is_jit_annotate(e) && !sc.vars.count("torch") && !sc.vars.count("jit")) {
       // the value: a type matters to lowered code only, where an attribute's value is typed by what it holds
       if (e.args.size() != 3 || !e.keywords.empty()) fail(e.loc, "torch.jit.annotate() takes a type and a value");
-      return eval(*e.args[2], sc);
+      Static v = eval(*e.args[2], sc);
+      if (v.kind == Kind::List) v.annotation = e.args[1].get();
+      return v;
     }
     if (fn.kind == ExprKind::Attribute) {
       const Expr& base = *fn.args[0];

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "script_frontend/lowerer.h"
+#include "script_frontend/parser.h"
 
 namespace kiln::script {
 
@@ -120,7 +121,13 @@ Value* Lowerer::static_value(const Static& v, const std::string& name, SourceLoc
       std::vector<Value*> es;
       for (size_t i = 0; i < v.elems.size(); ++i) es.push_back(static_value(v.elems[i], name, loc));
       if (v.kind == Kind::Tuple) return tuple(es);
-      if (es.empty()) fail(loc, fmt::format("'{}' is an empty list, whose element type kiln script cannot know", name));
+      if (es.empty() && v.annotation) {  // self.xs = torch.jit.annotate(List[int], [])
+        Type t = type_from_annotation(*src_, annotation_type(*v.annotation), *m_);
+        if (t.kind == TypeKind::List) return prim(ir::Prim::ListConstruct, {}, t);
+      }
+      if (es.empty()) fail(loc, fmt::format("'{}' is an empty list, whose element type kiln script cannot know (annotate it: "
+                                            "torch.jit.annotate(List[int], []))",
+                                            name));
       for (Value* e : es)
         if (!same_type(e->type(), es[0]->type()) || (!is_number(e->type()) && !e->type().is_tensor()))
           fail(loc, fmt::format("'{}' is a list kiln script cannot type ({})", name, v.type_name()));

@@ -55,6 +55,7 @@ struct Static {
   const ClassDef* cls = nullptr;     // Class: a class of a file
   const FunctionDef* fn = nullptr;   // Function: a function of a file
   bool parameter = false;  // a Tensor wrapped in nn.Parameter (registered when assigned to self)
+  const Expr* annotation = nullptr;  // List: the type torch.jit.annotate gave it (an empty one is typed by it)
 
   static Static none() { return {}; }
   static Static integer(int64_t v) {

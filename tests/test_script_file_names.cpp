@@ -120,6 +120,29 @@ def f(x: Tensor) -> Tensor:
   check_close(file.function("f").call({x})[0].to_tensor(), tensor({1.0, 6.0, 11.0, 16.0, 21.0, 26.0}, {2, 3}));
 }
 
+TEST_CASE("script file names: torch.jit.annotate in __init__ types an empty attribute for forward") {
+  ScriptFile file = script_source(R"(
+import torch
+import torch.nn as nn
+from typing import Dict, List
+from torch import Tensor
+
+
+class N(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.sizes = torch.jit.annotate(List[int], [])
+        self.extra = torch.jit.annotate(Dict[str, int], {})
+
+    def forward(self, x):
+        ns = self.sizes + [x.size(0)]
+        return x * float(len(ns) + len(self.extra))
+)",
+                                  "empty.py");
+  // eager PyTorch: x * 1.0 (torch.jit.script refuses an empty list annotated on the instance; kiln types it by the annotation)
+  check_close(file.module("N")->forward(tensor({1.0, 2.0}, {2})), tensor({1.0, 2.0}, {2}));
+}
+
 TEST_CASE("script file names: what lowered code cannot take from the file's names names the construct") {
   auto module_error = [](const std::string& src, const std::string& name) {
     return kiln::test::error_of([&] { script_source(src, name).module("N"); });
