@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <optional>
 #include <set>
 
@@ -673,6 +675,25 @@ class Init : public NnConstructors {
   int64_t need_int(const Static& v, SourceLoc loc, std::string_view what) {
     if (v.kind == Kind::Int || v.kind == Kind::Bool) return v.i;
     fail(loc, fmt::format("{} must be an int, got {}", what, v.type_name()));
+  }
+  // int(text) / float(text) as Python reads them: surrounding whitespace, a sign, and for float 'inf', 'infinity'
+  // and 'nan' in any case; anything else is Python's ValueError
+  Static number_of_text(const std::string& n, const std::string& text, SourceLoc loc) const {
+    size_t b = text.find_first_not_of(" \t\n\r\f\v"), e = text.find_last_not_of(" \t\n\r\f\v");
+    std::string t = b == std::string::npos ? "" : text.substr(b, e - b + 1);
+    char* end = nullptr;
+    bool hex = t.find_first_of("xXpP") != std::string::npos;
+    if (n == "float") {
+      double x = t.empty() || hex ? 0 : std::strtod(t.c_str(), &end);
+      if (t.empty() || hex || *end) py_raise(loc, "ValueError", fmt::format("could not convert string to float: '{}'", text));
+      return Static::number(x);
+    }
+    bool digits = !t.empty() && t.find_first_not_of("0123456789", t[0] == '-' || t[0] == '+' ? 1 : 0) == std::string::npos &&
+                  t.size() > size_t(t[0] == '-' || t[0] == '+');
+    errno = 0;
+    long long x = digits ? std::strtoll(t.c_str(), &end, 10) : 0;
+    if (!digits || errno == ERANGE) py_raise(loc, "ValueError", fmt::format("invalid literal for int() with base 10: '{}'", text));
+    return Static::integer(int64_t(x));
   }
   double need_number(const Static& v, SourceLoc loc, std::string_view what) {
     if (v.is_number()) return v.as_double();
@@ -2064,6 +2085,8 @@ class Init : public NnConstructors {
     }
     if (n == "int" || n == "float" || n == "bool") {
       nargs(1, 1);
+      if (a[0].kind == Kind::Str && n == "bool") return Static::boolean(!a[0].s.empty());
+      if (a[0].kind == Kind::Str) return number_of_text(n, a[0].s, loc);  // float('-inf'), int('3')
       double x = need_number(a[0], loc, "the argument");
       if (n == "int") return Static::integer(int64_t(std::trunc(x)));
       if (n == "float") return Static::number(x);
