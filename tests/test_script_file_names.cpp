@@ -161,6 +161,9 @@ TEST_CASE("script file names: what lowered code cannot take from the file's name
   // a module-level value lowered code cannot type
   e = module_error(head + "TABLE = {1: 2}\n\n\nclass N(nn.Module):\n    def forward(self, x):\n        return x + TABLE[1]\n", "tab.py");
   CHECK(e.find("tab.py:9:20: error: 'TABLE' is a dict with int keys") != std::string::npos);
+  // a module-level constant is computed as Python computes it, its errors Python's
+  e = module_error(head + "BAD = float('1e-3x')\n\n\nclass N(nn.Module):\n    def forward(self, x):\n        return x + BAD\n", "val.py");
+  CHECK(e.find("val.py:4:7: error: ValueError: could not convert string to float: '1e-3x'") != std::string::npos);
   // an import kiln cannot resolve is raised where forward uses it, naming the import
   e = module_error(head + "from .missing import helper\n\n\nclass N(nn.Module):\n    def forward(self, x):\n        return helper(x)\n",
                    "/nonexistent_dir/imp.py");
