@@ -435,8 +435,8 @@ class Net(nn.Module):
   check_error([&] { bad_file.module("Net", {int64_t(0)}); },
               "bad_lambda.py:9:21: error: TypeError: '<' not supported between instances of");
   // self.act = lambda ...: built, and inlined where forward calls it
-  auto net = bad_file.module("Net", {int64_t(1)});
-  check_close((*net)(tensor({1.0, -2.0}, {2})), tensor({2.0, -4.0}, {2}));
+  auto lam = bad_file.module("Net", {int64_t(1)});
+  check_close((*lam)(tensor({1.0, -2.0}, {2})), tensor({2.0, -4.0}, {2}));
 }
 
 TEST_CASE("script values: nn.init.orthogonal_, eye_, dirac_ and sparse_ in __init__") {
