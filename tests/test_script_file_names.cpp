@@ -157,7 +157,7 @@ TEST_CASE("script file names: what lowered code cannot take from the file's name
   std::string e = module_error(head + "\n\nclass C:\n    pass\n\n\nclass N(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
                                       "        c = C()\n        self.f = lambda t: t if c else t\n\n    def forward(self, x):\n        return self.f(x)\n",
                                "lam.py");
-  CHECK(e.find("lam.py:17:16: error: 'f' captures 'c', a C of the code that made it") != std::string::npos);
+  CHECK(e.find("lam.py:17:21: error: 'f' captures 'c', a C of the code that made it") != std::string::npos);
   // a module-level value lowered code cannot type
   e = module_error(head + "TABLE = {1: 2}\n\n\nclass N(nn.Module):\n    def forward(self, x):\n        return x + TABLE[1]\n", "tab.py");
   CHECK(e.find("tab.py:9:20: error: 'TABLE' is a dict with int keys") != std::string::npos);
@@ -172,5 +172,5 @@ TEST_CASE("script file names: what lowered code cannot take from the file's name
   e = module_error(head + "import torch.nn.functional as F\n\n\nclass N(nn.Module):\n    def forward(self, x):\n"
                           "        return F.batch_norm(x, torch.zeros(3), torch.ones(3), training=True)\n",
                    "bn.py");
-  CHECK(e.find("bn.py:9:32: error: batch_norm: in training, running_mean is updated in place") != std::string::npos);
+  CHECK(e.find("bn.py:9:38: error: batch_norm: in training, running_mean is updated in place") != std::string::npos);
 }
