@@ -27,7 +27,7 @@ std::shared_ptr<const File> Lowerer::current_file() const {
 const ModuleGlobal* Lowerer::module_global(const std::string& name, SourceLoc loc) {
   auto a = m_->aliases.find(name);
   bool imported = a != m_->aliases.end() && a->second.rfind("import:", 0) == 0;
-  if (!m_->constants.count(name) && !imported) return nullptr;
+  if ((!m_->constants.count(name) && !imported) || m_->namedtuple(name)) return nullptr;  // a namedtuple type is lowered as one
   auto key = std::make_pair(m_, name);
   if (auto it = globals_.find(key); it != globals_.end()) return &it->second;
   std::shared_ptr<const File> file = current_file();
