@@ -28,6 +28,10 @@ const ModuleGlobal* Lowerer::module_global(const std::string& name, SourceLoc lo
   auto a = m_->aliases.find(name);
   bool imported = a != m_->aliases.end() && a->second.rfind("import:", 0) == 0;
   if ((!m_->constants.count(name) && !imported) || m_->namedtuple(name)) return nullptr;  // a namedtuple type is lowered as one
+  if (auto c = m_->constants.find(name); c != m_->constants.end() && c->second->kind == ExprKind::Call) {
+    const Expr& maker = *c->second->args[0];  // a malformed namedtuple keeps the error collect() gave it
+    if (maker.kind == ExprKind::Name && m_->namedtuple_makers.count(maker.name)) return nullptr;
+  }
   auto key = std::make_pair(m_, name);
   if (auto it = globals_.find(key); it != globals_.end()) return &it->second;
   std::shared_ptr<const File> file = current_file();
