@@ -601,12 +601,19 @@ Val<B> instance_norm(B& b, Val<B> x_in, Val<B> running_mean, Val<B> running_var,
 template <class B>
 Val<B> batch_norm(B& b, Val<B> x_in, Val<B> running_mean, Val<B> running_var, Val<B> weight_in, Val<B> bias_in, bool training,
                   double momentum, double eps, std::optional<int64_t> rank = std::nullopt) {
+  std::optional<int64_t> known = b.rank(x_in);
+  if (!known) known = rank;
+  if (!known) {
+    // the rank unknown now (a script's F.batch_norm): the dims after C as one, checked when the graph runs
+    b.check_rank(x_in, {2, 3, 4, 5}, [](const std::optional<Shape>& s) {
+      return fmt::format("batch_norm: expected a 2D to 5D input [N,C,...]{}", s ? ", got shape " + shape_str(*s) : std::string());
+    });
+    Val<B> y = batch_norm(b, b.flatten(x_in, 2, -1), running_mean, running_var, weight_in, bias_in, training, momentum, eps, int64_t(3));
+    return b.reshape_like(y, x_in, {});
+  }
   // The running statistics are updated in place, so they are never cast.
   std::vector<Val<B>> cast = b.autocast("batch_norm", {x_in, weight_in, bias_in});
   Val<B> x = cast[0], weight = cast[1], bias = cast[2];
-  std::optional<int64_t> known = b.rank(x);
-  if (!known) known = rank;
-  if (!known) b.fail("batch_norm: the input's rank must be known");
   int64_t r = *known;
   std::optional<Shape> xs = b.shape(x);
   if (r < 2)

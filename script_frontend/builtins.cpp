@@ -89,6 +89,28 @@ Value* filled_like(Lowerer& L, Value* x, Value* v) {
   return L.op(OpId::Where, {yes, L.number_to_tensor(v), x});
 }
 
+// A tensor of a module the argument names (`self.running_mean`, `self.emb.weight`), or null: what a composite
+// updates in place or whose size it needs now.
+std::optional<Tensor> module_tensor(Lowerer& L, const Arg& a) {
+  if (!a.expr || a.value || a.expr->kind != ExprKind::Attribute) return std::nullopt;
+  const Object* o = L.static_object(*a.expr->args[0]);
+  if (!o) return std::nullopt;
+  const std::string& name = a.expr->name;
+  if (const Static* v = o->attr(name); v && v->kind == Static::Kind::Tensor) return v->tensor;
+  for (const auto& [n, t] : o->module->named_parameters(false))
+    if (n == name) return t;
+  for (const auto& [n, t] : o->module->named_buffers(false))
+    if (n == name) return t;
+  return std::nullopt;
+}
+
+// `self.bn.running_mean` as a graph input's name
+std::string describe_attribute(const Expr& e) {
+  if (e.kind == ExprKind::Name) return e.name;
+  if (e.kind == ExprKind::Attribute) return describe_attribute(*e.args[0]) + "." + e.name;
+  return "tensor";
+}
+
 double need_float(Lowerer& L, const Arg& a, std::string_view what) {
   if (auto f = L.const_float(a)) return *f;
   L.fail(a.loc, fmt::format("{} must be a number constant in kiln script", what));
@@ -1442,6 +1464,44 @@ void add_tensor_ops(std::vector<Builtin>& b) {
         if (pad && *pad < 0) L.fail(a[10].loc, "embedding_bag: a negative padding_idx needs the weight's size; give it from 0");
         LoweringBuilder lb(L);
         return composite::embedding_bag(lb, L.tensor_arg(a[1], "weight"), L.tensor_arg(a[0], "input"), offsets, mode, psw, last, pad);
+      });
+  // F.embedding and F.batch_norm: the composites nn.Embedding and nn.BatchNorm run, on the tensors given
+  add("embedding", kF, {"input", "weight", "padding_idx", "max_norm", "norm_type", "scale_grad_by_freq", "sparse"}, 2,
+      [](Lowerer& L, Args& a, const Expr&) {
+        if (is_given(a[3])) L.fail(a[3].loc, "embedding: max_norm is not supported in kiln script");
+        if (is_given(a[5]) && L.need_bool(a[5], "scale_grad_by_freq")) L.fail(a[5].loc, "embedding: scale_grad_by_freq is not supported in kiln script");
+        if (is_given(a[6]) && L.need_bool(a[6], "sparse")) L.fail(a[6].loc, "embedding: sparse gradients are not supported in kiln script");
+        std::optional<int64_t> pad;
+        if (is_given(a[2])) {
+          pad = L.need_int(a[2], "padding_idx");
+          std::optional<Tensor> w = module_tensor(L, a[1]);
+          if (w && w->dim() == 2 && (*pad >= w->size(0) || *pad < -w->size(0)))
+            L.fail(a[2].loc, fmt::format("embedding: padding_idx {} is not within num_embeddings ({})", *pad, w->size(0)));
+          if (*pad < 0 && !w) L.fail(a[2].loc, "embedding: a negative padding_idx needs the weight's size: give it from 0, or pass a module's weight");
+          if (*pad < 0) *pad += w->size(0);
+        }
+        LoweringBuilder lb(L);
+        return composite::embedding(lb, L.tensor_arg(a[1], "weight"), L.tensor_arg(a[0], "input"), pad);
+      });
+  add("batch_norm", kF, {"input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps"}, 3,
+      [](Lowerer& L, Args& a, const Expr&) {
+        bool training = is_given(a[5]) && L.need_bool(a[5], "training");
+        double momentum = is_given(a[6]) ? need_float(L, a[6], "momentum") : 0.1, eps = is_given(a[7]) ? need_float(L, a[7], "eps") : 1e-5;
+        LoweringBuilder lb(L);
+        // in training the running statistics are updated in place: they must be buffers of a module, which the
+        // graph writes back after each call as nn.BatchNorm's
+        auto stat = [&](const Arg& x, const char* what) -> Value* {
+          if (!is_given(x)) return nullptr;
+          if (!training) return L.tensor_arg(x, what);
+          std::optional<Tensor> t = module_tensor(L, x);
+          if (!t) L.fail(x.loc, fmt::format("batch_norm: in training, {} is updated in place, so it must be a module's buffer (self.<name>) in kiln script", what));
+          return lb.parameter(*t, x.expr ? describe_attribute(*x.expr) : what);
+        };
+        Value* rm = stat(a[1], "running_mean");
+        Value* rv = stat(a[2], "running_var");
+        Value* w = is_given(a[3]) ? L.tensor_arg(a[3], "weight") : nullptr;
+        Value* bias = is_given(a[4]) ? L.tensor_arg(a[4], "bias") : nullptr;
+        return composite::batch_norm(lb, L.tensor_arg(a[0], "input"), rm, rv, w, bias, training, momentum, eps);
       });
   add("normalize", kF, {"input", "p", "dim", "eps"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     double p = is_given(a[1]) ? need_float(L, a[1], "p") : 2.0;

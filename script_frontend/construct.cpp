@@ -6,7 +6,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
+#include <optional>
 #include <set>
 
 #include "eager/autograd/graph.h"
@@ -142,6 +145,18 @@ class Init : public NnConstructors {
     init_object(self, c, args, kwargs, at);
     --depth_;
     return mod;
+  }
+
+  // A module-level name as lowered code reads it: a constant of the file (computed as __init__ computes it) or
+  // what a relative import binds (its file read now); null for any other name. `known`: files read before.
+  std::optional<ModuleGlobal> lowered_global(const std::string& name, SourceLoc loc, const std::vector<std::shared_ptr<const File>>& known) {
+    for (const auto& f : known) know(f);
+    const Static* v = module_constant(name, loc);
+    auto a = m_->aliases.find(name);
+    if (!v && a != m_->aliases.end() && a->second.rfind("import:", 0) == 0) v = global_value(name, loc);
+    if (!v) return std::nullopt;
+    const File* home = v->fn ? file_of(v->fn) : nullptr;
+    return ModuleGlobal{*v, home ? shared(home) : nullptr, files()};
   }
 
   // A builder function of the file (torchvision's `resnet18(weights=None)`): run, its result the module.
@@ -677,6 +692,25 @@ class Init : public NnConstructors {
   int64_t need_int(const Static& v, SourceLoc loc, std::string_view what) {
     if (v.kind == Kind::Int || v.kind == Kind::Bool) return v.i;
     fail(loc, fmt::format("{} must be an int, got {}", what, v.type_name()));
+  }
+  // int(text) / float(text) as Python reads them: surrounding whitespace, a sign, and for float 'inf', 'infinity'
+  // and 'nan' in any case; anything else is Python's ValueError
+  Static number_of_text(const std::string& n, const std::string& text, SourceLoc loc) const {
+    size_t b = text.find_first_not_of(" \t\n\r\f\v"), e = text.find_last_not_of(" \t\n\r\f\v");
+    std::string t = b == std::string::npos ? "" : text.substr(b, e - b + 1);
+    char* end = nullptr;
+    bool hex = t.find_first_of("xXpP") != std::string::npos;
+    if (n == "float") {
+      double x = t.empty() || hex ? 0 : std::strtod(t.c_str(), &end);
+      if (t.empty() || hex || *end) py_raise(loc, "ValueError", fmt::format("could not convert string to float: '{}'", text));
+      return Static::number(x);
+    }
+    bool digits = !t.empty() && t.find_first_not_of("0123456789", t[0] == '-' || t[0] == '+' ? 1 : 0) == std::string::npos &&
+                  t.size() > size_t(t[0] == '-' || t[0] == '+');
+    errno = 0;
+    long long x = digits ? std::strtoll(t.c_str(), &end, 10) : 0;
+    if (!digits || errno == ERANGE) py_raise(loc, "ValueError", fmt::format("invalid literal for int() with base 10: '{}'", text));
+    return Static::integer(int64_t(x));
   }
   double need_number(const Static& v, SourceLoc loc, std::string_view what) {
     if (v.is_number()) return v.as_double();
@@ -1793,6 +1827,13 @@ class Init : public NnConstructors {
       eval_args();
       return Static::none();
     }
+    if (is_jit_annotate(e) && !sc.vars.count("torch") && !sc.vars.count("jit")) {
+      // the value: a type matters to lowered code only, where an attribute's value is typed by what it holds
+      if (e.args.size() != 3 || !e.keywords.empty()) fail(e.loc, "torch.jit.annotate() takes a type and a value");
+      Static v = eval(*e.args[2], sc);
+      if (v.kind == Kind::List) v.annotation = e.args[1].get();
+      return v;
+    }
     if (fn.kind == ExprKind::Attribute) {
       const Expr& base = *fn.args[0];
       // super().__init__(...) and super(Net, self).__init__(...): the base class's __init__ (a class of
@@ -2110,6 +2151,8 @@ class Init : public NnConstructors {
     }
     if (n == "int" || n == "float" || n == "bool") {
       nargs(1, 1);
+      if (a[0].kind == Kind::Str && n == "bool") return Static::boolean(!a[0].s.empty());
+      if (a[0].kind == Kind::Str) return number_of_text(n, a[0].s, loc);  // float('-inf'), int('3')
       double x = need_number(a[0], loc, "the argument");
       if (n == "int") return Static::integer(int64_t(std::trunc(x)));
       if (n == "float") return Static::number(x);
@@ -2480,6 +2523,12 @@ std::shared_ptr<ScriptedModule> construct_with(const std::shared_ptr<const File>
 std::shared_ptr<ScriptedModule> construct(const std::shared_ptr<const File>& file, const ClassDef& cls,
                                           const std::vector<CtorArg>& args, const std::map<std::string, CtorArg>& kwargs) {
   return construct_with(file, args, kwargs, [&](Init& init, auto& a, auto& kw) { return init.build(cls, a, kw, cls.loc); });
+}
+
+std::optional<ModuleGlobal> module_global(const std::shared_ptr<const File>& file, const std::string& name, SourceLoc loc,
+                                          const std::vector<std::shared_ptr<const File>>& known) {
+  Init init(file);
+  return init.lowered_global(name, loc, known);
 }
 
 std::shared_ptr<ScriptedModule> construct_by(const std::shared_ptr<const File>& file, const FunctionDef& builder,

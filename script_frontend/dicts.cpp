@@ -157,8 +157,12 @@ bool Lowerer::dict_for(const Stmt& s) {
     de = it.args[0]->args[0].get();
     method = it.args[0]->name;
   }
-  if (de->kind != ExprKind::Name && de->kind != ExprKind::Dict) return false;
-  if (de->kind == ExprKind::Name && !frame().env.count(de->name)) return false;
+  // a dict of __init__ (self.params, an nn.ParameterDict) or of module level: its keys are known too
+  auto static_dict = [&](const Static* v) { return v && v->kind == Static::Kind::Dict; };
+  const Object* owner = de->kind == ExprKind::Attribute ? static_object(*de->args[0]) : nullptr;
+  bool attr_dict = owner && static_dict(owner->attr(de->name));
+  if (de->kind != ExprKind::Name && de->kind != ExprKind::Dict && !attr_dict) return false;
+  if (de->kind == ExprKind::Name && !frame().env.count(de->name) && !static_dict(global_static(*de))) return false;
   Value* d = expr(*de);
   if (!dict_keys(d)) return false;
   std::vector<std::string> keys = *dict_keys(d);

@@ -81,7 +81,11 @@ std::optional<int64_t> Lowerer::static_int(const Expr& e) {
   if (e.kind == ExprKind::Int) return e.int_value;
   if (e.kind == ExprKind::Name) {
     auto it = frame().env.find(e.name);
-    if (it == frame().env.end()) return std::nullopt;
+    if (it == frame().env.end()) {
+      const Static* g = global_static(e);  // a module-level constant
+      if (g && (g->kind == Static::Kind::Int || g->kind == Static::Kind::Bool)) return g->i;
+      return std::nullopt;
+    }
     const AttrValue* v = const_attr(it->second);
     if (v && std::holds_alternative<int64_t>(*v)) return std::get<int64_t>(*v);
     return std::nullopt;
@@ -137,7 +141,11 @@ std::optional<double> Lowerer::const_float(const Arg& a) {
     }
   if (e.kind == ExprKind::Name) {
     auto it = frame().env.find(e.name);
-    if (it == frame().env.end()) return std::nullopt;
+    if (it == frame().env.end()) {
+      const Static* g = global_static(e);
+      if (g && g->kind == Static::Kind::Float) return g->f;
+      return std::nullopt;
+    }
     const AttrValue* v = const_attr(it->second);
     if (v && std::holds_alternative<double>(*v)) return std::get<double>(*v);
   }
@@ -161,7 +169,11 @@ std::optional<bool> Lowerer::const_bool(const Arg& a) {
     }
   if (e.kind == ExprKind::Name) {
     auto it = frame().env.find(e.name);
-    if (it == frame().env.end()) return std::nullopt;
+    if (it == frame().env.end()) {
+      const Static* g = global_static(e);
+      if (g && g->kind == Static::Kind::Bool) return g->i != 0;
+      return std::nullopt;
+    }
     const AttrValue* v = const_attr(it->second);
     if (v && std::holds_alternative<bool>(*v)) return std::get<bool>(*v);
   }
@@ -179,6 +191,7 @@ std::optional<std::string> Lowerer::const_str(const Arg& a) {
   if (a.expr && a.expr->kind == ExprKind::Name)
     if (auto it = frame().env.find(a.expr->name); it != frame().env.end())
       if (const AttrValue* v = const_attr(it->second); v && std::holds_alternative<std::string>(*v)) return std::get<std::string>(*v);
+  if (const Static* g = a.expr && !a.value ? global_static(*a.expr) : nullptr; g && g->kind == Static::Kind::Str) return g->s;
   return std::nullopt;
 }
 
@@ -206,6 +219,14 @@ std::optional<std::vector<int64_t>> Lowerer::const_ints(const Arg& a) {
       }
       return out;
     }
+  if (const Static* g = a.expr && !a.value ? global_static(*a.expr) : nullptr; g && (g->kind == Static::Kind::Tuple || g->kind == Static::Kind::List)) {
+    std::vector<int64_t> out;  // KERNEL = (3, 3) at module level
+    for (const Static& x : g->elems) {
+      if (x.kind != Static::Kind::Int) return std::nullopt;
+      out.push_back(x.i);
+    }
+    return out;
+  }
   if (!a.expr || (a.expr->kind != ExprKind::Tuple && a.expr->kind != ExprKind::List)) return std::nullopt;
   std::vector<int64_t> out;
   for (const auto& e : a.expr->args) {
@@ -334,6 +355,10 @@ Value* Lowerer::name(const Expr& e) {
     fail(e.loc, fmt::format("'{}' is a module ({}), not a value; call it or read its attributes", e.name, o->cls));
   for (const auto& f : m_->functions)
     if (f->name == e.name) fail(e.loc, fmt::format("function '{}' is not a value; call it", e.name));
+  if (const ModuleGlobal* g = module_global(e.name, e.loc)) {
+    if (g->value.kind == Static::Kind::Function) fail(e.loc, fmt::format("function '{}' is not a value; call it", e.name));
+    return static_value(g->value, e.name, e.loc);
+  }
   if (const std::string* why = m_->why_unavailable(e.name)) fail(e.loc, *why);
   if (m_->nn_names.count(e.name) || m_->functional_names.count(e.name))
     // DCGAN's nn.parallel.data_parallel(...), lowered where the branch depends on x.is_cuda
@@ -971,10 +996,8 @@ Value* Lowerer::call(const Expr& e) {
         std::vector<std::string> names;
         for (const auto& m : o->def->methods) names.push_back(m->name);
         for (const auto& [k, v] : o->attrs) names.push_back(k);
-        if (const Static* a = o->attr(fn.name); a && a->kind == Static::Kind::Function && a->fn && a->fn->name == "<lambda>")
-          fail(fn.loc, fmt::format("'{}' is a lambda assigned in __init__, which methods cannot call in kiln script (lowered "
-                                   "code has no function values): make it a method",
-                                   fn.name));
+        if (const Static* a = o->attr(fn.name); a && a->kind == Static::Kind::Function && a->fn)
+          return call_function_value(*a, e, o->file.get(), fn.name);  // a lambda or function kept on self: inlined
         if (o->attr(fn.name))
           fail(fn.loc, fmt::format("'{}' is a {}, not callable", fn.name, o->attr(fn.name)->type_name()));
         fail(fn.loc, fmt::format("'{}' object has no attribute '{}'{}", o->cls, fn.name, did_you_mean(fn.name, names)));
@@ -1017,6 +1040,7 @@ Value* Lowerer::call(const Expr& e) {
       return call_builtin(*this, "torch." + fn.name, e, nullptr);
     }
     if (is_scripting_call(e)) return constant(true);
+    if (is_jit_annotate(e) && !frame().env.count("torch") && !frame().env.count("jit")) return jit_annotate(e);
     if (base.kind == ExprKind::Attribute && base.args[0]->kind == ExprKind::Name && base.args[0]->name == "torch" &&
         base.name == "linalg" && !frame().env.count("torch"))
       return call_builtin(*this, "torch.linalg." + fn.name, e, nullptr);
@@ -1072,6 +1096,8 @@ Value* Lowerer::call(const Expr& e) {
   if (fn.kind != ExprKind::Name) fail(fn.loc, "only functions of this file, torch.<function> and tensor methods can be called");
   for (const auto& f : m_->functions)
     if (f->name == fn.name) return inline_call(*f, e);
+  if (!frame().env.count(fn.name))
+    if (const ModuleGlobal* g = module_global(fn.name, fn.loc)) return call_function_value(g->value, e, g->home.get(), fn.name);
   if (const NamedTupleDef* def = m_->namedtuple(fn.name); def && !frame().env.count(fn.name))
     return construct_namedtuple(*def, e);
   if (const std::string* why = m_->why_unavailable(fn.name); why && !frame().env.count(fn.name)) fail(fn.loc, *why);

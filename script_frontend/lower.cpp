@@ -173,7 +173,10 @@ static bool fits_declared(const Type& have, const Type& want) {
 // ---------------------------------------------------------------- functions
 
 Lowerer::Frame Lowerer::new_frame(const FunctionDef& f, const Object* self) {
-  check_def(*src_, f, self != nullptr, "kiln script");
+  // an inlined callee's (a lambda's, a helper's) unannotated parameters are typed by its call's arguments, as a
+  // method's; a function lowered as a graph of its own types every parameter
+  bool inlined = !inlining_.empty() && inlining_.back() != &f;
+  check_def(*src_, f, self != nullptr || inlined || f.name == "<lambda>", "kiln script");
   Frame fr{&f, Type::scalar(TypeKind::None)};
   fr.self = self;
   if (f.has_returns && (f.returns.name == "Dict" || f.returns.name == "dict")) {
@@ -300,7 +303,7 @@ std::shared_ptr<ir::Graph> Lowerer::lower_top(const FunctionDef& f, const Object
   return g_;
 }
 
-Value* Lowerer::inline_call(const FunctionDef& f, const Expr& call, const Object* self) {
+Value* Lowerer::inline_call(const FunctionDef& f, const Expr& call, const Object* self, const File* file, const Closure* closure) {
   CallArgs a;
   // The arguments are evaluated in the caller's scope, before entering the callee.
   for (size_t i = 1; i < call.args.size(); ++i) {
@@ -309,10 +312,11 @@ Value* Lowerer::inline_call(const FunctionDef& f, const Expr& call, const Object
     a.pos_locs.push_back(call.args[i]->loc);
   }
   for (const Keyword& k : call.keywords) a.kw.push_back({k.name, expr(*k.value), k.loc});
-  return inline_values(f, a, call.loc, self);
+  return inline_values(f, a, call.loc, self, file, closure);
 }
 
-Value* Lowerer::inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc call_loc, const Object* self) {
+Value* Lowerer::inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc call_loc, const Object* self, const File* file,
+                              const Closure* closure) {
   if (JitMark mark = jit_mark(f); mark == JitMark::Ignore || mark == JitMark::Unused) return call_jit_marked(f, call_loc);
   // Inlining can multiply code (f calls g twice, g calls h twice, ...): bound the graph it builds.
   if (g_->num_nodes() > 200000) fail(call_loc, "the program is too large after inlining its calls");
@@ -341,9 +345,10 @@ Value* Lowerer::inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc
       L.m_ = m;
     }
   } restore{*this, src_, m_};
-  if (self && self->file) {
-    src_ = &self->file->src;
-    m_ = &self->file->ast;
+  if (self && self->file) file = self->file.get();
+  if (file) {
+    src_ = &file->src;
+    m_ = &file->ast;
   }
   Frame fr = new_frame(f, self);
   size_t first = self ? 1 : 0;
@@ -396,6 +401,11 @@ Value* Lowerer::inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc
     }
     fr.env[p.name] = coerce(bound[i], t, locs[i], fmt::format("argument '{}' of {}()", p.name, f.name));
     if (p.has_type) note_namedtuple(fr.env[p.name], p.type);
+  }
+  if (closure) {
+    for (const auto& [k, v] : closure->values) fr.env.emplace(k, v);
+    for (const auto& [k, o] : closure->modules)
+      if (!fr.env.count(k)) fr.modules.emplace(k, o);
   }
   // While the callee runs, its parameters are the caller's values: writing to them is refused.
   std::map<Value*, std::string> saved_params = param_of_;
@@ -653,19 +663,7 @@ void Lowerer::stmt(const Stmt& s) {
     }
     case StmtKind::AnnAssign: {
       if (!s.value) fail(s.loc, "an annotated name needs a value in kiln script");
-      if (s.annotation.name == "Dict" || s.annotation.name == "dict") {
-        Value* d = expr(*s.value);
-        if (!dict_keys(d)) fail(s.value->loc, fmt::format("the annotation of '{}' is a dict, got {}", s.targets[0]->name, d->type().str()));
-        return assign(*s.targets[0], d, s.loc);
-      }
-      Type t = type_from_annotation(*src_, s.annotation, *m_);
-      Value* v = nullptr;
-      if (s.value->kind == ExprKind::List && s.value->args.empty() && t.kind == TypeKind::List)
-        v = prim(Prim::ListConstruct, {}, t);
-      else
-        v = coerce(expr(*s.value), t, s.value->loc, fmt::format("the annotation of '{}'", s.targets[0]->name));
-      note_namedtuple(v, s.annotation);
-      return assign(*s.targets[0], v, s.loc);
+      return assign(*s.targets[0], annotated(s.annotation, *s.value, fmt::format("the annotation of '{}'", s.targets[0]->name)), s.loc);
     }
     case StmtKind::If: return if_stmt(s);
     case StmtKind::While:
@@ -1320,9 +1318,10 @@ void report_once(std::vector<std::string>& errors, const std::string& e) {
 
 // One function's graph (null when it failed), its errors appended to errors once each.
 std::shared_ptr<ir::Graph> lower_reporting(const Source& src, const FileAst& m, const FunctionDef& f, std::vector<std::string>& errors,
-                                           std::set<RecursionError::Cycle>* cycles) {
+                                           std::set<RecursionError::Cycle>* cycles, std::shared_ptr<const File> file = nullptr) {
   auto report = [&](const std::string& e) { report_once(errors, e); };
   Lowerer L(src, m);
+  L.set_file(std::move(file));
   std::shared_ptr<ir::Graph> g;
   try {
     g = L.lower_function(f);
@@ -1336,12 +1335,14 @@ std::shared_ptr<ir::Graph> lower_reporting(const Source& src, const FileAst& m, 
 }
 }  // namespace
 
-std::shared_ptr<ir::Graph> lower_one(const Source& src, const FileAst& m, const FunctionDef& f, std::vector<std::string>& errors) {
-  return lower_reporting(src, m, f, errors, nullptr);
+std::shared_ptr<ir::Graph> lower_one(const Source& src, const FileAst& m, const FunctionDef& f, std::vector<std::string>& errors,
+                                     std::shared_ptr<const File> file) {
+  return lower_reporting(src, m, f, errors, nullptr, std::move(file));
 }
 
 std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const FileAst& m, std::vector<std::string>& errors,
-                                                         const std::function<bool(const FunctionDef&)>& which) {
+                                                         const std::function<bool(const FunctionDef&)>& which,
+                                                         std::shared_ptr<const File> file) {
   std::map<std::string, std::shared_ptr<ir::Graph>> out;
   std::set<RecursionError::Cycle> cycles;  // each reported once, whichever function meets it first
   for (const auto& f : m.functions) {
@@ -1351,7 +1352,7 @@ std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const
       out.erase(f->name);
       continue;
     }
-    out[f->name] = lower_reporting(src, m, *f, errors, &cycles);
+    out[f->name] = lower_reporting(src, m, *f, errors, &cycles, file);
   }
   return out;
 }

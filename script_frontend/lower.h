@@ -18,12 +18,16 @@ namespace kiln::script {
 std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const FileAst& m);
 // Appends the first problem of each function to errors (once, though inlining meets it again); only the
 // functions `which` accepts, when given, are lowered (the others may still be called and inlined).
+struct File;
 std::map<std::string, std::shared_ptr<ir::Graph>> lower(const Source& src, const FileAst& m, std::vector<std::string>& errors,
-                                                         const std::function<bool(const FunctionDef&)>& which = {});
+                                                         const std::function<bool(const FunctionDef&)>& which = {},
+                                                         std::shared_ptr<const File> file = nullptr);
 
 // One function, as ScriptFile::function lowers it on first use: the graph, or null with its errors
 // appended.
-std::shared_ptr<ir::Graph> lower_one(const Source& src, const FileAst& m, const FunctionDef& f, std::vector<std::string>& errors);
+// `file`, when given, holds src and m: its module-level constants and imports can then be read.
+std::shared_ptr<ir::Graph> lower_one(const Source& src, const FileAst& m, const FunctionDef& f, std::vector<std::string>& errors,
+                                     std::shared_ptr<const File> file = nullptr);
 
 // A function taking a Dict parameter is lowered only where another function of the file calls it
 // (calls are inlined, so the dict's keys are known there); it has no graph of its own.

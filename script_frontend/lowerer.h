@@ -117,6 +117,8 @@ class Lowerer {
   // torch decides from the size at run time, the lowering takes from the names.
   size_t unpack_count(const Expr& call) const { return &call == unpack_call_ ? unpack_count_ : 0; }
   const FileAst& module() const { return *m_; }
+  // The File that src() and module() belong to, for module-level names lowered code reads.
+  void set_file(std::shared_ptr<const File> f) { file_ = std::move(f); }
 
   // ---- module objects (used by layers.cpp)
   // A parameter, buffer or tensor attribute of a module: its graph input (added on first use) or,
@@ -286,8 +288,23 @@ class Lowerer {
   Value* call(const Expr& e);
   Value* attribute(const Expr& e);
   Value* square_subsequent_mask_call(const Expr& e);
-  Value* inline_call(const FunctionDef& f, const Expr& call, const Object* self = nullptr);
-  Value* inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc call_loc, const Object* self);
+  // file: the callee's file when it is not the caller's (its names are read there); closure: the values a
+  // lambda captured, which its parameters shadow
+  struct Closure {
+    std::vector<std::pair<std::string, Value*>> values;
+    std::map<std::string, const Object*> modules;  // `self` or a module local the lambda read
+  };
+  Value* inline_call(const FunctionDef& f, const Expr& call, const Object* self = nullptr, const File* file = nullptr,
+                     const Closure* closure = nullptr);
+  Value* inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc call_loc, const Object* self,
+                       const File* file = nullptr, const Closure* closure = nullptr);
+  // module_globals.cpp: a module-level constant or relatively imported name the current file binds (null when
+  // the name is neither), evaluated once per lowering; a function value (a def of another file, a lambda)
+  // called: inlined in its file with what it captured
+  const ModuleGlobal* module_global(const std::string& name, SourceLoc loc);
+  const Static* global_static(const Expr& e);  // e a Name of a module-level value (not a local): that value
+  std::shared_ptr<const File> current_file() const;
+  Value* call_function_value(const Static& fn, const Expr& call, const File* home, const std::string& name);
   Value* placeholder(const Type& t);
   // A call to a @torch.jit.unused / ignore function: a node raising at run time, and a stand-in result.
   Value* call_jit_marked(const FunctionDef& f, SourceLoc call_loc);
@@ -300,6 +317,9 @@ class Lowerer {
   Value* construct_namedtuple(const NamedTupleDef& def, const Expr& call);
   std::optional<Value*> namedtuple_field(Value* x, const std::string& field, SourceLoc loc);
   void note_namedtuple(Value* v, const TypeExpr& annotation);  // a value annotated as one reads its fields by name
+  // annotate.cpp: `value` typed by the annotation t (an empty list or dict takes it); `what` names it in errors
+  Value* annotated(const TypeExpr& t, const Expr& value, const std::string& what);
+  Value* jit_annotate(const Expr& call);  // torch.jit.annotate(T, x)
 
   const Source* src_;  // the file whose code is lowered now: the model's, or the file of an inlined method's class
   const FileAst* m_;
@@ -331,6 +351,9 @@ class Lowerer {
   std::map<Value*, bool> packed_;                               // PackedSequence values (packed_value): enforce_sorted
   std::map<Value*, std::string> shared_list_;  // a loop's carried list: a name that held it before the loop
   SourceLoc loc_;
+  std::shared_ptr<const File> file_;
+  std::map<std::pair<const FileAst*, std::string>, ModuleGlobal> globals_;  // module_global's answers
+  std::vector<std::shared_ptr<const File>> files_;  // files their evaluation read (owning the inlined defs)
 
   Frame& frame() { return frames_.back(); }
   friend Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, Value* self);
@@ -338,6 +361,8 @@ class Lowerer {
 
 // `torch.jit.is_scripting()` (methods.cpp): true in lowered code.
 bool is_scripting_call(const Expr& e);
+// `torch.jit.annotate(T, x)` (or `jit.annotate` after `from torch import jit`), in lowered code and __init__.
+bool is_jit_annotate(const Expr& call);
 
 // Type helpers (types.cpp)
 // A namedtuple of the file (m.namedtuples) is the tuple of its field types.

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "script_frontend/lowerer.h"
+#include "script_frontend/parser.h"
 
 namespace kiln::script {
 
@@ -17,7 +18,7 @@ const Object* Lowerer::static_object(const Expr& e) {
   switch (e.kind) {
     case ExprKind::Name: {
       if (frame().env.count(e.name)) return nullptr;
-      if (e.name == "self") return frame().self;
+      if (e.name == "self" && frame().self) return frame().self;  // else a lambda's captured self, in modules
       auto it = frame().modules.find(e.name);
       return it == frame().modules.end() ? nullptr : it->second;
     }
@@ -120,14 +121,33 @@ Value* Lowerer::static_value(const Static& v, const std::string& name, SourceLoc
       std::vector<Value*> es;
       for (size_t i = 0; i < v.elems.size(); ++i) es.push_back(static_value(v.elems[i], name, loc));
       if (v.kind == Kind::Tuple) return tuple(es);
-      if (es.empty()) fail(loc, fmt::format("'{}' is an empty list, whose element type kiln script cannot know", name));
+      if (es.empty() && v.annotation) {  // self.xs = torch.jit.annotate(List[int], [])
+        Type t = type_from_annotation(*src_, annotation_type(*v.annotation), *m_);
+        if (t.kind == TypeKind::List) return prim(ir::Prim::ListConstruct, {}, t);
+      }
+      if (es.empty()) fail(loc, fmt::format("'{}' is an empty list, whose element type kiln script cannot know (annotate it: "
+                                            "torch.jit.annotate(List[int], []))",
+                                            name));
       for (Value* e : es)
         if (!same_type(e->type(), es[0]->type()) || (!is_number(e->type()) && !e->type().is_tensor()))
           fail(loc, fmt::format("'{}' is a list kiln script cannot type ({})", name, v.type_name()));
       return prim(ir::Prim::ListConstruct, es, Type::list(es[0]->type().is_tensor() ? Type::tensor() : es[0]->type()));
     }
     case Kind::Module: fail(loc, fmt::format("'{}' is a module, not a value", name));
-    case Kind::Dict:
+    case Kind::Dict: {
+      // a dict with string keys (an nn.ParameterDict, a dict of sizes): a dict of lowered code, its keys known now,
+      // so d['w'] and loops over d.items() resolve while lowering
+      std::vector<std::string> keys;
+      std::vector<Value*> values;
+      for (const Static& kv : v.elems) {
+        if (kv.elems[0].kind != Kind::Str)
+          fail(loc, fmt::format("'{}' is a dict with {} keys, which methods cannot read in kiln script (string keys only)", name,
+                                kv.elems[0].type_name()));
+        keys.push_back(kv.elems[0].s);
+        values.push_back(static_value(kv.elems[1], name + "." + kv.elems[0].s, loc));
+      }
+      return make_dict(keys, values);
+    }
     case Kind::Class:
     case Kind::Function:
     case Kind::Partial:

@@ -84,6 +84,7 @@ Function ScriptedModule::method_for(const script::FunctionDef& f, const std::vec
       if (k.size() > key.size() + 1 && k.compare(0, key.size() + 1, key + ":") == 0 && k.compare(key.size() + 1, 8, "autocast") != 0)
         return fn;
   script::Lowerer lowerer(file_->src, file_->ast);
+  lowerer.set_file(file_);
   script::MethodGraph mg;
   try {
     mg = lowerer.lower_method(f, *object_, arg_types);

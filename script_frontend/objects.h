@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,6 +55,7 @@ struct Static {
   const ClassDef* cls = nullptr;     // Class: a class of a file
   const FunctionDef* fn = nullptr;   // Function: a function of a file
   bool parameter = false;  // a Tensor wrapped in nn.Parameter (registered when assigned to self)
+  const Expr* annotation = nullptr;  // List: the type torch.jit.annotate gave it (an empty one is typed by it)
 
   static Static none() { return {}; }
   static Static integer(int64_t v) {
@@ -167,6 +169,16 @@ std::shared_ptr<ScriptedModule> construct(const std::shared_ptr<const File>& fil
 // Runs a builder function of the file (`resnet18(weights=None)`) and returns the module it built.
 std::shared_ptr<ScriptedModule> construct_by(const std::shared_ptr<const File>& file, const FunctionDef& builder,
                                              const std::vector<CtorArg>& args, const std::map<std::string, CtorArg>& kwargs);
+// A module-level name of `file` that lowered code reads (module_globals.cpp): a constant, or what a relative
+// import binds, evaluated as __init__ evaluates; `home` is the file of a function value, `files` every file the
+// evaluation read (they own the definitions). nullopt when the file binds no such name.
+struct ModuleGlobal {
+  Static value;
+  std::shared_ptr<const File> home;
+  std::vector<std::shared_ptr<const File>> files;
+};
+std::optional<ModuleGlobal> module_global(const std::shared_ptr<const File>& file, const std::string& name, SourceLoc loc,
+                                          const std::vector<std::shared_ptr<const File>>& known);
 // An IValue given to module() as a constructor argument.
 Static static_of(const IValue& v);
 

@@ -619,7 +619,7 @@ void Parser::fstring_field(Expr& f) {
 
 // The annotation as kiln reads it: names, dotted names and subscripts of them; anything else keeps
 // its spelling (an unknown type when it is used).
-TypeExpr Parser::type_of(const Expr& e) const {
+TypeExpr Parser::type_of(const Expr& e) {
   TypeExpr t;
   t.loc = e.loc;
   switch (e.kind) {
@@ -641,7 +641,7 @@ TypeExpr Parser::type_of(const Expr& e) const {
 }
 
 // A short spelling of an expression, for annotations kiln does not read.
-std::string Parser::spelling(const Expr& e) const {
+std::string Parser::spelling(const Expr& e) {
   switch (e.kind) {
     case ExprKind::Name: return e.name;
     case ExprKind::None: return "None";
@@ -663,5 +663,7 @@ std::string Parser::spelling(const Expr& e) const {
     default: return "<expression>";
   }
 }
+
+TypeExpr annotation_type(const Expr& e) { return Parser::type_of(e); }
 
 }  // namespace kiln::script

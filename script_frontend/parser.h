@@ -41,6 +41,8 @@ bool runs_without_grad(const FunctionDef& f);
 // check FILE` lowers without a class: a model file's builders and __init__ helpers (returning modules) are
 // not script functions.
 bool looks_scripted(const FunctionDef& f);
+// An expression read as an annotation (`List[int]` as torch.jit.annotate's first argument), as a def's are.
+TypeExpr annotation_type(const Expr& e);
 // Raises kiln::Error holding every message, one after another, when there are any.
 void raise_all(const std::vector<std::string>& errors);
 

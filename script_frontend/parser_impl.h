@@ -106,8 +106,8 @@ class Parser {
   void call_args(Expr& c);
   ExprPtr subscript_item();
   ExprPtr target_list();  // for-loop targets: they stop before `in`
-  TypeExpr type_of(const Expr& e) const;
-  std::string spelling(const Expr& e) const;
+  static TypeExpr type_of(const Expr& e);
+  static std::string spelling(const Expr& e);
 
   // ---- match patterns (parse_patterns.cpp)
   Pattern patterns();

@@ -54,7 +54,7 @@ const Function& ScriptFile::function(const std::string& name) const {
     auto it = compiled_->functions.find(key);
     if (it != compiled_->functions.end()) return it->second;
     std::vector<std::string> errors;
-    std::shared_ptr<ir::Graph> g = script::lower_one(file_->src, file_->ast, *f, errors);
+    std::shared_ptr<ir::Graph> g = script::lower_one(file_->src, file_->ast, *f, errors, file_);
     script::raise_all(errors);
     verify_graph(name, *g);
     return compiled_->functions.emplace(key, Function(g, name)).first->second;
@@ -187,10 +187,11 @@ ScriptFile script_file(const std::string& path) {
 }
 
 void script::check_source(const std::string& text, const std::string& name) {
-  script::Source src{name, text};
-  script::FileAst m = script::parse(src);
+  auto file = std::make_shared<script::File>();  // a File, so lowered code reads module-level constants and imports
+  file->src = script::Source{name, text};
+  file->ast = script::parse(file->src);
   std::vector<std::string> errors;
-  auto graphs = script::lower(src, m, errors, script::looks_scripted);
+  auto graphs = script::lower(file->src, file->ast, errors, script::looks_scripted, file);
   script::raise_all(errors);
   for (auto& [fn, g] : graphs)
     if (g) verify_graph(fn, *g);
