@@ -3,6 +3,7 @@
 #include <map>
 #include <tuple>
 
+#include "eager/cpu/onednn_switch.h"
 #include "kiln_config.h"
 #if KILN_HAVE_DNNL
 #include <dnnl.hpp>
@@ -40,8 +41,7 @@ Entry make(const Key& k) {
   try {
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), engine());
     e.impl = pd.impl_info_str();
-    // The reference kernel is a scalar loop, far slower than converting and calling sgemm.
-    if (e.impl.rfind("ref", 0) == 0) return e;
+    if (onednn_reference_impl(e.impl)) return e;
     e.prim = dnnl::matmul(pd);
     e.ok = true;
   } catch (const dnnl::error& err) {
