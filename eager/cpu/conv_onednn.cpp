@@ -56,7 +56,7 @@ std::optional<dt> dnnl_type(DType t) {
 }
 
 // The primitives for one conv geometry and set of wanted gradients, and the layouts they read and write;
-// neither primitive when oneDNN has only its reference kernel for them (bf16 without AVX-512).
+// neither primitive where oneDNN declines them or has only its reference kernel.
 struct ConvPrims {
   std::optional<dnnl::convolution_backward_data> data;
   std::optional<dnnl::convolution_backward_weights> weights;
@@ -234,8 +234,9 @@ std::optional<Geometry> geometry(const Shape& input_shape, const Shape& weight_s
   return g;
 }
 
-// The cached forward primitive for geometry g in type t (with a bias or not); nothing when oneDNN
-// declines the conv.
+// The cached forward primitive for geometry g in type t (with a bias or not); without one where oneDNN
+// declines the conv. Declines are cached too: on an AVX2-only CPU oneDNN has no bf16 conv at all, and
+// asking again costs every autocast conv a search through its implementations.
 std::shared_ptr<const ForwardPrim> forward_prim(const Geometry& g, dt t, bool with_bias) {
   std::vector<int64_t> key = g.src;
   key.insert(key.end(), g.wei.begin(), g.wei.end());
@@ -244,8 +245,8 @@ std::shared_ptr<const ForwardPrim> forward_prim(const Geometry& g, dt t, bool wi
   key.push_back(int64_t(t));
   key.push_back(omp_get_max_threads());
   State& s = state();
-  try {
-    return s.forward.get(key, [&] {
+  return s.forward.get(key, [&]() -> std::shared_ptr<const ForwardPrim> {
+    try {
       dnnl::memory::desc bias(dims{g.wei[0]}, t, tag::x);
       auto alg = dnnl::algorithm::convolution_direct;
       auto kind = dnnl::prop_kind::forward_training;
@@ -257,13 +258,15 @@ std::shared_ptr<const ForwardPrim> forward_prim(const Geometry& g, dt t, bool wi
       auto p = std::make_shared<ForwardPrim>(ForwardPrim{std::nullopt, pd.impl_info_str(), pd.src_desc(),
                                                          pd.weights_desc(), pd.dst_desc(), pd.scratchpad_desc()});
       if (!onednn_reference_impl(p->impl)) p->prim.emplace(pd);
-      return std::shared_ptr<const ForwardPrim>(p);
-    });
-  } catch (const dnnl::error& e) {
-    kiln::logger().debug("conv2d: onednn declined input {} weight {}: {}", shape_str(Shape(g.src.begin(), g.src.end())),
-                         shape_str(Shape(g.wei.begin(), g.wei.end())), e.what());
-    return nullptr;
-  }
+      return p;
+    } catch (const dnnl::error& e) {
+      kiln::logger().debug("conv2d: onednn declined input {} weight {}: {}",
+                           shape_str(Shape(g.src.begin(), g.src.end())), shape_str(Shape(g.wei.begin(), g.wei.end())),
+                           e.what());
+      return std::make_shared<const ForwardPrim>(
+          ForwardPrim{std::nullopt, std::string("oneDNN has no kernel for it: ") + e.what(), {}, {}, {}, {}});
+    }
+  });
 }
 
 }  // namespace
@@ -273,7 +276,6 @@ std::string onednn_conv2d_impl(const Shape& input_shape, const Shape& weight_sha
   std::optional<Geometry> g = geometry(input_shape, weight_shape, attrs);
   if (!t || !g) return "none: not a conv taken here";
   std::shared_ptr<const ForwardPrim> p = forward_prim(*g, *t, false);
-  if (!p) return "none: oneDNN declined it";
   return p->prim ? p->impl : "none: " + p->impl;
 }
 
@@ -288,7 +290,7 @@ std::optional<Tensor> onednn_conv2d(const Tensor& x, const Tensor& w, const Tens
   std::optional<Geometry> g = geometry(x.sizes(), w.sizes(), attrs);
   if (!g || x.numel() == 0 || w.numel() == 0) return std::nullopt;
   std::shared_ptr<const ForwardPrim> p = forward_prim(*g, *t, b.defined());
-  if (!p || !p->prim) return std::nullopt;
+  if (!p->prim) return std::nullopt;
   State& s = state();
   auto plain = [&](const dims& d, tag tg) { return dnnl::memory::desc(d, *t, tg); };
   dnnl::memory::desc src_plain = plain(g->src, tag::nchw), dst_plain = plain(g->dst, tag::nchw),
@@ -335,15 +337,16 @@ std::optional<ConvGrads> onednn_conv2d_backward(const Tensor& grad, const Tensor
   std::vector<int64_t> key{src[0], src[1], src[2], src[3], wei[0], wei[2], wei[3], st[0], st[1], dl[0], dl[1],
                            pd[0], pd[1], need_input, need_weight, need_bias, int64_t(*t), int64_t(omp_get_max_threads())};
   State& s = state();
-  std::shared_ptr<const ConvPrims> p;
-  try {
-    p = s.cache.get(key, [&] { return create(src, wei, dst, strides, dilates, pad, need_input, need_weight, need_bias, *t); });
-  } catch (const dnnl::error& e) {
-    kiln::logger().debug("conv backward: onednn declined input {} weight {}: {}", shape_str(input_shape),
-                  shape_str(weight_shape), e.what());
-    return std::nullopt;
-  }
-  if (!p->data && !p->weights) return std::nullopt;  // reference kernels only
+  std::shared_ptr<const ConvPrims> p = s.cache.get(key, [&]() -> std::shared_ptr<const ConvPrims> {
+    try {
+      return create(src, wei, dst, strides, dilates, pad, need_input, need_weight, need_bias, *t);
+    } catch (const dnnl::error& e) {  // cached as declined (see forward_prim)
+      kiln::logger().debug("conv backward: onednn declined input {} weight {}: {}", shape_str(input_shape),
+                           shape_str(weight_shape), e.what());
+      return std::make_shared<const ConvPrims>();
+    }
+  });
+  if (!p->data && !p->weights) return std::nullopt;  // declined, or reference kernels only
   auto plain = [&](const dims& d, tag tg) { return dnnl::memory::desc(d, *t, tg); };
   dnnl::memory::desc src_plain = plain(src, tag::nchw), dst_plain = plain(dst, tag::nchw),
                      wei_plain = plain(wei, tag::oihw);
