@@ -4,7 +4,10 @@
 // per eval forward eagerly and through compile(). bench/resnet_workloads.py times PyTorch on the same file;
 // bench/compare_resnet runs both.
 //
-//   bench_resnet [--threads N] [--steps N] [--model resnet.py] [--profile train|eval [--trace FILE]] [--json] [--disable PASS] [--cpu-time]
+//   bench_resnet [--threads N] [--steps N] [--model resnet.py] [--profile train|eval [--trace FILE]] [--json] [--disable PASS] [--cpu-time] [--bf16]
+//
+// --bf16: the training step's forward and loss and the eval forward under bf16 autocast (the compiled eval
+// forward traced under it, since a graph runs as recorded), as resnet_workloads.py --bf16 under torch.autocast.
 //
 // --profile prints kiln::Profiler's table of one compiled training step or eval forward instead of the timings;
 // --trace also saves that step's Chrome trace (each op's input shapes: the per-call figures at 1 vs 2 threads).
@@ -31,6 +34,7 @@ struct Options {
   std::string profile;  // train or eval
   std::string trace;    // with --profile: the Chrome trace's path
   bool json = false;
+  bool bf16 = false;
   // --disable PASS (repeatable): the JIT pipeline without it, for A/B runs of one binary
   jit::CompileOptions compile;
 };
@@ -49,6 +53,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--profile") o.profile = value();
     else if (a == "--trace") o.trace = value();
     else if (a == "--json") o.json = true;
+    else if (a == "--bf16") o.bf16 = true;
     else if (a == "--disable") o.compile.pipeline.disable.push_back(value());
     else if (a == "--cpu-time") kiln::bench::cpu_time() = true;
     else fail("bench_resnet: unknown argument {}", a);
@@ -77,7 +82,18 @@ int main(int argc, char** argv) {
     so.momentum = 0.9;
     optim::SGD opt(model->parameters(), so);
     Tensor x = randn({kBatch, 3, 32, 32}), y = randint(0, kClasses, {kBatch});
-    auto loss = [&](const std::vector<Tensor>& b) { return cross_entropy(model->forward(b[0]), b[1]); };
+    auto loss = [&](const std::vector<Tensor>& b) {
+      AutocastGuard autocast(DType::BFloat16, o.bf16);
+      return cross_entropy(model->forward(b[0]), b[1]);
+    };
+    auto forward = [&](const std::vector<Tensor>& b) {
+      AutocastGuard autocast(DType::BFloat16, o.bf16);
+      return std::vector<Tensor>{model->forward(b[0])};
+    };
+    // the compiled eval forward: under bf16 traced, so that its graph records autocast's casts
+    auto compiled_forward = [&] {
+      return compile(o.bf16 ? trace_module(*model, forward, {x}) : model->method("forward"), o.compile);
+    };
     CompiledTrainStep step(*model, loss, opt, o.compile);
 
     if (o.profile == "train") {
@@ -92,7 +108,7 @@ int main(int argc, char** argv) {
     if (o.profile == "eval") {
       model->eval();
       NoGradGuard no_grad;
-      Function fwd = compile(model->method("forward"), o.compile);
+      Function fwd = compiled_forward();
       for (int i = 0; i < 3; ++i) fwd.call({x});
       Profiler prof;
       fwd.call({x});
@@ -108,16 +124,16 @@ int main(int argc, char** argv) {
     double eager_eval, compiled_eval;
     {
       NoGradGuard no_grad;
-      eager_eval = kiln::bench::median_ms(2, o.steps, [&] { model->forward(x); });
-      Function fwd = compile(model->method("forward"), o.compile);
+      eager_eval = kiln::bench::median_ms(2, o.steps, [&] { forward({x}); });
+      Function fwd = compiled_forward();
       compiled_eval = kiln::bench::median_ms(3, o.steps, [&] { fwd.call({x}); });
     }
     if (o.json) {
-      std::printf("{\"threads\": %d, \"eager_step\": %.3f, \"compiled_step\": %.3f, \"eager_eval\": %.3f, \"compiled_eval\": %.3f}\n",
-                  o.threads, eager_step, compiled_step, eager_eval, compiled_eval);
+      std::printf("{\"bf16\": %s, \"threads\": %d, \"eager_step\": %.3f, \"compiled_step\": %.3f, \"eager_eval\": %.3f, \"compiled_eval\": %.3f}\n",
+                  o.bf16 ? "true" : "false", o.threads, eager_step, compiled_step, eager_eval, compiled_eval);
     } else {
-      std::printf("kiln resnet18, %d thread(s), ms: training step eager %.2f compiled %.2f; eval forward eager %.2f compiled %.2f\n",
-                  o.threads, eager_step, compiled_step, eager_eval, compiled_eval);
+      std::printf("kiln resnet18%s, %d thread(s), ms: training step eager %.2f compiled %.2f; eval forward eager %.2f compiled %.2f\n",
+                  o.bf16 ? " bf16" : "", o.threads, eager_step, compiled_step, eager_eval, compiled_eval);
     }
     return 0;
   } catch (const Error& e) {

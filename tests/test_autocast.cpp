@@ -163,6 +163,14 @@ TEST_CASE("autocast: bf16 matmul and conv2d agree with float32 within bf16 toler
     got = matmul(a, b.transpose(1, 2));
   }
   check_close(got, ref, 2e-2, 1e-1);
+  // attention's layout, one oneDNN call for the whole stack: heads split off [B, T, H, hs] and transposed
+  // (batch dims [B, H] that no one stride spans), the other operand broadcast along H
+  Tensor q = f32({2, 5, 3, 4}).to(DType::BFloat16).transpose(1, 2);
+  Tensor kt = f32({2, 1, 6, 4}, 0.23).to(DType::BFloat16).transpose(2, 3);
+  Tensor heads = matmul(q, kt);
+  REQUIRE(heads.dtype() == DType::BFloat16);
+  REQUIRE(heads.sizes() == Shape{2, 3, 5, 6});
+  check_close(heads, matmul(q.to(DType::Float32), kt.to(DType::Float32)), 1e-2, 1e-2);
   Tensor img = f32({2, 3, 8, 8}), k = f32({5, 3, 3, 3}, 0.5), kb = f32({5}, 0.9);
   Tensor cref = conv2d(img, k, kb, {1, 1}, {1, 1});
   Tensor cgot;

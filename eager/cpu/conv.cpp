@@ -108,7 +108,14 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Te
 }  // namespace
 
 Tensors kernel_conv2d(OpId op, const Tensors& in, const Attrs& attrs) {
-  if (all_half(in)) return run_in_float32(kernel_conv2d, op, in, attrs);
+  if (all_half(in)) {
+    // bf16 through oneDNN's bf16 conv where this CPU has one; the checks below then run in float32.
+    if (in.size() >= 2) {
+      std::optional<Tensor> y = onednn_conv2d(in[0], in[1], in.size() == 3 ? in[2] : Tensor(), attrs);
+      if (y) return {*y};
+    }
+    return run_in_float32(kernel_conv2d, op, in, attrs);
+  }
   if (in.size() < 2 || in.size() > 3) fail("conv2d: expected 2 or 3 inputs (input, weight[, bias]), got {}", in.size());
   Tensor x = in[0], w = in[1], b = in.size() == 3 ? in[2] : Tensor();
   if (x.dim() != 3 && x.dim() != 4)

@@ -196,7 +196,15 @@ static Shape transposed_shape(const char* op, const Tensor& x, const Tensor& w, 
 }
 
 Tensors kernel_conv2d_backward_input(OpId id, const Tensors& in, const Attrs& attrs) {
-  if (all_half(in)) return run_in_float32(kernel_conv2d_backward_input, id, in, attrs);
+  if (all_half(in)) {
+    // bf16 through oneDNN's bf16 conv where this CPU has one (conv2d's gradient, not conv_transpose2d).
+    if (in.size() == 2 && attrs.has("shape") && in[0].dim() == 4 && in[1].dim() == 4) {
+      std::optional<ConvGrads> r =
+          onednn_conv2d_backward(in[0], Tensor(), in[1], attrs.ints("shape"), in[1].sizes(), attrs, true, false, false);
+      if (r) return {r->input};
+    }
+    return run_in_float32(kernel_conv2d_backward_input, id, in, attrs);
+  }
   const bool transposed = !attrs.has("shape");
   const char* op = transposed ? "conv_transpose2d" : "conv2d_backward_input";
   if (in.size() != 2) fail("{}: expected 2 inputs (grad_output, weight), got {}", op, in.size());
@@ -229,7 +237,14 @@ Tensors kernel_conv2d_backward_input(OpId id, const Tensors& in, const Attrs& at
 }
 
 Tensors kernel_conv2d_backward_weight(OpId id, const Tensors& in, const Attrs& attrs) {
-  if (all_half(in)) return run_in_float32(kernel_conv2d_backward_weight, id, in, attrs);
+  if (all_half(in)) {
+    if (in.size() == 2 && in[0].dim() == 4 && in[1].dim() == 4 && attrs.ints("shape").size() == 4) {
+      std::optional<ConvGrads> r =
+          onednn_conv2d_backward(in[0], in[1], Tensor(), in[1].sizes(), attrs.ints("shape"), attrs, false, true, false);
+      if (r) return {r->weight};
+    }
+    return run_in_float32(kernel_conv2d_backward_weight, id, in, attrs);
+  }
   const char* op = "conv2d_backward_weight";
   if (in.size() != 2) fail("{}: expected 2 inputs (grad_output, input), got {}", op, in.size());
   const Tensor &grad = in[0], &x = in[1];

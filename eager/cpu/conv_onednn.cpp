@@ -36,6 +36,8 @@ std::optional<ConvGrads> onednn_conv2d_backward(const Tensor&, const Tensor&, co
   return std::nullopt;
 }
 
+std::string onednn_conv2d_impl(const Shape&, const Shape&, const Attrs&, DType) { return "none: built without oneDNN"; }
+
 #else
 
 namespace {
@@ -43,7 +45,18 @@ namespace {
 using dims = dnnl::memory::dims;
 using tag = dnnl::memory::format_tag;
 
-// The primitives for one conv geometry and set of wanted gradients, and the layouts they read and write.
+using dt = dnnl::memory::data_type;
+
+// The oneDNN type of the dtypes taken here: float32 everywhere, bf16 where oneDNN has a kernel for it
+// (checked per primitive, onednn_reference_impl).
+std::optional<dt> dnnl_type(DType t) {
+  if (t == DType::Float32) return dt::f32;
+  if (t == DType::BFloat16) return dt::bf16;
+  return std::nullopt;
+}
+
+// The primitives for one conv geometry and set of wanted gradients, and the layouts they read and write;
+// neither primitive where oneDNN declines them or has only its reference kernel.
 struct ConvPrims {
   std::optional<dnnl::convolution_backward_data> data;
   std::optional<dnnl::convolution_backward_weights> weights;
@@ -52,7 +65,8 @@ struct ConvPrims {
 };
 
 struct ForwardPrim {
-  dnnl::convolution_forward prim;
+  std::optional<dnnl::convolution_forward> prim;  // none: reference kernel only
+  std::string impl;
   dnnl::memory::desc src, weights, dst, scratchpad;
 };
 
@@ -67,14 +81,15 @@ State& state() {
   return *s;
 }
 
-dnnl::memory::desc any(const dims& d) { return dnnl::memory::desc(d, dnnl::memory::data_type::f32, tag::any); }
+dnnl::memory::desc any(const dims& d, dt t) { return dnnl::memory::desc(d, t, tag::any); }
 
 std::shared_ptr<const ConvPrims> create(const dims& src, const dims& wei, const dims& dst, const dims& strides,
                                         const dims& dilates, const dims& pad, bool need_input, bool need_weight,
-                                        bool need_bias) {
+                                        bool need_bias, dt t) {
   const dnnl::engine& eng = state().engine;
   auto alg = dnnl::algorithm::convolution_direct;
-  dnnl::memory::desc bias(dims{wei[0]}, dnnl::memory::data_type::f32, tag::x);
+  auto any = [t](const dims& d) { return kiln::cpu::any(d, t); };
+  dnnl::memory::desc bias(dims{wei[0]}, t, tag::x);
   // The forward's description is the hint both backward primitives are chosen against.
   dnnl::convolution_forward::primitive_desc fwd(
       dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, any(src), any(wei), bias, any(dst),
@@ -85,6 +100,7 @@ std::shared_ptr<const ConvPrims> create(const dims& src, const dims& wei, const 
   if (need_input) {
     dnnl::convolution_backward_data::primitive_desc pd(
         dnnl::convolution_backward_data::desc(alg, any(src), any(wei), any(dst), strides, dilates, pad, pad), attr, eng, fwd);
+    if (onednn_reference_impl(pd.impl_info_str())) return std::make_shared<ConvPrims>();
     p->data.emplace(pd);
     p->data_diff_dst = pd.diff_dst_desc();
     p->data_weights = pd.weights_desc();
@@ -97,6 +113,7 @@ std::shared_ptr<const ConvPrims> create(const dims& src, const dims& wei, const 
                        : dnnl::convolution_backward_weights::desc(alg, any(src), any(wei), any(dst), strides, dilates,
                                                                     pad, pad);
     dnnl::convolution_backward_weights::primitive_desc pd(d, attr, eng, fwd);
+    if (onednn_reference_impl(pd.impl_info_str())) return std::make_shared<ConvPrims>();
     p->weights.emplace(pd);
     p->w_scratchpad = pd.scratchpad_desc();
     p->w_diff_dst = pd.diff_dst_desc();
@@ -114,7 +131,7 @@ dnnl::memory in_layout(const Tensor& t, const dnnl::memory::desc& plain, const d
   const dnnl::engine& eng = state().engine;
   dnnl::memory user(plain, eng, t.raw_data());
   if (want == plain) return user;
-  keep.push_back(Tensor::empty({int64_t(want.get_size() / sizeof(float)) + 1}, DType::Float32));
+  keep.push_back(Tensor::empty({int64_t(want.get_size() / sizeof(float)) + 1}, DType::Float32));  // bytes, any dtype
   dnnl::memory m(want, eng, keep.back().raw_data());
   dnnl::reorder(user, m).execute(s, user, m);
   return m;
@@ -217,46 +234,69 @@ std::optional<Geometry> geometry(const Shape& input_shape, const Shape& weight_s
   return g;
 }
 
+// The cached forward primitive for geometry g in type t (with a bias or not); without one where oneDNN
+// declines the conv. Declines are cached too: on an AVX2-only CPU oneDNN has no bf16 conv at all, and
+// asking again costs every autocast conv a search through its implementations.
+std::shared_ptr<const ForwardPrim> forward_prim(const Geometry& g, dt t, bool with_bias) {
+  std::vector<int64_t> key = g.src;
+  key.insert(key.end(), g.wei.begin(), g.wei.end());
+  for (const dims* d : {&g.strides, &g.dilates, &g.pad}) key.insert(key.end(), d->begin(), d->end());
+  key.push_back(with_bias);
+  key.push_back(int64_t(t));
+  key.push_back(omp_get_max_threads());
+  State& s = state();
+  return s.forward.get(key, [&]() -> std::shared_ptr<const ForwardPrim> {
+    try {
+      dnnl::memory::desc bias(dims{g.wei[0]}, t, tag::x);
+      auto alg = dnnl::algorithm::convolution_direct;
+      auto kind = dnnl::prop_kind::forward_training;
+      auto d = with_bias ? dnnl::convolution_forward::desc(kind, alg, any(g.src, t), any(g.wei, t), bias,
+                                                           any(g.dst, t), g.strides, g.dilates, g.pad, g.pad)
+                         : dnnl::convolution_forward::desc(kind, alg, any(g.src, t), any(g.wei, t), any(g.dst, t),
+                                                           g.strides, g.dilates, g.pad, g.pad);
+      dnnl::convolution_forward::primitive_desc pd(d, user_scratchpad(), s.engine);
+      auto p = std::make_shared<ForwardPrim>(ForwardPrim{std::nullopt, pd.impl_info_str(), pd.src_desc(),
+                                                         pd.weights_desc(), pd.dst_desc(), pd.scratchpad_desc()});
+      if (!onednn_reference_impl(p->impl)) p->prim.emplace(pd);
+      return p;
+    } catch (const dnnl::error& e) {
+      kiln::logger().debug("conv2d: onednn declined input {} weight {}: {}",
+                           shape_str(Shape(g.src.begin(), g.src.end())), shape_str(Shape(g.wei.begin(), g.wei.end())),
+                           e.what());
+      return std::make_shared<const ForwardPrim>(
+          ForwardPrim{std::nullopt, std::string("oneDNN has no kernel for it: ") + e.what(), {}, {}, {}, {}});
+    }
+  });
+}
+
 }  // namespace
 
+std::string onednn_conv2d_impl(const Shape& input_shape, const Shape& weight_shape, const Attrs& attrs, DType dtype) {
+  std::optional<dt> t = dnnl_type(dtype);
+  std::optional<Geometry> g = geometry(input_shape, weight_shape, attrs);
+  if (!t || !g) return "none: not a conv taken here";
+  std::shared_ptr<const ForwardPrim> p = forward_prim(*g, *t, false);
+  return p->prim ? p->impl : "none: " + p->impl;
+}
+
 std::optional<Tensor> onednn_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Attrs& attrs) {
-  if (!onednn_gemm_enabled() || !x.defined() || !w.defined() || x.dtype() != DType::Float32 ||
-      w.dtype() != DType::Float32 || !x.device().is_cpu() || !w.device().is_cpu() || x.dim() != 4 || w.dim() != 4)
+  if (!onednn_gemm_enabled() || !x.defined() || !w.defined() || x.dtype() != w.dtype() || !x.device().is_cpu() ||
+      !w.device().is_cpu() || x.dim() != 4 || w.dim() != 4)
     return std::nullopt;
-  if (b.defined() && (b.dtype() != DType::Float32 || !b.device().is_cpu() || b.dim() != 1 || b.size(0) != w.size(0)))
+  std::optional<dt> t = dnnl_type(x.dtype());
+  if (!t) return std::nullopt;
+  if (b.defined() && (b.dtype() != x.dtype() || !b.device().is_cpu() || b.dim() != 1 || b.size(0) != w.size(0)))
     return std::nullopt;
   std::optional<Geometry> g = geometry(x.sizes(), w.sizes(), attrs);
   if (!g || x.numel() == 0 || w.numel() == 0) return std::nullopt;
-  std::vector<int64_t> key = g->src;
-  key.insert(key.end(), g->wei.begin(), g->wei.end());
-  for (const dims* d : {&g->strides, &g->dilates, &g->pad}) key.insert(key.end(), d->begin(), d->end());
-  key.push_back(b.defined());
-  key.push_back(omp_get_max_threads());
+  std::shared_ptr<const ForwardPrim> p = forward_prim(*g, *t, b.defined());
+  if (!p->prim) return std::nullopt;
   State& s = state();
-  std::shared_ptr<const ForwardPrim> p;
-  try {
-    p = s.forward.get(key, [&] {
-      dnnl::memory::desc bias(dims{g->wei[0]}, dnnl::memory::data_type::f32, tag::x);
-      auto alg = dnnl::algorithm::convolution_direct;
-      auto kind = dnnl::prop_kind::forward_training;
-      auto d = b.defined() ? dnnl::convolution_forward::desc(kind, alg, any(g->src), any(g->wei), bias, any(g->dst),
-                                                             g->strides, g->dilates, g->pad, g->pad)
-                           : dnnl::convolution_forward::desc(kind, alg, any(g->src), any(g->wei), any(g->dst),
-                                                             g->strides, g->dilates, g->pad, g->pad);
-      dnnl::convolution_forward::primitive_desc pd(d, user_scratchpad(), s.engine);
-      return std::make_shared<const ForwardPrim>(
-          ForwardPrim{dnnl::convolution_forward(pd), pd.src_desc(), pd.weights_desc(), pd.dst_desc(), pd.scratchpad_desc()});
-    });
-  } catch (const dnnl::error& e) {
-    kiln::logger().debug("conv2d: onednn declined input {} weight {}: {}", shape_str(x.sizes()), shape_str(w.sizes()),
-                  e.what());
-    return std::nullopt;
-  }
-  auto f32 = [](const dims& d, tag t) { return dnnl::memory::desc(d, dnnl::memory::data_type::f32, t); };
-  dnnl::memory::desc src_plain = f32(g->src, tag::nchw), dst_plain = f32(g->dst, tag::nchw),
-                     wei_plain = f32(g->wei, tag::oihw);
+  auto plain = [&](const dims& d, tag tg) { return dnnl::memory::desc(d, *t, tg); };
+  dnnl::memory::desc src_plain = plain(g->src, tag::nchw), dst_plain = plain(g->dst, tag::nchw),
+                     wei_plain = plain(g->wei, tag::oihw);
   Tensor xc = x.contiguous(), wc = w.contiguous(), bc = b.defined() ? b.contiguous() : b;
-  Tensor out = Tensor::empty(Shape(g->dst.begin(), g->dst.end()), DType::Float32);
+  Tensor out = Tensor::empty(Shape(g->dst.begin(), g->dst.end()), x.dtype());
   std::vector<Tensor> keep;
   try {
     thread_local dnnl::stream stream(s.engine);
@@ -266,9 +306,9 @@ std::optional<Tensor> onednn_conv2d(const Tensor& x, const Tensor& w, const Tens
     dnnl::memory wm = wcached ? *wcached : in_layout(wc, wei_plain, p->weights, stream, keep);
     dnnl::memory ym = out_layout(out, dst_plain, p->dst, keep);
     std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, xm}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, ym}};
-    if (bc.defined()) args.emplace(DNNL_ARG_BIAS, dnnl::memory(f32({g->wei[0]}, tag::x), s.engine, bc.raw_data()));
+    if (bc.defined()) args.emplace(DNNL_ARG_BIAS, dnnl::memory(plain({g->wei[0]}, tag::x), s.engine, bc.raw_data()));
     add_scratchpad(args, p->scratchpad, s.engine);
-    p->prim.execute(stream, args);
+    p->prim->execute(stream, args);
     to_plain(ym, out, dst_plain, stream);
     stream.wait();
   } catch (const dnnl::error& e) {
@@ -281,12 +321,12 @@ std::optional<ConvGrads> onednn_conv2d_backward(const Tensor& grad, const Tensor
                                                      const Shape& input_shape, const Shape& weight_shape,
                                                      const Attrs& attrs, bool need_input, bool need_weight,
                                                      bool need_bias) {
-  if (!onednn_gemm_enabled() || grad.dtype() != DType::Float32 || !grad.device().is_cpu() || grad.dim() != 4)
-    return std::nullopt;
+  std::optional<dt> t = dnnl_type(grad.dtype());
+  if (!onednn_gemm_enabled() || !t || !grad.device().is_cpu() || grad.dim() != 4) return std::nullopt;
   if (input_shape.size() != 4 || weight_shape.size() != 4 || attrs.i_or("groups", 1) != 1 || input_shape[1] < 8)
     return std::nullopt;
   for (const Tensor* t : {need_weight ? &x : nullptr, need_input ? &w : nullptr})
-    if (t && (!t->defined() || t->dtype() != DType::Float32 || !t->device().is_cpu())) return std::nullopt;
+    if (t && (!t->defined() || t->dtype() != grad.dtype() || !t->device().is_cpu())) return std::nullopt;
   if ((need_weight && x.sizes() != input_shape) || (need_input && w.sizes() != weight_shape)) return std::nullopt;
   if (grad.numel() == 0 || (need_bias && !need_weight)) return std::nullopt;
   const Shape &st = attrs.ints("stride"), &pd = attrs.ints("padding"), &dl = attrs.ints("dilation");
@@ -295,18 +335,21 @@ std::optional<ConvGrads> onednn_conv2d_backward(const Tensor& grad, const Tensor
       dst(grad.sizes().begin(), grad.sizes().end());
   dims strides{st[0], st[1]}, dilates{dl[0] - 1, dl[1] - 1}, pad{pd[0], pd[1]};
   std::vector<int64_t> key{src[0], src[1], src[2], src[3], wei[0], wei[2], wei[3], st[0], st[1], dl[0], dl[1],
-                           pd[0], pd[1], need_input, need_weight, need_bias, int64_t(omp_get_max_threads())};
+                           pd[0], pd[1], need_input, need_weight, need_bias, int64_t(*t), int64_t(omp_get_max_threads())};
   State& s = state();
-  std::shared_ptr<const ConvPrims> p;
-  try {
-    p = s.cache.get(key, [&] { return create(src, wei, dst, strides, dilates, pad, need_input, need_weight, need_bias); });
-  } catch (const dnnl::error& e) {
-    kiln::logger().debug("conv backward: onednn declined input {} weight {}: {}", shape_str(input_shape),
-                  shape_str(weight_shape), e.what());
-    return std::nullopt;
-  }
-  auto f32 = [](const dims& d, tag t) { return dnnl::memory::desc(d, dnnl::memory::data_type::f32, t); };
-  dnnl::memory::desc src_plain = f32(src, tag::nchw), dst_plain = f32(dst, tag::nchw), wei_plain = f32(wei, tag::oihw);
+  std::shared_ptr<const ConvPrims> p = s.cache.get(key, [&]() -> std::shared_ptr<const ConvPrims> {
+    try {
+      return create(src, wei, dst, strides, dilates, pad, need_input, need_weight, need_bias, *t);
+    } catch (const dnnl::error& e) {  // cached as declined (see forward_prim)
+      kiln::logger().debug("conv backward: onednn declined input {} weight {}: {}", shape_str(input_shape),
+                           shape_str(weight_shape), e.what());
+      return std::make_shared<const ConvPrims>();
+    }
+  });
+  if (!p->data && !p->weights) return std::nullopt;  // declined, or reference kernels only
+  auto plain = [&](const dims& d, tag tg) { return dnnl::memory::desc(d, *t, tg); };
+  dnnl::memory::desc src_plain = plain(src, tag::nchw), dst_plain = plain(dst, tag::nchw),
+                     wei_plain = plain(wei, tag::oihw);
   Tensor gc = grad.contiguous(), xc = need_weight ? x.contiguous() : Tensor(), wc = need_input ? w.contiguous() : Tensor();
   ConvGrads r;
   std::vector<Tensor> keep;
@@ -315,7 +358,7 @@ std::optional<ConvGrads> onednn_conv2d_backward(const Tensor& grad, const Tensor
     thread_local dnnl::stream stream(s.engine);
     std::optional<dnnl::memory> grad_data;
     if (need_input) {
-      r.input = Tensor::empty(input_shape, DType::Float32);
+      r.input = Tensor::empty(input_shape, grad.dtype());
       dnnl::memory g = in_layout(gc, dst_plain, p->data_diff_dst, stream, keep);
       grad_data = g;
       std::optional<dnnl::memory> wcached = cached_weight(wc, wei_plain, p->data_weights, stream, cached);
@@ -327,7 +370,7 @@ std::optional<ConvGrads> onednn_conv2d_backward(const Tensor& grad, const Tensor
       to_plain(dx, r.input, src_plain, stream);
     }
     if (need_weight) {
-      Tensor dw = Tensor::empty(weight_shape, DType::Float32);
+      Tensor dw = Tensor::empty(weight_shape, grad.dtype());
       // Both primitives usually read the gradient in one blocked layout: reorder it once.
       dnnl::memory g = grad_data && p->w_diff_dst == p->data_diff_dst
                            ? *grad_data
@@ -336,7 +379,7 @@ std::optional<ConvGrads> onednn_conv2d_backward(const Tensor& grad, const Tensor
       dnnl::memory dwm = out_layout(dw, wei_plain, p->w_diff_weights, keep);
       std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_DIFF_DST, g}, {DNNL_ARG_SRC, xm}, {DNNL_ARG_DIFF_WEIGHTS, dwm}};
       if (need_bias) {
-        r.bias = Tensor::empty({wei[0]}, DType::Float32);
+        r.bias = Tensor::empty({wei[0]}, grad.dtype());
         args.emplace(DNNL_ARG_DIFF_BIAS, dnnl::memory(p->w_diff_bias, s.engine, r.bias.raw_data()));
       }
       add_scratchpad(args, p->w_scratchpad, s.engine);

@@ -118,6 +118,19 @@ Tensors kernel_matmul(OpId, const Tensors& in, const Attrs&) {
     eb.insert(eb.end(), {K, N});
     Tensor ax = kernel_expand(OpId::Expand, {a}, Attrs().set("shape", ea))[0];
     Tensor bx = kernel_expand(OpId::Expand, {b}, Attrs().set("shape", eb))[0];
+    if (t == DType::BFloat16 && nb > 1 && M > 0 && N > 0 && K > 0) {
+      // The whole stack in one oneDNN call (its matmul takes strided batch dims), where each matrix is
+      // one GEMM reads in place.
+      size_t nd = batch.size();
+      BlasMat A = as_blas(make_view(ax, {M, K}, {ax.strides()[nd], ax.strides()[nd + 1]}, ax.storage_offset()));
+      BlasMat B = as_blas(make_view(bx, {K, N}, {bx.strides()[nd], bx.strides()[nd + 1]}, bx.storage_offset()));
+      Shape sa(ax.strides().begin(), ax.strides().begin() + long(nd)), sb(bx.strides().begin(), bx.strides().begin() + long(nd));
+      if (A.t.raw_data() == ax.raw_data() && B.t.raw_data() == bx.raw_data() &&
+          gemm_bf16_batched(batch, sa, sb, A.trans, B.trans, M, N, K, static_cast<const BFloat16*>(A.t.raw_data()),
+                            A.ld, static_cast<const BFloat16*>(B.t.raw_data()), B.ld,
+                            static_cast<BFloat16*>(out.raw_data()), N))
+        return {make_view(out, final_shape, contiguous_strides(final_shape), 0)};
+    }
     int64_t nd = int64_t(batch.size());
     for (int64_t i = 0; i < nb; ++i) {
       int64_t rem = i, offa = ax.storage_offset(), offb = bx.storage_offset();

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "core/shape.h"
 
 namespace kiln::cpu {
 
@@ -14,6 +15,12 @@ namespace kiln::cpu {
 // having written nothing, when no fast bf16 kernel exists here.
 bool gemm_bf16(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const BFloat16* A, int64_t lda, const BFloat16* B,
                int64_t ldb, BFloat16* C, int64_t ldc);
+// As gemm_bf16 over leading batch dims `batch` at once: A's and B's strides along them in sa and sb
+// (elements; 0: shared along that dim), C dense over them with rows ldc apart. One oneDNN call instead of one
+// per matrix: attention's per-head products were ~1000 small GEMMs a GPT step.
+bool gemm_bf16_batched(const Shape& batch, const Shape& sa, const Shape& sb, bool ta, bool tb, int64_t M, int64_t N,
+                       int64_t K, const BFloat16* A, int64_t lda, const BFloat16* B, int64_t ldb, BFloat16* C,
+                       int64_t ldc);
 // The oneDNN implementation a bf16 [m,k]·[k,n] matmul gets here ("brg:avx512_core_amx", ...), or why
 // there is none ("none: ref:any only").
 // Whether gemm_bf16 has a fast kernel on this CPU at all (asked of oneDNN once).

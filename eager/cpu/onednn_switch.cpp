@@ -29,4 +29,6 @@ bool onednn_gemm_enabled() {
 
 void set_onednn_gemm(bool on) { g_enabled.store(on ? 1 : 0, std::memory_order_relaxed); }
 
+bool onednn_reference_impl(std::string_view impl) { return impl.substr(0, 3) == "ref" || impl.find(":ref") != impl.npos; }
+
 }  // namespace kiln::cpu
