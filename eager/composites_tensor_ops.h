@@ -250,7 +250,15 @@ Val<B> masked_put_dim(B& b, Val<B> x, int64_t d, Val<B> mask, Val<B> v) {
 // this is the last, as its CPU kernel does). A row's last writer is found by a stable argsort of the (wrapped,
 // checked) indices: a row's writers end at the running count of writes up to it.
 template <class B>
-Val<B> index_put(B& b, Val<B> x, Val<B> idx, Val<B> v) {
+struct PutRows {
+  Val<B> range;  // 0 .. x.size(0)
+  Val<B> pos;    // idx flattened, negative ones wrapped, out of range ones refused
+  Val<B> rows;   // v broadcast to x[idx]'s shape and cast to x's dtype, one row per entry of pos
+};
+
+// What both index_puts write and where: v's rows and their positions in x's first dim
+template <class B>
+PutRows<B> put_rows(B& b, Val<B> x, Val<B> idx, Val<B> v) {
   if (std::optional<DType> d = b.dtype(idx); d && !is_integral(*d))
     b.fail(fmt::format("index_put: tensors used as indices must be long, int, byte or bool tensors, got {}", dtype_name(*d)));
   v = put_value(b, x, v);
@@ -258,8 +266,14 @@ Val<B> index_put(B& b, Val<B> x, Val<B> idx, Val<B> v) {
   Val<B> every = b.op(OpId::LogicalNot, {b.op(OpId::LogicalAnd, {sel, b.scalar(false)})});
   Val<B> vb = keep_dtype(b, b.op(OpId::Where, {every, v, sel}), x);
   Val<B> range = dim_range(b, x, 0);
-  Val<B> pos = pick(b, range, 0, idx, 0);  // idx flattened, negative ones wrapped, out of range ones refused
-  Val<B> vrows = b.reshape_rows(b.reshape_like(vb, pos, {-1}), x, pos);
+  Val<B> pos = pick(b, range, 0, idx, 0);
+  return PutRows<B>{range, pos, b.reshape_rows(b.reshape_like(vb, pos, {-1}), x, pos)};
+}
+
+template <class B>
+Val<B> index_put(B& b, Val<B> x, Val<B> idx, Val<B> v) {
+  PutRows<B> put = put_rows(b, x, idx, v);
+  Val<B> range = put.range, pos = put.pos, vrows = put.rows;
   Val<B> zero = b.op(OpId::Mul, {range, b.scalar(Scalar(int64_t(0)))});
   Val<B> writes = b.op(OpId::ScatterAdd, {zero, pos, b.op(OpId::Add, {b.op(OpId::Mul, {pos, b.scalar(Scalar(int64_t(0)))}), b.scalar(Scalar(int64_t(1)))})},
                        Attrs().set("dim", int64_t(0)));
@@ -281,15 +295,8 @@ Val<B> index_put(B& b, Val<B> x, Val<B> idx, Val<B> v) {
 // index_add's: x's is g, v's the rows of g it was added to, summed where v was broadcast.
 template <class B>
 Val<B> index_put_accumulate(B& b, Val<B> x, Val<B> idx, Val<B> v) {
-  if (std::optional<DType> d = b.dtype(idx); d && !is_integral(*d))
-    b.fail(fmt::format("index_put: tensors used as indices must be long, int, byte or bool tensors, got {}", dtype_name(*d)));
-  v = put_value(b, x, v);
-  Val<B> sel = index_tensors(b, b.detach(x), 0, std::vector<Val<B>>{idx});
-  Val<B> every = b.op(OpId::LogicalNot, {b.op(OpId::LogicalAnd, {sel, b.scalar(false)})});
-  Val<B> vb = keep_dtype(b, b.op(OpId::Where, {every, v, sel}), x);
-  Val<B> pos = pick(b, dim_range(b, x, 0), 0, idx, 0);  // idx flattened, negative ones wrapped, out of range ones refused
-  Val<B> vrows = b.reshape_rows(b.reshape_like(vb, pos, {-1}), x, pos);
-  return b.op(OpId::IndexAdd, {x, pos, vrows}, Attrs().set("dim", int64_t(0)));
+  PutRows<B> put = put_rows(b, x, idx, v);
+  return b.op(OpId::IndexAdd, {x, put.pos, put.rows}, Attrs().set("dim", int64_t(0)));
 }
 
 // x[:, idx] = v, x[..., idx] = v: index_put over dim d (d < 0: from the end) swapped to the front. v is first broadcast
