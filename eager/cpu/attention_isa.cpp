@@ -12,9 +12,6 @@
 #include "eager/cpu/isa_kernels.h"
 #include "eager/cpu/simd_math.h"
 
-// The 64-byte vectors below pass between functions of this file only (internal, inlined): no ABI is crossed.
-#pragma GCC diagnostic ignored "-Wpsabi"
-
 namespace kiln::cpu::KILN_ISA {
 namespace {
 
