@@ -3,23 +3,19 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <utility>
+#include "core/error.h"
 
 namespace kiln {
 
+// broadcast_shapes' rule, asked as a question: its message names two shapes, torch's for indices all of them
 bool shapes_broadcast(const std::vector<Shape>& shapes) {
-  Shape all;
-  for (const Shape& s : shapes) {
-    Shape a = all, c = s;
-    if (a.size() < c.size()) std::swap(a, c);
-    for (size_t j = 0; j < c.size(); ++j) {
-      int64_t &p = a[a.size() - c.size() + j], q = c[j];
-      if (p != q && p != 1 && q != 1) return false;
-      if (p == 1) p = q;
-    }
-    all = a;
+  try {
+    Shape all;
+    for (const Shape& s : shapes) all = broadcast_shapes("index", all, s);
+    return true;
+  } catch (const Error&) {
+    return false;
   }
-  return true;
 }
 
 std::string shapes_list(const std::vector<Shape>& shapes) {
