@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <set>
 #include <unordered_map>
 
 #include "backends/interp/interpreter.h"
@@ -14,90 +13,13 @@
 #include "jit/compiled_backward.h"
 #include "jit/compiled_graph.h"
 #include "jit/default_backend.h"
+#include "jit/input_signature.h"
 #include "jit/ir_utils.h"
 #include "jit/joint_graph.h"
 #include "jit/min_cut_partition.h"
 #include "jit/passes/passes.h"
 
 namespace kiln::jit {
-
-namespace {
-
-constexpr int64_t kSymbolic = -1;
-
-enum class InputKind : uint8_t { Tensor, Int, Float, Bool, Str, None, Other };
-
-InputKind kind_of(const IValue& v) {
-  return v.is_tensor() ? InputKind::Tensor : v.is_int() ? InputKind::Int : v.is_double() ? InputKind::Float
-       : v.is_bool() ? InputKind::Bool : v.is_string() ? InputKind::Str : v.is_none() ? InputKind::None
-       : InputKind::Other;
-}
-
-std::string_view kind_name(InputKind k) {
-  switch (k) {
-    case InputKind::Tensor: return "Tensor";
-    case InputKind::Int: return "int";
-    case InputKind::Float: return "float";
-    case InputKind::Bool: return "bool";
-    case InputKind::Str: return "str";
-    case InputKind::None: return "None";
-    case InputKind::Other: return "other";
-  }
-  return "?";
-}
-
-struct InputSig {
-  InputKind kind = InputKind::Other;
-  DType dtype = DType::Float32;
-  Shape dims;  // kSymbolic for a symbolic dim
-  bool contiguous = true;
-  Device device;
-  bool requires_grad = false;
-  bool operator==(const InputSig&) const = default;
-};
-
-struct Signature {
-  std::vector<InputSig> inputs;
-  bool grad_mode = false;
-  bool operator==(const Signature&) const = default;
-};
-
-std::string sig_str(const InputSig& s) {
-  if (s.kind != InputKind::Tensor) return std::string(kind_name(s.kind));
-  std::string d;
-  for (size_t i = 0; i < s.dims.size(); ++i) {
-    // appended piece by piece: GCC 12's -Wrestrict misfires on `const char* + std::string` here
-    if (i) d += ',';
-    d += s.dims[i] == kSymbolic ? std::string("?") : std::to_string(s.dims[i]);
-  }
-  return fmt::format("{}[{}]{}{}", ir::dtype_short_name(s.dtype), d, s.contiguous ? "" : " strided",
-                     s.requires_grad ? " requires_grad" : "");
-}
-
-// Why `now` missed the entry compiled for `before`, and which (input, dim) changed if a dim did.
-std::string miss_reason(const Signature& before, const Signature& now, std::pair<int, int>* dim) {
-  *dim = {-1, -1};
-  if (before.grad_mode != now.grad_mode) return fmt::format("grad mode changed {} -> {}", before.grad_mode, now.grad_mode);
-  for (size_t i = 0; i < now.inputs.size(); ++i) {
-    const InputSig &a = before.inputs[i], &b = now.inputs[i];
-    if (a == b) continue;
-    if (a.kind != b.kind) return fmt::format("input {} changed kind {} -> {}", i, sig_str(a), sig_str(b));
-    if (a.dtype != b.dtype)
-      return fmt::format("input {} dtype changed {} -> {}", i, ir::dtype_short_name(a.dtype), ir::dtype_short_name(b.dtype));
-    if (a.dims.size() != b.dims.size()) return fmt::format("input {} rank changed {} -> {}", i, a.dims.size(), b.dims.size());
-    for (size_t d = 0; d < a.dims.size(); ++d)
-      if (a.dims[d] != b.dims[d]) {
-        *dim = {int(i), int(d)};
-        return fmt::format("input {} dim {} changed {} -> {}", i, d, a.dims[d], b.dims[d]);
-      }
-    if (a.contiguous != b.contiguous) return fmt::format("input {} contiguity changed", i);
-    if (!(a.device == b.device)) return fmt::format("input {} device changed {} -> {}", i, a.device.str(), b.device.str());
-    return fmt::format("input {} requires_grad changed", i);
-  }
-  return "signature changed";
-}
-
-}  // namespace
 
 class CompiledFunction final : public Function::Executor {
  public:
@@ -182,28 +104,6 @@ class CompiledFunction final : public Function::Executor {
     return false;
   }
 
-  // Whether a call's inputs have this signature; no allocation, so a cache hit stays cheap.
-  static bool matches(const Signature& s, const std::vector<IValue>& inputs, bool grad_mode) {
-    if (s.grad_mode != grad_mode || s.inputs.size() != inputs.size()) return false;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const InputSig& want = s.inputs[i];
-      const IValue& v = inputs[i];
-      if (!v.is_tensor()) {
-        if (want.kind == InputKind::Tensor) return false;
-        continue;  // numbers and such: their kinds were checked by the Function's signature
-      }
-      if (want.kind != InputKind::Tensor) return false;
-      const Tensor& t = v.to_tensor();
-      const TensorImpl* impl = t.impl();
-      if (impl->dtype != want.dtype || impl->sizes.size() != want.dims.size() || t.requires_grad() != want.requires_grad)
-        return false;
-      for (size_t d = 0; d < want.dims.size(); ++d)
-        if (want.dims[d] != kSymbolic && want.dims[d] != impl->sizes[d]) return false;
-      if (t.is_contiguous() != want.contiguous || !(t.device() == want.device)) return false;
-    }
-    return true;
-  }
-
   // The entry serving these inputs, most recently compiled first; null on a miss.
   std::shared_ptr<Entry> lookup(const std::vector<IValue>& inputs, bool grad_mode) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -217,28 +117,9 @@ class CompiledFunction final : public Function::Executor {
 
   // With exact_dims, symbolic dims are not applied: a differentiable entry is recorded at one shape.
   Signature signature_of(const std::vector<IValue>& inputs, bool exact_dims = false) {
-    Signature s;
-    s.grad_mode = GradMode::enabled();
-    s.inputs.reserve(inputs.size());
+    bool grad_mode = GradMode::enabled();
     std::lock_guard<std::mutex> lock(mu_);
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      const IValue& v = inputs[i];
-      InputSig in;
-      in.kind = kind_of(v);
-      if (v.is_tensor()) {
-        const Tensor& t = v.to_tensor();
-        in.dtype = t.dtype();
-        in.dims = t.impl()->sizes;
-        in.contiguous = t.is_contiguous();
-        in.device = t.device();
-        in.requires_grad = t.requires_grad();
-        if (!exact_dims)
-          for (size_t d = 0; d < in.dims.size(); ++d)
-            if (symbolic_.count({int(i), int(d)})) in.dims[d] = kSymbolic;
-      }
-      s.inputs.push_back(std::move(in));
-    }
-    return s;
+    return jit::signature_of(inputs, grad_mode, exact_dims ? nullptr : &symbolic_);
   }
 
   // Logs and counts a miss against the last entry compiled; returns the (input, dim) that changed.
@@ -266,7 +147,7 @@ class CompiledFunction final : public Function::Executor {
           kiln::logger().info("{}: input {} dim {} changed {} times; compiling it as a symbolic dim", name_, dim.first,
                               dim.second, dim_misses_[dim]);
         }
-        sig.inputs[size_t(dim.first)].dims[size_t(dim.second)] = kSymbolic;
+        sig.inputs[size_t(dim.first)].dims[size_t(dim.second)] = kSymbolicDim;
         for (const auto& e : entries_)
           if (e->sig == sig) return e;
       }
@@ -275,7 +156,7 @@ class CompiledFunction final : public Function::Executor {
     auto e = std::make_shared<Entry>();
     e->sig = sig;
     Choice c = choose(sig);
-    e->code = compile_graph(specialise(sig), name_, c.pipeline, c.compile, group_stats_);
+    e->code = compile_graph(specialise(*source_, sig), name_, c.pipeline, c.compile, group_stats_);
     stats_.backend = c.name;
     note_compiled(t0);
     entries_.push_back(e);
@@ -390,29 +271,6 @@ class CompiledFunction final : public Function::Executor {
     return outs;
   }
 
-  // A copy of the source graph with the signature's input types; op result types are derived anew
-  // by shape propagation when an input type changed (a symbolic dim, another dtype than traced).
-  std::shared_ptr<ir::Graph> specialise(const Signature& sig) {
-    std::shared_ptr<ir::Graph> g = source_->copy();
-    bool changed = false;
-    for (size_t i = 0; i < sig.inputs.size() && i < g->inputs().size(); ++i) {
-      const InputSig& in = sig.inputs[i];
-      if (in.kind != InputKind::Tensor) continue;
-      std::vector<ir::Dim> dims;
-      for (size_t d = 0; d < in.dims.size(); ++d)
-        dims.push_back(in.dims[d] == kSymbolic ? ir::Dim::symbolic(fmt::format("s{}_{}", i, d)) : ir::Dim::known(in.dims[d]));
-      ir::Type t = ir::Type::tensor(in.dtype, std::move(dims));
-      if (!(g->inputs()[i]->type() == t)) changed = true;
-      g->inputs()[i]->set_type(std::move(t));
-    }
-    if (changed)
-      for_each_node(*g->block(), [](ir::Node* n) {
-        if (n->is_op())
-          for (ir::Value* o : n->outputs()) o->set_type(ir::Type::tensor());
-      });
-    return g;
-  }
-
   std::shared_ptr<const ir::Graph> source_;
   std::string name_;
   CompileOptions opts_;
@@ -424,7 +282,7 @@ class CompiledFunction final : public Function::Executor {
   std::vector<std::shared_ptr<Entry>> entries_;
   std::vector<std::shared_ptr<TrainEntry>> train_entries_;
   std::map<std::pair<int, int>, int> dim_misses_;
-  std::set<std::pair<int, int>> symbolic_;
+  SymbolicDims symbolic_;
   CacheStats stats_;
   GroupCompileStats group_stats_;
   bool said_eager_ = false;
