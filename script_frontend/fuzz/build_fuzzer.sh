@@ -7,6 +7,6 @@ cxx=$1 src=$2 build=$3 out=$4
 shift 4
 flags=$(pkg-config --cflags fmt spdlog 2>/dev/null || true)
 libs=$(pkg-config --libs fmt spdlog 2>/dev/null || echo -lfmt)
-exec "$cxx" -std=c++20 -O1 -g -fsanitize=fuzzer,address -fno-omit-frame-pointer \
+exec "$cxx" -std=c++20 -O1 -gline-tables-only -fsanitize=fuzzer,address -fno-omit-frame-pointer \
   -I"$src" -I"$src/core" -I"$build" $flags "$@" -o "$out" \
   -L"$build" -lkiln -Wl,-rpath,"$build" $libs
