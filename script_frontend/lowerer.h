@@ -303,6 +303,9 @@ class Lowerer {
   // called: inlined in its file with what it captured
   const ModuleGlobal* module_global(const std::string& name, SourceLoc loc);
   const Static* global_static(const Expr& e);  // e a Name of a module-level value (not a local): that value
+  // `helpers.NAME` where helpers is a module of the package (`from . import helpers`): NAME in its file
+  const ModuleGlobal* module_attribute(const Expr& e);
+  const ModuleGlobal* global_of(const std::shared_ptr<const File>& file, const std::string& name, SourceLoc loc, bool attribute);
   std::shared_ptr<const File> current_file() const;
   Value* call_function_value(const Static& fn, const Expr& call, const File* home, const std::string& name);
   Value* placeholder(const Type& t);
