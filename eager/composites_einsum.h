@@ -225,14 +225,16 @@ std::optional<Val<B>> einsum_leading_ellipsis(B& b, const std::string& equation,
   for (char c : equation)
     if (c != ' ') s += c;
   const size_t arrow = s.find("->");
-  if (ops.size() != 2 || arrow == std::string::npos) return std::nullopt;
+  if (ops.size() != 2 || arrow == std::string::npos || std::count(s.begin(), s.begin() + long(arrow), ',') != 1) return std::nullopt;
   std::vector<std::string> terms = {s.substr(0, s.find(',')), s.substr(s.find(',') + 1, arrow - s.find(',') - 1), s.substr(arrow + 2)};
   bool any = false;
   std::string letters_eq;
+  std::vector<std::optional<int64_t>> ranks(2);  // an operand without '...' has as many dims as letters
   for (size_t k = 0; k < terms.size(); ++k) {
     std::string& t = terms[k];
     const size_t dots = t.find("...");
     if (dots != std::string::npos && dots != 0) return std::nullopt;
+    if (k < 2 && dots != 0) ranks[k] = b.rank(ops[k]);
     if (dots == 0) {
       t = t.substr(3);
       any = true;
@@ -242,7 +244,7 @@ std::optional<Val<B>> einsum_leading_ellipsis(B& b, const std::string& equation,
     letters_eq += (k == 0 ? "" : k == 1 ? "," : "->") + t;
   }
   // the letters alone: their errors, as parse_einsum gives them, where each operand's ellipsis is left out
-  detail::parse_einsum(letters_eq, {std::nullopt, std::nullopt}, [&](const std::string& m) { b.fail(m); });
+  detail::parse_einsum(letters_eq, ranks, [&](const std::string& m) { b.fail(m); });
   std::string sa = terms[0], sc = terms[1];
   const std::string& out = terms[2];
   std::string batch, left, right, contract;
