@@ -224,8 +224,17 @@ std::optional<Val<B>> einsum_leading_ellipsis(B& b, const std::string& equation,
   std::string s;
   for (char c : equation)
     if (c != ' ') s += c;
-  const size_t arrow = s.find("->");
-  if (ops.size() != 2 || arrow == std::string::npos || std::count(s.begin(), s.begin() + long(arrow), ',') != 1) return std::nullopt;
+  size_t arrow = s.find("->");
+  if (arrow == std::string::npos) {
+    // the implicit output: the ellipsis, then the letters seen once, in alphabetical order
+    std::string once;
+    for (char c : s)
+      if (std::isalpha(static_cast<unsigned char>(c)) && std::count(s.begin(), s.end(), c) == 1) once += c;
+    std::sort(once.begin(), once.end());
+    arrow = s.size();
+    s += "->..." + once;
+  }
+  if (ops.size() != 2 || std::count(s.begin(), s.begin() + long(arrow), ',') != 1) return std::nullopt;
   std::vector<std::string> terms = {s.substr(0, s.find(',')), s.substr(s.find(',') + 1, arrow - s.find(',') - 1), s.substr(arrow + 2)};
   bool any = false;
   std::string letters_eq;

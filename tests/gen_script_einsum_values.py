@@ -21,7 +21,7 @@ ins = [ramp(2, 2, 3), ramp(2, 3, 2, k=1), ramp(3, 2, k=2), ramp(2, 2, 3, k=3), r
 net = Contract()
 out = net(*ins)
 assert torch.allclose(torch.jit.script(Contract())(*ins)[-1], out[-1])
-for name, t in zip(["y1", "y3", "y4", "y5", "y6", "loss"], out):
+for name, t in zip(["y1", "y3", "y4", "y5", "y6", "y7", "y8", "loss"], out):
     print(f"{name}: {[round(v, 6) for v in t.detach().flatten().tolist()]}")
 out[-1].backward()
 for name, t in zip(["a", "b", "m", "x", "a4"], ins):

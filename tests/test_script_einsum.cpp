@@ -31,7 +31,7 @@ TEST_CASE("script einsum: '...' leading two operands' terms matches torch.einsum
   std::vector<IValue> args(ins.begin(), ins.end());
   std::vector<IValue> out = net->call(args);
   std::vector<IValue> ys = out.size() == 1 && out[0].is_tuple() ? out[0].elements() : out;
-  REQUIRE(ys.size() == 6);
+  REQUIRE(ys.size() == 8);
   check_close(ys[0].to_tensor(), tensor({0.234375, -0.09375, -0.15625, 0.015625, -0.015625, 0.109375, 0.078125, 0.046875}, {2, 2, 2}));
   // b broadcast over a's ellipsis
   check_close(ys[1].to_tensor(), tensor({-0.09375, -0.09375, 0.046875, 0.0, 0.078125, -0.015625, -0.109375, 0.078125}, {2, 2, 2}));
@@ -41,20 +41,28 @@ TEST_CASE("script einsum: '...' leading two operands' terms matches torch.einsum
   check_close(ys[4].to_tensor(), tensor({0.109375, 0.015625, 0.046875, 0.015625, -0.015625, 0.109375, 0.078125, 0.046875, -0.125, 0.015625,
                                          -0.1875, 0.015625, -0.046875, -0.125, 0.046875, -0.1875},
                                         {2, 2, 2, 2}));
-  Tensor loss = ys[5].to_tensor();
-  CHECK(loss.item<double>() == doctest::Approx(0.640849).epsilon(1e-5));
+  // an outer product over the ellipsis, and the implicit output ('...' first, then the letters seen once)
+  check_close(ys[5].to_tensor(), tensor({-0.0, 0.0, 0.0, -0.1125, 0.0125, 0.1375, 0.0375, -0.004167, -0.045833, -0.075, 0.008333, 0.091667,
+                                         0.075, -0.008333, -0.091667, -0.0375, 0.004167, 0.045833, 0.1125, -0.0125, -0.1375, -0.0, 0.0, 0.0,
+                                         -0.1125, 0.0125, 0.1375, 0.0375, -0.004167, -0.045833, -0.075, 0.008333, 0.091667, 0.075, -0.008333,
+                                         -0.091667},
+                                        {2, 2, 3, 3}),
+              1e-5, 1e-5);
+  check_close(ys[6].to_tensor(), ys[1].to_tensor());
+  Tensor loss = ys[7].to_tensor();
+  CHECK(loss.item<double>() == doctest::Approx(0.584217).epsilon(1e-5));
   loss.backward();
-  check_close(ins[0].grad(), tensor({-0.171875, -0.394531, 0.230469, 0.050781, -0.101562, -0.089844, -0.03125, -0.242188, 0.175781, 0.046875,
-                                     -0.171875, 0.128906},
+  check_close(ins[0].grad(), tensor({0.078125, -0.644531, -0.519531, 0.300781, -0.351562, -0.839844, 0.21875, -0.492188, -0.574219, 0.296875,
+                                     -0.421875, -0.621094},
                                     {2, 2, 3}),
               1e-5, 1e-5);
   check_close(ins[1].grad(), tensor({-0.355469, -0.152344, 0.046875, 0.132812, 0.285156, -0.046875, 0.335938, 0.34375, -0.257812, -0.34375,
                                      0.132812, 0.117188},
                                     {2, 3, 2}),
               1e-5, 1e-5);
-  check_close(ins[2].grad(), tensor({0.0, 0.0, -0.0625, -0.0625, 0.09375, 0.09375}, {3, 2}), 1e-5, 1e-5);
-  check_close(ins[3].grad(), tensor({0.52, 0.247778, -0.024444, 0.5225, 0.2475, -0.0275, -1.15, 0.516667, 0.433333, -0.9725, 0.496944,
-                                     0.216389},
+  check_close(ins[2].grad(), tensor({0.0, 0.0, -0.5625, -0.5625, 0.84375, 0.84375}, {3, 2}), 1e-5, 1e-5);
+  check_close(ins[3].grad(), tensor({0.52, 0.416944, -0.080833, 0.635278, 0.134722, 0.028889, -1.319167, 0.516667, 0.6025, -1.028889, 0.609722,
+                                     0.103611},
                                     {2, 2, 3}),
               1e-5, 1e-5);
   check_close(ins[4].grad(), tensor({-0.015625, -0.078125, 0.078125, -0.015625, -0.078125, 0.078125, -0.015625, -0.078125, 0.078125,
@@ -65,7 +73,7 @@ TEST_CASE("script einsum: '...' leading two operands' terms matches torch.einsum
   for (auto& [n, t] : net->named_parameters())
     if (n == "v") gv = t.grad();
   REQUIRE(gv.defined());
-  check_close(gv, tensor({-0.194792, -0.029167, 0.209375}, {3}), 1e-5, 1e-5);
+  check_close(gv, tensor({-0.626042, 0.01875, 0.736458}, {3}), 1e-5, 1e-5);
   // compiled, the same graph
   std::vector<IValue> c = compile(net->method()).call(args);
   std::vector<IValue> cs = c.size() == 1 && c[0].is_tuple() ? c[0].elements() : c;

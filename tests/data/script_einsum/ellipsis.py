@@ -15,5 +15,8 @@ class Contract(nn.Module):
         y4 = torch.einsum("...d,d->...", x, self.v)
         y5 = torch.einsum("...hd,...kd->...hk", x, x)
         y6 = torch.einsum("...ij,...jk->...ik", a4, b)
+        y7 = torch.einsum("...i,...j->...ij", x, self.v)
+        y8 = torch.einsum("...ij,...jk", a, m)
         loss = (y1 * y1).sum() + (y2 * 0.5).sum() + y3.sum() * 0.25 + (y4 * y4).sum() + y5.sum() + (y6 * 0.125).sum()
-        return y1, y3, y4, y5, y6, loss
+        loss = loss + (y7 * y7).sum() + (y8 * 2.0).sum()
+        return y1, y3, y4, y5, y6, y7, y8, loss
