@@ -5,9 +5,10 @@
 // output), left-only and right-only; each operand is permuted to (batch, free, contracted) / (batch,
 // contracted, free), the groups merged to one dim each, multiplied, and the result split and permuted to the
 // output's order. '...' stands for an operand's leading or middle dims beyond its letters, aligned from the
-// right across operands as torch broadcasts them, and needs each operand's rank when lowering. Where no
-// shape is known when lowering (a script graph), each of the three groups may hold at most one index (the
-// contractions model code writes: 'bhid,bhjd->bhij', 'bij,bjk->bik', 'ij,jk->ik', 'i,j->ij').
+// right across operands as torch broadcasts them, and needs each operand's rank when lowering, but where it
+// leads every term of two operands (then matmul broadcasts its dims). Where no shape is known when lowering
+// (a script graph), each of the three groups may hold at most one index (the contractions model code writes:
+// 'bhid,bhjd->bhij', 'bij,bjk->bik', 'ij,jk->ik', 'i,j->ij', '...ij,...jk->...ik').
 #include <algorithm>
 #include <cctype>
 #include <functional>
@@ -200,12 +201,112 @@ Val<B> einsum_pair(B& b, const std::string& equation, Val<B> x, std::string sa, 
 }
 
 
+// x's last dims (subscripts `have`, its ellipsis' dims before them, however many) transposed to `want`: the
+// rank is not needed, as every dim is counted from the end
+template <class B>
+Val<B> einsum_order_trailing(B& b, Val<B> x, std::string have, const std::string& want) {
+  const int64_t n = int64_t(have.size());
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t j = int64_t(have.find(want[size_t(i)]));
+    if (j == i) continue;
+    x = b.transpose(x, i - n, j - n);
+    std::swap(have[size_t(i)], have[size_t(j)]);
+  }
+  return x;
+}
+
+// Two operands whose '...' leads every term it is in, the output included, when a rank is not known (a script
+// graph): the ellipsis' dims are matmul's batch dims, which it broadcasts as torch broadcasts them, so each
+// operand's letters are ordered and grouped from the end: (..., batch, free, contracted) @ (..., batch,
+// contracted, free), each group of at most one index. nullopt when the equation is not of that form.
+template <class B>
+std::optional<Val<B>> einsum_leading_ellipsis(B& b, const std::string& equation, const std::vector<Val<B>>& ops) {
+  std::string s;
+  for (char c : equation)
+    if (c != ' ') s += c;
+  size_t arrow = s.find("->");
+  if (arrow == std::string::npos) {
+    // the implicit output: the ellipsis, then the letters seen once, in alphabetical order
+    std::string once;
+    for (char c : s)
+      if (std::isalpha(static_cast<unsigned char>(c)) && std::count(s.begin(), s.end(), c) == 1) once += c;
+    std::sort(once.begin(), once.end());
+    arrow = s.size();
+    s += "->..." + once;
+  }
+  if (ops.size() != 2 || std::count(s.begin(), s.begin() + long(arrow), ',') != 1) return std::nullopt;
+  std::vector<std::string> terms = {s.substr(0, s.find(',')), s.substr(s.find(',') + 1, arrow - s.find(',') - 1), s.substr(arrow + 2)};
+  bool any = false;
+  std::string letters_eq;
+  std::vector<std::optional<int64_t>> ranks(2);  // an operand without '...' has as many dims as letters
+  for (size_t k = 0; k < terms.size(); ++k) {
+    std::string& t = terms[k];
+    const size_t dots = t.find("...");
+    if (dots != std::string::npos && dots != 0) return std::nullopt;
+    if (k < 2 && dots != 0) ranks[k] = b.rank(ops[k]);
+    if (dots == 0) {
+      t = t.substr(3);
+      any = true;
+    } else if (k == 2 && any) {
+      return std::nullopt;  // the ellipsis' dims summed: their number is needed
+    }
+    letters_eq += (k == 0 ? "" : k == 1 ? "," : "->") + t;
+  }
+  // the letters alone: their errors, as parse_einsum gives them, where each operand's ellipsis is left out
+  detail::parse_einsum(letters_eq, ranks, [&](const std::string& m) { b.fail(m); });
+  std::string sa = terms[0], sc = terms[1];
+  const std::string& out = terms[2];
+  std::string batch, left, right, contract;
+  for (char ch : sa) {
+    const bool in_c = sc.find(ch) != std::string::npos, in_out = out.find(ch) != std::string::npos;
+    if (in_c && in_out) batch += ch;
+    else if (in_c) contract += ch;
+    else if (in_out) left += ch;
+  }
+  for (char ch : sc)
+    if (sa.find(ch) == std::string::npos && out.find(ch) != std::string::npos) right += ch;
+  if (left.size() > 1 || right.size() > 1 || contract.size() > 1) return std::nullopt;
+  // an index of one operand alone that the output lacks is summed first, counted from the end
+  auto sum_private = [&](Val<B> x, std::string& sub, const std::string& other) {
+    Shape dims;
+    std::string kept;
+    for (size_t i = 0; i < sub.size(); ++i) {
+      if (other.find(sub[i]) == std::string::npos && out.find(sub[i]) == std::string::npos) dims.push_back(int64_t(i) - int64_t(sub.size()));
+      else kept += sub[i];
+    }
+    sub = kept;
+    return dims.empty() ? x : b.op(OpId::Sum, {x}, Attrs().set("dims", dims).set("keepdim", false));
+  };
+  Val<B> a = sum_private(ops[0], sa, terms[1]);
+  Val<B> c = sum_private(ops[1], sc, terms[0]);
+  a = einsum_order_trailing(b, a, sa, batch + left + contract);
+  c = einsum_order_trailing(b, c, sc, batch + contract + right);
+  auto unsqueeze = [&](Val<B> x, int64_t d) { return b.op(OpId::Unsqueeze, {x}, Attrs().set("dim", d)); };
+  if (contract.empty()) a = unsqueeze(a, -1);
+  if (left.empty()) a = unsqueeze(a, -2);
+  if (right.empty()) c = unsqueeze(c, -1);
+  if (contract.empty()) c = unsqueeze(c, -2);
+  Val<B> y = b.op(OpId::Matmul, {a, c});
+  Shape drop;
+  if (left.empty()) drop.push_back(-2);
+  if (right.empty()) drop.push_back(-1);
+  if (!drop.empty()) y = b.op(OpId::Squeeze, {y}, Attrs().set("dims", drop));
+  return einsum_order_trailing(b, y, batch + left + right, out);
+}
+
 template <class B>
 Val<B> einsum(B& b, const std::string& equation, const std::vector<Val<B>>& ops) {
   auto fail = [&](const std::string& m) { b.fail(m); };
   if (ops.empty()) b.fail("einsum: must provide at least one operand");
   std::vector<std::optional<int64_t>> ranks;
   for (const Val<B>& v : ops) ranks.push_back(b.rank(v));
+  if (equation.find("...") != std::string::npos && std::any_of(ranks.begin(), ranks.end(), [](const auto& r) { return !r; })) {
+    if (std::optional<Val<B>> y = einsum_leading_ellipsis(b, equation, ops)) return *y;
+    b.fail(fmt::format("einsum: '...' in '{}' needs each operand's rank when the graph is lowered, and a script graph does not "
+                       "know it; only two operands with '...' leading each term, the output's too, and at most one free and "
+                       "one contracted index per operand are lowered without it ('...ij,...jk->...ik', '...d,d->...')",
+                       equation));
+  }
   detail::EinsumSpec spec = detail::parse_einsum(equation, ranks, fail);
   const std::string& out = spec.output;
   if (ops.size() == 1) {

@@ -295,9 +295,12 @@ struct FileAst {
   // torch's and torchvision's API-usage logging (`_log_api_usage_once(self)` opens torchvision's
   // __init__s): calls do nothing, as they change nothing a model computes.
   std::set<std::string> no_op_calls;
-  // Module-level `NAME = value` statements: the evaluator of __init__ computes one when it first reads
-  // the name (lowered code still sees the name as unavailable).
+  // Module-level `NAME = value` and `A, B = value` statements: the evaluator of __init__ computes one when it
+  // first reads the name, and lowered code reads it as a constant of the graph (module_globals.cpp).
   std::map<std::string, const Expr*> constants;
+  // The names among them that an unpacking binds (`MEAN, STD = (0.5,), (0.25,)`): the whole target, which the
+  // evaluator unpacks the value into.
+  std::map<std::string, const Expr*> unpacked;
   // Names bound to Python modules and objects the evaluator of __init__ knows, by their dotted names:
   // "partial" → "functools.partial", "OrderedDict" → "collections.OrderedDict", "init" → "torch.nn.init",
   // "warnings" → "warnings". (They stay in `unavailable` for lowered code.)

@@ -6,6 +6,7 @@
 // not run when the file is imported either.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <functional>
 
 #include "eager/nn/registry.h"
@@ -92,12 +93,29 @@ class Collector {
     // no value for lowered code; __init__ may still read a plain `NAME = value` (evaluated then).
     not_run(*s, s->loc);
     if ((s->kind == StmtKind::Assign || s->kind == StmtKind::AnnAssign) && s->value)
-      for (const auto& t : s->targets)
+      for (const auto& t : s->targets) {
         if (t->kind == ExprKind::Name) m_.constants[t->name] = s->value.get();
+        else if (unpackable(*t)) bind_unpacked(*t, *t, *s->value);
+      }
   }
 
  private:
   void unavailable(const std::string& name, std::string why) { m_.unavailable.emplace(name, std::move(why)); }
+
+  // `A, B = 3, 4` / `(H, W), C = SIZE, 3`: names only, nested as the evaluator unpacks them (no starred name)
+  static bool unpackable(const Expr& t) {
+    if (t.kind == ExprKind::Name) return true;
+    if (t.kind != ExprKind::Tuple && t.kind != ExprKind::List) return false;
+    return std::all_of(t.args.begin(), t.args.end(), [](const ExprPtr& a) { return unpackable(*a); });
+  }
+  void bind_unpacked(const Expr& t, const Expr& whole, const Expr& value) {
+    if (t.kind == ExprKind::Name) {
+      m_.constants[t.name] = &value;
+      m_.unpacked[t.name] = &whole;
+      return;
+    }
+    for (const auto& a : t.args) bind_unpacked(*a, whole, value);
+  }
 
   // The names a statement of module-level code binds, each unavailable for the reason of `top`.
   void not_run(const Stmt& s, SourceLoc top) {

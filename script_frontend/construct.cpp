@@ -149,11 +149,12 @@ class Init : public NnConstructors {
 
   // A module-level name as lowered code reads it: a constant of the file (computed as __init__ computes it) or
   // what a relative import binds (its file read now); null for any other name. `known`: files read before.
-  std::optional<ModuleGlobal> lowered_global(const std::string& name, SourceLoc loc, const std::vector<std::shared_ptr<const File>>& known) {
+  std::optional<ModuleGlobal> lowered_global(const std::string& name, SourceLoc loc, const std::vector<std::shared_ptr<const File>>& known,
+                                             bool attribute) {
     for (const auto& f : known) know(f);
     const Static* v = module_constant(name, loc);
     auto a = m_->aliases.find(name);
-    if (!v && a != m_->aliases.end() && a->second.rfind("import:", 0) == 0) v = global_value(name, loc);
+    if (!v && (attribute || (a != m_->aliases.end() && a->second.rfind("import:", 0) == 0))) v = global_value(name, loc);
     if (!v) return std::nullopt;
     const File* home = v->fn ? file_of(v->fn) : nullptr;
     return ModuleGlobal{*v, home ? shared(home) : nullptr, files()};
@@ -535,8 +536,9 @@ class Init : public NnConstructors {
       case ExprKind::Tuple:
       case ExprKind::List: {
         std::vector<Static> es = iterate(v, t.loc);
-        if (es.size() != t.args.size())
-          fail(t.loc, fmt::format("cannot unpack {} values into {} names", es.size(), t.args.size()));
+        if (es.size() > t.args.size()) py_raise(t.loc, "ValueError", fmt::format("too many values to unpack (expected {})", t.args.size()));
+        if (es.size() < t.args.size())
+          py_raise(t.loc, "ValueError", fmt::format("not enough values to unpack (expected {}, got {})", t.args.size(), es.size()));
         for (size_t i = 0; i < es.size(); ++i) assign(*t.args[i], es[i], sc);
         return;
       }
@@ -1072,32 +1074,56 @@ class Init : public NnConstructors {
     }
     std::replace(rel.begin(), rel.end(), '.', '/');
     std::string stmt = fmt::format("from {}{} import {}{}", std::string(size_t(level), '.'), module, name, as == name ? "" : " as " + as);
-    std::shared_ptr<const File> f;
-    for (const std::string& path : {dir + rel + ".py", dir + rel + "/__init__.py"}) {
-      if (module.empty()) break;
-      if (auto it = loaded_.find(path); it != loaded_.end()) {
-        f = it->second;
-        break;
-      }
-      if (std::FILE* fp = std::fopen(path.c_str(), "rb")) {
-        std::string text;
-        char buf[65536];
-        for (size_t n; (n = std::fread(buf, 1, sizeof buf, fp)) > 0;) text.append(buf, n);
-        std::fclose(fp);
-        auto file = std::make_shared<File>();
-        file->src = Source{path, std::move(text)};
-        file->ast = parse(file->src);
-        know(file);
-        f = file;
-        break;
-      }
+    std::string base = dir + (rel.empty() ? "" : rel + "/");
+    // `from . import helpers` reads the package's __init__.py, as Python does
+    std::shared_ptr<const File> f = module.empty() ? read_file(dir + "__init__.py") : read_module(dir + rel);
+    std::string why;
+    if (f) {
+      InFile in(*this, f.get());
+      if (Static* c = module_constant(name, loc)) return *c;
+      if (Static* g = global_value(name, loc)) return *g;
+      if (const std::string* w = m_->why_unavailable(name)) why = *w;
     }
-    if (!f) fail(loc, fmt::format("'{}' comes from `{}`, and kiln found no file for it ({}{}.py)", as, stmt, dir, rel));
-    InFile in(*this, f.get());
-    if (Static* c = module_constant(name, loc)) return *c;
-    if (Static* g = global_value(name, loc)) return *g;
-    if (const std::string* why = m_->why_unavailable(name)) src_->fail(loc, *why);
+    // a name the package does not bind is its submodule (`from . import helpers`, `from .. import pkgmod`)
+    if (std::shared_ptr<const File> sub = read_module(base + name)) return file_module(sub->src.name);
+    if (!why.empty()) fail(loc, why);
+    if (!f || module.empty())
+      fail(loc, fmt::format("'{}' comes from `{}`, and kiln found no file for it ({}{}.py)", as, stmt, dir, module.empty() ? name : rel));
     fail(loc, fmt::format("cannot import name '{}' from {}", name, f->src.name));
+  }
+
+  // PATH.py or PATH/__init__.py, parsed on first read; null when neither is there.
+  std::shared_ptr<const File> read_module(const std::string& path) {
+    if (auto f = read_file(path + ".py")) return f;
+    return read_file(path + "/__init__.py");
+  }
+  std::shared_ptr<const File> read_file(const std::string& path) {
+    if (auto it = loaded_.find(path); it != loaded_.end()) return it->second;
+    std::FILE* fp = std::fopen(path.c_str(), "rb");
+    if (!fp) return nullptr;
+    std::string text;
+    char buf[65536];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, fp)) > 0;) text.append(buf, n);
+    std::fclose(fp);
+    auto file = std::make_shared<File>();
+    file->src = Source{path, std::move(text)};
+    file->ast = parse(file->src);
+    know(file);
+    return file;
+  }
+
+  // helpers.NAME of a module of the package: NAME read in its file, as a from-import of it reads it.
+  Static file_module_attr(const Static& mod, const std::string& name, SourceLoc loc) {
+    std::string path = file_module_path(mod);
+    const std::shared_ptr<const File>& f = loaded_.at(path);
+    std::string why;
+    {
+      InFile in(*this, f.get());
+      if (Static* c = module_constant(name, loc)) return *c;
+      if (Static* g = global_value(name, loc)) return *g;
+      if (const std::string* w = m_->why_unavailable(name)) why = fmt::format("{} in {}", *w, path);
+    }
+    fail(loc, why.empty() ? fmt::format("module '{}' has no attribute '{}'", path, name) : why);
   }
 
   // A module-level `NAME = value`, computed on first read (in an empty scope, as Python's module-level
@@ -1110,6 +1136,10 @@ class Init : public NnConstructors {
     if (!computing_.insert(key).second) fail(loc, fmt::format("module-level '{}' is defined in terms of itself", name));
     Scope top;
     Static v = eval(*it->second, top);
+    if (auto t = m_->unpacked.find(name); t != m_->unpacked.end()) {
+      assign(*t->second, v, top);
+      v = top.vars.at(name);
+    }
     computing_.erase(key);
     return &constants_.emplace(key, std::move(v)).first->second;
   }
@@ -1653,6 +1683,7 @@ class Init : public NnConstructors {
         }
         break;
       case Kind::Namespace: {
+        if (is_file_module(b)) return file_module_attr(b, name, loc);
         const std::string& ns = b.s;
         if (ns == "torch" && name == "nn") return Static::named(Kind::Namespace, "torch.nn");
         if (ns == "torch.nn" && (name == "init" || name == "functional" || name == "parameter"))
@@ -2526,9 +2557,9 @@ std::shared_ptr<ScriptedModule> construct(const std::shared_ptr<const File>& fil
 }
 
 std::optional<ModuleGlobal> module_global(const std::shared_ptr<const File>& file, const std::string& name, SourceLoc loc,
-                                          const std::vector<std::shared_ptr<const File>>& known) {
+                                          const std::vector<std::shared_ptr<const File>>& known, bool attribute) {
   Init init(file);
-  return init.lowered_global(name, loc, known);
+  return init.lowered_global(name, loc, known, attribute);
 }
 
 std::shared_ptr<ScriptedModule> construct_by(const std::shared_ptr<const File>& file, const FunctionDef& builder,

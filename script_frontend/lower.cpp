@@ -277,12 +277,14 @@ std::shared_ptr<ir::Graph> Lowerer::lower_top(const FunctionDef& f, const Object
       F.env[kRetValue]->set_name("ret_value");
     }
     top_body_ = &body;
+    const Resume top = resume_point();
     try {
       block(body);
     } catch (const UntypedParameter&) {
       throw;  // not an error of the body: the caller lowers it again, typed by a call
-    } catch (const Error&) {
-      recover_after(body, top_index_);
+    } catch (const Error& e) {
+      if (first_error_.empty()) first_error_ = e.what();
+      recover_after(body, top_index_, top);
       throw;
     }
     Frame& F2 = frame();
@@ -570,39 +572,60 @@ void names_read(const Stmt& s, std::set<std::string>& out) {
 
 }  // namespace
 
-// Lowers the statements after the failed top-level one for their errors alone (the graph is discarded):
-// each from a clean state at the function's top level, skipped when it reads a name that a failed or
-// skipped statement assigns, since its errors would be the first one's consequences.
-void Lowerer::recover_after(const std::vector<StmtPtr>& body, size_t failed) {
+// Lowers the statements after the failed one of a block of the function's own body (not an inlined one's) for
+// their errors alone (the graph is discarded): each from the state its block's statements start in (`at`),
+// skipped when it reads a name that a failed or skipped statement assigns, since its errors would be the first
+// one's consequences. A block inside an if or a loop recovers so first, then the block around it.
+void Lowerer::recover_after(const std::vector<StmtPtr>& body, size_t failed, const Resume& at) {
   std::set<std::string> poisoned;
   auto poison = [&](size_t i) { assigned_names(*body[i], poisoned); };
   poison(failed);
-  const size_t depth = 1;
   for (size_t i = failed + 1; i < body.size(); ++i) {
+    const Stmt& s = *body[i - 1];
+    if (s.kind == StmtKind::Return || s.kind == StmtKind::Break || s.kind == StmtKind::Continue || s.kind == StmtKind::Raise)
+      return;  // the rest is unreachable, as block() leaves it
     std::set<std::string> reads;
     names_read(*body[i], reads);
     bool tainted = std::any_of(reads.begin(), reads.end(), [&](const std::string& n) { return poisoned.count(n); });
     if (!tainted) {
-      // A failed statement can stop anywhere: drop what it left half done (inlined frames, loop state,
-      // alias chains, whose rebinding a half-done write may have left circular); the statements checked
-      // here then see names only, which can miss an aliasing error but never invent one.
-      while (frames_.size() > depth) frames_.pop_back();
-      loops_.clear();
-      loop_depth_ = 0;
-      branch_depth_ = 0;
-      inlining_.resize(1);
-      views_.clear();
-      g_->set_insert_point(g_->block());
+      resume(at);
+      const size_t mark = later_errors_.size();
       try {
         stmt(*body[i]);
         continue;
       } catch (const RecursionError&) {
+      } catch (const UntypedParameter&) {
+        throw;
       } catch (const Error& e) {
-        later_errors_.push_back(e.what());
+        note_later_error(e.what(), mark);  // before the errors its own blocks noted, which come after it
       }
     }
     poison(i);
   }
+}
+
+Lowerer::Resume Lowerer::resume_point() const {
+  return Resume{loops_, loop_depth_, branch_depth_, inlining_.size(), g_->insert_point(), param_of_};
+}
+
+void Lowerer::resume(const Resume& at) {
+  // drop what the failed statement left half done (inlined frames, loop state, alias chains, whose rebinding a
+  // half-done write may have left circular); the statements checked then see names only, which can miss an
+  // aliasing error but never invent one
+  while (frames_.size() > 1) frames_.pop_back();
+  loops_ = at.loops;
+  loop_depth_ = at.loop_depth;
+  branch_depth_ = at.branch_depth;
+  inlining_.resize(at.inlining);
+  param_of_ = at.param_of;
+  views_.clear();
+  g_->set_insert_point(at.insert);
+}
+
+void Lowerer::note_later_error(const std::string& e, size_t at) {
+  // a loop over a ModuleList lowers its body once per module: its errors are noted once
+  if (e != first_error_ && std::find(later_errors_.begin(), later_errors_.end(), e) == later_errors_.end())
+    later_errors_.insert(later_errors_.begin() + long(std::min(at, later_errors_.size())), e);
 }
 
 // ---------------------------------------------------------------- statements
@@ -611,7 +634,24 @@ void Lowerer::block(const std::vector<StmtPtr>& body, size_t from) {
   for (size_t i = from; i < body.size(); ++i) {
     const Stmt& s = *body[i];
     if (&body == top_body_) top_index_ = i;
-    stmt(s);
+    if (&body == top_body_ || frames_.size() != 1) {
+      stmt(s);
+    } else {
+      // a statement inside an if or a loop of the function's own body: its failure leaves the block's later
+      // statements to be checked too, before the block around it checks its own
+      Resume at = resume_point();
+      try {
+        stmt(s);
+      } catch (const UntypedParameter&) {
+        throw;
+      } catch (const RecursionError&) {
+        throw;
+      } catch (const Error& e) {
+        if (first_error_.empty()) first_error_ = e.what();
+        recover_after(body, i, at);
+        throw;
+      }
+    }
     if (i + 1 == body.size()) return;
     if (s.kind == StmtKind::Return || s.kind == StmtKind::Break || s.kind == StmtKind::Continue ||
         s.kind == StmtKind::Raise || (s.kind == StmtKind::If && always_exits(s.body) && always_exits(s.orelse)))
@@ -956,8 +996,35 @@ void Lowerer::if_stmt(const Stmt& s) {
   };
   // A condition known at lowering time (`x is None` on a non-optional) still lowers both branches, so
   // both are type-checked; the interpreter takes the right one.
-  branch(c, [&] { run(s.body, true); }, [&] { run(s.orelse, false); }, always_exits(s.body), always_exits(s.orelse),
-         s.loc);
+  if (frames_.size() != 1)
+    return branch(c, [&] { run(s.body, true); }, [&] { run(s.orelse, false); }, always_exits(s.body), always_exits(s.orelse), s.loc);
+  // in the function's own body, an error of the then block leaves the else block to be checked too
+  const Resume at = resume_point();
+  const std::map<std::string, Value*> env = frame().env;
+  bool in_else = false;
+  try {
+    branch(c, [&] { run(s.body, true); }, [&] { in_else = true; run(s.orelse, false); }, always_exits(s.body),
+           always_exits(s.orelse), s.loc);
+  } catch (const UntypedParameter&) {
+    throw;
+  } catch (const RecursionError&) {
+    throw;
+  } catch (const Error& e) {
+    if (in_else || s.orelse.empty()) throw;
+    if (first_error_.empty()) first_error_ = e.what();
+    resume(at);
+    frame().env = env;
+    ++branch_depth_;
+    const size_t mark = later_errors_.size();
+    try {
+      run(s.orelse, false);
+    } catch (const UntypedParameter&) {
+      throw;
+    } catch (const Error& other) {
+      note_later_error(other.what(), mark);
+    }
+    throw;
+  }
 }
 
 void Lowerer::loop(Value* trip, Value* cond, const std::vector<StmtPtr>& body, const std::set<std::string>& assigned,

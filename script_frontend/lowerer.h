@@ -241,7 +241,19 @@ class Lowerer {
   void assigned_names(const std::vector<StmtPtr>& b, std::set<std::string>& out) const;
   void assigned_names(const Stmt& s, std::set<std::string>& out) const;
   void target_names(const Expr& t, std::set<std::string>& out) const;
-  void recover_after(const std::vector<StmtPtr>& body, size_t failed);
+  // Where a statement of a block starts: what checking the statements after a failed one restores (a failed
+  // statement can stop anywhere, inside an inlined call or a loop it lowers).
+  struct Resume {
+    std::vector<LoopCtx> loops;
+    int loop_depth = 0, branch_depth = 0;
+    size_t inlining = 1;
+    ir::Node* insert = nullptr;
+    std::map<Value*, std::string> param_of;
+  };
+  Resume resume_point() const;
+  void resume(const Resume& at);
+  void recover_after(const std::vector<StmtPtr>& body, size_t failed, const Resume& at);
+  void note_later_error(const std::string& e, size_t at);  // at: its place among the later errors (file order)
   // Before a list mutation rebinds every name of the list: refused inside an if or a loop when another
   // name shares it, since the branch's merge would unlink the names without a word.
   void check_list_shared(Value* xs, const std::string& name, SourceLoc loc);
@@ -303,6 +315,9 @@ class Lowerer {
   // called: inlined in its file with what it captured
   const ModuleGlobal* module_global(const std::string& name, SourceLoc loc);
   const Static* global_static(const Expr& e);  // e a Name of a module-level value (not a local): that value
+  // `helpers.NAME` where helpers is a module of the package (`from . import helpers`): NAME in its file
+  const ModuleGlobal* module_attribute(const Expr& e);
+  const ModuleGlobal* global_of(const std::shared_ptr<const File>& file, const std::string& name, SourceLoc loc, bool attribute);
   std::shared_ptr<const File> current_file() const;
   Value* call_function_value(const Static& fn, const Expr& call, const File* home, const std::string& name);
   Value* placeholder(const Type& t);
@@ -329,6 +344,7 @@ class Lowerer {
   const std::vector<StmtPtr>* top_body_ = nullptr;  // the function's own body (not an inlined one's)
   size_t top_index_ = 0;                            // the top-level statement being lowered
   std::vector<std::string> later_errors_;
+  std::string first_error_;  // the error that propagates (later ones equal to it are not noted again)
   std::vector<Tensor> bound_;                           // tensors read by this graph, in input order
   std::map<const TensorImpl*, Value*> bound_inputs_;    // their graph inputs
   const Expr* unpack_call_ = nullptr;

@@ -1,5 +1,6 @@
 // Module-level names in lowered code: `EPS = 1e-5`, `NEG_INF = float('-inf')`, a tuple, a name a relative
-// import binds (`from ._utils import _make_divisible`, `from ..ops import f`, a sibling file's constant). As
+// import binds (`from ._utils import _make_divisible`, `from ..ops import f`, a sibling file's constant), the names
+// of a module of the package bound as a value (`from . import helpers`, then `helpers.f(x)`, `helpers.CONST`). As
 // TorchScript, a module-level value is a constant of the graph: __init__'s evaluator computes it (so lowered code
 // and __init__ read the same value, the imported file read lazily, only the name used evaluated), and a
 // function value is inlined where it is called, its names read in its own file. A lambda kept on self or bound
@@ -32,18 +33,35 @@ const ModuleGlobal* Lowerer::module_global(const std::string& name, SourceLoc lo
     const Expr& maker = *c->second->args[0];  // a malformed namedtuple keeps the error collect() gave it
     if (maker.kind == ExprKind::Name && m_->namedtuple_makers.count(maker.name)) return nullptr;
   }
-  auto key = std::make_pair(m_, name);
-  if (auto it = globals_.find(key); it != globals_.end()) return &it->second;
   std::shared_ptr<const File> file = current_file();
   if (!file) return nullptr;  // a source with no File (kiln check of a bare function): the name stays unavailable
+  return global_of(file, name, loc, false);
+}
+
+const ModuleGlobal* Lowerer::global_of(const std::shared_ptr<const File>& file, const std::string& name, SourceLoc loc, bool attribute) {
+  auto key = std::make_pair(&file->ast, name);
+  if (auto it = globals_.find(key); it != globals_.end()) return &it->second;
   std::vector<std::shared_ptr<const File>> known = files_;
   if (!frames_.empty() && frames_.front().self)
     known.insert(known.end(), frames_.front().self->imports.begin(), frames_.front().self->imports.end());
-  std::optional<ModuleGlobal> g = script::module_global(file, name, loc, known);
+  std::optional<ModuleGlobal> g = script::module_global(file, name, loc, known, attribute);
   if (!g) return nullptr;
   for (const auto& f : g->files)
     if (std::find(files_.begin(), files_.end(), f) == files_.end()) files_.push_back(f);
   return &globals_.emplace(key, std::move(*g)).first->second;
+}
+
+const ModuleGlobal* Lowerer::module_attribute(const Expr& e) {
+  if (e.kind != ExprKind::Attribute) return nullptr;
+  const Static* mod = global_static(*e.args[0]);
+  if (!mod || !is_file_module(*mod)) return nullptr;
+  for (const auto& f : files_)
+    if (f->src.name == file_module_path(*mod)) {
+      const ModuleGlobal* g = global_of(f, e.name, e.loc, true);
+      if (!g) fail(e.loc, fmt::format("module '{}' has no attribute '{}'", f->src.name, e.name));
+      return g;
+    }
+  return nullptr;
 }
 
 const Static* Lowerer::global_static(const Expr& e) {

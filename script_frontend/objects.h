@@ -177,8 +177,15 @@ struct ModuleGlobal {
   std::shared_ptr<const File> home;
   std::vector<std::shared_ptr<const File>> files;
 };
+// `attribute`: NAME read as `module.NAME` of a module the file is (`from . import helpers`, then `helpers.f`), so
+// its functions and classes too.
 std::optional<ModuleGlobal> module_global(const std::shared_ptr<const File>& file, const std::string& name, SourceLoc loc,
-                                          const std::vector<std::shared_ptr<const File>>& known);
+                                          const std::vector<std::shared_ptr<const File>>& known, bool attribute = false);
+// A module of the model's package as a value (`from . import helpers`, `from .. import pkgmod`): a Namespace
+// named by its file's path.
+inline Static file_module(const std::string& path) { return Static::named(Static::Kind::Namespace, "file:" + path); }
+inline bool is_file_module(const Static& v) { return v.kind == Static::Kind::Namespace && v.s.rfind("file:", 0) == 0; }
+inline std::string file_module_path(const Static& v) { return v.s.substr(5); }
 // An IValue given to module() as a constructor argument.
 Static static_of(const IValue& v);
 

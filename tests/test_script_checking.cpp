@@ -104,3 +104,55 @@ TEST_CASE("script: kiln check builds each class that takes no argument and names
   CHECK(script::check_all("import torch.nn as nn\n\n\nclass A(nn.Module):\n    def forward(self, x):\n        return x\n", "a.py", skipped)
             .empty());
 }
+
+TEST_CASE("script: checking goes on inside if, for and while bodies, each independent error once and no cascades") {
+  const char* src = R"py(import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+
+    def forward(self, x):
+        if bool(x.sum() > 0):
+            a = x.frobnicate()
+            b = a + 1
+            c = torch.no_such_op(x)
+        else:
+            y = x.bad_method()
+        for layer in self.layers:
+            h = layer(x)
+            h = h.nope()
+            k = h + 1
+            z = x.zzz()
+        i = 0
+        while i < 3:
+            i = i + 1
+            q = x.www()
+            for j in range(2):
+                w = x.inner()
+            v = q + 1
+        return x + undefined_name
+)py";
+  std::string e = error_of([&] { script_source(src, "nested.py").module("Net"); });
+  CHECK(e.find("nested.py:12:") == 0);  // the first error first
+  // then the rest of its block, the else block, the loops' bodies (the unrolled one's once), the function's body
+  size_t at = 0;
+  for (const char* line : {"nested.py:14:", "nested.py:16:", "nested.py:19:", "nested.py:21:", "nested.py:25:", "nested.py:27:",
+                           "nested.py:29:"}) {
+    INFO(std::string(line));
+    size_t found = e.find(line, at);
+    CHECK(found != std::string::npos);
+    if (found != std::string::npos) at = found;
+  }
+  // statements that read a name a failed statement assigns are not new errors
+  for (const char* line : {"nested.py:13:", "nested.py:20:", "nested.py:28:"}) {
+    INFO(std::string(line));
+    CHECK(e.find(line) == std::string::npos);
+  }
+  size_t errors = 0;
+  for (size_t k = e.find(": error: "); k != std::string::npos; k = e.find(": error: ", k + 1)) ++errors;
+  CHECK(errors == 8);
+}

@@ -1,0 +1,98 @@
+// script(): torch.einsum with '...' in lowered code, where no operand's rank is known: a '...' leading every
+// term of two operands lowers through eager's composite (matmul broadcasts its dims), anything else names what it
+// needs. tests/data/script_einsum/ellipsis.py is the model; tests/gen_script_einsum_values.py ran it in PyTorch
+// 1.13 for the numbers below.
+#include <string>
+#include <vector>
+
+#include "error_of.h"
+#include "support.h"
+
+using namespace kiln;
+using kiln::test::check_close;
+
+namespace {
+
+// ((3i + k) mod 7 - 3) / 8, as the generator makes them (exact in float32)
+Tensor ramp(const Shape& shape, int k) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  std::vector<double> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(double((3 * i + k) % 7 - 3) / 8.0);
+  return tensor(v, shape).requires_grad_();
+}
+
+}  // namespace
+
+TEST_CASE("script einsum: '...' leading two operands' terms matches torch.einsum, values and gradients") {
+  ScriptFile file = script_file(std::string(KILN_TEST_DATA) + "/script_einsum/ellipsis.py");
+  auto net = file.module("Contract");
+  std::vector<Tensor> ins = {ramp({2, 2, 3}, 0), ramp({2, 3, 2}, 1), ramp({3, 2}, 2), ramp({2, 2, 3}, 3), ramp({2, 1, 2, 3}, 4)};
+  std::vector<IValue> args(ins.begin(), ins.end());
+  std::vector<IValue> out = net->call(args);
+  std::vector<IValue> ys = out.size() == 1 && out[0].is_tuple() ? out[0].elements() : out;
+  REQUIRE(ys.size() == 8);
+  check_close(ys[0].to_tensor(), tensor({0.234375, -0.09375, -0.15625, 0.015625, -0.015625, 0.109375, 0.078125, 0.046875}, {2, 2, 2}));
+  // b broadcast over a's ellipsis
+  check_close(ys[1].to_tensor(), tensor({-0.09375, -0.09375, 0.046875, 0.0, 0.078125, -0.015625, -0.109375, 0.078125}, {2, 2, 2}));
+  check_close(ys[2].to_tensor(), tensor({-0.033333, -0.0375, 0.25, -0.045833}, {2, 2}), 1e-5, 1e-5);
+  check_close(ys[3].to_tensor(), tensor({0.15625, -0.109375, -0.109375, 0.140625, 0.28125, -0.046875, -0.046875, 0.140625}, {2, 2, 2}));
+  // (2, 1) and (2,) ellipses broadcast to (2, 2)
+  check_close(ys[4].to_tensor(), tensor({0.109375, 0.015625, 0.046875, 0.015625, -0.015625, 0.109375, 0.078125, 0.046875, -0.125, 0.015625,
+                                         -0.1875, 0.015625, -0.046875, -0.125, 0.046875, -0.1875},
+                                        {2, 2, 2, 2}));
+  // an outer product over the ellipsis, and the implicit output ('...' first, then the letters seen once)
+  check_close(ys[5].to_tensor(), tensor({-0.0, 0.0, 0.0, -0.1125, 0.0125, 0.1375, 0.0375, -0.004167, -0.045833, -0.075, 0.008333, 0.091667,
+                                         0.075, -0.008333, -0.091667, -0.0375, 0.004167, 0.045833, 0.1125, -0.0125, -0.1375, -0.0, 0.0, 0.0,
+                                         -0.1125, 0.0125, 0.1375, 0.0375, -0.004167, -0.045833, -0.075, 0.008333, 0.091667, 0.075, -0.008333,
+                                         -0.091667},
+                                        {2, 2, 3, 3}),
+              1e-5, 1e-5);
+  check_close(ys[6].to_tensor(), ys[1].to_tensor());
+  Tensor loss = ys[7].to_tensor();
+  CHECK(loss.item<double>() == doctest::Approx(0.584217).epsilon(1e-5));
+  loss.backward();
+  check_close(ins[0].grad(), tensor({0.078125, -0.644531, -0.519531, 0.300781, -0.351562, -0.839844, 0.21875, -0.492188, -0.574219, 0.296875,
+                                     -0.421875, -0.621094},
+                                    {2, 2, 3}),
+              1e-5, 1e-5);
+  check_close(ins[1].grad(), tensor({-0.355469, -0.152344, 0.046875, 0.132812, 0.285156, -0.046875, 0.335938, 0.34375, -0.257812, -0.34375,
+                                     0.132812, 0.117188},
+                                    {2, 3, 2}),
+              1e-5, 1e-5);
+  check_close(ins[2].grad(), tensor({0.0, 0.0, -0.5625, -0.5625, 0.84375, 0.84375}, {3, 2}), 1e-5, 1e-5);
+  check_close(ins[3].grad(), tensor({0.52, 0.416944, -0.080833, 0.635278, 0.134722, 0.028889, -1.319167, 0.516667, 0.6025, -1.028889, 0.609722,
+                                     0.103611},
+                                    {2, 2, 3}),
+              1e-5, 1e-5);
+  check_close(ins[4].grad(), tensor({-0.015625, -0.078125, 0.078125, -0.015625, -0.078125, 0.078125, -0.015625, -0.078125, 0.078125,
+                                     -0.015625, -0.078125, 0.078125},
+                                    {2, 1, 2, 3}),
+              1e-5, 1e-5);
+  Tensor gv;
+  for (auto& [n, t] : net->named_parameters())
+    if (n == "v") gv = t.grad();
+  REQUIRE(gv.defined());
+  check_close(gv, tensor({-0.626042, 0.01875, 0.736458}, {3}), 1e-5, 1e-5);
+  // compiled, the same graph
+  std::vector<IValue> c = compile(net->method()).call(args);
+  std::vector<IValue> cs = c.size() == 1 && c[0].is_tuple() ? c[0].elements() : c;
+  check_close(cs[4].to_tensor(), ys[4].to_tensor());
+}
+
+TEST_CASE("script einsum: a '...' that needs the ranks names the equation, file, line and column") {
+  auto fn_error = [](const std::string& eq) {
+    std::string src = "import torch\nfrom torch import Tensor\n\n\ndef f(a: Tensor, b: Tensor) -> Tensor:\n    return torch.einsum(\"" + eq +
+                      "\", a, b)\n";
+    return kiln::test::error_of([&] { script_source(src, "eq.py").function("f"); });
+  };
+  // the ellipsis' dims summed away, or not leading: their number is needed
+  for (const char* eq : {"...ij,...jk->ik", "i...,i...->i...", "...ij,...kl->...ijkl"}) {
+    INFO(eq);
+    std::string e = fn_error(eq);
+    CHECK(e.find("eq.py:6:") != std::string::npos);
+    CHECK(e.find(std::string("einsum: '...' in '") + eq + "' needs each operand's rank when the graph is lowered") != std::string::npos);
+  }
+  // the letters' own errors come first, as eager gives them
+  CHECK(fn_error("...ii,...ij->...j").find("einsum: repeated subscript 'i' within an operand") != std::string::npos);
+}

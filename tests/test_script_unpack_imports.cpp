@@ -1,0 +1,61 @@
+// script(): module-level unpacking (`MEAN, STD = (0.5,), (0.25,)`) and modules of the package as values
+// (`from . import blocks`, `from .. import common`, then `blocks.f(x)` / `common.EPS`), read by __init__ and by
+// forward. tests/data/script_pkg/models/unpacked.py is the model; tests/gen_script_unpack_imports_values.py ran it
+// in PyTorch 1.13 for the numbers below.
+#include <string>
+#include <vector>
+
+#include "error_of.h"
+#include "support.h"
+
+using namespace kiln;
+using kiln::test::check_close;
+
+namespace {
+const std::string kPkg = std::string(KILN_TEST_DATA) + "/script_pkg";
+}
+
+TEST_CASE("script unpack imports: module-level unpacking and package modules as values match PyTorch") {
+  ScriptFile file = script_file(kPkg + "/models/unpacked.py");
+  auto net = file.module("Unpacked", {int64_t(5)});
+  // __init__: width = blocks.make_width(A) = 6 rows, a buffer of B = 4
+  CHECK(net->state_dict().at("w").sizes() == Shape{6, 5});
+  CHECK(net->state_dict().at("shift").sizes() == Shape{4});
+  std::vector<double> xs;
+  for (int i = 0; i < 10; ++i) xs.push_back((i - 4.0) / 3.0);
+  Tensor x = tensor(xs, {2, 5});
+  Tensor want = tensor({12.001, 4.06084, -11.999, 12.001, -11.999, 2.299731, 12.001, -11.999}, {2, 4});
+  Tensor y = net->forward(x);
+  check_close(y, want, 1e-4, 1e-4);
+  check_close(compile(net->method()).call({x})[0].to_tensor(), want, 1e-4, 1e-4);
+  y.sum().backward();
+  Tensor g;
+  for (auto& [n, t] : net->named_parameters())
+    if (n == "w") g = t.grad();
+  REQUIRE(g.defined());
+  check_close(g, tensor({0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -11.903316, -5.820709, 0.261895, 6.344501, 12.427106,
+                         -22.806103, -15.204067, -7.602036, 0.0, 7.602034, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0},
+                        {6, 5}),
+              1e-4, 1e-4);
+}
+
+TEST_CASE("script unpack imports: what unpacking and package modules cannot give names the file, line and column") {
+  auto module_error = [](const std::string& src, const std::string& path) {
+    return kiln::test::error_of([&] { script_source(src, path).module("N"); });
+  };
+  const std::string head = "import torch\nimport torch.nn as nn\n";
+  const std::string fwd = "\n\nclass N(nn.Module):\n    def forward(self, x):\n        return ";
+  // an unpacking whose count is wrong raises where the value is read, as Python does when the module runs
+  std::string e = module_error(head + "A, B = 1, 2, 3" + fwd + "x + A\n", "count.py");
+  CHECK(e.find("count.py:3:1: error: ValueError: too many values to unpack (expected 2)") != std::string::npos);
+  // `from . import name` with neither a name of the package nor a file
+  e = module_error(head + "from . import nothere" + fwd + "nothere.f(x)\n", kPkg + "/models/missing.py");
+  CHECK(e.find("missing.py:7:16: error: 'nothere' comes from `from . import nothere`, and kiln found no file for it") !=
+        std::string::npos);
+  CHECK(e.find("models/nothere.py") != std::string::npos);
+  // a name the imported module does not bind
+  e = module_error(head + "from . import blocks" + fwd + "blocks.missing(x)\n", kPkg + "/models/attr.py");
+  CHECK(e.find("attr.py:7:23: error: module '" + kPkg + "/models/blocks.py' has no attribute 'missing'") != std::string::npos);
+  e = module_error(head + "from .. import common" + fwd + "x + common.NOPE\n", kPkg + "/models/attr2.py");
+  CHECK(e.find("attr2.py:7:27: error: module '" + kPkg + "/common.py' has no attribute 'NOPE'") != std::string::npos);
+}
