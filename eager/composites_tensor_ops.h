@@ -1,8 +1,9 @@
 #pragma once
 // Tensor ops model files call that are compositions of rows (masked_fill, tril/triu, sort/topk over the
-// argsort row, multinomial, repeat, flip, roll, repeat_interleave, one_hot, cumsum/cumprod), each written once over a builder (eager/builder.h) so eager, the
+// argsort row, median/kthvalue, multinomial, repeat, flip, roll, repeat_interleave, one_hot, cumsum/cumprod), each written once over a builder (eager/builder.h) so eager, the
 // tracer and the script frontend record the same ops.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -398,6 +399,89 @@ std::pair<Val<B>, Val<B>> topk(B& b, Val<B> x, int64_t k, int64_t dim, bool larg
   Val<B> idx = b.op(OpId::Slice, {argsort(b, x, dim, largest)},
                     Attrs().set("dim", d).set("start", int64_t(0)).set("end", k).set("step", int64_t(1)));
   return {b.op(OpId::Gather, {x, idx}, Attrs().set("dim", d)), idx};
+}
+
+// The element at position k (0-based, int64, shaped as x with size 1 along d) of the stable ascending sort along d
+// (NaN as the largest value) and where it stood in x; dim d dropped unless keepdim. A tie gives the stable sort's
+// k-th, which is the index torch 1.13's CPU quickselect returns in the cases tests/test_order_statistics.cpp checks;
+// torch documents a tie's index as unspecified. The value is a gather, so its gradient goes to that index, as
+// torch's value_selecting_reduction_backward.
+template <class B>
+std::pair<Val<B>, Val<B>> select_sorted(B& b, Val<B> x, int64_t d, Val<B> k, bool keepdim) {
+  auto [v, i] = sort(b, x, d, false);
+  Val<B> vk = b.op(OpId::Gather, {v, k}, Attrs().set("dim", d));
+  Val<B> ik = b.op(OpId::Gather, {i, k}, Attrs().set("dim", d));
+  if (keepdim) return {vk, ik};
+  Attrs sq = Attrs().set("dims", Shape{d});
+  return {b.op(OpId::Squeeze, {vk}, sq), b.op(OpId::Squeeze, {ik}, sq)};
+}
+
+// An int64 zero shaped as x with size 1 along d (the shape of select_sorted's k)
+template <class B>
+Val<B> zero_along(B& b, Val<B> x, int64_t d) {
+  Val<B> none = b.op(OpId::Cast, {b.op(OpId::LogicalAnd, {x, b.scalar(false)})}, Attrs().set("dtype", DType::Int64));
+  return b.op(OpId::Sum, {none}, Attrs().set("dims", Shape{d}).set("keepdim", true));
+}
+
+// x's size along d (wrapped integer), which must not be zero: torch's words for median and kthvalue
+template <class B>
+Val<B> reduction_size(B& b, const char* fn, Val<B> x, int64_t d) {
+  return b.count(x, {d}, 0, [fn, d](const std::optional<Shape>&) {
+    return fmt::format("{}(): Expected reduction dim {} to have non-zero size", fn, d);
+  });
+}
+
+inline std::string kth_out_of_range(int64_t d) { return fmt::format("kthvalue(): selected number k out of range for dimension {}", d); }
+
+// torch.kthvalue with k (1-based) a wrapped integer the caller checked to lie in [1, x.size(d)], d wrapped
+template <class B>
+std::pair<Val<B>, Val<B>> kth_sorted(B& b, Val<B> x, int64_t d, Val<B> k, bool keepdim) {
+  Val<B> at = b.op(OpId::Add, {zero_along(b, x, d), b.op(OpId::Sub, {k, b.scalar(Scalar(int64_t(1)))})});
+  return select_sorted(b, x, d, at, keepdim);
+}
+
+// torch.kthvalue(x, k, dim, keepdim), checked as torch checks it. A 0-d x is one element along dim 0 or -1.
+template <class B>
+std::pair<Val<B>, Val<B>> kthvalue(B& b, Val<B> x, int64_t k, int64_t dim, bool keepdim) {
+  if (std::optional<int64_t> r = b.rank(x); r && *r == 0)
+    return kthvalue(b, b.op(OpId::Reshape, {x}, Attrs().set("shape", Shape{1})), k, dim, false);
+  const int64_t d = b.dim("kthvalue", dim, x);
+  reduction_size(b, "kthvalue", x, d);
+  if (k < 1) b.fail(kth_out_of_range(d));
+  b.count(x, {d}, k - 1, [d](const std::optional<Shape>&) { return kth_out_of_range(d); });
+  return kth_sorted(b, x, d, b.scalar(Scalar(k)), keepdim);
+}
+
+// torch.median(x, dim, keepdim): the lower median, position (n - 1) // 2 of the sort; where a slice holds a NaN, its
+// first NaN (the sort puts the NaNs last, in order), as torch propagates NaN
+template <class B>
+std::pair<Val<B>, Val<B>> median(B& b, Val<B> x, int64_t dim, bool keepdim) {
+  if (std::optional<int64_t> r = b.rank(x); r && *r == 0)
+    return median(b, b.op(OpId::Reshape, {x}, Attrs().set("shape", Shape{1})), dim, false);
+  const int64_t d = b.dim("median", dim, x);
+  Val<B> n = reduction_size(b, "median", x, d);
+  Val<B> nans = b.op(OpId::Sum, {b.op(OpId::Cast, {b.op(OpId::Ne, {x, x})}, Attrs().set("dtype", DType::Int64))},
+                     Attrs().set("dims", Shape{d}).set("keepdim", true));
+  Val<B> lower = b.op(OpId::FloorDivide, {b.op(OpId::Sub, {n, b.scalar(Scalar(int64_t(1)))}), b.scalar(Scalar(int64_t(2)))});
+  Val<B> k = b.op(OpId::Where, {b.op(OpId::Gt, {nans, b.scalar(Scalar(int64_t(0)))}), b.op(OpId::Sub, {n, nans}), lower});
+  return select_sorted(b, x, d, k, keepdim);
+}
+
+// torch.median(x): the lower median of all elements, a 0-d tensor (NaN for an empty floating x, as torch). Its
+// gradient is torch's evenly_distribute_backward, shared by the elements equal to the result: the result is
+// read again as the amax of x where x equals it (or is NaN) and of a detached value below it elsewhere, so the
+// value is unchanged and amax's gradient splits among the ties, whatever x's dtype.
+template <class B>
+Val<B> median_all(B& b, Val<B> x) {
+  Val<B> flat = b.op(OpId::Reshape, {x}, Attrs().set("shape", Shape{-1}));
+  if (std::optional<Shape> s = b.shape(flat); s && (*s)[0] == 0)
+    return keep_dtype(b, b.op(OpId::Mul, {b.op(OpId::Sum, {b.detach(flat)}, Attrs().set("dims", Shape{}).set("keepdim", false)), b.scalar(NAN)}), x);
+  Val<B> r = b.detach(median(b, flat, 0, false).first);
+  Val<B> tie = b.op(OpId::LogicalOr, {b.op(OpId::Eq, {flat, r}), b.op(OpId::Ne, {flat, flat})});
+  // min(2 * min(r, 0) - 1, r): below r for floats of any size, and at most r where an integer wraps
+  Val<B> twice = b.op(OpId::Mul, {b.op(OpId::Minimum, {r, b.scalar(Scalar(int64_t(0)))}), b.scalar(Scalar(int64_t(2)))});
+  Val<B> below = b.op(OpId::Minimum, {b.op(OpId::Sub, {twice, b.scalar(Scalar(int64_t(1)))}), r});
+  return b.op(OpId::Amax, {b.op(OpId::Where, {tie, flat, below})}, Attrs().set("dims", Shape{0}).set("keepdim", false));
 }
 
 // torch.multinomial over the last dim of a 1-D or 2-D tensor of non-negative weights (unnormalised), drawn
