@@ -64,6 +64,21 @@ Val<B> pick(B& b, Val<B> x, int64_t d, Val<B> index, int64_t reported) {
               Attrs().set("dim", d).set("indexing", reported));
 }
 
+// The index tensors on x's dims first, first + 1, ... (broadcast together, each wrapped and checked against its
+// dim) as one linear index into those dims flattened, row-major
+template <class B>
+Val<B> linear_index(B& b, Val<B> x, int64_t first, const std::vector<Val<B>>& idx) {
+  auto no_check = [](const std::optional<Shape>&) { return std::string(); };
+  // numpy's rule, in torch's IndexError words rather than a binary op's
+  b.check_broadcast(idx, "shape mismatch: indexing tensors could not be broadcast together with shapes ");
+  Val<B> lin{};
+  for (int64_t j = 0; j < int64_t(idx.size()); ++j) {
+    Val<B> i = b.reshape_like(pick(b, dim_range(b, x, first + j), 0, idx[size_t(j)], j), idx[size_t(j)], {});
+    lin = j == 0 ? i : b.op(OpId::Add, {b.op(OpId::Mul, {lin, b.count(x, {first + j}, -1, no_check)}), i});
+  }
+  return lin;
+}
+
 // x[i0, i1, ...] with integer index tensors on the adjacent dims first, first + 1, ... (torch's advanced indexing,
 // `x[torch.arange(n), targets]`): the indices broadcast to one shape S (a negative one counts from the end), are
 // combined into one linear index over those dims, and one index_select of x with those dims flattened picks the
@@ -82,14 +97,7 @@ Val<B> index_tensors(B& b, Val<B> x, int64_t first, const std::vector<Val<B>>& i
     return b.op(OpId::Select, {b.unflatten_like(picked, 0, lead)}, Attrs().set("dim", int64_t(0)).set("index", int64_t(0)));
   }
   if (k == 1) return b.unflatten_like(pick(b, x, first, idx[0], 0), first, idx[0]);
-  auto no_check = [](const std::optional<Shape>&) { return std::string(); };
-  // numpy's rule, in torch's IndexError words rather than a binary op's
-  b.check_broadcast(idx, "shape mismatch: indexing tensors could not be broadcast together with shapes ");
-  Val<B> lin{};
-  for (int64_t j = 0; j < k; ++j) {
-    Val<B> i = b.reshape_like(pick(b, dim_range(b, x, first + j), 0, idx[size_t(j)], j), idx[size_t(j)], {});
-    lin = j == 0 ? i : b.op(OpId::Add, {b.op(OpId::Mul, {lin, b.count(x, {first + j}, -1, no_check)}), i});
-  }
+  Val<B> lin = linear_index(b, x, first, idx);
   Val<B> flat = b.flatten(x, first, first + k - 1);
   Val<B> picked = b.op(OpId::IndexSelect, {flat, b.op(OpId::Reshape, {lin}, Attrs().set("shape", Shape{-1}))},
                        Attrs().set("dim", first));
@@ -300,6 +308,26 @@ Val<B> index_put_accumulate(B& b, Val<B> x, Val<B> idx, Val<B> v) {
   return b.op(OpId::IndexAdd, {x, put.pos, put.rows}, Attrs().set("dim", int64_t(0)));
 }
 
+// x.index_put_((i0, i1, ...), v, accumulate) as a new value, integer indices on x's leading dims: those dims
+// flattened into one, indexed by put_rows' rule with the linear index of the tuple (so v broadcasts to
+// x[i0, i1, ...]'s shape, and a repeated tuple accumulates or keeps its last write as with one index), and
+// x's shape restored
+template <class B>
+Val<B> index_put_tuple(B& b, Val<B> x, const std::vector<Val<B>>& idx, Val<B> v, bool accumulate) {
+  const int64_t k = int64_t(idx.size());
+  if (k == 0) b.fail("index_put: needs at least one index tensor");
+  if (k == 1) return accumulate ? index_put_accumulate(b, x, idx[0], v) : index_put(b, x, idx[0], v);
+  if (std::optional<int64_t> r = b.rank(x); r && k > *r)
+    b.fail(fmt::format("index_put: too many indices for tensor of dimension {} (got {})", *r, k));
+  for (const Val<B>& i : idx)
+    if (std::optional<DType> d = b.dtype(i); d && !is_integral(*d))
+      b.fail(fmt::format("index_put: tensors used as indices must be long, int, byte or bool tensors, got {}", dtype_name(*d)));
+  Val<B> flat = b.flatten(x, 0, k - 1);
+  Val<B> lin = linear_index(b, x, 0, idx);
+  Val<B> put = accumulate ? index_put_accumulate(b, flat, lin, v) : index_put(b, flat, lin, v);
+  return b.reshape_like(put, x, {});
+}
+
 // x[:, idx] = v, x[..., idx] = v: index_put over dim d (d < 0: from the end) swapped to the front. v is first broadcast
 // to x[:, idx]'s shape (where torch broadcasts it) and idx's dims merged into one, as index_put takes one index dim.
 template <class B>
@@ -403,9 +431,9 @@ std::pair<Val<B>, Val<B>> topk(B& b, Val<B> x, int64_t k, int64_t dim, bool larg
 
 // The element at position k (0-based, int64, shaped as x with size 1 along d) of the stable ascending sort along d
 // (NaN as the largest value) and where it stood in x; dim d dropped unless keepdim. A tie gives the stable sort's
-// k-th, which is the index torch 1.13's CPU quickselect returns in the cases tests/test_order_statistics.cpp checks;
-// torch documents a tie's index as unspecified. The value is a gather, so its gradient goes to that index, as
-// torch's value_selecting_reduction_backward.
+// k-th: torch 1.13's CPU median returns the same (every row of 5850 random ones with ties), its CPU kthvalue's
+// quickselect often another of the tied elements (torch names no rule; the values agree). The value is a gather,
+// so its gradient goes to that index, as torch's value_selecting_reduction_backward.
 template <class B>
 std::pair<Val<B>, Val<B>> select_sorted(B& b, Val<B> x, int64_t d, Val<B> k, bool keepdim) {
   auto [v, i] = sort(b, x, d, false);

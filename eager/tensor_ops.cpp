@@ -102,6 +102,12 @@ Tensor index_put(const Tensor& x, const Tensor& index, const Tensor& v, bool acc
   return accumulate ? composite::index_put_accumulate(b, x, index, v) : composite::index_put(b, x, index, v);
 }
 
+Tensor index_put(const Tensor& x, const Tensors& indices, const Tensor& v, bool accumulate) {
+  if (x.dim() == 0) fail("index_put: invalid index of a 0-dim tensor");
+  EagerBuilder b;
+  return composite::index_put_tuple(b, x, indices, v, accumulate);
+}
+
 Tensor index_put_dim(const Tensor& x, int64_t d, const Tensor& index, const Tensor& v) {
   int64_t at = wrap_dim("index_put_dim", d, x.dim());
   EagerBuilder b;

@@ -1297,15 +1297,16 @@ void add_tensor_ops(std::vector<Builtin>& b) {
     auto [v, i] = composite::kth_sorted(lb, x, d, L.number_to_tensor(k), keepdim);
     return L.values_indices("kthvalue", v, i);
   });
-  // Tensor.index_put((idx,), v, accumulate) and, through the in-place rule, index_put_: one integer index over dim 0
+  // Tensor.index_put((i0, i1, ...), v, accumulate) and, through the in-place rule, index_put_: integer indices over
+  // the leading dims
   add("index_put", kFn | kMethod, {"input", "indices", "values", "accumulate"}, 3, [](Lowerer& L, Args& a, const Expr&) {
     Value* x = L.tensor_arg(a[0], "input");
     std::optional<std::vector<Value*>> idx = known_tensors(L, a[1], "index_put");
-    if (!idx || idx->size() != 1) L.fail(a[1].loc, "index_put: kiln script takes indices as a tuple or list of one index tensor, (idx,)");
+    if (!idx || idx->empty()) L.fail(a[1].loc, "index_put: kiln script takes indices as a tuple or list of index tensors, (i0, i1, ...)");
     Value* v = L.tensor_arg(a[2], "values", true);
     bool accumulate = is_given(a[3]) && L.need_bool(a[3], "accumulate");
     LoweringBuilder lb(L);
-    return accumulate ? composite::index_put_accumulate(lb, x, (*idx)[0], v) : composite::index_put(lb, x, (*idx)[0], v);
+    return composite::index_put_tuple(lb, x, *idx, v, accumulate);
   });
   add("argsort", kFn | kMethod, {"input", "dim", "descending", "stable"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     int64_t dim = is_given(a[1]) ? L.need_int(a[1], "dim") : -1;

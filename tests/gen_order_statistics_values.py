@@ -1,6 +1,6 @@
 """Prints the PyTorch 1.13 values pasted into tests/test_order_statistics.cpp (run with /usr/bin/python3):
-median / kthvalue (values, indices, gradients of sum(values * w)). The inputs are written out here and in the
-test."""
+median / kthvalue (values, indices, gradients of sum(values * w)) and index_put with a tuple of indices and
+accumulate=True. The inputs are written out here and in the test."""
 import torch
 
 
@@ -56,3 +56,34 @@ show("median(int, 1) values", v)
 show("median(int, 1) indices", i)
 show("median(0-d, 0)", torch.stack(list(torch.median(torch.tensor(5.0), 0))))
 show("median(empty)", torch.median(torch.zeros(0)))
+
+# index_put with two index tensors and accumulate=True: repeated (row, col) pairs add up, the indices broadcast
+x = torch.arange(12, dtype=torch.float32).reshape(3, 4).requires_grad_()
+v = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0], requires_grad=True)
+i0 = torch.tensor([0, 2, 0, -1, 1])
+i1 = torch.tensor([1, 3, 1, 3, -4])
+y = x.index_put((i0, i1), v, accumulate=True)
+wy = torch.arange(12, dtype=torch.float32).reshape(3, 4) * 0.5 - 2.0
+(y * wy).sum().backward()
+show("index_put 2-D accumulate", y)
+show("index_put 2-D accumulate x.grad", x.grad)
+show("index_put 2-D accumulate v.grad", v.grad)
+# three dims indexed by two broadcast indices (2, 1) and (3,), the value broadcast over the last dim
+x3 = torch.arange(24, dtype=torch.float64).reshape(2, 3, 4).requires_grad_()
+v3 = torch.tensor([[10.0], [20.0], [30.0]], dtype=torch.float64, requires_grad=True)
+j0 = torch.tensor([[1], [1]])
+j1 = torch.tensor([0, 2, 0])
+y3 = x3.index_put((j0, j1), v3.reshape(3, 1), accumulate=True)
+w3 = torch.linspace(-1.0, 1.0, 24, dtype=torch.float64).reshape(2, 3, 4)
+(y3 * w3).sum().backward()
+show("index_put 3-D accumulate", y3)
+show("index_put 3-D accumulate v.grad", v3.grad)
+# without accumulate, distinct pairs: a plain write
+show("index_put 2-D", torch.zeros(3, 4).index_put((torch.tensor([2, 0]), torch.tensor([1, 3])), torch.tensor([7.0, 8.0])))
+for bad in [lambda: torch.zeros(3, 4).index_put((torch.tensor([3]), torch.tensor([0])), torch.tensor([1.0]), accumulate=True),
+            lambda: torch.zeros(3, 4).index_put((torch.tensor([0, 1]), torch.tensor([0, 1, 2])), torch.tensor([1.0]), accumulate=True),
+            lambda: torch.zeros(3, 4).index_put((torch.tensor([0]), torch.tensor([0]), torch.tensor([0])), torch.tensor([1.0]), accumulate=True)]:
+    try:
+        bad()
+    except Exception as e:
+        print("// error:", type(e).__name__, e)
