@@ -1,4 +1,5 @@
-"""Prints the PyTorch 1.13 values pasted into tests/test_order_statistics.cpp (run with /usr/bin/python3):
+"""Prints the PyTorch 1.13 values pasted into tests/test_tensor_ops.cpp and tests/test_script_indexing.cpp (run
+with /usr/bin/python3):
 median / kthvalue (values, indices, gradients of sum(values * w)) and index_put with a tuple of indices and
 accumulate=True. The inputs are written out here and in the test."""
 import torch
