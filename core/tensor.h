@@ -197,6 +197,9 @@ class Tensor {
   Tensor triu(int64_t diagonal = 0) const;
   std::pair<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
   std::pair<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;
+  Tensor median() const;
+  std::pair<Tensor, Tensor> median(int64_t dim, bool keepdim = false) const;
+  std::pair<Tensor, Tensor> kthvalue(int64_t k, int64_t dim = -1, bool keepdim = false) const;
   Tensor argsort(int64_t dim = -1, bool descending = false) const;
   Tensor repeat(const Shape& repeats) const;
 

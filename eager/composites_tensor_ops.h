@@ -1,8 +1,9 @@
 #pragma once
 // Tensor ops model files call that are compositions of rows (masked_fill, tril/triu, sort/topk over the
-// argsort row, multinomial, repeat, flip, roll, repeat_interleave, one_hot, cumsum/cumprod), each written once over a builder (eager/builder.h) so eager, the
+// argsort row, median/kthvalue, multinomial, repeat, flip, roll, repeat_interleave, one_hot, cumsum/cumprod), each written once over a builder (eager/builder.h) so eager, the
 // tracer and the script frontend record the same ops.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -63,6 +64,21 @@ Val<B> pick(B& b, Val<B> x, int64_t d, Val<B> index, int64_t reported) {
               Attrs().set("dim", d).set("indexing", reported));
 }
 
+// The index tensors on x's dims first, first + 1, ... (broadcast together, each wrapped and checked against its
+// dim) as one linear index into those dims flattened, row-major
+template <class B>
+Val<B> linear_index(B& b, Val<B> x, int64_t first, const std::vector<Val<B>>& idx) {
+  auto no_check = [](const std::optional<Shape>&) { return std::string(); };
+  // numpy's rule, in torch's IndexError words rather than a binary op's
+  b.check_broadcast(idx, "shape mismatch: indexing tensors could not be broadcast together with shapes ");
+  Val<B> lin{};
+  for (int64_t j = 0; j < int64_t(idx.size()); ++j) {
+    Val<B> i = b.reshape_like(pick(b, dim_range(b, x, first + j), 0, idx[size_t(j)], j), idx[size_t(j)], {});
+    lin = j == 0 ? i : b.op(OpId::Add, {b.op(OpId::Mul, {lin, b.count(x, {first + j}, -1, no_check)}), i});
+  }
+  return lin;
+}
+
 // x[i0, i1, ...] with integer index tensors on the adjacent dims first, first + 1, ... (torch's advanced indexing,
 // `x[torch.arange(n), targets]`): the indices broadcast to one shape S (a negative one counts from the end), are
 // combined into one linear index over those dims, and one index_select of x with those dims flattened picks the
@@ -81,14 +97,7 @@ Val<B> index_tensors(B& b, Val<B> x, int64_t first, const std::vector<Val<B>>& i
     return b.op(OpId::Select, {b.unflatten_like(picked, 0, lead)}, Attrs().set("dim", int64_t(0)).set("index", int64_t(0)));
   }
   if (k == 1) return b.unflatten_like(pick(b, x, first, idx[0], 0), first, idx[0]);
-  auto no_check = [](const std::optional<Shape>&) { return std::string(); };
-  // numpy's rule, in torch's IndexError words rather than a binary op's
-  b.check_broadcast(idx, "shape mismatch: indexing tensors could not be broadcast together with shapes ");
-  Val<B> lin{};
-  for (int64_t j = 0; j < k; ++j) {
-    Val<B> i = b.reshape_like(pick(b, dim_range(b, x, first + j), 0, idx[size_t(j)], j), idx[size_t(j)], {});
-    lin = j == 0 ? i : b.op(OpId::Add, {b.op(OpId::Mul, {lin, b.count(x, {first + j}, -1, no_check)}), i});
-  }
+  Val<B> lin = linear_index(b, x, first, idx);
   Val<B> flat = b.flatten(x, first, first + k - 1);
   Val<B> picked = b.op(OpId::IndexSelect, {flat, b.op(OpId::Reshape, {lin}, Attrs().set("shape", Shape{-1}))},
                        Attrs().set("dim", first));
@@ -299,6 +308,26 @@ Val<B> index_put_accumulate(B& b, Val<B> x, Val<B> idx, Val<B> v) {
   return b.op(OpId::IndexAdd, {x, put.pos, put.rows}, Attrs().set("dim", int64_t(0)));
 }
 
+// x.index_put_((i0, i1, ...), v, accumulate) as a new value, integer indices on x's leading dims: those dims
+// flattened into one, indexed by put_rows' rule with the linear index of the tuple (so v broadcasts to
+// x[i0, i1, ...]'s shape, and a repeated tuple accumulates or keeps its last write as with one index), and
+// x's shape restored
+template <class B>
+Val<B> index_put_tuple(B& b, Val<B> x, const std::vector<Val<B>>& idx, Val<B> v, bool accumulate) {
+  const int64_t k = int64_t(idx.size());
+  if (k == 0) b.fail("index_put: needs at least one index tensor");
+  if (k == 1) return accumulate ? index_put_accumulate(b, x, idx[0], v) : index_put(b, x, idx[0], v);
+  if (std::optional<int64_t> r = b.rank(x); r && k > *r)
+    b.fail(fmt::format("index_put: too many indices for tensor of dimension {} (got {})", *r, k));
+  for (const Val<B>& i : idx)
+    if (std::optional<DType> d = b.dtype(i); d && !is_integral(*d))
+      b.fail(fmt::format("index_put: tensors used as indices must be long, int, byte or bool tensors, got {}", dtype_name(*d)));
+  Val<B> flat = b.flatten(x, 0, k - 1);
+  Val<B> lin = linear_index(b, x, 0, idx);
+  Val<B> put = accumulate ? index_put_accumulate(b, flat, lin, v) : index_put(b, flat, lin, v);
+  return b.reshape_like(put, x, {});
+}
+
 // x[:, idx] = v, x[..., idx] = v: index_put over dim d (d < 0: from the end) swapped to the front. v is first broadcast
 // to x[:, idx]'s shape (where torch broadcasts it) and idx's dims merged into one, as index_put takes one index dim.
 template <class B>
@@ -398,6 +427,89 @@ std::pair<Val<B>, Val<B>> topk(B& b, Val<B> x, int64_t k, int64_t dim, bool larg
   Val<B> idx = b.op(OpId::Slice, {argsort(b, x, dim, largest)},
                     Attrs().set("dim", d).set("start", int64_t(0)).set("end", k).set("step", int64_t(1)));
   return {b.op(OpId::Gather, {x, idx}, Attrs().set("dim", d)), idx};
+}
+
+// The element at position k (0-based, int64, shaped as x with size 1 along d) of the stable ascending sort along d
+// (NaN as the largest value) and where it stood in x; dim d dropped unless keepdim. A tie gives the stable sort's
+// k-th: torch 1.13's CPU median returns the same (every row of 5850 random ones with ties), its CPU kthvalue's
+// quickselect often another of the tied elements (torch names no rule; the values agree). The value is a gather,
+// so its gradient goes to that index, as torch's value_selecting_reduction_backward.
+template <class B>
+std::pair<Val<B>, Val<B>> select_sorted(B& b, Val<B> x, int64_t d, Val<B> k, bool keepdim) {
+  auto [v, i] = sort(b, x, d, false);
+  Val<B> vk = b.op(OpId::Gather, {v, k}, Attrs().set("dim", d));
+  Val<B> ik = b.op(OpId::Gather, {i, k}, Attrs().set("dim", d));
+  if (keepdim) return {vk, ik};
+  Attrs sq = Attrs().set("dims", Shape{d});
+  return {b.op(OpId::Squeeze, {vk}, sq), b.op(OpId::Squeeze, {ik}, sq)};
+}
+
+// An int64 zero shaped as x with size 1 along d (the shape of select_sorted's k)
+template <class B>
+Val<B> zero_along(B& b, Val<B> x, int64_t d) {
+  Val<B> none = b.op(OpId::Cast, {b.op(OpId::LogicalAnd, {x, b.scalar(false)})}, Attrs().set("dtype", DType::Int64));
+  return b.op(OpId::Sum, {none}, Attrs().set("dims", Shape{d}).set("keepdim", true));
+}
+
+// x's size along d (wrapped integer), which must not be zero: torch's words for median and kthvalue
+template <class B>
+Val<B> reduction_size(B& b, const char* fn, Val<B> x, int64_t d) {
+  return b.count(x, {d}, 0, [fn, d](const std::optional<Shape>&) {
+    return fmt::format("{}(): Expected reduction dim {} to have non-zero size", fn, d);
+  });
+}
+
+inline std::string kth_out_of_range(int64_t d) { return fmt::format("kthvalue(): selected number k out of range for dimension {}", d); }
+
+// torch.kthvalue with k (1-based) a wrapped integer the caller checked to lie in [1, x.size(d)], d wrapped
+template <class B>
+std::pair<Val<B>, Val<B>> kth_sorted(B& b, Val<B> x, int64_t d, Val<B> k, bool keepdim) {
+  Val<B> at = b.op(OpId::Add, {zero_along(b, x, d), b.op(OpId::Sub, {k, b.scalar(Scalar(int64_t(1)))})});
+  return select_sorted(b, x, d, at, keepdim);
+}
+
+// torch.kthvalue(x, k, dim, keepdim), checked as torch checks it. A 0-d x is one element along dim 0 or -1.
+template <class B>
+std::pair<Val<B>, Val<B>> kthvalue(B& b, Val<B> x, int64_t k, int64_t dim, bool keepdim) {
+  if (std::optional<int64_t> r = b.rank(x); r && *r == 0)
+    return kthvalue(b, b.op(OpId::Reshape, {x}, Attrs().set("shape", Shape{1})), k, dim, false);
+  const int64_t d = b.dim("kthvalue", dim, x);
+  reduction_size(b, "kthvalue", x, d);
+  if (k < 1) b.fail(kth_out_of_range(d));
+  b.count(x, {d}, k - 1, [d](const std::optional<Shape>&) { return kth_out_of_range(d); });
+  return kth_sorted(b, x, d, b.scalar(Scalar(k)), keepdim);
+}
+
+// torch.median(x, dim, keepdim): the lower median, position (n - 1) // 2 of the sort; where a slice holds a NaN, its
+// first NaN (the sort puts the NaNs last, in order), as torch propagates NaN
+template <class B>
+std::pair<Val<B>, Val<B>> median(B& b, Val<B> x, int64_t dim, bool keepdim) {
+  if (std::optional<int64_t> r = b.rank(x); r && *r == 0)
+    return median(b, b.op(OpId::Reshape, {x}, Attrs().set("shape", Shape{1})), dim, false);
+  const int64_t d = b.dim("median", dim, x);
+  Val<B> n = reduction_size(b, "median", x, d);
+  Val<B> nans = b.op(OpId::Sum, {b.op(OpId::Cast, {b.op(OpId::Ne, {x, x})}, Attrs().set("dtype", DType::Int64))},
+                     Attrs().set("dims", Shape{d}).set("keepdim", true));
+  Val<B> lower = b.op(OpId::FloorDivide, {b.op(OpId::Sub, {n, b.scalar(Scalar(int64_t(1)))}), b.scalar(Scalar(int64_t(2)))});
+  Val<B> k = b.op(OpId::Where, {b.op(OpId::Gt, {nans, b.scalar(Scalar(int64_t(0)))}), b.op(OpId::Sub, {n, nans}), lower});
+  return select_sorted(b, x, d, k, keepdim);
+}
+
+// torch.median(x): the lower median of all elements, a 0-d tensor (NaN for an empty floating x, as torch). Its
+// gradient is torch's evenly_distribute_backward, shared by the elements equal to the result: the result is
+// read again as the amax of x where x equals it (or is NaN) and of a detached value below it elsewhere, so the
+// value is unchanged and amax's gradient splits among the ties, whatever x's dtype.
+template <class B>
+Val<B> median_all(B& b, Val<B> x) {
+  Val<B> flat = b.op(OpId::Reshape, {x}, Attrs().set("shape", Shape{-1}));
+  if (std::optional<Shape> s = b.shape(flat); s && (*s)[0] == 0)
+    return keep_dtype(b, b.op(OpId::Mul, {b.op(OpId::Sum, {b.detach(flat)}, Attrs().set("dims", Shape{}).set("keepdim", false)), b.scalar(NAN)}), x);
+  Val<B> r = b.detach(median(b, flat, 0, false).first);
+  Val<B> tie = b.op(OpId::LogicalOr, {b.op(OpId::Eq, {flat, r}), b.op(OpId::Ne, {flat, flat})});
+  // min(2 * min(r, 0) - 1, r): below r for floats of any size, and at most r where an integer wraps
+  Val<B> twice = b.op(OpId::Mul, {b.op(OpId::Minimum, {r, b.scalar(Scalar(int64_t(0)))}), b.scalar(Scalar(int64_t(2)))});
+  Val<B> below = b.op(OpId::Minimum, {b.op(OpId::Sub, {twice, b.scalar(Scalar(int64_t(1)))}), r});
+  return b.op(OpId::Amax, {b.op(OpId::Where, {tie, flat, below})}, Attrs().set("dims", Shape{0}).set("keepdim", false));
 }
 
 // torch.multinomial over the last dim of a 1-D or 2-D tensor of non-negative weights (unnormalised), drawn

@@ -139,6 +139,11 @@ Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false);
 std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false);
 // the k largest (smallest) along dim, always in sorted order
 std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true);
+// torch.median / kthvalue along dim: (values, int64 indices), the lower median, NaN propagating for median; a tie's
+// index is the stable sort's. median(x): the lower median of all elements, its gradient shared by the ties
+Tensor median(const Tensor& x);
+std::pair<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim = false);
+std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim = -1, bool keepdim = false);
 // int64 indices drawn from the rows of a 1-D or 2-D tensor of weights, from kiln's generator (manual_seed)
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false);
 Tensor repeat(const Tensor& x, const Shape& repeats);

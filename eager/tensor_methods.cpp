@@ -148,6 +148,9 @@ std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim, bool largest, boo
   return kiln::topk(*this, k, dim, largest, sorted);
 }
 std::pair<Tensor, Tensor> Tensor::sort(int64_t dim, bool descending) const { return kiln::sort(*this, dim, descending); }
+Tensor Tensor::median() const { return kiln::median(*this); }
+std::pair<Tensor, Tensor> Tensor::median(int64_t dim, bool keepdim) const { return kiln::median(*this, dim, keepdim); }
+std::pair<Tensor, Tensor> Tensor::kthvalue(int64_t k, int64_t dim, bool keepdim) const { return kiln::kthvalue(*this, k, dim, keepdim); }
 Tensor Tensor::argsort(int64_t dim, bool descending) const { return kiln::argsort(*this, dim, descending); }
 Tensor Tensor::repeat(const Shape& repeats) const { return kiln::repeat(*this, repeats); }
 

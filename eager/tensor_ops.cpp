@@ -1,4 +1,4 @@
-// The eager entry points of eager/composites_tensor_ops.h: masked_fill, tril/triu, sort/argsort/topk,
+// The eager entry points of eager/composites_tensor_ops.h: masked_fill, tril/triu, sort/argsort/topk, median/kthvalue,
 // multinomial and repeat, run with EagerBuilder so autograd and the tracer see their rows.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -102,6 +102,12 @@ Tensor index_put(const Tensor& x, const Tensor& index, const Tensor& v, bool acc
   return accumulate ? composite::index_put_accumulate(b, x, index, v) : composite::index_put(b, x, index, v);
 }
 
+Tensor index_put(const Tensor& x, const Tensors& indices, const Tensor& v, bool accumulate) {
+  if (x.dim() == 0) fail("index_put: invalid index of a 0-dim tensor");
+  EagerBuilder b;
+  return composite::index_put_tuple(b, x, indices, v, accumulate);
+}
+
 Tensor index_put_dim(const Tensor& x, int64_t d, const Tensor& index, const Tensor& v) {
   int64_t at = wrap_dim("index_put_dim", d, x.dim());
   EagerBuilder b;
@@ -131,6 +137,22 @@ std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
 std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest, bool) {
   EagerBuilder b;
   return composite::topk(b, x, k, dim, largest);
+}
+
+Tensor median(const Tensor& x) {
+  if (x.numel() == 0 && !is_floating(x.dtype())) fail("median: an empty {} tensor has no median (torch reads uninitialized memory)", dtype_name(x.dtype()));
+  EagerBuilder b;
+  return composite::median_all(b, x);
+}
+
+std::pair<Tensor, Tensor> median(const Tensor& x, int64_t dim, bool keepdim) {
+  EagerBuilder b;
+  return composite::median(b, x, dim, keepdim);
+}
+
+std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, bool keepdim) {
+  EagerBuilder b;
+  return composite::kthvalue(b, x, k, dim, keepdim);
 }
 
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement) {

@@ -49,6 +49,9 @@ Tensor masked_put_dim(const Tensor& x, int64_t d, const Tensor& mask, const Tens
 // x[idx] = v as a new tensor, idx an integer tensor over dim 0 (torch's index_put_); accumulate: v's rows are
 // added to x's, repeated indices adding up
 Tensor index_put(const Tensor& x, const Tensor& index, const Tensor& v, bool accumulate = false);
+// x[i0, i1, ...] = v (or += with accumulate) as a new tensor: integer index tensors over x's leading dims,
+// broadcast together (torch's index_put_ with a tuple of indices)
+Tensor index_put(const Tensor& x, const Tensors& indices, const Tensor& v, bool accumulate = false);
 // torch's IndexError for a mask over x's dims from d whose shape differs from theirs; empty when it matches
 std::string mask_mismatch(const Shape& mask, const Shape& x, int64_t d);
 

@@ -1267,56 +1267,46 @@ void add_tensor_ops(std::vector<Builtin>& b) {
     auto [v, i] = composite::sort(lb, L.tensor_arg(a[0], "input"), dim, desc);
     return L.values_indices("sort", v, i);
   });
-  // torch.median(x, dim) / torch.kthvalue(x, k, dim): the value at position (n - 1) // 2 (the lower median) or
-  // k - 1 of the stable ascending sort along dim, and where it stood in x
-  auto order_statistic = [](Lowerer& L, const char* fn, Value* x, int64_t dim, Value* k, bool keepdim) {
-    LoweringBuilder lb(L);
-    auto [v, i] = composite::sort(lb, x, dim, false);
-    Value* vk = L.select_dynamic(v, dim, k);
-    Value* ik = L.select_dynamic(i, dim, k);
-    if (keepdim) {
-      vk = L.op(OpId::Unsqueeze, {vk}, Attrs().set("dim", dim));
-      ik = L.op(OpId::Unsqueeze, {ik}, Attrs().set("dim", dim));
-    }
-    return L.values_indices(fn, vk, ik);
-  };
-  add("median", kFn | kMethod, {"input", "dim", "keepdim"}, 1, [order_statistic](Lowerer& L, Args& a, const Expr&) {
+  // torch.median / kthvalue: eager's composites (eager/composites_tensor_ops.h); a k computed when the graph runs
+  // (min(k, x.size(-1))) is checked here, after the composite's check of an empty dim
+  add("median", kFn | kMethod, {"input", "dim", "keepdim"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     Value* x = L.tensor_arg(a[0], "input");
+    LoweringBuilder lb(L);
     if (!is_given(a[1])) {
-      // no dim: the lower median of every element, a 0-d tensor
       if (is_given(a[2])) L.fail(a[2].loc, "median: keepdim needs dim");
-      Value* flat = L.op(OpId::Reshape, {x}, Attrs().set("shape", Shape{-1}));
-      Value* n = L.prim(Prim::Size, {flat, L.constant(int64_t(0))}, kInt);
-      L.check(L.prim(Prim::NumGt, {n, L.constant(int64_t(0))}, kBool), "median() input tensor cannot be empty");
-      LoweringBuilder lb(L);
-      Value* sorted = composite::sort(lb, flat, 0, false).first;
-      return L.select_dynamic(sorted, 0, L.prim(Prim::NumFloorDiv, {L.prim(Prim::NumSub, {n, L.constant(int64_t(1))}, kInt), L.constant(int64_t(2))}, kInt));
+      return composite::median_all(lb, x);
     }
-    int64_t dim = L.need_int(a[1], "dim");
-    Value* n = L.prim(Prim::Size, {x, L.constant(dim)}, kInt);
-    L.check(L.prim(Prim::NumGt, {n, L.constant(int64_t(0))}, kBool), "median(): Expected reduction dim to have non-zero size");
-    Value* k = L.prim(Prim::NumFloorDiv, {L.prim(Prim::NumSub, {n, L.constant(int64_t(1))}, kInt), L.constant(int64_t(2))}, kInt);
-    return order_statistic(L, "median", x, dim, k, is_given(a[2]) && L.need_bool(a[2], "keepdim"));
+    auto [v, i] = composite::median(lb, x, L.need_int(a[1], "dim"), is_given(a[2]) && L.need_bool(a[2], "keepdim"));
+    return L.values_indices("median", v, i);
   });
-  add("kthvalue", kFn | kMethod, {"input", "k", "dim", "keepdim"}, 2, [order_statistic](Lowerer& L, Args& a, const Expr&) {
+  add("kthvalue", kFn | kMethod, {"input", "k", "dim", "keepdim"}, 2, [](Lowerer& L, Args& a, const Expr&) {
     Value* x = L.tensor_arg(a[0], "input");
     int64_t dim = is_given(a[2]) ? L.need_int(a[2], "dim") : -1;
+    bool keepdim = is_given(a[3]) && L.need_bool(a[3], "keepdim");
+    LoweringBuilder lb(L);
+    if (std::optional<int64_t> k = L.const_int(a[1])) {
+      auto [v, i] = composite::kthvalue(lb, x, *k, dim, keepdim);
+      return L.values_indices("kthvalue", v, i);
+    }
     Value* k = int_arg(L, a[1], "k");
-    Value* n = L.prim(Prim::Size, {x, L.constant(dim)}, kInt);
-    L.check(L.prim(Prim::NumGe, {k, L.constant(int64_t(1))}, kBool), "kthvalue(): selected number k out of range");
-    L.check(L.prim(Prim::NumLe, {k, n}, kBool), "kthvalue(): selected number k out of range");
-    return order_statistic(L, "kthvalue", x, dim, L.prim(Prim::NumSub, {k, L.constant(int64_t(1))}, kInt),
-                           is_given(a[3]) && L.need_bool(a[3], "keepdim"));
+    const int64_t d = lb.dim("kthvalue", dim, x);
+    Value* n = L.prim(Prim::Size, {x, L.constant(d)}, kInt);
+    composite::reduction_size(lb, "kthvalue", x, d);
+    L.check(L.prim(Prim::NumGe, {k, L.constant(int64_t(1))}, kBool), composite::kth_out_of_range(d));
+    L.check(L.prim(Prim::NumLe, {k, n}, kBool), composite::kth_out_of_range(d));
+    auto [v, i] = composite::kth_sorted(lb, x, d, L.number_to_tensor(k), keepdim);
+    return L.values_indices("kthvalue", v, i);
   });
-  // Tensor.index_put((idx,), v, accumulate) and, through the in-place rule, index_put_: one integer index over dim 0
+  // Tensor.index_put((i0, i1, ...), v, accumulate) and, through the in-place rule, index_put_: integer indices over
+  // the leading dims
   add("index_put", kFn | kMethod, {"input", "indices", "values", "accumulate"}, 3, [](Lowerer& L, Args& a, const Expr&) {
     Value* x = L.tensor_arg(a[0], "input");
     std::optional<std::vector<Value*>> idx = known_tensors(L, a[1], "index_put");
-    if (!idx || idx->size() != 1) L.fail(a[1].loc, "index_put: kiln script takes indices as a tuple or list of one index tensor, (idx,)");
+    if (!idx || idx->empty()) L.fail(a[1].loc, "index_put: kiln script takes indices as a tuple or list of index tensors, (i0, i1, ...)");
     Value* v = L.tensor_arg(a[2], "values", true);
     bool accumulate = is_given(a[3]) && L.need_bool(a[3], "accumulate");
     LoweringBuilder lb(L);
-    return accumulate ? composite::index_put_accumulate(lb, x, (*idx)[0], v) : composite::index_put(lb, x, (*idx)[0], v);
+    return composite::index_put_tuple(lb, x, *idx, v, accumulate);
   });
   add("argsort", kFn | kMethod, {"input", "dim", "descending", "stable"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     int64_t dim = is_given(a[1]) ? L.need_int(a[1], "dim") : -1;

@@ -25,6 +25,7 @@ namespace {
 const std::string kModels = std::string(KILN_TEST_DATA) + "/../script/models/";
 
 Tensor i64(std::vector<int64_t> v, Shape s) { return tensor(v, s); }
+Tensor f64(const std::vector<double>& v, const Shape& s) { return tensor(v, s, DType::Float64); }
 Tensor mask(std::vector<int64_t> v) { return tensor(v, {int64_t(v.size())}).to(DType::Bool); }
 
 // The model's outputs and the gradients of sum(output_k * weight_k) over x, rows and its parameters, against the
@@ -242,4 +243,56 @@ TEST_CASE("index_put with accumulate=True: repeated indices add up, eager and sc
   Tensor want = mul(index_put(x.detach(), idx, v.detach(), true), 2.0);
   check_close(fn.call({x.detach(), idx, v.detach()})[0].to_tensor(), want);
   check_close(compile(fn).call({x.detach(), idx, v.detach()})[0].to_tensor(), want);
+}
+
+TEST_CASE("index_put with a tuple of indices and accumulate=True: repeated pairs add up, broadcast, gradients as PyTorch 1.13") {
+  Tensor x = arange(12).to(DType::Float32).reshape({3, 4}).requires_grad_();
+  Tensor v = tensor(std::vector<float>{1, 2, 3, 4, 5}, {5}).requires_grad_();
+  Tensor i0 = i64({0, 2, 0, -1, 1}, {5}), i1 = i64({1, 3, 1, 3, -4}, {5});
+  Tensor y = index_put(x, {i0, i1}, v, true);
+  check_close(y, tensor(std::vector<float>{0, 5, 2, 3, 9, 5, 6, 7, 8, 9, 10, 17}, {3, 4}));
+  Tensor wy = sub(mul(arange(12).to(DType::Float32).reshape({3, 4}), 0.5), 2.0);
+  sum(mul(y, wy)).backward();
+  check_close(x.grad(), wy);
+  check_close(v.grad(), tensor(std::vector<float>{-1.5, 3.5, -1.5, 3.5, 0.0}, {5}));
+  // indices (2, 1) and (3,) broadcast to (2, 3) over the first two of three dims; v (3, 1) broadcast to (2, 3, 4)
+  Tensor x3 = arange(24).to(DType::Float64).reshape({2, 3, 4}).requires_grad_();
+  Tensor v3 = f64({10, 20, 30}, {3, 1}).requires_grad_();
+  Tensor y3 = index_put(x3, {i64({1, 1}, {2, 1}), i64({0, 2, 0}, {3})}, v3, true);
+  std::vector<double> want3(24);
+  for (int64_t k = 0; k < 24; ++k) want3[size_t(k)] = double(k);
+  for (int64_t c = 0; c < 4; ++c) {
+    want3[size_t(12 + c)] += 2 * (10 + 30);
+    want3[size_t(20 + c)] += 2 * 20;
+  }
+  check_close(y3, f64(want3, {2, 3, 4}));
+  std::vector<double> lin(24);  // torch.linspace(-1, 1, 24)
+  for (int64_t k = 0; k < 24; ++k) lin[size_t(k)] = -1.0 + 2.0 * double(k) / 23.0;
+  Tensor w3 = f64(lin, {2, 3, 4});
+  sum(mul(y3, w3)).backward();
+  check_close(v3.grad(), f64({1.3913043478260871, 6.956521739130435, 1.3913043478260871}, {3, 1}));
+  check_close(x3.grad(), w3);
+  CHECK(gradcheck([&](const Tensors& a) { return index_put(a[0], {i0, i1}, a[1], true); },
+                  {seq({3, 4}).requires_grad_(), seq({5}, 0.7).requires_grad_()}));
+  // without accumulate: a plain write
+  Tensor put = index_put(zeros({3, 4}), {i64({2, 0}, {2}), i64({1, 3}, {2})}, tensor(std::vector<float>{7, 8}, {2}));
+  check_close(put, tensor(std::vector<float>{0, 0, 0, 8, 0, 0, 0, 0, 0, 7, 0, 0}, {3, 4}));
+  check_error([] { index_put(zeros({3, 4}), {i64({3}, {1}), i64({0}, {1})}, ones({1}), true); },
+              "index 3 is out of bounds for dimension 0 with size 3");
+  check_error([] { index_put(zeros({3, 4}), {i64({0, 1}, {2}), i64({0, 1, 2}, {3})}, ones({1}), true); },
+              "shape mismatch: indexing tensors could not be broadcast together with shapes [2], [3]");
+  check_error([] { index_put(zeros({3, 4}), {i64({0}, {1}), i64({0}, {1}), i64({0}, {1})}, ones({1}), true); },
+              "index_put: too many indices for tensor of dimension 2 (got 3)");
+  // in a script: index_put_ on a clone and index_put, eager's composite, compiled too
+  const char* src =
+      "import torch\nfrom torch import Tensor\n\n\ndef f(x: Tensor, i: Tensor, j: Tensor, v: Tensor) -> Tensor:\n"
+      "    y = x.clone()\n    y.index_put_((i, j), v, accumulate=True)\n    return y + x.index_put([i, j], v, True)\n";
+  Function fn = script_source(src, "put2.py").function("f");
+  Tensor xs = x.detach().requires_grad_(), vs = v.detach().requires_grad_();
+  Tensor got = fn.call({xs, i0, i1, vs})[0].to_tensor();
+  check_close(got, mul(y.detach(), 2.0));
+  sum(mul(got, wy)).backward();
+  check_close(xs.grad(), mul(wy, 2.0));
+  check_close(vs.grad(), mul(v.grad(), 2.0));
+  check_close(compile(fn).call({x.detach(), i0, i1, v.detach()})[0].to_tensor(), got.detach());
 }

@@ -1,5 +1,6 @@
-// Tensor ops of model files (masked_fill, tril/triu, sort/argsort/topk, multinomial, repeat, expand in
-// script): values PyTorch 1.13 printed (tests/gen_tensor_ops_values.py, over the same seq() inputs),
+// Tensor ops of model files (masked_fill, tril/triu, sort/argsort/topk, median/kthvalue, multinomial, repeat,
+// expand in script): values PyTorch 1.13 printed (tests/gen_tensor_ops_values.py, over the same seq() inputs;
+// median/kthvalue's in tests/gen_order_statistics_values.py),
 // gradients by gradcheck, dtypes, edge sizes, torch's errors, and the same ops traced, compiled and scripted
 // (where no shape is known when lowering) equal to eager.
 #include <cmath>
@@ -29,6 +30,22 @@ void check_indices(const Tensor& got, const Tensor& want) {
 }
 
 const double kInf = std::numeric_limits<double>::infinity();
+
+// ties in every row and column
+Tensor ties() { return f64({3.0, 1.0, 2.0, 1.0, 2.0, 2.0, 5.0, 2.0, 0.5, -1.0, 4.0, -1.0}, {3, 4}); }
+
+// (values, indices) of fn(ties()) and the gradient of sum(values * w[:n]) (w[0] for a 0-d result)
+struct Picked {
+  Tensor v, i, g;
+};
+template <class Fn>
+Picked picked(Fn fn) {
+  Tensor x = ties().requires_grad_();
+  auto [v, i] = fn(x);
+  Tensor w = f64({1.0, -2.0, 0.5, 3.0}, {4});
+  sum(mul(v, v.dim() == 0 ? w.select(0, 0) : w.slice(0, 0, v.size(-1)))).backward();
+  return {v, i, x.grad()};
+}
 
 }  // namespace
 
@@ -494,4 +511,108 @@ TEST_CASE("index_add: float rows along any dim, repeated and negative indices, a
     check_close(index_add(self, d, i, src.to(DType::Float32)), want.to(DType::Float32), 0, 0);
     check_close(index_add(self.to(DType::Float64), d, i, src.to(DType::Float64)), want.to(DType::Float64), 0, 0);
   }
+}
+
+TEST_CASE("median and kthvalue along a dim: values, indices, gradients to the index, keepdim, as PyTorch 1.13") {
+  Picked m = picked([](const Tensor& x) { return median(x, 1); });
+  check_close(m.v, f64({1.0, 2.0, -1.0}, {3}));
+  check_indices(m.i, i64({3, 1, 3}, {3}));
+  check_close(m.g, f64({0, 0, 0, 1, 0, -2, 0, 0, 0, 0, 0, 0.5}, {3, 4}));
+  Picked m0 = picked([](const Tensor& x) { return x.median(0, true); });
+  check_close(m0.v, f64({2.0, 1.0, 4.0, 1.0}, {1, 4}));
+  check_indices(m0.i, i64({1, 0, 2, 0}, {1, 4}));
+  check_close(m0.g, f64({0, -2, 0, 3, 1, 0, 0, 0, 0, 0, 0.5, 0}, {3, 4}));
+  // kthvalue's tie index: torch 1.13's CPU quickselect picks an unspecified one of the tied elements (row 1:
+  // index 0 of the three 2.0s); kiln the stable sort's k-th (index 1). Values agree; rows 0 and 2 as torch.
+  Picked k2 = picked([](const Tensor& x) { return kthvalue(x, 2, 1); });
+  check_close(k2.v, f64({1.0, 2.0, -1.0}, {3}));
+  check_indices(k2.i, i64({3, 1, 3}, {3}));
+  check_close(k2.g, f64({0, 0, 0, 1, 0, -2, 0, 0, 0, 0, 0, 0.5}, {3, 4}));
+  Picked k3 = picked([](const Tensor& x) { return x.kthvalue(3, 0, true); });
+  check_close(k3.v, f64({3.0, 2.0, 5.0, 2.0}, {1, 4}));
+  check_indices(k3.i, i64({0, 1, 1, 1}, {1, 4}));
+  check_close(k3.g, f64({1, 0, 0, 0, 0, -2, 0.5, 3, 0, 0, 0, 0}, {3, 4}));
+  Picked k4 = picked([](const Tensor& x) { return kthvalue(x, 4); });
+  check_close(k4.v, f64({3.0, 5.0, 4.0}, {3}));
+  check_indices(k4.i, i64({0, 2, 2}, {3}));
+  check_close(k4.g, f64({1, 0, 0, 0, 0, 0, -2, 0, 0, 0, 0.5, 0}, {3, 4}));
+  CHECK(gradcheck([](const Tensors& a) { return median(a[0], -1).first; }, {seq({3, 5}, 0.9, 0.3).requires_grad_()}));
+  CHECK(gradcheck([](const Tensors& a) { return kthvalue(a[0], 2, 0, true).first; }, {seq({3, 5}, 0.9, 0.3).requires_grad_()}));
+}
+
+TEST_CASE("median of all elements: the lower median, its gradient shared by the ties, NaN, integers, 0-d, empty") {
+  Tensor x = ties().requires_grad_();
+  Tensor m = median(x);
+  CHECK(m.dim() == 0);
+  CHECK(m.item<double>() == 2.0);
+  mul(m, 3.0).backward();
+  // four elements equal 2.0: torch's evenly_distribute_backward gives each a quarter
+  check_close(x.grad(), f64({0, 0, 0.75, 0, 0.75, 0.75, 0, 0.75, 0, 0, 0, 0}, {3, 4}));
+  CHECK(gradcheck([](const Tensors& a) { return a[0].median(); }, {seq({3, 5}, 0.9, 0.3).requires_grad_()}));
+  // an infinite median shares its gradient too
+  Tensor inf = f64({1.0, INFINITY, INFINITY, INFINITY}, {4}).requires_grad_();
+  median(inf).backward();
+  check_close(inf.grad(), f64({0, 1.0 / 3, 1.0 / 3, 1.0 / 3}, {4}));
+  // NaN propagates (the first NaN's index along a dim); kthvalue counts it the largest
+  Tensor n = f64({1.0, NAN, 2.0, NAN, 4.0, 3.0, 2.0, 1.0}, {2, 4});
+  auto [nv, ni] = median(n, 1);
+  CHECK(std::isnan(values(nv)[0]));
+  CHECK(values(nv)[1] == 2.0);
+  check_indices(ni, i64({1, 2}, {2}));
+  auto [kv, ki] = kthvalue(n, 3, 1);
+  CHECK(std::isnan(values(kv)[0]));
+  CHECK(values(kv)[1] == 3.0);
+  check_indices(ki, i64({1, 1}, {2}));
+  CHECK(std::isnan(median(n).item<double>()));
+  auto [iv, ii] = median(i64({3, 1, 2, 2, 7, -5, 0, 9}, {2, 4}), 1);
+  CHECK(iv.dtype() == DType::Int64);
+  CHECK(values(iv) == std::vector<double>{2, 0});
+  check_indices(ii, i64({2, 2}, {2}));
+  CHECK(median(i64({4, 1, 3}, {3})).item<int64_t>() == 3);
+  auto [sv, si] = median(full({}, 5.0), 0);
+  CHECK(sv.dim() == 0);
+  CHECK(sv.item<double>() == 5.0);
+  CHECK(si.item<int64_t>() == 0);
+  CHECK(kthvalue(full({}, 5.0), 1, -1).first.item<double>() == 5.0);
+  CHECK(std::isnan(median(zeros({0})).item<float>()));  // torch 1.13 gives NaN, not an error
+}
+
+TEST_CASE("median and kthvalue: torch's errors") {
+  check_error([] { kthvalue(zeros({2, 3}), 0, 1); }, "kthvalue(): selected number k out of range for dimension 1");
+  check_error([] { kthvalue(zeros({2, 3}), 4, -1); }, "kthvalue(): selected number k out of range for dimension 1");
+  check_error([] { kthvalue(full({}, 1.0), 2); }, "kthvalue(): selected number k out of range for dimension 0");
+  check_error([] { kthvalue(zeros({2, 0}), 1, 1); }, "kthvalue(): Expected reduction dim 1 to have non-zero size");
+  check_error([] { median(zeros({2, 0}), -1); }, "median(): Expected reduction dim 1 to have non-zero size");
+  check_error([] { median(zeros({2, 3}), 2); }, "dim");
+  check_error([] { median(zeros({0}, DType::Int64)); }, "median: an empty int64 tensor has no median");
+}
+
+TEST_CASE("median and kthvalue in script: eager's composites, shapes unknown when lowering, k read when it runs") {
+  const char* src = "import torch\nfrom torch import Tensor\nfrom typing import Tuple\n\n\n"
+                    "def f(x: Tensor, k: int) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:\n"
+                    "    m = torch.median(x, 1)\n"
+                    "    v, i = x.kthvalue(min(k, x.size(0)), 0, keepdim=True)\n"
+                    "    c, j = torch.kthvalue(x, 2, -1)\n"
+                    "    return m.values, m.indices, v, i, x.median(), c, j\n";
+  Function fn = script_source(src, "order.py").function("f");
+  for (Shape s : {Shape{3, 4}, Shape{5, 2}}) {
+    CAPTURE(shape_str(s));
+    Tensor x0 = s == Shape{3, 4} ? ties() : seq(s, 0.9, 0.3);
+    Tensor xe = x0.detach().requires_grad_(), xs = x0.detach().requires_grad_();
+    auto [mv, mi] = median(xe, 1);
+    auto [kv, ki] = kthvalue(xe, std::min<int64_t>(3, s[0]), 0, true);
+    auto [cv, cj] = kthvalue(xe, 2, -1);
+    Tensors want = {mv, mi, kv, ki, median(xe), cv, cj};
+    Tensors got = test::flat(fn.call({xs, int64_t(3)}));
+    REQUIRE(got.size() == want.size());
+    for (size_t j = 0; j < want.size(); ++j) check_close(got[j], want[j]);
+    // the same gradients, ties shared in median() as in eager
+    Tensor we = add(add(sum(mul(mv, 2.0)), sum(mul(kv, 3.0))), add(mul(want[4], 5.0), sum(cv)));
+    Tensor ws = add(add(sum(mul(got[0], 2.0)), sum(mul(got[2], 3.0))), add(mul(got[4], 5.0), sum(got[5])));
+    we.backward();
+    ws.backward();
+    check_close(xs.grad(), xe.grad());
+  }
+  check_error([&] { fn.call({zeros({3, 4}), int64_t(0)}); }, "kthvalue(): selected number k out of range for dimension 0");
+  check_error([&] { fn.call({zeros({3, 0}), int64_t(1)}); }, "median(): Expected reduction dim 1 to have non-zero size");
 }
