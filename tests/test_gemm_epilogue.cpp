@@ -6,7 +6,9 @@
 #include <atomic>
 #include <thread>
 
+#include "eager/autocast/autocast.h"
 #include "eager/cpu/gemm_epilogue.h"
+#include "eager/cpu/matmul_bf16.h"
 #include "eager/cpu/conv_onednn.h"
 #include "jit/gemm_group.h"
 #include "jit/group_kinds.h"
@@ -252,6 +254,35 @@ TEST_CASE("gemm epilogue: a Linear on [B, T, C] is one GEMM over B*T rows with i
     int64_t runs = cpu::gemm_epilogue_stats().runs;
     c(in);
     CHECK(cpu::gemm_epilogue_stats().runs - runs == (onednn ? 2 : 0));  // the rows flattened, not declined
+  }
+}
+
+// Under bf16 autocast a Linear's matmul is bf16, and its gelu was an eager kernel converting to float32 and
+// back; now oneDNN applies it to the float32 accumulator in the GEMM (one bf16 rounding instead of two).
+TEST_CASE("gemm epilogue: an autocast bf16 Linear takes its gelu, not its adds") {
+  manual_seed(23);
+  for (bool onednn : onednn_modes()) {
+    CAPTURE(onednn);
+    OnednnGemm mode(onednn);
+    std::vector<Tensor> in = {randn({3, 5, 16}), randn({24, 16}), randn({3, 5, 24}), randn({24, 16})};
+    auto [c, g] = compile_checked(
+        [](const Tensors& x) {
+          AutocastGuard autocast(DType::BFloat16);
+          return Tensors{gelu(matmul(x[0], x[1].t()), "none"), matmul(x[0], x[3].t()) + x[2].to(DType::BFloat16)};
+        },
+        in, 2e-2);
+    CAPTURE(g->str());
+    const ir::Node* group = only_gemm_group(*g);
+    CHECK(group->attrs().s("name") == "gemm_matmul_gelu");
+    CHECK(group->output()->type().str() == "bf16[3,5,24]");
+    CHECK(count_op(*g, OpId::Gelu) == 0);
+    CHECK(count_op(*g, OpId::Matmul) == 1);  // the bf16 add keeps eager's rounding of the product first
+    int64_t runs = cpu::gemm_epilogue_stats().runs;
+    std::vector<Tensor> got = c(in);
+    CHECK(cpu::gemm_epilogue_stats().runs - runs == (onednn && cpu::bf16_gemm_available() ? 1 : 0));
+    CHECK(got[0].dtype() == DType::BFloat16);
+    Tensor want = gelu(matmul(in[0], in[1].t()), "none");  // float32
+    check_close(got[0].to(DType::Float32), want, 2e-2, 2e-2);
   }
 }
 
