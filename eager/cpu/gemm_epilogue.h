@@ -26,7 +26,8 @@ enum class GemmPostOp : uint8_t {
 // memory descriptor carries its strides); others are copied first. The primitive is created once per
 // (shapes, strides, post-op list, thread count) and cached. Returns nothing, so the caller falls
 // back, when oneDNN is off or absent, or the operands do not fit: not float32 (or bf16 where oneDNN has a fast
-// bf16 kernel, result and addends bf16 too, the epilogue applied to the float32 accumulator), not on the cpu, a
+// bf16 kernel: the epilogue is applied to the float32 accumulator, the result is bf16, or float32 when the
+// addends are), not on the cpu, a
 // dim of 0, an addend of another shape, more than kMaxGemmPostOps steps.
 constexpr size_t kMaxGemmPostOps = 4;
 std::optional<Tensor> gemm_epilogue(const Tensor& a, const Tensor& b, const std::vector<GemmPostOp>& ops,

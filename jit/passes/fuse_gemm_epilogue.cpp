@@ -2,9 +2,11 @@
 // leading dims are more rows of one GEMM) whose result only feeds an elementwise epilogue — add of a
 // bias broadcast over rows ([N], [1,N], [1,1,N], ...), then relu or gelu (erf form), then add of a
 // residual of the result's shape, each step optional but at least one present — becomes a gemm group.
-// A bf16 matmul (autocast's Linear) takes its relu or gelu alone: under autocast that activation is an
-// eager kernel that converts to float32 and back, while oneDNN applies it to the float32 accumulator;
-// adds of bf16 products (the backward's gradient sums) keep eager's rounding of the product first.
+// A bf16 matmul (autocast's Linear) takes relu or gelu, then an add of a float32 residual of the result's
+// shape (the float32 residual stream around autocast's Linears), whose float32 sum ends the chain: under
+// autocast those steps are eager kernels converting to float32 and back, while oneDNN applies them to the
+// float32 accumulator (one rounding fewer). Adds of two bf16 values (the backward's gradient sums) are left
+// with eager's rounding of the product first.
 //
 //   %y : f32[M,N] = prim::FusionGroup[name="gemm_matmul_add_relu", kind="gemm"](%x, %wt, %b)
 //     block0(%0 : f32[M,K], %1 : f32[K,N], %2 : f32[N]):
@@ -46,10 +48,11 @@ size_t rank_of(const ir::Value* v) {
   return t.is_tensor() && t.dims ? t.dims->size() : 0;
 }
 
-// The type of the matmul's result, exactly: an epilogue step that broadcast further would change it.
-bool same_type(const ir::Value* v, const ir::Value* mm) {
+// The type of the matmul's result, exactly (in dtype dt if given): an epilogue step that broadcast further
+// would change it.
+bool same_type(const ir::Value* v, const ir::Value* mm, std::optional<DType> dt = std::nullopt) {
   size_t r = rank_of(mm);
-  if (!has_type(v, r, *mm->type().dtype)) return false;
+  if (!has_type(v, r, dt.value_or(*mm->type().dtype))) return false;
   const auto &d = *v->type().dims, &m = *mm->type().dims;
   for (size_t i = 0; i < r; ++i)
     if (!same_dim(d[i], m[i])) return false;
@@ -98,9 +101,14 @@ std::vector<ir::Node*> epilogue_chain(ir::Node* mm) {
   const ir::Value* cur = out;
   while (next != Done) {
     ir::Node* u = sole_user(cur);
-    if (!u || u->outputs().size() != 1 || !same_type(u->output(), out)) break;
-    if (ir::Value* x = other_addend(u, cur)) {
-      if (dt != DType::Float32) break;
+    if (!u || u->outputs().size() != 1) break;
+    ir::Value* x = other_addend(u, cur);
+    if (dt == DType::BFloat16 && x) {
+      if (!same_type(x, out, DType::Float32) || !same_type(u->output(), out, DType::Float32)) break;
+      next = Done;
+    } else if (!same_type(u->output(), out)) {
+      break;
+    } else if (x) {
       if (next <= Bias && is_row_bias(x, out)) next = Activation;
       else if (same_type(x, out)) next = Done;
       else break;
