@@ -151,10 +151,19 @@ int main(int argc, char** argv) {
     CompiledTrainStep step(*model, loss, opt, o.compile);
     step.record_shapes_only = !o.record_values;
 
+    // the eval forward as the timings below run it: bf16 traced under autocast (its casts recorded)
+    auto eval_forward = [&](const std::vector<Tensor>& b) {
+      AutocastGuard autocast(DType::BFloat16, o.bf16);
+      std::vector<IValue> out = model->call({b[0], b[1]}).at(0).elements();
+      return std::vector<Tensor>{out.at(0).to_tensor(), out.at(1).to_tensor()};
+    };
+    auto compiled_eval_forward = [&] {
+      return compile(o.bf16 ? trace_module(*model, eval_forward, {x, y}) : model->method("forward"), o.compile);
+    };
     if (o.profile_eval) {
       model->eval();
       NoGradGuard no_grad;
-      Function fwd = compile(model->method("forward"), o.compile);
+      Function fwd = compiled_eval_forward();
       for (int i = 0; i < 3; ++i) fwd.call({x, y});
       Profiler prof;
       fwd.call({x, y});
@@ -208,15 +217,10 @@ int main(int argc, char** argv) {
     double eager_eval, compiled_eval;
     {
       NoGradGuard no_grad;
-      auto forward = [&](const std::vector<Tensor>& b) {
-        AutocastGuard autocast(DType::BFloat16, o.bf16);
-        std::vector<IValue> out = model->call({b[0], b[1]}).at(0).elements();
-        return std::vector<Tensor>{out.at(0).to_tensor(), out.at(1).to_tensor()};
-      };
-      eager_eval = kiln::bench::median_ms(2, o.steps, [&] { forward({x, y}); });
+      eager_eval = kiln::bench::median_ms(2, o.steps, [&] { eval_forward({x, y}); });
       // bf16: a graph runs as recorded, so the compiled forward is traced under autocast (its casts recorded);
       // float32: the scripted method itself
-      Function fwd = compile(o.bf16 ? trace_module(*model, forward, {x, y}) : model->method("forward"), o.compile);
+      Function fwd = compiled_eval_forward();
       compiled_eval = kiln::bench::median_ms(3, o.steps, [&] { fwd.call({x, y}); });
     }
     // sampling through the file's own generate at batch 1: 100 tokens after a one-token prompt, top-k 10

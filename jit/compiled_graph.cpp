@@ -4,6 +4,8 @@
 
 #include <chrono>
 
+#include "eager/autograd/graph.h"
+#include "eager/dispatch.h"
 #include "eager/profiler/profile_hooks.h"
 #include "jit/group_kinds.h"
 #include "jit/ir_utils.h"
@@ -12,12 +14,27 @@ namespace kiln::jit {
 
 namespace {
 
-// Runs fusion groups with their compiled kernels; the interpreter does the rest (conv2d nodes included:
-// eager's kernel takes oneDNN's convolution where it applies, eager/cpu/conv_onednn.h).
+// The graph input v is, through views (a Linear's permuted weight); null when it is computed.
+const ir::Value* viewed_input(const ir::Graph& g, const ir::Value* v) {
+  while (v->node() != g.block()->param_node()) {
+    const ir::Node* n = v->node();
+    if (!n->is_op() || op_info(n->op()).kind != OpKind::View || n->inputs().empty()) return nullptr;
+    v = n->input(0);
+  }
+  return v;
+}
+
+// Runs fusion groups with their compiled kernels and parameters' casts from the cache; the interpreter does
+// the rest (conv2d nodes included: eager's kernel takes oneDNN's convolution where it applies,
+// eager/cpu/conv_onednn.h).
 class GroupRunner final : public interp::NodeRunner {
  public:
-  explicit GroupRunner(const std::unordered_map<const ir::Node*, std::shared_ptr<GroupKernel>>& k) : kernels_(k) {}
+  GroupRunner(const CompiledGraph& c, std::vector<char> params) : kernels_(c.kernels), casts_(c.param_casts.get()), params_(std::move(params)) {}
   bool run(const ir::Node& n, const std::vector<IValue>& in, std::vector<IValue>& out) override {
+    if (casts_ && n.is_op(OpId::Cast) && cached(n)) {
+      out.emplace_back(casts_->cast(n, in.at(0).to_tensor()));
+      return true;
+    }
     if (n.prim() != ir::Prim::FusionGroup) return false;
     auto it = kernels_.find(&n);
     if (it == kernels_.end()) return false;
@@ -29,8 +46,69 @@ class GroupRunner final : public interp::NodeRunner {
   }
 
  private:
+  bool cached(const ir::Node& n) const {
+    auto it = casts_->casts().find(&n);
+    return it != casts_->casts().end() && params_.at(it->second);
+  }
+
   const std::unordered_map<const ir::Node*, std::shared_ptr<GroupKernel>>& kernels_;
+  ParamCastCache* casts_;
+  std::vector<char> params_;  // per graph input: a parameter (a leaf tensor requiring grad)
 };
+
+}  // namespace
+
+ParamCastCache::ParamCastCache(const ir::Graph& g) {
+  std::unordered_map<const ir::Value*, size_t> index;
+  for (size_t i = 0; i < g.inputs().size(); ++i) index[g.inputs()[i]] = i;
+  for (const ir::Node* n : g.block()->nodes()) {
+    if (!n->is_op(OpId::Cast) || n->inputs().size() != 1 || n->outputs().size() != 1) continue;
+    const ir::Value* src = viewed_input(g, n->input(0));
+    if (!src) continue;
+    // The kept result is handed to every reader: only to ops and kernels, which do not write their inputs,
+    // never returned to the caller, who might
+    bool shared_safely = true;
+    for (const ir::Use& u : n->output()->uses())
+      shared_safely &= (u.user->is_op() || u.user->prim() == ir::Prim::FusionGroup) && u.user->owning_block() == g.block();
+    if (shared_safely) casts_[n] = index.at(src);
+  }
+}
+
+Tensor ParamCastCache::cast(const ir::Node& n, const Tensor& x) {
+  const DType dt = n.attrs().dtype("dtype");
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = kept_.find(&n);
+  if (it != kept_.end()) {
+    const Entry& e = it->second;
+    if (e.source.storage() == x.storage() && e.source.storage_offset() == x.storage_offset() &&
+        e.source.sizes() == x.sizes() && e.source.strides() == x.strides() && e.source.dtype() == x.dtype() &&
+        e.version == x.version() && e.cast.dtype() == dt)
+      return e.cast;
+  }
+  Tensor c = dispatch1(OpId::Cast, {x}, n.attrs());
+  kept_[&n] = {x, c, x.version()};
+  return c;
+}
+
+size_t ParamCastCache::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return kept_.size();
+}
+
+namespace {
+
+// Per graph input: whether it is a parameter, whose casts the cache may keep. None with grad mode on: a kept
+// cast would carry one call's autograd node into the next.
+std::vector<char> parameters(const std::vector<IValue>& inputs) {
+  std::vector<char> p(inputs.size(), 0);
+  if (GradMode::enabled()) return p;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].is_tensor()) {
+      const Tensor& t = inputs[i].to_tensor();
+      p[i] = t.defined() && t.requires_grad() && t.is_leaf();
+    }
+  return p;
+}
 
 }  // namespace
 
@@ -46,13 +124,13 @@ std::unique_ptr<ir::Graph> group_graph(const ir::Node& group) {
 
 std::vector<IValue> CompiledGraph::run(const std::vector<IValue>& inputs) const {
   ProfileScope scope(name);
-  GroupRunner runner(kernels);
+  GroupRunner runner(*this, parameters(inputs));
   return interp::run(*plan, inputs, &runner);
 }
 
 std::vector<IValue> CompiledGraph::run(std::vector<IValue>&& inputs) const {
   ProfileScope scope(name);
-  GroupRunner runner(kernels);
+  GroupRunner runner(*this, parameters(inputs));
   return interp::run(*plan, std::move(inputs), &runner);
 }
 
@@ -83,6 +161,7 @@ std::shared_ptr<CompiledGraph> compile_graph(std::shared_ptr<ir::Graph> g, const
     c->kernels[n] = std::move(k);
   });
   c->plan = std::make_unique<interp::Plan>(*c->graph, /*free_dead_values=*/true);
+  c->param_casts = std::make_unique<ParamCastCache>(*c->graph);
   return c;
 }
 

@@ -2,6 +2,7 @@
 // One optimised graph ready to run: the pipeline's result, its fusion groups compiled by the backend
 // (groups it declines stay on the interpreter) and a slot plan that drops values after their last use.
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -12,11 +13,38 @@
 
 namespace kiln::jit {
 
+// The casts of a graph's parameters (autocast's weight casts, recorded by a trace): each result is kept and
+// reused while the parameter's bytes are unchanged (same storage, view and version counter), as torch's
+// autocast cast cache does within a scope, so an eval forward casts each weight once per weight version
+// instead of once per call. Only inputs that are leaf tensors requiring grad (parameters) qualify: a data
+// input's bytes may change behind the version counter (a reused from_blob buffer). Safe under concurrent runs.
+class ParamCastCache {
+ public:
+  ParamCastCache() = default;
+  explicit ParamCastCache(const ir::Graph& g);
+  // The graph input each cached cast reads (through views), by cast node.
+  const std::unordered_map<const ir::Node*, size_t>& casts() const { return casts_; }
+  // The cast of x (the node's input, a view of a parameter) to the node's dtype: the kept one if x still
+  // views the same bytes, else made and kept.
+  Tensor cast(const ir::Node& n, const Tensor& x);
+  size_t size() const;
+
+ private:
+  struct Entry {
+    Tensor source, cast;
+    uint64_t version = 0;
+  };
+  std::unordered_map<const ir::Node*, size_t> casts_;
+  mutable std::mutex mu_;
+  std::unordered_map<const ir::Node*, Entry> kept_;
+};
+
 struct CompiledGraph {
   std::string name;  // the profiler's scope for a run: "step_fwd"
   std::shared_ptr<ir::Graph> graph;
   std::unordered_map<const ir::Node*, std::shared_ptr<GroupKernel>> kernels;
   std::unique_ptr<interp::Plan> plan;
+  std::unique_ptr<ParamCastCache> param_casts;
   std::vector<IValue> run(const std::vector<IValue>& inputs) const;
   std::vector<IValue> run(std::vector<IValue>&& inputs) const;  // inputs released after their last use
 };

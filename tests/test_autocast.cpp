@@ -503,6 +503,38 @@ TEST_CASE("autocast: the weight cache casts a parameter once per outermost scope
   check_close(traced({x})[0].to(DType::Float32), (*lin)(x).to(DType::Float32), 0, 0);
 }
 
+// A compiled eval forward keeps its parameters' casts (jit/compiled_graph.h's ParamCastCache): the same bits
+// as casting on every call, a parameter written in place is cast again, and a data input is never kept.
+TEST_CASE("autocast: a compiled eval forward casts a parameter once per version, a data input every call") {
+  manual_seed(3);
+  Tensor x = f32({4, 8});
+  auto lin = std::make_shared<nn::Linear>(8, 3);
+  Function traced = trace_module(
+      *lin,
+      [&](const Tensors& in) {
+        AutocastGuard ac;
+        return Tensors{relu((*lin)(in[0]))};
+      },
+      {x});
+  Function compiled = compile(traced);
+  NoGradGuard ng;
+  Tensor first = compiled({x})[0];
+  int64_t allocs = memory_stats().alloc_count;
+  Tensor kept = compiled({x})[0];
+  const int64_t kept_allocs = memory_stats().alloc_count - allocs;
+  check_close(kept, first, 0, 0);
+  check_close(kept, traced({x})[0], 0, 0);  // the interpreter casts on every call
+  lin->weight.mul_(-1.0);
+  lin->bias.mul_(-1.0);
+  allocs = memory_stats().alloc_count;
+  Tensor recast = compiled({x})[0];
+  CHECK(memory_stats().alloc_count - allocs == kept_allocs + 2);  // the weight's and the bias's casts again
+  check_close(recast, traced({x})[0], 0, 0);
+  CHECK(sum(ne(recast, kept)).item<double>() > 0);
+  x.data_ptr<float>()[0] += 100.0f;  // behind the version counter: a data input is cast anew anyway
+  check_close(compiled({x})[0], traced({x})[0], 0, 0);
+}
+
 TEST_CASE("autocast: a compiled training step traced under autocast trains like eager autocast") {
   auto [x, y] = test::digits();
   auto run = [&](bool compiled) {

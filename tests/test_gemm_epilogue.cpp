@@ -6,7 +6,9 @@
 #include <atomic>
 #include <thread>
 
+#include "eager/autocast/autocast.h"
 #include "eager/cpu/gemm_epilogue.h"
+#include "eager/cpu/matmul_bf16.h"
 #include "eager/cpu/conv_onednn.h"
 #include "jit/gemm_group.h"
 #include "jit/group_kinds.h"
@@ -252,6 +254,43 @@ TEST_CASE("gemm epilogue: a Linear on [B, T, C] is one GEMM over B*T rows with i
     int64_t runs = cpu::gemm_epilogue_stats().runs;
     c(in);
     CHECK(cpu::gemm_epilogue_stats().runs - runs == (onednn ? 2 : 0));  // the rows flattened, not declined
+  }
+}
+
+// Under bf16 autocast a Linear's matmul is bf16, and its gelu and the float32 residual's add were eager kernels
+// converting to float32 and back; now oneDNN applies them to the float32 accumulator in the GEMM (the product
+// is not rounded to bf16 first). A bf16 + bf16 add stays out.
+TEST_CASE("gemm epilogue: an autocast bf16 Linear takes its gelu and a float32 residual, not a bf16 add") {
+  manual_seed(23);
+  for (bool onednn : onednn_modes()) {
+    CAPTURE(onednn);
+    OnednnGemm mode(onednn);
+    std::vector<Tensor> in = {randn({3, 5, 16}), randn({24, 16}), randn({3, 5, 24}), randn({24, 16}), randn({24, 16})};
+    auto [c, g] = compile_checked(
+        [](const Tensors& x) {
+          AutocastGuard autocast(DType::BFloat16);
+          return Tensors{gelu(matmul(x[0], x[1].t()), "none"), matmul(x[0], x[3].t()) + x[2].to(DType::BFloat16),
+                         gelu(matmul(x[0], x[4].t()), "none") + x[2]};
+        },
+        in, 2e-2);
+    CAPTURE(g->str());
+    std::vector<const ir::Node*> groups = gemm_groups(*g);
+    REQUIRE(groups.size() == 2);
+    CHECK(groups[0]->attrs().s("name") == "gemm_matmul_gelu");
+    CHECK(groups[0]->output()->type().str() == "bf16[3,5,24]");
+    CHECK(groups[1]->attrs().s("name") == "gemm_matmul_gelu_add");
+    CHECK(groups[1]->output()->type().str() == "f32[3,5,24]");
+    CHECK(count_op(*g, OpId::Gelu) == 0);
+    CHECK(count_op(*g, OpId::Matmul) == 1);  // the bf16 add keeps eager's rounding of the product first
+    int64_t runs = cpu::gemm_epilogue_stats().runs;
+    std::vector<Tensor> got = c(in);
+    CHECK(cpu::gemm_epilogue_stats().runs - runs == (onednn && cpu::bf16_gemm_available() ? 2 : 0));
+    REQUIRE(got.size() == 3);
+    CHECK(got[0].dtype() == DType::BFloat16);
+    CHECK(got[2].dtype() == DType::Float32);
+    // against float32 throughout (bf16 inputs: errors grow with K, as in test_autocast)
+    check_close(got[0].to(DType::Float32), gelu(matmul(in[0], in[1].t()), "none"), 2e-2, 1e-1);
+    check_close(got[2], gelu(matmul(in[0], in[4].t()), "none") + in[2], 2e-2, 1e-1);
   }
 }
 

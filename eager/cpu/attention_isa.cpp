@@ -131,6 +131,23 @@ void weighted_rows(const T* __restrict w, const T* x, int64_t ld, int64_t j0, in
   }
 }
 
+// max(m, s[0..n)), a register of lanes at a time: the scalar chain was the forward's costliest loop (one
+// dependent max per key). Lanes ignore NaN as std::max(m, s[j]) does, so the result is the same.
+template <typename T>
+T row_max(const T* s, int64_t n, T m) {
+  int64_t j = 0;
+  if (n >= kLanes<T>) {
+    Vec<T> v = Vec<T>{} + kNegInf<T>;
+    for (; j + kLanes<T> <= n; j += kLanes<T>) {
+      Vec<T> x = load(s + j);
+      v = x > v ? x : v;
+    }
+    for (int64_t l = 0; l < kLanes<T>; ++l) m = std::max(m, v[l]);
+  }
+  for (; j < n; ++j) m = std::max(m, s[j]);
+  return m;
+}
+
 // How many keys of [j0, j1) query row i sees (causal: those up to i), and its scaled, masked scores in s.
 template <typename T>
 int64_t score_row(const AttentionProblem& p, int64_t b, int64_t i, int64_t j0, int64_t j1, const T* kt, T* s) {
@@ -171,8 +188,7 @@ void forward(const AttentionProblem& p) {
         transpose_tile(k, p.k_row, p.E, j0, j1, kt.data());
         for (int64_t i = i0; i < i1; ++i) {
           const int64_t r = i - i0, n = score_row(p, b, i, j0, j1, kt.data(), s.data());
-          T m = mx[size_t(r)];
-          for (int64_t j = 0; j < n; ++j) m = std::max(m, s[size_t(j)]);
+          const T m = row_max(s.data(), n, mx[size_t(r)]);
           if (m == kNegInf<T>) continue;  // every key so far masked: nothing to add
           const T alpha = std::exp(mx[size_t(r)] - m);
           T add = 0;

@@ -23,6 +23,7 @@
 #endif
 
 #include "core/error.h"
+#include "eager/cpu/matmul_bf16.h"
 #include "eager/cpu/primitive_cache.h"
 
 namespace kiln::cpu {
@@ -88,7 +89,7 @@ std::optional<Operand> addend(const Tensor& x, int64_t M, int64_t N) {
   return Operand{m, *s};
 }
 
-constexpr size_t kKeyLen = 9 + 4 * kMaxGemmPostOps;
+constexpr size_t kKeyLen = 11 + 4 * kMaxGemmPostOps;
 
 struct Key {
   std::array<int64_t, kKeyLen> v{};
@@ -121,22 +122,24 @@ State& state() {
   return *s;
 }
 
-dnnl::memory::desc f32_desc(int64_t r, int64_t c, const std::array<int64_t, 2>& s) {
-  return dnnl::memory::desc(dims{r, c}, dnnl::memory::data_type::f32, dims{s[0], s[1]});
+dnnl::memory::desc matrix_desc(int64_t r, int64_t c, const std::array<int64_t, 2>& s, DType dt) {
+  return dnnl::memory::desc(dims{r, c}, dt == DType::BFloat16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32,
+                            dims{s[0], s[1]});
 }
 
 std::shared_ptr<const Primitive> create(int64_t M, int64_t K, int64_t N, const Operand& a, const Operand& b,
-                                        const std::vector<GemmPostOp>& ops, const std::vector<Operand>& adds) {
+                                        const std::vector<GemmPostOp>& ops, const std::vector<Operand>& adds, DType dt,
+                                        DType out_dt) {
   auto p = std::make_shared<Primitive>();
-  p->a = f32_desc(M, K, a.strides);
-  p->b = f32_desc(K, N, b.strides);
-  p->out = f32_desc(M, N, {N, 1});
+  p->a = matrix_desc(M, K, a.strides, dt);
+  p->b = matrix_desc(K, N, b.strides, dt);
+  p->out = matrix_desc(M, N, {N, 1}, out_dt);
   dnnl::post_ops po;
   size_t k = 0;
   for (GemmPostOp op : ops) switch (op) {
       case GemmPostOp::Add: {
         const Operand& x = adds[k++];
-        p->addends.push_back(f32_desc(x.t.sizes()[0], N, x.strides));
+        p->addends.push_back(matrix_desc(x.t.sizes()[0], N, x.strides, out_dt));
         po.append_binary(dnnl::algorithm::binary_add, p->addends.back());
         break;
       }
@@ -159,17 +162,25 @@ std::shared_ptr<const Primitive> create(int64_t M, int64_t K, int64_t N, const O
 std::optional<Tensor> gemm_epilogue(const Tensor& a, const Tensor& b, const std::vector<GemmPostOp>& ops,
                                     const Tensors& addends) {
   if (!cpu::onednn_gemm_enabled() || ops.size() > kMaxGemmPostOps) return std::nullopt;
-  if (a.dim() != 2 || b.dim() != 2 || a.dtype() != DType::Float32 || b.dtype() != DType::Float32) return std::nullopt;
+  // bf16 only where oneDNN has a fast bf16 kernel: its reference one is slower than the matmul and the
+  // epilogue apart
+  const DType dt = a.dtype();
+  if (a.dim() != 2 || b.dim() != 2 || b.dtype() != dt) return std::nullopt;
+  if (dt != DType::Float32 && !(dt == DType::BFloat16 && cpu::bf16_gemm_available())) return std::nullopt;
   if (!a.device().is_cpu() || !b.device().is_cpu()) return std::nullopt;
   int64_t M = a.sizes()[0], K = a.sizes()[1], N = b.sizes()[1];
   if (b.sizes()[0] != K || M == 0 || K == 0 || N == 0) return std::nullopt;
   size_t num_adds = 0;
   for (GemmPostOp op : ops) num_adds += op == GemmPostOp::Add;
   if (addends.size() != num_adds) fail("gemm epilogue: {} addends for {} add steps", addends.size(), num_adds);
+  // float32 addends to a bf16 product (autocast's Linear plus the float32 residual stream) give a float32
+  // result, as promotion does; the product is not rounded to bf16 first
+  const DType out_dt = addends.empty() ? dt : addends[0].dtype();
+  if (out_dt != dt && out_dt != DType::Float32) return std::nullopt;
   std::vector<Operand> adds;
   adds.reserve(num_adds);
   for (const Tensor& x : addends) {
-    if (x.dtype() != DType::Float32 || !x.device().is_cpu()) return std::nullopt;
+    if (x.dtype() != out_dt || !x.device().is_cpu()) return std::nullopt;
     std::optional<Operand> o = addend(x, M, N);
     if (!o) return std::nullopt;
     adds.push_back(std::move(*o));
@@ -179,7 +190,7 @@ std::optional<Tensor> gemm_epilogue(const Tensor& a, const Tensor& b, const std:
   Key key;
   size_t w = 0;
   for (int64_t x : {M, K, N, A.strides[0], A.strides[1], B.strides[0], B.strides[1], int64_t(omp_get_max_threads()),
-                    int64_t(ops.size())})
+                    int64_t(ops.size()), int64_t(dt), int64_t(out_dt)})
     key.v[w++] = x;
   size_t k = 0;
   for (GemmPostOp op : ops) {
@@ -197,7 +208,7 @@ std::optional<Tensor> gemm_epilogue(const Tensor& a, const Tensor& b, const std:
   State& st = state();
   std::shared_ptr<const Primitive> p;
   try {
-    p = st.cache.get(key, [&] { return create(M, K, N, A, B, ops, adds); });
+    p = st.cache.get(key, [&] { return create(M, K, N, A, B, ops, adds, dt, out_dt); });
   } catch (const dnnl::error& e) {
     // Not an error of the program: this oneDNN has no implementation for the layout; the caller's
     // fallback computes the same thing.
@@ -205,7 +216,7 @@ std::optional<Tensor> gemm_epilogue(const Tensor& a, const Tensor& b, const std:
     return std::nullopt;
   }
 
-  Tensor out = Tensor::empty({M, N}, DType::Float32);
+  Tensor out = Tensor::empty({M, N}, out_dt);
   const dnnl::engine& eng = st.engine;
   std::unordered_map<int, dnnl::memory> args;
   args.emplace(DNNL_ARG_SRC, dnnl::memory(p->a, eng, A.t.raw_data()));

@@ -1,5 +1,5 @@
 #pragma once
-// A float32 GEMM with its elementwise epilogue in one call: oneDNN's matmul primitive with post-ops
+// A float32 (or bf16) GEMM with its elementwise epilogue in one call: oneDNN's matmul primitive with post-ops
 // (binary add for a bias or a residual, eltwise relu / gelu_erf), so each tile of the product is
 // finished while it is in cache. The JIT's gemm groups (jit/gemm_group.h) run on it; without oneDNN
 // (meson option dnnl) or with it switched off, gemm_epilogue() declines and the caller runs the
@@ -25,7 +25,9 @@ enum class GemmPostOp : uint8_t {
 // one of the two unit-stride: a transposed view of a weight is read in place, not copied (the
 // memory descriptor carries its strides); others are copied first. The primitive is created once per
 // (shapes, strides, post-op list, thread count) and cached. Returns nothing, so the caller falls
-// back, when oneDNN is off or absent, or the operands do not fit: not float32, not on the cpu, a
+// back, when oneDNN is off or absent, or the operands do not fit: not float32 (or bf16 where oneDNN has a fast
+// bf16 kernel: the epilogue is applied to the float32 accumulator, the result is bf16, or float32 when the
+// addends are), not on the cpu, a
 // dim of 0, an addend of another shape, more than kMaxGemmPostOps steps.
 constexpr size_t kMaxGemmPostOps = 4;
 std::optional<Tensor> gemm_epilogue(const Tensor& a, const Tensor& b, const std::vector<GemmPostOp>& ops,

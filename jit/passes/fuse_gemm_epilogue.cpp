@@ -1,7 +1,12 @@
 // GEMM epilogue fusion: a float32 matmul of a [..., M, K] by a 2-D [K, N] (a Linear's weight; the
 // leading dims are more rows of one GEMM) whose result only feeds an elementwise epilogue — add of a
 // bias broadcast over rows ([N], [1,N], [1,1,N], ...), then relu or gelu (erf form), then add of a
-// residual of the result's shape, each step optional but at least one present — becomes a gemm group:
+// residual of the result's shape, each step optional but at least one present — becomes a gemm group.
+// A bf16 matmul (autocast's Linear) takes relu or gelu, then an add of a float32 residual of the result's
+// shape (the float32 residual stream around autocast's Linears), whose float32 sum ends the chain: under
+// autocast those steps are eager kernels converting to float32 and back, while oneDNN applies them to the
+// float32 accumulator (one rounding fewer). Adds of two bf16 values (the backward's gradient sums) are left
+// with eager's rounding of the product first.
 //
 //   %y : f32[M,N] = prim::FusionGroup[name="gemm_matmul_add_relu", kind="gemm"](%x, %wt, %b)
 //     block0(%0 : f32[M,K], %1 : f32[K,N], %2 : f32[N]):
@@ -33,9 +38,9 @@ bool same_dim(const ir::Dim& a, const ir::Dim& b) {
   return a.is_known() ? a == b : !a.sym.empty() && a.sym == b.sym;
 }
 
-bool is_f32(const ir::Value* v, size_t rank) {
+bool has_type(const ir::Value* v, size_t rank, DType dt) {
   const ir::Type& t = v->type();
-  return t.is_tensor() && t.dtype == DType::Float32 && t.dims && t.dims->size() == rank;
+  return t.is_tensor() && t.dtype == dt && t.dims && t.dims->size() == rank;
 }
 
 size_t rank_of(const ir::Value* v) {
@@ -43,10 +48,11 @@ size_t rank_of(const ir::Value* v) {
   return t.is_tensor() && t.dims ? t.dims->size() : 0;
 }
 
-// The type of the matmul's result, exactly: an epilogue step that broadcast further would change it.
-bool same_type(const ir::Value* v, const ir::Value* mm) {
+// The type of the matmul's result, exactly (in dtype dt if given): an epilogue step that broadcast further
+// would change it.
+bool same_type(const ir::Value* v, const ir::Value* mm, std::optional<DType> dt = std::nullopt) {
   size_t r = rank_of(mm);
-  if (!is_f32(v, r)) return false;
+  if (!has_type(v, r, dt.value_or(*mm->type().dtype))) return false;
   const auto &d = *v->type().dims, &m = *mm->type().dims;
   for (size_t i = 0; i < r; ++i)
     if (!same_dim(d[i], m[i])) return false;
@@ -57,7 +63,7 @@ bool same_type(const ir::Value* v, const ir::Value* mm) {
 bool is_row_bias(const ir::Value* v, const ir::Value* mm) {
   const ir::Dim& n = mm->type().dims->back();
   size_t r = rank_of(v);
-  if (r == 0 || r > rank_of(mm) || !is_f32(v, r)) return false;
+  if (r == 0 || r > rank_of(mm) || !has_type(v, r, *mm->type().dtype)) return false;
   const auto& d = *v->type().dims;
   for (size_t i = 0; i + 1 < r; ++i)
     if (d[i] != ir::Dim::known(1)) return false;
@@ -86,15 +92,23 @@ std::vector<ir::Node*> epilogue_chain(ir::Node* mm) {
   if (!mm->is_op(OpId::Matmul) || mm->inputs().size() != 2 || mm->outputs().size() != 1) return chain;
   const ir::Value* out = mm->output();
   size_t r = rank_of(mm->input(0));
-  if (r < 2 || !is_f32(mm->input(0), r) || !is_f32(mm->input(1), 2) || !is_f32(out, r)) return chain;
+  const DType dt = out->type().dtype.value_or(DType::Float64);
+  if (dt != DType::Float32 && dt != DType::BFloat16) return chain;
+  if (r < 2 || !has_type(mm->input(0), r, dt) || !has_type(mm->input(1), 2, dt) || !has_type(out, r, dt)) return chain;
   // The steps in the order oneDNN applies them, each taken at most once.
   enum Step { Bias, Activation, Residual, Done };
   Step next = Bias;
   const ir::Value* cur = out;
   while (next != Done) {
     ir::Node* u = sole_user(cur);
-    if (!u || u->outputs().size() != 1 || !same_type(u->output(), out)) break;
-    if (ir::Value* x = other_addend(u, cur)) {
+    if (!u || u->outputs().size() != 1) break;
+    ir::Value* x = other_addend(u, cur);
+    if (dt == DType::BFloat16 && x) {
+      if (!same_type(x, out, DType::Float32) || !same_type(u->output(), out, DType::Float32)) break;
+      next = Done;
+    } else if (!same_type(u->output(), out)) {
+      break;
+    } else if (x) {
       if (next <= Bias && is_row_bias(x, out)) next = Activation;
       else if (same_type(x, out)) next = Done;
       else break;
