@@ -29,7 +29,9 @@ const ir::Value* viewed_input(const ir::Graph& g, const ir::Value* v) {
 // eager/cpu/conv_onednn.h).
 class GroupRunner final : public interp::NodeRunner {
  public:
-  GroupRunner(const CompiledGraph& c, std::vector<char> params) : kernels_(c.kernels), casts_(c.param_casts.get()), params_(std::move(params)) {}
+  // params empty: no cast is taken from the cache this run
+  GroupRunner(const CompiledGraph& c, std::vector<char> params)
+      : kernels_(c.kernels), casts_(params.empty() ? nullptr : c.param_casts.get()), params_(std::move(params)) {}
   bool run(const ir::Node& n, const std::vector<IValue>& in, std::vector<IValue>& out) override {
     if (casts_ && n.is_op(OpId::Cast) && cached(n)) {
       out.emplace_back(casts_->cast(n, in.at(0).to_tensor()));
@@ -97,11 +99,12 @@ size_t ParamCastCache::size() const {
 
 namespace {
 
-// Per graph input: whether it is a parameter, whose casts the cache may keep. None with grad mode on: a kept
-// cast would carry one call's autograd node into the next.
-std::vector<char> parameters(const std::vector<IValue>& inputs) {
+// Per graph input: whether it is a parameter, whose casts the cache may keep. Empty, allocating nothing, for a
+// graph without parameter casts (every call of a float32 graph) and with grad mode on: a kept cast would carry
+// one call's autograd node into the next.
+std::vector<char> parameters(const CompiledGraph& c, const std::vector<IValue>& inputs) {
+  if (!c.param_casts || c.param_casts->casts().empty() || GradMode::enabled()) return {};
   std::vector<char> p(inputs.size(), 0);
-  if (GradMode::enabled()) return p;
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].is_tensor()) {
       const Tensor& t = inputs[i].to_tensor();
@@ -124,13 +127,13 @@ std::unique_ptr<ir::Graph> group_graph(const ir::Node& group) {
 
 std::vector<IValue> CompiledGraph::run(const std::vector<IValue>& inputs) const {
   ProfileScope scope(name);
-  GroupRunner runner(*this, parameters(inputs));
+  GroupRunner runner(*this, parameters(*this, inputs));
   return interp::run(*plan, inputs, &runner);
 }
 
 std::vector<IValue> CompiledGraph::run(std::vector<IValue>&& inputs) const {
   ProfileScope scope(name);
-  GroupRunner runner(*this, parameters(inputs));
+  GroupRunner runner(*this, parameters(*this, inputs));
   return interp::run(*plan, std::move(inputs), &runner);
 }
 
