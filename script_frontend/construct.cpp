@@ -1078,12 +1078,8 @@ class Init : public NnConstructors {
     // `from . import helpers` reads the package's __init__.py, as Python does
     std::shared_ptr<const File> f = module.empty() ? read_file(dir + "__init__.py") : read_module(dir + rel);
     std::string why;
-    if (f) {
-      InFile in(*this, f.get());
-      if (Static* c = module_constant(name, loc)) return *c;
-      if (Static* g = global_value(name, loc)) return *g;
-      if (const std::string* w = m_->why_unavailable(name)) why = *w;
-    }
+    if (f)
+      if (std::optional<Static> v = bound_in(*f, name, loc, &why)) return *v;
     // a name the package does not bind is its submodule (`from . import helpers`, `from .. import pkgmod`)
     if (std::shared_ptr<const File> sub = read_module(base + name)) return file_module(sub->src.name);
     if (!why.empty()) fail(loc, why);
@@ -1115,15 +1111,19 @@ class Init : public NnConstructors {
   // helpers.NAME of a module of the package: NAME read in its file, as a from-import of it reads it.
   Static file_module_attr(const Static& mod, const std::string& name, SourceLoc loc) {
     std::string path = file_module_path(mod);
-    const std::shared_ptr<const File>& f = loaded_.at(path);
     std::string why;
-    {
-      InFile in(*this, f.get());
-      if (Static* c = module_constant(name, loc)) return *c;
-      if (Static* g = global_value(name, loc)) return *g;
-      if (const std::string* w = m_->why_unavailable(name)) why = fmt::format("{} in {}", *w, path);
-    }
-    fail(loc, why.empty() ? fmt::format("module '{}' has no attribute '{}'", path, name) : why);
+    if (std::optional<Static> v = bound_in(*loaded_.at(path), name, loc, &why)) return *v;
+    fail(loc, why.empty() ? fmt::format("module '{}' has no attribute '{}'", path, name) : fmt::format("{} in {}", why, path));
+  }
+
+  // NAME as file f's module-level code binds it (a constant or a class, function or import); none, with *why set
+  // where the file says why the name is unavailable, otherwise.
+  std::optional<Static> bound_in(const File& f, const std::string& name, SourceLoc loc, std::string* why) {
+    InFile in(*this, &f);
+    if (Static* c = module_constant(name, loc)) return *c;
+    if (Static* g = global_value(name, loc)) return *g;
+    if (const std::string* w = m_->why_unavailable(name)) *why = *w;
+    return std::nullopt;
   }
 
   // A module-level `NAME = value`, computed on first read (in an empty scope, as Python's module-level
