@@ -197,6 +197,40 @@ void BM_DnnlSgemm1024(benchmark::State& state) {
 BENCHMARK(BM_DnnlSgemm1024)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 #endif
 
+// ---- fused attention at the GPT bench's shape (nanoGPT's CPU settings: batch 12, 4 heads, 64 positions, head
+// dim 32, causal): the forward, and forward + backward as a training step runs them ----
+void attention_flops(benchmark::State& state, double passes) {
+  // q.k and p.v over the causal half of the [64, 64] scores, per head; the backward is 2.5 forwards
+  const double fwd = 2.0 * 2.0 * 64 * 65 / 2 * 32 * 48;
+  state.counters["GFLOPs"] = benchmark::Counter(passes * fwd * double(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+}
+
+void BM_AttentionGpt(benchmark::State& state) {
+  set_threads(state);
+  kiln::NoGradGuard no_grad;
+  kiln::Tensor q = kiln::randn({12, 4, 64, 32}), k = kiln::randn({12, 4, 64, 32}), v = kiln::randn({12, 4, 64, 32});
+  for (auto _ : state) {
+    kiln::Tensor y = kiln::scaled_dot_product_attention(q, k, v, {}, 0.0, true);
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  attention_flops(state, 1.0);
+}
+BENCHMARK(BM_AttentionGpt)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_AttentionGptTrain(benchmark::State& state) {
+  set_threads(state);
+  kiln::Tensor q = kiln::randn({12, 4, 64, 32}).requires_grad_(), k = kiln::randn({12, 4, 64, 32}).requires_grad_(),
+               v = kiln::randn({12, 4, 64, 32}).requires_grad_();
+  kiln::Tensor g = kiln::randn({12, 4, 64, 32});
+  for (auto _ : state) {
+    kiln::Tensor y = kiln::scaled_dot_product_attention(q, k, v, {}, 0.0, true);
+    kiln::Tensors d = kiln::grad({y}, {q, k, v}, {g});
+    benchmark::DoNotOptimize(d[0].raw_data());
+  }
+  attention_flops(state, 3.5);
+}
+BENCHMARK(BM_AttentionGptTrain)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 // ---- STREAM-style copy: memcpy of 16M floats into a preallocated buffer, split across threads ----
 void BM_Copy16M(benchmark::State& state) {
   int threads = int(state.range(0));

@@ -11,6 +11,7 @@
 #include "eager/cpu/attention.h"
 #include "eager/cpu/isa_kernels.h"
 #include "eager/cpu/simd_math.h"
+#include "eager/cpu/transpose_copy.h"
 
 namespace kiln::cpu::KILN_ISA {
 namespace {
@@ -21,30 +22,36 @@ constexpr int64_t kK = 64;  // keys per tile: a score row of floats is four AVX-
 template <typename T>
 constexpr T kNegInf = -std::numeric_limits<T>::infinity();
 
-// rows [j0, j1) of x (row stride ld, n wide) as columns: xt[c * kK + (j - j0)]
+// rows [j0, j1) of x (row stride ld, n wide) as columns: xt[c * kK + (j - j0)]; float tiles 8x8 in registers
 template <typename T>
 void transpose_tile(const T* x, int64_t ld, int64_t n, int64_t j0, int64_t j1, T* xt) {
-  for (int64_t j = j0; j < j1; ++j) {
-    const T* r = x + j * ld;
-    for (int64_t c = 0; c < n; ++c) xt[c * kK + (j - j0)] = r[c];
+  if constexpr (sizeof(T) == 4) {
+    transpose_plane(reinterpret_cast<const uint32_t*>(x + j0 * ld), ld, reinterpret_cast<uint32_t*>(xt), kK, n, j1 - j0);
+  } else {
+    for (int64_t j = j0; j < j1; ++j) {
+      const T* r = x + j * ld;
+      for (int64_t c = 0; c < n; ++c) xt[c * kK + (j - j0)] = r[c];
+    }
   }
 }
 
-// GCC's vector extension: one 64-byte register on AVX-512, two on AVX2, four SSE ones on the baseline build
+// GCC's vector extension at the build's register width: wider vectors than the hardware's are split by
+// the compiler through the stack (AVX2 ran the tile products 2x slower than scalar code with 64-byte ones).
+#if defined(__AVX512F__)
+constexpr int kVecBytes = 64, kVecRegs = 32;
+#elif defined(__AVX__)
+constexpr int kVecBytes = 32, kVecRegs = 16;
+#else
+constexpr int kVecBytes = 16, kVecRegs = 16;
+#endif
 template <typename T>
-struct VecOf;
-template <>
-struct VecOf<float> {
-  typedef float type __attribute__((vector_size(64)));
-};
-template <>
-struct VecOf<double> {
-  typedef double type __attribute__((vector_size(64)));
+struct VecOf {
+  typedef T type __attribute__((vector_size(kVecBytes)));
 };
 template <typename T>
 using Vec = typename VecOf<T>::type;
 template <typename T>
-constexpr int64_t kLanes = 64 / sizeof(T);
+constexpr int64_t kLanes = kVecBytes / sizeof(T);
 
 template <typename T>
 [[gnu::always_inline]] inline Vec<T> load(const T* p) {
@@ -58,105 +65,126 @@ template <typename T>
   __builtin_memcpy(p, &v, sizeof v);
 }
 
-// out[j] = sum_c a[c] * bt[c * kK + j] for j < kK (out holds kK; the columns past the tile's keys are not read
-// later): a row against a transposed tile, the whole score row in registers
-template <typename T>
-void row_times_tile(const T* __restrict a, const T* __restrict bt, int64_t width, T* __restrict out) {
-  constexpr int64_t nv = kK / kLanes<T>;
-  Vec<T> acc[nv] = {};
-  for (int64_t c = 0; c < width; ++c) {
-    const T ac = a[c];
-    for (int64_t v = 0; v < nv; ++v) acc[v] += ac * load(bt + c * kK + v * kLanes<T>);
+// Rows a register block of NV vectors per row holds: every row reuses the B vectors it loaded, and enough
+// independent accumulators keep both FMA ports busy; the accumulators, one row of B and a broadcast fit
+// the register file.
+template <int NV>
+constexpr int kBlockRows = std::max(1, std::min(8, (kVecRegs - NV - 1) / NV));
+
+// c[r][v] (+)= sum_k a[r * ars + k * acs] * b[k * brs + v lanes] for R rows and NV vectors of columns, in registers
+template <typename T, int R, int NV>
+[[gnu::always_inline]] inline void register_block(int64_t K, const T* __restrict a, int64_t ars, int64_t acs,
+                                                  const T* __restrict b, int64_t brs, T* __restrict c, int64_t crs,
+                                                  bool accumulate) {
+  Vec<T> acc[R][NV];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = accumulate ? load(c + r * crs + v * kLanes<T>) : Vec<T>{};
+  for (int64_t k = 0; k < K; ++k) {
+    Vec<T> bv[NV];
+    for (int v = 0; v < NV; ++v) bv[v] = load(b + k * brs + v * kLanes<T>);
+    for (int r = 0; r < R; ++r) {
+      const T ar = a[r * ars + k * acs];
+      for (int v = 0; v < NV; ++v) acc[r][v] += ar * bv[v];
+    }
   }
-  for (int64_t v = 0; v < nv; ++v) store(out + v * kLanes<T>, acc[v]);
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < NV; ++v) store(c + r * crs + v * kLanes<T>, acc[r][v]);
 }
 
-// out[j][c] += sum_r w[r * kK + j] * x[r * ldx + c] over r < nr, for j < nj: a tile's weights, transposed, times
-// rows; one key's width (NV registers) accumulated over every row before it is added
 template <typename T, int NV>
-void weights_t_times_rows(const T* w, int64_t nr, int64_t nj, const T* x, int64_t ldx, T* out, int64_t ldo) {
-  for (int64_t j = 0; j < nj; ++j) {
-    Vec<T> acc[NV] = {};
-    for (int64_t r = 0; r < nr; ++r) {
-      const T wr = w[r * kK + j];
-      for (int v = 0; v < NV; ++v) acc[v] += wr * load(x + r * ldx + v * kLanes<T>);
-    }
-    for (int v = 0; v < NV; ++v) store(out + j * ldo + v * kLanes<T>, load(out + j * ldo + v * kLanes<T>) + acc[v]);
-  }
+void column_block(int64_t M, int64_t K, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs, T* c,
+                  int64_t crs, bool accumulate) {
+  constexpr int R = kBlockRows<NV>;
+  int64_t r = 0;
+  for (; r + R <= M; r += R) register_block<T, R, NV>(K, a + r * ars, ars, acs, b, brs, c + r * crs, crs, accumulate);
+  for (; r < M; ++r) register_block<T, 1, NV>(K, a + r * ars, ars, acs, b, brs, c + r * crs, crs, accumulate);
 }
 
+// C[M, N] (+)= A[M, K] B[K, N], B's rows and C's rows contiguous, A read through strides (a transposed tile
+// is the same tile with the strides swapped): the score tiles, the weighted sums of values and every
+// gradient of the backward. Up to eight vectors of columns at a time in registers; columns past the last
+// whole vector one at a time.
 template <typename T>
-void weights_t_times_rows(const T* w, int64_t nr, int64_t nj, const T* x, int64_t ldx, int64_t width, T* out, int64_t ldo) {
-  const int64_t nv = width / kLanes<T>;
-  switch (nv) {  // widths up to 8 registers in registers; the columns past them below
-    case 0: break;
-    case 1: weights_t_times_rows<T, 1>(w, nr, nj, x, ldx, out, ldo); break;
-    case 2: weights_t_times_rows<T, 2>(w, nr, nj, x, ldx, out, ldo); break;
-    case 3: weights_t_times_rows<T, 3>(w, nr, nj, x, ldx, out, ldo); break;
-    case 4: weights_t_times_rows<T, 4>(w, nr, nj, x, ldx, out, ldo); break;
-    case 5: weights_t_times_rows<T, 5>(w, nr, nj, x, ldx, out, ldo); break;
-    case 6: weights_t_times_rows<T, 6>(w, nr, nj, x, ldx, out, ldo); break;
-    case 7: weights_t_times_rows<T, 7>(w, nr, nj, x, ldx, out, ldo); break;
-    default: weights_t_times_rows<T, 8>(w, nr, nj, x, ldx, out, ldo); break;
+void tile_gemm(int64_t M, int64_t N, int64_t K, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs, T* c,
+               int64_t crs, bool accumulate) {
+  if (M <= 0 || N <= 0) return;
+  int64_t c0 = 0;
+  for (int64_t nv; (nv = (N - c0) / kLanes<T>) > 0; c0 += std::min<int64_t>(nv, 8) * kLanes<T>) {
+    const T* bc = b + c0;
+    T* cc = c + c0;
+    switch (std::min<int64_t>(nv, 8)) {
+      case 1: column_block<T, 1>(M, K, a, ars, acs, bc, brs, cc, crs, accumulate); break;
+      case 2: column_block<T, 2>(M, K, a, ars, acs, bc, brs, cc, crs, accumulate); break;
+      case 3: column_block<T, 3>(M, K, a, ars, acs, bc, brs, cc, crs, accumulate); break;
+      case 4: column_block<T, 4>(M, K, a, ars, acs, bc, brs, cc, crs, accumulate); break;
+      case 5: column_block<T, 5>(M, K, a, ars, acs, bc, brs, cc, crs, accumulate); break;
+      case 6: column_block<T, 6>(M, K, a, ars, acs, bc, brs, cc, crs, accumulate); break;
+      case 7: column_block<T, 7>(M, K, a, ars, acs, bc, brs, cc, crs, accumulate); break;
+      default: column_block<T, 8>(M, K, a, ars, acs, bc, brs, cc, crs, accumulate); break;
+    }
   }
-  const int64_t done = std::min<int64_t>(nv, 8) * kLanes<T>;
-  for (int64_t j = 0; j < nj; ++j)
-    for (int64_t r = 0; r < nr; ++r) {
-      const T wr = w[r * kK + j];
-      const T* __restrict xr = x + r * ldx;
-      T* __restrict o = out + j * ldo;
-#pragma omp simd
-      for (int64_t c = done; c < width; ++c) o[c] += wr * xr[c];
+  for (int64_t r = 0; r < M; ++r)
+    for (int64_t col = c0; col < N; ++col) {
+      T sum = accumulate ? c[r * crs + col] : T(0);
+      for (int64_t k = 0; k < K; ++k) sum += a[r * ars + k * acs] * b[k * brs + col];
+      c[r * crs + col] = sum;
     }
 }
 
-// acc[c] += sum_j w[j] * x[j0 + j][c] over j < n, four rows of x at a time
-template <typename T>
-void weighted_rows(const T* __restrict w, const T* x, int64_t ld, int64_t j0, int64_t n, int64_t width, T* __restrict acc) {
-  int64_t j = 0;
-  for (; j + 4 <= n; j += 4) {
-    const T w0 = w[j], w1 = w[j + 1], w2 = w[j + 2], w3 = w[j + 3];
-    const T* __restrict x0 = x + (j0 + j) * ld;
-    const T* __restrict x1 = x0 + ld;
-    const T* __restrict x2 = x1 + ld;
-    const T* __restrict x3 = x2 + ld;
-#pragma omp simd
-    for (int64_t c = 0; c < width; ++c) acc[c] += w0 * x0[c] + w1 * x1[c] + w2 * x2[c] + w3 * x3[c];
-  }
-  for (; j < n; ++j) {
-    const T wj = w[j];
-    const T* __restrict xj = x + (j0 + j) * ld;
-#pragma omp simd
-    for (int64_t c = 0; c < width; ++c) acc[c] += wj * xj[c];
+// A vector's lanes folded in halves (log2 steps) rather than one dependent scalar op per lane: per score row
+// that chain cost as much as the row's share of the products.
+template <typename T, size_t B>
+struct Part {
+  typedef T type __attribute__((vector_size(B)));
+};
+
+template <typename T, size_t B, typename F>
+[[gnu::always_inline]] inline T fold(typename Part<T, B>::type v, F f) {
+  if constexpr (B == 2 * sizeof(T)) {
+    return f(v[0], v[1]);
+  } else {
+    typename Part<T, B / 2>::type lo, hi;
+    __builtin_memcpy(&lo, &v, B / 2);
+    __builtin_memcpy(&hi, reinterpret_cast<const char*>(&v) + B / 2, B / 2);
+    return fold<T, B / 2>(f(lo, hi), f);
   }
 }
 
-// max(m, s[0..n)), a register of lanes at a time: the scalar chain was the forward's costliest loop (one
-// dependent max per key). Lanes ignore NaN as std::max(m, s[j]) does, so the result is the same.
+// max(m, s[0..n)), n a whole number of vectors. Lanes ignore NaN as std::max(m, s[j]) does, so the result
+// is the same.
 template <typename T>
 T row_max(const T* s, int64_t n, T m) {
-  int64_t j = 0;
-  if (n >= kLanes<T>) {
-    Vec<T> v = Vec<T>{} + kNegInf<T>;
-    for (; j + kLanes<T> <= n; j += kLanes<T>) {
-      Vec<T> x = load(s + j);
-      v = x > v ? x : v;
-    }
-    for (int64_t l = 0; l < kLanes<T>; ++l) m = std::max(m, v[l]);
+  if (n == 0) return m;
+  Vec<T> v = Vec<T>{} + kNegInf<T>;
+  for (int64_t j = 0; j < n; j += kLanes<T>) {
+    Vec<T> x = load(s + j);
+    v = x > v ? x : v;
   }
-  for (; j < n; ++j) m = std::max(m, s[j]);
-  return m;
+  return std::max(m, fold<T, sizeof(Vec<T>)>(v, [](auto a, auto b) { return a > b ? a : b; }));
 }
 
-// How many keys of [j0, j1) query row i sees (causal: those up to i), and its scaled, masked scores in s.
+// sum(s[0..n)), n a whole number of vectors
 template <typename T>
-int64_t score_row(const AttentionProblem& p, int64_t b, int64_t i, int64_t j0, int64_t j1, const T* kt, T* s) {
+T row_sum(const T* s, int64_t n) {
+  Vec<T> v = {};
+  for (int64_t j = 0; j < n; j += kLanes<T>) v += load(s + j);
+  return fold<T, sizeof(Vec<T>)>(v, [](auto a, auto b) { return a + b; });
+}
+
+// The keys of [j0, j1) query row i sees (causal: those up to i); its scores in s, the products of q and k
+// already there, are scaled and masked, and -inf past them up to a whole number of vectors (returned), so the
+// softmax's loops run on whole vectors only.
+struct RowKeys {
+  int64_t n = 0, padded = 0;
+};
+
+template <typename T>
+RowKeys finish_score_row(const AttentionProblem& p, int64_t b, int64_t i, int64_t j0, int64_t j1, T* s) {
   const int64_t n = p.causal ? std::min(j1, i + 1) - j0 : j1 - j0;
-  if (n <= 0) return 0;
-  const T* q = static_cast<const T*>(p.q) + p.q_off[b] + i * p.q_row;
-  row_times_tile(q, kt, p.E, s);
+  if (n <= 0) return {};
+  const int64_t padded = (n + kLanes<T> - 1) / kLanes<T> * kLanes<T>;  // <= kK
   const T scale = T(p.scale);
-  for (int64_t j = 0; j < n; ++j) s[j] *= scale;
+  for (int64_t j = 0; j < padded; ++j) s[j] *= scale;
   if (p.mask_kind == AttentionMask::Bool) {
     const bool* m = static_cast<const bool*>(p.mask) + p.m_off[b] + i * p.m_row + j0 * p.m_col;
     for (int64_t j = 0; j < n; ++j)
@@ -165,18 +193,27 @@ int64_t score_row(const AttentionProblem& p, int64_t b, int64_t i, int64_t j0, i
     const T* m = static_cast<const T*>(p.mask) + p.m_off[b] + i * p.m_row + j0 * p.m_col;
     for (int64_t j = 0; j < n; ++j) s[j] += m[j * p.m_col];
   }
-  return n;
+  std::fill(s + n, s + padded, kNegInf<T>);
+  return {n, padded};
 }
 
+// The keys of [j0, j1) that some row of [i0, i1) sees: beyond them every row's weights are zero.
+inline int64_t keys_seen(const AttentionProblem& p, int64_t i1, int64_t j0, int64_t j1) {
+  return p.causal ? std::max<int64_t>(0, std::min(j1, i1) - j0) : j1 - j0;
+}
+
+// A query tile against a key tile: one register-blocked product for the scores of all its rows, the online
+// softmax per row, then one product of the tile's weights and the values.
 template <typename T>
 void forward(const AttentionProblem& p) {
   const int64_t qtiles = (p.L + kQ - 1) / kQ;
 #pragma omp parallel if (p.batch * p.L > kQ)
   {
-    std::vector<T> kt(size_t(p.E * kK)), s(kK), acc(size_t(kQ * p.Ev)), mx(kQ), sum(kQ);
+    std::vector<T> kt(size_t(p.E * kK)), s(kQ * kK), acc(size_t(kQ * p.Ev)), mx(kQ), sum(kQ);
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < p.batch * qtiles; ++task) {
-      const int64_t b = task / qtiles, i0 = (task % qtiles) * kQ, i1 = std::min(p.L, i0 + kQ);
+      const int64_t b = task / qtiles, i0 = (task % qtiles) * kQ, i1 = std::min(p.L, i0 + kQ), nr = i1 - i0;
+      const T* q = static_cast<const T*>(p.q) + p.q_off[b];
       const T* k = static_cast<const T*>(p.k) + p.k_off[b];
       const T* v = static_cast<const T*>(p.v) + p.v_off[b];
       std::fill(acc.begin(), acc.end(), T(0));
@@ -184,33 +221,35 @@ void forward(const AttentionProblem& p) {
       std::fill(sum.begin(), sum.end(), T(0));
       const int64_t kend = p.causal ? std::min(p.S, i1) : p.S;
       for (int64_t j0 = 0; j0 < kend; j0 += kK) {
-        const int64_t j1 = std::min(kend, j0 + kK);
+        const int64_t j1 = std::min(kend, j0 + kK), seen = keys_seen(p, i1, j0, j1);
         transpose_tile(k, p.k_row, p.E, j0, j1, kt.data());
-        for (int64_t i = i0; i < i1; ++i) {
-          const int64_t r = i - i0, n = score_row(p, b, i, j0, j1, kt.data(), s.data());
-          const T m = row_max(s.data(), n, mx[size_t(r)]);
-          if (m == kNegInf<T>) continue;  // every key so far masked: nothing to add
-          const T alpha = std::exp(mx[size_t(r)] - m);
-          T add = 0;
-          T* __restrict sr = s.data();
-#pragma omp simd reduction(+ : add)
-          for (int64_t j = 0; j < n; ++j) {
-            sr[j] = std::exp(sr[j] - m);
-            add += sr[j];
+        tile_gemm(nr, kK, p.E, q + i0 * p.q_row, p.q_row, int64_t(1), kt.data(), kK, s.data(), kK, false);
+        for (int64_t r = 0; r < nr; ++r) {
+          T* __restrict sr = s.data() + r * kK;
+          const RowKeys keys = finish_score_row(p, b, i0 + r, j0, j1, sr);
+          const T m = row_max(sr, keys.padded, mx[size_t(r)]);
+          if (m == kNegInf<T>) {  // every key so far masked: nothing to add
+            std::fill(sr, sr + seen, T(0));
+            continue;
           }
+          const T alpha = std::exp(mx[size_t(r)] - m);
+#pragma omp simd
+          for (int64_t j = 0; j < keys.padded; ++j) sr[j] = std::exp(sr[j] - m);  // 0 past the row's keys
+          const T add = row_sum(sr, keys.padded);
+          if (keys.padded < seen) std::fill(sr + keys.padded, sr + seen, T(0));
           sum[size_t(r)] = sum[size_t(r)] * alpha + add;
           mx[size_t(r)] = m;
-          T* a = acc.data() + r * p.Ev;
-          if (alpha != T(1))
+          if (alpha != T(1)) {
+            T* a = acc.data() + r * p.Ev;
             for (int64_t c = 0; c < p.Ev; ++c) a[c] *= alpha;
-          weighted_rows(sr, v, p.v_row, j0, n, p.Ev, a);
+          }
         }
+        tile_gemm(nr, p.Ev, seen, s.data(), kK, int64_t(1), v + j0 * p.v_row, p.v_row, acc.data(), p.Ev, true);
       }
       // a row that attends nowhere divides 0 by 0: NaN, as the softmax of all -inf
       T* out = static_cast<T*>(p.out) + (b * p.L + i0) * p.Ev;
       T* lse = static_cast<T*>(p.lse) + b * p.L + i0;
-      for (int64_t i = i0; i < i1; ++i) {
-        const int64_t r = i - i0;
+      for (int64_t r = 0; r < nr; ++r) {
         const T inv = T(1) / sum[size_t(r)];
         for (int64_t c = 0; c < p.Ev; ++c) out[r * p.Ev + c] = acc[size_t(r * p.Ev + c)] * inv;
         lse[r] = mx[size_t(r)] + std::log(sum[size_t(r)]);
@@ -219,7 +258,8 @@ void forward(const AttentionProblem& p) {
   }
 }
 
-// One head per task: its dk and dv gather over every query row, so a task owns them whole.
+// One head per task: its dk and dv gather over every query row, so a task owns them whole. Per pair of tiles
+// the scores and d(loss)/d(p) come from two products, and dq, dk and dv gain one product each.
 template <typename T>
 void backward(const AttentionProblem& p, const AttentionGrads& gr) {
 #pragma omp parallel if (p.batch * p.L > kQ)
@@ -252,23 +292,26 @@ void backward(const AttentionProblem& p, const AttentionGrads& gr) {
         transpose_tile(k, p.k_row, p.E, j0, j1, kt.data());
         transpose_tile(v, p.v_row, p.Ev, j0, j1, vt.data());
         for (int64_t i0 = p.causal ? j0 / kQ * kQ : 0; i0 < p.L; i0 += kQ) {
-          const int64_t i1 = std::min(p.L, i0 + kQ);
-          for (int64_t i = i0; i < i1; ++i) {
-            T* __restrict pr = pt.data() + (i - i0) * kK;
-            T* __restrict dr = dst.data() + (i - i0) * kK;
-            const int64_t n = score_row(p, b, i, j0, j1, kt.data(), pr);
-            row_times_tile(g + i * p.Ev, vt.data(), p.Ev, dr);
+          const int64_t i1 = std::min(p.L, i0 + kQ), nr = i1 - i0, seen = keys_seen(p, i1, j0, j1);
+          if (seen == 0) continue;
+          tile_gemm(nr, kK, p.E, q + i0 * p.q_row, p.q_row, int64_t(1), kt.data(), kK, pt.data(), kK, false);
+          tile_gemm(nr, kK, p.Ev, g + i0 * p.Ev, p.Ev, int64_t(1), vt.data(), kK, dst.data(), kK, false);
+          for (int64_t r = 0; r < nr; ++r) {
+            T* __restrict pr = pt.data() + r * kK;
+            T* __restrict dr = dst.data() + r * kK;
+            const int64_t i = i0 + r;
+            const RowKeys keys = finish_score_row(p, b, i, j0, j1, pr);
             const T l = lse[i], di = delta[size_t(i)];
 #pragma omp simd
-            for (int64_t j = 0; j < n; ++j) {
+            for (int64_t j = 0; j < keys.padded; ++j) {
               pr[j] = std::exp(pr[j] - l);           // P
               dr[j] = pr[j] * (dr[j] - di) * scale;  // d(loss)/d(q.k)
             }
-            for (int64_t j = std::max<int64_t>(n, 0); j < kK; ++j) pr[j] = dr[j] = T(0);  // keys this row does not see
-            if (n > 0) weighted_rows(dr, k, p.k_row, j0, n, p.E, dq + i * p.E);
+            for (int64_t j = keys.n; j < seen; ++j) pr[j] = dr[j] = T(0);  // keys this row does not see
           }
-          weights_t_times_rows(pt.data(), i1 - i0, j1 - j0, g + i0 * p.Ev, p.Ev, p.Ev, dv + j0 * p.Ev, p.Ev);
-          weights_t_times_rows(dst.data(), i1 - i0, j1 - j0, q + i0 * p.q_row, p.q_row, p.E, dk + j0 * p.E, p.E);
+          tile_gemm(nr, p.E, seen, dst.data(), kK, int64_t(1), k + j0 * p.k_row, p.k_row, dq + i0 * p.E, p.E, true);
+          tile_gemm(seen, p.Ev, nr, pt.data(), int64_t(1), kK, g + i0 * p.Ev, p.Ev, dv + j0 * p.Ev, p.Ev, true);
+          tile_gemm(seen, p.E, nr, dst.data(), int64_t(1), kK, q + i0 * p.q_row, p.q_row, dk + j0 * p.E, p.E, true);
         }
       }
     }

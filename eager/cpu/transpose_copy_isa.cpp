@@ -72,6 +72,10 @@ void rows_of_plane(const u32* src, int64_t ls, u32* dst, int64_t ld, int64_t row
 
 }  // namespace
 
+void transpose_plane(const uint32_t* src, int64_t ls, uint32_t* dst, int64_t ld, int64_t rows, int64_t cols) {
+  rows_of_plane(src, ls, dst, ld, rows, cols, 0, rows);
+}
+
 bool transpose_copy(const StridedLoop& L, size_t elem_size) {
   if (elem_size != 4 || L.nops != 2 || L.ndim < 2 || L.strides[0][0] != 4 || L.strides[1][1] != 4 ||
       L.strides[1][0] == 4 || L.sizes[0] < 8 || L.sizes[1] < 8)
