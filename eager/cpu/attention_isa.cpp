@@ -91,13 +91,23 @@ template <typename T, int R, int NV>
     for (int v = 0; v < NV; ++v) store(c + r * crs + v * kLanes<T>, acc[r][v]);
 }
 
+// The rows a whole block leaves (rem < R) as one block of that height
+template <typename T, int NV, int H = kBlockRows<NV> - 1>
+void last_rows(int64_t rem, int64_t K, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs, T* c, int64_t crs,
+               bool accumulate) {
+  if constexpr (H >= 1) {
+    if (rem == H) register_block<T, H, NV>(K, a, ars, acs, b, brs, c, crs, accumulate);
+    else last_rows<T, NV, H - 1>(rem, K, a, ars, acs, b, brs, c, crs, accumulate);
+  }
+}
+
 template <typename T, int NV>
 void column_block(int64_t M, int64_t K, const T* a, int64_t ars, int64_t acs, const T* b, int64_t brs, T* c,
                   int64_t crs, bool accumulate) {
   constexpr int R = kBlockRows<NV>;
   int64_t r = 0;
   for (; r + R <= M; r += R) register_block<T, R, NV>(K, a + r * ars, ars, acs, b, brs, c + r * crs, crs, accumulate);
-  for (; r < M; ++r) register_block<T, 1, NV>(K, a + r * ars, ars, acs, b, brs, c + r * crs, crs, accumulate);
+  last_rows<T, NV>(M - r, K, a + r * ars, ars, acs, b, brs, c + r * crs, crs, accumulate);
 }
 
 // C[M, N] (+)= A[M, K] B[K, N], B's rows and C's rows contiguous, A read through strides (a transposed tile
