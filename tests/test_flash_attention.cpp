@@ -1,12 +1,14 @@
 // The fused attention row (flash_attention, eager/cpu/attention.cpp) against the unfused maths in float64:
 // values and the gradients of q, k, v and a float mask, over sizes that end inside a tile (the kernel's tiles are
 // 32 queries by 64 keys) and head dims 16/32/64/80, causal, bool and float masks; the written-out attention of
-// GPT code rewritten by the fuse_attention pass, compiled == eager. tests/test_attention.cpp compares
+// GPT code rewritten by the fuse_attention pass, compiled == eager; the outputs a recording from shapes gives
+// without running the kernels equal theirs. tests/test_attention.cpp compares
 // F.scaled_dot_product_attention, which runs the row, with PyTorch 1.13's values of the written-out maths.
 #include <cmath>
 
 #include "eager/autograd/engine.h"
 #include "eager/autograd/graph.h"
+#include "eager/cpu/attention_shapes.h"
 #include "eager/dispatch.h"
 #include "eager/ops.h"
 #include "jit/compiled_function.h"
@@ -106,6 +108,50 @@ TEST_CASE("flash_attention: the row's own outputs and errors") {
   Tensor y = scaled_dot_product_attention(in[0], in[1], in[2]);
   Tensors g = grad({sum(y * y)}, in, {}, false, true);
   check_error([&] { grad({sum(g[0])}, in); }, "flash_attention_backward: double backward through the fused attention is not supported");
+}
+
+TEST_CASE("flash_attention: a shapes-only recording's outputs are the kernels' own, and so are its errors") {
+  manual_seed(4);
+  auto same = [](OpId op, const Tensors& in, const Attrs& attrs = {}) {
+    Tensors ran = dispatch(op, in, attrs);
+    std::vector<std::pair<Shape, DType>> given = cpu::flash_attention_outputs(op, in);
+    REQUIRE(given.size() == ran.size());
+    for (size_t i = 0; i < ran.size(); ++i) {
+      CAPTURE(i);
+      CHECK(given[i].first == ran[i].sizes());
+      CHECK(given[i].second == ran[i].dtype());
+    }
+    return ran;
+  };
+  // broadcast batch dims, a mask, bfloat16 (its lse float32) and float64
+  Tensor q = randn({2, 3, 5, 8}), k = randn({3, 7, 8}), v = randn({1, 3, 7, 4}), scale = full({}, 0.25);
+  for (DType dt : {DType::Float32, DType::BFloat16, DType::Float64}) {
+    CAPTURE(dtype_name(dt));
+    Tensors in{q.to(dt), k.to(dt), v.to(dt), scale, gt(rand({5, 7}), 0.3)};
+    Tensors fwd = same(OpId::FlashAttention, in);
+    Tensors bwd_in{randn(fwd[0].sizes()).to(dt), Tensor::empty({0}, fwd[1].dtype()), fwd[0], fwd[1]};
+    bwd_in.insert(bwd_in.end(), in.begin(), in.end());
+    same(OpId::FlashAttentionBackward, bwd_in);
+  }
+  auto error_of = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  for (const Tensors& bad : {Tensors{q, randn({3, 7, 6}), v, scale}, Tensors{q, k, randn({3, 6, 4}), scale},
+                             Tensors{q, k, v, scale, randn({4, 7})}, Tensors{q, k, v}}) {
+    std::string kernel = error_of([&] { dispatch(OpId::FlashAttention, bad); });
+    REQUIRE(!kernel.empty());
+    CHECK(error_of([&] { cpu::flash_attention_outputs(OpId::FlashAttention, bad); }) == kernel);
+  }
+  Tensors fwd = dispatch(OpId::FlashAttention, {q, k, v, scale});
+  Tensors wrong{randn({2, 3, 5, 5}), Tensor::empty({0}), fwd[0], fwd[1], q, k, v, scale};
+  std::string kernel = error_of([&] { dispatch(OpId::FlashAttentionBackward, wrong); });
+  CHECK(kernel.find("flash_attention_backward: expected grad and out of shape [2,3,5,4]") != std::string::npos);
+  CHECK(error_of([&] { cpu::flash_attention_outputs(OpId::FlashAttentionBackward, wrong); }) == kernel);
 }
 
 TEST_CASE("fuse_attention: GPT's written-out attention runs the fused row compiled, values and gradients == eager") {

@@ -21,6 +21,7 @@
 #include "eager/shapes_only.h"
 #include "eager/untraced.h"
 #include "eager/autograd/graph.h"
+#include "eager/cpu/attention_shapes.h"
 
 namespace kiln::tracing {
 
@@ -97,12 +98,27 @@ class Recorder final : public TraceHooks, public ShapesOnlyHooks {
   Recorder& operator=(const Recorder&) = delete;
 
   bool record_only(OpId op, const std::vector<Tensor>& inputs, const Attrs& attrs, std::vector<Tensor>& outputs) override {
-    if (!shape_rule_ || trace_hooks() != this || !shape_checked(op, inputs, attrs)) return false;
+    if (!shape_rule_ || trace_hooks() != this) return false;
+    // attention's kernels are a recording's costliest, and their outputs come from their own shape checks
+    const bool attention = op == OpId::FlashAttention || op == OpId::FlashAttentionBackward;
+    if (!attention && !shape_checked(op, inputs, attrs)) return false;
     for (const Tensor& t : inputs)
       if (!t.device().is_cpu()) return false;
     QuietTraceReads quiet;
     std::vector<Value*> ins;
     for (const Tensor& t : inputs) ins.push_back(value_of(t));
+    if (attention) {
+      std::vector<std::pair<Shape, DType>> metas = cpu::flash_attention_outputs(op, inputs);
+      ir::Node* n = graph_->insert(graph_->create_op(op, ins, attrs, metas.size()));
+      outputs.clear();
+      for (size_t i = 0; i < metas.size(); ++i) {
+        n->output(i)->set_type(ir::type_of(metas[i].second, metas[i].first));
+        outputs.push_back(Tensor::empty(metas[i].first, metas[i].second));
+        undefined_[outputs.back().impl()->storage.get()] = outputs.back().storage();
+      }
+      pending_ = n;
+      return true;
+    }
     ir::Node* n = graph_->create_op(op, ins, attrs, 1);
     std::optional<std::vector<ir::Dim>> dims = shape_rule_(*n);
     std::optional<DType> dtype = ir::op_result_dtype(*n, /*others_keep_first=*/true);
@@ -122,7 +138,7 @@ class Recorder final : public TraceHooks, public ShapesOnlyHooks {
 
   void on_op(OpId op, const std::vector<Tensor>& inputs, const Attrs& attrs, std::vector<Tensor>& outputs) override {
     if (ir::Node* n = std::exchange(pending_, nullptr)) {  // recorded by record_only
-      remember(outputs.at(0), n->output());
+      for (size_t i = 0; i < outputs.size(); ++i) remember(outputs[i], n->output(i));
       return;
     }
     QuietTraceReads quiet;

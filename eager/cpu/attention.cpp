@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/shape.h"
 #include "eager/cpu/attention.h"
+#include "eager/cpu/attention_shapes.h"
 #include "eager/cpu/copy.h"
 #include "eager/cpu/isa_kernels.h"
 #include "eager/kernels.h"
@@ -146,6 +147,22 @@ Shape with_tail(Shape s, int64_t a, int64_t b) {
 
 Tensor to_dtype(const Tensor& t, DType dt) { return t.dtype() == dt ? t : cast_to(t, dt); }
 
+// The backward's checks: inputs grad (of out), grad_lse (empty: none), out, lse, then flash_attention's inputs.
+Layout check_backward(const Tensors& in) {
+  const char* op = "flash_attention_backward";
+  if (in.size() < 8) fail("{}: expected grad, grad_lse, out, lse, query, key, value, scale[, mask], got {} inputs", op, in.size());
+  Layout lay = check(op, Tensors(in.begin() + 4, in.end()));
+  const Shape out_shape = with_tail(lay.batch, in[4].size(-2), in[6].size(-1)), lse_shape = with_tail(lay.batch, in[4].size(-2), -1);
+  const bool has_glse = in[1].numel() > 0;
+  if (in[0].sizes() != out_shape || in[2].sizes() != out_shape || in[3].sizes() != lse_shape ||
+      (has_glse && in[1].sizes() != lse_shape))
+    fail("{}: expected grad and out of shape {} and lse of shape {}, got grad {}, grad_lse {}, out {}, lse {}", op,
+         shape_str(out_shape), shape_str(lse_shape), shape_str(in[0].sizes()), shape_str(in[1].sizes()),
+         shape_str(in[2].sizes()), shape_str(in[3].sizes()));
+  return lay;
+}
+
+
 }  // namespace
 
 Tensors kernel_flash_attention(OpId, const Tensors& in, const Attrs& attrs) {
@@ -171,22 +188,26 @@ Tensors kernel_flash_attention(OpId, const Tensors& in, const Attrs& attrs) {
   return {to_dtype(out, in[0].dtype()), lse};
 }
 
-// inputs grad (of out), grad_lse (empty: none), out, lse, then flash_attention's inputs
+std::vector<std::pair<Shape, DType>> flash_attention_outputs(OpId op, const Tensors& in) {
+  if (op == OpId::FlashAttention) {
+    Layout lay = check("flash_attention", in);
+    const int64_t L = in[0].size(-2);
+    return {{with_tail(lay.batch, L, in[2].size(-1)), in[0].dtype()}, {with_tail(lay.batch, L, -1), lay.compute}};
+  }
+  if (op != OpId::FlashAttentionBackward) fail("flash_attention_outputs: {} is not a flash attention op", op_name(op));
+  Layout lay = check_backward(in);
+  const int64_t L = in[4].size(-2), S = in[5].size(-2), E = in[4].size(-1), Ev = in[6].size(-1);
+  const DType dt = in[4].dtype();
+  return {{with_tail(lay.batch, L, E), dt}, {with_tail(lay.batch, S, E), dt}, {with_tail(lay.batch, S, Ev), dt}};
+}
+
 Tensors kernel_flash_attention_backward(OpId, const Tensors& in, const Attrs& attrs) {
-  const char* op = "flash_attention_backward";
-  if (in.size() < 8) fail("{}: expected grad, grad_lse, out, lse, query, key, value, scale[, mask], got {} inputs", op, in.size());
+  Layout lay = check_backward(in);
   Tensors fwd(in.begin() + 4, in.end());
-  Layout lay = check(op, fwd);
   Tensors keep;
   std::vector<std::vector<int64_t>> offsets;
   AttentionProblem p = problem(fwd, attrs, lay, keep, offsets);
-  const Shape out_shape = with_tail(lay.batch, p.L, p.Ev), lse_shape = with_tail(lay.batch, p.L, -1);
   const bool has_glse = in[1].numel() > 0;
-  if (in[0].sizes() != out_shape || in[2].sizes() != out_shape || in[3].sizes() != lse_shape ||
-      (has_glse && in[1].sizes() != lse_shape))
-    fail("{}: expected grad and out of shape {} and lse of shape {}, got grad {}, grad_lse {}, out {}, lse {}", op,
-         shape_str(out_shape), shape_str(lse_shape), shape_str(in[0].sizes()), shape_str(in[1].sizes()),
-         shape_str(in[2].sizes()), shape_str(in[3].sizes()));
   auto dense = [&](const Tensor& t) { return t.dtype() == lay.compute && t.is_contiguous() ? t : cast_to(t, lay.compute); };
   Tensor g = dense(in[0]), out = dense(in[2]), lse = dense(in[3]), glse = has_glse ? dense(in[1]) : Tensor();
   Tensor dq = Tensor::empty(with_tail(lay.batch, p.L, p.E), lay.compute);
