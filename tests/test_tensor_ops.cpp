@@ -564,6 +564,19 @@ TEST_CASE("median of all elements: the lower median, its gradient shared by the 
   CHECK(values(kv)[1] == 3.0);
   check_indices(ki, i64({1, 1}, {2}));
   CHECK(std::isnan(median(n).item<double>()));
+  // a NaN median's gradient, as torch 1.13: median(x) shares it among the NaN elements (evenly_distribute_backward),
+  // median(x, dim) gives it to the first NaN (the index it returns); the other elements get zeros, not NaN
+  Tensor xn = f64({1.0, NAN, 3.0, NAN, 2.0}, {5}).requires_grad_();
+  median(xn).backward();
+  check_close(xn.grad(), f64({0, 0.5, 0, 0.5, 0}, {5}), 0, 0);
+  Tensor xd = f64({1.0, NAN, 3.0, NAN, 2.0, 5.0, 4.0, NAN, 1.0, 2.0}, {2, 5}).requires_grad_();
+  median(xd, 1).first.sum().backward();
+  check_close(xd.grad(), f64({0, 1, 0, 0, 0, 0, 0, 1, 0, 0}, {2, 5}), 0, 0);
+  Tensor xf = f64({1.0, NAN, 3.0}, {3}).to(DType::Float32).requires_grad_();
+  Tensor mf = median(xf);
+  CHECK(mf.dtype() == DType::Float32);
+  mul(mf, 4.0).backward();
+  check_close(xf.grad(), f64({0, 4, 0}, {3}).to(DType::Float32), 0, 0);
   auto [iv, ii] = median(i64({3, 1, 2, 2, 7, -5, 0, 9}, {2, 4}), 1);
   CHECK(iv.dtype() == DType::Int64);
   CHECK(values(iv) == std::vector<double>{2, 0});
