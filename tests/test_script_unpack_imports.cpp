@@ -60,7 +60,7 @@ TEST_CASE("script unpack imports: what unpacking and package modules cannot give
   CHECK(e.find("attr2.py:7:27: error: module 'script_pkg.common' has no attribute 'NOPE'") != std::string::npos);
   // a module's value read in forward is named as the file writes it, the module by its dotted name
   e = module_error(head + "from . import blocks" + fwd + "x + blocks.make_width\n", kPkg + "/models/fnval.py");
-  CHECK(e.find("fnval.py:7:20: error: function 'blocks.make_width' is not a value; call it") != std::string::npos);
+  CHECK(e.find("fnval.py:7:27: error: function 'blocks.make_width' is not a value; call it") != std::string::npos);
   e = module_error(head + "from . import blocks" + fwd + "x + blocks\n", kPkg + "/models/modval.py");
   CHECK(e.find("module 'script_pkg.models.blocks'") != std::string::npos);
   CHECK(e.find(".py'") == std::string::npos);
