@@ -13,7 +13,21 @@ using kiln::test::check_close;
 
 namespace {
 const std::string kPkg = std::string(KILN_TEST_DATA) + "/script_pkg";
+
+// forward on the interpreter and compiled equal to PyTorch's, and the gradient of the sum at one parameter
+template <class Net>
+void check_run(Net& net, const Tensor& x, const Tensor& want, const std::string& param, const Tensor& want_grad) {
+  Tensor y = net.forward(x);
+  check_close(y, want, 1e-4, 1e-4);
+  check_close(compile(net.method()).call({x})[0].to_tensor(), want, 1e-4, 1e-4);
+  y.sum().backward();
+  Tensor g;
+  for (auto& [n, t] : net.named_parameters())
+    if (n == param) g = t.grad();
+  REQUIRE(g.defined());
+  check_close(g, want_grad, 1e-4, 1e-4);
 }
+}  // namespace
 
 TEST_CASE("script unpack imports: module-level unpacking and package modules as values match PyTorch") {
   ScriptFile file = script_file(kPkg + "/models/unpacked.py");
@@ -25,18 +39,10 @@ TEST_CASE("script unpack imports: module-level unpacking and package modules as 
   for (int i = 0; i < 10; ++i) xs.push_back((i - 4.0) / 3.0);
   Tensor x = tensor(xs, {2, 5});
   Tensor want = tensor({12.001, 4.06084, -11.999, 12.001, -11.999, 2.299731, 12.001, -11.999}, {2, 4});
-  Tensor y = net->forward(x);
-  check_close(y, want, 1e-4, 1e-4);
-  check_close(compile(net->method()).call({x})[0].to_tensor(), want, 1e-4, 1e-4);
-  y.sum().backward();
-  Tensor g;
-  for (auto& [n, t] : net->named_parameters())
-    if (n == "w") g = t.grad();
-  REQUIRE(g.defined());
-  check_close(g, tensor({0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -11.903316, -5.820709, 0.261895, 6.344501, 12.427106,
-                         -22.806103, -15.204067, -7.602036, 0.0, 7.602034, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0},
-                        {6, 5}),
-              1e-4, 1e-4);
+  check_run(*net, x, want, "w",
+            tensor({0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -11.903316, -5.820709, 0.261895, 6.344501, 12.427106,
+                    -22.806103, -15.204067, -7.602036, 0.0, 7.602034, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0},
+                   {6, 5}));
 }
 
 TEST_CASE("script unpack imports: what unpacking and package modules cannot give names the file, line and column") {
@@ -77,15 +83,7 @@ TEST_CASE("script unpack imports: starred module-level targets take lists, read 
   Tensor x = tensor(xs, {2, 3});
   // tests/gen_script_unpack_imports_values.py, "starred out" and "starred lin.weight.grad"
   Tensor want = tensor({8.25, 5.892857, 5.535715, 2.178571, 1.821428, 4.285714, 8.75, 10.214287}, {2, 4});
-  Tensor y = net->forward(x);
-  check_close(y, want, 1e-4, 1e-4);
-  check_close(compile(net->method()).call({x})[0].to_tensor(), want, 1e-4, 1e-4);
-  y.sum().backward();
-  Tensor g;
-  for (auto& [n, t] : net->named_parameters())
-    if (n == "lin.weight") g = t.grad();
-  REQUIRE(g.defined());
-  check_close(g, tensor({-1.25, 1.25, 3.75, -1.25, 1.25, 3.75, -1.25, 1.25, 3.75, -1.25, 1.25, 3.75}, {4, 3}), 1e-4, 1e-4);
+  check_run(*net, x, want, "lin.weight", tensor({-1.25, 1.25, 3.75, -1.25, 1.25, 3.75, -1.25, 1.25, 3.75, -1.25, 1.25, 3.75}, {4, 3}));
 }
 
 TEST_CASE("script unpack imports: a starred target's errors are Python's") {
