@@ -140,6 +140,16 @@ TEST_CASE("masked_rows: x[mask] over all of x or its leading dims, in order; gra
               "the shape of the mask [2] at index 0 does not match the shape of the indexed tensor [3, 2] at index 0");
 }
 
+TEST_CASE("a bool mask inside an index tuple: x[mask, 0], x[0, mask], x[:, mask] read, x[:, mask] written, as torch") {
+  Tensor x = f64({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {3, 4});
+  Tensor rows = f64({1, 0, 1}, {3}).to(DType::Bool), cols = f64({1, 0, 1, 1}, {4}).to(DType::Bool);
+  // the numbers PyTorch 1.13 gives for the same indexing
+  CHECK(values(index_dims(x, {0, 1}, {rows, i64({0}, {})})) == std::vector<double>{0, 8});
+  CHECK(values(index_dims(x, {0, 1}, {i64({0}, {}), cols})) == std::vector<double>{0, 2, 3});
+  CHECK(values(masked_dim(x, 1, cols)) == std::vector<double>{0, 2, 3, 4, 6, 7, 8, 10, 11});
+  CHECK(values(masked_put_dim(x, 1, cols, f64({-3}, {}))) == std::vector<double>{-3, 1, -3, -3, -3, 5, -3, -3, -3, 9, -3, -3});
+}
+
 TEST_CASE("sort, argsort and topk: values, int64 indices, ties stable, NaN largest, gradients, errors") {
   Tensor s = seq({3, 5}, 0.7, 0.2);
   auto [v, i] = topk(s, 3);
