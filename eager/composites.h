@@ -662,10 +662,26 @@ Val<B> batch_norm(B& b, Val<B> x_in, Val<B> running_mean, Val<B> running_var, Va
   return y;
 }
 
+// scale_grad_by_freq: each looked-up row's gradient divided by how often its index occurs in the batch, its
+// value unchanged (detached rows plus a zero whose gradient is 1 / count). The count is an int tensor, so the
+// division keeps the rows' dtype (bf16 stays bf16).
+template <class B>
+Val<B> embedding_grad_by_freq(B& b, Val<B> rows, Val<B> weight, Val<B> flat) {
+  auto int64 = [&](Val<B> v) { return b.op(OpId::Cast, {b.op(OpId::Eq, {v, v})}, Attrs().set("dtype", DType::Int64)); };
+  Val<B> col = b.op(OpId::Select, {b.detach(weight)}, Attrs().set("dim", int64_t(1)).set("index", int64_t(0)));
+  Val<B> zeros = b.op(OpId::Sub, {int64(col), int64(col)});  // [num_embeddings], from the weight's shape alone
+  Attrs dim0 = Attrs().set("dim", int64_t(0));
+  Val<B> counts = b.op(OpId::IndexAdd, {zeros, flat, int64(flat)}, dim0);
+  Val<B> per_row = b.op(OpId::Unsqueeze, {b.op(OpId::IndexSelect, {counts, flat}, dim0)}, Attrs().set("dim", int64_t(-1)));
+  Val<B> fixed = b.detach(rows);
+  return b.op(OpId::Add, {fixed, b.op(OpId::Div, {b.op(OpId::Sub, {rows, fixed}), per_row})});
+}
+
 // The weight's rows at the indices, shaped indices.shape + [embedding_dim]. The padding row's value comes
 // without a path back to the weight, so it gets no gradient (torch's padding_idx).
 template <class B>
-Val<B> embedding(B& b, Val<B> weight, Val<B> indices, std::optional<int64_t> padding_idx = std::nullopt) {
+Val<B> embedding(B& b, Val<B> weight, Val<B> indices, std::optional<int64_t> padding_idx = std::nullopt,
+                 bool scale_grad_by_freq = false) {
   if (std::optional<int64_t> r = b.rank(weight); r && *r != 2) {
     std::optional<Shape> s = b.shape(weight);
     b.fail(fmt::format("embedding: weight must be 2-D, got {}", s ? "shape " + shape_str(*s) : fmt::format("{}-D", *r)));
@@ -675,6 +691,7 @@ Val<B> embedding(B& b, Val<B> weight, Val<B> indices, std::optional<int64_t> pad
   Val<B> flat = b.op(OpId::Reshape, {indices}, Attrs().set("shape", Shape{-1}));
   Attrs rows0 = Attrs().set("dim", int64_t(0));
   Val<B> rows = b.op(OpId::IndexSelect, {weight, flat}, rows0);
+  if (scale_grad_by_freq) rows = embedding_grad_by_freq(b, rows, weight, flat);
   if (padding_idx) {
     Val<B> pad = b.op(OpId::Reshape, {b.op(OpId::Eq, {flat, b.scalar(*padding_idx)})}, Attrs().set("shape", Shape{-1, 1}));
     rows = b.op(OpId::Where, {pad, b.op(OpId::IndexSelect, {b.detach(weight), flat}, rows0), rows});

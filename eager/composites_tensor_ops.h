@@ -495,6 +495,15 @@ std::pair<Val<B>, Val<B>> median(B& b, Val<B> x, int64_t dim, bool keepdim) {
   return select_sorted(b, x, d, k, keepdim);
 }
 
+// The amax of flat where tie and of a detached value below r elsewhere: r again, its gradient shared by the ties.
+template <class B>
+Val<B> shared_by_ties(B& b, Val<B> flat, Val<B> tie, Val<B> r) {
+  // min(2 * min(r, 0) - 1, r): below r for floats of any size, and at most r where an integer wraps
+  Val<B> twice = b.op(OpId::Mul, {b.op(OpId::Minimum, {r, b.scalar(Scalar(int64_t(0)))}), b.scalar(Scalar(int64_t(2)))});
+  Val<B> below = b.op(OpId::Minimum, {b.op(OpId::Sub, {twice, b.scalar(Scalar(int64_t(1)))}), r});
+  return b.op(OpId::Amax, {b.op(OpId::Where, {tie, flat, below})}, Attrs().set("dims", Shape{0}).set("keepdim", false));
+}
+
 // torch.median(x): the lower median of all elements, a 0-d tensor (NaN for an empty floating x, as torch). Its
 // gradient is torch's evenly_distribute_backward, shared by the elements equal to the result: the result is
 // read again as the amax of x where x equals it (or is NaN) and of a detached value below it elsewhere, so the
@@ -505,11 +514,23 @@ Val<B> median_all(B& b, Val<B> x) {
   if (std::optional<Shape> s = b.shape(flat); s && (*s)[0] == 0)
     return keep_dtype(b, b.op(OpId::Mul, {b.op(OpId::Sum, {b.detach(flat)}, Attrs().set("dims", Shape{}).set("keepdim", false)), b.scalar(NAN)}), x);
   Val<B> r = b.detach(median(b, flat, 0, false).first);
-  Val<B> tie = b.op(OpId::LogicalOr, {b.op(OpId::Eq, {flat, r}), b.op(OpId::Ne, {flat, flat})});
-  // min(2 * min(r, 0) - 1, r): below r for floats of any size, and at most r where an integer wraps
-  Val<B> twice = b.op(OpId::Mul, {b.op(OpId::Minimum, {r, b.scalar(Scalar(int64_t(0)))}), b.scalar(Scalar(int64_t(2)))});
-  Val<B> below = b.op(OpId::Minimum, {b.op(OpId::Sub, {twice, b.scalar(Scalar(int64_t(1)))}), r});
-  return b.op(OpId::Amax, {b.op(OpId::Where, {tie, flat, below})}, Attrs().set("dims", Shape{0}).set("keepdim", false));
+  std::optional<DType> dt = b.dtype(x);
+  if (!dt || !is_floating(*dt)) {  // no NaN to meet (a script graph's unknown dtype keeps the int-safe form)
+    Val<B> tie = b.op(OpId::LogicalOr, {b.op(OpId::Eq, {flat, r}), b.op(OpId::Ne, {flat, flat})});
+    return shared_by_ties(b, flat, tie, r);
+  }
+  // A NaN median (torch propagates NaN): torch 1.13's evenly_distribute_backward gives each NaN element an equal
+  // share. The value is the NaN elements' sum over their count; the amax branch then sees no NaN (r read as 0), so
+  // the branch `where` drops gets a finite zero gradient.
+  Val<B> nan = b.op(OpId::Ne, {flat, flat}), r_nan = b.op(OpId::Ne, {r, r});
+  Val<B> zero = b.scalar(0.0);
+  Attrs all = Attrs().set("dims", Shape{0}).set("keepdim", false);
+  Val<B> nans = b.op(OpId::Sum, {b.op(OpId::Cast, {nan}, Attrs().set("dtype", DType::Int64))}, all);
+  Val<B> shared = b.op(OpId::Div, {b.op(OpId::Sum, {b.op(OpId::Where, {nan, flat, zero})}, all),
+                                   b.op(OpId::Maximum, {nans, b.scalar(Scalar(int64_t(1)))})});
+  Val<B> r_safe = b.op(OpId::Where, {r_nan, zero, r});
+  Val<B> tie = b.op(OpId::LogicalAnd, {b.op(OpId::Eq, {flat, r_safe}), b.op(OpId::LogicalNot, {r_nan})});
+  return b.op(OpId::Where, {r_nan, shared, shared_by_ties(b, b.op(OpId::Where, {nan, zero, flat}), tie, r_safe)});
 }
 
 // torch.multinomial over the last dim of a 1-D or 2-D tensor of non-negative weights (unnormalised), drawn

@@ -99,9 +99,18 @@ Tensor embedding_bag(const Tensor& input, const Tensor& weight, const Tensor& of
   return composite::embedding_bag(b, weight, input, offsets, mode, per_sample_weights, include_last_offset, padding_idx);
 }
 
-Tensor embedding(const Tensor& weight, const Tensor& indices) {
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx, std::optional<double> max_norm,
+                 double norm_type, bool scale_grad_by_freq, bool sparse) {
+  if (sparse) fail("embedding: sparse=True is not supported: kiln's gradients are dense (sparse=False gives the same values)");
+  if (max_norm && !(*max_norm > 0)) fail("embedding: max_norm must be positive, got {}", *max_norm);
+  if (padding_idx && weight.dim() == 2) {
+    int64_t num = weight.size(0);
+    if (*padding_idx < -num || *padding_idx >= num) fail("embedding: padding_idx {} is not within num_embeddings ({})", *padding_idx, num);
+    if (*padding_idx < 0) *padding_idx += num;
+  }
   EagerBuilder b;
-  return composite::embedding(b, weight, indices);
+  Tensor w = max_norm ? composite::embedding_renorm(b, weight, indices, *max_norm, norm_type) : weight;
+  return composite::embedding(b, w, indices, padding_idx, scale_grad_by_freq);
 }
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,

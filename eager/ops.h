@@ -220,7 +220,12 @@ std::pair<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, Shape kernel_
                                                   Shape padding = {0, 0}, Shape dilation = {1, 1}, bool ceil_mode = false);
 Tensor avg_pool2d(const Tensor& x, Shape kernel_size, Shape stride = {}, Shape padding = {0, 0}, bool ceil_mode = false,
                   bool count_include_pad = true, std::optional<int64_t> divisor_override = std::nullopt);
-Tensor embedding(const Tensor& weight, const Tensor& indices);
+// F.embedding (the weight first): padding_idx (negative counts from the end) gets no gradient; max_norm
+// renormalises the looked-up rows of the weight in place (norm_type-norm), as torch; scale_grad_by_freq divides
+// each row's gradient by its index's count in the batch. sparse=True raises: kiln's gradients are dense.
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx = std::nullopt,
+                 std::optional<double> max_norm = std::nullopt, double norm_type = 2.0, bool scale_grad_by_freq = false,
+                 bool sparse = false);
 // F.embedding_bag: mode 'sum' / 'mean' / 'max' over bags of a 2-D input's rows, or of a 1-D input cut at offsets
 // (include_last_offset: offsets ends with the end of the last bag); per_sample_weights for 'sum'; padding_idx
 // entries left out of their bags; empty bags give zeros

@@ -1458,9 +1458,9 @@ void add_tensor_ops(std::vector<Builtin>& b) {
   // F.embedding and F.batch_norm: the composites nn.Embedding and nn.BatchNorm run, on the tensors given
   add("embedding", kF, {"input", "weight", "padding_idx", "max_norm", "norm_type", "scale_grad_by_freq", "sparse"}, 2,
       [](Lowerer& L, Args& a, const Expr&) {
-        if (is_given(a[3])) L.fail(a[3].loc, "embedding: max_norm is not supported in kiln script");
-        if (is_given(a[5]) && L.need_bool(a[5], "scale_grad_by_freq")) L.fail(a[5].loc, "embedding: scale_grad_by_freq is not supported in kiln script");
-        if (is_given(a[6]) && L.need_bool(a[6], "sparse")) L.fail(a[6].loc, "embedding: sparse gradients are not supported in kiln script");
+        if (is_given(a[6]) && L.need_bool(a[6], "sparse"))
+          L.fail(a[6].loc, "embedding: sparse=True is not supported: kiln's gradients are dense (sparse=False gives the same values)");
+        bool by_freq = is_given(a[5]) && L.need_bool(a[5], "scale_grad_by_freq");
         std::optional<int64_t> pad;
         if (is_given(a[2])) {
           pad = L.need_int(a[2], "padding_idx");
@@ -1471,7 +1471,20 @@ void add_tensor_ops(std::vector<Builtin>& b) {
           if (*pad < 0) *pad += w->size(0);
         }
         LoweringBuilder lb(L);
-        return composite::embedding(lb, L.tensor_arg(a[1], "weight"), L.tensor_arg(a[0], "input"), pad);
+        Value* indices = L.tensor_arg(a[0], "input");
+        Value* weight = nullptr;
+        if (is_given(a[3])) {
+          // max_norm renormalises the weight's rows in place: the graph writes it back, as nn.Embedding's
+          double max_norm = need_float(L, a[3], "max_norm");
+          if (!(max_norm > 0)) L.fail(a[3].loc, fmt::format("embedding: max_norm must be positive, got {}", max_norm));
+          std::optional<Tensor> w = module_tensor(L, a[1]);
+          if (!w) L.fail(a[1].loc, "embedding: with max_norm the weight is renormalised in place, so it must be a module's parameter (self.<name>) in kiln script");
+          weight = composite::embedding_renorm(lb, lb.parameter(*w, a[1].expr ? describe_attribute(*a[1].expr) : "weight"), indices, max_norm,
+                                               is_given(a[4]) ? need_float(L, a[4], "norm_type") : 2.0);
+        } else {
+          weight = L.tensor_arg(a[1], "weight");
+        }
+        return composite::embedding(lb, weight, indices, pad, by_freq);
       });
   add("batch_norm", kF, {"input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps"}, 3,
       [](Lowerer& L, Args& a, const Expr&) {

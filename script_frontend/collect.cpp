@@ -102,9 +102,10 @@ class Collector {
  private:
   void unavailable(const std::string& name, std::string why) { m_.unavailable.emplace(name, std::move(why)); }
 
-  // `A, B = 3, 4` / `(H, W), C = SIZE, 3`: names only, nested as the evaluator unpacks them (no starred name)
+  // `A, B = 3, 4` / `(H, W), C = SIZE, 3` / `A, *B = SIZES`: names only, nested as the evaluator unpacks them
   static bool unpackable(const Expr& t) {
     if (t.kind == ExprKind::Name) return true;
+    if (t.kind == ExprKind::Starred) return t.args[0]->kind == ExprKind::Name;
     if (t.kind != ExprKind::Tuple && t.kind != ExprKind::List) return false;
     return std::all_of(t.args.begin(), t.args.end(), [](const ExprPtr& a) { return unpackable(*a); });
   }
@@ -480,8 +481,9 @@ class SupportCheck {
  private:
   bool evaluated() const { return where_ == "__init__"; }
 
-  // `a, *rest = xs`: lowering unpacks a fixed number of names.
+  // `a, *rest = xs`: lowering unpacks a fixed number of names (__init__'s evaluator takes starred names).
   void starred_target(const Expr& t) {
+    if (evaluated()) return;
     if (t.kind == ExprKind::Starred) fail(t.loc, "starred assignment targets are not supported in {}");
     if (t.kind == ExprKind::Tuple || t.kind == ExprKind::List)
       for (const auto& a : t.args) starred_target(*a);

@@ -49,7 +49,7 @@ std::string Static::type_name() const {
     case Kind::Class: return "type[" + (cls ? cls->name : s) + "]";
     case Kind::Function: return fn ? "function " + fn->name : "builtin " + s;
     case Kind::Partial: return "functools.partial";
-    case Kind::Namespace: return "module " + s;
+    case Kind::Namespace: return is_file_module(*this) ? "module '" + module_dotted_name(file_module_path(*this)) + "'" : "module " + s;
     case Kind::Exception: return s;
   }
   return "?";
@@ -536,6 +536,8 @@ class Init : public NnConstructors {
       case ExprKind::Tuple:
       case ExprKind::List: {
         std::vector<Static> es = iterate(v, t.loc);
+        auto star = std::find_if(t.args.begin(), t.args.end(), [](const ExprPtr& a) { return a->kind == ExprKind::Starred; });
+        if (star != t.args.end()) return assign_starred(t, size_t(star - t.args.begin()), es, sc);
         if (es.size() > t.args.size()) py_raise(t.loc, "ValueError", fmt::format("too many values to unpack (expected {})", t.args.size()));
         if (es.size() < t.args.size())
           py_raise(t.loc, "ValueError", fmt::format("not enough values to unpack (expected {}, got {})", t.args.size(), es.size()));
@@ -586,6 +588,18 @@ class Init : public NnConstructors {
       }
       default: fail(t.loc, "cannot assign to this expression");
     }
+  }
+
+  // `A, *B, C = xs`: the starred name takes what the others leave, always as a list (Python's rule, a tuple
+  // value included); the parser has allowed one starred target per level.
+  void assign_starred(const Expr& t, size_t star, const std::vector<Static>& es, Scope& sc) {
+    size_t fixed = t.args.size() - 1;
+    if (es.size() < fixed)
+      py_raise(t.loc, "ValueError", fmt::format("not enough values to unpack (expected at least {}, got {})", fixed, es.size()));
+    size_t rest = es.size() - fixed;
+    for (size_t i = 0; i < star; ++i) assign(*t.args[i], es[i], sc);
+    assign(*t.args[star]->args[0], Static::seq(Kind::List, std::vector<Static>(es.begin() + star, es.begin() + star + rest)), sc);
+    for (size_t i = star + 1; i < t.args.size(); ++i) assign(*t.args[i], es[i - 1 + rest], sc);
   }
 
   Static& var(const std::string& name, Scope& sc, SourceLoc loc) {
@@ -1085,7 +1099,7 @@ class Init : public NnConstructors {
     if (!why.empty()) fail(loc, why);
     if (!f || module.empty())
       fail(loc, fmt::format("'{}' comes from `{}`, and kiln found no file for it ({}{}.py)", as, stmt, dir, module.empty() ? name : rel));
-    fail(loc, fmt::format("cannot import name '{}' from {}", name, f->src.name));
+    fail(loc, fmt::format("cannot import name '{}' from '{}' ({})", name, module_dotted_name(f->src.name), f->src.name));
   }
 
   // PATH.py or PATH/__init__.py, parsed on first read; null when neither is there.
@@ -1113,7 +1127,8 @@ class Init : public NnConstructors {
     std::string path = file_module_path(mod);
     std::string why;
     if (std::optional<Static> v = bound_in(*loaded_.at(path), name, loc, &why)) return *v;
-    fail(loc, why.empty() ? fmt::format("module '{}' has no attribute '{}'", path, name) : fmt::format("{} in {}", why, path));
+    std::string dotted = module_dotted_name(path);
+    fail(loc, why.empty() ? fmt::format("module '{}' has no attribute '{}'", dotted, name) : fmt::format("{} in module '{}'", why, dotted));
   }
 
   // NAME as file f's module-level code binds it (a constant or a class, function or import); none, with *why set

@@ -903,9 +903,10 @@ Value* Lowerer::attribute(const Expr& e) {
     fail(e.loc, fmt::format("math.{} is not supported in kiln script", e.name));
   }
   if (const Object* o = static_object(base)) return object_attribute(*o, e.name, e.loc);
-  if (const ModuleGlobal* g = module_attribute(e)) {
-    if (g->value.kind == Static::Kind::Function) fail(e.loc, fmt::format("function '{}' is not a value; call it", e.name));
-    return static_value(g->value, e.name, e.loc);
+  if (const ModuleGlobal* g = module_attribute(e)) {  // helpers.CONST: named as the file writes it
+    std::string dotted = base.name + "." + e.name;
+    if (g->value.kind == Static::Kind::Function) fail(e.loc, fmt::format("function '{}' is not a value; call it", dotted));
+    return static_value(g->value, dotted, e.loc);
   }
   // ClassName.attr: a class-level attribute of a class of the file, a constant
   if (base.kind == ExprKind::Name && !frame().env.count(base.name))
@@ -1056,7 +1057,7 @@ Value* Lowerer::call(const Expr& e) {
       auto a = m_->aliases.find(base.name);
       if (a != m_->aliases.end() && a->second == "warnings") return g_->insert_none();
     }
-    if (const ModuleGlobal* g = module_attribute(fn)) return call_function_value(g->value, e, g->home.get(), fn.name);
+    if (const ModuleGlobal* g = module_attribute(fn)) return call_function_value(g->value, e, g->home.get(), base.name + "." + fn.name);
     if (base.kind == ExprKind::Name && !frame().env.count(base.name))
       if (const std::string* why = m_->why_unavailable(base.name)) fail(base.loc, *why);
     if (base.kind == ExprKind::Name && (base.name == "F" || base.name == "nn" || base.name == "np"))

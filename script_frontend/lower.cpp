@@ -572,7 +572,7 @@ void names_read(const Stmt& s, std::set<std::string>& out) {
 
 }  // namespace
 
-// Lowers the statements after the failed one of a block of the function's own body (not an inlined one's) for
+// Lowers the statements after the failed one of a block (of the function's own body or an inlined one's) for
 // their errors alone (the graph is discarded): each from the state its block's statements start in (`at`),
 // skipped when it reads a name that a failed or skipped statement assigns, since its errors would be the first
 // one's consequences. A block inside an if or a loop recovers so first, then the block around it.
@@ -605,14 +605,14 @@ void Lowerer::recover_after(const std::vector<StmtPtr>& body, size_t failed, con
 }
 
 Lowerer::Resume Lowerer::resume_point() const {
-  return Resume{loops_, loop_depth_, branch_depth_, inlining_.size(), g_->insert_point(), param_of_};
+  return Resume{loops_, loop_depth_, branch_depth_, inlining_.size(), frames_.size(), g_->insert_point(), param_of_};
 }
 
 void Lowerer::resume(const Resume& at) {
   // drop what the failed statement left half done (inlined frames, loop state, alias chains, whose rebinding a
   // half-done write may have left circular); the statements checked then see names only, which can miss an
   // aliasing error but never invent one
-  while (frames_.size() > 1) frames_.pop_back();
+  while (frames_.size() > at.frames) frames_.pop_back();
   loops_ = at.loops;
   loop_depth_ = at.loop_depth;
   branch_depth_ = at.branch_depth;
@@ -634,23 +634,19 @@ void Lowerer::block(const std::vector<StmtPtr>& body, size_t from) {
   for (size_t i = from; i < body.size(); ++i) {
     const Stmt& s = *body[i];
     if (&body == top_body_) top_index_ = i;
-    if (&body == top_body_ || frames_.size() != 1) {
+    if (&body == top_body_) {
       stmt(s);
     } else {
-      // a statement inside an if or a loop of the function's own body: its failure leaves the block's later
-      // statements to be checked too, before the block around it checks its own
+      // a statement inside an if or a loop, or of an inlined function's body (a helper forward calls): its
+      // failure leaves the block's later statements to be checked too, before the block around it (or the
+      // caller's) checks its own
       Resume at = resume_point();
-      try {
-        stmt(s);
-      } catch (const UntypedParameter&) {
-        throw;
-      } catch (const RecursionError&) {
-        throw;
-      } catch (const Error& e) {
-        if (first_error_.empty()) first_error_ = e.what();
-        recover_after(body, i, at);
-        throw;
-      }
+      on_code_error([&] { stmt(s); },
+                    [&](const Error& e) {
+                      if (first_error_.empty()) first_error_ = e.what();
+                      recover_after(body, i, at);
+                      throw;
+                    });
     }
     if (i + 1 == body.size()) return;
     if (s.kind == StmtKind::Return || s.kind == StmtKind::Break || s.kind == StmtKind::Continue ||
@@ -995,21 +991,15 @@ void Lowerer::if_stmt(const Stmt& s) {
     block(body);
   };
   // A condition known at lowering time (`x is None` on a non-optional) still lowers both branches, so
-  // both are type-checked; the interpreter takes the right one.
-  if (frames_.size() != 1)
-    return branch(c, [&] { run(s.body, true); }, [&] { run(s.orelse, false); }, always_exits(s.body), always_exits(s.orelse), s.loc);
-  // in the function's own body, an error of the then block leaves the else block to be checked too
+  // both are type-checked; the interpreter takes the right one. An error of the then block leaves the else
+  // block to be checked too.
   const Resume at = resume_point();
   const std::map<std::string, Value*> env = frame().env;
   bool in_else = false;
-  try {
+  on_code_error([&] {
     branch(c, [&] { run(s.body, true); }, [&] { in_else = true; run(s.orelse, false); }, always_exits(s.body),
            always_exits(s.orelse), s.loc);
-  } catch (const UntypedParameter&) {
-    throw;
-  } catch (const RecursionError&) {
-    throw;
-  } catch (const Error& e) {
+  }, [&](const Error& e) {
     if (in_else || s.orelse.empty()) throw;
     if (first_error_.empty()) first_error_ = e.what();
     resume(at);
@@ -1024,7 +1014,7 @@ void Lowerer::if_stmt(const Stmt& s) {
       note_later_error(other.what(), mark);
     }
     throw;
-  }
+  });
 }
 
 void Lowerer::loop(Value* trip, Value* cond, const std::vector<StmtPtr>& body, const std::set<std::string>& assigned,

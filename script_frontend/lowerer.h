@@ -247,12 +247,28 @@ class Lowerer {
     std::vector<LoopCtx> loops;
     int loop_depth = 0, branch_depth = 0;
     size_t inlining = 1;
+    size_t frames = 1;  // the frame of the block that recovers: the function's own, or an inlined call's
     ir::Node* insert = nullptr;
     std::map<Value*, std::string> param_of;
   };
   Resume resume_point() const;
   void resume(const Resume& at);
   void recover_after(const std::vector<StmtPtr>& body, size_t failed, const Resume& at);
+  // Runs lower; an error of the code goes to on_error (which may note it and rethrow). What is not an error of
+  // the code passes through: an UntypedParameter (the caller lowers the function again, typed by a call) and
+  // a RecursionError (reported once per cycle by check_all).
+  template <class Lower, class OnError>
+  void on_code_error(Lower&& lower, OnError&& on_error) {
+    try {
+      lower();
+    } catch (const UntypedParameter&) {
+      throw;
+    } catch (const RecursionError&) {
+      throw;
+    } catch (const Error& e) {
+      on_error(e);
+    }
+  }
   void note_later_error(const std::string& e, size_t at);  // at: its place among the later errors (file order)
   // Before a list mutation rebinds every name of the list: refused inside an if or a loop when another
   // name shares it, since the branch's merge would unlink the names without a word.

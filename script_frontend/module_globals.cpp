@@ -58,7 +58,7 @@ const ModuleGlobal* Lowerer::module_attribute(const Expr& e) {
   for (const auto& f : files_)
     if (f->src.name == file_module_path(*mod)) {
       const ModuleGlobal* g = global_of(f, e.name, e.loc, true);
-      if (!g) fail(e.loc, fmt::format("module '{}' has no attribute '{}'", f->src.name, e.name));
+      if (!g) fail(e.loc, fmt::format("module '{}' has no attribute '{}'", module_dotted_name(f->src.name), e.name));
       return g;
     }
   return nullptr;

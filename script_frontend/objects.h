@@ -186,6 +186,8 @@ std::optional<ModuleGlobal> module_global(const std::shared_ptr<const File>& fil
 inline Static file_module(const std::string& path) { return Static::named(Static::Kind::Namespace, "file:" + path); }
 inline bool is_file_module(const Static& v) { return v.kind == Static::Kind::Namespace && v.s.rfind("file:", 0) == 0; }
 inline std::string file_module_path(const Static& v) { return v.s.substr(5); }
+// The dotted name Python gives the module of file `path` (module_names.cpp), for messages.
+std::string module_dotted_name(const std::string& path);
 // An IValue given to module() as a constructor argument.
 Static static_of(const IValue& v);
 

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "script_frontend/parser_impl.h"
 
 namespace kiln::script {
@@ -260,6 +262,8 @@ void Parser::check_target(const Expr& e) {
   if (e.kind == ExprKind::Name || e.kind == ExprKind::Subscript || e.kind == ExprKind::Attribute) return;
   if (e.kind == ExprKind::Starred) return check_target(*e.args[0]);
   if (e.kind == ExprKind::Tuple || e.kind == ExprKind::List) {
+    if (std::count_if(e.args.begin(), e.args.end(), [](const ExprPtr& a) { return a->kind == ExprKind::Starred; }) > 1)
+      src_.fail(e.loc, "multiple starred expressions in assignment");
     for (auto& a : e.args) check_target(*a);
     return;
   }

@@ -15,3 +15,19 @@ y = net(x)
 print("out:", [round(v, 6) for v in y.flatten().tolist()])
 y.sum().backward()
 print("w.grad:", [round(v, 6) for v in net.w.grad.flatten().tolist()])
+
+# starred module-level targets (class Starred)
+from script_pkg.models.unpacked import Starred  # noqa: E402
+
+torch.manual_seed(0)
+s = Starred()
+w = (torch.arange(12.0).view(4, 3) - 5.0) / 7.0
+b = torch.tensor([0.1, -0.2, 0.3, -0.4])
+with torch.no_grad():
+    s.lin.weight.copy_(w)
+    s.lin.bias.copy_(b)
+x = (torch.arange(6.0).view(2, 3) - 2.0) / 2.0
+y = s(x)
+print("starred out:", [round(v, 6) for v in y.flatten().tolist()])
+y.sum().backward()
+print("starred lin.weight.grad:", [round(v, 6) for v in s.lin.weight.grad.flatten().tolist()])

@@ -156,3 +156,45 @@ class Net(nn.Module):
   for (size_t k = e.find(": error: "); k != std::string::npos; k = e.find(": error: ", k + 1)) ++errors;
   CHECK(errors == 8);
 }
+
+TEST_CASE("script: checking goes on inside an inlined function, each of its errors once and in file order") {
+  const char* src = R"py(import torch
+import torch.nn as nn
+
+
+def helper(x):
+    a = x.frobnicate()
+    b = a + 1
+    if bool(x.sum() > 0):
+        c = x.bad_then()
+    else:
+        c = x.bad_else()
+    return x.nope()
+
+
+class Net(nn.Module):
+    def forward(self, x):
+        y = helper(x)
+        z = y + 1
+        w = helper(x * 2)
+        return x.zzz()
+)py";
+  std::string e = error_of([&] { script_source(src, "inlined.py").module("Net"); });
+  CHECK(e.find("inlined.py:6:") == 0);  // the first error first
+  // then the helper's later ones, in file order, then forward's: the helper's each once although it is called twice
+  size_t at = 0;
+  for (const char* line : {"inlined.py:9:", "inlined.py:11:", "inlined.py:12:", "inlined.py:20:"}) {
+    INFO(std::string(line));
+    size_t found = e.find(line, at);
+    CHECK(found != std::string::npos);
+    if (found != std::string::npos) at = found;
+  }
+  // what reads a failed statement's name is not a new error
+  for (const char* line : {"inlined.py:7:", "inlined.py:18:"}) {
+    INFO(std::string(line));
+    CHECK(e.find(line) == std::string::npos);
+  }
+  size_t errors = 0;
+  for (size_t k = e.find(": error: "); k != std::string::npos; k = e.find(": error: ", k + 1)) ++errors;
+  CHECK(errors == 5);
+}

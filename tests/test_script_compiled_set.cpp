@@ -121,7 +121,7 @@ TEST_CASE("script: a file written like a published model scripts; only forward, 
 }
 
 TEST_CASE("script: names kiln cannot give a value fail where compiled code uses them, naming why") {
-  std::string head = "import torch\nimport numpy as np\nfrom functools import partial\nfrom ..ops.misc import Conv\nLIMIT, *STEP = 3, 1\n\n\n";
+  std::string head = "import torch\nimport numpy as np\nfrom functools import partial\nfrom ..ops.misc import Conv\nfor LIMIT in (3, 1): pass\n\n\n";
   auto fn_error = [&](const std::string& body) {
     return file_error(head + "def f(x: torch.Tensor) -> torch.Tensor:\n" + body, [](ScriptFile& m) { m.function("f"); });
   };

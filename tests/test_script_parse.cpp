@@ -167,9 +167,10 @@ TEST_CASE("script errors: constructs kiln does not run are named where the code 
   CHECK(err("def f(x: int) -> int:\n    return max(x, **{})\n").find("**kwargs are not supported") != std::string::npos);
   // module-level code is not run: what it binds is named where compiled code uses it
   CHECK(err("x = 1\n").empty());
-  CHECK(err("x, *y = 1, 2\n\n\ndef f(n: int) -> int:\n    return n + x\n")
+  CHECK(err("for x in (1, 2): pass\n\n\ndef f(n: int) -> int:\n    return n + x\n")
             .find("m.py:5:16: error: 'x' is bound by module-level code (line 1), which kiln does not run") == 0);
   CHECK(err("x, y = 1, 2\n\n\ndef f(n: int) -> int:\n    return n + x\n").empty());  // an unpacking of names is constants
+  CHECK(err("x, *y = 1, 2\n\n\ndef f(n: int) -> int:\n    return n + x\n").empty());  // a starred one too
   CHECK(err("x = 1\n\n\ndef f(n: int) -> int:\n    return n + x\n").empty());  // a module-level constant is one of the graph
   CHECK(err("def f(x: int) -> int:\n    return x\n\nif __name__ == '__main__':\n    print(f(1))\n").empty());
 

@@ -140,6 +140,16 @@ TEST_CASE("masked_rows: x[mask] over all of x or its leading dims, in order; gra
               "the shape of the mask [2] at index 0 does not match the shape of the indexed tensor [3, 2] at index 0");
 }
 
+TEST_CASE("a bool mask inside an index tuple: x[mask, 0], x[0, mask], x[:, mask] read, x[:, mask] written, as torch") {
+  Tensor x = f64({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {3, 4});
+  Tensor rows = f64({1, 0, 1}, {3}).to(DType::Bool), cols = f64({1, 0, 1, 1}, {4}).to(DType::Bool);
+  // the numbers PyTorch 1.13 gives for the same indexing
+  CHECK(values(index_dims(x, {0, 1}, {rows, i64({0}, {})})) == std::vector<double>{0, 8});
+  CHECK(values(index_dims(x, {0, 1}, {i64({0}, {}), cols})) == std::vector<double>{0, 2, 3});
+  CHECK(values(masked_dim(x, 1, cols)) == std::vector<double>{0, 2, 3, 4, 6, 7, 8, 10, 11});
+  CHECK(values(masked_put_dim(x, 1, cols, f64({-3}, {}))) == std::vector<double>{-3, 1, -3, -3, -3, 5, -3, -3, -3, 9, -3, -3});
+}
+
 TEST_CASE("sort, argsort and topk: values, int64 indices, ties stable, NaN largest, gradients, errors") {
   Tensor s = seq({3, 5}, 0.7, 0.2);
   auto [v, i] = topk(s, 3);
@@ -564,6 +574,19 @@ TEST_CASE("median of all elements: the lower median, its gradient shared by the 
   CHECK(values(kv)[1] == 3.0);
   check_indices(ki, i64({1, 1}, {2}));
   CHECK(std::isnan(median(n).item<double>()));
+  // a NaN median's gradient, as torch 1.13: median(x) shares it among the NaN elements (evenly_distribute_backward),
+  // median(x, dim) gives it to the first NaN (the index it returns); the other elements get zeros, not NaN
+  Tensor xn = f64({1.0, NAN, 3.0, NAN, 2.0}, {5}).requires_grad_();
+  median(xn).backward();
+  check_close(xn.grad(), f64({0, 0.5, 0, 0.5, 0}, {5}), 0, 0);
+  Tensor xd = f64({1.0, NAN, 3.0, NAN, 2.0, 5.0, 4.0, NAN, 1.0, 2.0}, {2, 5}).requires_grad_();
+  median(xd, 1).first.sum().backward();
+  check_close(xd.grad(), f64({0, 1, 0, 0, 0, 0, 0, 1, 0, 0}, {2, 5}), 0, 0);
+  Tensor xf = f64({1.0, NAN, 3.0}, {3}).to(DType::Float32).requires_grad_();
+  Tensor mf = median(xf);
+  CHECK(mf.dtype() == DType::Float32);
+  mul(mf, 4.0).backward();
+  check_close(xf.grad(), f64({0, 4, 0}, {3}).to(DType::Float32), 0, 0);
   auto [iv, ii] = median(i64({3, 1, 2, 2, 7, -5, 0, 9}, {2, 4}), 1);
   CHECK(iv.dtype() == DType::Int64);
   CHECK(values(iv) == std::vector<double>{2, 0});

@@ -346,8 +346,8 @@ Tensor table_weight(int64_t num, int64_t dim, std::optional<int64_t> padding_idx
 
 }  // namespace
 
-Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad, std::optional<double> mn, double nt)
-    : max_norm(mn), norm_type(nt) {
+Embedding::Embedding(int64_t num, int64_t dim, std::optional<int64_t> pad, std::optional<double> mn, double nt, bool freq)
+    : max_norm(mn), norm_type(nt), scale_grad_by_freq(freq) {
   if (max_norm && !(*max_norm > 0)) fail("Embedding: max_norm must be positive, got {}", *max_norm);
   padding_idx = table_padding_idx("Embedding", num, pad);
   weight = register_parameter("weight", table_weight(num, dim, padding_idx));
@@ -356,7 +356,7 @@ template <class B>
 Val<B> forward_with(B& b, Embedding& m, Val<B> indices) {
   Val<B> w = b.parameter(m.weight, "weight");
   if (m.max_norm) w = composite::embedding_renorm(b, w, indices, *m.max_norm, m.norm_type);
-  return composite::embedding(b, w, indices, m.padding_idx);
+  return composite::embedding(b, w, indices, m.padding_idx, m.scale_grad_by_freq);
 }
 Tensor Embedding::forward(const Tensor& indices) { return eager_forward(*this, indices); }
 
@@ -689,8 +689,7 @@ const std::vector<LayerSpec>& layer_registry() {
         {{"num_embeddings"}, {"embedding_dim"}, {"padding_idx", IValue()}, {"max_norm", IValue()}, {"norm_type", 2.0},
          {"scale_grad_by_freq", false}, {"sparse", false}},
         [](const LayerArgs& a) {
-          a.unsupported_if_true("scale_grad_by_freq");
-          a.unsupported_if_true("sparse");
+          if (a.flag("sparse")) a.fail("sparse=True is not supported: kiln's gradients are dense (sparse=False gives the same values)");
           int64_t num = a.positive("num_embeddings");
           std::optional<double> max_norm;
           if (!a.is_none("max_norm")) max_norm = a.number("max_norm");
@@ -699,7 +698,8 @@ const std::vector<LayerSpec>& layer_registry() {
             pad = a.integer("padding_idx");
             if (*pad < -num || *pad >= num) a.fail(fmt::format("padding_idx {} must be within num_embeddings {}", *pad, num));
           }
-          return std::make_shared<Embedding>(num, a.positive("embedding_dim"), pad, max_norm, a.number("norm_type"));
+          return std::make_shared<Embedding>(num, a.positive("embedding_dim"), pad, max_norm, a.number("norm_type"),
+                                             a.flag("scale_grad_by_freq"));
         },
         {{"num_embeddings", 10}, {"embedding_dim", 4}, {"padding_idx", 0}}, [] { return randint(0, 10, {2, 5}); }));
     {

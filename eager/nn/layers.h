@@ -328,15 +328,17 @@ class BatchNorm1d : public BatchNorm2d {
 // padding_idx (negative counts from the end, as torch): that row starts at zero and gets no gradient.
 class Embedding : public Module {
  public:
-  // max_norm: the looked-up rows with a larger norm_type-norm are renormalised in the weight, in place, as torch
+  // max_norm: the looked-up rows with a larger norm_type-norm are renormalised in the weight, in place, as torch;
+  // scale_grad_by_freq: a row's gradient divided by its index's count in the batch
   Embedding(int64_t num_embeddings, int64_t embedding_dim, std::optional<int64_t> padding_idx = std::nullopt,
-            std::optional<double> max_norm = std::nullopt, double norm_type = 2.0);
+            std::optional<double> max_norm = std::nullopt, double norm_type = 2.0, bool scale_grad_by_freq = false);
   Tensor forward(const Tensor& indices) override;
   std::string name() const override { return "Embedding"; }
   Tensor weight;
   std::optional<int64_t> padding_idx;  // in [0, num_embeddings)
   std::optional<double> max_norm;
   double norm_type;
+  bool scale_grad_by_freq;
 };
 
 // torch's EmbeddingBag: weight [num_embeddings, embedding_dim] ~ N(0, 1) (the padding row zeroed); forward reduces
