@@ -104,8 +104,31 @@ Tensor index_put(const Tensor& x, const Tensor& index, const Tensor& v, bool acc
 
 Tensor index_put(const Tensor& x, const Tensors& indices, const Tensor& v, bool accumulate) {
   if (x.dim() == 0) fail("index_put: invalid index of a 0-dim tensor");
+  // torch reads a k-D bool mask inside the tuple as k index tensors: the coordinates of its true elements
+  // (nonzero()), over the k dims of x it covers
+  Tensors expanded;
+  int64_t at = 0;
+  for (const Tensor& i : indices) {
+    if (!i.defined() || i.dtype() != DType::Bool) {
+      expanded.push_back(i);
+      ++at;
+      continue;
+    }
+    if (std::string bad = mask_mismatch(i.sizes(), x.sizes(), at); !bad.empty()) fail("index_put: {}", bad);
+    EagerBuilder b;
+    Tensor pos = composite::mask_positions(b, i);  // int64
+    int64_t stride = 1;
+    Tensors coords(size_t(i.dim()));
+    for (int64_t d = i.dim() - 1; d >= 0; --d) {
+      Tensor q = stride == 1 ? pos : b.op(OpId::FloorDivide, {pos, b.scalar(Scalar(stride))});
+      coords[size_t(d)] = d == 0 ? q : composite::remainder(b, q, b.scalar(Scalar(i.size(d))));
+      stride *= std::max<int64_t>(i.size(d), 1);
+    }
+    expanded.insert(expanded.end(), coords.begin(), coords.end());
+    at += i.dim();
+  }
   EagerBuilder b;
-  return composite::index_put_tuple(b, x, indices, v, accumulate);
+  return composite::index_put_tuple(b, x, expanded, v, accumulate);
 }
 
 Tensor index_put_dim(const Tensor& x, int64_t d, const Tensor& index, const Tensor& v) {

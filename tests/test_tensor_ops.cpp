@@ -148,6 +148,16 @@ TEST_CASE("a bool mask inside an index tuple: x[mask, 0], x[0, mask], x[:, mask]
   CHECK(values(index_dims(x, {0, 1}, {i64({0}, {}), cols})) == std::vector<double>{0, 2, 3});
   CHECK(values(masked_dim(x, 1, cols)) == std::vector<double>{0, 2, 3, 4, 6, 7, 8, 10, 11});
   CHECK(values(masked_put_dim(x, 1, cols, f64({-3}, {}))) == std::vector<double>{-3, 1, -3, -3, -3, 5, -3, -3, -3, 9, -3, -3});
+  // index_put with a mask in the tuple reads it as the coordinates of its true elements, a 2-D mask as two
+  CHECK(values(index_put(x, {rows, i64({0}, {})}, f64({-1}, {}))) == std::vector<double>{-1, 1, 2, 3, 4, 5, 6, 7, -1, 9, 10, 11});
+  CHECK(values(index_put(x, {i64({0, 0, 0}, {3}), cols}, f64({5, 6, 7}, {3}), true)) ==
+        std::vector<double>{5, 1, 8, 10, 4, 5, 6, 7, 8, 9, 10, 11});
+  Tensor y = f64({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {2, 3, 2});
+  Tensor m = f64({1, 0, 1, 0, 1, 1}, {2, 3}).to(DType::Bool);
+  CHECK(values(index_put(y, {m, i64({1, 0, 1, 0}, {4})}, f64({-1, -2, -3, -4}, {4}))) ==
+        std::vector<double>{0, -1, 2, 3, -2, 5, 6, 7, 8, -3, -4, 11});
+  check_error([&] { index_put(x, {f64({1, 0}, {2}).to(DType::Bool), i64({0}, {})}, f64({1}, {})); },
+              "index_put: the shape of the mask [2] at index 0 does not match the shape of the indexed tensor [3, 4] at index 0");
 }
 
 TEST_CASE("sort, argsort and topk: values, int64 indices, ties stable, NaN largest, gradients, errors") {
