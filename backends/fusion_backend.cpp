@@ -27,7 +27,8 @@ bool compiles_kind(Device::Type type, std::string_view kind) {
 }
 
 std::shared_ptr<FusedKernel> compile_kind(Device::Type type, std::string_view kind, const ir::Graph& group,
-                                          const std::string& name, const GroupCompiler& epilogue, std::string* why_not) {
+                                          const std::string& name, const GroupCompiler& epilogue,
+                                          std::string* why_not) {
   switch (type) {
     case Device::Type::CPU: return cpu::compile_kind(kind, group, name, epilogue, why_not);
     case Device::Type::CUDA: break;

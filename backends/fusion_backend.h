@@ -64,7 +64,8 @@ bool compiles_kind(Device::Type type, std::string_view kind);
 // generator (a gemm group's epilogue where oneDNN is off; empty: it is interpreted). Null, with the
 // reason in *why_not, when the block is not what the kind takes or no kernel of `type` runs the kind.
 std::shared_ptr<FusedKernel> compile_kind(Device::Type type, std::string_view kind, const ir::Graph& group,
-                                          const std::string& name, const GroupCompiler& epilogue, std::string* why_not);
+                                          const std::string& name, const GroupCompiler& epilogue,
+                                          std::string* why_not);
 // Starts the one-time set-up of the libraries the device's kernels call (oneDNN's GEMM kernels on the
 // CPU) on another thread, for a caller with other work to do before its first GEMM; a GEMM that comes
 // first waits for it. Nothing where the device's kernels have none.

@@ -89,12 +89,14 @@ class ConvBackwardKernel final : public FusedKernel {
     const Shape& weight_shape = l_.w ? w.sizes() : l_.weight_shape;
     // A one-pixel conv's GEMMs, else oneDNN's primitives where it has them for this conv (several input
     // channels), else kiln's own pass.
-    std::optional<kiln::cpu::ConvGrads> r = kiln::cpu::one_pixel_conv2d_backward(in.at(l_.grad), x, w, input_shape, weight_shape,
-                                                                     l_.attrs, need_input, need_weight, need_bias);
-    if (!r) r = kiln::cpu::onednn_conv2d_backward(in.at(l_.grad), x, w, input_shape, weight_shape, l_.attrs, need_input,
-                                            need_weight, need_bias);
-    if (!r) r = kiln::cpu::conv2d_backward(in.at(l_.grad), x, w, input_shape, weight_shape, l_.attrs, need_input, need_weight,
-                                     need_bias);
+    const Tensor& g = in.at(l_.grad);
+    std::optional<kiln::cpu::ConvGrads> r = kiln::cpu::one_pixel_conv2d_backward(
+        g, x, w, input_shape, weight_shape, l_.attrs, need_input, need_weight, need_bias);
+    if (!r)
+      r = kiln::cpu::onednn_conv2d_backward(g, x, w, input_shape, weight_shape, l_.attrs, need_input, need_weight,
+                                            need_bias);
+    if (!r)
+      r = kiln::cpu::conv2d_backward(g, x, w, input_shape, weight_shape, l_.attrs, need_input, need_weight, need_bias);
     if (r) {
       Tensors out;
       for (Grad k : l_.outputs) out.push_back(k == Grad::Input ? r->input : k == Grad::Weight ? r->weight : r->bias);

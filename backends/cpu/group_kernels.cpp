@@ -13,8 +13,8 @@ namespace {
 
 struct KindRow {
   std::string_view kind;  // as the JIT's pass marks it (jit/group_kinds.h)
-  std::shared_ptr<FusedKernel> (*compile)(const ir::Graph& group, const std::string& name, const GroupCompiler& epilogue,
-                                          std::string* why_not);
+  std::shared_ptr<FusedKernel> (*compile)(const ir::Graph& group, const std::string& name,
+                                          const GroupCompiler& epilogue, std::string* why_not);
 };
 
 const KindRow kRows[] = {
