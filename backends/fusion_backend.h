@@ -2,6 +2,7 @@
 // The one interface every code generator for fusion groups implements (x86 for the CPU, CUDA for
 // GPUs), so the JIT asks "can this node join a group?" and "compile this group" without naming a
 // device: jit::Backend is this class. A group is the standalone graph of a prim::FusionGroup's block.
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -23,6 +24,10 @@ class FusedKernel {
   virtual const std::string& name() const = 0;
   virtual Tensors run(const Tensors& inputs) const = 0;
 };
+
+// Compiles a group's standalone graph; returns null and says why when it cannot.
+using GroupCompiler =
+    std::function<std::shared_ptr<FusedKernel>(const ir::Graph& group, const std::string& name, std::string* why_not)>;
 
 class FusionBackend {
  public:
@@ -49,5 +54,21 @@ const FusionBackend* fusion_backend(Device::Type type);
 // alone, `kiln ir`, a compile() told to use no backend): the CPU's, also on a CPU without AVX2, so a
 // graph's groups are the same on every machine (there they run on the interpreter).
 const FusionBackend& default_fusion_rules();
+
+// Marked groups: a JIT pass names a group's kind ("gemm", "conv_backward", "scatter_zeros"), and a device
+// type's kernels for that kind run it. They call libraries (oneDNN) and eager's kernels rather than
+// generated code, so the CPU has them also where it has no code generator (no AVX2); the CUDA build has
+// none. Whether devices of `type` have a kernel for groups of `kind`:
+bool compiles_kind(Device::Type type, std::string_view kind);
+// That kernel for the group's standalone graph; `epilogue` compiles what the kind leaves to a code
+// generator (a gemm group's epilogue where oneDNN is off; empty: it is interpreted). Null, with the
+// reason in *why_not, when the block is not what the kind takes or no kernel of `type` runs the kind.
+std::shared_ptr<FusedKernel> compile_kind(Device::Type type, std::string_view kind, const ir::Graph& group,
+                                          const std::string& name, const GroupCompiler& epilogue,
+                                          std::string* why_not);
+// Starts the one-time set-up of the libraries the device's kernels call (oneDNN's GEMM kernels on the
+// CPU) on another thread, for a caller with other work to do before its first GEMM; a GEMM that comes
+// first waits for it. Nothing where the device's kernels have none.
+void warm_up_in_background(Device::Type type);
 
 }  // namespace kiln::backends

@@ -1,6 +1,5 @@
 #include "jit/compiled_backward.h"
 
-#include "eager/cpu/views.h"
 #include "eager/ops.h"
 
 namespace kiln::jit {
@@ -49,9 +48,9 @@ void attach_grad_fn(const std::shared_ptr<CompiledBackward>& node, std::vector<I
   for (size_t k = 0; k < which.size(); ++k) {
     Tensor o = outs[which[k]].to_tensor();
     for (const IValue& in : inputs)
-      if (in.is_tensor() && o.is_same(in.to_tensor())) o = cpu::make_view(o, o.sizes(), o.strides(), o.storage_offset());
+      if (in.is_tensor() && o.is_same(in.to_tensor())) o = new_handle(o);
     for (size_t e = 0; e < k; ++e)  // one value returned twice: each output its own handle
-      if (o.is_same(outs[which[e]].to_tensor())) o = cpu::make_view(o, o.sizes(), o.strides(), o.storage_offset());
+      if (o.is_same(outs[which[e]].to_tensor())) o = new_handle(o);
     AutogradMeta& m = ensure_autograd_meta(o);
     m.requires_grad = true;
     m.grad_fn = node;

@@ -68,16 +68,17 @@ class CompiledFunction final : public Function::Executor {
   // What compiles an entry: the user's backend if one was given, else the one of the device the
   // signature's tensors live on, whose can_fuse also shapes the fusion groups.
   struct Choice {
+    Device::Type device;  // whose kernels run the marked groups
     GroupCompiler compile;
     PipelineOptions pipeline;
     std::string name;
   };
   Choice choose(const Signature& sig) const {
-    Choice c{opts_.backend, opts_.pipeline, opts_.backend ? "custom" : ""};
-    if (opts_.backend || !opts_.use_default_backend) return c;
     std::vector<Device> devices;
     for (const InputSig& in : sig.inputs)
       if (in.kind == InputKind::Tensor) devices.push_back(in.device);
+    Choice c{device_type_for(devices), opts_.backend, opts_.pipeline, opts_.backend ? "custom" : ""};
+    if (opts_.backend || !opts_.use_default_backend) return c;
     const Backend* b = backend_for(devices);
     c.compile = compiler_of(b);
     if (!c.pipeline.backend) c.pipeline.backend = b;
@@ -156,7 +157,7 @@ class CompiledFunction final : public Function::Executor {
     auto e = std::make_shared<Entry>();
     e->sig = sig;
     Choice c = choose(sig);
-    e->code = compile_graph(specialise(*source_, sig), name_, c.pipeline, c.compile, group_stats_);
+    e->code = compile_graph(specialise(*source_, sig), name_, c.pipeline, c.device, c.compile, group_stats_);
     stats_.backend = c.name;
     note_compiled(t0);
     entries_.push_back(e);
@@ -231,8 +232,8 @@ class CompiledFunction final : public Function::Executor {
     auto e = std::make_shared<TrainEntry>();
     e->sig = sig;
     Choice c = choose(sig);
-    e->forward = compile_graph(part.forward, name_ + "_fwd", c.pipeline, c.compile, group_stats_);
-    e->backward = compile_graph(part.backward, name_ + "_bwd", c.pipeline, c.compile, group_stats_);
+    e->forward = compile_graph(part.forward, name_ + "_fwd", c.pipeline, c.device, c.compile, group_stats_);
+    e->backward = compile_graph(part.backward, name_ + "_bwd", c.pipeline, c.device, c.compile, group_stats_);
     stats_.backend = c.name;
     e->tangent_of = joint.tangent_of;
     e->grad_of = joint.grad_of;

@@ -42,7 +42,7 @@ struct CacheStats {
   int64_t recomputed_nodes = 0;   // forward ops its backward runs again instead of saving their results
   int64_t symbolic_dims = 0;   // dims turned symbolic after the recompile limit
   int64_t kernels = 0;         // fusion groups compiled by the backend
-  int64_t gemm_kernels = 0;    // gemm groups: matmul + epilogue run as one GEMM call (jit/gemm_group.h)
+  int64_t gemm_kernels = 0;    // gemm groups: matmul + epilogue run as one GEMM call (backends/cpu/gemm_group.h)
   int64_t interpreted_groups = 0;  // fusion groups the backend declined
   std::vector<double> compile_ms;  // per miss: passes + kernels
   std::vector<double> kernel_compile_ms;  // per compiled fusion group

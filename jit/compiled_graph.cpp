@@ -25,8 +25,7 @@ const ir::Value* viewed_input(const ir::Graph& g, const ir::Value* v) {
 }
 
 // Runs fusion groups with their compiled kernels and parameters' casts from the cache; the interpreter does
-// the rest (conv2d nodes included: eager's kernel takes oneDNN's convolution where it applies,
-// eager/cpu/conv_onednn.h).
+// the rest (conv2d nodes included: eager's kernel takes oneDNN's convolution where it applies).
 class GroupRunner final : public interp::NodeRunner {
  public:
   // params empty: no cast is taken from the cache this run
@@ -138,21 +137,22 @@ std::vector<IValue> CompiledGraph::run(std::vector<IValue>&& inputs) const {
 }
 
 std::shared_ptr<CompiledGraph> compile_graph(std::shared_ptr<ir::Graph> g, const std::string& name,
-                                             const PipelineOptions& pipeline, const GroupCompiler& backend,
-                                             GroupCompileStats& stats) {
+                                             const PipelineOptions& pipeline, Device::Type device,
+                                             const GroupCompiler& backend, GroupCompileStats& stats) {
   auto c = std::make_shared<CompiledGraph>();
   c->name = name;
   c->graph = std::move(g);
   run_pipeline(*c->graph, pipeline);
   for_each_node(*c->graph->block(), [&](ir::Node* n) {
     if (n->prim() != ir::Prim::FusionGroup) return;
-    const GroupKind* kind = find_group_kind(*n);
+    const GroupKind* kind = find_group_kind(*n);  // on a device without kernels for it: interpreted, saying so
     if (!kind && !backend) return;
     auto t0 = std::chrono::steady_clock::now();
     std::string why;
     std::string kname = fmt::format("{}_{}", name, n->attrs().s("name"));
     std::shared_ptr<GroupKernel> k =
-        kind ? kind->compile(*group_graph(*n), kname, backend, &why) : backend(*group_graph(*n), kname, &why);
+        kind ? backends::compile_kind(device, kind->name, *group_graph(*n), kname, backend, &why)
+             : backend(*group_graph(*n), kname, &why);
     if (!k) {
       ++stats.interpreted_groups;
       kiln::logger().debug("{}: fusion group {} runs on the interpreter: {}", name, kname, why);

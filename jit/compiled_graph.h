@@ -56,9 +56,11 @@ struct GroupCompileStats {
   std::vector<double> kernel_compile_ms;
 };
 
-// Runs the pipeline on g (in place) and compiles its fusion groups, naming kernels `name`_<group>.
+// Runs the pipeline on g (in place) and compiles its fusion groups, naming kernels `name`_<group>: a
+// group marked with a kind (jit/group_kinds.h) by the kernels of `device` for that kind, the others by
+// `backend` (empty: they are interpreted).
 std::shared_ptr<CompiledGraph> compile_graph(std::shared_ptr<ir::Graph> g, const std::string& name,
-                                             const PipelineOptions& pipeline, const GroupCompiler& backend,
-                                             GroupCompileStats& stats);
+                                             const PipelineOptions& pipeline, Device::Type device,
+                                             const GroupCompiler& backend, GroupCompileStats& stats);
 
 }  // namespace kiln::jit

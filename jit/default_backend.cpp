@@ -2,11 +2,15 @@
 
 namespace kiln::jit {
 
-const Backend* backend_for(const std::vector<Device>& devices) {
+Device::Type device_type_for(const std::vector<Device>& devices) {
   Device::Type type = Device::Type::CPU;
   for (const Device& d : devices)
     if (!d.is_cpu()) type = d.type;
-  return backends::fusion_backend(type);
+  return type;
+}
+
+const Backend* backend_for(const std::vector<Device>& devices) {
+  return backends::fusion_backend(device_type_for(devices));
 }
 
 GroupCompiler compiler_of(const Backend* b) {

@@ -7,9 +7,11 @@
 
 namespace kiln::jit {
 
-// The backend for a graph whose tensor inputs live on `devices`: a GPU's when any input is on one
-// (as eager dispatch, a 0-d CPU tensor beside GPU tensors is a scalar), else the CPU's. Null when this
-// build or machine has none for that device (groups then run on the interpreter).
+// The device type a graph whose tensor inputs live on `devices` runs on: a GPU's when any input is on
+// one (as eager dispatch, a 0-d CPU tensor beside GPU tensors is a scalar), else the CPU.
+Device::Type device_type_for(const std::vector<Device>& devices);
+// The backend for that device type. Null when this build or machine has none for it (groups then run
+// on the interpreter).
 const Backend* backend_for(const std::vector<Device>& devices);
 // b's compile() as a GroupCompiler; empty for null.
 GroupCompiler compiler_of(const Backend* b);

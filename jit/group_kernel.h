@@ -2,7 +2,6 @@
 // What the executor needs from a backend: a compiled fusion group it can run on tensors. A Backend
 // (backends/fusion_backend.h: x86 for the CPU, CUDA for GPUs) says which nodes may join a group and
 // compiles groups; when there is none, or it declines a group, the group runs on the interpreter.
-#include <functional>
 #include <memory>
 #include <string>
 
@@ -14,9 +13,7 @@ namespace kiln::jit {
 using GroupKernel = backends::FusedKernel;
 using Backend = backends::FusionBackend;
 
-// Returns null and says why when the backend cannot compile the group.
-using GroupCompiler =
-    std::function<std::shared_ptr<GroupKernel>(const ir::Graph& group, const std::string& name, std::string* why_not)>;
+using GroupCompiler = backends::GroupCompiler;
 
 // The standalone graph of a prim::FusionGroup's block: what a backend compiles.
 std::unique_ptr<ir::Graph> group_graph(const ir::Node& group);

@@ -1,9 +1,5 @@
 #include "jit/group_kinds.h"
 
-#include "jit/conv_backward_group.h"
-#include "jit/gemm_group.h"
-#include "jit/scatter_zeros_group.h"
-
 namespace kiln::jit {
 
 namespace {
@@ -11,20 +7,14 @@ namespace {
 constexpr const char* kKindAttr = "kind";
 
 const GroupKind kKinds[] = {
-    {kGemmKind, compile_gemm_group, true},
-    {kConvBackwardKind,
-     [](const ir::Graph& g, const std::string& name, const GroupCompiler&, std::string* why) {
-       return compile_conv_backward_group(g, name, why);
-     },
-     false},
-    {kScatterZerosKind,
-     [](const ir::Graph& g, const std::string& name, const GroupCompiler&, std::string* why) {
-       return compile_scatter_zeros_group(g, name, why);
-     },
-     false},
+    {kGemmKind, true},
+    {kConvBackwardKind, false},
+    {kScatterZerosKind, false},
 };
 
 }  // namespace
+
+std::span<const GroupKind> group_kinds() { return kKinds; }
 
 std::string_view group_kind(const ir::Node& n) {
   if (n.prim() != ir::Prim::FusionGroup || !n.attrs().has(kKindAttr)) return {};

@@ -27,19 +27,7 @@ int64_t sum_over_blocks(ir::Block& b, const std::function<int64_t(ir::Block&)>& 
   return total + f(b);
 }
 
-const Tensor* tensor_constant(const ir::Value* v) {
-  const ir::Node* n = v->node();
-  if (n->prim() != Prim::Constant || !n->tensor().defined()) return nullptr;
-  return &n->tensor();
-}
-
 bool is_constant(const ir::Value* v) { return v->node()->prim() == Prim::Constant; }
-
-std::optional<size_t> argument_index(const ir::Graph& g, const ir::Value* v) {
-  for (size_t i = 0; i < g.inputs().size(); ++i)
-    if (g.inputs()[i] == v) return i;
-  return std::nullopt;
-}
 
 std::optional<double> scalar_constant(const ir::Value* v) {
   if (const Tensor* t = tensor_constant(v)) {

@@ -4,8 +4,8 @@
 
 #include "core/log.h"
 
+#include "backends/fusion_backend.h"
 #include "eager/autograd/engine.h"
-#include "eager/cpu/gemm_warm_up.h"
 #include "eager/nn/module.h"
 #include "eager/ops.h"
 #include "eager/optim/optimizer.h"
@@ -136,7 +136,7 @@ Function record_first_step(nn::Module& model, const CompiledTrainStep::LossFn& l
   if (shapes_only) {
     // the recording computes no GEMM now, so the GEMM library's one-time set-up can run beside it
     if (std::all_of(batch.begin(), batch.end(), [](const Tensor& t) { return t.device().is_cpu(); }))
-      cpu::blas::warm_up_in_background();
+      backends::warm_up_in_background(Device::Type::CPU);
     try {
       return record_step(model, loss_fn, batch, options, true);
     } catch (const tracing::ValuesNeeded& e) {

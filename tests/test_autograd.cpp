@@ -8,6 +8,20 @@ namespace {
 Tensor f64(std::initializer_list<double> v, Shape s = {}) { return tensor(v, s, DType::Float64); }
 }  // namespace
 
+TEST_CASE("autograd: new_handle shares the bytes, not the handle or its history") {
+  Tensor x = f64({1, 2, 3, 4}, {2, 2}).requires_grad_();
+  Tensor y = (x * 2).t();
+  Tensor h = new_handle(y);
+  CHECK_FALSE(h.is_same(y));
+  CHECK(h.storage() == y.storage());
+  CHECK(h.sizes() == y.sizes());
+  CHECK(h.strides() == y.strides());
+  CHECK(h.storage_offset() == y.storage_offset());
+  CHECK(y.grad_fn());
+  CHECK_FALSE(h.grad_fn());
+  CHECK_FALSE(h.requires_grad());
+}
+
 TEST_CASE("autograd: grad_fn names, next functions and accumulation into leaves") {
   Tensor x = f64({1, 2, 3}).requires_grad_();
   Tensor y = f64({4, 5, 6}).requires_grad_();

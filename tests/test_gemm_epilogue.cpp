@@ -1,16 +1,16 @@
-// GEMM epilogue fusion (jit/passes/fuse_gemm_epilogue.cpp, jit/gemm_group.cpp,
-// backends/x86/gemm_epilogue.cpp): which chains become gemm groups and which do not, compiled ==
+// GEMM epilogue fusion (jit/passes/fuse_gemm_epilogue.cpp, backends/cpu/gemm_group.cpp,
+// eager/cpu/gemm_epilogue.cpp): which chains become gemm groups and which do not, compiled ==
 // interpreted for every epilogue with plain and transposed weights at odd sizes, on oneDNN and on the
 // fallback (matmul, then the compiled epilogue), the primitive cache, and the group's text form,
 // shape propagation and interpretation.
 #include <atomic>
 #include <thread>
 
+#include "backends/fusion_backend.h"
 #include "eager/autocast/autocast.h"
 #include "eager/cpu/gemm_epilogue.h"
 #include "eager/cpu/matmul_bf16.h"
 #include "eager/cpu/conv_onednn.h"
-#include "jit/gemm_group.h"
 #include "jit/group_kinds.h"
 #include "jit/ir_utils.h"
 #include "jit/passes/passes.h"
@@ -467,7 +467,8 @@ TEST_CASE("gemm epilogue: the kernel declines a block that is not matmul + epilo
       "  return (%y)\n";
   auto g = ir::parse_ir(text, "odd.ir");
   std::string why;
-  CHECK(jit::compile_gemm_group(*jit::group_graph(*only_gemm_group(*g)), "odd", {}, &why) == nullptr);
+  CHECK(backends::compile_kind(Device::Type::CPU, jit::kGemmKind, *jit::group_graph(*only_gemm_group(*g)), "odd", {},
+                              &why) == nullptr);
   CHECK(why == "sigmoid is not an epilogue step (add, relu, gelu of the previous step)");
   // it still runs, on the interpreter
   Tensor x = randn({3, 4}), w = randn({4, 5});

@@ -99,5 +99,8 @@ class EnableGradGuard {
 Edge gradient_edge(const Tensor& t);
 AutogradMeta* autograd_meta(const Tensor& t);         // null when t has none
 AutogradMeta& ensure_autograd_meta(const Tensor& t);  // creates it
+// Another handle on t's bytes (its storage, sizes, strides and offset) without t's autograd history: an
+// output that is also an input of what made it (or returned twice) gets its own before its grad_fn is set.
+Tensor new_handle(const Tensor& t);
 
 }  // namespace kiln

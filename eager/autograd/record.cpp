@@ -19,6 +19,8 @@ AutogradMeta& ensure_autograd_meta(const Tensor& t) {
   return *m;
 }
 
+Tensor new_handle(const Tensor& t) { return cpu::make_view(t, t.sizes(), t.strides(), t.storage_offset()); }
+
 namespace {
 // A leaf's accumulator is made by the first op recorded on it, on whichever thread runs that op: threads
 // that share parameters (one model run from several threads with grad mode on, autocast's weight cache
@@ -65,7 +67,7 @@ SavedTensor::SavedTensor(const Tensor& x, bool values) : t(x), meta_only(!values
 SavedTensor SavedTensor::of_output(const Tensor& y) {
   SavedTensor s;
   if (!y.defined()) return s;
-  s.t = cpu::make_view(y, y.sizes(), y.strides(), y.storage_offset());
+  s.t = new_handle(y);
   s.version = y.version();
   s.hold = SavedForBackward(y.storage());
   s.output = y.impl_ptr();
@@ -123,7 +125,7 @@ Tensors OpNode::apply(const Tensors& grad_outputs) {
     // Under create_graph a dropped output's alias must still lead back here, as the output did (torch too):
     // a fresh alias each time, since the saved one pointing at this node would be a cycle.
     if (y.defined() && GradMode::enabled() && !autograd_meta(y) && is_floating(y.dtype())) {
-      y = cpu::make_view(y, y.sizes(), y.strides(), y.storage_offset());
+      y = new_handle(y);
       AutogradMeta& m = ensure_autograd_meta(y);
       m.requires_grad = true;
       m.grad_fn = shared_from_this();
@@ -181,7 +183,7 @@ void record(OpId op, const Tensors& in, const Attrs& attrs, Tensors& out) {
     Tensor& o = out[k];
     if (!is_floating(o.dtype())) continue;
     for (const Tensor& t : in)  // a kernel may return its input (contiguous, to): give it its own handle
-      if (o.is_same(t)) o = cpu::make_view(o, o.sizes(), o.strides(), o.storage_offset());
+      if (o.is_same(t)) o = new_handle(o);
     AutogradMeta& m = ensure_autograd_meta(o);
     m.requires_grad = true;
     m.grad_fn = node;

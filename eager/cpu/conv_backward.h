@@ -1,6 +1,6 @@
 #pragma once
 // conv2d's gradients from one grad_output in one pass: the JIT's conv-backward groups
-// (jit/conv_backward_group.cpp) run it where conv2d_backward_input, conv2d_backward_weight and the
+// (backends/cpu/conv_backward_group.cpp) run it where conv2d_backward_input, conv2d_backward_weight and the
 // bias gradient's sum each read the same gradient, and each of the first two would gather it to
 // channel-major and unfold into a column matrix of its own.
 #include <optional>

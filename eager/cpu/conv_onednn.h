@@ -1,7 +1,7 @@
 #pragma once
 // conv2d and its gradients through oneDNN's convolution primitives in the layouts they choose
 // (blocked, jit:avx2 / avx512 kernels): eager's conv2d, conv2d_backward_input and
-// conv2d_backward_weight kernels, and the JIT's conv-backward groups (jit/conv_backward_group.cpp),
+// conv2d_backward_weight kernels, and the JIT's conv-backward groups (backends/cpu/conv_backward_group.cpp),
 // which ask for all three gradients in one call. On the digits CNN's second conv (16 -> 32 channels
 // of 4x4, batch 64, 1 thread) the forward takes ~120 us and backward data and weights + bias ~240 us,
 // against ~340 and ~600 us for kiln's im2col + sgemm path; with one input channel they are slower, so

@@ -1,7 +1,7 @@
 #pragma once
 // A float32 (or bf16) GEMM with its elementwise epilogue in one call: oneDNN's matmul primitive with post-ops
 // (binary add for a bias or a residual, eltwise relu / gelu_erf), so each tile of the product is
-// finished while it is in cache. The JIT's gemm groups (jit/gemm_group.h) run on it; without oneDNN
+// finished while it is in cache. The JIT's gemm groups (backends/cpu/gemm_group.h) run on it; without oneDNN
 // (meson option dnnl) or with it switched off, gemm_epilogue() declines and the caller runs the
 // matmul and the epilogue apart (cpu::onednn_gemm_enabled(), eager/cpu/onednn_switch.h, shared with the
 // convolutions).

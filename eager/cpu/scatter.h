@@ -1,6 +1,6 @@
 #pragma once
 // scatter_add into zeros without a zero tensor to copy: what the JIT runs for scatter_add of a
-// constant zero tensor (max_pool2d's and nll_loss's recorded backward; jit/scatter_zeros_group.cpp).
+// constant zero tensor (max_pool2d's and nll_loss's recorded backward; backends/cpu/scatter_zeros_group.cpp).
 #include <optional>
 
 #include "core/tensor.h"

@@ -9,7 +9,7 @@
 //       %5 : f32[32] = sum[dims=[0, 2, 3], keepdim=false](%0)
 //       -> (%3, %4, %5)
 //
-// The executor runs it as one pass over the gradient (jit/conv_backward_group.cpp): the gradient is
+// The executor runs it as one pass over the gradient (backends/cpu/conv_backward_group.cpp): the gradient is
 // gathered to channel-major once instead of once per op, the bias gradient is summed from those rows
 // instead of in a strided reduction of its own, and one column-matrix scratch serves both GEMMs.
 //
@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "jit/conv_backward_group.h"
 #include "jit/fusion_group.h"
 #include "jit/group_kinds.h"
 #include "jit/ir_utils.h"

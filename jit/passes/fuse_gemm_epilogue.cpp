@@ -15,7 +15,7 @@
 //       %5 : f32[M,N] = relu(%4)
 //       -> (%5)
 //
-// The executor runs it as one oneDNN matmul with post-ops (jit/gemm_group.cpp), so the GEMM's result
+// The executor runs it as one oneDNN matmul with post-ops (backends/cpu/gemm_group.cpp), so the GEMM's result
 // is finished while it is still in cache instead of being written out and read back by a second
 // kernel; without oneDNN, the matmul and then the epilogue compiled as a fusion group. The block is
 // an ordinary graph, so the interpreter runs it node by node.
@@ -25,7 +25,6 @@
 // the kernel reads its strides and copies nothing.
 #include "jit/fusion_group.h"
 #include "jit/group_kinds.h"
-#include "jit/gemm_group.h"
 #include "jit/ir_utils.h"
 #include "jit/passes/passes.h"
 

@@ -8,13 +8,12 @@
 //       %4 : f32[64,16,64] = scatter_add[dim=-1](%2, %0, %1)
 //       -> (%4)
 //
-// The executor writes the result once, each row zeroed as its values land (jit/scatter_zeros_group.cpp),
+// The executor writes the result once, each row zeroed as its values land (backends/cpu/scatter_zeros_group.cpp),
 // where scatter_add copies its self first: the constant is read and the output written twice.
 #include "jit/fusion_group.h"
 #include "jit/group_kinds.h"
 #include "jit/ir_utils.h"
 #include "jit/passes/passes.h"
-#include "jit/scatter_zeros_group.h"
 
 namespace kiln::jit {
 

@@ -3,7 +3,7 @@
 // intermediates never reach memory. Greedy from the last node up, as TorchScript's fuser: a producer
 // joins when every use of its result is in the group or comes after the group's place. Where the backend
 // has row groups, a reduction over the last dim whose result the chain reads joins as well: softmax,
-// layer_norm and their gradients become one kernel that runs row by row (backends/x86/row_kernel.h).
+// layer_norm and their gradients become one kernel that runs row by row (FusionBackend::row_groups).
 #include <algorithm>
 #include <unordered_map>
 #include <unordered_set>

@@ -8,17 +8,14 @@
 #include <memory>
 #include <string>
 
+#include "backends/fusion_backend.h"
 #include "core/ir/graph.h"
-#include "jit/group_kernel.h"
 
-namespace kiln::jit {
+namespace kiln::backends::cpu {
 
-// sum[dims=[0, 2, 3] (or negative spellings), keepdim=false] of a 4-D tensor: a conv's bias gradient.
-bool is_conv_bias_sum(const ir::Node& n);
-
-// The kernel for a conv-backward group's standalone graph (group_graph()). Null, with the reason in
+// The kernel for a conv-backward group's standalone graph (its block as a graph of its own). Null, with the reason in
 // *why_not, when the block is not such a group.
-std::shared_ptr<GroupKernel> compile_conv_backward_group(const ir::Graph& group, const std::string& name,
+std::shared_ptr<FusedKernel> compile_conv_backward_group(const ir::Graph& group, const std::string& name,
                                                          std::string* why_not);
 
-}  // namespace kiln::jit
+}  // namespace kiln::backends::cpu

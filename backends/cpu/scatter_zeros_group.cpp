@@ -1,17 +1,16 @@
-#include "jit/scatter_zeros_group.h"
+#include "backends/cpu/scatter_zeros_group.h"
 
-#include <algorithm>
 #include <optional>
 
 #include "backends/interp/interpreter.h"
+#include "core/ir/match.h"
 #include "eager/cpu/scatter.h"
-#include "jit/ir_utils.h"
 
-namespace kiln::jit {
+namespace kiln::backends::cpu {
 
 namespace {
 
-class ScatterZerosKernel final : public GroupKernel {
+class ScatterZerosKernel final : public FusedKernel {
  public:
   ScatterZerosKernel(std::string name, Shape shape, DType dtype, size_t index, size_t src, int64_t dim,
                      std::unique_ptr<ir::Graph> g)
@@ -21,7 +20,7 @@ class ScatterZerosKernel final : public GroupKernel {
   const std::string& name() const override { return name_; }
 
   Tensors run(const Tensors& in) const override {
-    if (std::optional<Tensor> r = cpu::scatter_add_into_zeros(shape_, dtype_, in.at(index_), in.at(src_), dim_))
+    if (std::optional<Tensor> r = kiln::cpu::scatter_add_into_zeros(shape_, dtype_, in.at(index_), in.at(src_), dim_))
       return {std::move(*r)};
     std::vector<IValue> args(in.begin(), in.end());
     return {interp::run(plan_, args).at(0).to_tensor()};
@@ -39,17 +38,9 @@ class ScatterZerosKernel final : public GroupKernel {
 
 }  // namespace
 
-bool is_zero_constant(const ir::Value* v) {
-  const Tensor* t = tensor_constant(v);
-  if (!t || (t->dtype() != DType::Float32 && t->dtype() != DType::Float64) || !t->device().is_cpu()) return false;
-  Tensor c = t->host_contiguous();
-  const auto* p = static_cast<const unsigned char*>(c.raw_data());
-  return std::all_of(p, p + c.numel() * int64_t(c.element_size()), [](unsigned char b) { return b == 0; });
-}
-
-std::shared_ptr<GroupKernel> compile_scatter_zeros_group(const ir::Graph& group, const std::string& name,
+std::shared_ptr<FusedKernel> compile_scatter_zeros_group(const ir::Graph& group, const std::string& name,
                                                          std::string* why_not) {
-  auto no = [&](const char* why) -> std::shared_ptr<GroupKernel> {
+  auto no = [&](const char* why) -> std::shared_ptr<FusedKernel> {
     if (why_not) *why_not = why;
     return nullptr;
   };
@@ -69,4 +60,4 @@ std::shared_ptr<GroupKernel> compile_scatter_zeros_group(const ir::Graph& group,
                                               scatter->attrs().i("dim"), group.copy());
 }
 
-}  // namespace kiln::jit
+}  // namespace kiln::backends::cpu

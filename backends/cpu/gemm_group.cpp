@@ -1,15 +1,15 @@
-#include "jit/gemm_group.h"
+#include "backends/cpu/gemm_group.h"
 
 #include "core/log.h"
 
 #include <unordered_map>
 
 #include "backends/interp/interpreter.h"
+#include "core/ir/match.h"
 #include "eager/cpu/gemm_epilogue.h"
 #include "eager/dispatch.h"
-#include "jit/ir_utils.h"
 
-namespace kiln::jit {
+namespace kiln::backends::cpu {
 
 namespace {
 
@@ -18,7 +18,7 @@ namespace {
 struct GemmLayout {
   size_t a = 0, b = 0;
   const ir::Node* matmul = nullptr;
-  std::vector<cpu::GemmPostOp> ops;
+  std::vector<kiln::cpu::GemmPostOp> ops;
   std::vector<size_t> addends;
 };
 
@@ -43,10 +43,10 @@ std::optional<GemmLayout> read_layout(const ir::Graph& g, std::string* why) {
       const ir::Value* other = n->input(0) == cur ? n->input(1) : n->input(1) == cur ? n->input(0) : nullptr;
       auto i = other ? argument_index(g, other) : std::nullopt;
       if (!i) return no("an add of the epilogue does not read the previous step and an argument");
-      l.ops.push_back(cpu::GemmPostOp::Add);
+      l.ops.push_back(kiln::cpu::GemmPostOp::Add);
       l.addends.push_back(*i);
     } else if ((n->is_op(OpId::Relu) || n->is_op(OpId::Gelu)) && n->input(0) == cur) {
-      l.ops.push_back(n->is_op(OpId::Relu) ? cpu::GemmPostOp::Relu : cpu::GemmPostOp::Gelu);
+      l.ops.push_back(n->is_op(OpId::Relu) ? kiln::cpu::GemmPostOp::Relu : kiln::cpu::GemmPostOp::Gelu);
     } else {
       return no(fmt::format("{} is not an epilogue step (add, relu, gelu of the previous step)", n->kind_name()));
     }
@@ -79,10 +79,10 @@ std::unique_ptr<ir::Graph> epilogue_graph(const ir::Graph& g, const GemmLayout& 
   return e;
 }
 
-class GemmKernel final : public GroupKernel {
+class GemmKernel final : public FusedKernel {
  public:
   GemmKernel(std::string name, GemmLayout l, std::unique_ptr<ir::Graph> epilogue, std::vector<size_t> epilogue_args,
-             std::shared_ptr<GroupKernel> compiled_epilogue)
+             std::shared_ptr<FusedKernel> compiled_epilogue)
       : name_(std::move(name)),
         l_(std::move(l)),
         epilogue_(std::move(epilogue)),
@@ -104,7 +104,7 @@ class GemmKernel final : public GroupKernel {
       adds.push_back(rows && x.dim() > 2 ? x.reshape({-1, x.sizes().back()}) : x);
     }
     if (std::optional<Tensor> y =
-            cpu::gemm_epilogue(rows ? a.reshape({-1, a.sizes().back()}) : a, b, l_.ops, adds)) {
+            kiln::cpu::gemm_epilogue(rows ? a.reshape({-1, a.sizes().back()}) : a, b, l_.ops, adds)) {
       if (!rows) return {std::move(*y)};
       Shape out = a.sizes();
       out.back() = b.sizes()[1];
@@ -129,12 +129,12 @@ class GemmKernel final : public GroupKernel {
   std::unique_ptr<ir::Graph> epilogue_;
   interp::Plan plan_;  // reads *epilogue_
   std::vector<size_t> epilogue_args_;
-  std::shared_ptr<GroupKernel> compiled_epilogue_;
+  std::shared_ptr<FusedKernel> compiled_epilogue_;
 };
 
 }  // namespace
 
-std::shared_ptr<GroupKernel> compile_gemm_group(const ir::Graph& group, const std::string& name,
+std::shared_ptr<FusedKernel> compile_gemm_group(const ir::Graph& group, const std::string& name,
                                                 const GroupCompiler& epilogue_backend, std::string* why_not) {
   std::optional<GemmLayout> l = read_layout(group, why_not);
   if (!l) return nullptr;
@@ -142,8 +142,8 @@ std::shared_ptr<GroupKernel> compile_gemm_group(const ir::Graph& group, const st
   std::unique_ptr<ir::Graph> epilogue = epilogue_graph(group, *l, args);
   // With oneDNN on, the epilogue runs apart only for operands it declines (another device, an odd
   // shape): not worth generating code for at every compile.
-  std::shared_ptr<GroupKernel> compiled;
-  if (!cpu::onednn_gemm_enabled() && epilogue_backend) {
+  std::shared_ptr<FusedKernel> compiled;
+  if (!kiln::cpu::onednn_gemm_enabled() && epilogue_backend) {
     std::string why;
     compiled = epilogue_backend(*epilogue, name + "_epilogue", &why);
     if (!compiled) kiln::logger().debug("{}: the epilogue runs on the interpreter: {}", name, why);
@@ -151,4 +151,4 @@ std::shared_ptr<GroupKernel> compile_gemm_group(const ir::Graph& group, const st
   return std::make_shared<GemmKernel>(name, std::move(*l), std::move(epilogue), std::move(args), std::move(compiled));
 }
 
-}  // namespace kiln::jit
+}  // namespace kiln::backends::cpu

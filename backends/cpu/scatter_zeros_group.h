@@ -7,18 +7,14 @@
 #include <memory>
 #include <string>
 
+#include "backends/fusion_backend.h"
 #include "core/ir/graph.h"
-#include "jit/group_kernel.h"
 
-namespace kiln::jit {
+namespace kiln::backends::cpu {
 
-// A float32 or float64 constant whose every bit is zero (+0.0 everywhere: -0.0 would show through
-// where nothing lands).
-bool is_zero_constant(const ir::Value* v);
-
-// The kernel for a scatter-into-zeros group's standalone graph (group_graph()). Null, with the reason
+// The kernel for a scatter-into-zeros group's standalone graph (its block as a graph of its own). Null, with the reason
 // in *why_not, when the block is not such a group.
-std::shared_ptr<GroupKernel> compile_scatter_zeros_group(const ir::Graph& group, const std::string& name,
+std::shared_ptr<FusedKernel> compile_scatter_zeros_group(const ir::Graph& group, const std::string& name,
                                                          std::string* why_not);
 
-}  // namespace kiln::jit
+}  // namespace kiln::backends::cpu

@@ -7,15 +7,15 @@
 #include <memory>
 #include <string>
 
+#include "backends/fusion_backend.h"
 #include "core/ir/graph.h"
-#include "jit/group_kernel.h"
 
-namespace kiln::jit {
+namespace kiln::backends::cpu {
 
-// The kernel for a gemm group's standalone graph (group_graph()); `epilogue_backend` compiles the
+// The kernel for a gemm group's standalone graph (its block as a graph of its own); `epilogue_backend` compiles the
 // epilogue of the fallback path (none: it is interpreted). Null, with the reason in *why_not, when
 // the block is not a matmul followed by steps the kernel knows.
-std::shared_ptr<GroupKernel> compile_gemm_group(const ir::Graph& group, const std::string& name,
+std::shared_ptr<FusedKernel> compile_gemm_group(const ir::Graph& group, const std::string& name,
                                                 const GroupCompiler& epilogue_backend, std::string* why_not);
 
-}  // namespace kiln::jit
+}  // namespace kiln::backends::cpu

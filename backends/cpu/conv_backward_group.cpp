@@ -1,15 +1,14 @@
-#include "jit/conv_backward_group.h"
+#include "backends/cpu/conv_backward_group.h"
 
-#include <algorithm>
 #include <optional>
 
 #include "backends/interp/interpreter.h"
+#include "core/ir/match.h"
+#include "eager/cpu/conv_backward.h"
 #include "eager/cpu/conv_one_pixel.h"
 #include "eager/cpu/conv_onednn.h"
-#include "eager/cpu/conv_backward.h"
-#include "jit/ir_utils.h"
 
-namespace kiln::jit {
+namespace kiln::backends::cpu {
 
 namespace {
 
@@ -75,7 +74,7 @@ std::optional<ConvLayout> read_layout(const ir::Graph& g, std::string* why) {
   return l;
 }
 
-class ConvBackwardKernel final : public GroupKernel {
+class ConvBackwardKernel final : public FusedKernel {
  public:
   ConvBackwardKernel(std::string name, ConvLayout l, std::unique_ptr<ir::Graph> g)
       : name_(std::move(name)), l_(std::move(l)), graph_(std::move(g)), plan_(*graph_) {}
@@ -90,12 +89,14 @@ class ConvBackwardKernel final : public GroupKernel {
     const Shape& weight_shape = l_.w ? w.sizes() : l_.weight_shape;
     // A one-pixel conv's GEMMs, else oneDNN's primitives where it has them for this conv (several input
     // channels), else kiln's own pass.
-    std::optional<cpu::ConvGrads> r = cpu::one_pixel_conv2d_backward(in.at(l_.grad), x, w, input_shape, weight_shape,
-                                                                     l_.attrs, need_input, need_weight, need_bias);
-    if (!r) r = cpu::onednn_conv2d_backward(in.at(l_.grad), x, w, input_shape, weight_shape, l_.attrs, need_input,
-                                            need_weight, need_bias);
-    if (!r) r = cpu::conv2d_backward(in.at(l_.grad), x, w, input_shape, weight_shape, l_.attrs, need_input, need_weight,
-                                     need_bias);
+    const Tensor& g = in.at(l_.grad);
+    std::optional<kiln::cpu::ConvGrads> r = kiln::cpu::one_pixel_conv2d_backward(
+        g, x, w, input_shape, weight_shape, l_.attrs, need_input, need_weight, need_bias);
+    if (!r)
+      r = kiln::cpu::onednn_conv2d_backward(g, x, w, input_shape, weight_shape, l_.attrs, need_input, need_weight,
+                                            need_bias);
+    if (!r)
+      r = kiln::cpu::conv2d_backward(g, x, w, input_shape, weight_shape, l_.attrs, need_input, need_weight, need_bias);
     if (r) {
       Tensors out;
       for (Grad k : l_.outputs) out.push_back(k == Grad::Input ? r->input : k == Grad::Weight ? r->weight : r->bias);
@@ -117,25 +118,11 @@ class ConvBackwardKernel final : public GroupKernel {
 
 }  // namespace
 
-bool is_conv_bias_sum(const ir::Node& n) {
-  if (!n.is_op(OpId::Sum) || n.inputs().size() != 1 || n.outputs().size() != 1) return false;
-  const ir::Type &t = n.input(0)->type(), &o = n.output()->type();
-  if (!t.is_tensor() || !t.dims || t.dims->size() != 4 || !t.dtype || !is_floating(*t.dtype) || o.dtype != t.dtype)
-    return false;
-  const Attrs& a = n.attrs();
-  if (a.items().size() != 2 || !a.has("dims") || !a.has("keepdim") || a.b("keepdim")) return false;
-  Shape dims = a.ints("dims");
-  for (int64_t& d : dims)
-    if (d < 0) d += 4;
-  std::sort(dims.begin(), dims.end());
-  return dims == Shape{0, 2, 3};
-}
-
-std::shared_ptr<GroupKernel> compile_conv_backward_group(const ir::Graph& group, const std::string& name,
+std::shared_ptr<FusedKernel> compile_conv_backward_group(const ir::Graph& group, const std::string& name,
                                                          std::string* why_not) {
   std::optional<ConvLayout> l = read_layout(group, why_not);
   if (!l) return nullptr;
   return std::make_shared<ConvBackwardKernel>(name, std::move(*l), group.copy());
 }
 
-}  // namespace kiln::jit
+}  // namespace kiln::backends::cpu
