@@ -71,7 +71,12 @@ class KernelGen : public VecMath<Vmm> {
       if (!is_bcast(k)) continue;
       this->mov(this->rax, this->ptr[this->r12 + 8 * k]);
       Vmm v0(0);
-      if (p_.input_dtypes[size_t(k)] == DType::Bool) {
+      if (p_.input_dtypes[size_t(k)] == DType::BFloat16) {
+        this->movzx(this->eax, this->word[this->rax]);
+        this->shl(this->eax, 16);
+        this->vmovd(Xmm(0), this->eax);
+        this->vbroadcastss(v0, Xmm(0));
+      } else if (p_.input_dtypes[size_t(k)] == DType::Bool) {
         this->movzx(this->eax, this->byte[this->rax]);
         if (p_.f64) this->vcvtsi2sd(Xmm(0), Xmm(0), this->eax);
         else this->vcvtsi2ss(Xmm(0), Xmm(0), this->eax);
@@ -212,27 +217,83 @@ class KernelGen : public VecMath<Vmm> {
     return this->ptr[this->rax + this->r14 * scale];
   }
 
-  // Copies the remaining bytes (r13 - r14, fewer than W) of byte stream `base` + r14 into the frame's
-  // argument area (zero-filled first), for AVX2 bool tails.
-  void bytes_to_frame(const Xbyak::Reg64& base) {
-    this->mov(this->qword[this->rsp + this->arg_off_], 0);
-    this->mov(this->qword[this->rsp + this->arg_off_ + 8], 0);
-    this->lea(this->r8, this->ptr[base + this->r14]);
+  // Copies the remaining elements (r13 - r14, fewer than W) of `size`-byte elements at `base` into the
+  // frame's argument area (zero-filled first), or with `to_stream` from there back: AVX2 tails of bool
+  // and bf16 streams, which have no masked load or store of their width.
+  void tail_bytes(const Xbyak::Reg64& base, int size, bool to_stream) {
+    if (!to_stream) {
+      this->mov(this->qword[this->rsp + this->arg_off_], 0);
+      this->mov(this->qword[this->rsp + this->arg_off_ + 8], 0);
+    }
+    this->lea(this->r8, this->ptr[base + this->r14 * size]);
     this->mov(this->rcx, this->r13);
     this->sub(this->rcx, this->r14);
+    if (size > 1) this->imul(this->rcx, this->rcx, size);
     this->xor_(this->edx, this->edx);
     Xbyak::Label l;
     this->L(l);
-    this->movzx(this->r9d, this->byte[this->r8 + this->rdx]);
-    this->mov(this->byte[this->rsp + this->arg_off_ + this->rdx], this->r9b);
+    if (to_stream) {
+      this->movzx(this->r9d, this->byte[this->rsp + this->arg_off_ + this->rdx]);
+      this->mov(this->byte[this->r8 + this->rdx], this->r9b);
+    } else {
+      this->movzx(this->r9d, this->byte[this->r8 + this->rdx]);
+      this->mov(this->byte[this->rsp + this->arg_off_ + this->rdx], this->r9b);
+    }
     this->inc(this->rdx);
     this->cmp(this->rdx, this->rcx);
     this->jl(l);
   }
 
+  // bf16 lanes widened to f32: the 16 bits become the high half (exact).
+  void load_bf16(const Vmm& d, int k) {
+    using namespace Xbyak;
+    Address a = in_addr(k, 2);
+    if constexpr (kAvx512) {
+      if (masked_) this->vpmovzxwd(d | this->k1 | this->T_z, a);
+      else this->vpmovzxwd(d, a);
+    } else {
+      if (masked_) {
+        tail_bytes(this->rax, 2, false);
+        a = this->ptr[this->rsp + this->arg_off_];
+      }
+      this->vpmovzxwd(d, a);
+    }
+    this->vpslld(d, d, 16);
+  }
+
+  // f32 lanes rounded to bf16 as core/dtype.h's BFloat16(float) does (to nearest even, NaN to 0x7fc0),
+  // by integer ops on both ISAs: AVX512_BF16's vcvtneps2bf16 flushes subnormals and keeps a NaN's sign,
+  // so it would not give eager's bits.
+  void store_bf16(const Xbyak::Address& a, const Vmm& r) {
+    using namespace Xbyak;
+    typename B::Scope sc(*this);
+    Vmm t = this->tmp(), u = this->tmp();
+    this->vpsrld(t, r, 16);
+    if constexpr (kAvx512) this->vpandd(t, t, this->Cb(1));
+    else this->vpand(t, t, this->Cb(1));
+    this->vpaddd(t, t, this->Cb(0x7fff));
+    this->vpaddd(t, t, r);
+    this->vpsrld(t, t, 16);
+    Mask m = this->mtmp();
+    this->vcmp(m, r, r, B::kUnord);
+    this->blend(t, m, this->Cb(0x7fc0));
+    if constexpr (kAvx512) {
+      if (masked_) this->vpmovdw(a | this->k1, t);
+      else this->vpmovdw(a, t);
+    } else {
+      Xmm xt(t.getIdx()), xu(u.getIdx());
+      this->vextracti128(xu, t, 1);
+      this->vpackusdw(xt, xt, xu);
+      if (!masked_) return this->vmovdqu(a, xt);
+      this->vmovdqu(this->ptr[this->rsp + this->arg_off_], xt);
+      tail_bytes(this->rax, 2, true);
+    }
+  }
+
   void load_input(const Vmm& d, int k) {
     using namespace Xbyak;
     const bool f64 = p_.f64;
+    if (p_.input_dtypes[size_t(k)] == DType::BFloat16) return load_bf16(d, k);
     if (p_.input_dtypes[size_t(k)] == DType::Bool) {
       if constexpr (kAvx512) {
         Address a = in_addr(k, 1);
@@ -249,7 +310,7 @@ class KernelGen : public VecMath<Vmm> {
       } else {
         Address a = in_addr(k, 1);
         if (masked_) {
-          bytes_to_frame(this->rax);
+          tail_bytes(this->rax, 1, false);
           a = this->ptr[this->rsp + this->arg_off_];
         }
         if (f64) {
@@ -320,9 +381,10 @@ class KernelGen : public VecMath<Vmm> {
   void store_output(int j, const Vmm& r) {
     using namespace Xbyak;
     const int k = int(p_.input_dtypes.size()) + j;
-    const int vi = p_.outputs[size_t(j)];
     const bool f64 = p_.f64;
-    if (!p_.vals[size_t(vi)].is_bool) {
+    const DType dt = p_.output_dtypes[size_t(j)];
+    if (dt == DType::BFloat16) return store_bf16(in_addr(k, 2), r);
+    if (dt != DType::Bool) {
       Address a = in_addr(k, this->esz());
       if (masked_) {
         if constexpr (kAvx512) f64 ? this->vmovupd(a | this->k1, r) : this->vmovups(a | this->k1, r);
@@ -363,19 +425,8 @@ class KernelGen : public VecMath<Vmm> {
         if (f64) this->vmovd(a, xt);
         else this->vmovq(a, xt);
       } else {
-        // rem bytes from the frame to the output
         this->vmovq(this->ptr[this->rsp + this->arg_off_], xt);
-        this->lea(this->r8, this->ptr[this->rax + this->r14]);
-        this->mov(this->rcx, this->r13);
-        this->sub(this->rcx, this->r14);
-        this->xor_(this->edx, this->edx);
-        Xbyak::Label l;
-        this->L(l);
-        this->movzx(this->r9d, this->byte[this->rsp + this->arg_off_ + this->rdx]);
-        this->mov(this->byte[this->r8 + this->rdx], this->r9b);
-        this->inc(this->rdx);
-        this->cmp(this->rdx, this->rcx);
-        this->jl(l);
+        tail_bytes(this->rax, 1, true);
       }
     }
   }

@@ -8,7 +8,10 @@
 // sliced to the sequence length), so the kernel checks it per call, in one pass over one head's [L,S] mask
 // where it is shared by every head, and then generates it and skips the keys above the diagonal. The
 // scores, masked scores and probabilities ([B,H,T,T] each) are no longer written, nor saved for the backward.
-// Only a chain whose intermediate values feed nothing else is rewritten.
+// Only a chain whose intermediate values feed nothing else is rewritten. Under bf16 (or f16) autocast the
+// softmax runs in f32 between two casts, %x = to(%masked, f32) and %w = to(div, bf16): those casts join the
+// chain, and the kernel (which computes in f32 whatever its inputs) returns the products' dtype, as sdpa
+// under autocast does.
 #include <algorithm>
 #include <limits>
 #include <optional>
@@ -29,6 +32,12 @@ Node* made_by(const Value* v, OpId op) {
 }
 
 bool used_once(const Value* v) { return v->uses().size() == 1; }
+
+// The input of an autocast cast node making v (read only there), else null.
+Node* cast_of(const Value* v) {
+  Node* n = made_by(v, OpId::Cast);
+  return n && used_once(v) && n->inputs().size() == 1 ? n : nullptr;
+}
 
 std::optional<int64_t> rank_of(const Value* v) {
   const ir::Type& t = v->type();
@@ -96,6 +105,8 @@ std::optional<Chain> match(Node* pv) {
   c.nodes.push_back(pv);
   Value* w = pv->input(0);
   c.v = pv->input(1);
+  Node* cast_out = cast_of(w);
+  if (cast_out) w = cast_out->input(0);
   Node* div = made_by(w, OpId::Div);
   if (!div || !used_once(w)) return std::nullopt;
   Node* ex = made_by(div->input(0), OpId::Exp);
@@ -111,8 +122,17 @@ std::optional<Chain> match(Node* pv) {
   Node* detach = amax->input(0)->node();
   const bool detached = detach->prim() == ir::Prim::Detach && detach->input(0) == x;
   if (!(detached ? used_once(detach->output()) : amax->input(0) == x) || x->uses().size() != 2) return std::nullopt;
+  if (cast_out) c.nodes.push_back(cast_out);
   c.nodes.insert(c.nodes.end(), {div, sum, ex, sub, amax});
   if (detached) c.nodes.push_back(detach);
+  // both casts or neither: the softmax in f32 of scores in the products' dtype, its result cast back
+  Node* cast_in = cast_of(x);
+  if (bool(cast_in) != bool(cast_out)) return std::nullopt;
+  if (cast_in) {
+    x = cast_in->input(0);
+    if (!used_once(x) || x->type().dtype != pv->output()->type().dtype) return std::nullopt;
+    c.nodes.push_back(cast_in);
+  }
   // the mask: where(drop, -inf, t) as masked_fill writes it, where(keep, t, -inf) as the sdpa composite does
   Value* t = x;
   if (Node* wh = made_by(x, OpId::Where)) {
