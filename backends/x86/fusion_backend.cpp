@@ -71,7 +71,15 @@ bool can_fuse(const ir::Node& n, bool reduction) {
     if (!reduction_ok(n)) return false;
   } else {
     OpKind k = op_info(n.op()).kind;
-    if (k != OpKind::Unary && k != OpKind::Binary && !n.is_op(OpId::Where)) return false;
+    if (k != OpKind::Unary && k != OpKind::Binary && !n.is_op(OpId::Where) && !n.is_op(OpId::Cast)) return false;
+  }
+  // autocast's casts between f32 and bf16: a rounding (to bf16) or nothing (to f32) in f32 registers
+  if (n.is_op(OpId::Cast)) {
+    auto f32_or_bf16 = [](const ir::Value* v) {
+      auto d = v->type().dtype;
+      return v->type().is_tensor() && v->type().dims && (d == DType::Float32 || d == DType::BFloat16);
+    };
+    return n.inputs().size() == 1 && f32_or_bf16(n.input(0)) && f32_or_bf16(n.output());
   }
   // Every float value of the node has one register type (a group computes in one: bf16 in f32, so the two
   // mix, as autocast's chains do); bools may mix in, as

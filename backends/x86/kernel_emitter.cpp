@@ -261,31 +261,54 @@ class KernelGen : public VecMath<Vmm> {
     this->vpslld(d, d, 16);
   }
 
-  // f32 lanes rounded to bf16 as core/dtype.h's BFloat16(float) does (to nearest even, NaN to 0x7fc0),
-  // by integer ops on both ISAs: AVX512_BF16's vcvtneps2bf16 flushes subnormals and keeps a NaN's sign,
-  // so it would not give eager's bits.
+  // f32 lanes rounded to bf16 as eager's casts round them (eager/cpu/bf16_convert.h), so a fused result has
+  // eager's bits for the same f32 value: vcvtneps2bf16 where the CPU has AVX512_BF16 (float32 subnormals
+  // flushed to zero), else to nearest even by integer ops, a NaN quieted keeping its sign and payload.
+  // The bf16 bits land in the low half of each 32-bit lane of u (u distinct from r).
+  static constexpr bool kBf16Insn = kAvx512;  // and cpu_avx512_bf16(), asked at emission
+  void round_bf16(const Vmm& u, const Vmm& r) {
+    using namespace Xbyak;
+    if (kBf16Insn && cpu_avx512_bf16()) {
+      Ymm y(u.getIdx());
+      this->vcvtneps2bf16(y, r, EvexEncoding);
+      this->vpmovzxwd(u, y);
+      return;
+    }
+    typename B::Scope sc(*this);
+    Vmm t = this->tmp();
+    this->vpsrld(t, r, 16);
+    this->vand(u, t, this->Cb(1));
+    this->vpaddd(u, u, this->Cb(0x7fff));
+    this->vpaddd(u, u, r);
+    this->vpsrld(u, u, 16);
+    this->vor(t, t, this->Cb(0x40));
+    Mask m = this->mtmp();
+    this->vcmp(m, r, r, B::kUnord);
+    this->blend(u, m, t);
+  }
   void store_bf16(const Xbyak::Address& a, const Vmm& r) {
     using namespace Xbyak;
     typename B::Scope sc(*this);
-    Vmm t = this->tmp(), u = this->tmp();
-    this->vpsrld(t, r, 16);
-    if constexpr (kAvx512) this->vpandd(t, t, this->Cb(1));
-    else this->vpand(t, t, this->Cb(1));
-    this->vpaddd(t, t, this->Cb(0x7fff));
-    this->vpaddd(t, t, r);
-    this->vpsrld(t, t, 16);
-    Mask m = this->mtmp();
-    this->vcmp(m, r, r, B::kUnord);
-    this->blend(t, m, this->Cb(0x7fc0));
+    Vmm u = this->tmp();
     if constexpr (kAvx512) {
-      if (masked_) this->vpmovdw(a | this->k1, t);
-      else this->vpmovdw(a, t);
+      if (cpu_avx512_bf16()) {
+        Ymm y(u.getIdx());
+        this->vcvtneps2bf16(y, r, EvexEncoding);
+        if (masked_) this->vmovdqu16(a | this->k1, y);
+        else this->vmovdqu16(a, y);
+        return;
+      }
+      round_bf16(u, r);
+      if (masked_) this->vpmovdw(a | this->k1, u);
+      else this->vpmovdw(a, u);
     } else {
+      round_bf16(u, r);
+      Vmm t = this->tmp();
       Xmm xt(t.getIdx()), xu(u.getIdx());
-      this->vextracti128(xu, t, 1);
-      this->vpackusdw(xt, xt, xu);
-      if (!masked_) return this->vmovdqu(a, xt);
-      this->vmovdqu(this->ptr[this->rsp + this->arg_off_], xt);
+      this->vextracti128(xt, u, 1);
+      this->vpackusdw(xu, xu, xt);
+      if (!masked_) return this->vmovdqu(a, xu);
+      this->vmovdqu(this->ptr[this->rsp + this->arg_off_], xu);
       tail_bytes(this->rax, 2, true);
     }
   }
@@ -730,11 +753,21 @@ class KernelGen : public VecMath<Vmm> {
         break;
       }
       case OpId::Floor: this->vround(d, R0(), 1); break;
-      // Of the other rows only where joins a fusion group; reductions are the program's trailing step
+      // Of the other rows only where and autocast's casts join a fusion group; reductions are the program's trailing step
       // (accumulate), and the rest never join (backends/x86/fusion_backend.cpp's can_fuse).
 #define KILN_REDUCE(Id, name, init, fold) case OpId::Id:
 #define KILN_OP(Id, name, kind) case OpId::Id:
 #include "core/ops.def"
+        if (pv.op == OpId::Cast) {  // a cast to bf16 rounds as a bf16 store would; to f32 keeps the value
+          Vmm x = R0();
+          if (pv.to_bf16) {
+            round_bf16(d, x);
+            this->vpslld(d, d, 16);
+          } else {
+            this->vld(d, x);
+          }
+          break;
+        }
         if (pv.op != OpId::Where) fail("x86: {} is not an elementwise op", op_name(pv.op));
         {
           Mask m = this->mtmp();

@@ -124,6 +124,12 @@ Program lower(const ir::Graph& g) {
       bool both_bool = p.vals[size_t(pv.args[0])].is_bool && p.vals[size_t(pv.args[1])].is_bool;
       if (info.rule == DTypeRule::Compare || info.rule == DTypeRule::Logical) pv.is_bool = true;
       else if (info.rule == DTypeRule::Promote && both_bool) fail("x86: {} of two bool values", info.name);
+    } else if (op == OpId::Cast) {
+      // autocast's casts between f32 and bf16, both held as f32 in registers
+      if (n->inputs().size() != 1) fail("x86: to takes one input");
+      pv.args.push_back(arg(n, 0));
+      if (p.vals[size_t(pv.args[0])].is_bool) fail("x86: to of a bool value");
+      pv.to_bf16 = n->output()->type().dtype == DType::BFloat16;
     } else {
       fail("x86: op {} is not elementwise", info.name);
     }

@@ -26,6 +26,7 @@ struct PValue {
   OpId op = OpId::Add;   // Node: a Unary or Binary row, or Where
   std::vector<int> args; // Node: value indices
   bool is_bool = false;
+  bool to_bf16 = false;  // Node: a cast (OpId::Cast) to bf16, which rounds; a cast to f32 is the value itself
   uint64_t deps = 0;     // bit k: depends on input k (inputs past 63 share bit 63)
 };
 

@@ -33,10 +33,10 @@ Node* made_by(const Value* v, OpId op) {
 
 bool used_once(const Value* v) { return v->uses().size() == 1; }
 
-// The input of an autocast cast node making v (read only there), else null.
+// The autocast cast node making v, else null.
 Node* cast_of(const Value* v) {
   Node* n = made_by(v, OpId::Cast);
-  return n && used_once(v) && n->inputs().size() == 1 ? n : nullptr;
+  return n && n->inputs().size() == 1 ? n : nullptr;
 }
 
 std::optional<int64_t> rank_of(const Value* v) {
@@ -45,11 +45,14 @@ std::optional<int64_t> rank_of(const Value* v) {
   return int64_t(t.dims->size());
 }
 
-// The number a value holds: a constant, or a constant number wrapped as a tensor.
+// The number a value holds: a constant, or a constant number wrapped as a tensor (cast to the scores'
+// dtype, as a trace under autocast records masked_fill's -inf).
 std::optional<double> number_of(const Value* v) {
   if (auto c = scalar_constant(v)) return c;
   const Node* n = v->node();
   if (n->prim() == ir::Prim::NumToTensor) return scalar_constant(n->input(0));
+  if (n->is_op(OpId::Cast) && n->inputs().size() == 1 && rank_of(v) == std::optional<int64_t>(0))
+    return number_of(n->input(0));
   return std::nullopt;
 }
 
@@ -97,6 +100,7 @@ struct Chain {
   Value *q = nullptr, *k = nullptr, *v = nullptr, *scale = nullptr, *mask = nullptr;
   bool divide = false;     // the scores were divided by `scale`
   bool mask_drops = false;  // True in `mask` drops the key (masked_fill), rather than keeps it
+  Node* k_cast = nullptr;   // autocast cast k after transposing it: the row gets k cast the same way
   std::vector<Node*> nodes;  // the chain, last first: destroyed in this order
 };
 
@@ -105,7 +109,7 @@ std::optional<Chain> match(Node* pv) {
   c.nodes.push_back(pv);
   Value* w = pv->input(0);
   c.v = pv->input(1);
-  Node* cast_out = cast_of(w);
+  Node* cast_out = used_once(w) ? cast_of(w) : nullptr;
   if (cast_out) w = cast_out->input(0);
   Node* div = made_by(w, OpId::Div);
   if (!div || !used_once(w)) return std::nullopt;
@@ -167,9 +171,15 @@ std::optional<Chain> match(Node* pv) {
   Node* qk = made_by(s, OpId::Matmul);
   if (!qk) return std::nullopt;
   c.q = qk->input(0);
-  c.k = untransposed(qk->input(1));
+  Value* kt = qk->input(1);
+  c.nodes.insert(c.nodes.end(), {scaled, qk});
+  if ((c.k_cast = used_once(kt) ? cast_of(kt) : nullptr)) {
+    c.nodes.push_back(c.k_cast);
+    kt = c.k_cast->input(0);
+  }
+  c.k = untransposed(kt);
   if (!c.k) return std::nullopt;
-  c.nodes.insert(c.nodes.end(), {scaled, qk, qk->input(1)->node()});
+  c.nodes.push_back(kt->node());
   return c;
 }
 
@@ -193,7 +203,14 @@ int64_t rewrite_block(ir::Graph& g, ir::Block& b) {
       scale = before(g.create_op(OpId::Reciprocal, {c->scale}));
       if (c->scale->type().dtype && is_floating(*c->scale->type().dtype)) scale->set_type(c->scale->type());
     }
-    std::vector<Value*> in{c->q, c->k, c->v, scale};
+    Value* k = c->k;
+    if (c->k_cast) {
+      k = before(g.create_op(OpId::Cast, {k}, c->k_cast->attrs()));
+      ir::Type t = c->k->type();
+      t.dtype = c->k_cast->output()->type().dtype;
+      k->set_type(t);
+    }
+    std::vector<Value*> in{c->q, k, c->v, scale};
     if (c->mask && c->mask_drops) {
       Value* keep = before(g.create_op(OpId::LogicalNot, {c->mask}));
       keep->set_type(ir::Type::tensor(DType::Bool, c->mask->type().dims));
