@@ -19,16 +19,8 @@ using kiln::test::check_close;
 
 namespace {
 
-std::vector<x86::Isa> isas() {
-  std::vector<x86::Isa> v;
-  if (x86::cpu_isa() == x86::Isa::Avx512) v.push_back(x86::Isa::Avx512);
-  if (x86::cpu_isa() != x86::Isa::None) v.push_back(x86::Isa::Avx2);
-  return v;
-}
-struct IsaCap {
-  explicit IsaCap(x86::Isa i) { x86::set_isa_cap(i); }
-  ~IsaCap() { x86::set_isa_cap(x86::Isa::None); }
-};
+using test::IsaCap;
+std::vector<x86::Isa> isas() { return test::x86_isas(); }
 
 Tensors run_ir(const std::string& text, const Tensors& in) {
   auto g = ir::parse_ir(text);
