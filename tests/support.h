@@ -159,6 +159,19 @@ inline std::vector<Tensor> fresh_leaves(const std::vector<Tensor>& inputs) {
 
 inline bool x86_jit_on() { return x86::best_isa() != x86::Isa::None; }
 
+// The x86 kernel ISAs this CPU can run (AVX-512 first, then AVX2 forced through the cap).
+inline std::vector<x86::Isa> x86_isas() {
+  std::vector<x86::Isa> v;
+  if (x86::cpu_isa() == x86::Isa::Avx512) v.push_back(x86::Isa::Avx512);
+  if (x86::cpu_isa() != x86::Isa::None) v.push_back(x86::Isa::Avx2);
+  return v;
+}
+// Caps the x86 JIT's ISA for a scope.
+struct IsaCap {
+  explicit IsaCap(x86::Isa i) { x86::set_isa_cap(i); }
+  ~IsaCap() { x86::set_isa_cap(x86::Isa::None); }
+};
+
 // Sets the intra-op (OpenMP and BLAS) thread count for a scope and restores the count it found: a test
 // that depends on the count sets it, so the suite's order does not matter.
 struct NumThreads {

@@ -6,6 +6,7 @@
 // F.scaled_dot_product_attention, which runs the row, with PyTorch 1.13's values of the written-out maths.
 #include <cmath>
 
+#include "eager/autocast/autocast.h"
 #include "eager/autograd/engine.h"
 #include "eager/autograd/graph.h"
 #include "eager/cpu/attention_shapes.h"
@@ -154,20 +155,22 @@ TEST_CASE("flash_attention: a shapes-only recording's outputs are the kernels' o
   CHECK(error_of([&] { cpu::flash_attention_outputs(OpId::FlashAttentionBackward, wrong); }) == kernel);
 }
 
+// Attention as nanoGPT writes it, a causal mask sliced from a buffer.
+const char* const kAttendSrc =
+    "import math\nimport torch\nimport torch.nn as nn\nfrom torch.nn import functional as F\n\n\n"
+    "class Attend(nn.Module):\n"
+    "    def __init__(self, block):\n"
+    "        super().__init__()\n"
+    "        self.register_buffer('bias', torch.tril(torch.ones(block, block)).view(1, 1, block, block))\n\n"
+    "    def forward(self, q, k, v):\n"
+    "        T = q.size(-2)\n"
+    "        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))\n"
+    "        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))\n"
+    "        att = F.softmax(att, dim=-1)\n"
+    "        return att @ v\n";
+
 TEST_CASE("fuse_attention: GPT's written-out attention runs the fused row compiled, values and gradients == eager") {
-  const char* src =
-      "import math\nimport torch\nimport torch.nn as nn\nfrom torch.nn import functional as F\n\n\n"
-      "class Attend(nn.Module):\n"
-      "    def __init__(self, block):\n"
-      "        super().__init__()\n"
-      "        self.register_buffer('bias', torch.tril(torch.ones(block, block)).view(1, 1, block, block))\n\n"
-      "    def forward(self, q, k, v):\n"
-      "        T = q.size(-2)\n"
-      "        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))\n"
-      "        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))\n"
-      "        att = F.softmax(att, dim=-1)\n"
-      "        return att @ v\n";
-  auto net = script_source(src, "attend.py").module("Attend", {IValue(int64_t(16))});
+  auto net = script_source(kAttendSrc, "attend.py").module("Attend", {IValue(int64_t(16))});
   Function f = net->method("forward");
   Function fc = compile(f);
   manual_seed(5);
@@ -201,4 +204,40 @@ TEST_CASE("fuse_attention: GPT's written-out attention runs the fused row compil
     CHECK(count(*compiled_graph(tc, args), OpId::FlashAttention) == 1);
     CHECK(count(*compiled_backward_graph(tc, args), OpId::FlashAttentionBackward) == 1);
   }
+}
+
+TEST_CASE("fuse_attention: the written-out attention traced under bf16 autocast (softmax in f32 between casts) runs the fused row") {
+  auto net = script_source(kAttendSrc, "attend.py").module("Attend", {IValue(int64_t(16))});
+  manual_seed(6);
+  Tensors x = {randn({2, 3, 13, 8}), randn({2, 3, 13, 8}), randn({2, 3, 13, 8})};
+  auto count = [](const ir::Graph& g, OpId op) {
+    int n = 0;
+    for (const ir::Node* node : g.block()->nodes()) n += node->is_op(op) ? 1 : 0;
+    return n;
+  };
+  AutocastGuard autocast(DType::BFloat16);
+  Function tr = trace([&](const Tensors& in) { return Tensors{net->call({in[0], in[1], in[2]}).at(0).to_tensor()}; }, x);
+  Function tc = compile(tr);
+  Tensor want = tr.call({x[0], x[1], x[2]})[0].to_tensor();
+  REQUIRE(want.dtype() == DType::BFloat16);
+  {
+    NoGradGuard ng;
+    Tensor got = tc.call({x[0], x[1], x[2]})[0].to_tensor();
+    CHECK(got.dtype() == DType::BFloat16);
+    // eager rounds the scores and the probabilities to bf16, the row keeps them in f32
+    check_close(got, want, 3e-2, 3e-2);
+    check_close(got, unfused(x[0], x[1], x[2], {}, Mask::Causal, 1.0 / std::sqrt(8.0)).to(DType::Float32), 2e-2, 2e-2);
+    std::vector<IValue> args{x[0], x[1], x[2]};
+    auto g = compiled_graph(tc, args);
+    CHECK(count(*g, OpId::FlashAttention) == 1);
+    CHECK(count(*g, OpId::Exp) == 0);
+  }
+  Tensors lc = kiln::test::fresh_leaves(x);
+  Tensors le = kiln::test::fresh_leaves(x);
+  Tensor w = randn(want.sizes());
+  Tensors gc = grad({sum(tc.call({lc[0], lc[1], lc[2]})[0].to_tensor().to(DType::Float32) * w)}, lc);
+  Tensors ge_ = grad({sum(tr.call({le[0], le[1], le[2]})[0].to_tensor().to(DType::Float32) * w)}, le);
+  for (size_t i = 0; i < 3; ++i) check_close(gc[i], ge_[i], 5e-2, 5e-2);
+  std::vector<IValue> args{lc[0], lc[1], lc[2]};
+  CHECK(count(*compiled_backward_graph(tc, args), OpId::FlashAttentionBackward) == 1);
 }

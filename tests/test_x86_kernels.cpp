@@ -16,17 +16,8 @@ using kiln::test::check_close;
 
 namespace {
 
-std::vector<x86::Isa> isas_to_test() {
-  std::vector<x86::Isa> v;
-  if (x86::cpu_isa() == x86::Isa::Avx512) v.push_back(x86::Isa::Avx512);
-  if (x86::cpu_isa() != x86::Isa::None) v.push_back(x86::Isa::Avx2);
-  return v;
-}
-
-struct IsaCap {
-  explicit IsaCap(x86::Isa i) { x86::set_isa_cap(i); }
-  ~IsaCap() { x86::set_isa_cap(x86::Isa::None); }
-};
+using test::IsaCap;
+std::vector<x86::Isa> isas_to_test() { return test::x86_isas(); }
 
 bool skip_without_avx2() {
   if (kiln::test::x86_jit_on()) return false;

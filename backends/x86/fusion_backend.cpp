@@ -1,19 +1,21 @@
 #include "backends/x86/fusion_backend.h"
 
 #include "backends/x86/kernel.h"
+#include "backends/x86/program.h"
 #include "backends/x86/row_kernel.h"
 #include "core/ir/graph.h"
 
 namespace kiln::x86 {
 namespace {
 
-// A value the emitter holds in a vector register: f32 or f64, or bool (kept as 0/1 in the group's
-// float type, loaded from and stored as bytes).
+// The type in which the emitter holds a value in a vector register: f32 (for f32 and bf16 tensors) or
+// f64, or bool (kept as 0/1 in the group's float type, loaded from and stored as bytes).
 std::optional<DType> vector_dtype(const ir::Value* v) {
   const ir::Type& t = v->type();
   if (!t.is_tensor() || !t.dtype || !t.dims) return std::nullopt;
-  if (*t.dtype != DType::Float32 && *t.dtype != DType::Float64 && *t.dtype != DType::Bool) return std::nullopt;
-  return t.dtype;
+  DType d = *t.dtype;
+  if (d != DType::Float32 && d != DType::Float64 && d != DType::BFloat16 && d != DType::Bool) return std::nullopt;
+  return detail::register_dtype(d);
 }
 
 bool is_scalar_constant(const ir::Value* v) {
@@ -69,9 +71,18 @@ bool can_fuse(const ir::Node& n, bool reduction) {
     if (!reduction_ok(n)) return false;
   } else {
     OpKind k = op_info(n.op()).kind;
-    if (k != OpKind::Unary && k != OpKind::Binary && !n.is_op(OpId::Where)) return false;
+    if (k != OpKind::Unary && k != OpKind::Binary && !n.is_op(OpId::Where) && !n.is_op(OpId::Cast)) return false;
   }
-  // Every float value of the node has one dtype (a group computes in one); bools may mix in, as
+  // autocast's casts between f32 and bf16: a rounding (to bf16) or nothing (to f32) in f32 registers
+  if (n.is_op(OpId::Cast)) {
+    auto f32_or_bf16 = [](const ir::Value* v) {
+      auto d = v->type().dtype;
+      return v->type().is_tensor() && v->type().dims && (d == DType::Float32 || d == DType::BFloat16);
+    };
+    return n.inputs().size() == 1 && f32_or_bf16(n.input(0)) && f32_or_bf16(n.output());
+  }
+  // Every float value of the node has one register type (a group computes in one: bf16 in f32, so the two
+  // mix, as autocast's chains do); bools may mix in, as
   // comparisons, where's condition, relu's mask times a gradient. Bools are 0/1 in registers, so what
   // would have to stay bool through arithmetic (neg of a bool, add of two) is left to eager kernels.
   const OpInfo& info = op_info(n.op());

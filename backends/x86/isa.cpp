@@ -34,6 +34,14 @@ Isa cpu_isa() {
   return isa;
 }
 
+bool cpu_avx512_bf16() {
+  static const bool has = [] {
+    Xbyak::util::Cpu cpu;
+    return cpu.has(Xbyak::util::Cpu::tAVX512_BF16);
+  }();
+  return has;
+}
+
 Isa best_isa() {
   int c = g_cap.load(std::memory_order_relaxed);
   Isa cap = c < 0 ? env_cap() : Isa(c);

@@ -12,6 +12,8 @@ enum class Isa { None, Avx2, Avx512 };
 Isa best_isa();
 Isa cpu_isa();                 // what the CPU has, ignoring caps
 void set_isa_cap(Isa cap);     // Isa::None clears the override (back to the environment)
+// AVX512_BF16 (vcvtneps2bf16): the AVX-512 kernels round to bf16 with it, as eager's casts do on such a CPU.
+bool cpu_avx512_bf16();
 std::string_view isa_name(Isa isa);
 
 }  // namespace kiln::x86

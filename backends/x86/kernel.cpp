@@ -309,10 +309,8 @@ Tensors Kernel::run(const Tensors& in_given) const {
   const DType cd = p.compute();
   const int64_t cs = int64_t(itemsize(cd));
   // outputs
-  Tensors outs;
   std::vector<Tensor> ew(p.outputs.size());
-  for (size_t j = 0; j < p.outputs.size(); ++j)
-    ew[j] = Tensor::empty(shape, p.vals[size_t(p.outputs[j])].is_bool ? DType::Bool : cd);
+  for (size_t j = 0; j < p.outputs.size(); ++j) ew[j] = Tensor::empty(shape, p.output_dtypes[j]);
   Tensor red;
   if (has_red) {
     Shape rs;
@@ -324,7 +322,14 @@ Tensors Kernel::run(const Tensors& in_given) const {
     }
     red = Tensor::empty(rs, cd);
   }
-  for (int s : p.out_slot) outs.push_back(s < 0 ? red : ew[size_t(s)]);
+  // A bf16 reduction result is folded in f32 and rounded once, at the end (a few values per row).
+  auto red_out = [&] { return p.red_dtype == cd ? red : red.to(p.red_dtype); };
+  auto result = [&] {
+    Tensors outs;
+    Tensor r = has_red ? red_out() : Tensor();
+    for (int s : p.out_slot) outs.push_back(s < 0 ? r : ew[size_t(s)]);
+    return outs;
+  };
   const int64_t numel = numel_of(shape);
   if (numel == 0) {
     if (has_red) {
@@ -336,7 +341,7 @@ Tensors Kernel::run(const Tensors& in_given) const {
         }
       });
     }
-    return outs;
+    return result();
   }
 
   // Operands: inputs, then elementwise outputs. Strides in elements in the iteration shape.
@@ -495,7 +500,7 @@ Tensors Kernel::run(const Tensors& in_given) const {
       }
     }
   });
-  return outs;
+  return result();
 }
 
 }  // namespace kiln::x86

@@ -71,7 +71,12 @@ class KernelGen : public VecMath<Vmm> {
       if (!is_bcast(k)) continue;
       this->mov(this->rax, this->ptr[this->r12 + 8 * k]);
       Vmm v0(0);
-      if (p_.input_dtypes[size_t(k)] == DType::Bool) {
+      if (p_.input_dtypes[size_t(k)] == DType::BFloat16) {
+        this->movzx(this->eax, this->word[this->rax]);
+        this->shl(this->eax, 16);
+        this->vmovd(Xmm(0), this->eax);
+        this->vbroadcastss(v0, Xmm(0));
+      } else if (p_.input_dtypes[size_t(k)] == DType::Bool) {
         this->movzx(this->eax, this->byte[this->rax]);
         if (p_.f64) this->vcvtsi2sd(Xmm(0), Xmm(0), this->eax);
         else this->vcvtsi2ss(Xmm(0), Xmm(0), this->eax);
@@ -212,27 +217,106 @@ class KernelGen : public VecMath<Vmm> {
     return this->ptr[this->rax + this->r14 * scale];
   }
 
-  // Copies the remaining bytes (r13 - r14, fewer than W) of byte stream `base` + r14 into the frame's
-  // argument area (zero-filled first), for AVX2 bool tails.
-  void bytes_to_frame(const Xbyak::Reg64& base) {
-    this->mov(this->qword[this->rsp + this->arg_off_], 0);
-    this->mov(this->qword[this->rsp + this->arg_off_ + 8], 0);
-    this->lea(this->r8, this->ptr[base + this->r14]);
+  // Copies the remaining elements (r13 - r14, fewer than W) of `size`-byte elements at `base` into the
+  // frame's argument area (zero-filled first), or with `to_stream` from there back: AVX2 tails of bool
+  // and bf16 streams, which have no masked load or store of their width.
+  void tail_bytes(const Xbyak::Reg64& base, int size, bool to_stream) {
+    if (!to_stream) {
+      this->mov(this->qword[this->rsp + this->arg_off_], 0);
+      this->mov(this->qword[this->rsp + this->arg_off_ + 8], 0);
+    }
+    this->lea(this->r8, this->ptr[base + this->r14 * size]);
     this->mov(this->rcx, this->r13);
     this->sub(this->rcx, this->r14);
+    if (size > 1) this->imul(this->rcx, this->rcx, size);
     this->xor_(this->edx, this->edx);
     Xbyak::Label l;
     this->L(l);
-    this->movzx(this->r9d, this->byte[this->r8 + this->rdx]);
-    this->mov(this->byte[this->rsp + this->arg_off_ + this->rdx], this->r9b);
+    if (to_stream) {
+      this->movzx(this->r9d, this->byte[this->rsp + this->arg_off_ + this->rdx]);
+      this->mov(this->byte[this->r8 + this->rdx], this->r9b);
+    } else {
+      this->movzx(this->r9d, this->byte[this->r8 + this->rdx]);
+      this->mov(this->byte[this->rsp + this->arg_off_ + this->rdx], this->r9b);
+    }
     this->inc(this->rdx);
     this->cmp(this->rdx, this->rcx);
     this->jl(l);
   }
 
+  // bf16 lanes widened to f32: the 16 bits become the high half (exact).
+  void load_bf16(const Vmm& d, int k) {
+    using namespace Xbyak;
+    Address a = in_addr(k, 2);
+    if constexpr (kAvx512) {
+      if (masked_) this->vpmovzxwd(d | this->k1 | this->T_z, a);
+      else this->vpmovzxwd(d, a);
+    } else {
+      if (masked_) {
+        tail_bytes(this->rax, 2, false);
+        a = this->ptr[this->rsp + this->arg_off_];
+      }
+      this->vpmovzxwd(d, a);
+    }
+    this->vpslld(d, d, 16);
+  }
+
+  // f32 lanes rounded to bf16 as eager's casts round them (eager/cpu/bf16_convert.h), so a fused result has
+  // eager's bits for the same f32 value: vcvtneps2bf16 where the CPU has AVX512_BF16 (float32 subnormals
+  // flushed to zero), else to nearest even by integer ops, a NaN quieted keeping its sign and payload.
+  // The bf16 bits land in the low half of each 32-bit lane of u (u distinct from r).
+  static constexpr bool kBf16Insn = kAvx512;  // and cpu_avx512_bf16(), asked at emission
+  void round_bf16(const Vmm& u, const Vmm& r) {
+    using namespace Xbyak;
+    if (kBf16Insn && cpu_avx512_bf16()) {
+      Ymm y(u.getIdx());
+      this->vcvtneps2bf16(y, r, EvexEncoding);
+      this->vpmovzxwd(u, y);
+      return;
+    }
+    typename B::Scope sc(*this);
+    Vmm t = this->tmp();
+    this->vpsrld(t, r, 16);
+    this->vand(u, t, this->Cb(1));
+    this->vpaddd(u, u, this->Cb(0x7fff));
+    this->vpaddd(u, u, r);
+    this->vpsrld(u, u, 16);
+    this->vor(t, t, this->Cb(0x40));
+    Mask m = this->mtmp();
+    this->vcmp(m, r, r, B::kUnord);
+    this->blend(u, m, t);
+  }
+  void store_bf16(const Xbyak::Address& a, const Vmm& r) {
+    using namespace Xbyak;
+    typename B::Scope sc(*this);
+    Vmm u = this->tmp();
+    if constexpr (kAvx512) {
+      if (cpu_avx512_bf16()) {
+        Ymm y(u.getIdx());
+        this->vcvtneps2bf16(y, r, EvexEncoding);
+        if (masked_) this->vmovdqu16(a | this->k1, y);
+        else this->vmovdqu16(a, y);
+        return;
+      }
+      round_bf16(u, r);
+      if (masked_) this->vpmovdw(a | this->k1, u);
+      else this->vpmovdw(a, u);
+    } else {
+      round_bf16(u, r);
+      Vmm t = this->tmp();
+      Xmm xt(t.getIdx()), xu(u.getIdx());
+      this->vextracti128(xt, u, 1);
+      this->vpackusdw(xu, xu, xt);
+      if (!masked_) return this->vmovdqu(a, xu);
+      this->vmovdqu(this->ptr[this->rsp + this->arg_off_], xu);
+      tail_bytes(this->rax, 2, true);
+    }
+  }
+
   void load_input(const Vmm& d, int k) {
     using namespace Xbyak;
     const bool f64 = p_.f64;
+    if (p_.input_dtypes[size_t(k)] == DType::BFloat16) return load_bf16(d, k);
     if (p_.input_dtypes[size_t(k)] == DType::Bool) {
       if constexpr (kAvx512) {
         Address a = in_addr(k, 1);
@@ -249,7 +333,7 @@ class KernelGen : public VecMath<Vmm> {
       } else {
         Address a = in_addr(k, 1);
         if (masked_) {
-          bytes_to_frame(this->rax);
+          tail_bytes(this->rax, 1, false);
           a = this->ptr[this->rsp + this->arg_off_];
         }
         if (f64) {
@@ -320,9 +404,10 @@ class KernelGen : public VecMath<Vmm> {
   void store_output(int j, const Vmm& r) {
     using namespace Xbyak;
     const int k = int(p_.input_dtypes.size()) + j;
-    const int vi = p_.outputs[size_t(j)];
     const bool f64 = p_.f64;
-    if (!p_.vals[size_t(vi)].is_bool) {
+    const DType dt = p_.output_dtypes[size_t(j)];
+    if (dt == DType::BFloat16) return store_bf16(in_addr(k, 2), r);
+    if (dt != DType::Bool) {
       Address a = in_addr(k, this->esz());
       if (masked_) {
         if constexpr (kAvx512) f64 ? this->vmovupd(a | this->k1, r) : this->vmovups(a | this->k1, r);
@@ -363,19 +448,8 @@ class KernelGen : public VecMath<Vmm> {
         if (f64) this->vmovd(a, xt);
         else this->vmovq(a, xt);
       } else {
-        // rem bytes from the frame to the output
         this->vmovq(this->ptr[this->rsp + this->arg_off_], xt);
-        this->lea(this->r8, this->ptr[this->rax + this->r14]);
-        this->mov(this->rcx, this->r13);
-        this->sub(this->rcx, this->r14);
-        this->xor_(this->edx, this->edx);
-        Xbyak::Label l;
-        this->L(l);
-        this->movzx(this->r9d, this->byte[this->rsp + this->arg_off_ + this->rdx]);
-        this->mov(this->byte[this->r8 + this->rdx], this->r9b);
-        this->inc(this->rdx);
-        this->cmp(this->rdx, this->rcx);
-        this->jl(l);
+        tail_bytes(this->rax, 1, true);
       }
     }
   }
@@ -679,11 +753,21 @@ class KernelGen : public VecMath<Vmm> {
         break;
       }
       case OpId::Floor: this->vround(d, R0(), 1); break;
-      // Of the other rows only where joins a fusion group; reductions are the program's trailing step
+      // Of the other rows only where and autocast's casts join a fusion group; reductions are the program's trailing step
       // (accumulate), and the rest never join (backends/x86/fusion_backend.cpp's can_fuse).
 #define KILN_REDUCE(Id, name, init, fold) case OpId::Id:
 #define KILN_OP(Id, name, kind) case OpId::Id:
 #include "core/ops.def"
+        if (pv.op == OpId::Cast) {  // a cast to bf16 rounds as a bf16 store would; to f32 keeps the value
+          Vmm x = R0();
+          if (pv.to_bf16) {
+            round_bf16(d, x);
+            this->vpslld(d, d, 16);
+          } else {
+            this->vld(d, x);
+          }
+          break;
+        }
         if (pv.op != OpId::Where) fail("x86: {} is not an elementwise op", op_name(pv.op));
         {
           Mask m = this->mtmp();

@@ -16,9 +16,9 @@ Program lower(const ir::Graph& g) {
     const ir::Type& t = v->type();
     if (!t.is_tensor() || !t.dtype) fail("x86: input {} is not a tensor of known dtype", k);
     DType dt = *t.dtype;
-    if (dt == DType::Float32) any32 = true;
+    if (dt == DType::Float32 || dt == DType::BFloat16) any32 = true;
     else if (dt == DType::Float64) any64 = true;
-    else if (dt != DType::Bool) fail("x86: input {} has dtype {} (f32, f64 or bool only)", k, dtype_name(dt));
+    else if (dt != DType::Bool) fail("x86: input {} has dtype {} (f32, bf16, f64 or bool only)", k, dtype_name(dt));
     p.input_dtypes.push_back(dt);
     PValue pv;
     pv.kind = PValue::Input;
@@ -28,7 +28,7 @@ Program lower(const ir::Graph& g) {
     id[v] = int(p.vals.size());
     p.vals.push_back(pv);
   }
-  if (any32 && any64) fail("x86: inputs mix f32 and f64");
+  if (any32 && any64) fail("x86: inputs mix f32 (or bf16) and f64");
   p.f64 = any64;
   const DType cd = p.compute();
   auto arg = [&](const ir::Node* n, size_t i) {
@@ -38,7 +38,7 @@ Program lower(const ir::Graph& g) {
   };
   auto check_dtype = [&](const ir::Value* v, bool is_bool) {
     const auto& t = v->type();
-    if (t.dtype && *t.dtype != (is_bool ? DType::Bool : cd))
+    if (t.dtype && register_dtype(*t.dtype) != (is_bool ? DType::Bool : cd))
       fail("x86: value of dtype {} in a {} group", dtype_name(*t.dtype), dtype_name(cd));
   };
   for (ir::Node* n : g.block()->nodes()) {
@@ -81,6 +81,7 @@ Program lower(const ir::Graph& g) {
           if (u.user->prim() != ir::Prim::Return) fail("x86: the reduction's result is used inside the group");
       }
       check_dtype(n->output(), false);
+      p.red_dtype = n->output()->type().dtype.value_or(cd);
       p.red_val = a;
       p.red_op = op;
       if (n->attrs().has("dims")) p.red_dims = n->attrs().ints("dims");
@@ -123,6 +124,12 @@ Program lower(const ir::Graph& g) {
       bool both_bool = p.vals[size_t(pv.args[0])].is_bool && p.vals[size_t(pv.args[1])].is_bool;
       if (info.rule == DTypeRule::Compare || info.rule == DTypeRule::Logical) pv.is_bool = true;
       else if (info.rule == DTypeRule::Promote && both_bool) fail("x86: {} of two bool values", info.name);
+    } else if (op == OpId::Cast) {
+      // autocast's casts between f32 and bf16, both held as f32 in registers
+      if (n->inputs().size() != 1) fail("x86: to takes one input");
+      pv.args.push_back(arg(n, 0));
+      if (p.vals[size_t(pv.args[0])].is_bool) fail("x86: to of a bool value");
+      pv.to_bf16 = n->output()->type().dtype == DType::BFloat16;
     } else {
       fail("x86: op {} is not elementwise", info.name);
     }
@@ -143,6 +150,7 @@ Program lower(const ir::Graph& g) {
     } else {
       p.out_slot.push_back(int(p.outputs.size()));
       p.outputs.push_back(it->second);
+      p.output_dtypes.push_back(p.vals[size_t(it->second)].is_bool ? DType::Bool : v->type().dtype.value_or(cd));
     }
   }
   if (g.outputs().empty()) fail("x86: the group has no outputs");

@@ -52,10 +52,18 @@ struct Plan {
   std::vector<Pass> passes;
   std::vector<int> out_red;   // per group output: the reduction it is, or -1
   std::vector<bool> out_row;  // per group output: row-shaped
-  std::vector<bool> out_bool;
+  std::vector<DType> out_dtype;  // per group output: the compute type, bool or bf16
   std::vector<size_t> out_rank;
   DType cd = DType::Float32;
 };
+
+// The type a reduction result or stashed row has in the block's f32/f64 scratch: a bf16 value stays
+// unrounded there, as it would in registers.
+ir::Type scratch_type(const ir::Value* v) {
+  ir::Type t = v->type();
+  if (t.dtype) t.dtype = detail::register_dtype(*t.dtype);
+  return t;
+}
 
 // The standalone graph of one pass: the group's inputs, the reduction results and the stashed rows as
 // inputs (the stashes in `avail` mapped to theirs, so the pass reads them instead of recomputing), the
@@ -67,9 +75,9 @@ Program lower_pass(const ir::Graph& g, const std::vector<const ir::Node*>& reds,
   ir::Graph sub;
   std::unordered_map<const ir::Value*, ir::Value*> env;
   for (const ir::Value* v : g.inputs()) env[v] = sub.add_input(v->type());
-  for (const ir::Node* r : reds) env[r->output()] = sub.add_input(r->output()->type());
+  for (const ir::Node* r : reds) env[r->output()] = sub.add_input(scratch_type(r->output()));
   for (size_t i = 0; i < stashes.size(); ++i) {
-    ir::Value* in = sub.add_input(stashes[i]->type());
+    ir::Value* in = sub.add_input(scratch_type(stashes[i]));
     if (i < avail) env[stashes[i]] = in;
   }
   std::unordered_set<const ir::Node*> needed;
@@ -109,7 +117,10 @@ Program lower_pass(const ir::Graph& g, const std::vector<const ir::Node*>& reds,
     sub.block()->append(c);
     sub.register_output(c->output());
   }
-  return detail::lower(sub);
+  Program p = detail::lower(sub);
+  for (size_t i = 0; i < stash_out.size(); ++i)
+    p.output_dtypes[targets.size() + i] = detail::register_dtype(p.output_dtypes[targets.size() + i]);
+  return p;
 }
 
 // Whether computing `targets` from the group's inputs and reduction results passes through `v`.
@@ -190,7 +201,7 @@ Plan plan(const ir::Graph& g) {
     const ir::Value* v = g.outputs()[i];
     if (!v->type().dims) fail("x86 row kernel: output {} has unknown rank", i);
     P.out_rank.push_back(v->type().dims->size());
-    P.out_bool.push_back(v->type().dtype == DType::Bool);
+    P.out_dtype.push_back(v->type().dtype.value_or(DType::Float32));
     auto it = red_of.find(v);
     P.out_red.push_back(it == red_of.end() ? -1 : it->second);
     P.out_row.push_back(it == red_of.end() && row.at(v));
@@ -335,9 +346,15 @@ class RowKernel final : public backends::FusedKernel {
         else if (P.out_rank[i] + 1 == r) s.pop_back();
         else fail("x86 row kernel {}: output {} has rank {} for rows of rank {}", name_, i, P.out_rank[i], r);
       }
-      outs[i] = Tensor::empty(s, P.out_bool[i] ? DType::Bool : P.cd);
+      // a bf16 reduction result is folded in the compute type and rounded once it is complete
+      outs[i] = Tensor::empty(s, P.out_red[i] >= 0 ? P.cd : P.out_dtype[i]);
     }
-    if (rows == 0) return outs;
+    auto result = [&] {
+      for (size_t i = 0; i < outs.size(); ++i)
+        if (outs[i].dtype() != P.out_dtype[i]) outs[i] = outs[i].to(P.out_dtype[i]);
+      return outs;
+    };
+    if (rows == 0) return result();
     std::vector<detail::KernelFn> fns(P.passes.size());
     std::vector<uint64_t> bc(P.passes.size());
     for (size_t i = 0; i < P.passes.size(); ++i) {
@@ -397,7 +414,7 @@ class RowKernel final : public backends::FusedKernel {
                 ptrs[q++] = reinterpret_cast<char*>(scratch.data() + j * size_t(block * C));
               }
               for (int o : ps.outs) {
-                const int64_t esz = P.out_bool[size_t(o)] ? 1 : cs;
+                const int64_t esz = int64_t(itemsize(P.out_dtype[size_t(o)]));
                 const int64_t per_row = (P.out_row[size_t(o)] ? C : 1) * esz;
                 rb.stride[q] = per_row;
                 ptrs[q++] = out_base[size_t(o)] + row * per_row;
@@ -428,7 +445,7 @@ class RowKernel final : public backends::FusedKernel {
         for_row_chunks(threads, numel >= 2 * kGrain, rows, do_rows);
       }
     });
-    return outs;
+    return result();
   }
 
  private:

@@ -8,7 +8,10 @@
 // sliced to the sequence length), so the kernel checks it per call, in one pass over one head's [L,S] mask
 // where it is shared by every head, and then generates it and skips the keys above the diagonal. The
 // scores, masked scores and probabilities ([B,H,T,T] each) are no longer written, nor saved for the backward.
-// Only a chain whose intermediate values feed nothing else is rewritten.
+// Only a chain whose intermediate values feed nothing else is rewritten. Under bf16 (or f16) autocast the
+// softmax runs in f32 between two casts, %x = to(%masked, f32) and %w = to(div, bf16): those casts join the
+// chain, and the kernel (which computes in f32 whatever its inputs) returns the products' dtype, as sdpa
+// under autocast does.
 #include <algorithm>
 #include <limits>
 #include <optional>
@@ -30,17 +33,26 @@ Node* made_by(const Value* v, OpId op) {
 
 bool used_once(const Value* v) { return v->uses().size() == 1; }
 
+// The autocast cast node making v, else null.
+Node* cast_of(const Value* v) {
+  Node* n = made_by(v, OpId::Cast);
+  return n && n->inputs().size() == 1 ? n : nullptr;
+}
+
 std::optional<int64_t> rank_of(const Value* v) {
   const ir::Type& t = v->type();
   if (!t.is_tensor() || !t.dims) return std::nullopt;
   return int64_t(t.dims->size());
 }
 
-// The number a value holds: a constant, or a constant number wrapped as a tensor.
+// The number a value holds: a constant, or a constant number wrapped as a tensor (cast to the scores'
+// dtype, as a trace under autocast records masked_fill's -inf).
 std::optional<double> number_of(const Value* v) {
   if (auto c = scalar_constant(v)) return c;
   const Node* n = v->node();
   if (n->prim() == ir::Prim::NumToTensor) return scalar_constant(n->input(0));
+  if (n->is_op(OpId::Cast) && n->inputs().size() == 1 && rank_of(v) == std::optional<int64_t>(0))
+    return number_of(n->input(0));
   return std::nullopt;
 }
 
@@ -88,6 +100,7 @@ struct Chain {
   Value *q = nullptr, *k = nullptr, *v = nullptr, *scale = nullptr, *mask = nullptr;
   bool divide = false;     // the scores were divided by `scale`
   bool mask_drops = false;  // True in `mask` drops the key (masked_fill), rather than keeps it
+  Node* k_cast = nullptr;   // autocast cast k after transposing it: the row gets k cast the same way
   std::vector<Node*> nodes;  // the chain, last first: destroyed in this order
 };
 
@@ -96,6 +109,8 @@ std::optional<Chain> match(Node* pv) {
   c.nodes.push_back(pv);
   Value* w = pv->input(0);
   c.v = pv->input(1);
+  Node* cast_out = used_once(w) ? cast_of(w) : nullptr;
+  if (cast_out) w = cast_out->input(0);
   Node* div = made_by(w, OpId::Div);
   if (!div || !used_once(w)) return std::nullopt;
   Node* ex = made_by(div->input(0), OpId::Exp);
@@ -111,8 +126,17 @@ std::optional<Chain> match(Node* pv) {
   Node* detach = amax->input(0)->node();
   const bool detached = detach->prim() == ir::Prim::Detach && detach->input(0) == x;
   if (!(detached ? used_once(detach->output()) : amax->input(0) == x) || x->uses().size() != 2) return std::nullopt;
+  if (cast_out) c.nodes.push_back(cast_out);
   c.nodes.insert(c.nodes.end(), {div, sum, ex, sub, amax});
   if (detached) c.nodes.push_back(detach);
+  // both casts or neither: the softmax in f32 of scores in the products' dtype, its result cast back
+  Node* cast_in = cast_of(x);
+  if (bool(cast_in) != bool(cast_out)) return std::nullopt;
+  if (cast_in) {
+    x = cast_in->input(0);
+    if (!used_once(x) || x->type().dtype != pv->output()->type().dtype) return std::nullopt;
+    c.nodes.push_back(cast_in);
+  }
   // the mask: where(drop, -inf, t) as masked_fill writes it, where(keep, t, -inf) as the sdpa composite does
   Value* t = x;
   if (Node* wh = made_by(x, OpId::Where)) {
@@ -147,9 +171,15 @@ std::optional<Chain> match(Node* pv) {
   Node* qk = made_by(s, OpId::Matmul);
   if (!qk) return std::nullopt;
   c.q = qk->input(0);
-  c.k = untransposed(qk->input(1));
+  Value* kt = qk->input(1);
+  c.nodes.insert(c.nodes.end(), {scaled, qk});
+  if ((c.k_cast = used_once(kt) ? cast_of(kt) : nullptr)) {
+    c.nodes.push_back(c.k_cast);
+    kt = c.k_cast->input(0);
+  }
+  c.k = untransposed(kt);
   if (!c.k) return std::nullopt;
-  c.nodes.insert(c.nodes.end(), {scaled, qk, qk->input(1)->node()});
+  c.nodes.push_back(kt->node());
   return c;
 }
 
@@ -173,7 +203,14 @@ int64_t rewrite_block(ir::Graph& g, ir::Block& b) {
       scale = before(g.create_op(OpId::Reciprocal, {c->scale}));
       if (c->scale->type().dtype && is_floating(*c->scale->type().dtype)) scale->set_type(c->scale->type());
     }
-    std::vector<Value*> in{c->q, c->k, c->v, scale};
+    Value* k = c->k;
+    if (c->k_cast) {
+      k = before(g.create_op(OpId::Cast, {k}, c->k_cast->attrs()));
+      ir::Type t = c->k->type();
+      t.dtype = c->k_cast->output()->type().dtype;
+      k->set_type(t);
+    }
+    std::vector<Value*> in{c->q, k, c->v, scale};
     if (c->mask && c->mask_drops) {
       Value* keep = before(g.create_op(OpId::LogicalNot, {c->mask}));
       keep->set_type(ir::Type::tensor(DType::Bool, c->mask->type().dims));
