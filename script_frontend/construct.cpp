@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -1061,10 +1062,13 @@ class Init : public NnConstructors {
     int level = std::stoi(spec.substr(7, a - 7));
     std::string module = spec.substr(a + 1, b - a - 1), name = spec.substr(b + 1);
     std::string stmt0 = fmt::format("from {}{} import {}{}", std::string(size_t(level), '.'), module, name, as == name ? "" : " as " + as);
-    size_t slash = cur_->src.name.find_last_of('/');
-    if (slash == std::string::npos)
+    // the importing file's directory made absolute: `..` climbs above the first directory of a relative path
+    // (`kiln check models/resnet.py` run inside the package), as Python resolves packages
+    std::error_code ec;
+    std::string dir = std::filesystem::absolute(cur_->src.name, ec).lexically_normal().parent_path().string();
+    if (ec || dir.empty())
       fail(loc, fmt::format("'{}' comes from `{}`, which kiln cannot read (the source has no file path to resolve it from)", as, stmt0));
-    std::string dir = cur_->src.name.substr(0, slash + 1);
+    if (dir.back() != '/') dir += '/';
     for (int k = 1; k < level; ++k) {
       if (dir.size() < 2 || dir.find_last_of('/', dir.size() - 2) == std::string::npos)
         fail(loc, fmt::format("'{}' comes from `{}`, which goes above the top of the file's directories", as, stmt0));

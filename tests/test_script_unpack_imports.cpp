@@ -2,6 +2,7 @@
 // (`from . import blocks`, `from .. import common`, then `blocks.f(x)` / `common.EPS`), read by __init__ and by
 // forward, with starred targets (`FIRST, *MIDDLE, LAST = 1, 2, 3, 4`). tests/data/script_pkg/models/unpacked.py is the model; tests/gen_script_unpack_imports_values.py ran it
 // in PyTorch 1.13 for the numbers below.
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,20 @@ TEST_CASE("script unpack imports: module-level unpacking and package modules as 
             tensor({0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -11.903316, -5.820709, 0.261895, 6.344501, 12.427106,
                     -22.806103, -15.204067, -7.602036, 0.0, 7.602034, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0},
                    {6, 5}));
+}
+
+TEST_CASE("script unpack imports: relative imports resolve from a file named by a relative path") {
+  // `kiln check models/net.py` inside the package: `from ..ops import shift` climbs above the path's first directory
+  struct Cwd {
+    std::filesystem::path was = std::filesystem::current_path();
+    ~Cwd() { std::filesystem::current_path(was); }
+  } restore;
+  std::filesystem::current_path(kPkg);
+  ScriptFile file = script_file("models/unpacked.py");
+  auto net = file.module("Unpacked", {int64_t(5)});
+  CHECK(net->state_dict().at("w").sizes() == Shape{6, 5});
+  std::filesystem::current_path(kPkg + "/models");
+  CHECK(script_file("unpacked.py").module("Unpacked", {int64_t(5)})->state_dict().at("shift").sizes() == Shape{4});
 }
 
 TEST_CASE("script unpack imports: what unpacking and package modules cannot give names the file, line and column") {
