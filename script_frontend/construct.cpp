@@ -24,6 +24,7 @@
 #include "script_frontend/module.h"
 #include "script_frontend/nn_constructors.h"
 #include "script_frontend/objects.h"
+#include "script_frontend/python_math.h"
 #include "script_frontend/parser.h"
 #include "script_frontend/py_exceptions.h"
 
@@ -1063,10 +1064,12 @@ class Init : public NnConstructors {
     std::string module = spec.substr(a + 1, b - a - 1), name = spec.substr(b + 1);
     std::string stmt0 = fmt::format("from {}{} import {}{}", std::string(size_t(level), '.'), module, name, as == name ? "" : " as " + as);
     // the importing file's directory made absolute: `..` climbs above the first directory of a relative path
-    // (`kiln check models/resnet.py` run inside the package), as Python resolves packages
+    // (`kiln check models/resnet.py` run inside the package), as Python resolves packages; a bare name is a
+    // file in the working directory only where one is there (script_source's names are not)
     std::error_code ec;
-    std::string dir = std::filesystem::absolute(cur_->src.name, ec).lexically_normal().parent_path().string();
-    if (ec || dir.empty())
+    const std::filesystem::path src(cur_->src.name);
+    std::string dir = std::filesystem::absolute(src, ec).lexically_normal().parent_path().string();
+    if (ec || dir.empty() || (!src.has_parent_path() && !std::filesystem::exists(src, ec)))
       fail(loc, fmt::format("'{}' comes from `{}`, which kiln cannot read (the source has no file path to resolve it from)", as, stmt0));
     if (dir.back() != '/') dir += '/';
     for (int k = 1; k < level; ++k) {
@@ -2095,14 +2098,27 @@ class Init : public NnConstructors {
   }
 
   Static math_fn(const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
-    if (a.size() != 1 || !kw.empty()) fail(loc, fmt::format("math.{}() takes one argument in __init__", name));
-    double x = need_number(a[0], loc, "the argument");
-    if (name == "sqrt") return Static::number(std::sqrt(x));
-    if (name == "log") return Static::number(std::log(x));
-    if (name == "exp") return Static::number(std::exp(x));
-    if (name == "floor") return Static::integer(int64_t(std::floor(x)));
-    if (name == "ceil") return Static::integer(int64_t(std::ceil(x)));
-    fail(loc, fmt::format("math.{} is not supported in kiln script", name));
+    if (!kw.empty()) fail(loc, fmt::format("math.{}() takes no keyword arguments in __init__", name));
+    if ((name == "prod" || name == "fsum") && a.size() == 1 && (a[0].kind == Kind::List || a[0].kind == Kind::Tuple)) {
+      bool ints = name == "prod";
+      double f = name == "prod" ? 1 : 0;
+      int64_t i = 1;
+      for (const Static& x : a[0].elems) {
+        double v = need_number(x, loc, "an element");
+        ints = ints && x.kind != Kind::Float;
+        if (name == "prod") f *= v, i *= x.kind == Kind::Float ? 1 : x.i;
+        else f += v;
+      }
+      return ints ? Static::integer(i) : Static::number(f);
+    }
+    std::vector<MathNumber> args;
+    for (const Static& x : a) {
+      double v = need_number(x, loc, "the argument");
+      args.push_back(x.kind == Kind::Float ? MathNumber::of_float(v) : x.kind == Kind::Bool ? MathNumber::of_bool(x.i != 0) : MathNumber::of_int(x.i));
+    }
+    std::optional<MathNumber> r = python_math(name, args, [&](const std::string& m) { fail(loc, m); });
+    if (!r) fail(loc, fmt::format("math.{} is not supported in kiln script", name));
+    return r->kind == MathNumber::Kind::Int ? Static::integer(r->i) : r->kind == MathNumber::Kind::Bool ? Static::boolean(r->i != 0) : Static::number(r->f);
   }
 
   // Methods of the values __init__ has that are not modules: d.items(), xs.index(v), t.dim(), ...

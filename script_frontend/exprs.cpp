@@ -10,6 +10,7 @@
 #include "eager/tensor_ops.h"
 #include "script_frontend/index_masks.h"
 #include "script_frontend/lowerer.h"
+#include "script_frontend/python_math.h"
 #include "script_frontend/lowering_builder.h"
 #include "script_frontend/operators.h"
 #include "script_frontend/packed_sequences.h"
@@ -1016,12 +1017,24 @@ Value* Lowerer::call(const Expr& e) {
     if (!frame().env.count(base.kind == ExprKind::Name ? base.name : std::string()) && is_functional(base, *m_))
       return call_builtin(*this, "F." + fn.name, e, nullptr);
     if (base.kind == ExprKind::Name && base.name == "math" && m_->imported.count("math") && !frame().env.count("math")) {
-      // math functions of constants fold now; kiln has no number sqrt at run time
-      if (e.args.size() != 2 || !e.keywords.empty()) fail(e.loc, fmt::format("math.{}() takes one argument", fn.name));
-      auto x = const_float(Arg{e.args[1].get(), nullptr, e.args[1]->loc});
-      if (!x && fn.name == "sqrt") {
+      // math functions of constants fold now (python_math.h, the table __init__ reads); kiln has no number
+      // math at run time but sqrt
+      if (!e.keywords.empty()) fail(e.loc, fmt::format("math.{}() takes no keyword arguments", fn.name));
+      std::vector<MathNumber> args;
+      std::vector<Value*> values;
+      bool constant_args = true;
+      for (size_t i = 1; i < e.args.size(); ++i) {
+        Value* v = expr(*e.args[i]);
+        values.push_back(v);
+        const AttrValue* c = const_attr(v);
+        if (c && std::holds_alternative<double>(*c)) args.push_back(MathNumber::of_float(std::get<double>(*c)));
+        else if (c && std::holds_alternative<int64_t>(*c)) args.push_back(MathNumber::of_int(std::get<int64_t>(*c)));
+        else if (c && std::holds_alternative<bool>(*c)) args.push_back(MathNumber::of_bool(std::get<bool>(*c)));
+        else constant_args = false;
+      }
+      if (!constant_args && fn.name == "sqrt" && values.size() == 1) {
         // a size known when the graph runs (nanoGPT's math.sqrt(k.size(-1))): x ** 0.5, as a float
-        Value* v = expr(*e.args[1]);
+        Value* v = values[0];
         if (v->type().kind != TypeKind::Int && v->type().kind != TypeKind::Float)
           fail(e.args[1]->loc, fmt::format("math.sqrt() takes a number, got {}", v->type().str()));
         loc_ = e.loc;
@@ -1029,11 +1042,14 @@ Value* Lowerer::call(const Expr& e) {
         check(prim(Prim::NumGe, {f, constant(0.0)}, Type::scalar(TypeKind::Bool)), "ValueError: math domain error");
         return prim(Prim::NumPow, {f, constant(0.5)}, Type::scalar(TypeKind::Float));
       }
-      if (!x) fail(e.args[1]->loc, fmt::format("math.{}() needs a constant argument in kiln script (a literal or a module attribute)", fn.name));
-      if (fn.name == "sqrt") return constant(std::sqrt(*x));
-      if (fn.name == "log") return constant(std::log(*x));
-      if (fn.name == "exp") return constant(std::exp(*x));
-      fail(fn.loc, fmt::format("math.{} is not supported in kiln script", fn.name));
+      if (!constant_args)
+        fail(e.loc, fmt::format("math.{}() needs constant arguments in kiln script (literals, module attributes or math "
+                                "of them); only math.sqrt also takes a number known when the graph runs", fn.name));
+      std::optional<MathNumber> r = python_math(fn.name, args, [&](const std::string& m) { fail(e.loc, m); });
+      if (!r) fail(fn.loc, fmt::format("math.{} is not supported in kiln script", fn.name));
+      if (r->kind == MathNumber::Kind::Int) return constant(r->i);
+      if (r->kind == MathNumber::Kind::Bool) return constant(r->i != 0);
+      return constant(r->f);
     }
     if (base.kind == ExprKind::Name && base.name == "torch" && !frame().env.count("torch")) {
       if (!m_->imported.count("torch")) fail(base.loc, "name 'torch' is not defined (add `import torch`)");

@@ -392,6 +392,57 @@ class Ints(nn.Module):
   for (size_t i = 0; i < want.size(); ++i) CHECK(v.select(0, int64_t(i)).item<int64_t>() == want[i]);
 }
 
+TEST_CASE("script values: Python's math module in __init__ and folded in forward, its errors Python's") {
+  const char* src = R"(
+import math
+import torch
+import torch.nn as nn
+
+SCALE = math.log(100, 10)
+
+
+class Maths(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        v = [math.cos(1.0), math.log2(8), math.log(8, 2), math.atan2(1, 2), math.hypot(3, 4), math.gamma(4.5),
+             math.degrees(1.0), math.isqrt(17), math.prod([2, 3, 4]), math.floor(2.5), math.fsum([0.1] * 10),
+             math.factorial(n), math.gcd(12, 18)]
+        self.register_buffer("v", torch.tensor(v, dtype=torch.float64))
+
+    def forward(self, x):
+        return x * math.cos(math.pi) + math.floor(2.5) * SCALE + math.sqrt(2.0) * math.exp(1.0)
+
+
+class Bad(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.k = math.sqrt(-1.0)
+
+    def forward(self, x):
+        return x
+
+
+class BadForward(nn.Module):
+    def forward(self, x):
+        return x * math.acos(2.0)
+)";
+  ScriptFile file = script_source(src, "maths.py");
+  auto net = file.module("Maths", {int64_t(5)});
+  // what Python 3.11 gives for the list with n = 5
+  const std::vector<double> want = {0.5403023058681398, 3.0, 3.0, 0.4636476090008061, 5.0, 11.631728396567446,
+                                    57.29577951308232, 4.0, 24.0, 2.0, 1.0, 120.0, 6.0};
+  Tensor v = net->state_dict().at("v");
+  REQUIRE(v.numel() == int64_t(want.size()));
+  for (size_t i = 0; i < want.size(); ++i) CHECK(v.select(0, int64_t(i)).item<double>() == doctest::Approx(want[i]).epsilon(1e-7));
+  // -x + 2.0 * 2.0 + 3.844231028159117, folded to constants while lowering
+  Tensor x = tensor({1.0, -2.0}, {2});
+  kiln::test::check_close(net->forward(x), tensor({-1.0 + 4.0 + 3.844231028159117, 2.0 + 4.0 + 3.844231028159117}, {2}), 1e-6, 1e-6);
+  std::string bad = test::error_of([&] { file.module("Bad", {}); });
+  CHECK(bad.find("maths.py:") != std::string::npos);
+  CHECK(bad.find("error: ValueError: math domain error") != std::string::npos);
+  CHECK(test::error_of([&] { file.module("BadForward", {})->forward(x); }).find("ValueError: math domain error") != std::string::npos);
+}
+
 TEST_CASE("script values: dict and set comprehensions, set literals, :=, sorted and lambdas in __init__") {
   // the tags are what Python 3 prints for this file's Net([8, 16, 32, 12]).tags()
   const char* src = R"(
