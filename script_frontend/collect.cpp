@@ -311,9 +311,11 @@ class Collector {
                            "docstring and __constants__");
       }
     }
+    m_.classes.push_back(s.cls);
+    // torch raises only when such a module is called: a base class without forward (an abstract block) is still
+    // one to derive from, while building it alone reports this
     if (!c.method("forward") && c.root()->torch_base != "Sequential" && !plain && c.root()->base_import.empty())
       reject(c.loc, fmt::format("class '{}' has no forward method", c.name));
-    m_.classes.push_back(s.cls);
   }
 
   const Source& src_;

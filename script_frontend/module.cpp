@@ -43,6 +43,9 @@ ir::Type argument_type(const IValue& v) {
 const script::FunctionDef& ScriptedModule::method_def(const std::string& name) const {
   const script::ClassDef& c = *object_->def;
   const script::FunctionDef* f = c.method(name);
+  if (!f && name == "forward")  // a base class without forward builds, as in torch, and raises when called
+    file_->src.fail(c.loc, fmt::format("class '{}' has no forward method (torch raises NotImplementedError: module [{}] "
+                                       "is missing the required \"forward\" function)", c.name, c.name));
   if (!f || name == "__init__") {
     std::vector<std::string> names;
     std::string all;

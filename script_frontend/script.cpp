@@ -119,6 +119,9 @@ std::shared_ptr<ScriptedModule> ScriptFile::build(const std::string& name, const
   if (file_)
     for (const auto& c : file_->ast.classes)
       if (c->name == name) cls = c.get();
+  // a class kept only as a base to derive from (no forward of its own): building it is what fails
+  if (cls && file_)
+    if (auto it = file_->ast.unbuilt.find(name); it != file_->ast.unbuilt.end()) file_->src.fail(it->second.first, it->second.second);
   // A builder function (torchvision's `resnet18(weights=None)`): evaluated, its forward compiled as a class's.
   if (!cls && file_)
     for (const auto& f : file_->ast.functions)

@@ -139,6 +139,31 @@ TEST_CASE("script class: bad classes and bad uses of self name the file, the lin
   CHECK(e.find("net.py:5:7: error: class 'Net' has no forward method") == 0);
 }
 
+TEST_CASE("script class: a base class without forward is one to derive from, as in torch; calling it raises") {
+  const char* src = R"(
+import torch.nn as nn
+
+
+class Base(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.n = n
+
+
+class Net(Base):
+    def __init__(self):
+        super().__init__(3)
+
+    def forward(self, x):
+        return x * self.n
+)";
+  ScriptFile file = script_source(src, "base.py");
+  Tensor x = tensor({1.0, -2.0}, {2});
+  kiln::test::check_close(file.module("Net", {})->forward(x), tensor({3.0, -6.0}, {2}));
+  std::string err = test::error_of([&] { file.module("Base", {int64_t(3)})->forward(x); });
+  CHECK(err.find("base.py:5:7: error: class 'Base' has no forward method") == 0);
+}
+
 TEST_CASE("script class: train() and eval() pick the dropout and batch norm lowering") {
   const char* src = R"(
 import torch.nn as nn
