@@ -71,29 +71,39 @@ bool over_last_dim(const Node* n, const Value* x) {
   return d[0] == -1 || (r && d[0] == *r - 1);
 }
 
-// %k when kt is %k with its last two dims swapped (prim::transpose before the shapes are known, permute after).
-Value* untransposed(Value* kt) {
+// How %k is reached from kt's producer when kt is %k with its last two dims swapped: the transposed value
+// itself (prim::transpose before the shapes are known, a swapping permute after), or a permute that also
+// moves the heads, which simplify makes of the heads' permute and the transpose together
+// (permute(x, [0, 2, 3, 1]) for k^T of x [B, T, H, D]): %k is then x permuted with the last two dims swapped back.
+struct Untransposed {
+  Value* base = nullptr;
+  std::optional<Shape> dims;  // set: %k = permute(base, dims)
+};
+
+std::optional<Untransposed> untransposed(Value* kt) {
   Node* n = kt->node();
-  if (!used_once(kt)) return nullptr;
+  if (!used_once(kt)) return std::nullopt;
   if (n->prim() == ir::Prim::Transpose) {
     std::optional<double> a = scalar_constant(n->input(1)), b = scalar_constant(n->input(2));
-    if (!a || !b) return nullptr;
+    if (!a || !b) return std::nullopt;
     // without the rank only -2 and -1 are known to be the last two dims
     std::optional<int64_t> r = rank_of(n->input(0));
     const int64_t last = r ? *r - 1 : -1;
     auto wrap = [&](double d) { return int64_t(d) < 0 && r ? int64_t(d) + *r : int64_t(d); };
     const int64_t lo = std::min(wrap(*a), wrap(*b)), hi = std::max(wrap(*a), wrap(*b));
-    return lo == last - 1 && hi == last ? n->input(0) : nullptr;
+    if (lo != last - 1 || hi != last) return std::nullopt;
+    return Untransposed{n->input(0), std::nullopt};
   }
   if (n->is_op(OpId::Permute)) {
-    const Shape& d = n->attrs().ints("dims");
-    const int64_t r = int64_t(d.size());
-    if (r < 2 || d[size_t(r - 2)] != r - 1 || d[size_t(r - 1)] != r - 2) return nullptr;
-    for (int64_t i = 0; i + 2 < r; ++i)
-      if (d[size_t(i)] != i) return nullptr;
-    return n->input(0);
+    Shape d = n->attrs().ints("dims");
+    const size_t r = d.size();
+    if (r < 2) return std::nullopt;
+    std::swap(d[r - 2], d[r - 1]);
+    bool identity = true;
+    for (size_t i = 0; i < r; ++i) identity = identity && d[i] == int64_t(i);
+    return Untransposed{n->input(0), identity ? std::nullopt : std::optional<Shape>(d)};
   }
-  return nullptr;
+  return std::nullopt;
 }
 
 struct Chain {
@@ -101,6 +111,7 @@ struct Chain {
   bool divide = false;     // the scores were divided by `scale`
   bool mask_drops = false;  // True in `mask` drops the key (masked_fill), rather than keeps it
   Node* k_cast = nullptr;   // autocast cast k after transposing it: the row gets k cast the same way
+  std::optional<Shape> k_dims;  // %k is c.k permuted by these (the heads' permute folded into k's transpose)
   std::vector<Node*> nodes;  // the chain, last first: destroyed in this order
 };
 
@@ -177,8 +188,10 @@ std::optional<Chain> match(Node* pv) {
     c.nodes.push_back(c.k_cast);
     kt = c.k_cast->input(0);
   }
-  c.k = untransposed(kt);
-  if (!c.k) return std::nullopt;
+  std::optional<Untransposed> u = untransposed(kt);
+  if (!u) return std::nullopt;
+  c.k = u->base;
+  c.k_dims = u->dims;
   c.nodes.push_back(kt->node());
   return c;
 }
@@ -204,9 +217,22 @@ int64_t rewrite_block(ir::Graph& g, ir::Block& b) {
       if (c->scale->type().dtype && is_floating(*c->scale->type().dtype)) scale->set_type(c->scale->type());
     }
     Value* k = c->k;
-    if (c->k_cast) {
-      k = before(g.create_op(OpId::Cast, {k}, c->k_cast->attrs()));
+    if (c->k_dims) {
+      k = before(g.create_op(OpId::Permute, {k}, Attrs().set("dims", *c->k_dims)));
       ir::Type t = c->k->type();
+      if (t.dims && t.dims->size() == c->k_dims->size()) {
+        std::vector<ir::Dim> permuted(t.dims->size());
+        for (size_t i = 0; i < permuted.size(); ++i) permuted[i] = (*t.dims)[size_t((*c->k_dims)[i])];
+        t.dims = permuted;
+      } else {
+        t.dims.reset();
+      }
+      k->set_type(t);
+    }
+    if (c->k_cast) {
+      Value* uncast = k;
+      k = before(g.create_op(OpId::Cast, {k}, c->k_cast->attrs()));
+      ir::Type t = uncast->type();
       t.dtype = c->k_cast->output()->type().dtype;
       k->set_type(t);
     }
