@@ -193,7 +193,7 @@ struct NumInteropThreads {
 
 // A tensor that claims to live on cuda:0 without touching a device: enough for checks that fail
 // before any kernel runs (device checks, the JIT's choice of backend).
-inline Tensor fake_cuda_tensor(const Shape& shape) {
+inline Tensor fake_cuda_tensor(const Shape& shape, DType dtype = DType::Float32) {
   auto st = std::make_shared<Storage>();
   st->owned = false;
   st->device = Device::cuda(0);
@@ -201,6 +201,7 @@ inline Tensor fake_cuda_tensor(const Shape& shape) {
   impl->storage = st;
   impl->sizes = shape;
   impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
   return Tensor(impl);
 }
 

@@ -24,6 +24,7 @@
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/nvrtc_compile.h"
 #include "backends/interp/interpreter.h"
+#include "jit/group_kernel.h"
 #endif
 
 using namespace kiln;
@@ -64,6 +65,22 @@ constexpr const char* kRowSum = R"(graph(%x : f32[4,8]):
   %1 : f32[4,8] = mul(%0, %x)
   %s : f32[4] = sum[dims=[1], keepdim=false](%1)
   return (%s, %1)
+)";
+// A row group: layer_norm's forward, its mean and rstd (one number per row) outputs too.
+constexpr const char* kLayerNormRows = R"(graph(%x : f32[4,40], %w : f32[40]):
+  %n : f64[] = prim::Constant[value=[40.0], wrapped=true]()
+  %s : f32[4,1] = sum[dims=[1], keepdim=true](%x)
+  %m : f32[4,1] = div(%s, %n)
+  %d : f32[4,40] = sub(%x, %m)
+  %q : f32[4,40] = mul(%d, %d)
+  %v : f32[4,1] = sum[dims=[1], keepdim=true](%q)
+  %vn : f32[4,1] = div(%v, %n)
+  %e : f64[] = prim::Constant[value=[1e-05], wrapped=true]()
+  %ve : f32[4,1] = add(%vn, %e)
+  %r : f32[4,1] = rsqrt(%ve)
+  %y0 : f32[4,40] = mul(%d, %r)
+  %y : f32[4,40] = mul(%y0, %w)
+  return (%y, %m, %r, %v)
 )";
 // Casts, a comparison, a mask and where across bf16, f32, bool and f16.
 constexpr const char* kCastWhere = R"(graph(%x : f32[16], %y : bf16[16], %c : bool[16]):
@@ -148,7 +165,13 @@ TEST_CASE("cuda jit: fusion groups render from ops.def and compile to cubin for 
   CHECK(cw.ew_outputs == std::vector<DType>{DType::Float16});
   CHECK(cw.source.find("kcast<kf16>") != std::string::npos);
 
-  for (const auto* k : {&chain, &rowsum, &cw})
+  auto ln = cuda::render_fusion(*ir::parse_ir(kLayerNormRows), "layer_norm_rows");
+  CHECK(ln.rows);
+  CHECK_FALSE(ln.reduces);
+  CHECK(ln.row_outputs == std::vector<bool>{false, true, true, true});
+  CHECK(ln.source.find("__shared__ float sred1[") != std::string::npos);  // a pass per reduction
+
+  for (const auto* k : {&chain, &rowsum, &cw, &ln})
     for (int arch : {80, 90}) {
       CAPTURE(k->name);
       CAPTURE(arch);
@@ -162,6 +185,69 @@ TEST_CASE("cuda jit: fusion groups render from ops.def and compile to cubin for 
       CHECK(std::string(cubin.data(), 4) == "\x7f" "ELF");  // cubin, not PTX text
       CHECK(std::string(cubin.data(), cubin.size()).find(k->name) != std::string::npos);
     }
+  if (old) setenv("KILN_CUDA_CACHE_DIR", saved.c_str(), 1);
+  else unsetenv("KILN_CUDA_CACHE_DIR");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("cuda jit: row groups (softmax, log_softmax, layer_norm, cross_entropy, forward and backward) render as row kernels and compile for sm_80 and sm_90") {
+  const char* old = std::getenv("KILN_CUDA_CACHE_DIR");
+  std::string saved = old ? old : "";
+  auto dir = std::filesystem::temp_directory_path() / ("kiln-cuda-rows-test-" + std::to_string(getpid()));
+  setenv("KILN_CUDA_CACHE_DIR", dir.c_str(), 1);
+  Tensor x = randn({6, 40}), w = randn({40}), b = randn({40});
+  Tensor target = tensor(std::vector<int64_t>{0, 3, 39, 7, 1, 2}, {6});
+  struct Case {
+    std::string name;
+    Function fn;
+    Tensors in;
+  };
+  std::vector<Case> cases{
+      {"softmax", trace([](const Tensors& in) { return Tensors{softmax(in[0], -1)}; }, {x}), {x}},
+      {"log_softmax", trace([](const Tensors& in) { return Tensors{log_softmax(in[0], -1)}; }, {x}), {x}},
+      {"layer_norm", trace([](const Tensors& in) { return Tensors{layer_norm(in[0], {40}, in[1], in[2])}; }, {x, w, b}),
+       {x, w, b}},
+      {"cross_entropy", trace([](const Tensors& in) { return Tensors{cross_entropy(in[0], in[1])}; }, {x, target}),
+       {x, target}},
+  };
+  int rows = 0;
+  auto render_groups = [&](const ir::Graph& g) {
+    CAPTURE(g.str());
+    for (const ir::Node* n : g.block()->nodes()) {
+      if (n->prim() != ir::Prim::FusionGroup || n->attrs().has("kind")) continue;  // marked groups call libraries
+      cuda::FusedKernelSource k = cuda::render_fusion(*jit::group_graph(*n), "rows");
+      rows += k.rows;
+      for (int arch : {80, 90}) {
+        CAPTURE(arch);
+        std::vector<char> cubin;
+        try {
+          cubin = cuda::compile_fusion(k, arch);
+        } catch (const Error& e) {
+          FAIL(e.what());
+        }
+        CHECK(std::string(cubin.data(), 4) == "\x7f" "ELF");
+      }
+    }
+  };
+  const jit::Backend* gpu = jit::backend_for({Device::cuda(0)});
+  REQUIRE(gpu != nullptr);
+  REQUIRE(gpu->row_groups());
+  for (Case& c : cases) {
+    CAPTURE(c.name);
+    // the forward's groups as the cuda backend's rules make them (rendering needs no device)
+    auto fwd = c.fn.graph().copy();
+    jit::PipelineOptions o;
+    o.backend = gpu;
+    jit::run_pipeline(*fwd, o);
+    render_groups(*fwd);
+    // the backward's groups, made by the CPU's rules (the same row groups: both backends have them)
+    Function compiled = compile(c.fn);
+    std::vector<IValue> in;
+    for (const Tensor& t : c.in) in.emplace_back(is_floating(t.dtype()) ? t.detach().clone().requires_grad_(true) : t);
+    render_groups(*compiled_backward_graph(compiled, in));
+  }
+  // softmax, log_softmax, layer_norm and cross_entropy forward, and their backwards
+  CHECK(rows >= 7);
   if (old) setenv("KILN_CUDA_CACHE_DIR", saved.c_str(), 1);
   else unsetenv("KILN_CUDA_CACHE_DIR");
   std::filesystem::remove_all(dir);
@@ -304,6 +390,8 @@ TEST_CASE("cuda jit: fused kernels on a gpu match the interpreter") {
   run_both(kChain, {randn({4, 8}), randn({8})});
   run_both(kRowSum, {randn({4, 8})});
   run_both(kCastWhere, {randn({16}), randn({16}).to(DType::BFloat16), randn({16}) > 0});
+  run_both(kLayerNormRows, {randn({4, 40}) * 3.0 + 1.0, randn({40})});
+  run_both(kLayerNormRows, {randn({4, 40}), randn({40})}, true);
   // the vector kernel's tail (19 = 4 * 4 + 3), a broadcast scalar splat into it, and misaligned
   // operands that take the strided kernel
   run_both(kCastWhere, {randn({19}), randn({19}).to(DType::BFloat16), randn({19}) > 0});

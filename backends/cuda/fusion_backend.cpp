@@ -66,10 +66,22 @@ class CudaFusedKernel final : public backends::FusedKernel {
     int64_t n = 1;
     for (int64_t s : shape) n *= s;
     Tensors ew;
-    for (DType t : k_.ew_outputs) ew.push_back(Tensor::empty(shape, t, dev));
+    Shape per_row = shape;  // a row kernel's outputs of one number per row
+    if (k_.rows) {
+      if (shape.empty()) fail("{}: a row kernel over a 0-d tensor", k_.name);
+      per_row.back() = 1;
+    }
+    for (size_t j = 0; j < k_.ew_outputs.size(); ++j)
+      ew.push_back(Tensor::empty(k_.rows && k_.row_outputs[j] ? per_row : shape, k_.ew_outputs[j], dev));
     Tensor red;
     int64_t nred = 1, nout = n;
-    if (k_.reduces) {
+    if (k_.rows) {
+      nred = shape.back();
+      nout = 1;
+      for (size_t d = 0; d + 1 < shape.size(); ++d) nout *= shape[d];
+      // torch's reductions of empty rows (a sum of nothing is 0, amax raises): rare enough to refuse
+      if (nred == 0 && nout > 0) fail("{}: a row kernel over rows of length 0 (shape {})", k_.name, shape_str(shape));
+    } else if (k_.reduces) {
       Shape out_shape;
       if (k_.reduce_all) {
         nred = n;
@@ -88,7 +100,7 @@ class CudaFusedKernel final : public backends::FusedKernel {
     }
     Tensors outs;
     for (int slot : k_.out_slot) outs.push_back(slot < 0 ? red : ew[size_t(slot)]);
-    if (k_.reduces ? nout == 0 : n == 0) return outs;
+    if (k_.reduces || k_.rows ? nout == 0 : n == 0) return outs;
 
     // Operands: inputs then elementwise outputs, byte strides in the iteration shape (0 where
     // broadcast); dims contiguous for every operand merge, size-1 dims go, dim 0 innermost.
@@ -130,13 +142,14 @@ class CudaFusedKernel final : public backends::FusedKernel {
 
     // The vector variant: one dim, every operand contiguous and aligned to four elements, or (inputs
     // only) a broadcast scalar.
-    bool vec = !k_.reduces && nd == 1 && n >= 4;
+    bool vec = !k_.reduces && !k_.rows && nd == 1 && n >= 4;
     for (size_t k = 0; k < ops.size() && vec; ++k)
       vec = vector_operand(strides[k][0], int64_t(ops[k]->element_size()), ptrs[k], k < in.size());
     DeviceState& s = device_state(dev.index);
     CUfunction fn = function(dev.index, vec);
-    int threads = k_.reduces ? kFusedReduceThreads : 256;
-    int64_t work = k_.reduces ? nout : ((vec ? n / 4 : n) + threads - 1) / threads;
+    const bool per_block = k_.reduces || k_.rows;  // a block per output element, or per row
+    int threads = per_block ? kFusedReduceThreads : 256;
+    int64_t work = per_block ? nout : ((vec ? n / 4 : n) + threads - 1) / threads;
     int64_t blocks = std::max<int64_t>(1, std::min<int64_t>(work, int64_t(s.sm_count) * 32));
     void* args[] = {params.data()};
     KILN_CU(cuLaunchKernel, fn, unsigned(blocks), 1, 1, unsigned(threads), 1, 1, 0, s.stream, args, nullptr);
@@ -163,6 +176,7 @@ class CudaBackend final : public backends::FusionBackend {
   std::string_view name() const override { return "cuda"; }
   Device::Type device_type() const override { return Device::Type::CUDA; }
   bool can_fuse(const ir::Node& n, bool reduction) const override { return cuda::can_fuse(n, reduction); }
+  bool row_groups() const override { return true; }
   std::shared_ptr<backends::FusedKernel> compile(const ir::Graph& group, const std::string& name,
                                                  std::string* why_not) const override {
     try {

@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 
 #include "backends/cuda/kernel_cache.h"
@@ -97,6 +99,122 @@ std::string sanitize(const std::string& s) {
   return out;
 }
 
+// The kernel's one argument (the host fills it in this layout: fusion_backend.cpp's pack_params).
+std::string params_struct(const std::string& name, int nptr, int noff) {
+  return fmt::format(R"(
+struct {0}_params {{
+  int ndim;
+  int pad;
+  long long n, nout, nred;
+  long long sizes[KILN_MAX_DIMS];
+  char* ptr[{1}];
+  long long strides[{2}][KILN_MAX_DIMS];
+}};
+)",
+                     name, std::max(1, nptr), noff);
+}
+
+struct BodyLine {
+  std::string text;
+  size_t after;  // how many of the group's reductions (in node order) it reads, directly or not
+};
+
+// A row kernel (the x86 backend's row groups, backends/x86/row_kernel.h, for a GPU): reductions over the
+// last dim whose results the group's elementwise nodes read (softmax, layer_norm and their gradients).
+// A block of threads takes a row: one pass over it per reduction, each recomputing from the inputs what its
+// reduction folds (a row is in L1/L2 after the first pass) and reducing through shared memory, then one
+// pass storing the outputs; an output of one number per row (a saved mean, a reduction's own result) is
+// stored by the row's first element. Every output is an operand with strides, so a row-shaped one (last
+// dim 1) is read and written through stride 0 along the row.
+FusedKernelSource render_rows(const ir::Graph& g, FusedKernelSource k, const std::vector<const ir::Node*>& reds,
+                              const std::vector<BodyLine>& lines, const std::string& loads,
+                              const std::unordered_map<const ir::Value*, std::string>& var,
+                              const std::unordered_map<const ir::Value*, DType>& type) {
+  constexpr size_t kMaxRowReductions = 8;  // a shared array of kFusedReduceThreads each
+  if (reds.size() > kMaxRowReductions)
+    fail("cuda fusion: a row group of {} reductions, more than the {} a row kernel takes", reds.size(), kMaxRowReductions);
+  const ir::Type& space = reds[0]->input(0)->type();
+  if (!space.dims || space.dims->empty()) fail("cuda fusion: a row group over a tensor of unknown or no dims");
+  ir::Type rowvec = space;
+  rowvec.dims->back() = ir::Dim::known(1);
+  for (const ir::Node* r : reds)
+    if (reduces_all(*r) != std::optional<bool>(false) || !r->attrs().b_or("keepdim", false) || !(r->input(0)->type() == space))
+      fail("cuda fusion: a row group's {} must reduce the rows' last dim with keepdim", r->kind_name());
+  const bool rows_of_one = space.dims->back() == ir::Dim::known(1);
+  const int nin = int(k.inputs.size());
+  k.reduces = false;
+  k.rows = true;
+  std::string stores;
+  for (const ir::Value* o : g.outputs()) {
+    auto it = var.find(o);
+    if (it == var.end()) fail("cuda fusion: a group output is not defined in the group");
+    const bool reduced = std::find(reds.begin(), reds.end(), o->node()) != reds.end();
+    const bool per_row = !rows_of_one && (reduced || o->type() == rowvec);
+    if (!per_row && !(o->type() == space)) fail("cuda fusion: a row group's output has neither the rows' shape nor one number per row");
+    const int j = int(k.ew_outputs.size());
+    k.out_slot.push_back(j);
+    k.ew_outputs.push_back(type.at(o));
+    k.row_outputs.push_back(per_row);
+    stores += fmt::format("    {}*({}*)(p.ptr[{}] + off[{}]) = {};\n", per_row ? "if (r == 0) " : "",
+                          cuda_type(type.at(o)), nin + j, nin + j, it->second);
+  }
+  if (g.outputs().empty()) fail("cuda fusion: the group has no outputs");
+  const int nptr = nin + int(k.ew_outputs.size());
+  if (nptr > kMaxFusedOperands)
+    fail("cuda fusion: {} inputs and outputs, more than the {} a fused kernel takes", nptr, kMaxFusedOperands);
+  auto indent = [](const std::string& text, const std::string& by) {
+    std::string out;
+    for (size_t b = 0; b < text.size();) {
+      size_t e = text.find('\n', b);
+      out += by + text.substr(b, e - b + 1);
+      b = e + 1;
+    }
+    return out;
+  };
+  const std::string row_loop = fmt::format(
+      "    for (long long r = threadIdx.x; r < p.nred; r += blockDim.x) {{\n"
+      "      const long long i = row * p.nred + r;\n"
+      "      long long off[{0}];\n"
+      "      kiln_offsets<{0}>(p, i, off);\n",
+      nptr);
+  std::string shared, passes;
+  for (size_t q = 0; q < reds.size(); ++q) {
+    const ir::Node* r = reds[q];
+    const DType acc = *dtype_of(r->input(0)) == DType::Float64 ? DType::Float64 : DType::Float32;
+    const OpInfo& row = op_info(r->op());
+    const std::string fold = fmt::format("acc = {};", row.expr);
+    shared += fmt::format("  __shared__ {} sred{}[{}];\n", cuda_type(acc), q, kFusedReduceThreads);
+    std::string body = loads;
+    for (const BodyLine& l : lines)
+      if (l.after <= q) body += l.text;
+    passes += fmt::format(
+        "    {{\n      typedef {0} A;\n      A acc = {1};\n{2}{3}"
+        "        const A x = kcast<A>({4});\n        {5}\n      }}\n"
+        "      sred{6}[threadIdx.x] = acc;\n      __syncthreads();\n"
+        "      for (int s = blockDim.x / 2; s > 0; s >>= 1) {{\n"
+        "        if (threadIdx.x < s) {{\n"
+        "          const A x = sred{6}[threadIdx.x + s];\n          acc = sred{6}[threadIdx.x];\n          {5}\n"
+        "          sred{6}[threadIdx.x] = acc;\n        }}\n        __syncthreads();\n      }}\n    }}\n"
+        "    const {7} {8} = kcast<{7}>(sred{6}[0]);\n",
+        cuda_type(acc), row.init, indent(row_loop, "  "), indent(body, "    "), var.at(r->input(0)), fold, q,
+        cuda_type(type.at(r->output())), var.at(r->output()));
+  }
+  std::string body = loads;
+  for (const BodyLine& l : lines) body += l.text;
+  std::string src = render_prelude() + kFusedPrelude + params_struct(k.name, nptr, nptr);
+  src += fmt::format(R"(
+extern "C" __global__ void {0}(const {0}_params p) {{
+{1}  for (long long row = blockIdx.x; row < p.nout; row += gridDim.x) {{
+{2}{3}{4}{5}    }}
+    __syncthreads();  // every thread has read this row's sred before the next row's first pass writes it
+  }}
+}}
+)",
+                     k.name, shared, passes, row_loop, indent(body, "  "), indent(stores, "  "));
+  k.source = std::move(src);
+  return k;
+}
+
 }  // namespace
 
 bool can_fuse(const ir::Node& n, bool reduction) {
@@ -126,8 +244,6 @@ FusedKernelSource render_fusion(const ir::Graph& g, const std::string& name) {
     if (!dt) fail("cuda fusion: group input {} is not a tensor of known dtype", i);
     k.inputs.push_back(*dt);
   }
-  const ir::Node* red = nullptr;
-  std::string body;
   int next = 0;
   const int nin = int(k.inputs.size());
   auto val = [&](const ir::Node& n, size_t i) -> const std::string& {
@@ -148,13 +264,24 @@ FusedKernelSource render_fusion(const ir::Graph& g, const std::string& name) {
     std::string v = define(g.inputs()[size_t(i)], k.inputs[size_t(i)]);
     loads += fmt::format("    const {0} {1} = *(const {0}*)(p.ptr[{2}] + off[{2}]);\n", t, v, i);
   }
+  // Each node's line, and how many of the group's reductions it reads through its inputs: a row kernel's
+  // pass before the q-th reduction holds the lines that read fewer than q+1.
+  std::vector<BodyLine> lines;
+  std::vector<const ir::Node*> reds;
+  std::unordered_map<const ir::Value*, size_t> reads_reductions;
+  bool inner = false;  // a node follows a reduction: the group is a row kernel
   for (const ir::Node* n : g.block()->nodes()) {
-    if (red) fail("cuda fusion: {} follows the reduction, which must be the group's last node", n->kind_name());
+    size_t after = 0;
+    for (const ir::Value* in : n->inputs()) {
+      auto it = reads_reductions.find(in);
+      if (it != reads_reductions.end()) after = std::max(after, it->second);
+    }
+    inner |= !reds.empty();
     if (n->prim() == ir::Prim::Constant) {
       auto dt = dtype_of(n->output());
       DType t = dt ? *dt : (n->tensor().defined() ? n->tensor().dtype() : DType::Float64);
       std::string v = define(n->output(), t);
-      body += fmt::format("    const {0} {1} = kcast<{0}>({2});\n", cuda_type(t), v, literal(constant_value(*n), t));
+      lines.push_back({fmt::format("    const {0} {1} = kcast<{0}>({2});\n", cuda_type(t), v, literal(constant_value(*n), t)), 0});
       continue;
     }
     if (!n->is_op()) fail("cuda fusion: {} is not supported in a fused kernel", n->kind_name());
@@ -165,28 +292,32 @@ FusedKernelSource render_fusion(const ir::Graph& g, const std::string& name) {
         fail("cuda fusion: {} of {} over dims other than all or the last", info.name,
              n->input(0)->type().dtype ? dtype_name(*n->input(0)->type().dtype) : "unknown dtype");
       val(*n, 0);
-      red = n;
+      reds.push_back(n);
+      define(n->output(), *dtype_of(n->output()));
+      reads_reductions[n->output()] = reds.size();
       continue;
     }
     if (!can_fuse(*n, false)) fail("cuda fusion: {} is not supported in a fused kernel", info.name);
+    reads_reductions[n->output()] = after;
     DType out = *dtype_of(n->output());
     std::string ot = cuda_type(out);
     std::string v = define(n->output(), out);
     if (op == OpId::Cast) {
-      body += fmt::format("    const {0} {1} = kcast<{0}>({2});\n", ot, v, val(*n, 0));
+      lines.push_back({fmt::format("    const {0} {1} = kcast<{0}>({2});\n", ot, v, val(*n, 0)), after});
       continue;
     }
     if (op == OpId::Where) {
       std::string t = cuda_type(compute_of(out));
-      body += fmt::format("    const {0} {1} = kcast<{0}>({2} ? kcast<{3}>({4}) : kcast<{3}>({5}));\n", ot, v,
-                          val(*n, 0), t, val(*n, 1), val(*n, 2));
+      lines.push_back({fmt::format("    const {0} {1} = kcast<{0}>({2} ? kcast<{3}>({4}) : kcast<{3}>({5}));\n", ot, v,
+                                   val(*n, 0), t, val(*n, 1), val(*n, 2)),
+                       after});
       continue;
     }
     DType compute;
-    std::string loads;
+    std::string operands;
     if (info.kind == OpKind::Unary) {
       compute = unary_compute_dtype(op, *dtype_of(n->input(0)));
-      loads = fmt::format("const T x = kcast<T>({});", val(*n, 0));
+      operands = fmt::format("const T x = kcast<T>({});", val(*n, 0));
     } else {
       ResultTypeState st;
       for (const ir::Value* in : n->inputs()) {
@@ -198,11 +329,16 @@ FusedKernelSource render_fusion(const ir::Graph& g, const std::string& name) {
         st.add(*t.dtype, zero_dim, number);
       }
       compute = binary_compute_dtype(op, st);
-      loads = fmt::format("const T a = kcast<T>({}); const T b = kcast<T>({});", val(*n, 0), val(*n, 1));
+      operands = fmt::format("const T a = kcast<T>({}); const T b = kcast<T>({});", val(*n, 0), val(*n, 1));
     }
-    body += fmt::format("    {0} {1};\n    {{ typedef {2} T; {3} {1} = kcast<{0}>({4}); }}\n", ot, v,
-                        cuda_type(compute_of(compute)), loads, info.expr);
+    lines.push_back({fmt::format("    {0} {1};\n    {{ typedef {2} T; {3} {1} = kcast<{0}>({4}); }}\n", ot, v,
+                                 cuda_type(compute_of(compute)), operands, info.expr),
+                     after});
   }
+  if (inner || reds.size() > 1) return render_rows(g, std::move(k), reds, lines, loads, var, type);
+  const ir::Node* red = reds.empty() ? nullptr : reds[0];
+  std::string body;
+  for (const BodyLine& l : lines) body += l.text;
   // Outputs: elementwise ones are stored per element; the reduction's result once per row.
   std::vector<const ir::Value*> ew;
   for (const ir::Value* o : g.outputs()) {
@@ -253,18 +389,7 @@ FusedKernelSource render_fusion(const ir::Graph& g, const std::string& name) {
     b = e + 1;
   }
 
-  std::string src = render_prelude() + kFusedPrelude;
-  src += fmt::format(R"(
-struct {0}_params {{
-  int ndim;
-  int pad;
-  long long n, nout, nred;
-  long long sizes[KILN_MAX_DIMS];
-  char* ptr[{1}];
-  long long strides[{2}][KILN_MAX_DIMS];
-}};
-)",
-                     k.name, std::max(1, nptr), noff);
+  std::string src = render_prelude() + kFusedPrelude + params_struct(k.name, nptr, noff);
   if (!red) {
     src += fmt::format(R"(
 extern "C" __global__ void {0}(const {0}_params p) {{
