@@ -1,10 +1,12 @@
 // Memory per rank with the optimizer state sharded (ZeroRedundancyOptimizer, eager/dist/zero.h), or everything
 // (FullyShardedDataParallel, eager/dist/fsdp.h), the figure in docs/dist.md:
-//   mpirun -np 2 build/bench/bench_zero [--shard-gradients | --fsdp]   (and -np 1 for one process)
+//   mpirun -np 2 build/bench/bench_zero [--shard-gradients | --fsdp | --pipeline gpipe|1f1b]   (and -np 1 for one process)
 // The GPT of samples/gpt.py at nanoGPT's CPU settings (4 layers, 4 heads, width 128, context 64, batch 12,
 // vocab 65), AdamW with weight decay on matrices; each rank trains on its 12 / world rows under
 // DistributedDataParallel (--shard-gradients: without it, each rank keeping only its own parameters' gradients;
-// --fsdp: parameters, gradients and state sharded, gathered for the step).
+// --fsdp: parameters, gradients and state sharded, gathered for the step; --pipeline: no data parallelism, the
+// forward traced and cut into one stage per rank by jit::GraphPipeline, the batch in 4 micro-batches of 3 rows,
+// each rank holding its stage's parameters and their state once the model and its trace are dropped).
 // Reported per rank after 3 steps: parameters, gradients and optimizer state as the allocator's categories count
 // them, and the step's peak.
 #include <kiln/kiln.h>
@@ -14,17 +16,82 @@
 
 #include "eager/dist/fsdp.h"
 #include "eager/dist/zero.h"
+#include "jit/graph_pipeline.h"
 
 using namespace kiln;
+
+namespace {
+
+std::vector<optim::ParamGroup> decay_groups(const std::vector<Tensor>& params) {
+  std::vector<optim::ParamGroup> groups(2);
+  for (auto& p : params) groups[p.dim() >= 2 ? 0 : 1].params.push_back(p);
+  groups[0].weight_decay = 0.1;
+  groups[1].weight_decay = 0.0;
+  return groups;
+}
+const optim::AdamOptions kAdamW{1e-3, 0.9, 0.99, 1e-8, 0.1};
+
+// Each rank's line in rank order.
+void report(const std::string& scheme, int64_t peak) {
+  const int rank = dist::get_rank(), world = dist::get_world_size();
+  MemoryStats m = memory_stats();
+  auto mib = [&](MemoryCategory c) { return double(m.category_bytes[size_t(c)]) / (1 << 20); };
+  for (int r = 0; r < world; ++r) {
+    if (r == rank)
+      std::printf("rank %d of %d%s: parameters %.2f MiB, gradients %.2f MiB, temporary (DDP's gradient buckets "
+                  "among them) %.2f MiB, optimizer state %.2f MiB, step peak above the step's start %.2f MiB\n",
+                  rank, world, scheme.c_str(), mib(MemoryCategory::Parameter), mib(MemoryCategory::Gradient),
+                  mib(MemoryCategory::Temporary), mib(MemoryCategory::OptimizerState), double(peak) / (1 << 20));
+    std::fflush(stdout);
+    dist::barrier();
+  }
+}
+
+// The GPT cut into one stage per rank from its traced forward (the logits of every position), trained on the
+// whole batch of 12 rows in 4 micro-batches.
+int pipeline_run(std::shared_ptr<ScriptedModule> net, const std::string& schedule) {
+  constexpr int64_t kChunks = 4;
+  Tensor x = randint(0, 65, {12, 64}), y = randint(0, 65, {12, 64});
+  std::unique_ptr<jit::GraphPipeline> pipe;
+  {
+    auto logits = [&](const Tensor& a) { return net->call({a, zeros(a.sizes(), DType::Int64)}).at(0).elements().at(0).to_tensor(); };
+    Function fwd = trace_module(*net, [&](const Tensors& in) { return Tensors{logits(in[0])}; }, {x.slice(0, 0, 12 / kChunks)});
+    pipe = std::make_unique<jit::GraphPipeline>(fwd);
+  }
+  net.reset();  // the rank keeps its stage's parameters only
+  auto loss = [](const Tensor& out, const Tensor& t) { return cross_entropy(out.reshape({-1, out.size(-1)}), t.reshape({-1})); };
+  std::unique_ptr<dist::PipelineSchedule> sched;
+  if (schedule == "gpipe") sched = std::make_unique<dist::ScheduleGPipe>(pipe->stage(), kChunks, loss);
+  else if (schedule == "1f1b") sched = std::make_unique<dist::Schedule1F1B>(pipe->stage(), kChunks, loss);
+  else fail("bench_zero: --pipeline takes gpipe or 1f1b, got '{}'", schedule);
+  optim::AdamW opt(decay_groups(pipe->parameters()), kAdamW);
+  int64_t peak = 0;
+  for (int s = 0; s < 3; ++s) {
+    opt.zero_grad();
+    int64_t before = memory_stats().current_bytes;
+    reset_peak_memory_stats();
+    sched->step(x, y);
+    pipe->sync_shared_gradients();
+    opt.step();
+    peak = memory_stats().peak_bytes - before;
+  }
+  report(", " + schedule + " pipeline stage " + std::to_string(dist::get_rank()), peak);
+  dist::destroy_process_group();
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   try {
     std::string samples = "samples";
     bool shard_gradients = false, fully = false;
+    std::string pipeline;  // "gpipe" or "1f1b"
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
       if (a == "--shard-gradients") shard_gradients = true;
       else if (a == "--fsdp") fully = true;
+      else if (a == "--pipeline" && i + 1 < argc) pipeline = argv[++i];
       else samples = a;
     }
     dist::init_process_group();
@@ -33,13 +100,11 @@ int main(int argc, char** argv) {
     ScriptFile file = script_file(samples + "/gpt.py");
     auto net = file.build("GPT", {file.value("GPTConfig(block_size=64, vocab_size=65, n_layer=4, n_head=4, n_embd=128, "
                                              "dropout=0.0, bias=False)")});
+    if (!pipeline.empty()) return pipeline_run(std::move(net), pipeline);
     std::shared_ptr<dist::DistributedDataParallel> ddp;
     if (!shard_gradients && !fully) ddp = std::make_shared<dist::DistributedDataParallel>(net);
-    std::vector<optim::ParamGroup> groups(2);
-    for (auto& p : net->parameters()) groups[p.dim() >= 2 ? 0 : 1].params.push_back(p);
-    groups[0].weight_decay = 0.1;
-    groups[1].weight_decay = 0.0;
-    optim::AdamOptions adamw{1e-3, 0.9, 0.99, 1e-8, 0.1};
+    std::vector<optim::ParamGroup> groups = decay_groups(net->parameters());
+    const optim::AdamOptions& adamw = kAdamW;
     std::shared_ptr<dist::FullyShardedDataParallel> fsdp;
     std::unique_ptr<optim::Optimizer> opt;
     if (fully) {
@@ -61,19 +126,7 @@ int main(int argc, char** argv) {
       opt->step();
       peak = memory_stats().peak_bytes - before;
     }
-    MemoryStats m = memory_stats();
-    auto mib = [&](MemoryCategory c) { return double(m.category_bytes[size_t(c)]) / (1 << 20); };
-    for (int r = 0; r < world; ++r) {
-      if (r == rank)
-        std::printf("rank %d of %d%s: parameters %.2f MiB, gradients %.2f MiB, temporary (DDP's gradient buckets "
-                    "among them) %.2f MiB, optimizer state %.2f MiB, step peak above the step's start %.2f MiB\n",
-                    rank, world, fully ? ", fully sharded" : shard_gradients ? ", gradients sharded" : "",
-                    mib(MemoryCategory::Parameter),
-                    mib(MemoryCategory::Gradient), mib(MemoryCategory::Temporary),
-                    mib(MemoryCategory::OptimizerState), double(peak) / (1 << 20));
-      std::fflush(stdout);
-      dist::barrier();
-    }
+    report(fully ? ", fully sharded" : shard_gradients ? ", gradients sharded" : "", peak);
     dist::destroy_process_group();
     return 0;
   } catch (const std::exception& e) {

@@ -101,29 +101,32 @@ class GraphStageModule : public nn::Module {
 
 }  // namespace
 
-GraphPipeline::GraphPipeline(const Function& forward, PipelinePartitionOptions options) : forward_(pruned(forward)) {
-  plan_ = partition_for_pipeline(forward_, dist::get_world_size(), options);
-  build(forward);
+GraphPipeline::GraphPipeline(const Function& forward, PipelinePartitionOptions options) {
+  Function f = pruned(forward);
+  plan_ = partition_for_pipeline(f, dist::get_world_size(), options);
+  build(f);
 }
 
-GraphPipeline::GraphPipeline(const Function& forward, std::vector<size_t> starts) : forward_(pruned(forward)) {
+GraphPipeline::GraphPipeline(const Function& forward, std::vector<size_t> starts) {
   if (int(starts.size()) != dist::get_world_size())
     fail("pipeline: a plan of {} stages for {} ranks; one stage per rank", starts.size(), dist::get_world_size());
-  plan_ = evaluate_pipeline_plan(forward_, std::move(starts));
-  build(forward);
+  Function f = pruned(forward);
+  plan_ = evaluate_pipeline_plan(f, std::move(starts));
+  build(f);
 }
 
-void GraphPipeline::build(const Function&) {
-  std::vector<StageGraph> stages = split_for_pipeline(forward_, plan_);
-  const std::vector<Tensor>& bound = forward_.binding().bound;
+void GraphPipeline::build(const Function& forward) {
+  std::vector<StageGraph> stages = split_for_pipeline(forward, plan_);
+  const std::vector<Tensor>& bound = forward.binding().bound;
   std::vector<int> readers(bound.size(), 0);
   for (const StageGraph& sg : stages)
     for (size_t k : sg.params) ++readers[k];
   int rank = dist::get_rank();
-  mine_.assign(bound.size(), false);
-  for (size_t k : stages[size_t(rank)].params) mine_[k] = true;
+  std::vector<bool> mine(bound.size(), false);
+  for (size_t k : stages[size_t(rank)].params) mine[k] = true;
   for (size_t k = 0; k < bound.size(); ++k)
-    if (readers[k] > 1 && bound[k].requires_grad()) shared_.push_back(k);
+    if (readers[k] > 1 && bound[k].requires_grad())
+      shared_.push_back({mine[k] ? bound[k] : Tensor(), bound[k].sizes(), bound[k].dtype()});
   auto module = std::make_shared<GraphStageModule>(stages[size_t(rank)], bound, size_t(rank), size_t(rank) + 1 == stages.size());
   stage_ = std::make_unique<dist::PipelineStage>(module, rank, int(stages.size()));
 }
@@ -132,12 +135,11 @@ std::vector<Tensor> GraphPipeline::parameters() const { return stage_->parameter
 
 void GraphPipeline::sync_shared_gradients() {
   NoGradGuard no_grad;
-  const std::vector<Tensor>& bound = forward_.binding().bound;
-  for (size_t k : shared_) {
-    Tensor p = bound[k];
-    Tensor g = mine_[k] && p.grad().defined() ? p.grad().contiguous().clone() : zeros_like(p);
+  for (const Shared& s : shared_) {
+    Tensor p = s.mine;
+    Tensor g = p.defined() && p.grad().defined() ? p.grad().contiguous().clone() : zeros(s.shape, s.dtype);
     dist::all_reduce(g, dist::ReduceOp::Sum);
-    if (mine_[k]) p.set_grad(g);
+    if (p.defined()) p.set_grad(g);
   }
 }
 

@@ -39,11 +39,17 @@ class GraphPipeline {
 
  private:
   void build(const Function& forward);
-  Function forward_;
   PipelinePartition plan_;
   std::unique_ptr<dist::PipelineStage> stage_;
-  std::vector<size_t> shared_;  // bound parameters read by more than one stage
-  std::vector<bool> mine_;      // per bound parameter: read by this rank's stage
+  // A bound parameter read by more than one stage: this rank's copy where its stage reads it, else only
+  // its shape and dtype (the rank adds zeros to the sum). The pipeline keeps no other parameter, so once
+  // the caller drops the model and the trace, a rank holds only its stage's parameters.
+  struct Shared {
+    Tensor mine;
+    Shape shape;
+    DType dtype;
+  };
+  std::vector<Shared> shared_;
 };
 
 }  // namespace kiln::jit

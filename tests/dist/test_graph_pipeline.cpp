@@ -133,3 +133,23 @@ TEST_CASE("graph pipeline: the plan is one stage per rank; a given plan is check
   CHECK(pipe.plan().starts.size() == size_t(world()));
   CHECK(pipe.stage().stage_index() == rank());
 }
+
+TEST_CASE("graph pipeline: once the model and its trace are dropped, a rank holds only its stage's parameters") {
+  const int64_t before = memory_stats().category_bytes[size_t(MemoryCategory::Parameter)];
+  int64_t whole = 0, stage = 0;
+  std::unique_ptr<jit::GraphPipeline> pipe;
+  {
+    Model m = gpt();
+    for (const Tensor& p : m.net->parameters()) whole += p.numel() * int64_t(p.element_size());
+    Tensor sample = m.batch(0).first.slice(0, 0, 2);
+    Function fwd = trace_module(*m.net, [&](const Tensors& in) { return Tensors{m.out(in[0])}; }, {sample});
+    pipe = std::make_unique<jit::GraphPipeline>(fwd);
+  }
+  for (const Tensor& p : pipe->parameters()) stage += p.numel() * int64_t(p.element_size());
+  const int64_t held = memory_stats().category_bytes[size_t(MemoryCategory::Parameter)] - before;
+  if (rank() == 0) MESSAGE("parameters: the whole GPT " << whole << " bytes, rank 0's stage " << stage << ", held " << held);
+  CHECK(held == stage);
+  CHECK(stage < whole * 3 / 4);  // two stages of one layer each, the tied embedding in both
+  // the shared embedding's gradients still sum over the stages with the rest of the model gone
+  pipe->sync_shared_gradients();
+}
