@@ -198,3 +198,93 @@ class Net(nn.Module):
   for (size_t k = e.find(": error: "); k != std::string::npos; k = e.find(": error: ", k + 1)) ++errors;
   CHECK(errors == 5);
 }
+
+TEST_CASE("script: every construct kiln does not lower is reported, each once in file order, and checking goes on") {
+  const char* src = R"py(import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def forward(self, x):
+        a = [v * 2 for v in [1, 2]]
+        b = f"{x.dim()}"
+        c = {1, 2}
+        d = a[0] + 1
+        e = lambda v: v + 1
+        g = {str(v): v for v in [1, 2]}
+        if (n := x.dim()) > 1:
+            pass
+        try:
+            h = x + 1
+        except Exception:
+            h = x
+        with torch.no_grad():
+            k = x * 2
+        global G
+        y = x + 0
+        del y
+        m = torch.cat(*[[x, x]])
+        p = x.no_such_method()
+        q = torch.no_such_fn(x)
+        r = [v for v in [1]] + [{3}]
+        s = [{1} for v in [1]]
+        return x + h.sum()
+)py";
+  std::string e = error_of([&] { script_source(src, "constructs.py").module("Net"); });
+  // the message of each, and which TorchScript accepts (checked with torch.jit.script, torch 1.13)
+  const char* want[] = {
+      "constructs.py:7:13: error: list comprehensions are not supported in kiln script (TorchScript accepts this)",
+      "constructs.py:8:13: error: f-strings are not supported in kiln script (TorchScript accepts this)",
+      "constructs.py:9:13: error: set literals are not supported in kiln script\n",
+      "constructs.py:11:13: error: lambda is not supported in kiln script\n",
+      "constructs.py:12:13: error: dict comprehensions are not supported in kiln script (TorchScript accepts this)",
+      "constructs.py:13:13: error: assignment expressions (:=) are not supported in kiln script\n",
+      "constructs.py:15:9: error: try is not supported in kiln script\n",
+      "constructs.py:19:9: error: with is not supported in kiln script (TorchScript accepts this)",
+      "constructs.py:21:9: error: global is not supported in kiln script\n",
+      "constructs.py:23:9: error: del is not supported in kiln script (TorchScript accepts this)",
+      "constructs.py:24:13: error: starred arguments are not supported in kiln script",
+      "constructs.py:25:13: error: unknown tensor method 'no_such_method'",
+      "constructs.py:26:13: error: torch.no_such_fn",
+      // two in one statement: both, in source order; one inside another: the outer one alone
+      "constructs.py:27:13: error: list comprehensions are not supported",
+      "constructs.py:27:33: error: set literals are not supported",
+      "constructs.py:28:13: error: list comprehensions are not supported",
+  };
+  size_t at = 0;
+  for (const char* w : want) {
+    INFO(std::string(w));
+    size_t found = e.find(w, at);
+    CHECK(found != std::string::npos);
+    if (found != std::string::npos) at = found;
+  }
+  CHECK(e.find("constructs.py:7:") == 0);
+  // what reads a failed statement's names (a, h) is skipped; nothing inside a failed construct is reported again
+  CHECK(e.find("constructs.py:10:") == std::string::npos);
+  CHECK(e.find("constructs.py:29:") == std::string::npos);
+  CHECK(e.find("constructs.py:28:14:") == std::string::npos);
+  size_t errors = 0;
+  for (size_t k = e.find(": error: "); k != std::string::npos; k = e.find(": error: ", k + 1)) ++errors;
+  CHECK(errors == std::size(want));
+}
+
+TEST_CASE("script: a construct kiln does not lower is the error, not the return paths it makes") {
+  // returning from both branches of a try would read as 'returns from more than one place'
+  const char* src = R"py(import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def forward(self, x):
+        try:
+            return x + 1
+        except Exception:
+            return {x}
+)py";
+  std::string e = error_of([&] { script_source(src, "paths.py").module("Net"); });
+  CHECK(e.find("paths.py:7:9: error: try is not supported in kiln script") == 0);
+  CHECK(e.find("more than one place") == std::string::npos);
+  size_t errors = 0;
+  for (size_t k = e.find(": error: "); k != std::string::npos; k = e.find(": error: ", k + 1)) ++errors;
+  CHECK(errors == 1);  // the set inside the try is the try's: not a second error
+}

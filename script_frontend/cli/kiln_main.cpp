@@ -237,15 +237,13 @@ int check(const Options& o) {
     return errors.empty() ? 0 : 1;
   }
   kiln::ScriptFile file = kiln::script_file(o.file);
-  std::vector<std::string> classes = file.class_names();
-  // A literal, or Python written as in the file: a class of it (BasicBlock, or any capitalised word), [2,2,2,2],
-  // nn.BatchNorm2d, make_layers(cfgs['A']). Another word stays a string, as before ('HS' quoted for one).
+  // A literal (3, 0.5, True, None, 2,2,2,2), or Python over the file's names: a word the file binds at its top
+  // level (BasicBlock, make_layers, CFG, nn) or text with [ ( { ' " or . in it ([2, 2, 2, 2], nn.BatchNorm2d,
+  // make_layers(cfgs['A'])). Any other word is a string (act=GELU where the file has no GELU: "GELU").
   auto value = [&](const std::string& t) -> kiln::ScriptValue {
     kiln::IValue v = literal(t);
     if (!v.is_string()) return v;
-    bool identifier = !t.empty() && std::all_of(t.begin(), t.end(), [](char c) { return std::isalnum((unsigned char)c) || c == '_'; });
-    bool python = std::count(classes.begin(), classes.end(), t) || t.find_first_of("[({'\".") != std::string::npos ||
-                  (identifier && std::isupper((unsigned char)t[0]));  // a class name, misspelt or not
+    bool python = file.binds(t) || t.find_first_of("[({'\".") != std::string::npos;
     return python ? file.value(t) : kiln::ScriptValue(v);
   };
   std::vector<kiln::ScriptValue> args;
