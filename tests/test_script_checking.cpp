@@ -326,3 +326,22 @@ class Net(nn.Module):
   check_error([&] { file.module("Net", {"getattr"}); }, "msgs.py:17:24: error: module 'torch.nn' has no attribute 'Relu'");
   check_error([&] { file.module("Net", {"getattr_args"}); }, "msgs.py:19:24: error: nn.Linear");
 }
+
+TEST_CASE("script: __init__ reports every construct its evaluator does not run, at once") {
+  const char* src = R"py(import torch.nn as nn
+
+
+class P(nn.Module):
+    def __init__(self):
+        super().__init__()
+        global G
+        self.b = b"bytes"
+        self.fc = nn.Linear(2, 2)
+
+    def forward(self, x):
+        return self.fc(x)
+)py";
+  std::string e = error_of([&] { script_source(src, "init.py").module("P"); });
+  CHECK(e.find("init.py:7:9: error: global is not supported in __init__") == 0);
+  CHECK(e.find("init.py:8:18: error: bytes literals are not supported in __init__") != std::string::npos);
+}
