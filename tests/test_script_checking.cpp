@@ -322,10 +322,10 @@ class Net(nn.Module):
 )py";
   ScriptFile file = script_source(src, "msgs.py");
   file.module("Net");  // hasattr over torch.nn.functional and F in __init__ evaluate
-  check_error([&] { file.module("Net", {"F"}); }, "msgs.py:13:24: error: module 'torch.nn.functional' has no attribute 'no_such_function'");
-  check_error([&] { file.module("Net", {"gain"}); }, "msgs.py:15:25: error: nn.init.calculate_gain() takes the nonlinearity's name first");
+  check_error([&] { file.module("Net", {"F"}); }, "msgs.py:13:26: error: module 'torch.nn.functional' has no attribute 'no_such_function'");
+  check_error([&] { file.module("Net", {"gain"}); }, "msgs.py:15:33: error: nn.init.calculate_gain() takes the nonlinearity's name first");
   check_error([&] { file.module("Net", {"getattr"}); }, "msgs.py:17:24: error: module 'torch.nn' has no attribute 'Relu'");
-  check_error([&] { file.module("Net", {"getattr_args"}); }, "msgs.py:19:24: error: nn.Linear");
+  check_error([&] { file.module("Net", {"getattr_args"}); }, "msgs.py:19:24: error: nn.Linear() is missing required argument 'in_features'");
 }
 
 TEST_CASE("script: __init__ reports every construct its evaluator does not run, at once") {
