@@ -53,7 +53,8 @@ constexpr const char* kUsage =
     "       kiln ir FILE.py FUNC [--after PASS]    (or MODEL.kiln)\n"
     "       kiln dot FILE.py FUNC [--after PASS] [-o GRAPH.svg|.png|.pdf|.dot]   (or MODEL.kiln)\n"
     "       kiln check FILE.py [CLASS ARG... NAME=ARG...]   (ARG: 3, 0.5, True, None, 2,2,2,2 for a list, or Python\n"
-    "                                  over the file's names: BasicBlock, [2, 2, 2, 2], nn.BatchNorm2d, make_layers(cfgs['A']))\n"
+    "                                  over the file's names: BasicBlock, [2, 2, 2, 2], nn.BatchNorm2d, make_layers(cfgs['A']);\n"
+    "                                  a word the file does not bind is a string: act=GELU)\n"
     "       kiln profile FILE.py FUNC ARG... [--trace OUT.json] [--warmup N]   (or MODEL.kiln ARG...)\n"
     "ARG: a .npy file (a tensor), a literal (int, float, bool, None, a,b,c for a list), or --randn 64x784\n";
 
