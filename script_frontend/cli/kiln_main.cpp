@@ -43,6 +43,7 @@
 #include "jit/serialize.h"
 #include "script_frontend/cli/cli_args.h"
 #include "script_frontend/cli/graphviz.h"
+#include "script_frontend/lowerer.h"
 #include "script_frontend/script.h"
 
 namespace {
@@ -240,11 +241,14 @@ int check(const Options& o) {
   kiln::ScriptFile file = kiln::script_file(o.file);
   // A literal (3, 0.5, True, None, 2,2,2,2), or Python over the file's names: a word the file binds at its top
   // level (BasicBlock, make_layers, CFG, nn) or text with [ ( { ' " or . in it ([2, 2, 2, 2], nn.BatchNorm2d,
-  // make_layers(cfgs['A'])). Any other word is a string (act=GELU where the file has no GELU: "GELU").
+  // make_layers(cfgs['A'])). Any other word is a string (act=GELU where the file has no GELU: "GELU"), but for
+  // a capitalised typo of a class of the file (BasicBlok), read as Python so that its error says which.
+  std::vector<std::string> classes = file.class_names();
   auto value = [&](const std::string& t) -> kiln::ScriptValue {
     kiln::IValue v = literal(t);
     if (!v.is_string()) return v;
-    bool python = file.binds(t) || t.find_first_of("[({'\".") != std::string::npos;
+    bool misspelt = std::isupper((unsigned char)t[0]) && !kiln::script::did_you_mean(t, classes).empty();
+    bool python = file.binds(t) || t.find_first_of("[({'\".") != std::string::npos || misspelt;
     return python ? file.value(t) : kiln::ScriptValue(v);
   };
   std::vector<kiln::ScriptValue> args;
