@@ -337,11 +337,15 @@ void collect(const Source& src, FileAst& m, std::vector<std::string>& errors) {
 
 namespace {
 
-// The first construct of a body kiln does not evaluate or lower, in source order: reported before
-// anything about the code around it (a return-path or type error would hide the real reason).
+// The constructs of code kiln does not evaluate or lower, in source order: each is reported once (one inside
+// another only as the outer one), before anything about the code around it (a return-path or type error
+// would hide the real reason). Raising at the first (found == nullptr) or collecting every one; shallow
+// checks a statement's own expressions and leaves the statements of its blocks to be checked as they are
+// lowered, so that a failed one leaves its block's later statements to the recovery (Lowerer::recover_after).
 class SupportCheck {
  public:
-  SupportCheck(const Source& src, std::string_view where) : src_(src), where_(where) {}
+  SupportCheck(const Source& src, std::string_view where, std::vector<std::string>* found = nullptr, bool shallow = false)
+      : src_(src), where_(where), found_(found), shallow_(shallow) {}
 
   void body(const std::vector<StmtPtr>& b) {
     for (const auto& s : b) stmt(*s);
@@ -349,16 +353,17 @@ class SupportCheck {
 
   void stmt(const Stmt& s) {
     switch (s.kind) {
-      case StmtKind::FunctionDef: fail(s.loc, "nested functions are not supported in {}; define it at the top level");
-      case StmtKind::ClassDef: fail(s.loc, "nested classes are not supported in {}; define it at the top level");
+      case StmtKind::FunctionDef: return report(s.loc, "nested functions are not supported in {}; define it at the top level");
+      case StmtKind::ClassDef: return report(s.loc, "nested classes are not supported in {}; define it at the top level");
       case StmtKind::Import:
-      case StmtKind::ImportFrom: src_.fail(s.loc, "imports are only allowed at the top level of a kiln script");
+      case StmtKind::ImportFrom: return report(s.loc, "imports are only allowed at the top level of a kiln script");
       case StmtKind::While:
       case StmtKind::For:
-        if (!s.orelse.empty()) fail(s.loc, s.kind == StmtKind::For ? "for ... else is not supported in {}" : "while ... else is not supported in {}");
+        if (!s.orelse.empty())
+          return report(s.loc, s.kind == StmtKind::For ? "for ... else is not supported in {}" : "while ... else is not supported in {}");
         break;
       case StmtKind::AnnAssign:
-        if (!s.value && !evaluated()) fail(s.loc, "an annotated name needs a value in {}");
+        if (!s.value && !evaluated()) return report(s.loc, "an annotated name needs a value in {}");
         break;
       case StmtKind::Raise:
         // __init__ raises as Python does (a kiln::Error with Python's message); lowered code raises when the
@@ -372,10 +377,10 @@ class SupportCheck {
       case StmtKind::AsyncWith:
       case StmtKind::Delete:
         if (evaluated()) break;  // __init__ unbinds local names as Python does
-        fail(s.loc, std::string(unsupported_construct(s.kind)) + " not supported in {}" + torchscript_accepts(s.kind));
+        return unsupported(s.loc, s.kind);
       case StmtKind::Global:
       case StmtKind::Nonlocal:
-      case StmtKind::Match: fail(s.loc, std::string(unsupported_construct(s.kind)) + " not supported in {}" + torchscript_accepts(s.kind));
+      case StmtKind::Match: return unsupported(s.loc, s.kind);
       case StmtKind::Expr:
       case StmtKind::Assign:
       case StmtKind::AugAssign:
@@ -398,6 +403,7 @@ class SupportCheck {
     } else {
       expr(s.value.get());
     }
+    if (shallow_) return;
     body(s.body);
     body(s.orelse);
     for (const ExceptHandler& h : s.handlers) {
@@ -424,31 +430,31 @@ class SupportCheck {
           }
           break;
         }
-        fail(e->loc, std::string(unsupported_construct(e->kind)) + " not supported in {}" + torchscript_accepts(e->kind));
+        return unsupported(e->loc, e->kind);
       case ExprKind::BigInt:
       case ExprKind::Imaginary:
       case ExprKind::Set:
       case ExprKind::NamedExpr:
         if (evaluated()) break;
-        fail(e->loc, std::string(unsupported_construct(e->kind)) + " not supported in {}" + torchscript_accepts(e->kind));
+        return unsupported(e->loc, e->kind);
       case ExprKind::Lambda:
         if (evaluated()) {  // the evaluator calls it as Python does: its defaults and body are __init__ code
           for (const Param& p : e->fn->params) expr(p.default_value.get());
           body(e->fn->body);
           break;
         }
-        fail(e->loc, std::string(unsupported_construct(e->kind)) + " not supported in {}" + torchscript_accepts(e->kind));
+        return unsupported(e->loc, e->kind);
       case ExprKind::Bytes:
       case ExprKind::Yield:
       case ExprKind::YieldFrom:
-      case ExprKind::Await: fail(e->loc, std::string(unsupported_construct(e->kind)) + " not supported in {}" + torchscript_accepts(e->kind));
+      case ExprKind::Await: return unsupported(e->loc, e->kind);
       case ExprKind::Dict:
         for (size_t i = 0; i + 1 < e->args.size(); i += 2)
-          if (!e->args[i] && !evaluated()) fail(e->args[i + 1]->loc, "dict unpacking (**) is not supported in {}");
+          if (!e->args[i] && !evaluated()) report(e->args[i + 1]->loc, "dict unpacking (**) is not supported in {}");
         break;
       case ExprKind::Call:
         for (const Keyword& k : e->keywords)
-          if (k.name.empty() && !evaluated()) fail(k.loc, "**kwargs are not supported in {}");
+          if (k.name.empty() && !evaluated()) report(k.loc, "**kwargs are not supported in {}");
         // torch._assert(cond, f"..."): the message is written out as an assert's (Lowerer::raise_message)
         if (!evaluated() && e->args.size() == 3 && dotted(*e->args[0]) == "torch._assert" && e->args[2]->kind == ExprKind::FString) {
           expr(e->args[1].get());
@@ -486,17 +492,26 @@ class SupportCheck {
   // `a, *rest = xs`: lowering unpacks a fixed number of names (__init__'s evaluator takes starred names).
   void starred_target(const Expr& t) {
     if (evaluated()) return;
-    if (t.kind == ExprKind::Starred) fail(t.loc, "starred assignment targets are not supported in {}");
+    if (t.kind == ExprKind::Starred) return report(t.loc, "starred assignment targets are not supported in {}");
     if (t.kind == ExprKind::Tuple || t.kind == ExprKind::List)
       for (const auto& a : t.args) starred_target(*a);
   }
 
-  [[noreturn]] void fail(SourceLoc loc, const std::string& pattern) const {
-    src_.fail(loc, fmt::format(fmt::runtime(pattern), where_));
+  template <class Kind>
+  void unsupported(SourceLoc loc, Kind k) {
+    report(loc, std::string(unsupported_construct(k)) + " not supported in {}" + torchscript_accepts(k));
+  }
+
+  void report(SourceLoc loc, const std::string& pattern) const {
+    std::string message = fmt::format(fmt::runtime(pattern), where_);
+    if (!found_) src_.fail(loc, message);
+    found_->push_back(format_source_error(src_.name, src_.text, loc, message));
   }
 
   const Source& src_;
   std::string_view where_;
+  std::vector<std::string>* found_;
+  bool shallow_;
 };
 
 }  // namespace
@@ -573,7 +588,10 @@ void check_def(const Source& src, const FunctionDef& f, bool method, std::string
     SupportCheck check(src, where);
     for (const Param& p : f.params) check.expr(p.default_value.get());
     for (const Param& p : f.kwonly) check.expr(p.default_value.get());
-    check.body(f.body);
+    // every construct of the body at once: the evaluator stops at the first error it meets
+    std::vector<std::string> found;
+    SupportCheck(src, where, &found).body(f.body);
+    raise_all(found);
     return;
   }
   if (f.vararg) src.fail(f.vararg->loc, fmt::format("*args and **kwargs are not supported in {}", where));
@@ -586,7 +604,19 @@ void check_def(const Source& src, const FunctionDef& f, bool method, std::string
         src.fail(p.loc, fmt::format("parameter '{}' needs a type annotation (kiln script types every parameter)", p.name));
   SupportCheck check(src, where);
   for (const Param& p : f.params) check.expr(p.default_value.get());
-  check.body(f.body);
+  // the body's constructs are checked statement by statement as it is lowered (unsupported_constructs)
+}
+
+std::vector<std::string> unsupported_constructs(const Source& src, const Stmt& s) {
+  std::vector<std::string> found;
+  SupportCheck(src, "kiln script", &found, true).stmt(s);
+  return found;
+}
+
+std::vector<std::string> unsupported_constructs(const Source& src, const std::vector<StmtPtr>& body) {
+  std::vector<std::string> found;
+  SupportCheck(src, "kiln script", &found).body(body);
+  return found;
 }
 
 const char* unsupported_construct(ExprKind k) {

@@ -264,12 +264,12 @@ std::shared_ptr<ir::Graph> Lowerer::lower_top(const FunctionDef& f, const Object
     bool final_only = returns_at_end(body);
     F.flag_returns = !final_only;
     if (F.infer_ret && F.flag_returns)
-      fail(f.loc, fmt::format("method '{}' returns from more than one place; give it a return annotation (-> Tensor, ...)",
-                              f.name));
+      fail_return_paths(f, fmt::format("method '{}' returns from more than one place; give it a return annotation (-> Tensor, ...)",
+                                       f.name));
     if (F.infer_ret && !always_returns(body) && (exits(body) & kRet))
-      fail(f.loc, fmt::format("method '{}' does not return on every path", f.name));
+      fail_return_paths(f, fmt::format("method '{}' does not return on every path", f.name));
     if (!F.infer_ret && F.ret_type.kind != TypeKind::None && !always_returns(body))
-      fail(f.loc, fmt::format("function '{}' does not return a {} on every path", f.name, F.ret_type.str()));
+      fail_return_paths(f, fmt::format("function '{}' does not return a {} on every path", f.name, F.ret_type.str()));
     if (F.flag_returns) {
       F.env[kReturned] = constant(false);
       F.env[kReturned]->set_name("returned");
@@ -428,10 +428,10 @@ Value* Lowerer::inline_values(const FunctionDef& f, const CallArgs& a, SourceLoc
   bool final_only = returns_at_end(body);
   F.flag_returns = !final_only;
   if (F.infer_ret && F.flag_returns)
-    fail(f.loc, fmt::format("method '{}' returns from more than one place; give it a return annotation (-> Tensor, ...)",
-                            f.name));
+    fail_return_paths(f, fmt::format("method '{}' returns from more than one place; give it a return annotation (-> Tensor, ...)",
+                                     f.name));
   if (!F.infer_ret && F.ret_type.kind != TypeKind::None && !always_returns(body))
-    fail(f.loc, fmt::format("function '{}' does not return a {} on every path", f.name, F.ret_type.str()));
+    fail_return_paths(f, fmt::format("function '{}' does not return a {} on every path", f.name, F.ret_type.str()));
   if (F.flag_returns) {
     F.env[kReturned] = constant(false);
     F.env[kRetValue] = placeholder(F.ret_type);
@@ -554,11 +554,19 @@ void Lowerer::assigned_names(const Stmt& s, std::set<std::string>& out) const {
 
 namespace {
 
+void names_read(const Stmt& s, std::set<std::string>& out);
+
 void names_read(const Expr* e, std::set<std::string>& out) {
   if (!e) return;
   if (e->kind == ExprKind::Name) out.insert(e->name);
   for (const auto& a : e->args) names_read(a.get(), out);
   for (const auto& k : e->keywords) names_read(k.value.get(), out);
+  for (const Comprehension& g : e->generators) {  // a comprehension reads what it iterates over
+    names_read(g.iter.get(), out);
+    for (const auto& c : g.ifs) names_read(c.get(), out);
+  }
+  if (e->fn)
+    for (const auto& b : e->fn->body) names_read(*b, out);
 }
 
 void names_read(const Stmt& s, std::set<std::string>& out) {
@@ -568,6 +576,45 @@ void names_read(const Stmt& s, std::set<std::string>& out) {
   names_read(s.test.get(), out);
   for (const auto& b : s.body) names_read(*b, out);
   for (const auto& b : s.orelse) names_read(*b, out);
+  for (const WithItem& w : s.items) names_read(w.context.get(), out);
+  for (const ExceptHandler& h : s.handlers)
+    for (const auto& b : h.body) names_read(*b, out);
+  for (const auto& b : s.finalbody) names_read(*b, out);
+}
+
+// What the constructs lowering refuses bind (assigned_names, which loops use, never meets them): `:=`
+// targets, `with ... as v`, `except ... as e` and a try's handlers and finally, global names, a nested def
+// or class; a failed statement poisons these too, so a statement reading them is skipped.
+void construct_names(const Expr* e, std::set<std::string>& out) {
+  if (!e) return;
+  if (e->kind == ExprKind::NamedExpr && e->args[0]->kind == ExprKind::Name) out.insert(e->args[0]->name);
+  for (const auto& a : e->args) construct_names(a.get(), out);
+  for (const auto& k : e->keywords) construct_names(k.value.get(), out);
+}
+
+void construct_names(const Stmt& s, std::set<std::string>& out) {
+  construct_names(s.value.get(), out);
+  construct_names(s.test.get(), out);
+  for (const WithItem& w : s.items)
+    if (w.vars && w.vars->kind == ExprKind::Name) out.insert(w.vars->name);
+  for (const Alias& a : s.names)
+    if (s.kind == StmtKind::Global || s.kind == StmtKind::Nonlocal) out.insert(a.name);
+  if (s.fn) out.insert(s.fn->name);
+  if (s.cls) out.insert(s.cls->name);
+  auto block = [&](const std::vector<StmtPtr>& b) {
+    for (const auto& x : b) {
+      for (const auto& t : x->targets)
+        if (t->kind == ExprKind::Name) out.insert(t->name);
+      construct_names(*x, out);
+    }
+  };
+  block(s.body);
+  block(s.orelse);
+  block(s.finalbody);
+  for (const ExceptHandler& h : s.handlers) {
+    if (!h.name.empty()) out.insert(h.name);
+    block(h.body);
+  }
 }
 
 }  // namespace
@@ -578,7 +625,10 @@ void names_read(const Stmt& s, std::set<std::string>& out) {
 // one's consequences. A block inside an if or a loop recovers so first, then the block around it.
 void Lowerer::recover_after(const std::vector<StmtPtr>& body, size_t failed, const Resume& at) {
   std::set<std::string> poisoned;
-  auto poison = [&](size_t i) { assigned_names(*body[i], poisoned); };
+  auto poison = [&](size_t i) {
+    assigned_names(*body[i], poisoned);
+    construct_names(*body[i], poisoned);
+  };
   poison(failed);
   for (size_t i = failed + 1; i < body.size(); ++i) {
     const Stmt& s = *body[i - 1];
@@ -602,6 +652,13 @@ void Lowerer::recover_after(const std::vector<StmtPtr>& body, size_t failed, con
     }
     poison(i);
   }
+}
+
+// The return paths of a body that holds a construct kiln does not lower (a try returning from both
+// branches) are that construct's consequence: the constructs are the errors, every one of them.
+void Lowerer::fail_return_paths(const FunctionDef& f, const std::string& message) {
+  raise_all(unsupported_constructs(*src_, f.body));
+  fail(f.loc, message);
 }
 
 Lowerer::Resume Lowerer::resume_point() const {
@@ -673,6 +730,9 @@ void Lowerer::block(const std::vector<StmtPtr>& body, size_t from) {
 
 void Lowerer::stmt(const Stmt& s) {
   loc_ = s.loc;
+  // what kiln does not lower fails the statement, each construct of it reported (clang reports every
+  // independent one), before any error of the code around them
+  raise_all(unsupported_constructs(*src_, s));
   switch (s.kind) {
     case StmtKind::Expr: {
       if (s.value->kind == ExprKind::String || s.value->kind == ExprKind::Ellipsis) return;  // docstring

@@ -254,6 +254,7 @@ class Lowerer {
   Resume resume_point() const;
   void resume(const Resume& at);
   void recover_after(const std::vector<StmtPtr>& body, size_t failed, const Resume& at);
+  [[noreturn]] void fail_return_paths(const FunctionDef& f, const std::string& message);
   // Runs lower; an error of the code goes to on_error (which may note it and rethrow). What is not an error of
   // the code passes through: an UntypedParameter (the caller lowers the function again, typed by a call) and
   // a RecursionError (reported once per cycle by check_all).

@@ -26,9 +26,16 @@ void collect(const Source& src, FileAst& m, std::vector<std::string>& errors);
 bool collect_namedtuple(const Source& src, FileAst& m, const Stmt& s);
 // Raises the first problem of a def kiln is about to evaluate or lower: decorators, async, *args,
 // keyword-only or positional-only parameters, an unannotated parameter of a function (methods may
-// leave them out), then the first construct of its body kiln does not support (lambda, try, ...), in
-// source order. where ends the message: "kiln script", "__init__".
+// leave them out), a construct of a parameter default kiln does not support; for __init__ (where ==
+// "__init__") then every construct of its body the evaluator does not support, in one error. Lowered
+// code (where == "kiln script") has its body checked a statement at a time (unsupported_constructs).
 void check_def(const Source& src, const FunctionDef& f, bool method, std::string_view where);
+// The constructs of a lowered statement's own expressions that kiln script does not lower (lambda, a set
+// literal, try, ...), each an error in the source format, in source order; one inside another is only the
+// outer one. The statements of its blocks are left out: they are checked when they are lowered.
+std::vector<std::string> unsupported_constructs(const Source& src, const Stmt& s);
+// Every such construct of a body, its blocks included.
+std::vector<std::string> unsupported_constructs(const Source& src, const std::vector<StmtPtr>& body);
 // TorchScript's marks on a def: @torch.jit.export (lowered beside forward), @torch.jit.ignore and
 // @torch.jit.unused (never lowered; kiln runs no Python, so lowered code that calls one is an error).
 enum class JitMark : uint8_t { None, Export, Ignore, Unused };

@@ -95,6 +95,19 @@ std::vector<std::string> ScriptFile::class_names() const {
   return out;
 }
 
+bool ScriptFile::binds(const std::string& name) const {
+  if (!file_) return false;
+  const script::FileAst& m = file_->ast;
+  auto named = [&](const auto& defs) {
+    return std::any_of(defs.begin(), defs.end(), [&](const auto& d) { return d->name == name; });
+  };
+  // collect() files every name a top-level statement binds under one of these
+  return named(m.functions) || named(m.classes) || m.imported.count(name) || m.nn_names.count(name) ||
+         m.functional_names.count(name) || m.rnn_utils_names.count(name) || m.unavailable.count(name) ||
+         m.no_op_calls.count(name) || m.constants.count(name) || m.aliases.count(name) || m.namedtuples.count(name) ||
+         m.namedtuple_makers.count(name);
+}
+
 std::shared_ptr<ScriptedModule> ScriptFile::module(const std::string& name, const std::vector<IValue>& args,
                                                      const std::map<std::string, IValue>& kwargs) const {
   std::vector<ScriptValue> a(args.begin(), args.end());

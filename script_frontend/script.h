@@ -58,6 +58,9 @@ class ScriptFile {
   std::shared_ptr<ScriptedModule> module(const std::string& name, const std::vector<IValue>& args = {},
                                          const std::map<std::string, IValue>& kwargs = {}) const;
   std::vector<std::string> class_names() const;
+  // Whether a top-level statement of the file binds name (a class, a def, an import, an assignment, also one
+  // kiln does not run): what `kiln check FILE CLASS ARG...` reads as Python, where another word is a string.
+  bool binds(const std::string& name) const;
   // What `kiln check FILE` checks besides the script functions: each nn.Module class whose __init__ needs no
   // argument is built (its __init__ run; forward, what it calls and its exports lowered) and its errors
   // appended to errors, each once; a class that needs arguments is not built but named in `skipped`, one line each.

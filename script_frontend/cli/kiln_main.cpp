@@ -43,6 +43,7 @@
 #include "jit/serialize.h"
 #include "script_frontend/cli/cli_args.h"
 #include "script_frontend/cli/graphviz.h"
+#include "script_frontend/lowerer.h"
 #include "script_frontend/script.h"
 
 namespace {
@@ -53,7 +54,8 @@ constexpr const char* kUsage =
     "       kiln ir FILE.py FUNC [--after PASS]    (or MODEL.kiln)\n"
     "       kiln dot FILE.py FUNC [--after PASS] [-o GRAPH.svg|.png|.pdf|.dot]   (or MODEL.kiln)\n"
     "       kiln check FILE.py [CLASS ARG... NAME=ARG...]   (ARG: 3, 0.5, True, None, 2,2,2,2 for a list, or Python\n"
-    "                                  over the file's names: BasicBlock, [2, 2, 2, 2], nn.BatchNorm2d, make_layers(cfgs['A']))\n"
+    "                                  over the file's names: BasicBlock, [2, 2, 2, 2], nn.BatchNorm2d, make_layers(cfgs['A']);\n"
+    "                                  a word the file does not bind is a string: act=GELU)\n"
     "       kiln profile FILE.py FUNC ARG... [--trace OUT.json] [--warmup N]   (or MODEL.kiln ARG...)\n"
     "ARG: a .npy file (a tensor), a literal (int, float, bool, None, a,b,c for a list), or --randn 64x784\n";
 
@@ -237,15 +239,16 @@ int check(const Options& o) {
     return errors.empty() ? 0 : 1;
   }
   kiln::ScriptFile file = kiln::script_file(o.file);
+  // A literal (3, 0.5, True, None, 2,2,2,2), or Python over the file's names: a word the file binds at its top
+  // level (BasicBlock, make_layers, CFG, nn) or text with [ ( { ' " or . in it ([2, 2, 2, 2], nn.BatchNorm2d,
+  // make_layers(cfgs['A'])). Any other word is a string (act=GELU where the file has no GELU: "GELU"), but for
+  // a capitalised typo of a class of the file (BasicBlok), read as Python so that its error says which.
   std::vector<std::string> classes = file.class_names();
-  // A literal, or Python written as in the file: a class of it (BasicBlock, or any capitalised word), [2,2,2,2],
-  // nn.BatchNorm2d, make_layers(cfgs['A']). Another word stays a string, as before ('HS' quoted for one).
   auto value = [&](const std::string& t) -> kiln::ScriptValue {
     kiln::IValue v = literal(t);
     if (!v.is_string()) return v;
-    bool identifier = !t.empty() && std::all_of(t.begin(), t.end(), [](char c) { return std::isalnum((unsigned char)c) || c == '_'; });
-    bool python = std::count(classes.begin(), classes.end(), t) || t.find_first_of("[({'\".") != std::string::npos ||
-                  (identifier && std::isupper((unsigned char)t[0]));  // a class name, misspelt or not
+    bool misspelt = std::isupper((unsigned char)t[0]) && !kiln::script::did_you_mean(t, classes).empty();
+    bool python = file.binds(t) || t.find_first_of("[({'\".") != std::string::npos || misspelt;
     return python ? file.value(t) : kiln::ScriptValue(v);
   };
   std::vector<kiln::ScriptValue> args;
