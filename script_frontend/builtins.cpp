@@ -1691,7 +1691,9 @@ Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, 
     if (name == "print") L.fail(fn.loc, "print is not supported in kiln script");
     if (name == "isinstance")
       if (auto known = L.isinstance_known(call)) return L.constant(*known);
-    if (name == "isinstance" || name == "getattr" || name == "setattr" || name == "hasattr" || name == "type")
+    if (name == "type")  // TorchScript has no type() either; __init__ evaluates it
+      L.fail(fn.loc, "type() is not supported in lowered code (TorchScript refuses it too); __init__ may use it");
+    if (name == "isinstance" || name == "getattr" || name == "setattr" || name == "hasattr")
       L.fail(fn.loc, fmt::format("{}() is not supported in kiln script", name));
   }
   const Builtin* b = nullptr;

@@ -107,7 +107,17 @@ class Net(nn.Module):
         return type(x)
 )";
   check_error([&] { script_source(in_forward, "fwd_type.py").module("Net", {})->call({zeros({1})}); },
-              "fwd_type.py:7:16: error: type() is not supported in kiln script");
+              "fwd_type.py:7:16: error: type() is not supported in lowered code (TorchScript refuses it too); __init__ may use it");
+  const char* class_in_forward = R"(
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def forward(self, x):
+        return self.__class__.__name__
+)";
+  check_error([&] { script_source(class_in_forward, "fwd_class.py").module("Net", {})->call({zeros({1})}); },
+              "fwd_class.py:7:21: error: __class__ is not supported in lowered code (TorchScript refuses it too)");
 }
 
 TEST_CASE("script types: torch.tensor and torch.as_tensor in forward infer torch's dtypes, interpreted and compiled") {
