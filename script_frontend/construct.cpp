@@ -1733,9 +1733,9 @@ class Init : public NnConstructors {
       case Kind::Str:
       case Kind::Tensor: {
         // their methods, bound: the call takes them (d.items(), xs.index(v), t.dim())
-        static const std::set<std::string> kMethods = {"items", "keys", "values", "get", "index", "count", "startswith", "replace", "join", "find", "rfind",
-                                                       "endswith", "dim", "numel", "size", "view", "reshape", "normal_", "uniform_",
-                                                       "zero_", "fill_"};
+        static const std::set<std::string> kMethods = {"items", "keys", "values", "get", "index", "count", "startswith", "replace",
+                                                       "join", "find", "rfind", "endswith", "dim", "numel", "size", "view",
+                                                       "reshape", "normal_", "uniform_", "zero_", "fill_"};
         static const std::set<std::string> kTensorMethods = {"int", "long", "float", "double", "bool", "tolist", "item",
                                                              "permute", "view", "reshape", "contiguous", "clone",
                                                              "unsqueeze", "flatten", "sum", "round", "log", "exp",
