@@ -4,6 +4,7 @@
 // are what Python 3 and PyTorch 1.13 print for the same code.
 #include <string>
 
+#include "error_of.h"
 #include "support.h"
 
 using namespace kiln;
@@ -13,7 +14,7 @@ using kiln::test::check_error;
 namespace {
 
 // typenames.py: what `/usr/bin/python3 -c "import typenames; print(typenames.Net().facts())"` prints is checked below
-const char* kTypeNames = R"(
+const char* kTypeNames = R"PY(
 import torch
 import torch.nn as nn
 
@@ -68,7 +69,7 @@ class Net(nn.Module):
 
     def forward(self, x):
         return self.head(x)
-)";
+)PY";
 
 std::string joined(const IValue& v) {
   std::string out;
