@@ -338,6 +338,89 @@ Value* full_of(Lowerer& L, const Arg& size, Value* v, const Arg& dtype, DType de
 }
 
 
+// torch.tensor(data)'s numbers: a number, or a (nested) list or tuple of them written out or built before the call,
+// in order, with the shape their nesting gives (the first sequence at each depth sets its size, as torch).
+struct TensorData {
+  Shape shape;
+  std::vector<Value*> leaves;
+  bool fixed = false;  // a number was met: every depth's size is known
+};
+
+void gather_tensor_data(Lowerer& L, const Arg& a, size_t depth, TensorData& d) {
+  std::vector<Arg> items;
+  bool seq = a.expr && (a.expr->kind == ExprKind::List || a.expr->kind == ExprKind::Tuple);
+  Value* v = nullptr;
+  if (seq) {
+    for (const auto& e : a.expr->args) items.push_back(Arg{e.get(), nullptr, e->loc});
+  } else {
+    v = L.value_of(a);
+    TypeKind k = v->type().kind;
+    if (k == TypeKind::List || k == TypeKind::Tuple) {
+      ir::Node* n = v->node();
+      if (n->prim() != Prim::ListConstruct && n->prim() != Prim::TupleConstruct)
+        L.fail(a.loc, "torch.tensor() takes a list whose length is known when lowering in kiln script (written out or "
+                      "built from its elements), not one built when the graph runs");
+      seq = true;
+      for (Value* x : n->inputs()) items.push_back(Arg{nullptr, x, a.loc});
+    } else if (k != TypeKind::Int && k != TypeKind::Float && k != TypeKind::Bool) {
+      L.fail(a.loc, fmt::format("torch.tensor() takes numbers or (nested) lists of them, got {}{}", v->type().str(),
+                                v->type().is_tensor() ? " (torch.stack joins tensors)" : ""));
+    }
+  }
+  if (seq) {
+    if (!d.fixed && depth == d.shape.size()) d.shape.push_back(int64_t(items.size()));
+    if (depth >= d.shape.size() || d.shape[depth] != int64_t(items.size()))
+      L.fail(a.loc, depth >= d.shape.size()
+                        ? fmt::format("torch.tensor(): expected a number at dim {} (got a sequence)", depth)
+                        : fmt::format("torch.tensor(): expected sequence of length {} at dim {} (got {})", d.shape[depth], depth, items.size()));
+    for (const Arg& x : items) gather_tensor_data(L, x, depth + 1, d);
+    return;
+  }
+  if (depth != d.shape.size()) L.fail(a.loc, fmt::format("torch.tensor(): expected a sequence at dim {} (got {})", depth, v->type().str()));
+  d.fixed = true;
+  d.leaves.push_back(v);
+}
+
+// torch.tensor / torch.as_tensor in lowered code: numbers written out fold to a constant tensor; numbers known only
+// when the graph runs are filled into one-element tensors and joined. The dtype is torch's inference (a float makes
+// it the default float dtype, else an int int64, else bool) unless dtype= says.
+Value* tensor_of_data(Lowerer& L, const Arg& data, const Arg& dtype) {
+  TensorData d;
+  gather_tensor_data(L, data, 0, d);
+  bool any_float = false, any_int = false;
+  for (Value* v : d.leaves) {
+    any_float = any_float || v->type().kind == TypeKind::Float;
+    any_int = any_int || v->type().kind == TypeKind::Int;
+  }
+  DType inferred = any_float || d.leaves.empty() ? default_dtype() : any_int ? DType::Int64 : DType::Bool;
+  DTypeArg dt = dtype_arg(L, dtype);
+  DType want = dt.known ? *dt.known : inferred;
+  bool known = std::all_of(d.leaves.begin(), d.leaves.end(), [](Value* v) { return v->node()->prim() == Prim::Constant; });
+  Value* out = nullptr;
+  if (known) {
+    std::vector<double> floats;
+    std::vector<int64_t> ints;
+    for (Value* v : d.leaves) {
+      const Attrs& c = v->node()->attrs();
+      TypeKind k = v->type().kind;
+      int64_t i = k == TypeKind::Bool ? int64_t(c.b("value")) : k == TypeKind::Int ? c.i("value") : 0;
+      if (any_float) floats.push_back(k == TypeKind::Float ? c.f("value") : double(i));
+      else ints.push_back(i);
+    }
+    // the numbers in float64 or int64 first, so that each is rounded once into the dtype, as torch
+    Shape flat{int64_t(d.leaves.size())};
+    Tensor t = any_float || d.leaves.empty() ? tensor(floats, flat, DType::Float64) : tensor(ints, flat, DType::Int64);
+    out = L.graph().insert_constant(t.to(want).reshape(d.shape).contiguous());
+  } else {
+    std::vector<Value*> parts;
+    Value* one = L.prim(Prim::ListConstruct, {L.constant(int64_t(1))}, Type::list(kInt));
+    for (Value* v : d.leaves) parts.push_back(full_of(L, Arg{nullptr, one, data.loc}, v, Arg{}, want));
+    out = L.op(OpId::Cat, parts, Attrs().set("dim", int64_t(0)));
+    if (d.shape.size() != 1) out = L.op(OpId::Reshape, {out}, Attrs().set("shape", d.shape));
+  }
+  return dt.code ? cast_to(L, out, dt) : out;
+}
+
 // The tensors of a list or tuple whose elements are known when lowering (written in the call or
 // built just before it); nullopt for a List[Tensor] value built at run time.
 std::optional<std::vector<Value*>> known_tensors(Lowerer& L, const Arg& a, std::string_view what) {
@@ -727,6 +810,23 @@ std::vector<Builtin> make_builtins() {
     // torch.full infers the dtype from the value when none is given
     Arg dt = a[2];
     return full_of(L, a[0], v, dt, v->type().kind == TypeKind::Int ? DType::Int64 : v->type().kind == TypeKind::Bool ? DType::Bool : DType::Float32);
+  });
+  add("tensor", kFn, {"data", "dtype", "device", "requires_grad"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    check_device(L, a[2]);
+    if (a[3].present() && L.need_bool(a[3], "requires_grad"))
+      L.fail(a[3].loc, "torch.tensor(..., requires_grad=True) is not supported in lowered code: a tensor a graph makes "
+                       "is no leaf of autograd (make it a parameter, or create it outside the method)");
+    return tensor_of_data(L, a[0], a[1]);
+  });
+  add("as_tensor", kFn, {"data", "dtype", "device"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    check_device(L, a[2]);
+    // a tensor passes through (cast when dtype= says), as torch's
+    if (!(a[0].expr && (a[0].expr->kind == ExprKind::List || a[0].expr->kind == ExprKind::Tuple))) {
+      Value* v = L.value_of(a[0]);
+      if (v->type().is_tensor()) return is_given(a[1]) ? cast_to(L, v, dtype_arg(L, a[1])) : v;
+      a[0] = Arg{nullptr, v, a[0].loc};
+    }
+    return tensor_of_data(L, a[0], a[1]);
   });
   // torch.nn.functional
   add("gelu", kF, {"input", "approximate"}, 1, [](Lowerer& L, Args& a, const Expr&) {
@@ -1591,7 +1691,9 @@ Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, 
     if (name == "print") L.fail(fn.loc, "print is not supported in kiln script");
     if (name == "isinstance")
       if (auto known = L.isinstance_known(call)) return L.constant(*known);
-    if (name == "isinstance" || name == "getattr" || name == "setattr" || name == "hasattr" || name == "type")
+    if (name == "type")  // TorchScript has no type() either; __init__ evaluates it
+      L.fail(fn.loc, "type() is not supported in lowered code (TorchScript refuses it too); __init__ may use it");
+    if (name == "isinstance" || name == "getattr" || name == "setattr" || name == "hasattr")
       L.fail(fn.loc, fmt::format("{}() is not supported in kiln script", name));
   }
   const Builtin* b = nullptr;

@@ -25,6 +25,7 @@
 #include "script_frontend/nn_constructors.h"
 #include "script_frontend/objects.h"
 #include "script_frontend/python_math.h"
+#include "script_frontend/torch_nn_classes.h"
 #include "script_frontend/parser.h"
 #include "script_frontend/py_exceptions.h"
 
@@ -1637,15 +1638,12 @@ class Init : public NnConstructors {
   }
 
   Static attr_of(const Static& b, const std::string& name, SourceLoc loc) {
+    if (name == "__class__") return type_of(b, loc);
+    if (std::optional<Static> d = dunder_name(b, name)) return *d;
     switch (b.kind) {
       case Kind::Module: {
         const Object& o = *b.obj;
         if (name == "training") return Static::boolean(o.module->is_training());
-        if (name == "__class__") {
-          Static c = Static::named(Kind::Class, o.cls);
-          c.cls = o.def;
-          return c;
-        }
         if (o.layer == Layer::Registered) {
           // A built-in layer's tensors before its constructor arguments: self.fc.weight, and m.bias is
           // None for a layer built with bias=False, as torch sets it.
@@ -1675,7 +1673,6 @@ class Init : public NnConstructors {
         fail(loc, fmt::format("'{}' object has no attribute '{}'{}", o.cls, name, did_you_mean(name, names)));
       }
       case Kind::Class:
-        if (name == "__name__") return Static::str(b.cls ? b.cls->name : b.s);
         if (b.cls) {
           resolve_bases(*b.cls, loc);  // a base from another file holds the attribute or says why it cannot
           // block.expansion: a class-level attribute, the subclass's over its base's
@@ -1737,8 +1734,8 @@ class Init : public NnConstructors {
       case Kind::Tensor: {
         // their methods, bound: the call takes them (d.items(), xs.index(v), t.dim())
         static const std::set<std::string> kMethods = {"items", "keys", "values", "get", "index", "count", "startswith", "replace",
-                                                       "endswith", "dim", "numel", "size", "view", "reshape", "normal_", "uniform_",
-                                                       "zero_", "fill_"};
+                                                       "join", "find", "rfind", "endswith", "dim", "numel", "size", "view",
+                                                       "reshape", "normal_", "uniform_", "zero_", "fill_"};
         static const std::set<std::string> kTensorMethods = {"int", "long", "float", "double", "bool", "tolist", "item",
                                                              "permute", "view", "reshape", "contiguous", "clone",
                                                              "unsqueeze", "flatten", "sum", "round", "log", "exp",
@@ -1766,41 +1763,58 @@ class Init : public NnConstructors {
     fail(loc, fmt::format("'{}' object has no attribute '{}' in __init__", b.type_name(), name));
   }
 
+  // type(v), as Python: the class of a module (a layer's torch.nn class, an enum member's enum), the builtin type
+  // of a number, string or container, NoneType of None and type of a class.
+  Static type_of(const Static& v, SourceLoc loc) {
+    static const std::map<Kind, const char*> kBuiltin = {{Kind::Int, "int"}, {Kind::Float, "float"}, {Kind::Bool, "bool"},
+                                                         {Kind::Str, "str"}, {Kind::List, "list"}, {Kind::Tuple, "tuple"},
+                                                         {Kind::Dict, "dict"}, {Kind::None, "NoneType"}, {Kind::Class, "type"}};
+    if (auto it = kBuiltin.find(v.kind); it != kBuiltin.end()) return Static::named(Kind::Function, it->second);
+    if (v.kind == Kind::Module) {
+      const ClassDef* def = v.obj->def;
+      if (auto m = enum_members_.find(v.obj.get()); m != enum_members_.end()) def = m->second;
+      Static c = Static::named(Kind::Class, def ? def->name : v.obj->cls);
+      c.cls = def;
+      return c;
+    }
+    fail(loc, fmt::format("type() of {} is not supported in __init__", v.type_name()));
+  }
+
+  // __name__, __qualname__ and __module__ of a class or function (torch's modules for torch.nn's classes, the
+  // file's dotted module name for its own), and __module__ of a module through its class; nullopt for other names.
+  std::optional<Static> dunder_name(const Static& v, const std::string& name) {
+    bool qual = name == "__qualname__";
+    if (name != "__name__" && !qual && name != "__module__") return std::nullopt;
+    if (v.kind == Kind::Module && name == "__module__") return dunder_name(type_of(v, SourceLoc{}), name);
+    if (v.kind == Kind::Class) {
+      if (name != "__module__") return Static::str(v.cls ? v.cls->name : v.s);
+      if (v.cls) return Static::str(python_module_of(v.cls));
+      const std::string* m = torch_nn_module_of(v.s);
+      return Static::str(m ? *m : "torch.nn");
+    }
+    if (v.kind != Kind::Function || (!v.fn && (v.s.empty() || v.s[0] == '.'))) return std::nullopt;
+    if (v.fn) {
+      if (name == "__module__") return Static::str(python_module_of(v.fn));
+      if (const File* f = file_of(v.fn); f && qual)  // a method read through its class: Class.method
+        for (const auto& c : f->ast.classes)
+          if (c->method(v.fn->name) == v.fn) return Static::str(c->name + "." + v.fn->name);
+      return Static::str(v.fn->name);
+    }
+    // builtins: int, len, ... and the typing / collections names isinstance takes
+    size_t dot = v.s.rfind('.');
+    if (name == "__module__") return Static::str(dot == std::string::npos ? "builtins" : v.s.substr(0, dot));
+    return Static::str(dot == std::string::npos ? v.s : v.s.substr(dot + 1));
+  }
+
+  // The module a class or function of a file belongs to, as Python names it when the file is imported.
+  std::string python_module_of(const void* def) const {
+    const File* f = file_of(def);
+    return f ? module_dotted_name(f->src.name) : std::string();
+  }
+
   // torch.nn's classes as torch 1.13 has them: nn.X is a class value for these (building one kiln lacks
   // fails when it is called, naming it), and hasattr(nn, name) is false for other names.
-  static bool torch_nn_class(const std::string& name) {
-    static const std::set<std::string> names = [] {
-      std::set<std::string> out;
-      std::string all =
-        "AdaptiveAvgPool1d AdaptiveAvgPool2d AdaptiveAvgPool3d AdaptiveLogSoftmaxWithLoss AdaptiveMaxPool1d "
-        "AdaptiveMaxPool2d AdaptiveMaxPool3d AlphaDropout AvgPool1d AvgPool2d AvgPool3d BCELoss BCEWithLogitsLoss "
-        "BatchNorm1d BatchNorm2d BatchNorm3d Bilinear CELU CTCLoss ChannelShuffle ConstantPad1d ConstantPad2d "
-        "ConstantPad3d Container Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d ConvTranspose3d "
-        "CosineEmbeddingLoss CosineSimilarity CrossEntropyLoss CrossMapLRN2d DataParallel Dropout Dropout1d Dropout2d "
-        "Dropout3d ELU Embedding EmbeddingBag FeatureAlphaDropout Flatten Fold FractionalMaxPool2d "
-        "FractionalMaxPool3d GELU GLU GRU GRUCell GaussianNLLLoss GroupNorm Hardshrink Hardsigmoid Hardswish Hardtanh "
-        "HingeEmbeddingLoss HuberLoss Identity InstanceNorm1d InstanceNorm2d InstanceNorm3d KLDivLoss L1Loss LPPool1d "
-        "LPPool2d LSTM LSTMCell LayerNorm LazyBatchNorm1d LazyBatchNorm2d LazyBatchNorm3d LazyConv1d LazyConv2d "
-        "LazyConv3d LazyConvTranspose1d LazyConvTranspose2d LazyConvTranspose3d LazyInstanceNorm1d LazyInstanceNorm2d "
-        "LazyInstanceNorm3d LazyLinear LeakyReLU Linear LocalResponseNorm LogSigmoid LogSoftmax MSELoss "
-        "MarginRankingLoss MaxPool1d MaxPool2d MaxPool3d MaxUnpool1d MaxUnpool2d MaxUnpool3d Mish Module ModuleDict "
-        "ModuleList MultiLabelMarginLoss MultiLabelSoftMarginLoss MultiMarginLoss MultiheadAttention NLLLoss "
-        "NLLLoss2d PReLU PairwiseDistance Parameter ParameterDict ParameterList PixelShuffle PixelUnshuffle "
-        "PoissonNLLLoss RNN RNNBase RNNCell RNNCellBase RReLU ReLU ReLU6 ReflectionPad1d ReflectionPad2d "
-        "ReflectionPad3d ReplicationPad1d ReplicationPad2d ReplicationPad3d SELU Sequential SiLU Sigmoid SmoothL1Loss "
-        "SoftMarginLoss Softmax Softmax2d Softmin Softplus Softshrink Softsign SyncBatchNorm Tanh Tanhshrink "
-        "Threshold Transformer TransformerDecoder TransformerDecoderLayer TransformerEncoder TransformerEncoderLayer "
-        "TripletMarginLoss TripletMarginWithDistanceLoss Unflatten Unfold UninitializedBuffer UninitializedParameter "
-        "Upsample UpsamplingBilinear2d UpsamplingNearest2d ZeroPad2d ";
-      for (size_t b = 0, e; b < all.size(); b = e + 1) {
-        e = all.find(' ', b);
-        if (e == std::string::npos) e = all.size();
-        if (e > b) out.insert(all.substr(b, e - b));
-      }
-      return out;
-    }();
-    return names.count(name) != 0;
-  }
+  static bool torch_nn_class(const std::string& name) { return torch_nn_module_of(name) != nullptr; }
 
   // isinstance(v, t): t a class of the file (its subclasses match), a torch.nn class by name, a Python
   // type, or a tuple of them.
@@ -2056,16 +2070,7 @@ class Init : public NnConstructors {
     if (n == "type") {
       // type(obj) is str (torchvision's WeightsEnum.verify): the builtin a value's kind names, or its class
       if (a.size() != 1 || !kw.empty()) fail(loc, "type() takes 1 argument in __init__");
-      static const std::map<Kind, const char*> kBuiltin = {{Kind::Int, "int"}, {Kind::Float, "float"}, {Kind::Bool, "bool"},
-                                                           {Kind::Str, "str"}, {Kind::List, "list"}, {Kind::Tuple, "tuple"},
-                                                           {Kind::Dict, "dict"}};
-      if (auto it = kBuiltin.find(a[0].kind); it != kBuiltin.end()) return Static::named(Kind::Function, it->second);
-      if (a[0].kind == Kind::Module && a[0].obj->def) {
-        Static c = Static::named(Kind::Class, a[0].obj->def->name);
-        c.cls = a[0].obj->def;
-        return c;
-      }
-      fail(loc, fmt::format("type() of {} is not supported in __init__", a[0].type_name()));
+      return type_of(a[0], loc);
     }
     if (n == "isinstance") {
       if (a.size() != 2 || !kw.empty()) fail(loc, "isinstance() takes 2 arguments");
@@ -2182,6 +2187,22 @@ class Init : public NnConstructors {
       if (!a[0].s.empty())
         for (size_t at = out.find(a[0].s); at != std::string::npos; at = out.find(a[0].s, at + a[1].s.size()))
           out.replace(at, a[0].s.size(), a[1].s);
+      return Static::str(out);
+    }
+    if (v.kind == Kind::Str && (name == "find" || name == "rfind") && a.size() == 1 && a[0].kind == Kind::Str) {
+      // DCGAN's weights_init: classname.find('Conv') != -1
+      size_t at = name == "find" ? v.s.find(a[0].s) : v.s.rfind(a[0].s);
+      return Static::integer(at == std::string::npos ? -1 : int64_t(at));
+    }
+    if (v.kind == Kind::Str && name == "join" && a.size() == 1) {
+      // " ".join(type(m).__name__ for m in self.modules()): reprs and names built from parts
+      std::string out;
+      std::vector<Static> parts = iterate(a[0], loc);
+      for (size_t i = 0; i < parts.size(); ++i) {
+        if (parts[i].kind != Kind::Str)
+          py_raise(loc, "TypeError", fmt::format("sequence item {}: expected str instance, {} found", i, parts[i].type_name()));
+        out += (i ? v.s : "") + parts[i].s;
+      }
       return Static::str(out);
     }
     if (v.kind == Kind::Str && (name == "startswith" || name == "endswith") && a.size() == 1 && a[0].kind == Kind::Str) {

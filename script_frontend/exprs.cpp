@@ -987,6 +987,9 @@ Value* Lowerer::call(const Expr& e) {
     if (k.name.empty()) fail(k.loc, "**kwargs are not supported in kiln script");
   const Expr& fn = *e.args[0];
   if (const Object* o = static_object(fn)) return call_object(*o, e);
+  const Object* owner = nullptr;
+  std::string kept;
+  if (const Static* f = kept_function(fn, &owner, &kept)) return call_function_value(*f, e, owner->file.get(), kept);
   if (std::string u = rnn_utils_function(fn, *m_, frame().env); !u.empty()) return call_rnn_utils(*this, u, e);
   if (is_data_parallel(fn)) return data_parallel(e);
   if (fn.kind == ExprKind::Attribute) {

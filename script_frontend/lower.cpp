@@ -837,6 +837,7 @@ void Lowerer::assign(const Expr& target, Value* v, SourceLoc loc) {
       fail(loc, fmt::format("cannot assign to '{}'", target.name));
     if (v->name().empty() && v->node()->prim() != Prim::Param) v->set_name(target.name);
     frame().modules.erase(target.name);
+    frame().functions.erase(target.name);
     frame().env[target.name] = v;
     frame().partial.erase(target.name);
     return;
@@ -1247,6 +1248,7 @@ void Lowerer::for_stmt(const Stmt& s) {
     return;
   }
   if (dict_for(s)) return;
+  if (function_for(s)) return;
   // A tuple written in the for header is unrolled from its elements, without building the tuple.
   Value* seq = nullptr;
   if (it.kind == ExprKind::Tuple && !it.args.empty()) {

@@ -187,6 +187,8 @@ class Lowerer {
     Type ret_type;
     const Object* self = nullptr;                  // methods: the module object
     std::map<std::string, const Object*> modules;  // names bound to module objects
+    // names bound to lambdas kept in a list on self (a for over it), with the module that keeps them
+    std::map<std::string, std::pair<const Static*, const Object*>> functions;
     bool infer_ret = false;                        // no return annotation: the type of the return
     bool flag_returns = false;  // returns other than a final one: lowered with returned/ret_value
     std::map<std::string, Value*> env;
@@ -337,6 +339,10 @@ class Lowerer {
   const ModuleGlobal* global_of(const std::shared_ptr<const File>& file, const std::string& name, SourceLoc loc, bool attribute);
   std::shared_ptr<const File> current_file() const;
   Value* call_function_value(const Static& fn, const Expr& call, const File* home, const std::string& name);
+  // function_values.cpp: lambdas and functions kept in a list, tuple or dict on self (`self.post[0](x)`,
+  // `self.scores[self.kind](x)`, `for f in self.post: x = f(x)`), picked while lowering and inlined
+  const Static* kept_function(const Expr& callee, const Object** owner, std::string* name);
+  bool function_for(const Stmt& s);
   Value* placeholder(const Type& t);
   // A call to a @torch.jit.unused / ignore function: a node raising at run time, and a stand-in result.
   Value* call_jit_marked(const FunctionDef& f, SourceLoc call_loc);

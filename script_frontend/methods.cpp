@@ -103,6 +103,9 @@ Value* Lowerer::object_attribute(const Object& o, const std::string& attr, Sourc
     if (n == attr) return tensor_of(Static::of_tensor(t, false), full);
   if (o.layer != Layer::User && (attr == "weight" || attr == "bias")) return g_->insert_none();  // built with bias=False
   if (const Static* a = o.attr(attr)) return static_value(*a, full, loc);
+  if (attr == "__class__" || attr == "__module__" || attr == "__dict__")
+    fail(loc, fmt::format("{} is not supported in lowered code (TorchScript refuses it too); __init__ may use it and keep "
+                          "the result on self (self.name = type(self).__name__)", attr));
   std::vector<std::string> names;
   for (auto& [k, v] : o.attrs) names.push_back(k);
   fail(loc, fmt::format("'{}' object has no attribute '{}'{}", o.cls, attr, did_you_mean(attr, names)));

@@ -201,6 +201,45 @@ TEST_CASE("script published: three iterations of the examples' DCGAN training lo
   }
 }
 
+TEST_CASE("script published: lambdas kept on self, in a dict and in a list (lambda_gan.py) match PyTorch, compiled and over 3 SGD steps") {
+  ScriptFile file = script_file(kModels + "lambda_gan.py");
+  std::map<std::string, Tensor> data = fixture("lambda_gan");
+  auto g = file.module("Generator", {});
+  auto d = file.module("Discriminator", {});
+  auto logit = file.module("Discriminator", {}, {{"score", std::string("logit")}});
+  auto plain = file.module("Generator", {}, {{"bn", false}, {"out", std::string("hard")}});
+  g->load_state_dict(test::with_prefix(data, "state_g."));
+  d->load_state_dict(test::with_prefix(data, "state_d."));
+  logit->load_state_dict(test::with_prefix(data, "state_d."));
+  plain->load_state_dict(test::with_prefix(data, "state_plain."));
+  for (auto* m : {g.get(), d.get(), logit.get(), plain.get()}) m->eval();
+  const Tensor& z = at(data, "input.0");
+  {
+    NoGradGuard no_grad;
+    const Tensor& fake = at(data, "output.0");
+    check_close((*g)(z), fake, 1e-4, 1e-5);
+    check_close(compile(g->method()).call({z})[0].to_tensor(), fake, 1e-4, 1e-5);
+    check_close((*d)(fake), at(data, "output.1"), 1e-4, 1e-5);
+    check_close(compile(d->method()).call({fake})[0].to_tensor(), at(data, "output.1"), 1e-4, 1e-5);
+    check_close((*logit)(fake), at(data, "output.2"), 1e-4, 1e-5);
+    check_close((*plain)(z), at(data, "output.3"), 1e-4, 1e-5);
+  }
+  g->train();
+  d->train();
+  std::vector<Tensor> params = g->parameters();
+  for (const Tensor& p : d->parameters()) params.push_back(p);
+  optim::SGD opt(params, {0.05});
+  for (int i = 0; i < 3; ++i) {
+    opt.zero_grad();
+    Tensor loss = binary_cross_entropy((*d)((*g)(z)), ones({2}));
+    loss.backward();
+    opt.step();
+    check_close(loss.detach(), at(data, "loss." + std::to_string(i)), 1e-4, 1e-5);
+  }
+  check_state(*g, test::with_prefix(data, "trained_g."));
+  check_state(*d, test::with_prefix(data, "trained_d."));
+}
+
 TEST_CASE("script published: a U-Net (up path by transposed conv or bilinear upsampling, padded to the skip's size) matches PyTorch forward, compiled and over 3 SGD steps") {
   ScriptFile file = script_file(kModels + "unet.py");
   // bilinear: nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True) on maps whose size the graph

@@ -188,11 +188,47 @@ def unet(bilinear=False):
     return out
 
 
+def lambda_gan():
+    # lambda_gan.py's Generator (batch norm, tanh out) and Discriminator (batch norm), statistics randomized: eval
+    # outputs of both scores (score="prob", "logit"); the Generator without batch norm and with the clamping output; then three SGD steps
+    # in training mode on binary cross-entropy of D(G(z)) over both models' parameters.
+    mod = load("lambda_gan")
+    torch.manual_seed(0)
+    net_g, net_d = mod.Generator(), mod.Discriminator()
+    randomize_batch_norm(net_g)
+    randomize_batch_norm(net_d)
+    plain = mod.Generator(bn=False, out="hard")
+    out = {**state("state_g", net_g), **state("state_d", net_d), **state("state_plain", plain)}
+    z = torch.randn(2, 8, 1, 1)
+    out["input.0"] = z
+    for m in (net_g, net_d, plain):
+        m.eval()
+    with torch.no_grad():
+        fake = net_g(z)
+        net_d.score = "logit"
+        out["output.0"], out["output.2"] = fake, net_d(fake)
+        net_d.score = "prob"
+        out["output.1"] = net_d(fake)
+        out["output.3"] = plain(z)
+    net_g.train()
+    net_d.train()
+    opt = torch.optim.SGD(list(net_g.parameters()) + list(net_d.parameters()), lr=0.05)
+    for i in range(3):
+        opt.zero_grad()
+        loss = F.binary_cross_entropy(net_d(net_g(z)), torch.ones(2))
+        loss.backward()
+        opt.step()
+        out[f"loss.{i}"] = loss.detach().clone()
+    out.update(state("trained_g", net_g))
+    out.update(state("trained_d", net_d))
+    return out
+
+
 def main():
     dest = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "data")
     os.makedirs(dest, exist_ok=True)
     for name, make in (("gpt", gpt), ("vae", vae), ("dcgan", dcgan), ("word_lm", word_lm),
-                       ("unet", unet), ("unet_bilinear", lambda: unet(bilinear=True))):
+                       ("unet", unet), ("unet_bilinear", lambda: unet(bilinear=True)), ("lambda_gan", lambda_gan)):
         save(os.path.join(dest, name + ".safetensors"), make())
 
 
