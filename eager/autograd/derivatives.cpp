@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/trace_hooks.h"
 #include "eager/builder.h"
 #include "eager/dispatch.h"
 #include "eager/ops.h"
@@ -280,16 +281,16 @@ Tensors derivative(OpId op, const Attrs& attrs, const Tensors& in, const Tensors
       break;
     }
     // d y_j / d x_i = y_j / x_i for j >= i: the reversed running sum of g * y, over x. Where the input has
-    // zeros (read now: the division is the common case, and a compiled backward records its formula from a
-    // sample, so it keeps the division) torch's rule instead: the quotient where no zero comes at or before
-    // i; at a slice's first zero the reversed running sum of g times the running product with that zero
-    // taken as one; after it 0, as every product holds the zero
+    // zeros torch's rule instead: the quotient where no zero comes at or before i; at a slice's first zero
+    // the reversed running sum of g times the running product with that zero taken as one; after it 0, as
+    // every product holds the zero. Eager reads which applies (the division is the common case); a recorded
+    // backward (compile()'s, from a sample) keeps torch's rule, which holds for any input it meets later.
     case OpId::Cumprod: {
       const int64_t d = attrs.i("dim");
       auto rev_cumsum = [&](const Tensor& t) { return sum(t, {d}, true) - dispatch1(OpId::Cumsum, {t}, attrs) + t; };
       Tensor gy = g * dispatch1(OpId::Cumprod, {x}, attrs);
       Tensor zero = x == 0.0;
-      if (!amax(zero.to(DType::Int64)).item<int64_t>()) {
+      if (!trace_hooks() && !amax(zero.to(DType::Int64)).item<int64_t>()) {
         r[0] = rev_cumsum(gy) / x;
         break;
       }
