@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "error_of.h"
+#include "ramp.h"
 #include "support.h"
 
 using namespace kiln;
@@ -13,14 +14,7 @@ using kiln::test::check_close;
 
 namespace {
 
-// ((3i + k) mod 7 - 3) / 8, as the generator makes them (exact in float32)
-Tensor ramp(const Shape& shape, int k) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  std::vector<double> v;
-  for (int64_t i = 0; i < n; ++i) v.push_back(double((3 * i + k) % 7 - 3) / 8.0);
-  return tensor(v, shape).requires_grad_();
-}
+Tensor ramp(const Shape& shape, int k) { return kiln::test::ramp(shape, k).requires_grad_(); }
 
 }  // namespace
 

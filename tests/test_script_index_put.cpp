@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "error_of.h"
+#include "ramp.h"
 #include "support.h"
 
 using namespace kiln;
@@ -12,14 +13,7 @@ using kiln::test::check_close;
 
 namespace {
 
-// ((3i + k) mod 7 - 3) / 8, as the generator makes them
-Tensor ramp(const Shape& shape, int k) {
-  int64_t n = 1;
-  for (int64_t s : shape) n *= s;
-  std::vector<double> v;
-  for (int64_t i = 0; i < n; ++i) v.push_back(double((3 * i + k) % 7 - 3) / 8.0);
-  return tensor(v, shape, DType::Float64);
-}
+Tensor ramp(const Shape& shape, int k) { return kiln::test::ramp(shape, k, DType::Float64); }
 
 Tensor mask(const std::vector<double>& v, const Shape& s) { return tensor(v, s).to(DType::Bool); }
 Tensor ints(const std::vector<int64_t>& v) { return tensor(v, {int64_t(v.size())}); }
