@@ -8,6 +8,7 @@
 
 using namespace kiln;
 using kiln::test::check_close;
+using kiln::test::seq;
 
 TEST_CASE("compiled cumprod: a backward recorded from a sample without zeros is torch's on inputs with zeros") {
   const char* src = "import torch\nfrom torch import Tensor\n\n\ndef f0(x: Tensor, g: Tensor) -> Tensor:\n"
