@@ -6,9 +6,11 @@
 // contracted, free), the groups merged to one dim each, multiplied, and the result split and permuted to the
 // output's order. '...' stands for an operand's leading or middle dims beyond its letters, aligned from the
 // right across operands as torch broadcasts them, and needs each operand's rank when lowering, but where it
-// leads every term of two operands (then matmul broadcasts its dims). Where no shape is known when lowering
-// (a script graph), each of the three groups may hold at most one index (the contractions model code writes:
-// 'bhid,bhjd->bhij', 'bij,bjk->bik', 'ij,jk->ik', 'i,j->ij', '...ij,...jk->...ik').
+// leads every term of two operands (then matmul broadcasts its dims). einsum_lowered answers nullopt for the
+// rest where a rank is unknown (the ellipsis summed away or not leading, three or more operands): the script
+// frontend checks their letters now and makes one prim::einsum, which runs this composite once ranks are known.
+// Where no shape is known when lowering, each of the three groups may hold at most one index (the
+// contractions model code writes: 'bhid,bhjd->bhij', 'bij,bjk->bik', 'ij,jk->ik', 'i,j->ij').
 #include <algorithm>
 #include <cctype>
 #include <functional>
@@ -201,6 +203,33 @@ Val<B> einsum_pair(B& b, const std::string& equation, Val<B> x, std::string sa, 
 }
 
 
+// The letters' errors, as parse_einsum gives them, each operand's '...' left out: what a graph that does not know
+// the ranks can check when it is lowered. A second '.' stays, for parse_einsum to name.
+template <class B>
+void einsum_check_letters(B& b, const std::string& equation, const std::vector<Val<B>>& ops) {
+  std::string s;
+  for (char c : equation)
+    if (c != ' ') s += c;
+  const size_t arrow = s.find("->");
+  std::string lhs = s.substr(0, arrow), letters;
+  std::vector<std::optional<int64_t>> ranks;
+  auto strip = [](std::string t) {
+    const size_t dots = t.find("...");
+    return dots != std::string::npos && t.find('.', dots + 3) == std::string::npos ? t.erase(dots, 3) : t;
+  };
+  for (size_t start = 0, k = 0;; ++k) {
+    const size_t comma = lhs.find(',', start);
+    const std::string t = lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    letters += (k ? "," : "") + strip(t);
+    ranks.push_back(k < ops.size() && t.find("...") == std::string::npos ? b.rank(ops[k]) : std::nullopt);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (arrow != std::string::npos) letters += "->" + strip(s.substr(arrow + 2));
+  if (ranks.size() != ops.size()) ranks.resize(ops.size());  // parse_einsum names the count
+  detail::parse_einsum(letters, ranks, [&](const std::string& m) { b.fail(m); });
+}
+
 // x's last dims (subscripts `have`, its ellipsis' dims before them, however many) transposed to `want`: the
 // rank is not needed, as every dim is counted from the end
 template <class B>
@@ -237,23 +266,18 @@ std::optional<Val<B>> einsum_leading_ellipsis(B& b, const std::string& equation,
   if (ops.size() != 2 || std::count(s.begin(), s.begin() + long(arrow), ',') != 1) return std::nullopt;
   std::vector<std::string> terms = {s.substr(0, s.find(',')), s.substr(s.find(',') + 1, arrow - s.find(',') - 1), s.substr(arrow + 2)};
   bool any = false;
-  std::string letters_eq;
-  std::vector<std::optional<int64_t>> ranks(2);  // an operand without '...' has as many dims as letters
   for (size_t k = 0; k < terms.size(); ++k) {
     std::string& t = terms[k];
     const size_t dots = t.find("...");
     if (dots != std::string::npos && dots != 0) return std::nullopt;
-    if (k < 2 && dots != 0) ranks[k] = b.rank(ops[k]);
     if (dots == 0) {
       t = t.substr(3);
       any = true;
     } else if (k == 2 && any) {
       return std::nullopt;  // the ellipsis' dims summed: their number is needed
     }
-    letters_eq += (k == 0 ? "" : k == 1 ? "," : "->") + t;
   }
-  // the letters alone: their errors, as parse_einsum gives them, where each operand's ellipsis is left out
-  detail::parse_einsum(letters_eq, ranks, [&](const std::string& m) { b.fail(m); });
+  einsum_check_letters(b, equation, ops);
   std::string sa = terms[0], sc = terms[1];
   const std::string& out = terms[2];
   std::string batch, left, right, contract;
@@ -294,19 +318,15 @@ std::optional<Val<B>> einsum_leading_ellipsis(B& b, const std::string& equation,
   return einsum_order_trailing(b, y, batch + left + right, out);
 }
 
+// torch.einsum; nullopt where a '...' needs a rank the builder does not know (never in eager)
 template <class B>
-Val<B> einsum(B& b, const std::string& equation, const std::vector<Val<B>>& ops) {
+std::optional<Val<B>> einsum_lowered(B& b, const std::string& equation, const std::vector<Val<B>>& ops) {
   auto fail = [&](const std::string& m) { b.fail(m); };
   if (ops.empty()) b.fail("einsum: must provide at least one operand");
   std::vector<std::optional<int64_t>> ranks;
   for (const Val<B>& v : ops) ranks.push_back(b.rank(v));
-  if (equation.find("...") != std::string::npos && std::any_of(ranks.begin(), ranks.end(), [](const auto& r) { return !r; })) {
-    if (std::optional<Val<B>> y = einsum_leading_ellipsis(b, equation, ops)) return *y;
-    b.fail(fmt::format("einsum: '...' in '{}' needs each operand's rank when the graph is lowered, and a script graph does not "
-                       "know it; only two operands with '...' leading each term, the output's too, and at most one free and "
-                       "one contracted index per operand are lowered without it ('...ij,...jk->...ik', '...d,d->...')",
-                       equation));
-  }
+  if (equation.find("...") != std::string::npos && std::any_of(ranks.begin(), ranks.end(), [](const auto& r) { return !r; }))
+    return einsum_leading_ellipsis(b, equation, ops);
   detail::EinsumSpec spec = detail::parse_einsum(equation, ranks, fail);
   const std::string& out = spec.output;
   if (ops.size() == 1) {
@@ -328,6 +348,12 @@ Val<B> einsum(B& b, const std::string& equation, const std::vector<Val<B>>& ops)
     sacc = keep;
   }
   return acc;
+}
+
+template <class B>
+Val<B> einsum(B& b, const std::string& equation, const std::vector<Val<B>>& ops) {
+  if (std::optional<Val<B>> y = einsum_lowered(b, equation, ops)) return *y;
+  b.fail(fmt::format("einsum: '...' in '{}' needs each operand's rank", equation));
 }
 
 }  // namespace kiln::composite

@@ -1398,13 +1398,22 @@ void add_tensor_ops(std::vector<Builtin>& b) {
     return L.values_indices("kthvalue", v, i);
   });
   // Tensor.index_put((i0, i1, ...), v, accumulate) and, through the in-place rule, index_put_: integer indices over
-  // the leading dims
+  // the leading dims lower to eager's composite; a bool mask among them stands for as many index tensors as it has
+  // dims, which a script learns only when it runs, so an index that is or may be one makes a prim::index_put, which
+  // runs eager's index_put then
   add("index_put", kFn | kMethod, {"input", "indices", "values", "accumulate"}, 3, [](Lowerer& L, Args& a, const Expr&) {
     Value* x = L.tensor_arg(a[0], "input");
     std::optional<std::vector<Value*>> idx = known_tensors(L, a[1], "index_put");
     if (!idx || idx->empty()) L.fail(a[1].loc, "index_put: kiln script takes indices as a tuple or list of index tensors, (i0, i1, ...)");
     Value* v = L.tensor_arg(a[2], "values", true);
     bool accumulate = is_given(a[3]) && L.need_bool(a[3], "accumulate");
+    if (std::any_of(idx->begin(), idx->end(), [](Value* i) { return !i->type().dtype || *i->type().dtype == DType::Bool; })) {
+      std::vector<Value*> in = {x, v};
+      in.insert(in.end(), idx->begin(), idx->end());
+      Value* y = L.prim(Prim::IndexPut, in, Type::tensor());
+      y->node()->attrs().set("accumulate", int64_t(accumulate));
+      return y;
+    }
     LoweringBuilder lb(L);
     return composite::index_put_tuple(lb, x, *idx, v, accumulate);
   });
@@ -1449,7 +1458,13 @@ void add_tensor_ops(std::vector<Builtin>& b) {
       for (size_t k = 1; k < a.size() && a[k].present(); ++k) ops.push_back(L.tensor_arg(a[k], "operand"));
     }
     LoweringBuilder lb(L);
-    return composite::einsum(lb, a[0].expr->name, ops);
+    const std::string& equation = a[0].expr->name;
+    if (std::optional<Value*> y = composite::einsum_lowered(lb, equation, ops)) return *y;
+    // a '...' that needs the ranks: its letters checked now, the rest by eager's einsum when the graph runs
+    composite::einsum_check_letters(lb, equation, ops);
+    Value* y = L.prim(Prim::Einsum, ops, Type::tensor());
+    y->node()->attrs().set("equation", equation);
+    return y;
   });
   add("cumsum", kFn | kMethod, {"input", "dim", "dtype"}, 2, [](Lowerer& L, Args& a, const Expr&) {
     if (is_given(a[2])) L.fail(a[2].loc, "cumsum: dtype= is not supported in kiln script; cast the input");

@@ -1,11 +1,12 @@
-"""Expected numbers for tests/test_script_einsum.cpp: tests/data/script_einsum/ellipsis.py run by PyTorch 1.13
-(torch.jit.script agrees). usage: python3 tests/gen_script_einsum_values.py"""
+"""Expected numbers for tests/test_script_einsum.cpp: tests/data/script_einsum/ellipsis.py and deferred.py run by
+PyTorch 1.13 (torch.jit.script agrees). usage: python3 tests/gen_script_einsum_values.py"""
 import os
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "script_einsum"))
+from deferred import Deferred  # noqa: E402
 from ellipsis import Contract  # noqa: E402
 
 
@@ -27,3 +28,16 @@ out[-1].backward()
 for name, t in zip(["a", "b", "m", "x", "a4"], ins):
     print(f"grad {name}: {[round(v, 6) for v in t.grad.flatten().tolist()]}")
 print(f"grad v: {[round(v, 6) for v in net.v.grad.flatten().tolist()]}")
+
+# deferred.py: the forms a script runs as one prim::einsum
+ins = [ramp(2, 2, 3), ramp(2, 3, 2, k=1), ramp(3, 2, k=2), ramp(2, 2, 3, k=3), ramp(2, 1, 3, k=5), ramp(2, 2, 3, k=6),
+       ramp(2, 1, 2, 3, k=4)]
+net = Deferred()
+out = net(*ins)
+assert torch.allclose(torch.jit.script(Deferred())(*ins)[-1], out[-1])
+for name, t in zip(["y1", "y2", "y3", "y4", "y5", "y6", "loss"], out):
+    print(f"deferred {name}: {[round(v, 6) for v in t.detach().flatten().tolist()]}")
+out[-1].backward()
+for name, t in zip(["a", "b", "m", "x", "p", "q", "a4"], ins):
+    print(f"deferred grad {name}: {[round(v, 6) for v in t.grad.flatten().tolist()]}")
+print(f"deferred grad w: {[round(v, 6) for v in net.w.grad.flatten().tolist()]}")

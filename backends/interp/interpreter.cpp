@@ -28,6 +28,7 @@
 #include "eager/profiler/flops.h"
 #include "eager/profiler/profile_hooks.h"
 #include "eager/slice_scatter.h"
+#include "eager/tensor_ops.h"
 
 namespace kiln::interp {
 
@@ -374,6 +375,16 @@ class Frame {
       }
       case Prim::FloorDivide: return out(0, floor_divide(in(n, 0).to_tensor(), in(n, 1).to_tensor()));
       case Prim::Remainder: return out(0, remainder(in(n, 0).to_tensor(), in(n, 1).to_tensor()));
+      case Prim::Einsum: {
+        Tensors xs;
+        for (size_t i = 0; i < n.inputs().size(); ++i) xs.push_back(in(n, i).to_tensor());
+        return out(0, einsum(n.attrs().s("equation"), xs));
+      }
+      case Prim::IndexPut: {
+        Tensors idx;
+        for (size_t i = 2; i < n.inputs().size(); ++i) idx.push_back(in(n, i).to_tensor());
+        return out(0, index_put(in(n, 0).to_tensor(), idx, in(n, 1).to_tensor(), n.attrs().i("accumulate") != 0));
+      }
       case Prim::Print: {
         std::string sep = n.attrs().has("sep") ? n.attrs().s("sep") : " ";
         std::string line;

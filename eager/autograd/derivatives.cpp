@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/trace_hooks.h"
 #include "eager/builder.h"
 #include "eager/dispatch.h"
 #include "eager/ops.h"
@@ -280,21 +281,29 @@ Tensors derivative(OpId op, const Attrs& attrs, const Tensors& in, const Tensors
       break;
     }
     // d y_j / d x_i = y_j / x_i for j >= i: the reversed running sum of g * y, over x. Where the input has
-    // zeros (read now: the division is the common case, and a compiled backward records its formula from a
-    // sample, so it keeps the division) torch's rule instead: the quotient where no zero comes at or before
-    // i; at a slice's first zero the reversed running sum of g times the running product with that zero
-    // taken as one; after it 0, as every product holds the zero
+    // zeros torch's rule instead: the quotient where no zero comes at or before i; at a slice's first zero
+    // the reversed running sum of g times the running product with that zero taken as one; after it 0, as
+    // every product holds the zero. Eager reads which applies (the division is the common case); a recorded
+    // backward (compile()'s, from a sample) keeps torch's rule, which holds for any input it meets later. The
+    // rule reads where the zeros are from y (0 from the first zero on, as the quotient's y is), by cheap ops
+    // a compiled backward recomputes from the x and y it keeps, rather than a running count of its own to keep.
     case OpId::Cumprod: {
       const int64_t d = attrs.i("dim");
       auto rev_cumsum = [&](const Tensor& t) { return sum(t, {d}, true) - dispatch1(OpId::Cumsum, {t}, attrs) + t; };
-      Tensor gy = g * dispatch1(OpId::Cumprod, {x}, attrs);
+      Tensor yx = dispatch1(OpId::Cumprod, {x}, attrs);
+      Tensor gy = g * yx;
       Tensor zero = x == 0.0;
-      if (!amax(zero.to(DType::Int64)).item<int64_t>()) {
+      if (!trace_hooks() && !amax(zero.to(DType::Int64)).item<int64_t>()) {
         r[0] = rev_cumsum(gy) / x;
         break;
       }
-      Tensor zeros_so_far = dispatch1(OpId::Cumsum, {zero.to(DType::Int64)}, attrs);
-      Tensor before = zeros_so_far == 0.0, first = where(zero, zeros_so_far, Scalar(int64_t(0))) == 1.0;
+      Tensor before = yx != 0.0;
+      // a zero with no zero before it: y one step back (1 at a slice's start) is not 0
+      const int64_t n = x.dim() == 0 ? 1 : x.size(d);
+      // (casts, not comparisons: a compiled backward keeps what it compares, so as not to recompute it differently)
+      Tensor seen = logical_not(before).to(x.dtype());
+      Tensor seen_before = n <= 1 ? zeros_like(seen) : slice_backward(seen.slice(d, 0, n - 1), seen.sizes(), d, 1, n, 1);
+      Tensor first = logical_and(zero, logical_not(seen_before.to(DType::Bool)));
       Tensor at_first = rev_cumsum(g * dispatch1(OpId::Cumprod, {where(first, 1.0, x)}, attrs));
       r[0] = where(before, rev_cumsum(gy) / where(zero, 1.0, x), where(first, at_first, 0.0));
       break;

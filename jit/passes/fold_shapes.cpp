@@ -15,6 +15,7 @@
 #include "core/ir/ivalue.h"
 
 #include "eager/autograd/graph.h"
+#include "eager/composites_einsum.h"
 #include "eager/ops.h"
 #include "jit/ir_utils.h"
 #include "jit/passes/passes.h"
@@ -92,6 +93,37 @@ class Folder {
       out->set_type(t);
       ++changed_types_;
     }
+  }
+
+  // prim::einsum's result from its operands' shapes, by eager's reading of the equation; an equation or
+  // shapes it rejects stay untyped, for the run to raise torch's error.
+  int64_t type_einsum(ir::Node* n) {
+    std::vector<Shape> shapes;
+    std::vector<std::optional<int64_t>> ranks;
+    for (const ir::Value* v : n->inputs()) {
+      auto s = static_dims(v);
+      if (!s || *v->type().dtype != *n->input(0)->type().dtype) return 0;
+      shapes.push_back(*s);
+      ranks.push_back(int64_t(s->size()));
+    }
+    struct Rejected {};
+    composite::detail::EinsumSpec spec;
+    try {
+      spec = composite::detail::parse_einsum(n->attrs().s("equation"), ranks, [](const std::string&) { throw Rejected{}; });
+    } catch (const Rejected&) {
+      return 0;
+    }
+    std::unordered_map<char, int64_t> size;  // an ellipsis' dims broadcast, as the run does
+    for (size_t k = 0; k < shapes.size(); ++k)
+      for (size_t i = 0; i < spec.inputs[k].size(); ++i) {
+        int64_t& d = size.try_emplace(spec.inputs[k][i], shapes[k][i]).first->second;
+        if (d == 1) d = shapes[k][i];
+        else if (shapes[k][i] != 1 && shapes[k][i] != d) return 0;
+      }
+    Shape out;
+    for (char c : spec.output) out.push_back(size.at(c));
+    set_view_type(n->output(), *n->input(0)->type().dtype, out);
+    return 0;
   }
 
   void replace(ir::Node* n, size_t i, ir::Value* c) {
@@ -265,6 +297,11 @@ class Folder {
         auto a = int_of(n->input(1)), b = int_of(n->input(2));
         if (!x || !a || !b) return 0;
         set_view_type(n->output(), *n->input(0)->type().dtype, x->transpose(*a, *b).sizes());
+        return 0;
+      }
+      case Prim::Einsum: return type_einsum(n);
+      case Prim::IndexPut: {  // x's shape and dtype
+        if (auto s = static_dims(n->input(0))) set_view_type(n->output(), *n->input(0)->type().dtype, *s);
         return 0;
       }
       case Prim::Slice: {
