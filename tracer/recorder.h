@@ -105,10 +105,12 @@ class Recorder final : public TraceHooks, public ShapesOnlyHooks {
     for (const Tensor& t : inputs)
       if (!t.device().is_cpu()) return false;
     QuietTraceReads quiet;
+    // the kernel's checks raise before the graph gains the inputs' values, as the other ops' shape checks do
+    std::vector<std::pair<Shape, DType>> metas;
+    if (attention) metas = cpu::flash_attention_outputs(op, inputs);
     std::vector<Value*> ins;
     for (const Tensor& t : inputs) ins.push_back(value_of(t));
     if (attention) {
-      std::vector<std::pair<Shape, DType>> metas = cpu::flash_attention_outputs(op, inputs);
       ir::Node* n = graph_->insert(graph_->create_op(op, ins, attrs, metas.size()));
       outputs.clear();
       for (size_t i = 0; i < metas.size(); ++i) {
