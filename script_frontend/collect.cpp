@@ -193,6 +193,12 @@ class Collector {
         m_.imported.insert(name);
       } else if (name == "_log_api_usage_once") {
         m_.no_op_calls.insert(as);
+      } else if (mod == "torch.nn" || mod == "torch.nn.functional") {
+        // `from torch.nn import Linear, GELU`: the name is the namespace's attribute, as nn.Linear is
+        m_.aliases[as] = "attr:" + mod + ":" + name;
+        unavailable(as, fmt::format("'{}' comes from `from {} import {}` (line {}), which kiln script reads in __init__ only "
+                                    "(write `{}.{}` in lowered code)", as, mod, name, s.loc.line,
+                                    mod == "torch.nn" ? "nn" : "F", name));
       } else if ((mod == "functools" && name == "partial") || ((mod == "collections" || mod == "typing") && name == "OrderedDict") ||
                  (mod == "typing" && (name == "cast" || name == "Sequence")) || (mod == "torch.nn" && name == "init")) {
         m_.aliases[as] = mod + "." + name;

@@ -1005,6 +1005,9 @@ class Init : public NnConstructors {
       v = Static::named(Kind::Namespace, name);
     } else if (auto a = m_->aliases.find(name); a != m_->aliases.end() && a->second.rfind("import:", 0) == 0) {
       v = imported(a->second, name, loc);
+    } else if (a != m_->aliases.end() && a->second.rfind("attr:", 0) == 0) {
+      const size_t colon = a->second.rfind(':');
+      v = attr_of(Static::named(Kind::Namespace, a->second.substr(5, colon - 5)), a->second.substr(colon + 1), loc);
     } else if (a != m_->aliases.end()) {
       bool module = a->second == "torch.nn.init" || a->second == "warnings" || a->second == "functools" || a->second == "numpy" ||
                     a->second == "collections" || a->second == "copy";

@@ -1007,6 +1007,10 @@ Value* Lowerer::call(const Expr& e) {
         for (const auto& [k, v] : o->attrs) names.push_back(k);
         if (const Static* a = o->attr(fn.name); a && a->kind == Static::Kind::Function && a->fn)
           return call_function_value(*a, e, o->file.get(), fn.name);  // a lambda or function kept on self: inlined
+        // `self.act = F.gelu` in __init__ (nn.TransformerEncoderLayer's activation): called as F.gelu is
+        constexpr std::string_view kF = "torch.nn.functional.";
+        if (const Static* a = o->attr(fn.name); a && a->kind == Static::Kind::Function && !a->fn && a->s.rfind(kF, 0) == 0)
+          return call_builtin(*this, "F." + a->s.substr(kF.size()), e, nullptr);
         if (o->attr(fn.name))
           fail(fn.loc, fmt::format("'{}' is a {}, not callable", fn.name, o->attr(fn.name)->type_name()));
         fail(fn.loc, fmt::format("'{}' object has no attribute '{}'{}", o->cls, fn.name, did_you_mean(fn.name, names)));

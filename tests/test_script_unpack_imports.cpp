@@ -117,3 +117,38 @@ TEST_CASE("script unpack imports: a starred target's errors are Python's") {
                  .module("N");
   check_close(net->forward(tensor({1.0, 2.0}, {2})), tensor({11.0, 22.0}, {2}), 0, 0);
 }
+
+TEST_CASE("script unpack imports: names from `from torch.nn import ...` in __init__, and F functions kept on self and called in forward") {
+  const std::string src =
+      "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+      "from torch.nn import Linear, Tanh, Sequential as Seq\nfrom torch.nn.functional import relu\n\n\n"
+      "class N(nn.Module):\n"
+      "    def __init__(self, gelu=True):\n"
+      "        super().__init__()\n"
+      "        self.body = Seq(Linear(3, 4), Tanh())\n"
+      "        self.act = F.gelu if gelu else relu\n"
+      "        self.post = relu\n\n"
+      "    def forward(self, x):\n"
+      "        return self.post(self.act(self.body(x)) - 0.1)\n";
+  manual_seed(3);
+  Tensor x = randn({2, 3});
+  for (bool gelu : {true, false}) {
+    CAPTURE(gelu);
+    auto net = script_source(src, "from_nn.py").module("N", {}, {{"gelu", gelu}});
+    auto sd = net->state_dict();
+    REQUIRE(sd.count("body.0.weight"));
+    Tensor h = tanh(matmul(x, sd.at("body.0.weight").transpose(0, 1)) + sd.at("body.0.bias"));
+    Tensor want = relu((gelu ? kiln::gelu(h) : relu(h)) - 0.1);
+    check_close(net->forward(x), want, 1e-6, 1e-6);
+    check_close(compile(net->method()).call({x})[0].to_tensor(), want, 1e-6, 1e-6);
+  }
+  // lowered code reads such a name only through its namespace
+  std::string e = kiln::test::error_of([&] {
+    script_source("import torch\nimport torch.nn as nn\nfrom torch.nn.functional import relu\n\n\nclass M(nn.Module):\n"
+                  "    def forward(self, x):\n        return relu(x)\n",
+                  "lowered.py")
+        .module("M");
+  });
+  CHECK(e.find("lowered.py:8:16: error: 'relu' comes from `from torch.nn.functional import relu` (line 3), which kiln "
+               "script reads in __init__ only (write `F.relu` in lowered code)") != std::string::npos);
+}
