@@ -196,8 +196,9 @@ class Collector {
       } else if (mod == "torch.nn" || mod == "torch.nn.functional") {
         // `from torch.nn import Linear, GELU`: the name is the namespace's attribute, as nn.Linear is
         m_.aliases[as] = "attr:" + mod + ":" + name;
-        unavailable(as, fmt::format("'{}' comes from `from {} import {}` (line {}), which kiln script reads in __init__ only "
-                                    "(write `{}.{}` in lowered code)", as, mod, name, s.loc.line,
+        // lowered code calls an F function by it (exprs.cpp); any other use there says this
+        unavailable(as, fmt::format("'{}' comes from `from {} import {}` (line {}), which lowered code reads only as "
+                                    "a call of an F function (write `{}.{}`)", as, mod, name, s.loc.line,
                                     mod == "torch.nn" ? "nn" : "F", name));
       } else if ((mod == "functools" && name == "partial") || ((mod == "collections" || mod == "typing") && name == "OrderedDict") ||
                  (mod == "typing" && (name == "cast" || name == "Sequence")) || (mod == "torch.nn" && name == "init")) {

@@ -992,6 +992,10 @@ Value* Lowerer::call(const Expr& e) {
   if (const Static* f = kept_function(fn, &owner, &kept)) return call_function_value(*f, e, owner->file.get(), kept);
   if (std::string u = rnn_utils_function(fn, *m_, frame().env); !u.empty()) return call_rnn_utils(*this, u, e);
   if (is_data_parallel(fn)) return data_parallel(e);
+  // `from torch.nn.functional import relu` then relu(x): the F call, as TorchScript reads it
+  if (fn.kind == ExprKind::Name && !frame().env.count(fn.name))
+    if (auto a = m_->aliases.find(fn.name); a != m_->aliases.end() && a->second.rfind("attr:torch.nn.functional:", 0) == 0)
+      return call_builtin(*this, "F." + a->second.substr(a->second.rfind(':') + 1), e, nullptr);
   if (fn.kind == ExprKind::Attribute) {
     const Expr& base = *fn.args[0];
     if (const Object* o = static_object(base)) {
