@@ -16,9 +16,6 @@ namespace {
 // they cost no stage anything.
 Function pruned(const Function& f) {
   const Function::Binding& b = f.binding();
-  if (!b.writebacks.empty())
-    fail("pipeline: the traced forward writes {} of its inputs in place (batch norm's running statistics, say); a "
-         "graph pipeline cannot split such a forward yet", b.writebacks.size());
   if (!b.guards.empty()) fail("pipeline: the traced forward has value guards; trace it without guard_value_reads");
   auto g = std::make_shared<ir::Graph>();
   std::unordered_map<const ir::Value*, ir::Value*> env;
@@ -46,12 +43,15 @@ class GraphStageModule : public nn::Module {
     if (stage == 0 && sg.num_received != 1)
       fail("pipeline: the traced forward takes {} inputs; a pipeline's first stage reads one (the batch)", sg.num_received);
     for (size_t i = 0; i < sg.num_received; ++i) received_.push_back(shape_of(g.inputs()[i], stage, "receives"));
-    for (size_t i = 0; i < g.outputs().size(); ++i) {
+    // the trailing outputs are new values of bound tensors (running statistics), written back after each forward
+    for (size_t k : sg.writebacks) written_.push_back(bound[k]);
+    const size_t sent = g.outputs().size() - written_.size();
+    for (size_t i = 0; i < sent; ++i) {
       Shape s = shape_of(g.outputs()[i], stage, last ? "returns" : "sends");
       DType t = *g.outputs()[i]->type().dtype;
-      if (!last && g.outputs().size() > 1 && (!is_floating(t) || t != *g.outputs()[0]->type().dtype))
+      if (!last && sent > 1 && (!is_floating(t) || t != *g.outputs()[0]->type().dtype))
         fail("pipeline: stage {} sends {} values of dtypes {} and {}; several values cross a cut in one tensor, so "
-             "they must share a floating dtype", stage, g.outputs().size(), dtype_name(*g.outputs()[0]->type().dtype),
+             "they must share a floating dtype", stage, sent, dtype_name(*g.outputs()[0]->type().dtype),
              dtype_name(t));
       (void)s;
     }
@@ -80,6 +80,12 @@ class GraphStageModule : public nn::Module {
     }
     in.insert(in.end(), params_.begin(), params_.end());
     std::vector<Tensor> out = fn_(in);
+    if (!written_.empty()) {
+      NoGradGuard no_grad;
+      const size_t sent = out.size() - written_.size();
+      for (size_t i = 0; i < written_.size(); ++i) written_[i].copy_(out[sent + i]);
+      out.resize(sent);
+    }
     if (last_) {
       if (out.size() != 1) fail("pipeline: the traced forward returns {} tensors; the loss function takes one", out.size());
       return out[0];
@@ -97,6 +103,7 @@ class GraphStageModule : public nn::Module {
   bool last_ = false;
   std::vector<Shape> received_;
   std::vector<Tensor> params_;
+  std::vector<Tensor> written_;  // bound tensors the forward writes in place, in the graph's trailing outputs
 };
 
 }  // namespace

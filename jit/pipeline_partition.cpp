@@ -86,7 +86,12 @@ Layout layout_of(const Function& fn, int64_t num_bound) {
   }
   L.prefix.assign(L.nodes.size() + 1, 0);
   for (size_t i = 0; i < L.nodes.size(); ++i) L.prefix[i + 1] = L.prefix[i] + L.flops[i];
-  std::unordered_set<const ir::Value*> outputs(g.outputs().begin(), g.outputs().end());
+  // a value written back into a bound tensor is the stage's own business: it crosses no cut for that
+  std::unordered_set<const ir::Value*> outputs;
+  std::vector<bool> written_back(g.outputs().size(), false);
+  for (auto [in, o] : fn.binding().writebacks) written_back[o] = true;
+  for (size_t o = 0; o < g.outputs().size(); ++o)
+    if (!written_back[o]) outputs.insert(g.outputs()[o]);
   auto add = [&](const ir::Value* v, int64_t def) {
     int64_t last = outputs.count(v) ? int64_t(L.nodes.size()) : def;
     for (const ir::Use& u : v->uses())
@@ -208,10 +213,26 @@ std::vector<StageGraph> split_for_pipeline(const Function& fn, const PipelinePar
     for (auto& [v, r] : received)
       if (env[v] != r) env[v]->replace_all_uses_with(r);
     auto map = [&](const ir::Value* v) { return received.count(v) ? received[v] : env.at(v); };
+    std::vector<bool> written_back(g.outputs().size(), false);
+    for (auto [gi, o] : fn.binding().writebacks) written_back[o] = true;
     if (s + 1 < stages) {
       for (const ir::Value* v : crossing(end)) h.register_output(map(v));
     } else {
-      for (const ir::Value* v : g.outputs()) h.register_output(map(v));
+      for (size_t o = 0; o < g.outputs().size(); ++o)
+        if (!written_back[o]) h.register_output(map(g.outputs()[o]));
+    }
+    // the new values of bound tensors this stage's nodes compute, written back by it
+    const size_t first = plan.starts[s];
+    for (auto [gi, o] : fn.binding().writebacks) {
+      const ir::Value* v = g.outputs()[o];
+      const ir::Node* t = v->node()->owning_block() == g.block() ? v->node() : nullptr;
+      auto at = t ? std::find(L.nodes.begin(), L.nodes.end(), t) : L.nodes.end();
+      const size_t def = at == L.nodes.end() ? size_t(-1) : size_t(at - L.nodes.begin());
+      if (def == size_t(-1) && s + 1 < stages) continue;  // an input written back as it is: the last stage's
+      if (def != size_t(-1) && (def < first || def >= end)) continue;
+      if (gi < num_inputs) fail("pipeline split: the forward writes its input {} in place; only bound tensors may be", gi);
+      h.register_output(map(v));
+      sg.writebacks.push_back(gi - num_inputs);
     }
     eliminate_dead_code(h);
     // Inputs: the received values, then the parameters it reads; the rest go.

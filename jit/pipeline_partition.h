@@ -46,6 +46,9 @@ struct StageGraph {
   std::shared_ptr<ir::Graph> graph;
   size_t num_received = 0;      // leading inputs: what the previous stage sends (stage 0: the caller's inputs)
   std::vector<size_t> params;   // then the bound parameters it reads (indices into Binding::bound)
+  // The graph's trailing outputs: new values of bound tensors the forward writes in place (batch norm's
+  // running statistics), one per entry, written back by the stage that computes them; never sent.
+  std::vector<size_t> writebacks;  // indices into Binding::bound
 };
 std::vector<StageGraph> split_for_pipeline(const Function& fn, const PipelinePartition& plan);
 
