@@ -1103,6 +1103,11 @@ std::vector<Builtin> make_builtins() {
   add_tensor_ops(b);
   // Python builtins
   add("len", kPython, {"obj"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    // len(self.layers) of a ModuleList, Sequential or ModuleDict: the count __init__ left, as TorchScript reads it
+    if (a[0].expr && !a[0].value)
+      if (const Object* o = L.static_object(*a[0].expr);
+          o && (o->layer == Layer::ModuleList || o->layer == Layer::Sequential || o->layer == Layer::ModuleDict))
+        return L.constant(int64_t(o->items.size()));
     Value* v = L.value_of(a[0]);
     const Type& t = v->type();
     if (t.kind == TypeKind::Tuple) return L.constant(int64_t(t.elems.size()));

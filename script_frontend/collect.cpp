@@ -585,10 +585,10 @@ bool builder_decorator(const Expr& d) {
 
 void check_def(const Source& src, const FunctionDef& f, bool method, std::string_view where) {
   for (const ExprPtr& d : f.decorators)
-    if (mark_of(*d) != JitMark::Export && !(method && no_grad_decorator(*d)) &&
+    if (mark_of(*d) != JitMark::Export && !(method && (no_grad_decorator(*d) || dotted(*d) == "property")) &&
         !(where == "__init__" && (dotted(*d) == "staticmethod" || dotted(*d) == "classmethod" || builder_decorator(*d))))
       src.fail(d->loc, fmt::format("decorators other than @torch.jit.export{} are not supported in {}",
-                                   method ? " and @torch.no_grad()" : "", where));
+                                   method ? ", @torch.no_grad() and @property" : "", where));
   if (f.is_async) src.fail(f.loc, fmt::format("async def is not supported in {}", where));
   bool evaluated = where == "__init__";  // the evaluator binds arguments as Python does
   if (evaluated) {

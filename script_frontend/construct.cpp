@@ -1669,8 +1669,12 @@ class Init : public NnConstructors {
         if (o.layer == Layer::ModuleDict)
           if (ObjectPtr m = o.item(name)) return Static::module(m);
         if (o.def)
-          if (const FunctionDef* f = o.def->method(name))
+          if (const FunctionDef* f = o.def->method(name)) {
+            if (std::any_of(f->decorators.begin(), f->decorators.end(),
+                            [](const ExprPtr& d) { return d->kind == ExprKind::Name && d->name == "property"; }))
+              return run_function(*f, &b, {}, {}, loc);  // a @property: its value
             return bound_method(f, b);  // `self.apply(self._init_weights)`: the method with self bound first
+          }
         std::vector<std::string> names;
         for (auto& [k, v] : o.attrs) names.push_back(k);
         fail(loc, fmt::format("'{}' object has no attribute '{}'{}", o.cls, name, did_you_mean(name, names)));

@@ -237,3 +237,53 @@ def h(x: Tensor) -> Tensor:
   // h inlines f and meets f's error again: reported once.
   CHECK(e.find("sema.py:6:12") == e.rfind("sema.py:6:12"));
 }
+
+TEST_CASE("script class: @property methods, len() of a ModuleList and an activation picked by a helper, as torch's transformer.py writes them") {
+  const char* src = R"(import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def _get_activation_fn(activation: str):
+    if activation == "relu":
+        return F.relu
+    elif activation == "gelu":
+        return F.gelu
+    raise RuntimeError(f"activation should be relu/gelu, not {activation}")
+
+
+class Block(nn.Module):
+    def __init__(self, d, activation="gelu", n=2):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(d, d) for _ in range(n)])
+        self.activation = _get_activation_fn(activation)
+        self.scale = float(self.depth) / 4
+
+    @property
+    def depth(self):
+        return len(self.layers)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = self.activation(layer(x))
+        return x * self.scale + self.depth
+)";
+  manual_seed(4);
+  Tensor x = randn({2, 5});
+  for (std::string act : {"gelu", "relu"}) {
+    CAPTURE(act);
+    auto net = script_source(src, "block.py").module("Block", {int64_t(5)}, {{"activation", act}, {"n", int64_t(3)}});
+    auto sd = net->state_dict();
+    Tensor h = x;
+    for (int i = 0; i < 3; ++i) {
+      Tensor z = matmul(h, sd.at("layers." + std::to_string(i) + ".weight").transpose(0, 1)) +
+                 sd.at("layers." + std::to_string(i) + ".bias");
+      h = act == "gelu" ? gelu(z) : relu(z);
+    }
+    Tensor want = h * 0.75 + 3.0;  // depth 3 read in __init__ (scale) and in forward
+    check_close(net->forward(x), want, 1e-6, 1e-6);
+    check_close(compile(net->method()).call({x})[0].to_tensor(), want, 1e-6, 1e-6);
+  }
+  check_error([&] { script_source(src, "block.py").module("Block", {int64_t(5)}, {{"activation", std::string("tanh")}}); },
+              "activation should be relu/gelu, not tanh");
+}
