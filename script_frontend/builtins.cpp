@@ -1746,12 +1746,30 @@ Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, 
   size_t slot = 0;
   if (method) args[slot++] = Arg{nullptr, self, fn.loc};
   size_t npos = call.args.size() - 1;
-  if (b->varargs && npos > 1 && (method || b->name == "zeros" || b->name == "ones" || b->name == "empty")) {
-    // x.view(2, -1), torch.zeros(n, m): each positional (after self) is one int of the shape.
+  const bool starred = std::any_of(call.args.begin() + 1, call.args.end(), [](const ExprPtr& x) { return x->kind == ExprKind::Starred; });
+  if (b->varargs && (npos > 1 || starred) && (method || b->name == "zeros" || b->name == "ones" || b->name == "empty")) {
+    // x.view(2, -1), torch.zeros(n, m): each positional (after self) is one int of the shape; a starred tuple
+    // (x.view(x.size(0), *img_shape)) gives each of its ints
     std::vector<Value*> es;
     Shape ints;
     bool all_const = true;
     for (size_t i = 1; i < call.args.size(); ++i) {
+      if (call.args[i]->kind == ExprKind::Starred) {
+        Value* t = L.expr(*call.args[i]->args[0]);
+        if (t->type().kind != TypeKind::Tuple)
+          L.fail(call.args[i]->loc, fmt::format("{}: a starred argument must be a tuple of ints, got {}", shown, t->type().str()));
+        for (size_t k = 0; k < t->type().elems.size(); ++k) {
+          if (t->type().elems[k].kind != TypeKind::Int)
+            L.fail(call.args[i]->loc, fmt::format("{}: a starred argument must be a tuple of ints, got {}", shown, t->type().str()));
+          ir::Node* n = L.graph().create(Prim::TupleIndex, 1);
+          n->add_input(t);
+          n->attrs().set("index", int64_t(k));
+          n->output()->set_type(kInt);
+          es.push_back(L.emit(n)->output());
+        }
+        all_const = false;
+        continue;
+      }
       Arg ai{call.args[i].get(), nullptr, call.args[i]->loc};
       if (auto c = L.const_int(ai)) ints.push_back(*c);
       else all_const = false;

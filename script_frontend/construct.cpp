@@ -490,7 +490,19 @@ class Init : public NnConstructors {
           if (!sc.vars.erase(t->name)) fail(t->loc, fmt::format("name '{}' is not defined", t->name));
         }
         return Flow::Normal;
-      case StmtKind::FunctionDef:
+      case StmtKind::FunctionDef: {
+        // a helper defined inside __init__ (PyTorch-GAN's `def block(...)`): a function value holding the locals
+        // in scope now, as a lambda holds what it reads
+        Static v = Static::named(Kind::Function, s.fn->name);
+        v.fn = s.fn.get();
+        def_file_[v.fn] = cur_;
+        for (const auto& [name, value] : sc.vars) {
+          v.keys.push_back(name);
+          v.elems.push_back(value);
+        }
+        sc.vars[s.fn->name] = std::move(v);
+        return Flow::Normal;
+      }
       case StmtKind::ClassDef:
       case StmtKind::Import:
       case StmtKind::ImportFrom:
@@ -1975,7 +1987,9 @@ class Init : public NnConstructors {
         return Static::module(m->object_ptr());
       }
       case Kind::Function:
-        if (callee.fn && callee.fn->name == "<lambda>") return run_function(*callee.fn, nullptr, args, kwargs, loc, nullptr, &callee);
+        // a lambda, or a def nested in __init__: with the locals it closed over
+        if (callee.fn && (callee.fn->name == "<lambda>" || !callee.keys.empty()))
+          return run_function(*callee.fn, nullptr, args, kwargs, loc, nullptr, &callee);
         if (callee.fn) return run_function(*callee.fn, nullptr, args, kwargs, loc);
         return builtin_call(callee, args, kwargs, loc);
       case Kind::Partial: {
@@ -2067,7 +2081,13 @@ class Init : public NnConstructors {
       if (a[2].kind != Kind::Int || a[2].i < 0) fail(loc, "np.linspace(): num must be a non-negative int");
       return Static::of_tensor(linspace(start, stop, a[2].i, TensorOptions(DType::Float64)), false);
     }
-    if (n.rfind("numpy.", 0) == 0) fail(loc, fmt::format("np.{}() is not supported in kiln script (np.linspace is, in __init__)", n.substr(6)));
+    if (n == "numpy.prod") {
+      // int(np.prod(img_shape)) of a tuple of sizes (PyTorch-GAN's generators): math.prod's number
+      if (a.size() != 1 || !kw.empty()) fail(loc, "np.prod() takes one sequence of numbers in __init__");
+      return math_fn("prod", a, kw, loc);
+    }
+    if (n.rfind("numpy.", 0) == 0)
+      fail(loc, fmt::format("np.{}() is not supported in kiln script (np.linspace and np.prod are, in __init__)", n.substr(6)));
     if (n.rfind("torch.nn.init.", 0) == 0) return init_fn(n.substr(14), a, kw, loc);
     if (n.rfind("math.", 0) == 0) return math_fn(n.substr(5), a, kw, loc);
     if (n.rfind("torch.nn.functional.", 0) == 0)

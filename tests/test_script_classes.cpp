@@ -287,3 +287,53 @@ class Block(nn.Module):
   check_error([&] { script_source(src, "block.py").module("Block", {int64_t(5)}, {{"activation", std::string("tanh")}}); },
               "activation should be relu/gelu, not tanh");
 }
+
+TEST_CASE("script class: a helper def nested in __init__, np.prod of a shape and a starred shape in view, as PyTorch-GAN's generators write them") {
+  const char* src = R"(import numpy as np
+import torch
+import torch.nn as nn
+
+img_shape = (1, 4, 4)
+latent_dim = 6
+
+
+class Generator(nn.Module):
+    def __init__(self):
+        super(Generator, self).__init__()
+
+        def block(in_feat, out_feat, normalize=True):
+            layers = [nn.Linear(in_feat, out_feat)]
+            if normalize:
+                layers.append(nn.BatchNorm1d(out_feat, 0.8))
+            layers.append(nn.LeakyReLU(0.2, inplace=True))
+            return layers
+
+        self.model = nn.Sequential(
+            *block(latent_dim, 8, normalize=False),
+            *block(8, 12),
+            nn.Linear(12, int(np.prod(img_shape))),
+            nn.Tanh()
+        )
+
+    def forward(self, z):
+        img = self.model(z)
+        img = img.view(img.size(0), *img_shape)
+        return img
+)";
+  manual_seed(8);
+  auto net = script_source(src, "gan.py").module("Generator");
+  net->eval();
+  auto sd = net->state_dict();
+  CHECK(sd.count("model.3.running_var"));  // Linear, LeakyReLU, Linear, BatchNorm1d, ...
+  Tensor z = randn({3, 6});
+  auto linear = [&](const Tensor& x, const std::string& p) {
+    return matmul(x, sd.at(p + ".weight").transpose(0, 1)) + sd.at(p + ".bias");
+  };
+  Tensor h = leaky_relu(linear(z, "model.0"), 0.2);
+  h = linear(h, "model.2");
+  h = (h - sd.at("model.3.running_mean")) / sqrt(sd.at("model.3.running_var") + 0.8) * sd.at("model.3.weight") +
+      sd.at("model.3.bias");
+  Tensor want = tanh(linear(leaky_relu(h, 0.2), "model.5")).view({3, 1, 4, 4});
+  check_close(net->forward(z), want, 1e-6, 1e-6);
+  check_close(compile(net->method()).call({z})[0].to_tensor(), want, 1e-6, 1e-6);
+}
