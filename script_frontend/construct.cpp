@@ -655,8 +655,13 @@ class Init : public NnConstructors {
       if (old->kind == Kind::Module && inherited_.count(old->obj.get())) {
         if (v.kind != Kind::Module || v.obj->plain)
           fail(loc, fmt::format("cannot assign {} as child module '{}' (torch.nn.Module or None expected)", v.type_name(), name));
-      } else if (old->kind == Kind::Module || (old->kind == Kind::Tensor && (old->parameter || buffers_.count(old->tensor.impl()))))
-        fail(loc, fmt::format("'{}' is assigned twice; kiln script registers a submodule, parameter or buffer once", name));
+      } else if (old->kind == Kind::Module && v.kind == Kind::Module && !old->obj->plain && !v.obj->plain) {
+        // torch's _modules[name] = m: the new module takes the old one's place (pytorch-cifar's
+        // `self.shortcut = nn.Sequential()`, replaced by a projection where the shapes change)
+      } else if (old->kind == Kind::Module || (old->kind == Kind::Tensor && (old->parameter || buffers_.count(old->tensor.impl())))) {
+        fail(loc, fmt::format("'{}' is assigned twice; kiln script registers a submodule once, and a parameter or buffer once",
+                              name));
+      }
     }
     // A module assigned to a class deriving from nn.Sequential (densenet's _Transition: `self.norm = ...`)
     // is one of its items, run in the order assigned, as torch registers it in _modules.

@@ -337,3 +337,55 @@ class Generator(nn.Module):
   check_close(net->forward(z), want, 1e-6, 1e-6);
   check_close(compile(net->method()).call({z})[0].to_tensor(), want, 1e-6, 1e-6);
 }
+
+TEST_CASE("script class: a submodule assigned again takes the old one's place, as torch's _modules[name] = m") {
+  const char* src = R"(import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class BasicBlock(nn.Module):
+    expansion = 1
+
+    def __init__(self, in_planes, planes, stride=1):
+        super(BasicBlock, self).__init__()
+        self.conv1 = nn.Conv2d(in_planes, planes, kernel_size=3, stride=stride, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.shortcut = nn.Sequential()
+        self.conv2 = nn.Conv2d(planes, planes, kernel_size=3, stride=1, padding=1, bias=False)
+        if stride != 1 or in_planes != self.expansion*planes:
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(in_planes, self.expansion*planes, kernel_size=1, stride=stride, bias=False),
+                nn.BatchNorm2d(self.expansion*planes)
+            )
+
+    def forward(self, x):
+        out = self.conv2(F.relu(self.bn1(self.conv1(x))))
+        out += self.shortcut(x)
+        return F.relu(out)
+)";
+  manual_seed(2);
+  auto projected = script_source(src, "block.py").module("BasicBlock", {int64_t(4), int64_t(8), int64_t(2)});
+  // torch's _modules order: shortcut where it was first registered, before conv2
+  std::vector<std::string> children;
+  for (const auto& [k, m] : projected->named_children()) children.push_back(k);
+  CHECK(children == std::vector<std::string>{"conv1", "bn1", "shortcut", "conv2"});
+  CHECK(projected->state_dict().size() == 13);  // torch's keys: conv1, bn1's 5, shortcut.0/1's 6, conv2
+  CHECK(projected->state_dict().count("shortcut.1.running_var") == 1);
+  projected->eval();
+  Tensor x = randn({2, 4, 6, 6});
+  auto sd = projected->state_dict();
+  auto bn = [&](const Tensor& t, const std::string& p) {
+    auto c = [](const Tensor& v) { return v.view({1, -1, 1, 1}); };
+    return (t - c(sd.at(p + ".running_mean"))) / sqrt(c(sd.at(p + ".running_var")) + 1e-5) * c(sd.at(p + ".weight")) +
+           c(sd.at(p + ".bias"));
+  };
+  Tensor h = relu(bn(conv2d(x, sd.at("conv1.weight"), {}, {2, 2}, {1, 1}), "bn1"));
+  Tensor want = relu(conv2d(h, sd.at("conv2.weight"), {}, {1, 1}, {1, 1}) +
+                     bn(conv2d(x, sd.at("shortcut.0.weight"), {}, {2, 2}, {0, 0}), "shortcut.1"));
+  check_close(projected->forward(x), want, 1e-5, 1e-5);
+  // stride 1, same width: the empty Sequential stays, the identity
+  auto same = script_source(src, "block.py").module("BasicBlock", {int64_t(4), int64_t(4)});
+  CHECK(same->state_dict().count("shortcut.0.weight") == 0);
+  CHECK(same->forward(x).sizes() == x.sizes());
+}
