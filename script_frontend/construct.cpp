@@ -1964,6 +1964,24 @@ class Init : public NnConstructors {
       if ((fn.name == "pop" || fn.name == "update" || fn.name == "setdefault") && base.kind == ExprKind::Name &&
           sc.vars.count(base.name) && sc.vars[base.name].kind == Kind::Dict)
         return dict_update(sc.vars[base.name], fn.name, args, kwargs, fn.loc);
+      // obj.__dict__.update(kwargs) on a config object (minGPT's CfgNode): each key becomes a field
+      if (fn.name == "update" && base.kind == ExprKind::Attribute && base.name == "__dict__") {
+        Static obj = eval(*base.args[0], sc);
+        if (obj.kind != Kind::Module || !obj.obj->plain)
+          fail(base.loc, fmt::format("__dict__.update() of {} is not supported in __init__ (a config object's is)", obj.type_name()));
+        if (args.size() > 1) fail(fn.loc, fmt::format("update expected at most 1 argument, got {}", args.size()));
+        std::vector<std::pair<Static, Static>> items;
+        if (!args.empty()) {
+          if (args[0].kind != Kind::Dict) fail(fn.loc, fmt::format("__dict__.update() takes a dict, got {}", args[0].type_name()));
+          for (const Static& kv : args[0].elems) items.emplace_back(kv.elems[0], kv.elems[1]);
+        }
+        for (const auto& [k, v] : kwargs) items.emplace_back(Static::str(k), v);
+        for (const auto& [k, v] : items) {
+          if (k.kind != Kind::Str) fail(fn.loc, fmt::format("attribute name must be string, not '{}'", k.type_name()));
+          obj.obj->attrs[k.s] = v;
+        }
+        return Static::none();
+      }
       Static self = eval(base, sc);
       return method_call(self, fn.name, args, kwargs, fn.loc);
     }

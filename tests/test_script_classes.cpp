@@ -389,3 +389,29 @@ class BasicBlock(nn.Module):
   CHECK(same->state_dict().count("shortcut.0.weight") == 0);
   CHECK(same->forward(x).sizes() == x.sizes());
 }
+
+TEST_CASE("script class: a config object's __dict__.update(kwargs), as minGPT's CfgNode fills itself") {
+  const char* src = R"(import torch
+import torch.nn as nn
+
+
+class Config:
+    def __init__(self, **kwargs):
+        self.n_embd = 4
+        self.vocab_size = 7
+        self.__dict__.update(kwargs)
+
+
+class Head(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+
+    def forward(self, x):
+        return self.lm_head(x)
+)";
+  ScriptFile file = script_source(src, "cfg.py");
+  auto net = file.build("Head", {file.value("Config(n_embd=6)")});
+  CHECK(net->state_dict().at("lm_head.weight").sizes() == Shape{7, 6});
+  CHECK(file.build("Head", {file.value("Config(**{'vocab_size': 9})")})->state_dict().at("lm_head.weight").sizes() == Shape{9, 4});
+}
