@@ -503,3 +503,34 @@ class Net(nn.Module):
   }
   test::check_error([&] { file.module("Net", {std::string("LARGE")}); }, "ValueError: Unknown value 'LARGE' for Sizes.");
 }
+
+TEST_CASE("script published: a GPT in minGPT's manner (a config node filled through __dict__, a lambda over a local, apply and named_parameters init) matches PyTorch, compiled and over 3 SGD steps") {
+  ScriptFile file = script_file(kModels + "cfg_gpt.py");
+  auto net = file.build("CharGPT", {file.value("Node(width=16, heads=2, layers=2, drop=0.0, vocab=11, context=8)")});
+  std::map<std::string, Tensor> data = fixture("cfg_gpt");
+  std::map<std::string, Tensor> state = test::with_prefix(data, "state.");
+  CHECK(net->state_dict().size() == state.size());  // torch's keys, the causal buffers among them
+  net->load_state_dict(state);
+  const Tensor &idx = at(data, "input.0"), &targets = at(data, "input.1");
+  net->eval();
+  {
+    NoGradGuard no_grad;
+    Function compiled = compile(net->method());
+    for (bool jit : {false, true}) {
+      INFO("compiled: " << jit);
+      std::vector<IValue> r = results(jit ? compiled.call({idx, targets}) : net->call({idx, targets}));
+      check_close(r[0].to_tensor(), at(data, "output.0"), 1e-4, 1e-5);
+      check_close(r[1].to_tensor(), at(data, "output.1"), 1e-4, 1e-5);
+    }
+  }
+  net->train();
+  optim::SGD opt(net->parameters(), {0.1});
+  for (int step = 0; step < 3; ++step) {
+    Tensor loss = results(net->call({idx, targets}))[1].to_tensor();
+    check_close(loss.detach(), at(data, "loss." + std::to_string(step)), 1e-4, 1e-5);
+    opt.zero_grad();
+    loss.backward();
+    opt.step();
+  }
+  check_state(*net, test::with_prefix(data, "trained."));
+}

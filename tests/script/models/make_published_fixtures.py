@@ -224,11 +224,43 @@ def lambda_gan():
     return out
 
 
+def cfg_gpt():
+    # cfg_gpt.py's CharGPT (minGPT's manner): its training-script import stubbed, as kiln never reads it; eval
+    # logits and loss with ignored targets, then three SGD steps on the loss (dropout 0).
+    import types
+    sys.modules.setdefault("charlm", types.ModuleType("charlm"))
+    utils = types.ModuleType("charlm.utils")
+    utils.set_seed = lambda seed: None
+    sys.modules.setdefault("charlm.utils", utils)
+    mod = load("cfg_gpt")
+    torch.manual_seed(0)
+    model = mod.CharGPT(mod.Node(width=16, heads=2, layers=2, drop=0.0, vocab=11, context=8))
+    out = state("state", model)
+    idx = torch.randint(0, 11, (2, 6))
+    targets = torch.randint(0, 11, (2, 6))
+    targets[0, 5] = -1
+    out.update({"input.0": idx, "input.1": targets})
+    model.eval()
+    with torch.no_grad():
+        out["output.0"], out["output.1"] = model(idx, targets)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for i in range(3):
+        _, loss = model(idx, targets)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        out[f"loss.{i}"] = loss.detach().clone()
+    out.update(state("trained", model))
+    return out
+
+
 def main():
     dest = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "data")
     os.makedirs(dest, exist_ok=True)
     for name, make in (("gpt", gpt), ("vae", vae), ("dcgan", dcgan), ("word_lm", word_lm),
-                       ("unet", unet), ("unet_bilinear", lambda: unet(bilinear=True)), ("lambda_gan", lambda_gan)):
+                       ("unet", unet), ("unet_bilinear", lambda: unet(bilinear=True)), ("lambda_gan", lambda_gan),
+                       ("cfg_gpt", cfg_gpt)):
         save(os.path.join(dest, name + ".safetensors"), make())
 
 
