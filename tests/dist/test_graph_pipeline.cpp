@@ -138,6 +138,15 @@ Run train(Model m, const std::string& schedule, int chunks, int steps) {
   return r;
 }
 
+// The largest differences of the losses and of the final state (parameters, and buffers where the model has them)
+std::pair<double, double> differences(const Run& ref, const Run& got) {
+  double loss = 0, state = 0;
+  for (size_t s = 0; s < ref.losses.size(); ++s) loss = std::max(loss, std::abs(got.losses[s] - ref.losses[s]));
+  REQUIRE(got.params.size() == ref.params.size());
+  for (size_t i = 0; i < ref.params.size(); ++i) state = std::max(state, amax((got.params[i] - ref.params[i]).abs()).item<double>());
+  return {loss, state};
+}
+
 }  // namespace
 
 TEST_CASE("graph pipeline: a traced MLP and GPT cut by the partitioner train as one process, GPipe and 1F1B") {
@@ -146,10 +155,7 @@ TEST_CASE("graph pipeline: a traced MLP and GPT cut by the partitioner train as 
     for (std::string schedule : {"gpipe", "1f1b"}) {
       CAPTURE(schedule);
       Run got = train(make(), schedule, 4, 20);
-      double loss = 0, params = 0;
-      for (size_t s = 0; s < ref.losses.size(); ++s) loss = std::max(loss, std::abs(got.losses[s] - ref.losses[s]));
-      for (size_t i = 0; i < ref.params.size(); ++i)
-        params = std::max(params, amax((got.params[i] - ref.params[i]).abs()).item<double>());
+      auto [loss, params] = differences(ref, got);
       if (rank() == 0)
         MESSAGE(schedule << ", 4 micro-batches, 20 AdamW steps vs one process: losses within " << loss
                          << ", parameters within " << params << "; " << got.plan);
@@ -164,11 +170,7 @@ TEST_CASE("graph pipeline: batch norm's running statistics are written back by t
   for (std::string schedule : {"gpipe", "1f1b"}) {
     CAPTURE(schedule);
     Run got = train(batch_norm_mlp(), schedule, 4, 12);
-    double loss = 0, state = 0;
-    for (size_t s = 0; s < ref.losses.size(); ++s) loss = std::max(loss, std::abs(got.losses[s] - ref.losses[s]));
-    REQUIRE(got.params.size() == ref.params.size());
-    for (size_t i = 0; i < ref.params.size(); ++i)
-      state = std::max(state, amax((got.params[i] - ref.params[i]).abs()).item<double>());
+    auto [loss, state] = differences(ref, got);
     if (rank() == 0) MESSAGE(schedule << ": losses within " << loss << ", parameters and running statistics within " << state << "; " << got.plan);
     CHECK(loss <= 1e-5);
     CHECK(state <= 1e-5);
