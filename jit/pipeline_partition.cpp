@@ -67,6 +67,13 @@ struct Layout {
   }
 };
 
+// Per graph output: whether it is the new value of an input the forward writes in place (Binding::writebacks).
+std::vector<bool> written_back_outputs(const Function& fn) {
+  std::vector<bool> w(fn.graph().outputs().size(), false);
+  for (auto [in, o] : fn.binding().writebacks) w[o] = true;
+  return w;
+}
+
 Layout layout_of(const Function& fn, int64_t num_bound) {
   const ir::Graph& g = fn.graph();
   const ir::Block* top = g.block();
@@ -88,8 +95,7 @@ Layout layout_of(const Function& fn, int64_t num_bound) {
   for (size_t i = 0; i < L.nodes.size(); ++i) L.prefix[i + 1] = L.prefix[i] + L.flops[i];
   // a value written back into a bound tensor is the stage's own business: it crosses no cut for that
   std::unordered_set<const ir::Value*> outputs;
-  std::vector<bool> written_back(g.outputs().size(), false);
-  for (auto [in, o] : fn.binding().writebacks) written_back[o] = true;
+  const std::vector<bool> written_back = written_back_outputs(fn);
   for (size_t o = 0; o < g.outputs().size(); ++o)
     if (!written_back[o]) outputs.insert(g.outputs()[o]);
   auto add = [&](const ir::Value* v, int64_t def) {
@@ -213,8 +219,7 @@ std::vector<StageGraph> split_for_pipeline(const Function& fn, const PipelinePar
     for (auto& [v, r] : received)
       if (env[v] != r) env[v]->replace_all_uses_with(r);
     auto map = [&](const ir::Value* v) { return received.count(v) ? received[v] : env.at(v); };
-    std::vector<bool> written_back(g.outputs().size(), false);
-    for (auto [gi, o] : fn.binding().writebacks) written_back[o] = true;
+    const std::vector<bool> written_back = written_back_outputs(fn);
     if (s + 1 < stages) {
       for (const ir::Value* v : crossing(end)) h.register_output(map(v));
     } else {

@@ -220,6 +220,12 @@ struct FunctionDef {
   bool is_async = false;
   std::vector<ExprPtr> decorators;
   std::vector<StmtPtr> body;
+  // Whether a bare-name decorator marks it: @property, @staticmethod, @classmethod.
+  bool decorated(std::string_view decorator) const {
+    for (const ExprPtr& d : decorators)
+      if (d->kind == ExprKind::Name && d->name == decorator) return true;
+    return false;
+  }
   // A method's @torch.jit._overload_method declarations before it: the other parameter types a call may
   // pass (densenet's forward takes a Tensor or a List[Tensor]); inlining types the body for the caller's.
   std::vector<std::shared_ptr<FunctionDef>> overloads;

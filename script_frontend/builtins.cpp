@@ -131,6 +131,20 @@ Value* int_arg(Lowerer& L, const Arg& a, std::string_view what) {
   return v;
 }
 
+// A tuple value's entries, each an int (else `error` at loc): one prim::TupleIndex each.
+std::vector<Value*> tuple_ints(Lowerer& L, Value* v, SourceLoc loc, const std::string& error) {
+  std::vector<Value*> es;
+  for (size_t i = 0; i < v->type().elems.size(); ++i) {
+    if (v->type().elems[i].kind != TypeKind::Int) L.fail(loc, error);
+    ir::Node* n = L.graph().create(Prim::TupleIndex, 1);
+    n->add_input(v);
+    n->attrs().set("index", int64_t(i));
+    n->output()->set_type(kInt);
+    es.push_back(L.emit(n)->output());
+  }
+  return es;
+}
+
 // A shape as a List[int] value: a list or tuple written out (entries constant or not) or a list value.
 Value* int_list(Lowerer& L, const Arg& a, std::string_view what) {
   if (a.expr && (a.expr->kind == ExprKind::Tuple || a.expr->kind == ExprKind::List)) {
@@ -141,18 +155,9 @@ Value* int_list(Lowerer& L, const Arg& a, std::string_view what) {
   Value* v = L.value_of(a);
   if (v->type().kind == TypeKind::Int) return L.prim(Prim::ListConstruct, {v}, Type::list(kInt));
   if (v->type().kind == TypeKind::List && v->type().elems[0].kind == TypeKind::Int) return v;
-  if (v->type().kind == TypeKind::Tuple) {
-    std::vector<Value*> es;
-    for (size_t i = 0; i < v->type().elems.size(); ++i) {
-      if (v->type().elems[i].kind != TypeKind::Int) L.fail(a.loc, fmt::format("{} expects ints, got {}", what, v->type().str()));
-      ir::Node* n = L.graph().create(Prim::TupleIndex, 1);
-      n->add_input(v);
-      n->attrs().set("index", int64_t(i));
-      n->output()->set_type(kInt);
-      es.push_back(L.emit(n)->output());
-    }
-    return L.prim(Prim::ListConstruct, es, Type::list(kInt));
-  }
+  if (v->type().kind == TypeKind::Tuple)
+    return L.prim(Prim::ListConstruct, tuple_ints(L, v, a.loc, fmt::format("{} expects ints, got {}", what, v->type().str())),
+                  Type::list(kInt));
   L.fail(a.loc, fmt::format("{} expects ints or a list of ints, got {}", what, v->type().str()));
 }
 
@@ -1756,17 +1761,9 @@ Value* call_builtin(Lowerer& L, const std::string& qualified, const Expr& call, 
     for (size_t i = 1; i < call.args.size(); ++i) {
       if (call.args[i]->kind == ExprKind::Starred) {
         Value* t = L.expr(*call.args[i]->args[0]);
-        if (t->type().kind != TypeKind::Tuple)
-          L.fail(call.args[i]->loc, fmt::format("{}: a starred argument must be a tuple of ints, got {}", shown, t->type().str()));
-        for (size_t k = 0; k < t->type().elems.size(); ++k) {
-          if (t->type().elems[k].kind != TypeKind::Int)
-            L.fail(call.args[i]->loc, fmt::format("{}: a starred argument must be a tuple of ints, got {}", shown, t->type().str()));
-          ir::Node* n = L.graph().create(Prim::TupleIndex, 1);
-          n->add_input(t);
-          n->attrs().set("index", int64_t(k));
-          n->output()->set_type(kInt);
-          es.push_back(L.emit(n)->output());
-        }
+        const std::string error = fmt::format("{}: a starred argument must be a tuple of ints, got {}", shown, t->type().str());
+        if (t->type().kind != TypeKind::Tuple) L.fail(call.args[i]->loc, error);
+        for (Value* x : tuple_ints(L, t, call.args[i]->loc, error)) es.push_back(x);
         all_const = false;
         continue;
       }

@@ -1687,9 +1687,7 @@ class Init : public NnConstructors {
           if (ObjectPtr m = o.item(name)) return Static::module(m);
         if (o.def)
           if (const FunctionDef* f = o.def->method(name)) {
-            if (std::any_of(f->decorators.begin(), f->decorators.end(),
-                            [](const ExprPtr& d) { return d->kind == ExprKind::Name && d->name == "property"; }))
-              return run_function(*f, &b, {}, {}, loc);  // a @property: its value
+            if (f->decorated("property")) return run_function(*f, &b, {}, {}, loc);  // a @property: its value
             return bound_method(f, b);  // `self.apply(self._init_weights)`: the method with self bound first
           }
         std::vector<std::string> names;
@@ -1703,9 +1701,7 @@ class Init : public NnConstructors {
           if (std::optional<Static> v = class_attribute(*b.cls, name, loc)) return *v;
           if (const FunctionDef* f = b.cls->method(name)) {
             // Class.method: a @staticmethod is the function, a @classmethod the function with the class first
-            bool classmethod = std::any_of(f->decorators.begin(), f->decorators.end(),
-                                           [](const ExprPtr& d) { return d->kind == ExprKind::Name && d->name == "classmethod"; });
-            if (classmethod) return bound_method(f, b);
+            if (f->decorated("classmethod")) return bound_method(f, b);
             Static fn = Static::named(Kind::Function, "");
             fn.fn = f;
             return fn;
@@ -2447,9 +2443,7 @@ class Init : public NnConstructors {
       return Static::none();
     }
     if (const FunctionDef* f = o.def->method(name)) {
-      bool is_static = std::any_of(f->decorators.begin(), f->decorators.end(),
-                                   [](const ExprPtr& d) { return d->kind == ExprKind::Name && d->name == "staticmethod"; });
-      return run_function(*f, is_static ? nullptr : &self, a, kw, loc, o.def->owner_of(name));
+      return run_function(*f, f->decorated("staticmethod") ? nullptr : &self, a, kw, loc, o.def->owner_of(name));
     }
     if (name == "get_state_dict")
       fail(loc, fmt::format("{}.get_state_dict() downloads pretrained weights (torchvision's WeightsEnum), which kiln script "

@@ -105,10 +105,7 @@ Value* Lowerer::object_attribute(const Object& o, const std::string& attr, Sourc
   if (const Static* a = o.attr(attr)) return static_value(*a, full, loc);
   // a @property of the class (TorchScript compiles them too): its method, called with self alone
   if (o.layer == Layer::User)
-    if (const FunctionDef* f = o.def->method(attr);
-        f && std::any_of(f->decorators.begin(), f->decorators.end(),
-                         [](const ExprPtr& d) { return d->kind == ExprKind::Name && d->name == "property"; }))
-      return inline_values(*f, CallArgs{}, loc, &o);
+    if (const FunctionDef* f = o.def->method(attr); f && f->decorated("property")) return inline_values(*f, CallArgs{}, loc, &o);
   if (attr == "__class__" || attr == "__module__" || attr == "__dict__")
     fail(loc, fmt::format("{} is not supported in lowered code (TorchScript refuses it too); __init__ may use it and keep "
                           "the result on self (self.name = type(self).__name__)", attr));

@@ -114,6 +114,17 @@ struct {0}_params {{
                      name, std::max(1, nptr), noff);
 }
 
+// Every line of `text` (each ending in a newline) prefixed by `by`.
+std::string indent(const std::string& text, const std::string& by) {
+  std::string out;
+  for (size_t b = 0; b < text.size();) {
+    size_t e = text.find('\n', b);
+    out += by + text.substr(b, e - b + 1);
+    b = e + 1;
+  }
+  return out;
+}
+
 struct BodyLine {
   std::string text;
   size_t after;  // how many of the group's reductions (in node order) it reads, directly or not
@@ -162,15 +173,6 @@ FusedKernelSource render_rows(const ir::Graph& g, FusedKernelSource k, const std
   const int nptr = nin + int(k.ew_outputs.size());
   if (nptr > kMaxFusedOperands)
     fail("cuda fusion: {} inputs and outputs, more than the {} a fused kernel takes", nptr, kMaxFusedOperands);
-  auto indent = [](const std::string& text, const std::string& by) {
-    std::string out;
-    for (size_t b = 0; b < text.size();) {
-      size_t e = text.find('\n', b);
-      out += by + text.substr(b, e - b + 1);
-      b = e + 1;
-    }
-    return out;
-  };
   const std::string row_loop = fmt::format(
       "    for (long long r = threadIdx.x; r < p.nred; r += blockDim.x) {{\n"
       "      const long long i = row * p.nred + r;\n"
@@ -382,12 +384,7 @@ FusedKernelSource render_fusion(const ir::Graph& g, const std::string& name) {
     vstores += fmt::format("      out{}.v[kiln_l] = {};\n", j, var.at(ew[size_t(j)]));
     vsaves += fmt::format("    ((kvec4<{}>*)p.ptr[{}])[jv] = out{};\n", t, nin + j, j);
   }
-  std::string vbody;
-  for (size_t b = 0; b < body.size();) {
-    size_t e = body.find('\n', b);
-    vbody += "  " + body.substr(b, e - b + 1);
-    b = e + 1;
-  }
+  const std::string vbody = indent(body, "  ");
 
   std::string src = render_prelude() + kFusedPrelude + params_struct(k.name, nptr, noff);
   if (!red) {
@@ -423,12 +420,7 @@ extern "C" __global__ void {0}_v(const {0}_params p) {{
     // The start value and step from the reduction's row of core/ops.def (NaN wins a max or min).
     const OpInfo& row = op_info(red->op());
     std::string ident(row.init), fold = fmt::format("acc = {};", row.expr);
-    std::string indented;
-    for (size_t b = 0; b < elem.size();) {
-      size_t e = elem.find('\n', b);
-      indented += "    " + elem.substr(b, e - b + 1);
-      b = e + 1;
-    }
+    const std::string indented = indent(elem, "    ");
     src += fmt::format(R"(
 extern "C" __global__ void {0}(const {0}_params p) {{
   typedef {1} A;
