@@ -16,6 +16,17 @@ const DeviceRuntime& device_runtime(Device device) {
   return *r;
 }
 
+int visible_devices(Device::Type type) {
+  if (type == Device::Type::CPU) return 1;
+  const DeviceRuntime* r = g_runtimes[size_t(type)];
+  if (!r) return 0;
+  try {
+    return r->device_count();
+  } catch (const Error&) {
+    return 0;
+  }
+}
+
 MemoryStats memory_stats(Device device) {
   return device.is_cpu() ? memory_stats() : device_runtime(device).memory_stats(device.index);
 }

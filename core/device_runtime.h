@@ -33,5 +33,8 @@ struct DeviceRuntime {
 void register_device_runtime(Device::Type type, const DeviceRuntime* runtime);
 // The runtime of a non-CPU device; raises when this build has none for its type.
 const DeviceRuntime& device_runtime(Device device);
+// Devices of a type this process can use: 0 without a registered runtime or when its driver cannot load
+// (what torch.cuda.is_available() and device_count() read where the backends are out of reach).
+int visible_devices(Device::Type type);
 
 }  // namespace kiln

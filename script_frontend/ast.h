@@ -335,5 +335,7 @@ const char* unsupported_construct(StmtKind k);
 // " (TorchScript accepts this)" for a construct TorchScript compiles and kiln does not lower, else "".
 const char* torchscript_accepts(ExprKind k);
 const char* torchscript_accepts(StmtKind k);
+// "torch.cuda.is_available" for that chain of names and attributes; "" for any other expression.
+std::string dotted(const Expr& e);
 
 }  // namespace kiln::script

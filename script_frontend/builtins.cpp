@@ -18,6 +18,7 @@
 #include "eager/composites_tensor_ops.h"
 #include "script_frontend/lowerer.h"
 #include "script_frontend/lowering_builder.h"
+#include "script_frontend/torch_devices.h"
 
 namespace kiln::script {
 
@@ -165,9 +166,17 @@ bool is_given(const Arg& g) { return g.present() && !(g.expr && g.expr->kind == 
 
 // A factory's device= argument: a graph makes its tensors where it runs, so the device a forward passes
 // (`device=idx.device`, nanoGPT's) changes nothing; it must still be one (a tensor's .device, a string, None).
+// A device string written out or bound at module level (`device = torch.device('cuda' if ... else 'cpu')`).
+bool device_string(Lowerer& L, const Arg& a) {
+  if (a.value) return false;
+  std::optional<std::string> s = L.const_str(a);
+  return s && is_device_string(*s);
+}
+
 void check_device(Lowerer& L, const Arg& a) {
   if (!a.present() || (a.expr && a.expr->kind == ExprKind::None)) return;
   if (a.expr && a.expr->kind == ExprKind::String) return;
+  if (device_string(L, a)) return;
   Value* v = L.value_of(a);
   if (!L.is_device(v)) L.fail(a.loc, fmt::format("device must be a tensor's .device or a string, got {}", v->type().str()));
 }
@@ -742,7 +751,7 @@ std::vector<Builtin> make_builtins() {
   // factory's device= (a graph makes its tensors where it runs)
   add("to", kMethod, {"input", "dtype"}, 2, [](Lowerer& L, Args& a, const Expr&) {
     Value* x = L.tensor_arg(a[0], "input");
-    if (a[1].expr && a[1].expr->kind == ExprKind::String) return x;
+    if ((a[1].expr && a[1].expr->kind == ExprKind::String) || device_string(L, a[1])) return x;
     if (!(a[1].expr && torch_dtype(*a[1].expr))) {
       Value* v = L.value_of(a[1]);
       if (L.is_device(v)) return x;
@@ -750,6 +759,16 @@ std::vector<Builtin> make_builtins() {
       a[1] = Arg{nullptr, v, a[1].loc};
     }
     return cast_to(L, x, dtype_arg(L, a[1], "Tensor.to takes a dtype (torch.float64, x.dtype) or a tensor in kiln script"));
+  });
+  // torch.device('cpu') in a forward: a device value (a graph runs where its inputs are), checked as torch checks it
+  add("device", kFn, {"type", "index"}, 1, [](Lowerer& L, Args& a, const Expr&) {
+    std::optional<std::string> type = L.const_str(a[0]);
+    if (!type) L.fail(a[0].loc, "torch.device() takes a device string in kiln script");
+    std::optional<long long> index;
+    if (is_given(a[1])) index = L.need_int(a[1], "torch.device()'s index");
+    DeviceSpec d = torch_device(*type, index);
+    if (!d.error.empty()) L.fail(a[0].loc, "RuntimeError: " + d.error);
+    return L.device_value();
   });
   add("item", kMethod, {"input"}, 1, [](Lowerer& L, Args& a, const Expr&) {
     // The number's type follows the dtype in PyTorch, which lowering does not know: kiln gives a

@@ -31,15 +31,6 @@ bool is_docstring(const Stmt& s) {
   return s.kind == StmtKind::Expr && (s.value->kind == ExprKind::String || s.value->kind == ExprKind::Ellipsis);
 }
 
-std::string dotted(const Expr& e) {
-  if (e.kind == ExprKind::Name) return e.name;
-  if (e.kind == ExprKind::Attribute) {
-    std::string base = dotted(*e.args[0]);
-    return base.empty() ? "" : base + "." + e.name;
-  }
-  return "";
-}
-
 class Collector {
  public:
   Collector(const Source& src, FileAst& m) : src_(src), m_(m) {}
@@ -699,6 +690,15 @@ const char* unsupported_construct(StmtKind k) {
     case StmtKind::Assert: break;
   }
   return "this statement is";
+}
+
+std::string dotted(const Expr& e) {
+  if (e.kind == ExprKind::Name) return e.name;
+  if (e.kind == ExprKind::Attribute) {
+    std::string base = dotted(*e.args[0]);
+    return base.empty() ? "" : base + "." + e.name;
+  }
+  return "";
 }
 
 }  // namespace kiln::script

@@ -25,6 +25,7 @@
 #include "script_frontend/nn_constructors.h"
 #include "script_frontend/objects.h"
 #include "script_frontend/python_math.h"
+#include "script_frontend/torch_devices.h"
 #include "script_frontend/torch_nn_classes.h"
 #include "script_frontend/parser.h"
 #include "script_frontend/py_exceptions.h"
@@ -1653,8 +1654,24 @@ class Init : public NnConstructors {
   Static attribute(const Expr& e, Scope& sc) {
     const Expr& base = *e.args[0];
     // torch.float64 and friends: dtypes travel as their names (torch.zeros(n, dtype=torch.float64)).
-    if (is_name(base, "torch", sc) && m_->imported.count("torch") && e.name != "nn") return Static::str(e.name);
+    if (is_name(base, "torch", sc) && m_->imported.count("torch") && e.name != "nn") return torch_attr(e.name);
     return attr_of(eval(base, sc), e.name, e.loc);
+  }
+
+  // torch.NAME: torch.cuda and torch.backends (what device selection at module level reads, `torch.device('cuda'
+  // if torch.cuda.is_available() else 'cpu')`), torch.Tensor as a type (`type(t) is torch.Tensor`), and the rest
+  // by name (dtypes: torch.zeros(n, dtype=torch.float64))
+  static Static torch_attr(const std::string& name) {
+    if (device_query_namespace("torch." + name)) return Static::named(Kind::Namespace, "torch." + name);
+    if (name == "Tensor") return Static::named(Kind::Function, "torch.Tensor");
+    return Static::str(name);
+  }
+
+  Static device_namespace_attr(const std::string& ns, const std::string& name, SourceLoc loc) {
+    std::string q = ns + "." + name;
+    if (device_query_namespace(q)) return Static::named(Kind::Namespace, q);
+    if (device_query(q)) return Static::named(Kind::Function, q);
+    fail(loc, fmt::format("module '{}' has no attribute '{}' in kiln script", ns, name));
   }
 
   Static attr_of(const Static& b, const std::string& name, SourceLoc loc) {
@@ -1741,7 +1758,8 @@ class Init : public NnConstructors {
           if (name == "e") return Static::number(M_E);
           if (name == "inf") return Static::number(INFINITY);
         }
-        if (ns == "torch") return Static::str(name);
+        if (ns == "torch") return torch_attr(name);
+        if (device_query_namespace(ns)) return device_namespace_attr(ns, name, loc);
         // what lowered code can call: hasattr(F, 'scaled_dot_product_attention') picks the path kiln has
         if (ns == "torch.nn.functional" && !functional_exists(name))
           fail(loc, fmt::format("module 'torch.nn.functional' has no attribute '{}' in kiln script", name));
@@ -1752,6 +1770,7 @@ class Init : public NnConstructors {
       case Kind::Tuple:
       case Kind::Str:
       case Kind::Tensor: {
+        if (b.kind == Kind::Str && name == "type" && is_device_string(b.s)) return Static::str(b.s.substr(0, b.s.find(':')));  // a torch.device's
         // their methods, bound: the call takes them (d.items(), xs.index(v), t.dim())
         static const std::set<std::string> kMethods = {"items", "keys", "values", "get", "index", "count", "startswith", "replace",
                                                        "join", "find", "rfind", "endswith", "dim", "numel", "size", "view",
@@ -1764,7 +1783,7 @@ class Init : public NnConstructors {
                                                              "log2", "log10", "log1p", "expm1", "exp2", "erf", "erfc",
                                                              "rsqrt", "reciprocal", "ceil", "floor", "trunc", "sign",
                                                              "square", "neg", "negative", "pow", "transpose", "swapaxes",
-                                                             "swapdims", "t", "tril", "triu"};
+                                                             "swapdims", "t", "tril", "triu", "to", "cpu"};
         if (!kMethods.count(name) && !(b.kind == Kind::Tensor && kTensorMethods.count(name))) break;
         Static m = Static::named(Kind::Function, "." + name);
         m.elems = {b};
@@ -1790,6 +1809,7 @@ class Init : public NnConstructors {
                                                          {Kind::Str, "str"}, {Kind::List, "list"}, {Kind::Tuple, "tuple"},
                                                          {Kind::Dict, "dict"}, {Kind::None, "NoneType"}, {Kind::Class, "type"}};
     if (auto it = kBuiltin.find(v.kind); it != kBuiltin.end()) return Static::named(Kind::Function, it->second);
+    if (v.kind == Kind::Tensor) return v.parameter ? Static::named(Kind::Class, "Parameter") : Static::named(Kind::Function, "torch.Tensor");
     if (v.kind == Kind::Module) {
       const ClassDef* def = v.obj->def;
       if (auto m = enum_members_.find(v.obj.get()); m != enum_members_.end()) def = m->second;
@@ -1869,6 +1889,7 @@ class Init : public NnConstructors {
       if (n == "dict" || n == "collections.OrderedDict" || n == "typing.OrderedDict") return v.kind == Kind::Dict;
       if (n == "typing.Sequence") return v.kind == Kind::List || v.kind == Kind::Tuple || v.kind == Kind::Str;
       if (n == "object") return true;
+      if (n == "torch.Tensor") return v.kind == Kind::Tensor;
     }
     fail(loc, fmt::format("isinstance() arg 2 must be a type or tuple of types, got {}", t.type_name()));
   }
@@ -2051,6 +2072,10 @@ class Init : public NnConstructors {
   // warnings.*, and the methods of lists, dicts, strings and tensors (".name", the object first).
   Static builtin_call(const Static& callee, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
     const std::string& n = callee.s;
+    if (std::optional<DeviceQuery> q = device_query(n)) {
+      if (!a.empty() || !kw.empty()) fail(loc, fmt::format("{}() takes no arguments", n));
+      return q->is_int ? Static::integer(q->value) : Static::boolean(q->value != 0);
+    }
     if (n == "functools.partial") {
       if (a.empty()) fail(loc, "partial() takes a callable first");
       Static p;
@@ -2545,6 +2570,19 @@ class Init : public NnConstructors {
   }
 
   // torch.<factory>(...) in __init__ runs eagerly: the tensor becomes a parameter, buffer or constant.
+  // torch.device('cuda', 0), torch.device(type='cpu'), torch.device(other): torch's string for it
+  Static device(const std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
+    for (const auto& [k, v] : kw)
+      if (k != "type" && k != "index") fail(loc, fmt::format("torch.device() got an unexpected keyword argument '{}'", k));
+    auto arg = [&](size_t i, const char* k) { return i < a.size() ? a[i] : kw.count(k) ? kw.at(k) : Static::none(); };
+    Static type = arg(0, "type"), index = arg(1, "index");
+    if (a.size() > 2 || type.kind != Kind::Str || (index.kind != Kind::Int && index.kind != Kind::None))
+      fail(loc, "torch.device() takes a device string and an optional int index");
+    DeviceSpec d = torch_device(type.s, index.kind == Kind::Int ? std::optional<long long>(index.i) : std::nullopt);
+    if (!d.error.empty()) py_raise(loc, "RuntimeError", d.error);
+    return Static::str(d.text);
+  }
+
   Static torch_fn(const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
     if (auto t = tensor_math(loc, [&] { return init_torch_function(name, a, kw); })) return *t;
     if (name == "_assert") {
@@ -2552,6 +2590,7 @@ class Init : public NnConstructors {
       if (!truthy(a[0], loc)) py_raise(loc, "AssertionError", py_str(a[1]));
       return Static::none();
     }
+    if (name == "device") return device(a, kw, loc);
     DType dt = DType::Float32;
     bool int_dtype = false;
     for (const auto& [k, v] : kw) {
@@ -2601,12 +2640,7 @@ class Init : public NnConstructors {
   }
 
   DType dtype_named(const std::string& s, SourceLoc loc) {
-    static const std::pair<const char*, DType> names[] = {
-        {"float32", DType::Float32}, {"float", DType::Float32}, {"float64", DType::Float64}, {"double", DType::Float64},
-        {"int64", DType::Int64},     {"long", DType::Int64},    {"int32", DType::Int32},     {"int", DType::Int32},
-        {"bool", DType::Bool}};
-    for (auto& [n, d] : names)
-      if (s == n) return d;
+    if (std::optional<DType> d = torch_dtype_name(s)) return *d;
     fail(loc, fmt::format("unknown dtype torch.{}", s));
   }
 

@@ -14,6 +14,7 @@
 #include "script_frontend/lowering_builder.h"
 #include "script_frontend/operators.h"
 #include "script_frontend/packed_sequences.h"
+#include "script_frontend/torch_devices.h"
 
 namespace kiln::script {
 
@@ -1076,6 +1077,12 @@ Value* Lowerer::call(const Expr& e) {
     if (base.kind == ExprKind::Attribute && base.args[0]->kind == ExprKind::Name && base.args[0]->name == "torch" &&
         base.name == "linalg" && !frame().env.count("torch"))
       return call_builtin(*this, "torch.linalg." + fn.name, e, nullptr);
+    if (std::string q = dotted(fn); !frame().env.count("torch"))
+      if (std::optional<DeviceQuery> d = device_query(q)) {
+        // torch.cuda.is_available(): known now, so the branches it picks are chosen while lowering
+        if (e.args.size() != 1 || !e.keywords.empty()) fail(e.loc, fmt::format("{}() takes no arguments", q));
+        return d->is_int ? constant(d->value) : constant(d->value != 0);
+      }
     if (base.kind == ExprKind::Attribute && base.args[0]->kind == ExprKind::Name && base.args[0]->name == "torch")
       fail(fn.loc, fmt::format("torch.{}.{} is not supported in kiln script; only torch.<function> calls are",
                                base.name, fn.name));

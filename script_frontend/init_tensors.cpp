@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "eager/ops.h"
+#include "script_frontend/torch_devices.h"
 
 namespace kiln::script {
 
@@ -288,8 +289,25 @@ std::optional<Static> init_torch_function(const std::string& name, const std::ve
   return std::nullopt;
 }
 
+std::optional<DType> torch_dtype_name(const std::string& name) {
+  static const std::map<std::string, DType> names = {
+      {"float32", DType::Float32}, {"float", DType::Float32}, {"float64", DType::Float64}, {"double", DType::Float64},
+      {"int64", DType::Int64},     {"long", DType::Int64},    {"int32", DType::Int32},     {"int", DType::Int32},
+      {"bool", DType::Bool},       {"bfloat16", DType::BFloat16}};
+  auto it = names.find(name);
+  return it == names.end() ? std::nullopt : std::optional<DType>(it->second);
+}
+
 std::optional<Static> init_tensor_method(const Tensor& t, const std::string& name, const std::vector<Static>& a,
                                          const std::map<std::string, Static>& kw) {
+  if (name == "cpu" && a.empty() && kw.empty()) return of(t);
+  if (name == "to" && a.size() == 1 && kw.empty()) {
+    // pe.to(device) in __init__ (the module is built on the CPU; moving it is the caller's), t.to(torch.float64), t.to(other)
+    if (a[0].kind == Kind::Tensor) return of(t.to(a[0].tensor.dtype()));
+    if (a[0].kind == Kind::Str && is_device_string(a[0].s)) return of(t);
+    if (a[0].kind == Kind::Str)
+      if (std::optional<DType> d = torch_dtype_name(a[0].s)) return of(t.to(*d));
+  }
   static const std::map<std::string, DType> casts = {{"int", DType::Int32},     {"long", DType::Int64},
                                                      {"float", DType::Float32}, {"double", DType::Float64},
                                                      {"bool", DType::Bool}};

@@ -22,9 +22,11 @@ std::optional<Static> init_tensor_unary(PyOp op, const Static& a);
 std::optional<Static> init_torch_function(const std::string& name, const std::vector<Static>& a,
                                           const std::map<std::string, Static>& kw);
 // t.NAME(...): int long float double bool tolist item permute contiguous clone sum flatten view reshape
-// unsqueeze round log exp sqrt abs
+// unsqueeze round log exp sqrt abs, to(dtype or tensor) and to(device) / cpu() (t: a module's tensors are where it is)
 std::optional<Static> init_tensor_method(const Tensor& t, const std::string& name, const std::vector<Static>& a,
                                          const std::map<std::string, Static>& kw);
+// torch.NAME for a dtype kiln has (float32, float, float64, double, int64, long, int32, int, bool, bfloat16)
+std::optional<DType> torch_dtype_name(const std::string& name);
 // One element of t[...]: an int, a slice, None (a new dim of 1) or `...`.
 struct TensorIndex {
   enum class Kind : uint8_t { Int, Slice, None, Ellipsis } kind = Kind::Int;

@@ -16,15 +16,6 @@ using ir::Prim;
 
 namespace {
 
-std::string dotted_name(const Expr& e) {
-  if (e.kind == ExprKind::Name) return e.name;
-  if (e.kind == ExprKind::Attribute) {
-    std::string base = dotted_name(*e.args[0]);
-    return base.empty() ? "" : base + "." + e.name;
-  }
-  return "";
-}
-
 // An annotation written as a dict value (`Optional[Tensor]`): read as the parser reads annotations.
 TypeExpr type_of_value(const Expr& e) {
   TypeExpr t;
@@ -32,7 +23,7 @@ TypeExpr type_of_value(const Expr& e) {
   if (e.kind == ExprKind::None) {
     t.name = "None";
   } else if (e.kind == ExprKind::Name || e.kind == ExprKind::Attribute) {
-    t.name = dotted_name(e);
+    t.name = dotted(e);
   } else if (e.kind == ExprKind::Subscript) {
     t = type_of_value(*e.args[0]);
     t.loc = e.loc;
@@ -110,7 +101,7 @@ std::shared_ptr<NamedTupleDef> from_call(const Source& src, const Expr& call, co
 }
 
 std::string maker(const FileAst& m, const Expr& e) {
-  auto it = m.namedtuple_makers.find(dotted_name(e));
+  auto it = m.namedtuple_makers.find(dotted(e));
   return it == m.namedtuple_makers.end() ? "" : it->second;
 }
 

@@ -8,6 +8,7 @@
 #include <variant>
 
 #include "script_frontend/lowerer.h"
+#include "script_frontend/torch_devices.h"
 
 namespace kiln::script {
 
@@ -78,6 +79,9 @@ std::optional<KnownValue> Lowerer::known_value(const Expr& e) {
     case ExprKind::Call: {
       if (is_scripting_call(e) && !frame().env.count("torch")) return KnownValue(true);
       if (auto c = isinstance_known(e)) return KnownValue(*c);
+      // torch.cuda.is_available(), torch.cuda.device_count(): what kiln's runtime sees now
+      if (std::optional<DeviceQuery> d = e.args.size() == 1 && !frame().env.count("torch") ? device_query(dotted(*e.args[0])) : std::nullopt)
+        return d->is_int ? KnownValue(d->value) : KnownValue(d->value != 0);
       return std::nullopt;
     }
     default: break;

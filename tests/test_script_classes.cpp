@@ -3,6 +3,7 @@
 // errors a class or a file with several broken definitions gets.
 #include <string>
 
+#include "core/device_runtime.h"
 #include "error_of.h"
 #include "support.h"
 
@@ -414,4 +415,62 @@ class Head(nn.Module):
   auto net = file.build("Head", {file.value("Config(n_embd=6)")});
   CHECK(net->state_dict().at("lm_head.weight").sizes() == Shape{7, 6});
   CHECK(file.build("Head", {file.value("Config(**{'vocab_size': 9})")})->state_dict().at("lm_head.weight").sizes() == Shape{9, 4});
+}
+
+TEST_CASE("script class: a device picked at module level (torch.device, torch.cuda.is_available) and .to(device) in __init__ and forward, as pytorch-tutorial's files write them") {
+  const char* src = R"(import torch
+import torch.nn as nn
+
+device = torch.device('cuda' if torch.cuda.is_available() else 'cpu')
+second = torch.device('cuda', 1) if torch.cuda.device_count() > 1 else torch.device(type='cpu')
+use_mps = torch.backends.mps.is_available()
+
+
+class RNN(nn.Module):
+    def __init__(self, n, layers):
+        super(RNN, self).__init__()
+        self.n = n
+        self.layers = layers
+        self.device = device
+        self.on_gpu = device.type == 'cuda'
+        self.lstm = nn.LSTM(n, n, layers, batch_first=True)
+        self.register_buffer("offset", torch.full((n,), 0.5).to(device).to(torch.float64).to(torch.float32))
+
+    def forward(self, x):
+        h0 = torch.zeros(self.layers, x.size(0), self.n).to(device)
+        c0 = torch.zeros(self.layers, x.size(0), self.n, device=device)
+        out, _ = self.lstm(x.to(self.device), (h0, c0))
+        if torch.cuda.is_available() or use_mps:
+            out = out * 2
+        return out[:, -1, :].to(torch.device('cpu')) + self.offset + (1.0 if self.on_gpu else 0.0)
+)";
+  const bool gpu = visible_devices(Device::Type::CUDA) > 0;
+  manual_seed(6);
+  Tensor x = randn({2, 3, 4});
+  auto net = script_source(src, "rnn.py").module("RNN", {int64_t(4), int64_t(2)});
+  auto sd = net->state_dict();
+  nn::LSTM ref(4, 4, 2, true, true);
+  std::map<std::string, Tensor> theirs;
+  for (auto& [k, v] : sd)
+    if (k.starts_with("lstm.")) theirs[k.substr(5)] = v;
+  ref.load_state_dict(theirs);
+  // the gpu branch and device.type read in __init__ each add to the output on a machine with a GPU
+  Tensor want = ref.forward(x).select(1, 2) * (gpu ? 2.0 : 1.0) + (gpu ? 1.5 : 0.5);
+  check_close(net->forward(x), want, 1e-6, 1e-6);
+  check_close(compile(net->method()).call({x})[0].to_tensor(), want, 1e-6, 1e-6);
+
+  // torch.device's checks, with torch's messages
+  auto with_device = [](const std::string& expr) {
+    return std::string("import torch\nimport torch.nn as nn\n\nd = ") + expr +
+           "\n\n\nclass M(nn.Module):\n    def forward(self, x):\n        return x.to(d)\n";
+  };
+  check_error([&] { script_source(with_device("torch.device('gpu')"), "d.py").module("M"); },
+              "Expected one of cpu, cuda, ipu, xpu, mkldnn, opengl, opencl, ideep, hip, ve, fpga, ort, xla, lazy, vulkan, mps, meta, hpu, privateuseone device type at start of device string: gpu");
+  check_error([&] { script_source(with_device("torch.device('cuda:0', 1)"), "d.py").module("M"); },
+              "type (string) must not include an index because index was passed explicitly: cuda:0");
+  check_error([&] { script_source(with_device("torch.device('cuda:x')"), "d.py").module("M"); }, "Invalid device string: 'cuda:x'");
+  check_error([&] { script_source(with_device("torch.cuda.current_stream()"), "d.py").module("M"); },
+              "module 'torch.cuda' has no attribute 'current_stream' in kiln script");
+  const char* in_forward = "import torch\nimport torch.nn as nn\n\n\nclass M(nn.Module):\n    def forward(self, x):\n        return x.to(torch.device('tpu'))\n";
+  check_error([&] { script_source(in_forward, "f.py").module("M")->forward(x); }, "f.py:7:34: error: RuntimeError: Expected one of cpu");
 }

@@ -55,7 +55,8 @@ class Net(nn.Module):
         self.cls = self.__class__.__name__ + " " + self.block.__class__.__name__ + " " + self.seq.__class__.__name__
         self.builtins = (type(3) is int, type(2.5) is float, type(True) is bool, type("s") == str, type([]) is list,
                          type((1,)) is tuple, type({}) is dict, type(None) is type(None), type(3) is float,
-                         type(True) is int, type(Block) is type, (3).__class__ is int)
+                         type(True) is int, type(Block) is type, (3).__class__ is int, type(torch.ones(1)) is torch.Tensor,
+                         isinstance(self.head.weight, torch.Tensor), type(self.head.weight) is torch.Tensor)
         self.type_names = (type(3).__name__, type(None).__name__, type(Net).__name__, type([1]).__qualname__,
                            int.__module__, len.__name__, len.__module__)
         self.modnames = (nn.Linear.__module__, nn.Conv2d.__module__, type(self.seq).__module__, nn.ModuleList.__module__,
@@ -90,7 +91,7 @@ TEST_CASE("script types: type(), __class__, __name__, __qualname__ and __module_
   CHECK(f[1].to_string() == "Net Block Conv2d BatchNorm2d Sequential Linear ReLU Linear");
   CHECK(f[2].to_string() == "Net(n=3)");
   CHECK(f[3].to_string() == "Net Block Sequential");
-  CHECK(joined(f[4]) == "True True True True True True True True False False True True");
+  CHECK(joined(f[4]) == "True True True True True True True True False False True True True True False");
   CHECK(joined(f[5]) == "int NoneType type list builtins len builtins");
   CHECK(joined(f[6]) == "torch.nn.modules.linear torch.nn.modules.conv torch.nn.modules.container "
                         "torch.nn.modules.container torch.nn.parameter Linear torch.nn.modules.linear Linear");
