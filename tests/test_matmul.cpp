@@ -102,6 +102,12 @@ TEST_CASE("matmul: transposed and strided operands") {
     check_matmul(rnd({2, 5}, dt, 38), batch.transpose(1, 2).transpose(0, 2).slice(2, 0, 4));
     check_matmul(rnd({1, 6}, dt, 39).expand({3, 6}), rnd({6, 4}, dt, 40));  // stride-0 rows
     check_matmul(rnd({3, 6}, dt, 41), rnd({6, 1}, dt, 42).expand({6, 4}));  // stride-0 columns
+    // a weight gradient's dY^T·X large enough that float32 computes X^T·dY and copies it back transposed, and
+    // the same with the shorter side first (not swapped) and with a row stride
+    Tensor dy = rnd({64, 300}, dt, 43), x = rnd({64, 70}, dt, 44);
+    check_matmul(dy.t(), x);
+    check_matmul(x.t(), dy);
+    check_matmul(rnd({64, 600}, dt, 45).slice(1, 0, 300).t(), x);  // A^T with a row stride of 600
   }
 }
 

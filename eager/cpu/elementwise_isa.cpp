@@ -270,6 +270,7 @@ void cast(DType to, DType from, const StridedLoop& L) {
 
 }  // namespace
 
-const IsaKernels kernels{KILN_ISA_NAME, &unary, &binary, &where, &cast, &fused_sgd, &fused_adam, &attention_forward, &attention_backward};
+const IsaKernels kernels{KILN_ISA_NAME, &unary, &binary, &where, &cast, &fused_sgd, &fused_adam, &attention_forward, &attention_backward,
+                          &lstm_forward_row, &lstm_backward_row};
 
 }  // namespace kiln::cpu::KILN_ISA

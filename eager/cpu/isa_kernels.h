@@ -6,6 +6,7 @@
 #include "core/dtype.h"
 #include "core/op.h"
 #include "eager/cpu/attention.h"
+#include "eager/cpu/rnn_cell.h"
 #include "eager/cpu/strided_loop.h"
 
 namespace kiln::optim {
@@ -28,6 +29,9 @@ struct IsaKernels {
   // The fused attention's forward and backward over float32 or float64 (eager/cpu/attention_isa.cpp).
   void (*attention_forward)(DType t, const AttentionProblem& p);
   void (*attention_backward)(DType t, const AttentionProblem& p, const AttentionGrads& g);
+  // An LSTM step's gate arithmetic for one row, float32 or float64 (eager/cpu/rnn_cell_isa.cpp).
+  void (*lstm_forward_row)(DType t, const LstmForwardRow& r);
+  void (*lstm_backward_row)(DType t, const LstmBackwardRow& r);
 };
 
 const IsaKernels& isa_kernels();
@@ -39,6 +43,8 @@ const IsaKernels& isa_kernels();
   void fused_adam(DType t, void* p, const void* g, void* m, void* v, int64_t n, const optim::AdamStep& s);  \
   void attention_forward(DType t, const AttentionProblem& p);                                               \
   void attention_backward(DType t, const AttentionProblem& p, const AttentionGrads& g);                     \
+  void lstm_forward_row(DType t, const LstmForwardRow& r);                                                  \
+  void lstm_backward_row(DType t, const LstmBackwardRow& r);                                                \
   }
 KILN_DECLARE_ISA(baseline)
 KILN_DECLARE_ISA(avx2)

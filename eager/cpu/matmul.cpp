@@ -69,6 +69,16 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
     copy_into(out, c);
     return;
   }
+  if (t == DType::Float32 && A.trans && !B.trans && M > N && M * N * K >= (int64_t(1) << 20)) {
+    // A^T·B (a weight's gradient, dY^T·X) with the longer side first runs slower in oneDNN's sgemm than its
+    // transpose B^T·A with the shorter side first (1024x256 over 700 rows: 120 against 158 GFLOP/s on AVX-512;
+    // 6 of 7 such shapes faster, the other 8 % slower): compute that and copy it back transposed.
+    Tensor ct = Tensor::empty({N, M}, t);
+    blas::gemm(true, false, N, M, K, static_cast<const float*>(B.t.raw_data()), B.ld, static_cast<const float*>(A.t.raw_data()),
+               A.ld, 0.0f, static_cast<float*>(ct.raw_data()), M);
+    copy_into(out, ct.transpose(0, 1));
+    return;
+  }
   if (t == DType::Float32)
     blas::gemm(A.trans, B.trans, M, N, K, static_cast<const float*>(A.t.raw_data()), A.ld,
                static_cast<const float*>(B.t.raw_data()), B.ld, 0.0f, static_cast<float*>(out.raw_data()),
