@@ -76,7 +76,7 @@ void gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
     Tensor ct = Tensor::empty({N, M}, t);
     blas::gemm(true, false, N, M, K, static_cast<const float*>(B.t.raw_data()), B.ld, static_cast<const float*>(A.t.raw_data()),
                A.ld, 0.0f, static_cast<float*>(ct.raw_data()), M);
-    copy_into(out, ct.transpose(0, 1));
+    copy_into(out, make_view(ct, {M, N}, {1, M}, 0));
     return;
   }
   if (t == DType::Float32)

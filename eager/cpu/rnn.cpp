@@ -34,6 +34,7 @@
 #include "eager/cpu/isa_kernels.h"
 #include "eager/cpu/onednn_switch.h"
 #include "eager/cpu/packed_gemm.h"
+#include "eager/cpu/views.h"
 #include "eager/kernels.h"
 
 namespace kiln::cpu {
@@ -555,7 +556,8 @@ Tensors kernel_rnn_layer_backward(OpId, const Tensors& in, const Attrs& attrs) {
   if (a.compute == DType::Float64) run(double(0));
   else run(float(0));
   Tensor gw = Tensor::empty({g.GH, g.H}, a.dtype);
-  copy_into(gw, gwT.transpose(0, 1));  // the transposing copy's register tiles, and the dtype's cast
+  // the transposing copy's register tiles, and the dtype's cast; the view made here (Tensor::transpose is an op)
+  copy_into(gw, make_view(gwT, {g.GH, g.H}, {1, g.GH}, 0));
   return {to_dtype(gx, a.dtype), gw, to_dtype(gb, a.dtype), to_dtype(gs, a.dtype)};
 }
 
