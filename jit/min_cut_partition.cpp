@@ -184,6 +184,16 @@ Partition partition_min_cut(const JointGraph& j) {
     for (const ir::Value* in : n->inputs()) stack.push_back(in);
   }
   auto is_primal = [&](const ir::Value* v) { return v->node()->prim() == ir::Prim::Param; };
+  // An activation (a unary Math op: gelu, silu, tanh) that a forward GEMM reads is in memory anyway; run again
+  // for the backward it repeats a transcendental pass over the whole tensor (the GPT's gelu: as long as its
+  // forward kernel), where keeping it costs its bytes only, as eager keeps it.
+  auto gemm_read_activation = [&](const ir::Value* v) {
+    const ir::Node* n = v->node();
+    if (!n->is_op() || op_info(n->op()).kind != OpKind::Unary || op_facts(n->op()).cost != OpCost::Math) return false;
+    for (const ir::Use& u : v->uses())
+      if (u.user->is_op(OpId::Matmul) && !bwd.count(u.user->output(0))) return true;
+    return false;
+  };
   // Number the forward values that take part.
   std::unordered_map<const ir::Value*, int> id;
   std::vector<const ir::Value*> values;
@@ -201,7 +211,7 @@ Partition partition_min_cut(const JointGraph& j) {
   for (const ir::Value* v : values) {
     const ir::Node* n = v->node();
     net.add_edge(vin(v), vin(v) + 1, is_primal(v) ? 0 : bytes_of(v));
-    if (is_primal(v) || (fwd_needed.count(n) && !recomputable(*n)) || compared_for_equality(v))
+    if (is_primal(v) || (fwd_needed.count(n) && (!recomputable(*n) || gemm_read_activation(v))) || compared_for_equality(v))
       net.add_edge(source, vin(v), kInf);
     if (!is_primal(v))
       for (const ir::Value* u : n->inputs())

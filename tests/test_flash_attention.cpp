@@ -6,6 +6,7 @@
 // F.scaled_dot_product_attention, which runs the row, with PyTorch 1.13's values of the written-out maths.
 #include <cmath>
 
+#include "core/allocator.h"
 #include "eager/autocast/autocast.h"
 #include "eager/autograd/engine.h"
 #include "eager/autograd/graph.h"
@@ -153,6 +154,47 @@ TEST_CASE("flash_attention: a shapes-only recording's outputs are the kernels' o
   std::string kernel = error_of([&] { dispatch(OpId::FlashAttentionBackward, wrong); });
   CHECK(kernel.find("flash_attention_backward: expected grad and out of shape [2,3,5,4]") != std::string::npos);
   CHECK(error_of([&] { cpu::flash_attention_outputs(OpId::FlashAttentionBackward, wrong); }) == kernel);
+}
+
+TEST_CASE("flash_attention: bf16 operands are widened a head at a time: the float kernel's values rounded, no float copy of a tensor") {
+  manual_seed(11);
+  const DType bf = DType::BFloat16, f32 = DType::Float32;
+  // L = S = 37: two query tiles and a tail; k and v strided heads of one [B, T, H, E] buffer (row stride 3 * 16)
+  Tensor q = randn({2, 3, 37, 16}).to(bf);
+  Tensor k = randn({2, 37, 3, 16}).to(bf).permute({0, 2, 1, 3}), v = (randn({2, 37, 3, 16}) * 2.0).to(bf).permute({0, 2, 1, 3});
+  Tensor scale = full({}, 0.25), g = randn({2, 3, 37, 16}).to(bf);
+  auto bits_equal = [](const Tensor& got, const Tensor& want) {
+    REQUIRE(got.dtype() == want.dtype());
+    check_close(got, want, 0, 0);
+  };
+  for (bool causal : {false, true}) {
+    CAPTURE(causal);
+    const Attrs attrs = Attrs().set("causal", causal);
+    reset_peak_memory_stats();
+    const int64_t before = memory_stats().current_bytes;
+    Tensors fwd = dispatch(OpId::FlashAttention, {q, k, v, scale}, attrs);
+    const int64_t grown = memory_stats().peak_bytes - before;
+    Tensors want = dispatch(OpId::FlashAttention, {q.to(f32), k.to(f32), v.to(f32), scale}, attrs);
+    bits_equal(fwd[0], want[0].to(bf));
+    bits_equal(fwd[1], want[1]);
+    // the results alone (bf16 out, float lse), where widening q, k and v and the result took 3.5x more
+    CHECK(grown <= fwd[0].numel() * 2 + fwd[1].numel() * 4 + 1024);
+
+    Tensors in{g, Tensor::empty({0}), fwd[0], fwd[1], q, k, v, scale};
+    reset_peak_memory_stats();
+    const int64_t before_b = memory_stats().current_bytes;
+    Tensors grads = dispatch(OpId::FlashAttentionBackward, in, attrs);
+    const int64_t grown_b = memory_stats().peak_bytes - before_b;
+    Tensors want_g = dispatch(OpId::FlashAttentionBackward, {g.to(f32), Tensor::empty({0}), fwd[0].to(f32), fwd[1], q.to(f32),
+                                                             k.to(f32), v.to(f32), scale}, attrs);
+    int64_t result_bytes = 0;
+    for (int i = 0; i < 3; ++i) {
+      CAPTURE(i);
+      bits_equal(grads[size_t(i)], want_g[size_t(i)].to(bf));
+      result_bytes += grads[size_t(i)].numel() * 2;
+    }
+    CHECK(grown_b <= result_bytes + 1024);
+  }
 }
 
 // Attention as nanoGPT writes it, a causal mask sliced from a buffer.

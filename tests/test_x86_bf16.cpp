@@ -133,6 +133,45 @@ TEST_CASE("x86 bf16: compiled bf16 and mixed bf16/f32 chains are fused kernels, 
   }
 }
 
+TEST_CASE("x86 bf16: a lone bf16 gelu (between two GEMMs) is a fused kernel, not eager's widening one") {
+  if (!test::x86_jit_on()) return;
+  manual_seed(6);
+  for (x86::Isa isa : isas()) {
+    IsaCap cap(isa);
+    CAPTURE(x86::isa_name(isa));
+    // [3, 67]: whole vectors and a tail on both ISAs; h is read twice (the second GEMM and the sum), so the
+    // first GEMM's epilogue cannot take the gelu
+    Tensor x = (randn({3, 16}) * 2.0).to(DType::BFloat16), w1 = randn({16, 67}).to(DType::BFloat16);
+    Tensor w2 = randn({67, 5}).to(DType::BFloat16);
+    Function f = trace([](const Tensors& in) {
+      Tensor h = matmul(in[0], in[1]);
+      return Tensors{matmul(gelu(h, "none"), in[2]), h};
+    }, {x, w1, w2});
+    Function cf = compile(f);
+    auto run = [&](const Function& fn) {
+      Tensor leaf = w1.detach().clone().requires_grad_(true);
+      Tensors out = fn({x, leaf, w2});
+      sum(out[0].to(DType::Float32)).backward();
+      return Tensors{out[0], leaf.grad()};
+    };
+    Tensors want = run(f), got = run(cf);
+    CHECK(got[0].dtype() == DType::BFloat16);
+    // one rounding of gelu's float32 value in both; the GEMM after it sums 67 of them
+    check_close(got[0], want[0], 2e-2, 2e-2);
+    check_close(got[1], want[1], 2e-2, 5e-2);
+    CHECK(compile_stats(cf).interpreted_groups == 0);
+    std::vector<IValue> in{x, w1.detach().clone().requires_grad_(true), w2};
+    auto g = compiled_graph(cf, in);
+    CAPTURE(g->str());
+    int64_t groups = 0;
+    for (ir::Node* n : g->block()->nodes()) {
+      CHECK_FALSE(n->is_op(OpId::Gelu));
+      groups += n->prim() == ir::Prim::FusionGroup;
+    }
+    CHECK(groups >= 1);
+  }
+}
+
 TEST_CASE("x86 bf16: softmax and layer_norm over bf16 rows are row kernels, forward and backward == eager") {
   if (!test::x86_jit_on()) return;
   manual_seed(4);

@@ -640,7 +640,7 @@ class KernelGen : public VecMath<Vmm> {
         Vmm y = this->tmp();
         this->vmul(y, x, this->C(0.70710678118654752440));
         if (f64) this->callout(d, y, nullptr, scalar_fn(OpId::Erf, true));
-        else this->erf_f32(d, y);
+        else this->erf_f32(d, y, false);
         this->vadd(d, d, this->C(1.0));
         this->vmul(y, x, this->C(0.5));
         this->vmul(d, d, y);

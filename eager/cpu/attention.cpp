@@ -2,6 +2,7 @@
 // attention_isa.cpp. q, k and v are read in place wherever a row is contiguous (the heads of nanoGPT's
 // split-and-transpose are strided views of one projection); broadcast batch dims cost no copy.
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -40,10 +41,14 @@ std::vector<int64_t> batch_offsets(const Tensor& t, const Layout& lay) {
   return off;
 }
 
-// In the compute dtype, with unit stride along a row.
+// The dtype the loops read and write: bf16 stays bf16 (widened a head at a time), others compute in `compute`.
+DType stored_dtype(DType in, DType compute) { return in == DType::BFloat16 ? in : compute; }
+
+// In the stored dtype, with unit stride along a row.
 Tensor rows_of(const Tensor& t, DType compute) {
-  if (t.dtype() != compute) return cast_to(t, compute);
-  return t.size(-1) > 1 && t.stride(-1) != 1 ? cast_to(t, compute) : t;
+  const DType dt = stored_dtype(t.dtype(), compute);
+  if (t.dtype() != dt) return cast_to(t, dt);
+  return t.size(-1) > 1 && t.stride(-1) != 1 ? cast_to(t, dt) : t;
 }
 
 // The checks torch's scaled_dot_product_attention makes, and the layout; inputs q, k, v, scale[, mask].
@@ -116,6 +121,7 @@ AttentionProblem problem(const Tensors& in, const Attrs& attrs, const Layout& la
   p.v_row = v.stride(-2);
   for (int i = 0; i < 3; ++i) offsets.push_back(batch_offsets(keep[size_t(i)], lay));
   p.causal = attrs.b_or("causal", false);
+  p.bf16 = q.dtype() == DType::BFloat16;
   p.scale = in[3].item_double();
   if (in.size() == 5) {
     Tensor m = in[4];
@@ -170,16 +176,16 @@ Tensors kernel_flash_attention(OpId, const Tensors& in, const Attrs& attrs) {
   Tensors keep;
   std::vector<std::vector<int64_t>> offsets;
   AttentionProblem p = problem(in, attrs, lay, keep, offsets);
-  Tensor out = Tensor::empty(with_tail(lay.batch, p.L, p.Ev), lay.compute);
+  Tensor out = Tensor::empty(with_tail(lay.batch, p.L, p.Ev), stored_dtype(in[0].dtype(), lay.compute));
   Tensor lse = Tensor::empty(with_tail(lay.batch, p.L, -1), lay.compute);
   p.out = out.raw_data();
   p.lse = lse.raw_data();
   if (p.S == 0) {  // no keys: the empty softmax times an empty v is zeros, as torch's matmul
     auto fill = [&](auto zero) {
       using T = decltype(zero);
-      std::fill_n(static_cast<T*>(p.out), out.numel(), T(0));
       std::fill_n(static_cast<T*>(p.lse), lse.numel(), -std::numeric_limits<T>::infinity());
     };
+    std::memset(out.raw_data(), 0, size_t(out.numel()) * itemsize(out.dtype()));  // 0 in any float type
     if (lay.compute == DType::Float64) fill(double(0));
     else fill(float(0));
   } else if (p.batch * p.L * p.Ev > 0) {
@@ -208,11 +214,14 @@ Tensors kernel_flash_attention_backward(OpId, const Tensors& in, const Attrs& at
   std::vector<std::vector<int64_t>> offsets;
   AttentionProblem p = problem(fwd, attrs, lay, keep, offsets);
   const bool has_glse = in[1].numel() > 0;
-  auto dense = [&](const Tensor& t) { return t.dtype() == lay.compute && t.is_contiguous() ? t : cast_to(t, lay.compute); };
-  Tensor g = dense(in[0]), out = dense(in[2]), lse = dense(in[3]), glse = has_glse ? dense(in[1]) : Tensor();
-  Tensor dq = Tensor::empty(with_tail(lay.batch, p.L, p.E), lay.compute);
-  Tensor dk = Tensor::empty(with_tail(lay.batch, p.S, p.E), lay.compute);
-  Tensor dv = Tensor::empty(with_tail(lay.batch, p.S, p.Ev), lay.compute);
+  // grad and out as q is stored (bf16 or the compute dtype), lse and its gradient in the compute dtype
+  const DType stored = stored_dtype(fwd[0].dtype(), lay.compute);
+  auto dense = [&](const Tensor& t, DType dt) { return t.dtype() == dt && t.is_contiguous() ? t : cast_to(t, dt); };
+  Tensor g = dense(in[0], stored), out = dense(in[2], stored), lse = dense(in[3], lay.compute);
+  Tensor glse = has_glse ? dense(in[1], lay.compute) : Tensor();
+  Tensor dq = Tensor::empty(with_tail(lay.batch, p.L, p.E), stored);
+  Tensor dk = Tensor::empty(with_tail(lay.batch, p.S, p.E), stored);
+  Tensor dv = Tensor::empty(with_tail(lay.batch, p.S, p.Ev), stored);
   AttentionGrads gr;
   gr.grad = g.raw_data();
   gr.out = out.raw_data();

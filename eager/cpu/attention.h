@@ -18,6 +18,9 @@ struct AttentionProblem {
   int64_t q_row = 0, k_row = 0, v_row = 0, m_row = 0, m_col = 0;
   AttentionMask mask_kind = AttentionMask::None;
   bool causal = false;  // position i attends to keys j <= i (torch's tril of ones(L, S))
+  // float only: q, k, v (and the backward's grad and out) are bf16, as are out and dq, dk, dv; the loops widen
+  // a head's rows into float tiles and round its results back, so no whole tensor is copied in float
+  bool bf16 = false;
   double scale = 1;
   void *out = nullptr, *lse = nullptr;
 };

@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "eager/cpu/attention.h"
+#include "eager/cpu/bf16_convert.h"
 #include "eager/cpu/isa_kernels.h"
 #include "eager/cpu/simd_math.h"
 #include "eager/cpu/transpose_copy.h"
@@ -21,6 +23,18 @@ constexpr int64_t kK = 64;  // keys per tile: a score row of floats is four AVX-
 
 template <typename T>
 constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+
+// Rows [r0, r1) of bf16 rows n wide (row stride ld elements, from element offset off) widened into dst, n
+// floats a row: a head's or a tile's share, in cache, instead of a float copy of the whole tensor.
+inline void widen_rows(const void* base, int64_t off, int64_t ld, int64_t n, int64_t r0, int64_t r1, float* dst) {
+  const uint16_t* src = static_cast<const uint16_t*>(base) + off;
+  if (ld == n) return bf16_to_f32(src + r0 * ld, dst, (r1 - r0) * n);
+  for (int64_t r = r0; r < r1; ++r) bf16_to_f32(src + r * ld, dst + (r - r0) * n, n);
+}
+
+inline void narrow_rows(const float* src, void* base, int64_t off, int64_t n) {
+  f32_to_bf16(src, static_cast<uint16_t*>(base) + off, n);
+}
 
 // rows [j0, j1) of x (row stride ld, n wide) as columns: xt[c * kK + (j - j0)]; float tiles 8x8 in registers
 template <typename T>
@@ -248,20 +262,33 @@ void forward(const AttentionProblem& p) {
 #pragma omp parallel if (p.batch * p.L > kQ)
   {
     std::vector<T> kt(size_t(p.E * kK)), s(kQ * kK), acc(size_t(kQ * p.Ev)), mx(kQ), sum(kQ);
+    const bool bf16 = std::is_same_v<T, float> && p.bf16;
+    std::vector<T> qw(bf16 ? size_t(kQ * p.E) : 0), kw(bf16 ? size_t(p.S * p.E) : 0), vw(bf16 ? size_t(p.S * p.Ev) : 0),
+        ow(bf16 ? size_t(kQ * p.Ev) : 0);
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < p.batch * qtiles; ++task) {
       const int64_t b = task / qtiles, i0 = (task % qtiles) * kQ, i1 = std::min(p.L, i0 + kQ), nr = i1 - i0;
-      const T* q = static_cast<const T*>(p.q) + p.q_off[b];
-      const T* k = static_cast<const T*>(p.k) + p.k_off[b];
-      const T* v = static_cast<const T*>(p.v) + p.v_off[b];
+      const int64_t kend = p.causal ? std::min(p.S, i1) : p.S;
+      // the tile's query rows (from row i0), the keys and values it reads
+      const T *qi = qw.data(), *k = kw.data(), *v = vw.data();
+      int64_t q_row = p.E, k_row = p.E, v_row = p.Ev;
+      if (!bf16) {
+        qi = static_cast<const T*>(p.q) + p.q_off[b] + i0 * p.q_row;
+        k = static_cast<const T*>(p.k) + p.k_off[b];
+        v = static_cast<const T*>(p.v) + p.v_off[b];
+        q_row = p.q_row, k_row = p.k_row, v_row = p.v_row;
+      } else if constexpr (std::is_same_v<T, float>) {
+        widen_rows(p.q, p.q_off[b], p.q_row, p.E, i0, i1, qw.data());
+        widen_rows(p.k, p.k_off[b], p.k_row, p.E, 0, kend, kw.data());
+        widen_rows(p.v, p.v_off[b], p.v_row, p.Ev, 0, kend, vw.data());
+      }
       std::fill(acc.begin(), acc.end(), T(0));
       std::fill(mx.begin(), mx.end(), kNegInf<T>);
       std::fill(sum.begin(), sum.end(), T(0));
-      const int64_t kend = p.causal ? std::min(p.S, i1) : p.S;
       for (int64_t j0 = 0; j0 < kend; j0 += kK) {
         const int64_t j1 = std::min(kend, j0 + kK), seen = keys_seen(p, i1, j0, j1);
-        transpose_tile(k, p.k_row, p.E, j0, j1, kt.data());
-        tile_gemm(nr, kK, p.E, q + i0 * p.q_row, p.q_row, int64_t(1), kt.data(), kK, s.data(), kK, false);
+        transpose_tile(k, k_row, p.E, j0, j1, kt.data());
+        tile_gemm(nr, kK, p.E, qi, q_row, int64_t(1), kt.data(), kK, s.data(), kK, false);
         for (int64_t r = 0; r < nr; ++r) {
           T* __restrict sr = s.data() + r * kK;
           const RowKeys keys = finish_score_row(p, b, i0 + r, j0, j1, sr);
@@ -282,15 +309,18 @@ void forward(const AttentionProblem& p) {
             for (int64_t c = 0; c < p.Ev; ++c) a[c] *= alpha;
           }
         }
-        tile_gemm(nr, p.Ev, seen, s.data(), kK, int64_t(1), v + j0 * p.v_row, p.v_row, acc.data(), p.Ev, true);
+        tile_gemm(nr, p.Ev, seen, s.data(), kK, int64_t(1), v + j0 * v_row, v_row, acc.data(), p.Ev, true);
       }
       // a row that attends nowhere divides 0 by 0: NaN, as the softmax of all -inf
-      T* out = static_cast<T*>(p.out) + (b * p.L + i0) * p.Ev;
+      T* out = bf16 ? ow.data() : static_cast<T*>(p.out) + (b * p.L + i0) * p.Ev;
       T* lse = static_cast<T*>(p.lse) + b * p.L + i0;
       for (int64_t r = 0; r < nr; ++r) {
         const T inv = T(1) / sum[size_t(r)];
         for (int64_t c = 0; c < p.Ev; ++c) out[r * p.Ev + c] = acc[size_t(r * p.Ev + c)] * inv;
         lse[r] = mx[size_t(r)] + std::log(sum[size_t(r)]);
+      }
+      if constexpr (std::is_same_v<T, float>) {
+        if (bf16) narrow_rows(ow.data(), p.out, (b * p.L + i0) * p.Ev, nr * p.Ev);
       }
     }
   }
@@ -303,18 +333,35 @@ void backward(const AttentionProblem& p, const AttentionGrads& gr) {
 #pragma omp parallel if (p.batch * p.L > kQ)
   {
     std::vector<T> kt(size_t(p.E * kK)), vt(size_t(p.Ev * kK)), pt(kQ * kK), dst(kQ * kK), delta(size_t(p.L));
+    // bf16: the head's operands widened and its gradients summed in float, rounded once at the end
+    const bool bf16 = std::is_same_v<T, float> && p.bf16;
+    auto buf = [&](int64_t rows, int64_t n) { return std::vector<T>(bf16 ? size_t(rows * n) : 0); };
+    std::vector<T> qw = buf(p.L, p.E), kw = buf(p.S, p.E), vw = buf(p.S, p.Ev), gw = buf(p.L, p.Ev), ow = buf(p.L, p.Ev),
+                   dqw = buf(p.L, p.E), dkw = buf(p.S, p.E), dvw = buf(p.S, p.Ev);
 #pragma omp for schedule(dynamic)
     for (int64_t b = 0; b < p.batch; ++b) {
-      const T* q = static_cast<const T*>(p.q) + p.q_off[b];
-      const T* k = static_cast<const T*>(p.k) + p.k_off[b];
-      const T* v = static_cast<const T*>(p.v) + p.v_off[b];
-      const T* g = static_cast<const T*>(gr.grad) + b * p.L * p.Ev;
-      const T* o = static_cast<const T*>(gr.out) + b * p.L * p.Ev;
       const T* lse = static_cast<const T*>(gr.lse) + b * p.L;
       const T* glse = gr.grad_lse ? static_cast<const T*>(gr.grad_lse) + b * p.L : nullptr;
-      T* dq = static_cast<T*>(gr.dq) + b * p.L * p.E;
-      T* dk = static_cast<T*>(gr.dk) + b * p.S * p.E;
-      T* dv = static_cast<T*>(gr.dv) + b * p.S * p.Ev;
+      const T *q = qw.data(), *k = kw.data(), *v = vw.data(), *g = gw.data(), *o = ow.data();
+      T *dq = dqw.data(), *dk = dkw.data(), *dv = dvw.data();
+      int64_t q_row = p.E, k_row = p.E, v_row = p.Ev;
+      if (!bf16) {
+        q = static_cast<const T*>(p.q) + p.q_off[b];
+        k = static_cast<const T*>(p.k) + p.k_off[b];
+        v = static_cast<const T*>(p.v) + p.v_off[b];
+        g = static_cast<const T*>(gr.grad) + b * p.L * p.Ev;
+        o = static_cast<const T*>(gr.out) + b * p.L * p.Ev;
+        dq = static_cast<T*>(gr.dq) + b * p.L * p.E;
+        dk = static_cast<T*>(gr.dk) + b * p.S * p.E;
+        dv = static_cast<T*>(gr.dv) + b * p.S * p.Ev;
+        q_row = p.q_row, k_row = p.k_row, v_row = p.v_row;
+      } else if constexpr (std::is_same_v<T, float>) {
+        widen_rows(p.q, p.q_off[b], p.q_row, p.E, 0, p.L, qw.data());
+        widen_rows(p.k, p.k_off[b], p.k_row, p.E, 0, p.S, kw.data());
+        widen_rows(p.v, p.v_off[b], p.v_row, p.Ev, 0, p.S, vw.data());
+        widen_rows(gr.grad, b * p.L * p.Ev, p.Ev, p.Ev, 0, p.L, gw.data());
+        widen_rows(gr.out, b * p.L * p.Ev, p.Ev, p.Ev, 0, p.L, ow.data());
+      }
       std::fill(dq, dq + p.L * p.E, T(0));
       std::fill(dk, dk + p.S * p.E, T(0));
       std::fill(dv, dv + p.S * p.Ev, T(0));
@@ -327,12 +374,12 @@ void backward(const AttentionProblem& p, const AttentionGrads& gr) {
       const T scale = T(p.scale);
       for (int64_t j0 = 0; j0 < p.S; j0 += kK) {
         const int64_t j1 = std::min(p.S, j0 + kK);
-        transpose_tile(k, p.k_row, p.E, j0, j1, kt.data());
-        transpose_tile(v, p.v_row, p.Ev, j0, j1, vt.data());
+        transpose_tile(k, k_row, p.E, j0, j1, kt.data());
+        transpose_tile(v, v_row, p.Ev, j0, j1, vt.data());
         for (int64_t i0 = p.causal ? j0 / kQ * kQ : 0; i0 < p.L; i0 += kQ) {
           const int64_t i1 = std::min(p.L, i0 + kQ), nr = i1 - i0, seen = keys_seen(p, i1, j0, j1);
           if (seen == 0) continue;
-          tile_gemm(nr, kK, p.E, q + i0 * p.q_row, p.q_row, int64_t(1), kt.data(), kK, pt.data(), kK, false);
+          tile_gemm(nr, kK, p.E, q + i0 * q_row, q_row, int64_t(1), kt.data(), kK, pt.data(), kK, false);
           tile_gemm(nr, kK, p.Ev, g + i0 * p.Ev, p.Ev, int64_t(1), vt.data(), kK, dst.data(), kK, false);
           for (int64_t r = 0; r < nr; ++r) {
             T* __restrict pr = pt.data() + r * kK;
@@ -347,9 +394,16 @@ void backward(const AttentionProblem& p, const AttentionGrads& gr) {
             }
             for (int64_t j = keys.n; j < seen; ++j) pr[j] = dr[j] = T(0);  // keys this row does not see
           }
-          tile_gemm(nr, p.E, seen, dst.data(), kK, int64_t(1), k + j0 * p.k_row, p.k_row, dq + i0 * p.E, p.E, true);
+          tile_gemm(nr, p.E, seen, dst.data(), kK, int64_t(1), k + j0 * k_row, k_row, dq + i0 * p.E, p.E, true);
           tile_gemm(seen, p.Ev, nr, pt.data(), int64_t(1), kK, g + i0 * p.Ev, p.Ev, dv + j0 * p.Ev, p.Ev, true);
-          tile_gemm(seen, p.E, nr, dst.data(), int64_t(1), kK, q + i0 * p.q_row, p.q_row, dk + j0 * p.E, p.E, true);
+          tile_gemm(seen, p.E, nr, dst.data(), int64_t(1), kK, q + i0 * q_row, q_row, dk + j0 * p.E, p.E, true);
+        }
+      }
+      if constexpr (std::is_same_v<T, float>) {
+        if (bf16) {
+          narrow_rows(dq, gr.dq, b * p.L * p.E, p.L * p.E);
+          narrow_rows(dk, gr.dk, b * p.S * p.E, p.S * p.E);
+          narrow_rows(dv, gr.dv, b * p.S * p.Ev, p.S * p.Ev);
         }
       }
     }

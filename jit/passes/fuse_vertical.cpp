@@ -27,6 +27,18 @@ bool row_reduction(const ir::Node& n, const ir::Type& space, const Backend* back
   return d.size() == 1 && (d[0] == r - 1 || d[0] == -1);
 }
 
+// A lone elementwise node reading or writing bf16 (a GPT's gelu between two bf16 GEMMs) is worth a kernel of
+// its own: eager widens whole tensors to float32 and rounds the result back, three passes and two fresh
+// buffers, where the fused kernel loads bf16 into float32 registers and stores bf16 in one pass. Casts are
+// one pass in eager already.
+bool worth_alone(const ir::Node& n) {
+  if (n.is_op(OpId::Cast) || op_info(n.op()).kind == OpKind::Reduce) return false;
+  auto bf16 = [](const ir::Value* v) { return v->type().is_tensor() && v->type().dtype == DType::BFloat16; };
+  bool any = bf16(n.output());
+  for (const ir::Value* v : n.inputs()) any |= bf16(v);
+  return any;
+}
+
 int64_t fuse_block(ir::Graph& g, ir::Block& b, const Backend* backend) {
   int64_t fused = 0;
   std::vector<ir::Node*> order;
@@ -89,7 +101,7 @@ int64_t fuse_block(ir::Graph& g, ir::Block& b, const Backend* backend) {
     bool inner_reduction = false;
     for (ir::Node* m : members) inner_reduction |= m != root && op_info(m->op()).kind == OpKind::Reduce;
     if (rows && !inner_reduction) members = grow(false);
-    if (members.size() < 2) continue;
+    if (members.size() < 2 && !worth_alone(*root)) continue;
     std::sort(members.begin(), members.end(), [&](ir::Node* a, ir::Node* c) { return pos[a] < pos[c]; });
     for (ir::Node* m : members) taken.insert(m);
     make_group(g, members);
