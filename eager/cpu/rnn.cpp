@@ -1,13 +1,15 @@
 // rnn_layer and rnn_layer_backward (core/ops.def): one recurrent layer in one direction over all its steps,
 // so that a traced, scripted or compiled LSTM is one node per layer and direction, never T copies of a step.
 // The input projection of every step arrives computed (one GEMM, in the composite); here each step is one
-// GEMM (h·W_hh^T) and the gate arithmetic, whose sigmoid and tanh are the elementwise kernels' vector ones
-// (scalar std::exp and std::tanh made them 4/5 of the step); W_hh is packed once for all steps
-// (packed_gemm.h). With "keep" (set where a gradient may be wanted) the forward also returns what each step
-// computed — the gates, and c and tanh(c) or the GRU's n-gate term — as a second output, which autograd saves
-// (op_facts: the derivative reads both outputs); without it that output is empty and the backward runs the
-// forward again (a quarter of a training step's recurrent time). The backward walks the steps in reverse with
-// one GEMM each for the gradient of h, and takes W_hh's gradient as one GEMM over all steps at the end.
+// GEMM (h·W_hh^T) and the gate arithmetic: for an LSTM one pass per row through the gates, c, tanh(c) and h
+// (rnn_cell_isa.cpp, built per ISA: its five passes around the elementwise kernels' sigmoid and tanh, built for
+// the baseline ISA here, took as long as the step's GEMM), for the other cells the elementwise kernels' vector
+// sigmoid and tanh; W_hh is packed once for all steps (packed_gemm.h). With "keep" (set where a gradient may be
+// wanted) the forward also returns what each step computed — the gates, and c and tanh(c) or the GRU's n-gate
+// term — as a second output, which autograd saves (op_facts: the derivative reads both outputs); without it
+// that output is empty and the backward runs the forward again (a quarter of a training step's recurrent
+// time). The backward walks the steps in reverse with one GEMM each for the gradient of h, and takes W_hh's
+// gradient as one GEMM over all steps at the end, reading the h each step read from the output in place.
 //
 // With "lengths" (a packed sequence, torch.nn.utils.rnn) row n runs only at the steps t < lengths[n]: a
 // step leaves the state of a finished row as it was and its output zero, so h_n is the state at the row's
