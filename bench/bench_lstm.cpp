@@ -3,7 +3,8 @@
 // initial state, no dropout) eager and as a compiled step; bench/lstm_torch.py times the same in PyTorch. Prints ms per
 // iteration, the best of 7 runs of 10: at one thread the process's CPU time (its compute time, less disturbed than wall
 // time on a shared machine), at more threads wall time (CPU time would add the threads up).
-// Usage: bench_lstm [--threads N] [--lm-only] [--profile]  (--profile: kiln::Profiler's table of one compiled LM step)
+// Usage: bench_lstm [--threads N] [--lm-only] [--profile]  (--profile: kiln::Profiler's table of one compiled LM step;
+// with KILN_BENCH_TRACE=OUT.json also its chrome trace)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
     step({tokens, target});
     prof.stop();
     std::printf("%s", prof.table().c_str());
+    if (const char* path = std::getenv("KILN_BENCH_TRACE")) prof.save_chrome_trace(path);
     return 0;
   }
   double eager = best_ms([&] {
