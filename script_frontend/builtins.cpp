@@ -164,8 +164,6 @@ Value* int_list(Lowerer& L, const Arg& a, std::string_view what) {
 
 bool is_given(const Arg& g) { return g.present() && !(g.expr && g.expr->kind == ExprKind::None); }
 
-// A factory's device= argument: a graph makes its tensors where it runs, so the device a forward passes
-// (`device=idx.device`, nanoGPT's) changes nothing; it must still be one (a tensor's .device, a string, None).
 // A device string written out or bound at module level (`device = torch.device('cuda' if ... else 'cpu')`).
 bool device_string(Lowerer& L, const Arg& a) {
   if (a.value) return false;
@@ -173,6 +171,8 @@ bool device_string(Lowerer& L, const Arg& a) {
   return s && is_device_string(*s);
 }
 
+// A factory's device= argument: a graph makes its tensors where it runs, so the device a forward passes
+// (`device=idx.device`, nanoGPT's) changes nothing; it must still be one (a tensor's .device, a string, None).
 void check_device(Lowerer& L, const Arg& a) {
   if (!a.present() || (a.expr && a.expr->kind == ExprKind::None)) return;
   if (a.expr && a.expr->kind == ExprKind::String) return;

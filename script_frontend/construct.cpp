@@ -2569,7 +2569,6 @@ class Init : public NnConstructors {
     t.copy_(tensor(v, t.sizes(), DType::Float64).to(t.dtype()));
   }
 
-  // torch.<factory>(...) in __init__ runs eagerly: the tensor becomes a parameter, buffer or constant.
   // torch.device('cuda', 0), torch.device(type='cpu'), torch.device(other): torch's string for it
   Static device(const std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
     for (const auto& [k, v] : kw)
@@ -2583,6 +2582,7 @@ class Init : public NnConstructors {
     return Static::str(d.text);
   }
 
+  // torch.<factory>(...) in __init__ runs eagerly: the tensor becomes a parameter, buffer or constant.
   Static torch_fn(const std::string& name, std::vector<Static>& a, const Bound& kw, SourceLoc loc) {
     if (auto t = tensor_math(loc, [&] { return init_torch_function(name, a, kw); })) return *t;
     if (name == "_assert") {
