@@ -23,6 +23,20 @@ def state(prefix, model):
     return {f"{prefix}.{k}": v.clone() for k, v in model.state_dict().items()}
 
 
+def sgd_on_own_loss(model, idx, targets, steps=3):
+    """SGD (lr 0.1) on the loss a GPT returns beside its logits, in training mode; the losses of the steps."""
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for _ in range(steps):
+        _, loss = model(idx, targets)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach().clone())
+    return losses
+
+
 def gpt():
     # A GPT of two blocks; torch 1.13 has no scaled_dot_product_attention, so the masked-softmax path runs.
     spec = importlib.util.spec_from_file_location("gpt", os.path.join(HERE, "..", "..", "..", "samples", "gpt.py"))
@@ -43,13 +57,7 @@ def gpt():
         logits, loss = model(idx, targets)
         out["output.1"], out["output.2"] = logits, loss
     # Three SGD steps on the model's own loss (dropout 0, so train mode computes what eval does).
-    model.train()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    for _ in range(3):
-        _, loss = model(idx, targets)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    sgd_on_own_loss(model, idx, targets)
     out.update(state("trained", model))
     # Without biases (LayerNorm's bias None), eval logits of every position.
     torch.manual_seed(1)
@@ -243,14 +251,8 @@ def cfg_gpt():
     model.eval()
     with torch.no_grad():
         out["output.0"], out["output.1"] = model(idx, targets)
-    model.train()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    for i in range(3):
-        _, loss = model(idx, targets)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        out[f"loss.{i}"] = loss.detach().clone()
+    for i, loss in enumerate(sgd_on_own_loss(model, idx, targets)):
+        out[f"loss.{i}"] = loss
     out.update(state("trained", model))
     return out
 
