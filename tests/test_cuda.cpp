@@ -13,6 +13,9 @@
 #include <future>
 #include <set>
 
+#include <fmt/format.h>
+
+#include "backends/cuda/attention.h"
 #include "backends/cuda/driver_api.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/kernels.h"
@@ -133,6 +136,32 @@ TEST_CASE("cuda: the float32 kernels compile optimised, as at run time") {
     FAIL(e.what());
   }
   CHECK(cubin.size() > 10000);
+}
+
+TEST_CASE("cuda: flash attention's kernels compile optimised for sm_80 and sm_90, every dtype and head width") {
+  // the options run time uses (kernel_cache's cubin_for): these kernels are what F.scaled_dot_product_attention
+  // and the compiled GPT's fused attention launch on a GPU
+  std::vector<std::pair<DType, int>> variants = cuda::attention_variants();
+  CHECK(variants.size() == 16);
+  std::string src = cuda::render_attention(variants);
+  for (auto [dt, per_lane] : variants)
+    for (const char* k : {"_fwd(", "_bwd_q(", "_bwd_kv("})
+      CHECK_MESSAGE(src.find(fmt::format("kiln_att_{}_{}{}", cuda::dtype_tag(dt), per_lane, k)) != std::string::npos,
+                    dtype_name(dt) << " " << per_lane << k);
+  auto build = [&](int arch) {
+    try {
+      return std::make_pair(cuda::nvrtc_compile(src, arch, "flash_attention"), std::string());
+    } catch (const Error& e) {
+      return std::make_pair(std::vector<char>(), std::string(e.what()));
+    }
+  };
+  auto sm80 = std::async(std::launch::async, build, 80);
+  auto sm90 = build(90);
+  for (auto [arch, r] : {std::make_pair(80, sm80.get()), std::make_pair(90, sm90)}) {
+    CAPTURE(arch);
+    CHECK_MESSAGE(r.second.empty(), r.second);
+    CHECK(r.first.size() > 10000);
+  }
 }
 
 TEST_CASE("cuda: a kernel that does not compile raises with nvrtc's log") {

@@ -196,6 +196,52 @@ TEST_CASE("cuda device: matmul and linear through cublas equal the cpu" * doctes
               "matmul: dtype int64 has no cuda kernel");
 }
 
+TEST_CASE("cuda device: flash attention forward and backward equal the cpu (causal, masks, broadcast batch, strided heads, dtypes)" *
+          doctest::skip(kNoGpu)) {
+  struct Case {
+    Shape q, k, v, mask;
+    bool causal = false, bool_mask = true;
+  };
+  const Case cases[] = {
+      {{2, 3, 7, 16}, {2, 3, 7, 16}, {2, 3, 7, 16}, {}, true},        // a GPT's causal heads
+      {{2, 3, 5, 40}, {2, 3, 9, 40}, {2, 3, 9, 24}, {}},              // L != S, Ev != E, rows past one lane each
+      {{2, 3, 5, 8}, {1, 3, 6, 8}, {3, 6, 8}, {2, 1, 5, 6}},          // k, v and a bool mask broadcast over batch
+      {{4, 6, 8}, {4, 6, 8}, {4, 6, 8}, {6, 6}, false, false},       // a float mask added to the scores
+      {{1, 2, 4, 300}, {1, 2, 3, 300}, {1, 2, 3, 300}, {}, true},     // wider than the kernels: the cpu kernel
+  };
+  for (DType t : {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16}) {
+    CAPTURE(dtype_name(t));
+    const double tol = t == DType::BFloat16 ? 3e-2 : t == DType::Float16 ? 3e-3 : t == DType::Float32 ? 2e-5 : 1e-10;
+    for (const Case& c : cases) {
+      CAPTURE(shape_str(c.q));
+      Tensor q = seq(c.q, 0.31, 0.2, t), k = seq(c.k, 0.17, -0.4, t), v = seq(c.v, 0.23, 0.1, t);
+      Tensor mask;
+      if (!c.mask.empty())
+        mask = c.bool_mask ? gt(seq(c.mask, 0.7, 0.3), -0.6) : seq(c.mask, 0.5, -0.2, t);
+      auto run = [&](auto dev) {
+        Tensor qd = dev(q).requires_grad_(), kd = dev(k).requires_grad_(), vd = dev(v).requires_grad_();
+        Tensor out = scaled_dot_product_attention(qd, kd, vd, mask.defined() ? dev(mask) : Tensor(), 0.0, c.causal);
+        Tensor w = dev(seq(out.sizes(), 0.13, 0.3, t));
+        sum(mul(out, w)).backward();
+        return Tensors{out.detach(), qd.grad(), kd.grad(), vd.grad()};
+      };
+      Tensors gpu = run([](const Tensor& x) { return x.detach().cuda(); });
+      Tensors cpu = run([](const Tensor& x) { return x.detach().clone(); });
+      for (size_t i = 0; i < 4; ++i) {
+        CAPTURE(i);
+        same(gpu[i], cpu[i], tol, tol);
+      }
+    }
+  }
+  // strided heads, as nanoGPT's split then transpose gives them
+  Tensor qkv = seq({2, 7, 3 * 32}, 0.11, 0.2, DType::Float32);
+  auto heads = [](const Tensor& x, int64_t i) { return x.slice(2, i * 32, (i + 1) * 32).reshape({2, 7, 2, 16}).transpose(1, 2); };
+  same(scaled_dot_product_attention(heads(on_gpu(qkv), 0), heads(on_gpu(qkv), 1), heads(on_gpu(qkv), 2), {}, 0.0, true),
+       scaled_dot_product_attention(heads(qkv, 0), heads(qkv, 1), heads(qkv, 2), {}, 0.0, true), 2e-5, 2e-5);
+  check_error([] { scaled_dot_product_attention(on_gpu(ones({2, 4, 8})), on_gpu(ones({2, 4, 6})), on_gpu(ones({2, 4, 8}))); },
+              "query's last dim (8) must equal key's (6)");
+}
+
 TEST_CASE("cuda device: factories, printing, errors" * doctest::skip(kNoGpu)) {
   same(zeros({3, 2}, kCuda), zeros({3, 2}));
   same(ones({3}, TensorOptions(DType::Int64, kCuda)), ones({3}, DType::Int64));

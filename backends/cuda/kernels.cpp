@@ -11,6 +11,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "backends/cuda/attention.h"
 #include "backends/cuda/driver_api.h"
 #include "backends/cuda/kernel_cache.h"
 #include "backends/cuda/launch_params.h"
@@ -435,17 +436,6 @@ Tensors index_add(OpId, const Tensors& in, const Attrs& attrs) {
   return {out};
 }
 
-// Rows whose work is a sequential pass along a dim (sorts and scans) run on the host: correct, and for
-// the sizes sampling uses (one row of vocabulary logits) a copy costs less than a launch would save.
-Tensors on_host(OpId op, const Tensors& in, const Attrs& attrs) {
-  Tensors host;
-  for (const Tensor& t : in) host.push_back(t.host_contiguous());
-  Device dev = device_of(in);
-  Tensors out = cpu::kernel_for(op)(op, host, attrs);
-  for (Tensor& t : out) t = on_device(t, dev);
-  return out;
-}
-
 Tensors no_kernel(OpId op, const Tensors&, const Attrs&) { fail("{}: no cuda kernel", op_name(op)); }
 
 // ---- registration ----
@@ -489,6 +479,17 @@ std::vector<ReduceSpec> every_reduce_spec() {
                     DType::Float64})
       specs.push_back(reduce_spec_for(f, t));
   return specs;
+}
+
+// Rows whose work is a sequential pass along a dim (sorts and scans) run on the host: correct, and for
+// the sizes sampling uses (one row of vocabulary logits) a copy costs less than a launch would save.
+Tensors on_host(OpId op, const Tensors& in, const Attrs& attrs) {
+  Tensors host;
+  for (const Tensor& t : in) host.push_back(t.host_contiguous());
+  Device dev = device_of(in);
+  Tensors out = cpu::kernel_for(op)(op, host, attrs);
+  for (Tensor& t : out) t = on_device(t, dev);
+  return out;
 }
 
 Tensor on_device(const Tensor& t, Device device) {
@@ -583,9 +584,8 @@ Kernel kernel_for(OpId op) {
     case OpId::Conv2dBackwardWeight:
     case OpId::RnnLayer:
     case OpId::RnnLayerBackward: return &no_kernel;
-    // F.scaled_dot_product_attention runs the fused row: the CPU kernel until one is rendered for CUDA
-    case OpId::FlashAttention:
-    case OpId::FlashAttentionBackward: return &on_host;
+    case OpId::FlashAttention: return &flash_attention;
+    case OpId::FlashAttentionBackward: return &flash_attention_backward;
   }
   return &no_kernel;
 }

@@ -25,6 +25,9 @@ Tensor on_device(const Tensor& t, Device device);
 std::vector<ElementwiseSpec> every_elementwise_spec();
 std::vector<ReduceSpec> every_reduce_spec();
 
+// A row run by its CPU kernel on host copies of the inputs, its outputs moved back to the inputs' device.
+Tensors on_host(OpId op, const Tensors& in, const Attrs& attrs);
+
 // matmul through cuBLAS (cublas.cpp).
 Tensor cublas_matmul(const Tensor& a, const Tensor& b);
 

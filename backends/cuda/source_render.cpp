@@ -9,16 +9,6 @@
 namespace kiln::cuda {
 namespace {
 
-// Replaces every @KEY@ in text: CUDA's braces make fmt's replacement fields awkward here.
-std::string subst(std::string text, const std::vector<std::pair<std::string, std::string>>& kv) {
-  for (const auto& [k, v] : kv) {
-    std::string key = "@" + k + "@";
-    for (size_t pos = text.find(key); pos != std::string::npos; pos = text.find(key, pos + v.size()))
-      text.replace(pos, key.size(), v);
-  }
-  return text;
-}
-
 // The device side of launch_params.h, and the half types (core/scalar_math.h follows, embedded).
 constexpr const char* kPrelude = R"(// rendered by kiln backends/cuda/source_render.cpp
 #define KILN_MAX_OPERANDS @MAXOPS@
@@ -251,6 +241,15 @@ ReduceSpec reduce_spec(Fold fold, DType in, DType acc, DType out) {
   static const char* names[] = {"sum", "prod", "amax", "amin", "argmax", "argmin"};
   return {fmt::format("kiln_{}_{}_{}_{}", names[int(fold)], dtype_tag(in), dtype_tag(acc), dtype_tag(out)), fold, in,
           acc, out};
+}
+
+std::string subst(std::string text, const std::vector<std::pair<std::string, std::string>>& kv) {
+  for (const auto& [k, v] : kv) {
+    std::string key = "@" + k + "@";
+    for (size_t pos = text.find(key); pos != std::string::npos; pos = text.find(key, pos + v.size()))
+      text.replace(pos, key.size(), v);
+  }
+  return text;
 }
 
 std::string render_prelude() {

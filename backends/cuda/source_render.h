@@ -4,6 +4,7 @@
 // itself), wrapped in a strided loop and a vectorised contiguous loop. Reductions, casts, where and
 // the indexing kernels are rendered from the same prelude.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -42,6 +43,8 @@ struct ReduceSpec {
 };
 ReduceSpec reduce_spec(Fold fold, DType in, DType acc, DType out);
 
+// Replaces every @KEY@ in text: CUDA's braces make fmt's replacement fields awkward in kernel templates.
+std::string subst(std::string text, const std::vector<std::pair<std::string, std::string>>& kv);
 std::string render_prelude();
 std::string render(const ElementwiseSpec& spec);
 std::string render(const ReduceSpec& spec);
