@@ -64,6 +64,8 @@ class Comm {
   Request iallgather(const void* in, void* out, int64_t count, DType dtype);
   // out (count elements) gets the reduction over the ranks of block rank() of in (size() * count elements).
   Request ireduce_scatter(const void* in, void* out, int64_t count, DType dtype, ReduceOp op);
+  // out (count elements, read on `root` only) gets the reduction over the ranks of each one's `count` elements at in.
+  Request ireduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp op, int root);
   Request ibarrier();
   // Point to point, `bytes` bytes. Messages of one (source, tag) on one communicator arrive in the
   // order they were sent, so a stream of transfers between two ranks needs no sequence numbers.

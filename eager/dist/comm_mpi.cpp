@@ -253,6 +253,13 @@ Request Comm::ireduce_scatter(const void* in, void* out, int64_t count, DType dt
   return r;
 }
 
+Request Comm::ireduce(const void* in, void* out, int64_t count, DType dtype, ReduceOp op, int root) {
+  Request r = start(*impl);
+  check(MPI_Ireduce(in, out, int_count(count, "reduce"), mpi_type(dtype), mpi_op(op, dtype), root, impl->comm, &r.impl->req),
+        "MPI_Ireduce");
+  return r;
+}
+
 Request Comm::ibarrier() {
   Request r = start(*impl);
   check(MPI_Ibarrier(impl->comm, &r.impl->req), "MPI_Ibarrier");

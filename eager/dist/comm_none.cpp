@@ -39,6 +39,7 @@ Request Comm::iallreduce(void*, int64_t, DType, ReduceOp) { no_mpi("all_reduce")
 Request Comm::ibcast(void*, int64_t, int) { no_mpi("broadcast"); }
 Request Comm::iallgather(const void*, void*, int64_t, DType) { no_mpi("all_gather_into_tensor"); }
 Request Comm::ireduce_scatter(const void*, void*, int64_t, DType, ReduceOp) { no_mpi("reduce_scatter_tensor"); }
+Request Comm::ireduce(const void*, void*, int64_t, DType, ReduceOp, int) { no_mpi("reduce"); }
 Request Comm::ibarrier() { no_mpi("barrier"); }
 Request Comm::isend(const void*, int64_t, int, int) { no_mpi("send"); }
 Request Comm::irecv(void*, int64_t, int, int) { no_mpi("recv"); }

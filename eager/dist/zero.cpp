@@ -5,6 +5,7 @@
 #include <string>
 
 #include "eager/autograd/graph.h"
+#include "eager/dist/zero_buckets.h"
 #include "eager/ops.h"
 
 namespace kiln::dist {
@@ -74,6 +75,9 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<optim::ParamGroup> 
     block_ = *std::max_element(fill.begin(), fill.end());
     NoGradGuard no_grad;
     for (const Tensor& p : params_) broadcast(p.detach(), 0);  // every rank starts from rank 0's, as under DDP
+    if (options_.reduce_in_backward) buckets_ = detail::ShardedGradBuckets::attach(params_, owner_, options_.bucket_cap_mb);
+  } else if (options_.reduce_in_backward) {
+    fail("{}: reduce_in_backward reduces sharded gradients: it needs shard_gradients = true", kWho);
   }
   local_ = make(std::move(local));
   if (!local_ || local_->param_groups().size() != groups_.size())
@@ -101,7 +105,9 @@ void ZeroRedundancyOptimizer::step_sharded() {
     int64_t o = int64_t(owner_[i]) * block_ + block_offset_[i];
     return flat.slice(0, o, o + params_[i].numel()).view(params_[i].sizes());
   };
-  {
+  if (buckets_) {
+    buckets_->stepped();  // backward left each rank its own parameters' mean gradients
+  } else {
     NoGradGuard no_grad;
     // Every rank's gradients in owner blocks; one reduce-scatter leaves each rank the mean of its own block.
     Tensor all = zeros({int64_t(world) * block_}, dt);

@@ -13,7 +13,8 @@
 // averages the gradients with one reduce-scatter, so each rank receives only the gradients of the
 // parameters it owns and drops the others, steps, then gathers the updated parameters with one all-gather
 // (the parameters in owner blocks of equal size, one float dtype). Between steps a rank then holds 1/world
-// of the gradients; during backward they are whole, as under DDP (no bucketed reduction while backward runs).
+// of the gradients; during backward they are whole, as under DDP, unless reduce_in_backward (below) reduces
+// them bucket by bucket as backward produces them.
 // The constructor broadcasts rank 0's parameters, as DDP's does.
 //
 // Owners as torch assigns them: within each parameter group, largest first, each to the rank that owns
@@ -30,8 +31,18 @@
 
 namespace kiln::dist {
 
+namespace detail {
+class ShardedGradBuckets;
+}
+
 struct ZeroRedundancyOptions {
   bool shard_gradients = false;  // see above: stage 2's gradients, no DDP
+  // With shard_gradients: reduce the gradients bucket by bucket while backward runs (DeepSpeed's overlap_comm),
+  // each dropped from .grad as soon as it is in its bucket, so the step's peak holds about 1/world of them plus the
+  // buckets in flight, not the whole model's; after backward a rank's .grads are its own parameters' means. One
+  // backward per step() (accumulating over several raises: use the default, which reduces in step()).
+  bool reduce_in_backward = false;
+  double bucket_cap_mb = 25;  // reduce_in_backward's bucket size (torch's DDP default)
 };
 
 class ZeroRedundancyOptimizer : public optim::Optimizer {
@@ -63,6 +74,7 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   std::vector<int64_t> block_offset_;  // shard_gradients: params_[i]'s offset in its owner's block
   int64_t block_ = 0;                  // the elements of the largest owner's block
   std::unique_ptr<optim::Optimizer> local_;
+  std::shared_ptr<detail::ShardedGradBuckets> buckets_;  // reduce_in_backward
   std::optional<IValue> consolidated_;
   int consolidated_to_ = -1;
 };

@@ -58,7 +58,7 @@ struct Run {
 
 // steps AdamW steps, weight decay on matrices only; sharded: DDP over the ranks' rows and ZeRO's optimizer,
 // or FullyShardedDataParallel over them (its state is the shards', not compared)
-enum class Mode { Whole, ShardState, ShardGradients, FullyShard, FullyShardCompiled };
+enum class Mode { Whole, ShardState, ShardGradients, FullyShard, FullyShardCompiled, ReduceInBackward, ReduceInBackwardCompiled };
 
 // A stack of Linear layers whose parameters outweigh the activations, for FSDP's units.
 Model deep_mlp() {
@@ -92,6 +92,9 @@ Run train(Model m, Mode mode, int steps, const dist::FsdpOptions& fsdp_options =
     if (mode == Mode::FullyShard || mode == Mode::FullyShardCompiled) {
       fsdp = std::make_shared<dist::FullyShardedDataParallel>(m.net, groups, fsdp_options);
       opt = std::make_unique<optim::AdamW>(fsdp->shard_groups(), o);
+    } else if (mode == Mode::ReduceInBackward || mode == Mode::ReduceInBackwardCompiled) {
+      // buckets of ~4 KiB: several, each reduced as backward fills it
+      opt = dist::zero_redundancy_optimizer<optim::AdamW>(groups, o, {.shard_gradients = true, .reduce_in_backward = true, .bucket_cap_mb = 0.004});
     } else {
       opt = dist::zero_redundancy_optimizer<optim::AdamW>(groups, o, {mode == Mode::ShardGradients});
     }
@@ -104,15 +107,15 @@ Run train(Model m, Mode mode, int steps, const dist::FsdpOptions& fsdp_options =
   // compiled: the inner module's step, its optimizer the shards'; FSDP gathers before each step, and the
   // compiled backward's gradients reach the same accumulators, whose hooks reduce them into the shards
   std::optional<CompiledTrainStep> compiled;
-  if (mode == Mode::FullyShardCompiled)
+  if (mode == Mode::FullyShardCompiled || mode == Mode::ReduceInBackwardCompiled)
     compiled.emplace(*m.net, [&m](const std::vector<Tensor>& b) { return m.loss(b[0], b[1]); }, *opt);
   Run r;
   for (int s = 0; s < steps; ++s) {
     opt->set_lr(1e-3 * (1.0 - 0.02 * s));  // a schedule: the shards must follow the wrapper's lr
     if (compiled) {
-      fsdp->gather();
+      if (fsdp) fsdp->gather();
       Tensor l = (*compiled)({x, y});
-      CHECK_FALSE(fsdp->gathered());
+      if (fsdp) CHECK_FALSE(fsdp->gathered());
       dist::all_reduce(l, dist::ReduceOp::Avg);
       r.losses.push_back(l.item<double>());
       continue;
@@ -122,11 +125,12 @@ Run train(Model m, Mode mode, int steps, const dist::FsdpOptions& fsdp_options =
     Tensor loss = m.loss(x, y);
     opt->zero_grad();
     loss.backward();
-    opt->step();
-    if (mode == Mode::ShardGradients) {  // a rank keeps only its own parameters' gradients
-      auto* z = dynamic_cast<dist::ZeroRedundancyOptimizer*>(opt.get());
+    auto* z = dynamic_cast<dist::ZeroRedundancyOptimizer*>(opt.get());
+    if (mode == Mode::ReduceInBackward)  // backward itself left a rank only its own parameters' gradients
       for (size_t i = 0; i < z->params().size(); ++i) CHECK(z->params()[i].grad().defined() == (z->owner(i) == rank()));
-    }
+    opt->step();
+    if (mode == Mode::ShardGradients || mode == Mode::ReduceInBackward)  // a rank keeps only its own parameters' gradients
+      for (size_t i = 0; i < z->params().size(); ++i) CHECK(z->params()[i].grad().defined() == (z->owner(i) == rank()));
     if (fsdp) CHECK_FALSE(fsdp->gathered());  // backward's end reduced the gradients and freed the parameters
     Tensor l = loss.detach().clone();
     if (sharded) dist::all_reduce(l, dist::ReduceOp::Avg);
@@ -173,7 +177,8 @@ double state_diff(const IValue& a, const IValue& b) {
 
 TEST_CASE("zero: 20 AdamW steps with the state (and the gradients) sharded equal one process with the whole optimizer (MLP and GPT)") {
   for (auto make : {mlp, gpt})
-    for (Mode mode : {Mode::ShardState, Mode::ShardGradients, Mode::FullyShard, Mode::FullyShardCompiled}) {
+    for (Mode mode : {Mode::ShardState, Mode::ShardGradients, Mode::FullyShard, Mode::FullyShardCompiled,
+                      Mode::ReduceInBackward, Mode::ReduceInBackwardCompiled}) {
       CAPTURE(int(mode));
       Run ref = train(make(), Mode::Whole, 20);
       Run got = train(make(), mode, 20);
@@ -183,7 +188,8 @@ TEST_CASE("zero: 20 AdamW steps with the state (and the gradients) sharded equal
       bool fsdp = mode == Mode::FullyShard || mode == Mode::FullyShardCompiled;
       double state = fsdp ? 0.0 : state_diff(got.state, ref.state);
       const char* what[] = {"", "state sharded", "state and gradients sharded", "fully sharded (FSDP)",
-                            "fully sharded, compiled step"};
+                            "fully sharded, compiled step", "gradients reduced in backward, bucket by bucket",
+                            "gradients reduced in the compiled backward"};
       if (rank() == 0)
         MESSAGE(std::string(what[int(mode)]) << " vs one process: losses within " << loss << ", parameters " << params << ", state " << state);
       CHECK(loss <= 1e-5);
@@ -245,6 +251,62 @@ TEST_CASE("fsdp: units gathered one at a time train as one process does, in a fr
   CHECK(gathered_units <= 2 * layer);
   CHECK(gathered_whole >= 5 * layer);
   CHECK(per_unit < whole / 2);
+}
+
+TEST_CASE("zero: gradients reduced bucket by bucket during backward lower the step's peak, and the misuses raise") {
+  // sixteen 64x64 layers: the gradients (262 kB) outweigh the activations of 8 rows; a bucket a layer
+  auto stack = [] {
+    manual_seed(3);
+    std::vector<std::shared_ptr<nn::Module>> layers;
+    for (int i = 0; i < 16; ++i) layers.push_back(std::make_shared<nn::Linear>(64, 64, false));
+    return std::make_shared<nn::Sequential>(layers);
+  };
+  const int64_t layer = 64 * 64 * 4, grads = 16 * layer;
+  manual_seed(13);
+  Tensor x = randn({8, 64}), y = randint(0, 64, {8});
+  // forward + backward peak above the step's start (the second step: the first defers its reductions to its end)
+  auto step_peak = [&](dist::ZeroRedundancyOptions zo, int64_t& own) {
+    auto net = stack();
+    auto opt = dist::zero_redundancy_optimizer<optim::AdamW>(net->parameters(), optim::AdamOptions{}, zo);
+    own = 0;
+    for (size_t i = 0; i < opt->params().size(); ++i)
+      if (opt->owner(i) == rank()) own += opt->params()[i].numel() * 4;
+    int64_t peak = 0;
+    for (int s = 0; s < 2; ++s) {
+      opt->zero_grad();
+      int64_t before = memory_stats().current_bytes;
+      reset_peak_memory_stats();
+      cross_entropy((*net)(x), y).backward();
+      peak = memory_stats().peak_bytes - before;
+      opt->step();
+    }
+    return peak;
+  };
+  int64_t own = 0;
+  int64_t in_step = step_peak({.shard_gradients = true}, own);
+  int64_t in_backward = step_peak({.shard_gradients = true, .reduce_in_backward = true, .bucket_cap_mb = layer / 1048576.0}, own);
+  if (rank() == 0)
+    MESSAGE("zero-2 forward + backward peak above its start: gradients reduced in step() " << in_step << " bytes, in backward "
+            << in_backward << " (the model's gradients " << grads << ", this rank's own " << own << ")");
+  CHECK(in_step >= grads);
+  // never the whole gradients: the others' are given up but for the buckets in flight and the one being made
+  CHECK(in_backward <= own + 4 * layer + 16384);
+
+  Model m = deep_mlp();
+  check_error([&] { dist::zero_redundancy_optimizer<optim::AdamW>(m.net->parameters(), optim::AdamOptions{}, {.reduce_in_backward = true}); },
+              "ZeroRedundancyOptimizer: reduce_in_backward reduces sharded gradients: it needs shard_gradients = true");
+  check_error([&] {
+    dist::zero_redundancy_optimizer<optim::AdamW>(m.net->parameters(), optim::AdamOptions{},
+                                                  {.shard_gradients = true, .reduce_in_backward = true, .bucket_cap_mb = 0});
+  }, "ZeroRedundancyOptimizer: bucket_cap_mb must be positive, got 0");
+  auto opt = dist::zero_redundancy_optimizer<optim::AdamW>(m.net->parameters(), optim::AdamOptions{},
+                                                           {.shard_gradients = true, .reduce_in_backward = true});
+  int64_t part = m.x.size(0) / world();
+  Tensor xs = m.x.slice(0, rank() * part, (rank() + 1) * part), ys = m.y.slice(0, rank() * part, (rank() + 1) * part);
+  cross_entropy((*m.net)(xs), ys).backward();
+  check_error([&] { cross_entropy((*m.net)(xs), ys).backward(); },
+              "ZeroRedundancyOptimizer: a second backward before step() with reduce_in_backward");
+  opt->step();
 }
 
 TEST_CASE("fsdp: a unit that is not a submodule is refused, naming the submodules") {
