@@ -5,8 +5,8 @@
 // loss and the update eager. bench/lstm_torch.py times the same file in PyTorch. Prints ms per
 // iteration, the best of 7 runs of 10: at one thread the process's CPU time (its compute time, less disturbed than wall
 // time on a shared machine), at more threads wall time (CPU time would add the threads up).
-// Usage: bench_lstm [--threads N] [--lm-only] [--profile]  (--profile: kiln::Profiler's table of one compiled LM step;
-// with KILN_BENCH_TRACE=OUT.json also its chrome trace)
+// Usage: bench_lstm [--threads N] [--lm-only] [--profile] [--disable PASS]  (--profile: kiln::Profiler's table of one
+// compiled LM step; with KILN_BENCH_TRACE=OUT.json also its chrome trace; --disable: a JIT pass left out, for an A/B)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -61,13 +61,15 @@ void bench_layer() {
 
 int main(int argc, char** argv) {
   bool lm_only = false, profile = false;
+  jit::CompileOptions options;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) g_threads = std::atoi(argv[++i]);
     else if (a == "--lm-only") lm_only = true;
     else if (a == "--profile") profile = true;
+    else if (a == "--disable" && i + 1 < argc) options.pipeline.disable.push_back(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: bench_lstm [--threads N] [--lm-only] [--profile]\n");
+      std::fprintf(stderr, "usage: bench_lstm [--threads N] [--lm-only] [--profile] [--disable PASS]\n");
       return 2;
     }
   }
@@ -88,7 +90,7 @@ int main(int argc, char** argv) {
   };
   auto loss = [&](const Tensors& b) { return nll(lm->call({b[0], hidden()}), b[1]); };
   if (profile) {
-    CompiledTrainStep step(*lm, loss, opt);
+    CompiledTrainStep step(*lm, loss, opt, options);
     for (int i = 0; i < 3; ++i) step({tokens, target});
     Profiler prof;
     step({tokens, target});
@@ -102,7 +104,7 @@ int main(int argc, char** argv) {
     loss({tokens, target}).backward();
     opt.step();
   }, 5, 3);
-  CompiledTrainStep step(*lm, loss, opt);
+  CompiledTrainStep step(*lm, loss, opt, options);
   double compiled = best_ms([&] { step({tokens, target}); }, 5, 3);
   // fresh pages a steady step touches (each costs a kernel fault and a zeroing: ~10 us per 4 KiB page)
   rusage before{}, after{};
@@ -111,7 +113,7 @@ int main(int argc, char** argv) {
   getrusage(RUSAGE_SELF, &after);
   // compile(forward) with its parameters requiring grad: one compiled forward and backward, the loss and the
   // optimizer eager
-  Function forward = compile(lm->method());
+  Function forward = compile(lm->method(), options);
   double compiled_forward = best_ms([&] {
     opt.zero_grad();
     nll(forward.call({tokens, hidden()}), target).backward();

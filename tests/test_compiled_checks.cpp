@@ -62,7 +62,7 @@ TEST_CASE("compile: a scripted LSTM and GRU from zero states of the input's batc
   CHECK(stats.eager_calls == 0);
   CHECK(stats.train_compiles == 2);  // one forward+backward per batch size
   // the input size the call gives fails the LSTM's check: the compiled call raises what the interpreter does
-  const char* bad_size = "tagger.py:15: LSTM: input.size(-1) must be equal to input_size. Expected 4";
+  const char* bad_size = "tagger.py:16: LSTM: input.size(-1) must be equal to input_size. Expected 4";
   check_error([&] { net->call({randn({6, 3, 5})}); }, bad_size);
   check_error([&] { compiled.call({randn({6, 3, 5})}); }, bad_size);
 
