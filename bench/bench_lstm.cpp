@@ -57,9 +57,7 @@ void bench_layer() {
               fwd, fb);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   bool lm_only = false, profile = false;
   jit::CompileOptions options;
   for (int i = 1; i < argc; ++i) {
@@ -123,4 +121,15 @@ int main(int argc, char** argv) {
               "faults per compiled step), compile(forward) %.2f ms\n",
               g_threads, eager, compiled, double(after.ru_minflt - before.ru_minflt) / 10, compiled_forward);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
 }
