@@ -1,10 +1,12 @@
 // Forward + backward of one LSTM layer (64 -> 128, T=32, batch 16) on one thread, eager, and a training step of
-// the word language model (Embedding 2000x256, LSTM 256->256 x2, Linear 256->2000, seq 35, batch 20, SGD, zero
-// initial state, no dropout) eager and as a compiled step; bench/lstm_torch.py times the same in PyTorch. Prints ms per
+// the word language model as a user runs it: tests/script/models/word_lm.py (word_language_model's RNNModel)
+// scripted, LSTM, emsize 256, nhid 256, 2 layers, vocab 2000, seq 35, batch 20, dropout 0, SGD lr 0.1, each step
+// from init_hidden's zero state, no clipping; eager, as a CompiledTrainStep, and as compile(forward) with the
+// loss and the update eager. bench/lstm_torch.py times the same file in PyTorch. Prints ms per
 // iteration, the best of 7 runs of 10: at one thread the process's CPU time (its compute time, less disturbed than wall
 // time on a shared machine), at more threads wall time (CPU time would add the threads up).
-// Usage: bench_lstm [--threads N] [--lm-only] [--profile]  (--profile: kiln::Profiler's table of one compiled LM step;
-// with KILN_BENCH_TRACE=OUT.json also its chrome trace)
+// Usage: bench_lstm [--threads N] [--lm-only] [--profile] [--disable PASS]  (--profile: kiln::Profiler's table of one
+// compiled LM step; with KILN_BENCH_TRACE=OUT.json also its chrome trace; --disable: a JIT pass left out, for an A/B)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -55,17 +57,17 @@ void bench_layer() {
               fwd, fb);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   bool lm_only = false, profile = false;
+  jit::CompileOptions options;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) g_threads = std::atoi(argv[++i]);
     else if (a == "--lm-only") lm_only = true;
     else if (a == "--profile") profile = true;
+    else if (a == "--disable" && i + 1 < argc) options.pipeline.disable.push_back(argv[++i]);
     else {
-      std::fprintf(stderr, "usage: bench_lstm [--threads N] [--lm-only] [--profile]\n");
+      std::fprintf(stderr, "usage: bench_lstm [--threads N] [--lm-only] [--profile] [--disable PASS]\n");
       return 2;
     }
   }
@@ -73,13 +75,20 @@ int main(int argc, char** argv) {
   manual_seed(0);
   if (!lm_only && !profile) bench_layer();
 
-  nn::Sequential lm({std::make_shared<nn::Embedding>(2000, 256), std::make_shared<nn::LSTM>(256, 256, 2),
-                     std::make_shared<nn::Linear>(256, 2000)});
+  // The model file scripted as written (word_language_model's RNNModel), trained as its train() does: each batch
+  // from init_hidden's zero state, NLLLoss on the log-probabilities
+  ScriptFile file = script_file(KILN_SOURCE_ROOT "/tests/script/models/word_lm.py");
+  std::shared_ptr<ScriptedModule> lm =
+      file.module("RNNModel", {std::string("LSTM"), int64_t(2000), int64_t(256), int64_t(256), int64_t(2), 0.0});
   Tensor tokens = randint(0, 2000, {35, 20}), target = randint(0, 2000, {35 * 20});
-  optim::SGD opt(lm.parameters(), {0.1});
-  auto loss = [&](const Tensors& b) { return cross_entropy(flatten(lm(b[0]), 0, 1), b[1]); };
+  optim::SGD opt(lm->parameters(), {0.1});
+  auto hidden = [&] { return lm->call({int64_t(20)}, "init_hidden").at(0); };
+  auto nll = [](const std::vector<IValue>& out, const Tensor& y) {
+    return nll_loss(out.at(0).elements().at(0).to_tensor(), y);
+  };
+  auto loss = [&](const Tensors& b) { return nll(lm->call({b[0], hidden()}), b[1]); };
   if (profile) {
-    CompiledTrainStep step(lm, loss, opt);
+    CompiledTrainStep step(*lm, loss, opt, options);
     for (int i = 0; i < 3; ++i) step({tokens, target});
     Profiler prof;
     step({tokens, target});
@@ -93,14 +102,34 @@ int main(int argc, char** argv) {
     loss({tokens, target}).backward();
     opt.step();
   }, 5, 3);
-  CompiledTrainStep step(lm, loss, opt);
+  CompiledTrainStep step(*lm, loss, opt, options);
   double compiled = best_ms([&] { step({tokens, target}); }, 5, 3);
   // fresh pages a steady step touches (each costs a kernel fault and a zeroing: ~10 us per 4 KiB page)
   rusage before{}, after{};
   getrusage(RUSAGE_SELF, &before);
   for (int i = 0; i < 10; ++i) step({tokens, target});
   getrusage(RUSAGE_SELF, &after);
-  std::printf("kiln word LM training step, %d thread(s): eager %.2f ms, compiled %.2f ms (%.0f page faults per compiled step)\n",
-              g_threads, eager, compiled, double(after.ru_minflt - before.ru_minflt) / 10);
+  // compile(forward) with its parameters requiring grad: one compiled forward and backward, the loss and the
+  // optimizer eager
+  Function forward = compile(lm->method(), options);
+  double compiled_forward = best_ms([&] {
+    opt.zero_grad();
+    nll(forward.call({tokens, hidden()}), target).backward();
+    opt.step();
+  }, 5, 3);
+  std::printf("kiln word LM training step (scripted word_lm.py), %d thread(s): eager %.2f ms, compiled %.2f ms (%.0f page "
+              "faults per compiled step), compile(forward) %.2f ms\n",
+              g_threads, eager, compiled, double(after.ru_minflt - before.ru_minflt) / 10, compiled_forward);
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
 }

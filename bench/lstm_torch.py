@@ -1,9 +1,11 @@
 """PyTorch's side of bench/bench_lstm.cpp: forward and forward + backward of LSTM(64 -> 128, T=32, batch 16), ms per
-iteration (best of 7 runs of 10), and the word language model's training step (best of 5 runs of 3), eager and, with
---compile, torch.compile'd. At one thread the time is process CPU time, at more threads wall time, as bench_lstm.
+iteration (best of 7 runs of 10), and the word language model's training step (best of 5 runs of 3) on the model
+file bench_lstm scripts (tests/script/models/word_lm.py), eager and, with --compile, torch.compile'd. At one thread the time is process CPU time, at more threads wall time, as bench_lstm.
 Runs under Debian's PyTorch 1.13 (/usr/bin/python3) or a 2.x virtualenv (--compile needs 2.x).
 Usage: lstm_torch.py [--threads N] [--lm-only] [--compile]"""
 import argparse
+import importlib.util
+import os
 import time
 
 import torch
@@ -46,14 +48,20 @@ if not args.lm_only:
           f"{best_ms(fwd):.3f} ms, forward+backward {best_ms(fb):.3f} ms")
 
 
-lm = torch.nn.Sequential(torch.nn.Embedding(2000, 256), torch.nn.LSTM(256, 256, 2), torch.nn.Linear(256, 2000))
+# The model file bench_lstm scripts, imported from its path: word_language_model's RNNModel, trained as its train()
+# does, each batch from init_hidden's zero state, NLLLoss on the log-probabilities.
+spec = importlib.util.spec_from_file_location(
+    "word_lm", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "script", "models", "word_lm.py"))
+word_lm = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(word_lm)
+lm = word_lm.RNNModel("LSTM", 2000, 256, 256, 2, 0.0)
 tokens, target = torch.randint(0, 2000, (35, 20)), torch.randint(0, 2000, (35 * 20,))
 opt = torch.optim.SGD(lm.parameters(), lr=0.1)
 
 
 def lm_loss(tokens, target):
-    out, _ = lm[1](lm[0](tokens))
-    return torch.nn.functional.cross_entropy(lm[2](out).flatten(0, 1), target)
+    output, _ = lm(tokens, lm.init_hidden(20))
+    return torch.nn.functional.nll_loss(output, target)
 
 
 def step_with(loss_fn):
@@ -64,7 +72,7 @@ def step_with(loss_fn):
     return step
 
 
-line = f"torch {torch.__version__} word LM training step, {args.threads} thread(s): eager {best_ms(step_with(lm_loss), 5, 3):.2f} ms"
+line = f"torch {torch.__version__} word LM training step (word_lm.py), {args.threads} thread(s): eager {best_ms(step_with(lm_loss), 5, 3):.2f} ms"
 if args.compile:
     compiled = torch.compile(lm_loss)
     step = step_with(compiled)

@@ -13,6 +13,7 @@
 #include "jit/compiled_backward.h"
 #include "jit/compiled_graph.h"
 #include "jit/default_backend.h"
+#include "jit/flat_tuples.h"
 #include "jit/input_signature.h"
 #include "jit/ir_utils.h"
 #include "jit/joint_graph.h"
@@ -35,28 +36,33 @@ class CompiledFunction final : public Function::Executor {
       if (std::shared_ptr<Entry> e = lookup(inputs, grad_mode)) return e->code->run(inputs);
       return entry_for(signature_of(inputs))->code->run(inputs);
     }
-    if (!trainable_) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        ++stats_.eager_calls;
-        if (!said_eager_) kiln::logger().info("{}: inputs require grad and the graph cannot be differentiated as a whole ({}); "
-                                       "running on the interpreter so autograd records", name_, why_not_trainable_);
-        said_eager_ = true;
-      }
-      return interp::run(*source_, inputs);
+    if (trainable_) return run_training(inputs, train_entry_for(inputs));
+    std::vector<IValue> flat = flatten_values(inputs);
+    if (std::shared_ptr<TrainEntry> e = specialised_entry(flat))
+      return nest_values(run_training(flat, e), flat_.output_types);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.eager_calls;
+      if (!said_eager_) kiln::logger().info("{}: inputs require grad and the graph cannot be differentiated as a whole ({}); "
+                                     "running on the interpreter so autograd records", name_, why_not_trainable_);
+      said_eager_ = true;
     }
-    return run_training(inputs);
+    return interp::run(*source_, inputs);
   }
 
   std::shared_ptr<const ir::Graph> graph_for(const std::vector<IValue>& inputs) {
-    if (GradMode::enabled() && any_requires_grad(inputs) && trainable_) return train_entry_for(inputs)->forward->graph;
+    if (GradMode::enabled() && any_requires_grad(inputs)) {
+      if (trainable_) return train_entry_for(inputs)->forward->graph;
+      if (std::shared_ptr<TrainEntry> e = specialised_entry(flatten_values(inputs))) return e->forward->graph;
+    }
     return entry_for(signature_of(inputs))->code->graph;
   }
   std::shared_ptr<const ir::Graph> backward_graph_for(const std::vector<IValue>& inputs) {
     if (!(GradMode::enabled() && any_requires_grad(inputs)))
       fail("{}: no backward graph: no input requires grad (or grad mode is off)", name_);
-    if (!trainable_) fail("{}: no compiled backward: {}", name_, why_not_trainable_);
-    return train_entry_for(inputs)->backward->graph;
+    if (trainable_) return train_entry_for(inputs)->backward->graph;
+    if (std::shared_ptr<TrainEntry> e = specialised_entry(flatten_values(inputs))) return e->backward->graph;
+    fail("{}: no compiled backward: {}", name_, why_not_trainable_);
   }
 
   CacheStats stats() const {
@@ -101,7 +107,8 @@ class CompiledFunction final : public Function::Executor {
 
   static bool any_requires_grad(const std::vector<IValue>& inputs) {
     for (const IValue& v : inputs)
-      if (v.is_tensor() && v.to_tensor().requires_grad()) return true;
+      if ((v.is_tensor() && v.to_tensor().requires_grad()) || (v.is_tuple() && any_requires_grad(v.elements())))
+        return true;
     return false;
   }
 
@@ -173,14 +180,18 @@ class CompiledFunction final : public Function::Executor {
     stats_.kernel_compile_ms = group_stats_.kernel_compile_ms;
   }
 
-  // The graph whose run is recorded with its backward: rewrites that change which values the
-  // backward formulas read happen before that recording (caller holds mu_).
+  // Rewrites that change which values the backward formulas read, made before the recording; how many.
+  int64_t rewrite_for_autodiff(ir::Graph& g) const {
+    const auto& off = opts_.pipeline.disable;
+    const bool attention = std::find(off.begin(), off.end(), "fuse_attention") == off.end();
+    return pool_before_relu(g).changes + (attention ? fuse_attention(g).changes : 0);
+  }
+
+  // The graph whose run is recorded with its backward (caller holds mu_).
   const ir::Graph& autodiff_source() {
     if (!autodiff_source_) {
       std::shared_ptr<ir::Graph> g = source_->copy();
-      const auto& off = opts_.pipeline.disable;
-      const bool attention = std::find(off.begin(), off.end(), "fuse_attention") == off.end();
-      if (pool_before_relu(*g).changes + (attention ? fuse_attention(*g).changes : 0) > 0) {
+      if (rewrite_for_autodiff(*g) > 0) {
         ir::verify(*g);
         autodiff_source_ = std::move(g);
       } else {
@@ -188,6 +199,52 @@ class CompiledFunction final : public Function::Executor {
       }
     }
     return *autodiff_source_;
+  }
+
+  // The differentiable entry of a call to a source that cannot be differentiated as a whole, one per
+  // signature of the flat inputs: the source with its tuples taken apart (jit/flat_tuples.h), specialised
+  // to the signature and folded, so the checks the signature decides (an LSTM's input rank and size, its
+  // state's shape) are gone. Null where what is left still cannot be (a branch on a value): the call takes
+  // the interpreter, which raises as the source does.
+  std::shared_ptr<TrainEntry> specialised_entry(const std::vector<IValue>& flat) {
+    bool grad_mode = GradMode::enabled();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto it = specialised_.rbegin(); it != specialised_.rend(); ++it)
+        if (matches(it->first, flat, grad_mode)) {
+          if (it->second) ++stats_.hits;
+          return it->second;
+        }
+    }
+    Signature sig = signature_of(flat, /*exact_dims=*/true);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [s, e] : specialised_)
+      if (s == sig) return e;
+    if (!flat_source_done_) {
+      flat_ = flatten_tuples(*source_);
+      flat_source_done_ = true;
+    }
+    std::shared_ptr<TrainEntry> entry;
+    if (flat_.graph) {
+      auto t0 = std::chrono::steady_clock::now();
+      std::shared_ptr<ir::Graph> g = specialise(*flat_.graph, sig);
+      fold_shapes(*g);
+      eliminate_dead_code(*g);
+      rewrite_for_autodiff(*g);
+      ir::verify(*g);
+      std::string why;
+      if (can_differentiate(*g, &why)) {
+        if (!specialised_.empty()) note_miss(specialised_.back().first, sig, " (forward+backward)");
+        std::vector<bool> rg;
+        for (const InputSig& in : sig.inputs) rg.push_back(in.requires_grad);
+        JointGraph joint = build_joint_graph(*g, flat, rg, flatten_flags(hidden_, flat_.output_types));
+        entry = add_train_entry_locked(sig, joint, t0);
+      } else {
+        why_not_trainable_ = why;
+      }
+    }
+    specialised_.emplace_back(std::move(sig), entry);
+    return entry;
   }
 
   std::shared_ptr<TrainEntry> train_entry_for(const std::vector<IValue>& inputs) {
@@ -252,8 +309,7 @@ class CompiledFunction final : public Function::Executor {
 
   // Forward on the compiled forward graph with autograd off; the outputs get a node whose backward is
   // the compiled backward graph.
-  std::vector<IValue> run_training(const std::vector<IValue>& inputs) {
-    std::shared_ptr<TrainEntry> e = train_entry_for(inputs);
+  std::vector<IValue> run_training(const std::vector<IValue>& inputs, const std::shared_ptr<TrainEntry>& e) {
     std::vector<IValue> all;
     {
       NoGradGuard off;
@@ -279,6 +335,9 @@ class CompiledFunction final : public Function::Executor {
   bool trainable_ = false;
   std::string why_not_trainable_;
   std::shared_ptr<const ir::Graph> autodiff_source_;
+  FlatTuples flat_;  // the source with its tuples taken apart, made at the first call that needs it
+  bool flat_source_done_ = false;
+  std::vector<std::pair<Signature, std::shared_ptr<TrainEntry>>> specialised_;
   mutable std::mutex mu_;
   std::vector<std::shared_ptr<Entry>> entries_;
   std::vector<std::shared_ptr<TrainEntry>> train_entries_;

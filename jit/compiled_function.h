@@ -9,8 +9,10 @@
 // With grad mode on and an input requiring grad, a call runs a compiled forward graph and returns
 // outputs whose grad_fn runs a compiled backward graph: the joint graph is recorded from the eager
 // autograd engine (jit/joint_graph.h) and split by a min cut (jit/min_cut_partition.h). Such entries
-// are specialised to exact shapes. Graphs with control flow take the interpreter instead (autograd
-// records as in eager code) and say so once.
+// are specialised to exact shapes. A graph with control flow or tuple inputs and outputs (a scripted
+// method: an LSTM's input checks, its (h, c) state) is flattened, specialised to the call and folded
+// first: the checks the call's shapes decide go, and what is left is recorded if it can be; one that
+// still branches (on a value) takes the interpreter (autograd records as in eager code) and says so once.
 #include <memory>
 #include <mutex>
 #include <string>
@@ -35,7 +37,7 @@ struct CompileOptions {
 struct CacheStats {
   int64_t hits = 0;
   int64_t misses = 0;          // each one compiled an entry
-  int64_t eager_calls = 0;     // calls that took the interpreter (inputs requiring grad, graph with control flow)
+  int64_t eager_calls = 0;     // calls that took the interpreter (inputs requiring grad, a graph still branching when specialised)
   int64_t train_compiles = 0;  // forward+backward pairs compiled
   int64_t saved_bytes = 0;     // last forward+backward pair: activations kept from forward for backward
   int64_t eager_saved_bytes = 0;  // what eager autograd keeps for the same call

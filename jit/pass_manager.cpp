@@ -21,6 +21,8 @@ const std::vector<Pass>& all_passes() {
       {"fuse_attention", "softmax(masked_fill(q @ k^T * s, mask, -inf)) @ v written out -> one flash_attention",
        fuse_attention},
       {"join_slice_backward", "slice_backwards summed over pieces that tile a dim -> one cat", join_slice_backward},
+      {"gather_first", "gather(a - row, i) -> gather(a, i) - row: a loss's log-probabilities gathered, not all written",
+       gather_first},
       {"cse", "merges equal pure nodes", eliminate_common_subexpressions},
       {"licm", "hoists loop-invariant nodes out of prim::Loop bodies", hoist_loop_invariants},
       {"dce", "removes pure nodes whose results are unused", eliminate_dead_code},

@@ -345,6 +345,70 @@ TEST_CASE("script published: word_language_model's LSTM (an unannotated (h, c) s
                     "word_lm.py:23:17: error: ValueError: An invalid option for `--model` was supplied,");
 }
 
+TEST_CASE("script published: word_language_model's LSTM and GRU train compiled as a whole from init_hidden's state, as PyTorch") {
+  // compile(forward) of the scripted model, its parameters requiring grad, and a compiled step: neither takes the
+  // interpreter (the LSTM's input and state checks are decided by the call's shapes, its (h, c) argument and
+  // result are tuples), each recurrent layer one rnn_layer node, and three SGD steps equal to eager's and PyTorch's
+  ScriptFile file = script_file(kModels + "word_lm.py");
+  std::map<std::string, Tensor> data = fixture("word_lm");
+  const Tensor& tokens = at(data, "input.0");
+  auto rnn_layers = [](const ir::Graph& g) {
+    int n = 0;
+    for (const ir::Node* node : g.block()->nodes()) n += node->is_op(OpId::RnnLayer);
+    return n;
+  };
+  for (std::string kind : {"LSTM", "GRU"}) {
+    INFO(kind);
+    const std::string key = kind == "LSTM" ? "train_lstm" : "train_gru";
+    const Tensor& target = at(data, key + "_target");
+    auto make = [&] {
+      auto net = file.module("RNNModel", {kind, int64_t(20), int64_t(8), int64_t(6), int64_t(2), 0.0});
+      net->load_state_dict(test::with_prefix(data, key + "_state."));
+      return net;
+    };
+    // the zero state the example's train() starts each batch from: (h, c) for the LSTM, h for the GRU
+    auto hidden = [](ScriptedModule& m) { return m.call({int64_t(3)}, "init_hidden").at(0); };
+    auto eager = make(), net = make();
+    optim::SGD eager_opt(eager->parameters(), {0.1}), opt(net->parameters(), {0.1});
+    net->call({tokens, hidden(*net)});  // types forward by its arguments
+    Function compiled = compile(net->method());
+    for (int i = 0; i < 3; ++i) {
+      INFO("step " << i);
+      Tensor want = nll_loss(results(eager->call({tokens, hidden(*eager)}))[0].to_tensor(), target);
+      eager_opt.zero_grad();
+      want.backward();
+      eager_opt.step();
+      Tensor got = nll_loss(results(compiled.call({tokens, hidden(*net)}))[0].to_tensor(), target);
+      opt.zero_grad();
+      got.backward();
+      opt.step();
+      check_close(got.detach(), want.detach(), 1e-6, 1e-6);
+      check_close(got.detach(), at(data, key + "_loss." + std::to_string(i)), 1e-4, 1e-5);
+    }
+    check_state(*net, test::with_prefix(data, key + "_trained."));
+    check_state(*eager, test::with_prefix(data, key + "_trained."));
+    jit::CacheStats stats = compile_stats(compiled);
+    CHECK(stats.eager_calls == 0);
+    CHECK(stats.train_compiles == 1);
+    std::shared_ptr<const ir::Graph> forward = compiled_graph(compiled, {tokens, hidden(*net)});
+    CHECK(rnn_layers(*forward) == 2);
+    for (const ir::Node* n : forward->block()->nodes()) CHECK((n->prim() != ir::Prim::If && n->prim() != ir::Prim::Loop));
+
+    // the same steps as a CompiledTrainStep over the scripted model
+    auto stepped = make();
+    optim::SGD step_opt(stepped->parameters(), {0.1});
+    CompiledTrainStep step(*stepped, [&](const Tensors& b) {
+      return nll_loss(results(stepped->call({b[0], hidden(*stepped)}))[0].to_tensor(), b[1]);
+    }, step_opt);
+    for (int i = 0; i < 3; ++i) check_close(step({tokens, target}), at(data, key + "_loss." + std::to_string(i)), 1e-4, 1e-5);
+    CHECK(step.traces() == 1);
+    CHECK_FALSE(step.running_eagerly());
+    CHECK(compile_stats(step.function()).eager_calls == 0);
+    CHECK(rnn_layers(step.function().graph()) == 2);
+    check_state(*stepped, test::with_prefix(data, key + "_trained."));
+  }
+}
+
 TEST_CASE("script published: row-wise stochastic depth in training mode draws noise in the input's dtype, read when the graph runs") {
   // torchvision's stochastic_depth() draws its noise with torch.empty(size, dtype=input.dtype) and bernoulli_(p);
   // a graph serves float32 and float64 inputs, and eval mode returns the input

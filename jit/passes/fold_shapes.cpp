@@ -4,7 +4,8 @@
 // which need types, leave the whole forward op by op (the GPT's eval forward ran unfused). A compiled
 // signature fixes every known dim, so these are constants of the compiled graph: this pass evaluates
 // them, types the views built from them (prim::reshape, prim::transpose, prim::slice), turns numbers
-// made tensors and small aranges into constants, drops Optional checks of values typed as tensors and
+// made tensors and small aranges into constants, types the tensors torch.zeros / new_zeros make of such
+// sizes (an RNN's zero state, whose shape checks follow), drops Optional checks of values typed as tensors and
 // the broadcast of an in-place result already of its target's type.
 // Each typed view exposes the next prim::shape, so it repeats with shape propagation and constant
 // folding (which removes the asserts whose conditions became constants) until nothing changes.
@@ -297,6 +298,23 @@ class Folder {
         auto a = int_of(n->input(1)), b = int_of(n->input(2));
         if (!x || !a || !b) return 0;
         set_view_type(n->output(), *n->input(0)->type().dtype, x->transpose(*a, *b).sizes());
+        return 0;
+      }
+      case Prim::Full: {  // torch.zeros(L, x.size(0), H), weight.new_zeros(...): a state whose shape checks follow
+        auto want = ints_of(n->input(0));
+        if (!want || std::any_of(want->begin(), want->end(), [](int64_t d) { return d < 0; })) return 0;
+        set_view_type(n->output(), n->attrs().has("dtype") ? n->attrs().dtype("dtype") : DType::Float32, *want);
+        return 0;
+      }
+      case Prim::DTypeOf: {  // new_zeros' dtype, that of a tensor typed here
+        const ir::Type& t = n->input(0)->type();
+        return t.is_tensor() && t.dtype ? settle(n, 0, IValue(int64_t(*t.dtype))) : 0;
+      }
+      case Prim::CastTo: {
+        auto s = static_dims(n->input(0));
+        auto code = int_of(n->input(1));
+        if (!s || !code || *code < 0 || *code >= kNumDTypes) return 0;
+        set_view_type(n->output(), DType(*code), *s);
         return 0;
       }
       case Prim::Einsum: return type_einsum(n);

@@ -18,6 +18,7 @@ PassResult hoist_loop_invariants(ir::Graph& g);  // licm.cpp
 PassResult pool_before_relu(ir::Graph& g);       // pool_before_relu.cpp
 PassResult fuse_attention(ir::Graph& g);         // fuse_attention.cpp
 PassResult join_slice_backward(ir::Graph& g);    // join_slice_backward.cpp
+PassResult gather_first(ir::Graph& g);           // gather_first.cpp
 PassResult fuse_gemm_epilogue(ir::Graph& g);     // fuse_gemm_epilogue.cpp
 PassResult fuse_conv_backward(ir::Graph& g);     // fuse_conv_backward.cpp
 PassResult fuse_scatter_zeros(ir::Graph& g);     // fuse_scatter_zeros.cpp

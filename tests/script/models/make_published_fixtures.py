@@ -166,6 +166,25 @@ def word_lm():
         rnn.eval()
         with torch.no_grad():
             out[kind.lower() + "_output.0"], out[kind.lower() + "_output.1"] = rnn(tokens, h0[:1])
+    # Three SGD steps (lr 0.1) in training mode with dropout 0, NLLLoss on the log-probabilities, each from
+    # init_hidden's zero state: the LSTM and GRU variants' losses and trained states.
+    for kind in ("LSTM", "GRU"):
+        torch.manual_seed(3)
+        model = mod.RNNModel(kind, 20, 8, 6, 2, 0.0)
+        key = "train_" + kind.lower()
+        out.update(state(key + "_state", model))
+        target = torch.randint(0, 20, (15,))
+        out[key + "_target"] = target
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model.train()
+        for i in range(3):
+            output, _ = model(tokens, model.init_hidden(3))
+            loss = F.nll_loss(output, target)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            out[f"{key}_loss.{i}"] = loss.detach().clone()
+        out.update(state(key + "_trained", model))
     return out
 
 
