@@ -101,6 +101,7 @@ class ShardingPass {
   }
   // v is sharded by s: its type becomes one rank's
   void set(ir::Value* v, Sharding s) {
+    if (!v->type().is_tensor() || !v->type().dtype) fail("tensor parallel: a sharded value of type {} has no dtype", v->type().str());
     Shape local = global(v);
     local[size_t(s.dim)] /= world_;
     v->set_type(ir::Type::tensor(*v->type().dtype, local));
@@ -304,7 +305,12 @@ class ShardingPass {
           for (int64_t d : listed) named |= wrap_dim(d, in0.size()) == int64_t(i);
           if (named && in0[i] == 1) removed.push_back(int64_t(i));
         }
-        if (removed.empty()) removed.push_back(s0.dim == 0 ? 1 : 0);  // nothing to remove: a size-1 dim stays anyway
+        if (removed.empty()) {
+          // removes nothing of the whole value; on a rank whose part of the sharded dim is 1 it must not either
+          if (listed.empty() || std::count(listed.begin(), listed.end(), s0.dim) || std::count(listed.begin(), listed.end(), s0.dim - int64_t(in0.size())))
+            no_rule(n, "squeezes no dim of the whole value but may squeeze a rank's part");
+          return {s0};
+        }
         a.set("dims", removed);
         Sharding s = s0;
         for (int64_t d : removed) s.dim -= d < s0.dim;
