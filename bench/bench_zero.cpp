@@ -15,6 +15,7 @@
 #include <kiln/kiln.h>
 
 #include <cstdio>
+#include <functional>
 #include <string>
 
 #include "eager/dist/fsdp.h"
@@ -51,6 +52,20 @@ void report(const std::string& scheme, int64_t peak) {
   }
 }
 
+// Three steps of forward and backward, then the optimizer; the last step's peak above its start.
+int64_t three_steps(optim::Optimizer& opt, const std::function<void()>& forward_backward) {
+  int64_t peak = 0;
+  for (int s = 0; s < 3; ++s) {
+    opt.zero_grad();
+    int64_t before = memory_stats().current_bytes;
+    reset_peak_memory_stats();
+    forward_backward();
+    opt.step();
+    peak = memory_stats().peak_bytes - before;
+  }
+  return peak;
+}
+
 // The GPT cut into one stage per rank from its traced forward (the logits of every position), trained on the
 // whole batch of 12 rows in 4 micro-batches.
 int pipeline_run(std::shared_ptr<ScriptedModule> net, const std::string& schedule) {
@@ -69,16 +84,10 @@ int pipeline_run(std::shared_ptr<ScriptedModule> net, const std::string& schedul
   else if (schedule == "1f1b") sched = std::make_unique<dist::Schedule1F1B>(pipe->stage(), kChunks, loss);
   else fail("bench_zero: --pipeline takes gpipe or 1f1b, got '{}'", schedule);
   optim::AdamW opt(decay_groups(pipe->parameters()), kAdamW);
-  int64_t peak = 0;
-  for (int s = 0; s < 3; ++s) {
-    opt.zero_grad();
-    int64_t before = memory_stats().current_bytes;
-    reset_peak_memory_stats();
+  int64_t peak = three_steps(opt, [&] {
     sched->step(x, y);
     pipe->sync_shared_gradients();
-    opt.step();
-    peak = memory_stats().peak_bytes - before;
-  }
+  });
   report(", " + schedule + " pipeline stage " + std::to_string(dist::get_rank()), peak);
   dist::destroy_process_group();
   return 0;
@@ -98,15 +107,7 @@ int tensor_parallel_run(std::shared_ptr<ScriptedModule> net) {
   }
   net.reset();  // the rank keeps its parts of the split Linears and the rest whole
   optim::AdamW opt(decay_groups(tp->parameters()), kAdamW);
-  int64_t peak = 0;
-  for (int s = 0; s < 3; ++s) {
-    opt.zero_grad();
-    int64_t before = memory_stats().current_bytes;
-    reset_peak_memory_stats();
-    (*tp)({x, y}).at(0).backward();
-    opt.step();
-    peak = memory_stats().peak_bytes - before;
-  }
+  int64_t peak = three_steps(opt, [&] { (*tp)({x, y}).at(0).backward(); });
   report(", tensor parallel", peak);
   dist::destroy_process_group();
   return 0;
@@ -149,17 +150,10 @@ int main(int argc, char** argv) {
     }
     int64_t rows = 12 / world;
     Tensor x = randint(0, 65, {rows, 64}), y = randint(0, 65, {rows, 64});
-    int64_t peak = 0;
-    for (int s = 0; s < 3; ++s) {
-      opt->zero_grad();
-      int64_t before = memory_stats().current_bytes;
-      reset_peak_memory_stats();
+    int64_t peak = three_steps(*opt, [&] {
       if (fsdp) fsdp->gather();
-      Tensor loss = net->call({x, y}).at(0).elements().at(1).to_tensor();
-      loss.backward();
-      opt->step();
-      peak = memory_stats().peak_bytes - before;
-    }
+      net->call({x, y}).at(0).elements().at(1).to_tensor().backward();
+    });
     report(fully ? ", fully sharded" : shard_gradients ? ", gradients sharded" : "", peak);
     dist::destroy_process_group();
     return 0;

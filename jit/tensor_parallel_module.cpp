@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backends/interp/interop_scheduler.h"
+#include "backends/interp/interpreter.h"
 #include "eager/autograd/graph.h"
 #include "eager/dist/dist.h"
 #include "eager/dist/tensor_parallel.h"

@@ -20,9 +20,12 @@
 #include <utility>
 #include <vector>
 
-#include "backends/interp/interpreter.h"
 #include "eager/nn/module.h"
 #include "jit/tensor_parallel_plan.h"
+
+namespace kiln::interp {
+class Plan;
+}
 
 namespace kiln::jit {
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "eager/ops.h"
 
@@ -55,8 +56,14 @@ class ShardingPass {
       nodes_.push_back(n);
       index_[n] = index++;
     }
-    for (ir::Node* n : nodes_)
+    for (ir::Node* n : nodes_) {
       for (ir::Value* v : n->outputs()) remember_shape(v);
+      // values computed from constants alone (attention's scale) have no gradient to sum
+      bool fixed = n->blocks().empty();
+      for (const ir::Value* v : n->inputs()) fixed &= constant_.count(v) > 0;
+      if (fixed || n->prim() == ir::Prim::Constant)
+        for (ir::Value* v : n->outputs()) constant_.insert(v);
+    }
     for (ir::Value* v : g_.inputs()) remember_shape(v);
     const size_t num_bound = f.binding().bound.size(), first = g_.inputs().size() - num_bound;
     for (size_t k = 0; k < num_bound; ++k) result_.shards.push_back({g_.inputs()[first + k]->name(), "", -1, 1});
@@ -229,8 +236,7 @@ class ShardingPass {
     for (size_t i = 0; i < n->inputs().size(); ++i) {
       ir::Value* v = n->input(i);
       const ir::Type& t = v->type();
-      if (of(v).sharded() || !t.is_tensor() || !t.dtype || !is_floating(*t.dtype) || v->node()->prim() == ir::Prim::Constant)
-        continue;
+      if (of(v).sharded() || !t.is_tensor() || !t.dtype || !is_floating(*t.dtype) || constant_.count(v)) continue;
       n->replace_input(i, copied(v));
     }
   }
@@ -473,6 +479,7 @@ class ShardingPass {
   std::unordered_map<const ir::Value*, Shape> shapes_;
   std::unordered_map<const ir::Value*, Sharding> state_;
   std::unordered_map<const ir::Value*, ir::Value*> copies_;
+  std::unordered_set<const ir::Value*> constant_;
   TensorParallelGraph result_;
 };
 

@@ -150,6 +150,12 @@ TEST_CASE("tensor parallel plan: a rank keeps its part of each split Linear, q, 
                      whole.at("transformer.h.0.attn.c_attn.weight").slice(0, 32 + r * part, 32 + (r + 1) * part),
                      whole.at("transformer.h.0.attn.c_attn.weight").slice(0, 64 + r * part, 64 + (r + 1) * part)}, 0);
   CHECK(amax((local.at("transformer.h.0.attn.c_attn.weight") - want).abs()).item<double>() == 0.0);
+  // Megatron's placement: per block, the input of c_attn and of c_fc copied (all-reduced in backward), the
+  // rowwise products all-reduced forward
+  std::map<std::string, int> markers;
+  for (const ir::Node* n : tp.sharded().graph->block()->nodes())
+    if (n->attrs().has("tensor_parallel")) ++markers[n->attrs().s("tensor_parallel")];
+  CHECK(markers == std::map<std::string, int>{{"copy", 4}, {"reduce", 4}});
   const auto& shards = tp.sharded().shards;
   auto c_attn = std::find_if(shards.begin(), shards.end(), [](const auto& s) { return s.name == "transformer.h.0.attn.c_attn.bias"; });
   REQUIRE(c_attn != shards.end());
