@@ -8,7 +8,7 @@
 //
 //   - a colwise Linear's weight rows are split (its output is sharded on the last dim); a rowwise one's
 //     columns (its input must be sharded on the last dim; each rank's product is a partial sum);
-//   - a replicated value that a node combines into a sharded result passes through
+//   - a replicated value (not one computed from constants) that a node combines into a sharded result passes through
 //     copy_to_tensor_parallel_region (identity forward; its gradient, of which each rank computed only
 //     its part, all-reduced in backward): the block's input, a replicated weight;
 //   - a partial sum (a contraction or a sum over the sharded dim) passes through
