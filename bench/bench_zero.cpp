@@ -1,22 +1,27 @@
 // Memory per rank with the optimizer state sharded (ZeroRedundancyOptimizer, eager/dist/zero.h), or everything
 // (FullyShardedDataParallel, eager/dist/fsdp.h), the figure in docs/dist.md:
-//   mpirun -np 2 build/bench/bench_zero [--shard-gradients | --fsdp | --pipeline gpipe|1f1b]   (and -np 1 for one process)
+//   mpirun -np 2 build/bench/bench_zero [--shard-gradients | --fsdp | --pipeline gpipe|1f1b | --tensor-parallel]
+//   (and -np 1 for one process)
 // The GPT of samples/gpt.py at nanoGPT's CPU settings (4 layers, 4 heads, width 128, context 64, batch 12,
 // vocab 65), AdamW with weight decay on matrices; each rank trains on its 12 / world rows under
 // DistributedDataParallel (--shard-gradients: without it, each rank keeping only its own parameters' gradients;
 // --fsdp: parameters, gradients and state sharded, gathered for the step; --pipeline: no data parallelism, the
 // forward traced and cut into one stage per rank by jit::GraphPipeline, the batch in 4 micro-batches of 3 rows,
-// each rank holding its stage's parameters and their state once the model and its trace are dropped).
+// each rank holding its stage's parameters and their state once the model and its trace are dropped;
+// --tensor-parallel: no data parallelism, the traced step split by jit::TensorParallelModule's plan over every
+// block's c_attn, attn.c_proj, c_fc and mlp.c_proj, each rank on the whole batch with its part of those Linears).
 // Reported per rank after 3 steps: parameters, gradients and optimizer state as the allocator's categories count
 // them, and the step's peak.
 #include <kiln/kiln.h>
 
 #include <cstdio>
+#include <functional>
 #include <string>
 
 #include "eager/dist/fsdp.h"
 #include "eager/dist/zero.h"
 #include "jit/graph_pipeline.h"
+#include "jit/tensor_parallel_module.h"
 
 using namespace kiln;
 
@@ -47,6 +52,20 @@ void report(const std::string& scheme, int64_t peak) {
   }
 }
 
+// Three steps of forward and backward, then the optimizer; the last step's peak above its start.
+int64_t three_steps(optim::Optimizer& opt, const std::function<void()>& forward_backward) {
+  int64_t peak = 0;
+  for (int s = 0; s < 3; ++s) {
+    opt.zero_grad();
+    int64_t before = memory_stats().current_bytes;
+    reset_peak_memory_stats();
+    forward_backward();
+    opt.step();
+    peak = memory_stats().peak_bytes - before;
+  }
+  return peak;
+}
+
 // The GPT cut into one stage per rank from its traced forward (the logits of every position), trained on the
 // whole batch of 12 rows in 4 micro-batches.
 int pipeline_run(std::shared_ptr<ScriptedModule> net, const std::string& schedule) {
@@ -65,17 +84,31 @@ int pipeline_run(std::shared_ptr<ScriptedModule> net, const std::string& schedul
   else if (schedule == "1f1b") sched = std::make_unique<dist::Schedule1F1B>(pipe->stage(), kChunks, loss);
   else fail("bench_zero: --pipeline takes gpipe or 1f1b, got '{}'", schedule);
   optim::AdamW opt(decay_groups(pipe->parameters()), kAdamW);
-  int64_t peak = 0;
-  for (int s = 0; s < 3; ++s) {
-    opt.zero_grad();
-    int64_t before = memory_stats().current_bytes;
-    reset_peak_memory_stats();
+  int64_t peak = three_steps(opt, [&] {
     sched->step(x, y);
     pipe->sync_shared_gradients();
-    opt.step();
-    peak = memory_stats().peak_bytes - before;
-  }
+  });
   report(", " + schedule + " pipeline stage " + std::to_string(dist::get_rank()), peak);
+  dist::destroy_process_group();
+  return 0;
+}
+
+// The GPT's traced loss split by the Megatron plan, the whole batch on every rank.
+int tensor_parallel_run(std::shared_ptr<ScriptedModule> net) {
+  using jit::ParallelStyle;
+  Tensor x = randint(0, 65, {12, 64}), y = randint(0, 65, {12, 64});
+  std::unique_ptr<jit::TensorParallelModule> tp;
+  {
+    auto loss = [&](const Tensors& in) { return Tensors{net->call({in[0], in[1]}).at(0).elements().at(1).to_tensor()}; };
+    Function fwd = trace_module(*net, loss, {x, y}, {.quiet = true});
+    tp = std::make_unique<jit::TensorParallelModule>(fwd, jit::TensorParallelPlan{
+        {"transformer.h.*.attn.c_attn", ParallelStyle::Colwise}, {"transformer.h.*.attn.c_proj", ParallelStyle::Rowwise},
+        {"transformer.h.*.mlp.c_fc", ParallelStyle::Colwise}, {"transformer.h.*.mlp.c_proj", ParallelStyle::Rowwise}});
+  }
+  net.reset();  // the rank keeps its parts of the split Linears and the rest whole
+  optim::AdamW opt(decay_groups(tp->parameters()), kAdamW);
+  int64_t peak = three_steps(opt, [&] { (*tp)({x, y}).at(0).backward(); });
+  report(", tensor parallel", peak);
   dist::destroy_process_group();
   return 0;
 }
@@ -85,12 +118,13 @@ int pipeline_run(std::shared_ptr<ScriptedModule> net, const std::string& schedul
 int main(int argc, char** argv) {
   try {
     std::string samples = "samples";
-    bool shard_gradients = false, fully = false;
+    bool shard_gradients = false, fully = false, tensor_parallel = false;
     std::string pipeline;  // "gpipe" or "1f1b"
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
       if (a == "--shard-gradients") shard_gradients = true;
       else if (a == "--fsdp") fully = true;
+      else if (a == "--tensor-parallel") tensor_parallel = true;
       else if (a == "--pipeline" && i + 1 < argc) pipeline = argv[++i];
       else samples = a;
     }
@@ -101,6 +135,7 @@ int main(int argc, char** argv) {
     auto net = file.build("GPT", {file.value("GPTConfig(block_size=64, vocab_size=65, n_layer=4, n_head=4, n_embd=128, "
                                              "dropout=0.0, bias=False)")});
     if (!pipeline.empty()) return pipeline_run(std::move(net), pipeline);
+    if (tensor_parallel) return tensor_parallel_run(std::move(net));
     std::shared_ptr<dist::DistributedDataParallel> ddp;
     if (!shard_gradients && !fully) ddp = std::make_shared<dist::DistributedDataParallel>(net);
     std::vector<optim::ParamGroup> groups = decay_groups(net->parameters());
@@ -115,17 +150,10 @@ int main(int argc, char** argv) {
     }
     int64_t rows = 12 / world;
     Tensor x = randint(0, 65, {rows, 64}), y = randint(0, 65, {rows, 64});
-    int64_t peak = 0;
-    for (int s = 0; s < 3; ++s) {
-      opt->zero_grad();
-      int64_t before = memory_stats().current_bytes;
-      reset_peak_memory_stats();
+    int64_t peak = three_steps(*opt, [&] {
       if (fsdp) fsdp->gather();
-      Tensor loss = net->call({x, y}).at(0).elements().at(1).to_tensor();
-      loss.backward();
-      opt->step();
-      peak = memory_stats().peak_bytes - before;
-    }
+      net->call({x, y}).at(0).elements().at(1).to_tensor().backward();
+    });
     report(fully ? ", fully sharded" : shard_gradients ? ", gradients sharded" : "", peak);
     dist::destroy_process_group();
     return 0;
