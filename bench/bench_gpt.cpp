@@ -209,8 +209,8 @@ int main(int argc, char** argv) {
                     o.bf16 ? "true" : "false", o.threads, first_ms, since_main_ms);
       else if (kiln::bench::cpu_time())
         std::printf("first compiled step (trace + compile + run): %.1f ms (CPU time %.1f ms, this thread %.1f ms, %ld "
-                    "minor page faults, recorded %s; main() to its end %.1f ms)\n",
-                    first_ms, first_cpu_ms, first_thread_ms, r1.ru_minflt - r0.ru_minflt,
+                    "minor page faults, %ld major, recorded %s; main() to its end %.1f ms)\n",
+                    first_ms, first_cpu_ms, first_thread_ms, r1.ru_minflt - r0.ru_minflt, r1.ru_majflt - r0.ru_majflt,
                     step.value_recordings() ? "with values" : "from shapes", since_main_ms);
       else
         std::printf("first compiled step (trace + compile + run): %.1f ms (main() to its end %.1f ms)\n", first_ms,
