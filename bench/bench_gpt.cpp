@@ -9,6 +9,10 @@
 // eager step (the process's one-time start-up: libraries, thread pools, the heap's first pages) or one
 // compiled step (that and the JIT's own one-time costs), so what is left is the cost of compiling this model.
 //
+// --first-only prints the first compiled step's time and the time from main() to its end (with --json as JSON):
+// what the process started in the background while the model was built (the GEMM library's set-up) shows in
+// the second figure if it delayed the build.
+//
 // --record-values: the first compiled step records the step with its values (an eager run of it, as before
 // shapes-only recording), for A/B runs of one binary.
 //
