@@ -7,8 +7,6 @@
 
 #include <algorithm>
 
-#include "core/error.h"
-
 namespace kiln::tracing {
 
 Tensor undefined_tensor(const Shape& sizes, DType dtype) {

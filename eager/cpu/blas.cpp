@@ -5,6 +5,9 @@
 #include <omp.h>
 
 #include <mutex>
+#if defined(__linux__)
+#include <sched.h>
+#endif
 #include <thread>
 #include <vector>
 
@@ -80,6 +83,13 @@ void warm_up_in_background() {
       dnnl_sgemm('N', 'N', 64, 64, 64, 1.0f, a.data(), 64, a.data(), 64, 0.0f, c.data(), 64);
     });
   });
+#endif
+}
+
+void warm_up_on_a_spare_core() {
+#if KILN_HAVE_DNNL && defined(__linux__)
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) > omp_get_max_threads()) warm_up_in_background();
 #endif
 }
 

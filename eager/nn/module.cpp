@@ -16,7 +16,7 @@ Tensor Module::register_parameter(const std::string& name, Tensor t, bool requir
   set_memory_category(t, MemoryCategory::Parameter);
   // A model with a weight matrix will multiply by it: the GEMM library's one-time set-up starts now, beside
   // the rest of the model's construction, rather than at the first step that needs it.
-  if (t.device().is_cpu() && t.dim() >= 2 && is_floating(t.dtype())) cpu::blas::warm_up_in_background();
+  if (t.device().is_cpu() && t.dim() >= 2 && is_floating(t.dtype())) cpu::blas::warm_up_on_a_spare_core();
   params_.emplace_back(name, t);
   return t;
 }
