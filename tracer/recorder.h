@@ -22,6 +22,7 @@
 #include "eager/untraced.h"
 #include "eager/autograd/graph.h"
 #include "eager/cpu/attention_shapes.h"
+#include "tracer/undefined_tensor.h"
 
 namespace kiln::tracing {
 
@@ -115,7 +116,7 @@ class Recorder final : public TraceHooks, public ShapesOnlyHooks {
       outputs.clear();
       for (size_t i = 0; i < metas.size(); ++i) {
         n->output(i)->set_type(ir::type_of(metas[i].second, metas[i].first));
-        outputs.push_back(Tensor::empty(metas[i].first, metas[i].second));
+        outputs.push_back(undefined_tensor(metas[i].first, metas[i].second));
         undefined_[outputs.back().impl()->storage.get()] = outputs.back().storage();
       }
       pending_ = n;
@@ -132,7 +133,7 @@ class Recorder final : public TraceHooks, public ShapesOnlyHooks {
     }
     graph_->insert(n);
     n->output()->set_type(ir::type_of(*dtype, shape));
-    outputs = {Tensor::empty(shape, *dtype)};
+    outputs = {undefined_tensor(shape, *dtype)};
     undefined_[outputs[0].impl()->storage.get()] = outputs[0].storage();
     pending_ = n;
     return true;

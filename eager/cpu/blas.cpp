@@ -4,6 +4,10 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <mutex>
+#if defined(__linux__)
+#include <sched.h>
+#endif
 #include <thread>
 #include <vector>
 
@@ -33,20 +37,59 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* A, in
               1.0, A, int(lda), B, int(ldb), beta, C, int(ldc));
 }
 
+#if KILN_HAVE_DNNL
+namespace {
+
+// The set-up thread, joined once by whichever comes first of the two below.
+struct WarmUp {
+  std::mutex mu;
+  std::thread t;
+  void join() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (t.joinable()) t.join();
+  }
+};
+
+WarmUp& warm_up() {
+  static WarmUp* w = new WarmUp;  // never destroyed: a thread left running must not meet a destroyed std::thread
+  return *w;
+}
+
+// oneDNN makes statics of its own during the set-up, after anything of kiln's, so they are destroyed at exit
+// before any static of kiln's could join the thread: a process that exits while the set-up runs (a tool that
+// only builds a model) would have it use them destroyed. exit() runs the exiting thread's thread-local
+// destructors before any static one, so the thread that started the set-up (main, as a rule) waits for it
+// there.
+struct JoinAtThreadExit {
+  ~JoinAtThreadExit() { warm_up().join(); }
+};
+
+}  // namespace
+#endif
+
 void warm_up_in_background() {
 #if KILN_HAVE_DNNL
-  // joined at exit, before oneDNN's own statics go
-  struct Joined {
-    std::thread t;
-    ~Joined() {
-      if (t.joinable()) t.join();
-    }
-  };
-  static Joined warm{std::thread([] {
-    omp_set_num_threads(1);  // this thread's own OpenMP team: none, no workers left spinning
-    std::vector<float> a(64 * 64), c(64 * 64);
-    dnnl_sgemm('N', 'N', 64, 64, 64, 1.0f, a.data(), 64, a.data(), 64, 0.0f, c.data(), 64);
-  })};
+  static std::once_flag once;
+  std::call_once(once, [] {
+    thread_local JoinAtThreadExit join_at_exit;
+    (void)join_at_exit;
+    // a program that exits from another thread: joined among the statics, as well as it can be
+    static JoinAtThreadExit join_among_statics;
+    (void)join_among_statics;
+    std::lock_guard<std::mutex> lock(warm_up().mu);
+    warm_up().t = std::thread([] {
+      omp_set_num_threads(1);  // this thread's own OpenMP team: none, no workers left spinning
+      std::vector<float> a(64 * 64), c(64 * 64);
+      dnnl_sgemm('N', 'N', 64, 64, 64, 1.0f, a.data(), 64, a.data(), 64, 0.0f, c.data(), 64);
+    });
+  });
+#endif
+}
+
+void warm_up_on_a_spare_core() {
+#if KILN_HAVE_DNNL && defined(__linux__)
+  cpu_set_t cpus;
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0 && CPU_COUNT(&cpus) > omp_get_max_threads()) warm_up_in_background();
 #endif
 }
 

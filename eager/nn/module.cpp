@@ -3,6 +3,7 @@
 #include <set>
 
 #include "eager/autograd/graph.h"
+#include "eager/cpu/gemm_warm_up.h"
 #include <cstdio>
 
 #include "eager/io.h"
@@ -13,6 +14,9 @@ namespace kiln::nn {
 Tensor Module::register_parameter(const std::string& name, Tensor t, bool requires_grad) {
   if (requires_grad) t.requires_grad_(true);
   set_memory_category(t, MemoryCategory::Parameter);
+  // A model with a weight matrix will multiply by it: the GEMM library's one-time set-up starts now, beside
+  // the rest of the model's construction, rather than at the first step that needs it.
+  if (t.device().is_cpu() && t.dim() >= 2 && is_floating(t.dtype())) cpu::blas::warm_up_on_a_spare_core();
   params_.emplace_back(name, t);
   return t;
 }
