@@ -59,19 +59,24 @@ KILN_UNROLL
   return s;
 }
 
-__device__ __forceinline__ long long kiln_att_warp() {
-  return (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
+// The warp's row of `per_batch` rows a batch index (false past the launch's rows: the whole warp returns, as a
+// row is the warp's), its batch index and place, and the batch index's offsets into q, k, v and the mask.
+__device__ __forceinline__ bool kiln_att_row(const AttnParams& p, long long per_batch, long long& row, long long& b,
+                                             long long& at, long long* off) {
+  row = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
+  if (row >= p.rows) return false;
+  b = row / per_batch;
+  at = row - b * per_batch;
+  kiln_att_offsets(p, b, off);
+  return true;
 }
 
 // One warp per query row: the online softmax over the keys it sees, then out = acc / sum, lse = max + log sum.
 template <class T, class A, int KD>
 __device__ void kiln_att_fwd(const AttnParams& p) {
-  const long long row = kiln_att_warp();
-  if (row >= p.rows) return;  // the whole warp: row is the warp's
+  long long row, b, i, off[4];
+  if (!kiln_att_row(p, p.L, row, b, i, off)) return;
   const int lane = threadIdx.x & 31;
-  const long long b = row / p.L, i = row - b * p.L;
-  long long off[4];
-  kiln_att_offsets(p, b, off);
   const T* q = (const T*)p.q + off[0] + i * p.q_row;
   A qr[KD], acc[KD];
 KILN_UNROLL
@@ -109,12 +114,9 @@ KILN_UNROLL
 // dq = sum_j P_ij (grad . v_j - delta) scale k_j, P recomputed from the forward's lse.
 template <class T, class A, int KD>
 __device__ void kiln_att_bwd_q(const AttnParams& p) {
-  const long long row = kiln_att_warp();
-  if (row >= p.rows) return;
+  long long row, b, i, off[4];
+  if (!kiln_att_row(p, p.L, row, b, i, off)) return;
   const int lane = threadIdx.x & 31;
-  const long long b = row / p.L, i = row - b * p.L;
-  long long off[4];
-  kiln_att_offsets(p, b, off);
   const T* q = (const T*)p.q + off[0] + i * p.q_row;
   const T* g = (const T*)p.grad + row * p.Ev;
   const T* o = (const T*)p.out_in + row * p.Ev;
@@ -162,12 +164,9 @@ KILN_UNROLL
 // dk = sum_i P_ij (grad_i . v_j - delta_i) scale q_i, over the query rows that see key j.
 template <class T, class A, int KD>
 __device__ void kiln_att_bwd_kv(const AttnParams& p) {
-  const long long row = kiln_att_warp();
-  if (row >= p.rows) return;
+  long long row, b, j, off[4];
+  if (!kiln_att_row(p, p.S, row, b, j, off)) return;
   const int lane = threadIdx.x & 31;
-  const long long b = row / p.S, j = row - b * p.S;
-  long long off[4];
-  kiln_att_offsets(p, b, off);
   const T* k = (const T*)p.k + off[1] + j * p.k_row;
   const T* v = (const T*)p.v + off[2] + j * p.v_row;
   A kr[KD], vr[KD], dk[KD], dv[KD];
