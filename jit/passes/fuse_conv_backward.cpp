@@ -40,7 +40,11 @@ int64_t fuse_block(ir::Graph& g, ir::Block& b) {
       grads.push_back(n->input(0));
   }
   int64_t fused = 0;
-  for (ir::Value* grad : grads) {
+  // Latest first: a group's members are destroyed with their outputs, and a member's output that is itself a
+  // gradient (a conv's input gradient, the next conv back's gradient) is read after its member, so it comes
+  // later in `grads` and has been taken already; in block order it would be read after it was freed.
+  for (auto it = grads.rbegin(); it != grads.rend(); ++it) {
+    ir::Value* grad = *it;
     // Block order, the block's return last; made anew as each group replaces its members.
     std::unordered_map<const ir::Node*, size_t> pos;
     size_t i = 0;
