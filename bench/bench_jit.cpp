@@ -117,7 +117,7 @@ void BM_LinearReluCompiled(benchmark::State& state) {
   kiln::Tensor x = kiln::randn({64, in});
   kiln::NoGradGuard no_grad;
   kiln::jit::CompileOptions o;
-  if (mode == kEpilogueOff) o.pipeline.disable = {"fuse_gemm_epilogue"};
+  if (mode == kEpilogueOff) o.pipeline.disable.push_back("fuse_gemm_epilogue");
   bool onednn = kiln::cpu::onednn_gemm_enabled();
   kiln::cpu::set_onednn_gemm(onednn && mode == kEpilogueOnednn);
   if (mode == kEpilogueOnednn && !onednn) {

@@ -322,8 +322,13 @@ class CompiledFunction final : public Function::Executor {
     node->fn_name = name_;
     node->backward = e->backward;
     for (size_t p : e->grad_of) node->next.push_back(gradient_edge(inputs[p].to_tensor()));
-    for (size_t s = 0; s < e->saved_is_primal.size(); ++s)
-      node->saved.emplace_back(all[e->num_outputs + s].to_tensor(), /*values=*/true);
+    for (size_t s = 0; s < e->saved_is_primal.size(); ++s) {
+      const Tensor& t = all[e->num_outputs + s].to_tensor();
+      // a value saved that is also an output gets the node as its grad_fn: held strongly it would be a cycle
+      bool is_output = false;
+      for (const IValue& o : outs) is_output |= o.is_tensor() && o.to_tensor().is_same(t);
+      node->saved.push_back(is_output ? SavedTensor::of_output(t) : SavedTensor(t, /*values=*/true));
+    }
     attach_grad_fn(node, outs, e->tangent_of, inputs);
     return outs;
   }
