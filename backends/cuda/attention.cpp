@@ -11,6 +11,7 @@
 #include "backends/cuda/kernels.h"
 #include "backends/cuda/runtime.h"
 #include "core/error.h"
+#include "core/shape.h"
 #include "eager/cpu/attention_shapes.h"
 
 namespace kiln::cuda {
@@ -123,12 +124,6 @@ AttnParams problem(const Tensors& in, const Attrs& attrs, const Shape& batch, Te
   return p;
 }
 
-int64_t count(const Shape& batch) {
-  int64_t n = 1;
-  for (int64_t d : batch) n *= d;
-  return n;
-}
-
 }  // namespace
 
 std::string render_attention(const std::vector<std::pair<DType, int>>& variants) {
@@ -161,7 +156,7 @@ Tensors flash_attention(OpId op, const Tensors& in, const Attrs& attrs) {
   Tensor lse = Tensor::empty(shapes[1].first, compute, in[0].device());
   p.out = out.raw_data();
   p.lse = lse.raw_data();
-  p.rows = count(batch) * p.L;
+  p.rows = numel_of(batch) * p.L;
   launch(out, stored, per_lane, "_fwd", p);
   return {out, lse};
 }
@@ -190,7 +185,7 @@ Tensors flash_attention_backward(OpId op, const Tensors& in, const Attrs& attrs)
   p.dq = dq.raw_data();
   p.dk = dk.raw_data();
   p.dv = dv.raw_data();
-  const int64_t nbatch = count(batch);
+  const int64_t nbatch = numel_of(batch);
   p.rows = nbatch * p.L;
   launch(dq, stored, per_lane, "_bwd_q", p);  // writes delta, which the key rows read: one stream orders them
   p.rows = nbatch * p.S;
