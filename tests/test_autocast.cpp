@@ -538,12 +538,13 @@ TEST_CASE("autocast: a compiled eval forward casts a parameter once per version,
 
 TEST_CASE("autocast: a compiled training step traced under autocast trains like eager autocast") {
   auto [x, y] = test::digits();
-  auto run = [&](bool compiled) {
+  auto run = [&](bool compiled, bool bf16 = true) {
     manual_seed(11);
     auto model = kiln::samples::digits_mlp();
     optim::Adam opt(model->parameters(), {3e-3});
     auto loss_fn = [&](const Tensors& b) {
-      AutocastGuard ac;  // as `with torch.autocast("cpu"):` around forward and loss
+      std::optional<AutocastGuard> ac;  // as `with torch.autocast("cpu"):` around forward and loss
+      if (bf16) ac.emplace();
       return cross_entropy((*model)(b[0]), b[1]);
     };
     CompiledTrainStep step(*model, loss_fn, opt);
@@ -572,15 +573,22 @@ TEST_CASE("autocast: a compiled training step traced under autocast trains like 
     }
     return losses;
   };
-  std::vector<double> eager = run(false), comp = run(true);
+  std::vector<double> eager = run(false), comp = run(true), exact = run(false, false);
   CAPTURE(eager.back());
   CAPTURE(comp.back());
   CHECK(comp.back() < comp.front());
-  // the same bf16-rounded ops in another order and fusion: close, not bit-equal
-  double worst = 0;
-  for (size_t i = 0; i < eager.size(); ++i) worst = std::max(worst, std::fabs(comp[i] - eager[i]) / std::fabs(eager[i]));
-  MESSAGE("compiled vs eager autocast loss, 20 Adam steps: max relative difference " << worst);
-  CHECK(worst <= 1e-4);
+  // A fusion group holds its bf16 values in float32 registers and rounds only what it writes (as Inductor
+  // does), eager rounds after every op: the two drift apart by bf16 noise, both as far from float32 training.
+  auto drift = [&](const std::vector<double>& a, const std::vector<double>& b) {
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]) / std::fabs(b[i]));
+    return worst;
+  };
+  const double worst = drift(comp, eager), we = drift(eager, exact), wc = drift(comp, exact);
+  MESSAGE("autocast losses over 20 Adam steps, max relative difference: compiled vs eager " << worst
+          << ", vs float32 training: eager " << we << ", compiled " << wc);
+  CHECK(worst <= 1e-3);
+  CHECK(wc <= 2 * we + 1e-4);
 }
 
 TEST_CASE("grad_scaler: float16 autocast training backs off from an overflowing scale, then steps") {

@@ -200,6 +200,31 @@ TEST_CASE("x86: pow with constant exponents, constants, where, bool inputs and o
   }
 }
 
+TEST_CASE("x86: nodes of broadcast operands alone are computed once per run, before the loop, as eager") {
+  // sqrt, pow with a variable exponent (the scalar fallback, called before the loop), a where on a broadcast
+  // bool and a division by the result: a layer norm's rstd shape, bits equal to eager's
+  if (skip_without_avx2()) return;
+  for (x86::Isa isa : isas_to_test()) {
+    IsaCap cap(isa);
+    CAPTURE(x86::isa_name(isa));
+    for (DType dt : {DType::Float32, DType::Float64}) {
+      const std::string T = dt_str(dt);
+      Tensor x = special_values(6 * 37, dt, 31).reshape({6, 37});
+      Tensor s = dispatch1(OpId::Abs, {test::seq({6, 1}, 0.41, 0.3, dt)});
+      Tensor e = tensor({1.5}, {}, DType::Float64).to(dt);
+      Tensor c = dispatch1(OpId::Gt, {test::seq({6, 1}, 0.7, -0.5, dt), tensor({0.0}, {}, DType::Float64).to(dt)});
+      std::string text = "graph(%x : " + T + "[6,37], %s : " + T + "[6,1], %e : " + T + "[], %c : bool[6,1]):\n" +
+                         "  %0 : " + T + "[6,1] = sqrt(%s)\n  %1 : " + T + "[6,1] = pow(%s, %e)\n" +
+                         "  %2 : " + T + "[6,1] = where(%c, %0, %1)\n  %3 : " + T + "[6,37] = div(%x, %2)\n" +
+                         "  %4 : " + T + "[6,37] = mul(%3, %0)\n  return (%4)\n";
+      Tensor sq = dispatch1(OpId::Sqrt, {s});
+      Tensor den = dispatch1(OpId::Where, {c, sq, dispatch1(OpId::Pow, {s, e})});
+      Tensor want = dispatch1(OpId::Mul, {dispatch1(OpId::Div, {x, den}), sq});
+      check_close(run_ir(text, {x, s, e, c})[0], want, dt == DType::Float64 ? 1e-13 : 1e-6, 0);
+    }
+  }
+}
+
 TEST_CASE("x86: reductions over all dims and the last dim, fused") {
   if (skip_without_avx2()) return;
   for (x86::Isa isa : isas_to_test()) {

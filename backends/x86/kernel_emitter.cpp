@@ -87,6 +87,7 @@ class KernelGen : public VecMath<Vmm> {
       }
       this->vmovups(this->ptr[this->rsp + splat_off_ + k * kVecBytes], v0);
     }
+    hoist();
     if (p_.red_val >= 0) {
       if (v_.rows) this->vld(acc(), this->C(identity()));
       else this->vmovups(acc(), this->ptr[this->rbx]);
@@ -174,6 +175,25 @@ class KernelGen : public VecMath<Vmm> {
   Vmm tail_mask() const { return Vmm(15); }
 
   bool is_bcast(int k) const { return k < 64 && ((v_.bcast >> k) & 1); }
+
+  // Nodes whose operands are all constants, broadcast inputs or such nodes have one value for the whole
+  // run (a row's mean, rstd or 1/sum): computed once before the loop into their frame slots, then read as
+  // memory operands. A layer norm's output pass otherwise ran three divisions and a square root per vector.
+  std::vector<char> hoisted_;
+  void hoist() {
+    hoisted_.assign(p_.vals.size(), 0);
+    masked_ = false;
+    for (size_t i = 0; i < p_.vals.size(); ++i) {
+      const PValue& pv = p_.vals[i];
+      if (pv.kind != PValue::Node) continue;
+      if (last_use_[i] < 0 && out_of_[i].empty()) continue;  // dead
+      if (!std::all_of(pv.args.begin(), pv.args.end(), [&](int a) { return in_memory(a); })) continue;
+      reset_pools();
+      emit_node(int(i));
+      this->vmovups(slot(int(i)), Vmm(reg_of_[i]));
+      hoisted_[i] = 1;
+    }
+  }
 
   void reset_pools() {
     this->free_v_.clear();
@@ -360,11 +380,13 @@ class KernelGen : public VecMath<Vmm> {
   // The operand for value v: a register, or a memory operand (constants, broadcast inputs).
   bool in_memory(int v) const {
     const PValue& pv = p_.vals[size_t(v)];
-    return pv.kind == PValue::Const || (pv.kind == PValue::Input && is_bcast(pv.input));
+    return pv.kind == PValue::Const || (pv.kind == PValue::Input && is_bcast(pv.input)) ||
+           (pv.kind == PValue::Node && hoisted_[size_t(v)]);
   }
   Xbyak::Address mem_of(int v) {
     const PValue& pv = p_.vals[size_t(v)];
     if (pv.kind == PValue::Const) return this->C(pv.cval);
+    if (pv.kind == PValue::Node) return slot(v);
     return this->ptr[this->rsp + splat_off_ + pv.input * kVecBytes];
   }
   // Makes sure a register value is materialised (stream inputs load lazily).
@@ -537,7 +559,7 @@ class KernelGen : public VecMath<Vmm> {
     reset_pools();
     for (size_t i = 0; i < p_.vals.size(); ++i) {
       const PValue& pv = p_.vals[i];
-      if (pv.kind != PValue::Node) continue;
+      if (pv.kind != PValue::Node || hoisted_[i]) continue;
       if (last_use_[i] < 0 && out_of_[i].empty()) continue;  // dead
       emit_node(int(i));
       Vmm d(reg_of_[i]);
@@ -546,10 +568,10 @@ class KernelGen : public VecMath<Vmm> {
         if (last_use_[size_t(a)] == int(i) && reg_of_[size_t(a)] >= 0) release(a);
       if (last_use_[i] < 0) release(int(i));
     }
-    // outputs that are inputs or constants
+    // outputs that are inputs, constants or hoisted
     for (size_t j = 0; j < p_.outputs.size(); ++j) {
       int v = p_.outputs[j];
-      if (p_.vals[size_t(v)].kind == PValue::Node) continue;
+      if (!in_memory(v) && p_.vals[size_t(v)].kind == PValue::Node) continue;
       typename B::Scope sc(*this);
       pinned_ = {v};
       store_output(int(j), reg(v));

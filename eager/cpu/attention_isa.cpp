@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "eager/cpu/attention.h"
@@ -155,22 +156,20 @@ void tile_gemm(int64_t M, int64_t N, int64_t K, const T* a, int64_t ars, int64_t
     }
 }
 
-// A vector's lanes folded in halves (log2 steps) rather than one dependent scalar op per lane: per score row
-// that chain cost as much as the row's share of the products.
-template <typename T, size_t B>
-struct Part {
-  typedef T type __attribute__((vector_size(B)));
-};
+// A vector's lanes folded in halves (log2 steps) rather than one dependent scalar op per lane, each step a
+// shuffle at the full width in registers: memcpy'd halves went through the stack, and those stores and
+// narrower reloads cost as much per score row as the row's exps.
+template <typename T, int S, size_t... I>
+[[gnu::always_inline]] inline Vec<T> rotate(Vec<T> v, std::index_sequence<I...>) {
+  return __builtin_shufflevector(v, v, int((I + S) % kLanes<T>)...);
+}
 
-template <typename T, size_t B, typename F>
-[[gnu::always_inline]] inline T fold(typename Part<T, B>::type v, F f) {
-  if constexpr (B == 2 * sizeof(T)) {
-    return f(v[0], v[1]);
+template <typename T, int S = int(kLanes<T>) / 2, typename F>
+[[gnu::always_inline]] inline T fold(Vec<T> v, F f) {
+  if constexpr (S == 0) {
+    return v[0];
   } else {
-    typename Part<T, B / 2>::type lo, hi;
-    __builtin_memcpy(&lo, &v, B / 2);
-    __builtin_memcpy(&hi, reinterpret_cast<const char*>(&v) + B / 2, B / 2);
-    return fold<T, B / 2>(f(lo, hi), f);
+    return fold<T, S / 2>(f(v, rotate<T, S>(v, std::make_index_sequence<size_t(kLanes<T>)>{})), f);
   }
 }
 
@@ -184,7 +183,7 @@ T row_max(const T* s, int64_t n, T m) {
     Vec<T> x = load(s + j);
     v = x > v ? x : v;
   }
-  return std::max(m, fold<T, sizeof(Vec<T>)>(v, [](auto a, auto b) { return a > b ? a : b; }));
+  return std::max(m, fold<T>(v, [](auto a, auto b) { return a > b ? a : b; }));
 }
 
 // sum(s[0..n)), n a whole number of vectors
@@ -192,7 +191,7 @@ template <typename T>
 T row_sum(const T* s, int64_t n) {
   Vec<T> v = {};
   for (int64_t j = 0; j < n; j += kLanes<T>) v += load(s + j);
-  return fold<T, sizeof(Vec<T>)>(v, [](auto a, auto b) { return a + b; });
+  return fold<T>(v, [](auto a, auto b) { return a + b; });
 }
 
 // exp of a softmax row's shifted scores (x <= 0 up to rounding, -inf for masked keys) a vector at a time, inline:

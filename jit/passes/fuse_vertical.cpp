@@ -16,11 +16,18 @@ namespace kiln::jit {
 
 namespace {
 
+// The group's iteration space: the same dims, and values held alike in registers (bf16 as float32), so a
+// bf16 layer norm's float32 statistics and its bf16 output share one row kernel.
+bool same_space(const ir::Type& t, const ir::Type& space) {
+  auto held = [](std::optional<DType> d) { return d == DType::BFloat16 ? std::optional<DType>(DType::Float32) : d; };
+  return t.kind == space.kind && t.dims == space.dims && held(t.dtype) == held(space.dtype);
+}
+
 // A reduction over the last dim of `space` with keepdim: its result is one number per row, which the
 // row's elementwise nodes read broadcast.
 bool row_reduction(const ir::Node& n, const ir::Type& space, const Backend* backend) {
   if (!fusible(n, true, backend) || op_info(n.op()).kind != OpKind::Reduce) return false;
-  if (!(n.input(0)->type() == space) || !space.dims || space.dims->empty()) return false;
+  if (!same_space(n.input(0)->type(), space) || !space.dims || space.dims->empty()) return false;
   if (!n.attrs().has("dims") || !n.attrs().b_or("keepdim", false)) return false;
   const Shape& d = n.attrs().ints("dims");
   const int64_t r = int64_t(space.dims->size());
@@ -81,7 +88,7 @@ int64_t fuse_block(ir::Graph& g, ir::Block& b, const Backend* backend) {
               for (const ir::Use& u : o->uses()) {
                 if (in_group.count(u.user)) continue;
                 // read outside: it becomes an output of the kernel
-                ok &= o->type() == space || (allow_rowvec && o->type() == rowvec);
+                ok &= same_space(o->type(), space) || (allow_rowvec && same_space(o->type(), rowvec));
                 ir::Node* h = holder(u.user);
                 if (h == b.return_node()) continue;  // the block's result: read after everything
                 ok &= h != nullptr && pos.count(h) && pos[h] > k;
