@@ -173,6 +173,11 @@ std::string default_name(const Program& p) {
   return s;
 }
 
+}  // namespace
+
+namespace detail {
+
+// KILN_X86_PERF_MAP=1: generated code named in /tmp/perf-PID.map, so `perf report` shows kernels by group
 void perf_map(const void* code, size_t size, const std::string& name) {
   static const bool on = std::getenv("KILN_X86_PERF_MAP") != nullptr;
   if (!on) return;
@@ -185,7 +190,7 @@ void perf_map(const void* code, size_t size, const std::string& name) {
   }
 }
 
-}  // namespace
+}  // namespace detail
 
 // Compiling is the check: lowering raises on what the emitter lacks, and emitting the default variant
 // on a group that needs more registers than the ISA has.
@@ -219,7 +224,7 @@ const detail::Code& Kernel::variant(uint64_t bcast, bool nt) const {
   auto it = variants_.find(key);
   if (it != variants_.end()) return *it->second;
   auto code = detail::emit(*prog_, isa_, {bcast, nt});
-  perf_map(code->bytes(), code->size(), name_);
+  detail::perf_map(code->bytes(), code->size(), name_);
   const detail::Code& ref = *code;
   variants_.emplace(key, std::move(code));
   return ref;

@@ -48,5 +48,7 @@ class Code {
 
 // Raises kiln::Error when the group needs more registers than the ISA has, or on an internal error.
 std::unique_ptr<Code> emit(const Program& p, Isa isa, const Variant& v);
+// With KILN_X86_PERF_MAP set, names the code for perf (/tmp/perf-PID.map)
+void perf_map(const void* code, size_t size, const std::string& name);
 
 }  // namespace kiln::x86::detail

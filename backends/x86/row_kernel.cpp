@@ -458,6 +458,7 @@ class RowKernel final : public backends::FusedKernel {
     auto it = code_.find(key);
     if (it == code_.end()) {
       it = code_.emplace(key, detail::emit(p_.passes[pass].prog, isa_, {bcast, false, true})).first;
+      detail::perf_map(it->second->bytes(), it->second->size(), name_ + "_pass" + std::to_string(pass));
     }
     return it->second->fn();
   }

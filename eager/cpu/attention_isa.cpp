@@ -1,13 +1,14 @@
 // The fused attention loops (eager/cpu/attention.h), compiled once per instruction set with the elementwise
-// kernels (eager/meson.build) so that the row loops vectorise at the CPU's width and exp calls libmvec.
-// A head's scores exist only as one [kQ, kK] tile at a time: the forward keeps a running max and sum per query
-// row (the online softmax) and returns log(sum(exp(s))) per row, from which the backward recomputes each tile's
-// probabilities instead of reading them.
+// kernels (eager/meson.build) so that the loops vectorise at the CPU's width.
+// A head's scores exist only as one tile at a time, held transposed — a key per row, a query per lane — so the
+// softmax's per-query max, exp and sum are lane-wise operations over the tile's rows, with no fold across
+// lanes and no scalar step per query (at a GPT's 64 keys those cost more than the tile's products did). The
+// forward keeps a running max and sum per query (the online softmax) and returns log(sum(exp(s))) per query,
+// from which the backward recomputes each tile's probabilities instead of reading them.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
 #include "eager/cpu/attention.h"
@@ -19,8 +20,8 @@
 namespace kiln::cpu::KILN_ISA {
 namespace {
 
-constexpr int64_t kQ = 32;  // query rows per tile
-constexpr int64_t kK = 64;  // keys per tile: a score row of floats is four AVX-512 registers
+constexpr int64_t kQ = 32;  // queries per tile: the lanes of a score row (two AVX-512 registers of floats)
+constexpr int64_t kK = 64;  // keys per tile: the rows of a score tile
 
 template <typename T>
 constexpr T kNegInf = -std::numeric_limits<T>::infinity();
@@ -37,17 +38,19 @@ inline void narrow_rows(const float* src, void* base, int64_t off, int64_t n) {
   f32_to_bf16(src, static_cast<uint16_t*>(base) + off, n);
 }
 
-// rows [j0, j1) of x (row stride ld, n wide) as columns: xt[c * kK + (j - j0)]; float tiles 8x8 in registers
+// rows [j0, j1) of x (row stride ld, n wide) as columns: xt[c * ldt + (j - j0)], then zeros up to column
+// `padded` - j0 (the lanes past the last row of a tile); float tiles 8x8 in registers
 template <typename T>
-void transpose_tile(const T* x, int64_t ld, int64_t n, int64_t j0, int64_t j1, T* xt) {
+void transpose_tile(const T* x, int64_t ld, int64_t n, int64_t j0, int64_t j1, T* xt, int64_t ldt, int64_t padded) {
   if constexpr (sizeof(T) == 4) {
-    transpose_plane(reinterpret_cast<const uint32_t*>(x + j0 * ld), ld, reinterpret_cast<uint32_t*>(xt), kK, n, j1 - j0);
+    transpose_plane(reinterpret_cast<const uint32_t*>(x + j0 * ld), ld, reinterpret_cast<uint32_t*>(xt), ldt, n, j1 - j0);
   } else {
     for (int64_t j = j0; j < j1; ++j) {
       const T* r = x + j * ld;
-      for (int64_t c = 0; c < n; ++c) xt[c * kK + (j - j0)] = r[c];
+      for (int64_t c = 0; c < n; ++c) xt[c * ldt + (j - j0)] = r[c];
     }
   }
+  for (int64_t c = 0; c < n; ++c) std::fill(xt + c * ldt + (j1 - j0), xt + c * ldt + (padded - j0), T(0));
 }
 
 // GCC's vector extension at the build's register width: wider vectors than the hardware's are split by
@@ -156,44 +159,6 @@ void tile_gemm(int64_t M, int64_t N, int64_t K, const T* a, int64_t ars, int64_t
     }
 }
 
-// A vector's lanes folded in halves (log2 steps) rather than one dependent scalar op per lane, each step a
-// shuffle at the full width in registers: memcpy'd halves went through the stack, and those stores and
-// narrower reloads cost as much per score row as the row's exps.
-template <typename T, int S, size_t... I>
-[[gnu::always_inline]] inline Vec<T> rotate(Vec<T> v, std::index_sequence<I...>) {
-  return __builtin_shufflevector(v, v, int((I + S) % kLanes<T>)...);
-}
-
-template <typename T, int S = int(kLanes<T>) / 2, typename F>
-[[gnu::always_inline]] inline T fold(Vec<T> v, F f) {
-  if constexpr (S == 0) {
-    return v[0];
-  } else {
-    return fold<T, S / 2>(f(v, rotate<T, S>(v, std::make_index_sequence<size_t(kLanes<T>)>{})), f);
-  }
-}
-
-// max(m, s[0..n)), n a whole number of vectors. Lanes ignore NaN as std::max(m, s[j]) does, so the result
-// is the same.
-template <typename T>
-T row_max(const T* s, int64_t n, T m) {
-  if (n == 0) return m;
-  Vec<T> v = Vec<T>{} + kNegInf<T>;
-  for (int64_t j = 0; j < n; j += kLanes<T>) {
-    Vec<T> x = load(s + j);
-    v = x > v ? x : v;
-  }
-  return std::max(m, fold<T>(v, [](auto a, auto b) { return a > b ? a : b; }));
-}
-
-// sum(s[0..n)), n a whole number of vectors
-template <typename T>
-T row_sum(const T* s, int64_t n) {
-  Vec<T> v = {};
-  for (int64_t j = 0; j < n; j += kLanes<T>) v += load(s + j);
-  return fold<T>(v, [](auto a, auto b) { return a + b; });
-}
-
 // exp of a softmax row's shifted scores (x <= 0 up to rounding, -inf for masked keys) a vector at a time, inline:
 // libmvec's call per vector was a sixth of the attention's time at head dim 32. Cody-Waite reduction by ln 2 and
 // Cephes' degree-5 polynomial, within 1.01 ulp of exp over [-86.4, 1]; below -86.5 (e^x < 3e-38) it gives 0, NaN stays NaN. Double
@@ -222,51 +187,50 @@ template <typename T>
   }
 }
 
-// The keys of [j0, j1) query row i sees (causal: those up to i); its scores in s, the products of q and k
-// already there, are scaled and masked, and -inf past them up to a whole number of vectors (returned), so the
-// softmax's loops run on whole vectors only.
-struct RowKeys {
-  int64_t n = 0, padded = 0;
-};
+// Key jg's scaled scores for the lanes' queries r0, r0 + 1, ... (rows: the same as numbers), masked: causal
+// above the diagonal, a bool mask's false and a float mask's values read per lane (lanes at or past
+// `end`, a tile's padding, read nothing).
+template <typename T>
+[[gnu::always_inline]] inline Vec<T> mask_scores(const AttentionProblem& p, int64_t b, Vec<T> x, Vec<T> rows, int64_t r0,
+                                                 int64_t end, int64_t jg) {
+  if (p.causal) x = Vec<T>{} + T(jg) > rows ? Vec<T>{} + kNegInf<T> : x;
+  if (p.mask_kind == AttentionMask::Bool) {
+    const bool* m = static_cast<const bool*>(p.mask) + p.m_off[b] + jg * p.m_col;
+    for (int64_t l = 0; l < kLanes<T> && r0 + l < end; ++l)
+      if (!m[(r0 + l) * p.m_row]) x[l] = kNegInf<T>;
+  } else if (p.mask_kind == AttentionMask::Float) {
+    const T* m = static_cast<const T*>(p.mask) + p.m_off[b] + jg * p.m_col;
+    for (int64_t l = 0; l < kLanes<T> && r0 + l < end; ++l) x[l] += m[(r0 + l) * p.m_row];
+  }
+  return x;
+}
 
 template <typename T>
-RowKeys finish_score_row(const AttentionProblem& p, int64_t b, int64_t i, int64_t j0, int64_t j1, T* s) {
-  const int64_t n = p.causal ? std::min(j1, i + 1) - j0 : j1 - j0;
-  if (n <= 0) return {};
-  const int64_t padded = (n + kLanes<T> - 1) / kLanes<T> * kLanes<T>;  // <= kK
-  const T scale = T(p.scale);
-  for (int64_t j = 0; j < padded; ++j) s[j] *= scale;
-  if (p.mask_kind == AttentionMask::Bool) {
-    const bool* m = static_cast<const bool*>(p.mask) + p.m_off[b] + i * p.m_row + j0 * p.m_col;
-    for (int64_t j = 0; j < n; ++j)
-      if (!m[j * p.m_col]) s[j] = kNegInf<T>;
-  } else if (p.mask_kind == AttentionMask::Float) {
-    const T* m = static_cast<const T*>(p.mask) + p.m_off[b] + i * p.m_row + j0 * p.m_col;
-    for (int64_t j = 0; j < n; ++j) s[j] += m[j * p.m_col];
-  }
-  std::fill(s + n, s + padded, kNegInf<T>);
-  return {n, padded};
+Vec<T> lane_numbers() {
+  Vec<T> v;
+  for (int64_t l = 0; l < kLanes<T>; ++l) v[l] = T(l);
+  return v;
 }
 
-// The keys of [j0, j1) that some row of [i0, i1) sees: beyond them every row's weights are zero.
-inline int64_t keys_seen(const AttentionProblem& p, int64_t i1, int64_t j0, int64_t j1) {
-  return p.causal ? std::max<int64_t>(0, std::min(j1, i1) - j0) : j1 - j0;
-}
-
-// A query tile against a key tile: one register-blocked product for the scores of all its rows, the online
-// softmax per row, then one product of the tile's weights and the values.
+// A tile of queries against each tile of keys it sees: one register-blocked product for the transposed
+// scores, the online softmax lane-wise down the key rows, then one product of the values and the weights
+// into the transposed accumulator.
 template <typename T>
 void forward(const AttentionProblem& p) {
+  constexpr int64_t W = kLanes<T>;
   const int64_t qtiles = (p.L + kQ - 1) / kQ;
 #pragma omp parallel if (p.batch * p.L > kQ)
   {
-    std::vector<T> kt(size_t(p.E * kK)), s(kQ * kK), acc(size_t(kQ * p.Ev)), mx(kQ), sum(kQ);
+    std::vector<T> qt(size_t(p.E * kQ)), st(kK * kQ), acc(size_t(p.Ev * kQ)), mx(kQ), sum(kQ);
     const bool bf16 = std::is_same_v<T, float> && p.bf16;
     std::vector<T> qw(bf16 ? size_t(kQ * p.E) : 0), kw(bf16 ? size_t(p.S * p.E) : 0), vw(bf16 ? size_t(p.S * p.Ev) : 0),
         ow(bf16 ? size_t(kQ * p.Ev) : 0);
+    const Vec<T> lanes = lane_numbers<T>();
+    const T scale = T(p.scale);
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < p.batch * qtiles; ++task) {
       const int64_t b = task / qtiles, i0 = (task % qtiles) * kQ, i1 = std::min(p.L, i0 + kQ), nr = i1 - i0;
+      const int64_t nv = (nr + W - 1) / W, width = nv * W;
       const int64_t kend = p.causal ? std::min(p.S, i1) : p.S;
       // the tile's query rows (from row i0), the keys and values it reads
       const T *qi = qw.data(), *k = kw.data(), *v = vw.data();
@@ -281,41 +245,45 @@ void forward(const AttentionProblem& p) {
         widen_rows(p.k, p.k_off[b], p.k_row, p.E, 0, kend, kw.data());
         widen_rows(p.v, p.v_off[b], p.v_row, p.Ev, 0, kend, vw.data());
       }
+      transpose_tile(qi, q_row, p.E, 0, nr, qt.data(), kQ, width);
       std::fill(acc.begin(), acc.end(), T(0));
       std::fill(mx.begin(), mx.end(), kNegInf<T>);
       std::fill(sum.begin(), sum.end(), T(0));
       for (int64_t j0 = 0; j0 < kend; j0 += kK) {
-        const int64_t j1 = std::min(kend, j0 + kK), seen = keys_seen(p, i1, j0, j1);
-        transpose_tile(k, k_row, p.E, j0, j1, kt.data());
-        tile_gemm(nr, kK, p.E, qi, q_row, int64_t(1), kt.data(), kK, s.data(), kK, false);
-        for (int64_t r = 0; r < nr; ++r) {
-          T* __restrict sr = s.data() + r * kK;
-          const RowKeys keys = finish_score_row(p, b, i0 + r, j0, j1, sr);
-          const T m = row_max(sr, keys.padded, mx[size_t(r)]);
-          if (m == kNegInf<T>) {  // every key so far masked: nothing to add
-            std::fill(sr, sr + seen, T(0));
-            continue;
+        const int64_t nk = std::min(kend, j0 + kK) - j0;
+        tile_gemm(nk, width, p.E, k + j0 * k_row, k_row, int64_t(1), qt.data(), kQ, st.data(), kQ, false);
+        for (int64_t c0 = 0; c0 < width; c0 += W) {
+          const Vec<T> rows = lanes + T(i0 + c0);
+          const Vec<T> old = load(mx.data() + c0);
+          Vec<T> m = old;
+          for (int64_t j = 0; j < nk; ++j) {
+            T* sj = st.data() + j * kQ + c0;
+            const Vec<T> x = mask_scores<T>(p, b, load(sj) * scale, rows, i0 + c0, i1, j0 + j);
+            store(sj, x);
+            m = x > m ? x : m;  // NaN ignored, as std::max(m, x)
           }
-          const T alpha = std::exp(mx[size_t(r)] - m);
-          for (int64_t j = 0; j < keys.padded; j += kLanes<T>)  // 0 past the row's keys
-            store(sr + j, softmax_exp<T>(load(sr + j) - m));
-          const T add = row_sum(sr, keys.padded);
-          if (keys.padded < seen) std::fill(sr + keys.padded, sr + seen, T(0));
-          sum[size_t(r)] = sum[size_t(r)] * alpha + add;
-          mx[size_t(r)] = m;
-          if (alpha != T(1)) {
-            T* a = acc.data() + r * p.Ev;
-            for (int64_t c = 0; c < p.Ev; ++c) a[c] *= alpha;
+          // a query whose keys so far are all masked: weights exp(-inf - 0) = 0, its sum stays 0
+          const Vec<T> shift = m == kNegInf<T> ? Vec<T>{} : m;
+          Vec<T> add = {};
+          for (int64_t j = 0; j < nk; ++j) {
+            T* sj = st.data() + j * kQ + c0;
+            const Vec<T> e = softmax_exp<T>(load(sj) - shift);
+            store(sj, e);
+            add += e;
           }
+          const Vec<T> alpha = softmax_exp<T>(old - shift);  // 0 where old is -inf
+          store(sum.data() + c0, load(sum.data() + c0) * alpha + add);
+          store(mx.data() + c0, m);
+          for (int64_t c = 0; c < p.Ev; ++c) store(acc.data() + c * kQ + c0, load(acc.data() + c * kQ + c0) * alpha);
         }
-        tile_gemm(nr, p.Ev, seen, s.data(), kK, int64_t(1), v + j0 * v_row, v_row, acc.data(), p.Ev, true);
+        tile_gemm(p.Ev, width, nk, v + j0 * v_row, int64_t(1), v_row, st.data(), kQ, acc.data(), kQ, true);
       }
-      // a row that attends nowhere divides 0 by 0: NaN, as the softmax of all -inf
+      // a query that attends nowhere divides 0 by 0: NaN, as the softmax of all -inf
       T* out = bf16 ? ow.data() : static_cast<T*>(p.out) + (b * p.L + i0) * p.Ev;
       T* lse = static_cast<T*>(p.lse) + b * p.L + i0;
       for (int64_t r = 0; r < nr; ++r) {
         const T inv = T(1) / sum[size_t(r)];
-        for (int64_t c = 0; c < p.Ev; ++c) out[r * p.Ev + c] = acc[size_t(r * p.Ev + c)] * inv;
+        for (int64_t c = 0; c < p.Ev; ++c) out[r * p.Ev + c] = acc[size_t(c * kQ + r)] * inv;
         lse[r] = mx[size_t(r)] + std::log(sum[size_t(r)]);
       }
       if constexpr (std::is_same_v<T, float>) {
@@ -325,18 +293,22 @@ void forward(const AttentionProblem& p) {
   }
 }
 
-// One head per task: its dk and dv gather over every query row, so a task owns them whole. Per pair of tiles
-// the scores and d(loss)/d(p) come from two products, and dq, dk and dv gain one product each.
+// One head per task: its dk and dv gather over every query, so a task owns them whole. Per pair of tiles the
+// transposed scores and d(loss)/d(p) come from two products, and dq, dk and dv gain one product each.
 template <typename T>
 void backward(const AttentionProblem& p, const AttentionGrads& gr) {
+  constexpr int64_t W = kLanes<T>;
 #pragma omp parallel if (p.batch * p.L > kQ)
   {
-    std::vector<T> kt(size_t(p.E * kK)), vt(size_t(p.Ev * kK)), pt(kQ * kK), dst(kQ * kK), delta(size_t(p.L));
+    std::vector<T> qt(size_t(p.E * kQ)), gt(size_t(p.Ev * kQ)), st(kK * kQ), dst(kK * kQ), delta(size_t(p.L)), lt(kQ),
+        dt(kQ);
     // bf16: the head's operands widened and its gradients summed in float, rounded once at the end
     const bool bf16 = std::is_same_v<T, float> && p.bf16;
     auto buf = [&](int64_t rows, int64_t n) { return std::vector<T>(bf16 ? size_t(rows * n) : 0); };
     std::vector<T> qw = buf(p.L, p.E), kw = buf(p.S, p.E), vw = buf(p.S, p.Ev), gw = buf(p.L, p.Ev), ow = buf(p.L, p.Ev),
                    dqw = buf(p.L, p.E), dkw = buf(p.S, p.E), dvw = buf(p.S, p.Ev);
+    const Vec<T> lanes = lane_numbers<T>();
+    const T scale = T(p.scale);
 #pragma omp for schedule(dynamic)
     for (int64_t b = 0; b < p.batch; ++b) {
       const T* lse = static_cast<const T*>(gr.lse) + b * p.L;
@@ -370,32 +342,33 @@ void backward(const AttentionProblem& p, const AttentionGrads& gr) {
         for (int64_t c = 0; c < p.Ev; ++c) d += g[i * p.Ev + c] * o[i * p.Ev + c];
         delta[size_t(i)] = glse ? d - glse[i] : d;
       }
-      const T scale = T(p.scale);
-      for (int64_t j0 = 0; j0 < p.S; j0 += kK) {
-        const int64_t j1 = std::min(p.S, j0 + kK);
-        transpose_tile(k, k_row, p.E, j0, j1, kt.data());
-        transpose_tile(v, v_row, p.Ev, j0, j1, vt.data());
-        for (int64_t i0 = p.causal ? j0 / kQ * kQ : 0; i0 < p.L; i0 += kQ) {
-          const int64_t i1 = std::min(p.L, i0 + kQ), nr = i1 - i0, seen = keys_seen(p, i1, j0, j1);
-          if (seen == 0) continue;
-          tile_gemm(nr, kK, p.E, q + i0 * q_row, q_row, int64_t(1), kt.data(), kK, pt.data(), kK, false);
-          tile_gemm(nr, kK, p.Ev, g + i0 * p.Ev, p.Ev, int64_t(1), vt.data(), kK, dst.data(), kK, false);
-          for (int64_t r = 0; r < nr; ++r) {
-            T* __restrict pr = pt.data() + r * kK;
-            T* __restrict dr = dst.data() + r * kK;
-            const int64_t i = i0 + r;
-            const RowKeys keys = finish_score_row(p, b, i, j0, j1, pr);
-            const T l = lse[i], di = delta[size_t(i)];
-            for (int64_t j = 0; j < keys.padded; j += kLanes<T>) {
-              const Vec<T> pv = softmax_exp<T>(load(pr + j) - l);  // P
-              store(pr + j, pv);
-              store(dr + j, pv * (load(dr + j) - di) * scale);  // d(loss)/d(q.k)
+      for (int64_t i0 = 0; i0 < p.L; i0 += kQ) {
+        const int64_t i1 = std::min(p.L, i0 + kQ), nr = i1 - i0, width = (nr + W - 1) / W * W;
+        const int64_t kend = p.causal ? std::min(p.S, i1) : p.S;
+        transpose_tile(q, q_row, p.E, i0, i1, qt.data(), kQ, i0 + width);
+        transpose_tile(g, p.Ev, p.Ev, i0, i1, gt.data(), kQ, i0 + width);
+        // padding lanes: lse +inf makes their weights 0
+        std::copy(lse + i0, lse + i1, lt.begin());
+        std::fill(lt.begin() + nr, lt.end(), std::numeric_limits<T>::infinity());
+        std::copy(delta.begin() + i0, delta.begin() + i1, dt.begin());
+        std::fill(dt.begin() + nr, dt.end(), T(0));
+        for (int64_t j0 = 0; j0 < kend; j0 += kK) {
+          const int64_t nk = std::min(kend, j0 + kK) - j0;
+          tile_gemm(nk, width, p.E, k + j0 * k_row, k_row, int64_t(1), qt.data(), kQ, st.data(), kQ, false);
+          tile_gemm(nk, width, p.Ev, v + j0 * v_row, v_row, int64_t(1), gt.data(), kQ, dst.data(), kQ, false);
+          for (int64_t c0 = 0; c0 < width; c0 += W) {
+            const Vec<T> rows = lanes + T(i0 + c0), l = load(lt.data() + c0), di = load(dt.data() + c0);
+            for (int64_t j = 0; j < nk; ++j) {
+              T* sj = st.data() + j * kQ + c0;
+              T* dj = dst.data() + j * kQ + c0;
+              const Vec<T> pv = softmax_exp<T>(mask_scores<T>(p, b, load(sj) * scale, rows, i0 + c0, i1, j0 + j) - l);  // P
+              store(sj, pv);
+              store(dj, pv * (load(dj) - di) * scale);  // d(loss)/d(q.k)
             }
-            for (int64_t j = keys.n; j < seen; ++j) pr[j] = dr[j] = T(0);  // keys this row does not see
           }
-          tile_gemm(nr, p.E, seen, dst.data(), kK, int64_t(1), k + j0 * k_row, k_row, dq + i0 * p.E, p.E, true);
-          tile_gemm(seen, p.Ev, nr, pt.data(), int64_t(1), kK, g + i0 * p.Ev, p.Ev, dv + j0 * p.Ev, p.Ev, true);
-          tile_gemm(seen, p.E, nr, dst.data(), int64_t(1), kK, q + i0 * q_row, q_row, dk + j0 * p.E, p.E, true);
+          tile_gemm(nr, p.E, nk, dst.data(), int64_t(1), kQ, k + j0 * k_row, k_row, dq + i0 * p.E, p.E, true);
+          tile_gemm(nk, p.Ev, nr, st.data(), kQ, int64_t(1), g + i0 * p.Ev, p.Ev, dv + j0 * p.Ev, p.Ev, true);
+          tile_gemm(nk, p.E, nr, dst.data(), kQ, int64_t(1), q + i0 * q_row, q_row, dk + j0 * p.E, p.E, true);
         }
       }
       if constexpr (std::is_same_v<T, float>) {
