@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <vector>
 
 #include "core/error.h"
@@ -153,6 +154,32 @@ Shape with_tail(Shape s, int64_t a, int64_t b) {
 
 Tensor to_dtype(const Tensor& t, DType dt) { return t.dtype() == dt ? t : cast_to(t, dt); }
 
+// Dense strides in `like`'s memory order, as torch's empty_like keeps it: a GPT's heads are views of one
+// [B, T, C] projection, so an output laid out [B, T, H, D] makes the transpose and view that follow it free
+// (torch's CPU flash attention lays its output out so). The last dim stays innermost; size-1 dims and ties
+// keep their order.
+Tensor empty_in_order_of(const Tensor& like, const Shape& sizes, DType dt) {
+  const size_t r = sizes.size();
+  if (like.dim() != int64_t(r) || r < 3) return Tensor::empty(sizes, dt);
+  std::vector<int64_t> order(r - 1);
+  std::iota(order.begin(), order.end(), int64_t(0));
+  auto key = [&](int64_t d) { return like.size(d) == 1 ? std::numeric_limits<int64_t>::max() : like.stride(d); };
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return key(a) > key(b); });
+  order.push_back(int64_t(r) - 1);
+  Shape mem(r), back(r);
+  for (size_t k = 0; k < r; ++k) {
+    mem[k] = sizes[size_t(order[k])];
+    back[size_t(order[k])] = int64_t(k);
+  }
+  return Tensor::empty(mem, dt).permute(back);
+}
+
+// t's rows per batch index, the offsets kept in `store` (whose elements' buffers do not move)
+AttentionRows rows_layout(const Tensor& t, const Layout& lay, std::vector<std::vector<int64_t>>& store) {
+  store.push_back(batch_offsets(t, lay));
+  return {store.back().data(), t.stride(-2)};
+}
+
 // The backward's checks: inputs grad (of out), grad_lse (empty: none), out, lse, then flash_attention's inputs.
 Layout check_backward(const Tensors& in) {
   const char* op = "flash_attention_backward";
@@ -176,9 +203,10 @@ Tensors kernel_flash_attention(OpId, const Tensors& in, const Attrs& attrs) {
   Tensors keep;
   std::vector<std::vector<int64_t>> offsets;
   AttentionProblem p = problem(in, attrs, lay, keep, offsets);
-  Tensor out = Tensor::empty(with_tail(lay.batch, p.L, p.Ev), stored_dtype(in[0].dtype(), lay.compute));
+  Tensor out = empty_in_order_of(keep[0], with_tail(lay.batch, p.L, p.Ev), stored_dtype(in[0].dtype(), lay.compute));
   Tensor lse = Tensor::empty(with_tail(lay.batch, p.L, -1), lay.compute);
   p.out = out.raw_data();
+  p.out_rows = rows_layout(out, lay, offsets);
   p.lse = lse.raw_data();
   if (p.S == 0) {  // no keys: the empty softmax times an empty v is zeros, as torch's matmul
     auto fill = [&](auto zero) {
@@ -217,11 +245,13 @@ Tensors kernel_flash_attention_backward(OpId, const Tensors& in, const Attrs& at
   // grad and out as q is stored (bf16 or the compute dtype), lse and its gradient in the compute dtype
   const DType stored = stored_dtype(fwd[0].dtype(), lay.compute);
   auto dense = [&](const Tensor& t, DType dt) { return t.dtype() == dt && t.is_contiguous() ? t : cast_to(t, dt); };
-  Tensor g = dense(in[0], stored), out = dense(in[2], stored), lse = dense(in[3], lay.compute);
+  // grad and out read by rows where they are (a head-split view of [B, T, C] needs no copy)
+  Tensor g = rows_of(in[0], lay.compute), out = rows_of(in[2], lay.compute), lse = dense(in[3], lay.compute);
   Tensor glse = has_glse ? dense(in[1], lay.compute) : Tensor();
-  Tensor dq = Tensor::empty(with_tail(lay.batch, p.L, p.E), stored);
-  Tensor dk = Tensor::empty(with_tail(lay.batch, p.S, p.E), stored);
-  Tensor dv = Tensor::empty(with_tail(lay.batch, p.S, p.Ev), stored);
+  // each gradient in its operand's memory order
+  Tensor dq = empty_in_order_of(keep[0], with_tail(lay.batch, p.L, p.E), stored);
+  Tensor dk = empty_in_order_of(keep[1], with_tail(lay.batch, p.S, p.E), stored);
+  Tensor dv = empty_in_order_of(keep[2], with_tail(lay.batch, p.S, p.Ev), stored);
   AttentionGrads gr;
   gr.grad = g.raw_data();
   gr.out = out.raw_data();
@@ -230,6 +260,11 @@ Tensors kernel_flash_attention_backward(OpId, const Tensors& in, const Attrs& at
   gr.dq = dq.raw_data();
   gr.dk = dk.raw_data();
   gr.dv = dv.raw_data();
+  gr.grad_rows = rows_layout(g, lay, offsets);
+  gr.out_rows = rows_layout(out, lay, offsets);
+  gr.dq_rows = rows_layout(dq, lay, offsets);
+  gr.dk_rows = rows_layout(dk, lay, offsets);
+  gr.dv_rows = rows_layout(dv, lay, offsets);
   if (p.batch > 0) isa_kernels().attention_backward(lay.compute, p, gr);
   const DType dt = fwd[0].dtype();
   return {to_dtype(dq, dt), to_dtype(dk, dt), to_dtype(dv, dt)};

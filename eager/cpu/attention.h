@@ -8,9 +8,17 @@ namespace kiln::cpu {
 
 enum class AttentionMask : int { None, Bool, Float };
 
-// T is float or double. Batch index b (the flattened broadcast batch dims) reads q + q_off[b] (rows of E with
-// row stride q_row, unit stride along a row), likewise k, v, and the mask's [L,S] at mask + m_off[b] with
-// strides m_row, m_col (0 where broadcast). Output and statistics are dense: out [batch, L, Ev], lse [batch, L].
+// Rows of a tensor per batch index b (the flattened broadcast batch dims): row i at base + off[b] + i * row,
+// unit stride along a row.
+struct AttentionRows {
+  const int64_t* off = nullptr;
+  int64_t row = 0;
+};
+
+// T is float or double. Batch index b reads q + q_off[b] (rows of E with row stride q_row, unit stride along a
+// row), likewise k, v, and the mask's [L,S] at mask + m_off[b] with strides m_row, m_col (0 where broadcast).
+// out [batch, L, Ev] is written by rows at out_rows (a head-split layout keeps its memory order); lse
+// [batch, L] is dense.
 struct AttentionProblem {
   int64_t batch = 0, L = 0, S = 0, E = 0, Ev = 0;
   const void *q = nullptr, *k = nullptr, *v = nullptr, *mask = nullptr;
@@ -23,13 +31,15 @@ struct AttentionProblem {
   bool bf16 = false;
   double scale = 1;
   void *out = nullptr, *lse = nullptr;
+  AttentionRows out_rows;
 };
 
-// The backward's extra operands, dense: grad [batch, L, Ev], the forward's out and lse, the gradient of lse
-// (null: none), and the results dq [batch, L, E], dk [batch, S, E], dv [batch, S, Ev].
+// The backward's extra operands: grad [batch, L, Ev] and the forward's out, read by rows; lse and the gradient
+// of lse (null: none) dense; the results dq [batch, L, E], dk [batch, S, E], dv [batch, S, Ev] written by rows.
 struct AttentionGrads {
   const void *grad = nullptr, *out = nullptr, *lse = nullptr, *grad_lse = nullptr;
   void *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  AttentionRows grad_rows, out_rows, dq_rows, dk_rows, dv_rows;
 };
 
 }  // namespace kiln::cpu

@@ -279,15 +279,17 @@ void forward(const AttentionProblem& p) {
         tile_gemm(p.Ev, width, nk, v + j0 * v_row, int64_t(1), v_row, st.data(), kQ, acc.data(), kQ, true);
       }
       // a query that attends nowhere divides 0 by 0: NaN, as the softmax of all -inf
-      T* out = bf16 ? ow.data() : static_cast<T*>(p.out) + (b * p.L + i0) * p.Ev;
+      const int64_t o_off = p.out_rows.off[b] + i0 * p.out_rows.row, o_row = bf16 ? p.Ev : p.out_rows.row;
+      T* out = bf16 ? ow.data() : static_cast<T*>(p.out) + o_off;
       T* lse = static_cast<T*>(p.lse) + b * p.L + i0;
       for (int64_t r = 0; r < nr; ++r) {
         const T inv = T(1) / sum[size_t(r)];
-        for (int64_t c = 0; c < p.Ev; ++c) out[r * p.Ev + c] = acc[size_t(c * kQ + r)] * inv;
+        for (int64_t c = 0; c < p.Ev; ++c) out[r * o_row + c] = acc[size_t(c * kQ + r)] * inv;
         lse[r] = mx[size_t(r)] + std::log(sum[size_t(r)]);
       }
       if constexpr (std::is_same_v<T, float>) {
-        if (bf16) narrow_rows(ow.data(), p.out, (b * p.L + i0) * p.Ev, nr * p.Ev);
+        if (bf16)
+          for (int64_t r = 0; r < nr; ++r) narrow_rows(ow.data() + r * p.Ev, p.out, o_off + r * p.out_rows.row, p.Ev);
       }
     }
   }
@@ -315,38 +317,39 @@ void backward(const AttentionProblem& p, const AttentionGrads& gr) {
       const T* glse = gr.grad_lse ? static_cast<const T*>(gr.grad_lse) + b * p.L : nullptr;
       const T *q = qw.data(), *k = kw.data(), *v = vw.data(), *g = gw.data(), *o = ow.data();
       T *dq = dqw.data(), *dk = dkw.data(), *dv = dvw.data();
-      int64_t q_row = p.E, k_row = p.E, v_row = p.Ev;
+      int64_t q_row = p.E, k_row = p.E, v_row = p.Ev, g_row = p.Ev, o_row = p.Ev, dq_row = p.E, dk_row = p.E, dv_row = p.Ev;
       if (!bf16) {
         q = static_cast<const T*>(p.q) + p.q_off[b];
         k = static_cast<const T*>(p.k) + p.k_off[b];
         v = static_cast<const T*>(p.v) + p.v_off[b];
-        g = static_cast<const T*>(gr.grad) + b * p.L * p.Ev;
-        o = static_cast<const T*>(gr.out) + b * p.L * p.Ev;
-        dq = static_cast<T*>(gr.dq) + b * p.L * p.E;
-        dk = static_cast<T*>(gr.dk) + b * p.S * p.E;
-        dv = static_cast<T*>(gr.dv) + b * p.S * p.Ev;
-        q_row = p.q_row, k_row = p.k_row, v_row = p.v_row;
+        g = static_cast<const T*>(gr.grad) + gr.grad_rows.off[b];
+        o = static_cast<const T*>(gr.out) + gr.out_rows.off[b];
+        dq = static_cast<T*>(gr.dq) + gr.dq_rows.off[b];
+        dk = static_cast<T*>(gr.dk) + gr.dk_rows.off[b];
+        dv = static_cast<T*>(gr.dv) + gr.dv_rows.off[b];
+        q_row = p.q_row, k_row = p.k_row, v_row = p.v_row, g_row = gr.grad_rows.row, o_row = gr.out_rows.row;
+        dq_row = gr.dq_rows.row, dk_row = gr.dk_rows.row, dv_row = gr.dv_rows.row;
       } else if constexpr (std::is_same_v<T, float>) {
         widen_rows(p.q, p.q_off[b], p.q_row, p.E, 0, p.L, qw.data());
         widen_rows(p.k, p.k_off[b], p.k_row, p.E, 0, p.S, kw.data());
         widen_rows(p.v, p.v_off[b], p.v_row, p.Ev, 0, p.S, vw.data());
-        widen_rows(gr.grad, b * p.L * p.Ev, p.Ev, p.Ev, 0, p.L, gw.data());
-        widen_rows(gr.out, b * p.L * p.Ev, p.Ev, p.Ev, 0, p.L, ow.data());
+        widen_rows(gr.grad, gr.grad_rows.off[b], gr.grad_rows.row, p.Ev, 0, p.L, gw.data());
+        widen_rows(gr.out, gr.out_rows.off[b], gr.out_rows.row, p.Ev, 0, p.L, ow.data());
       }
-      std::fill(dq, dq + p.L * p.E, T(0));
-      std::fill(dk, dk + p.S * p.E, T(0));
-      std::fill(dv, dv + p.S * p.Ev, T(0));
+      for (int64_t i = 0; i < p.L; ++i) std::fill_n(dq + i * dq_row, p.E, T(0));
+      for (int64_t j = 0; j < p.S; ++j) std::fill_n(dk + j * dk_row, p.E, T(0));
+      for (int64_t j = 0; j < p.S; ++j) std::fill_n(dv + j * dv_row, p.Ev, T(0));
       // d(loss)/d(score ij) = P_ij (dP_ij - delta_i), delta_i = sum_c g_ic out_ic - d(loss)/d(lse_i)
       for (int64_t i = 0; i < p.L; ++i) {
         T d = 0;
-        for (int64_t c = 0; c < p.Ev; ++c) d += g[i * p.Ev + c] * o[i * p.Ev + c];
+        for (int64_t c = 0; c < p.Ev; ++c) d += g[i * g_row + c] * o[i * o_row + c];
         delta[size_t(i)] = glse ? d - glse[i] : d;
       }
       for (int64_t i0 = 0; i0 < p.L; i0 += kQ) {
         const int64_t i1 = std::min(p.L, i0 + kQ), nr = i1 - i0, width = (nr + W - 1) / W * W;
         const int64_t kend = p.causal ? std::min(p.S, i1) : p.S;
         transpose_tile(q, q_row, p.E, i0, i1, qt.data(), kQ, i0 + width);
-        transpose_tile(g, p.Ev, p.Ev, i0, i1, gt.data(), kQ, i0 + width);
+        transpose_tile(g, g_row, p.Ev, i0, i1, gt.data(), kQ, i0 + width);
         // padding lanes: lse +inf makes their weights 0
         std::copy(lse + i0, lse + i1, lt.begin());
         std::fill(lt.begin() + nr, lt.end(), std::numeric_limits<T>::infinity());
@@ -366,16 +369,19 @@ void backward(const AttentionProblem& p, const AttentionGrads& gr) {
               store(dj, pv * (load(dj) - di) * scale);  // d(loss)/d(q.k)
             }
           }
-          tile_gemm(nr, p.E, nk, dst.data(), int64_t(1), kQ, k + j0 * k_row, k_row, dq + i0 * p.E, p.E, true);
-          tile_gemm(nk, p.Ev, nr, st.data(), kQ, int64_t(1), g + i0 * p.Ev, p.Ev, dv + j0 * p.Ev, p.Ev, true);
-          tile_gemm(nk, p.E, nr, dst.data(), kQ, int64_t(1), q + i0 * q_row, q_row, dk + j0 * p.E, p.E, true);
+          tile_gemm(nr, p.E, nk, dst.data(), int64_t(1), kQ, k + j0 * k_row, k_row, dq + i0 * dq_row, dq_row, true);
+          tile_gemm(nk, p.Ev, nr, st.data(), kQ, int64_t(1), g + i0 * g_row, g_row, dv + j0 * dv_row, dv_row, true);
+          tile_gemm(nk, p.E, nr, dst.data(), kQ, int64_t(1), q + i0 * q_row, q_row, dk + j0 * dk_row, dk_row, true);
         }
       }
       if constexpr (std::is_same_v<T, float>) {
         if (bf16) {
-          narrow_rows(dq, gr.dq, b * p.L * p.E, p.L * p.E);
-          narrow_rows(dk, gr.dk, b * p.S * p.E, p.S * p.E);
-          narrow_rows(dv, gr.dv, b * p.S * p.Ev, p.S * p.Ev);
+          auto narrow = [&](const T* src, void* base, const AttentionRows& rows, int64_t n, int64_t w) {
+            for (int64_t i = 0; i < n; ++i) narrow_rows(src + i * w, base, rows.off[b] + i * rows.row, w);
+          };
+          narrow(dq, gr.dq, gr.dq_rows, p.L, p.E);
+          narrow(dk, gr.dk, gr.dk_rows, p.S, p.E);
+          narrow(dv, gr.dv, gr.dv_rows, p.S, p.Ev);
         }
       }
     }
