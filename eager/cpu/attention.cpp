@@ -166,12 +166,14 @@ Tensor empty_in_order_of(const Tensor& like, const Shape& sizes, DType dt) {
   auto key = [&](int64_t d) { return like.size(d) == 1 ? std::numeric_limits<int64_t>::max() : like.stride(d); };
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return key(a) > key(b); });
   order.push_back(int64_t(r) - 1);
-  Shape mem(r), back(r);
-  for (size_t k = 0; k < r; ++k) {
-    mem[k] = sizes[size_t(order[k])];
-    back[size_t(order[k])] = int64_t(k);
-  }
-  return Tensor::empty(mem, dt).permute(back);
+  Shape mem(r);
+  for (size_t k = 0; k < r; ++k) mem[k] = sizes[size_t(order[k])];
+  // restrided in place, not through permute: a kernel's output is no op of its own (the profiler, a trace)
+  Tensor t = Tensor::empty(mem, dt);
+  const Shape dense = t.impl()->strides;
+  t.impl()->sizes = sizes;
+  for (size_t k = 0; k < r; ++k) t.impl()->strides[size_t(order[k])] = dense[k];
+  return t;
 }
 
 // t's rows per batch index, the offsets kept in `store` (whose elements' buffers do not move)
