@@ -30,7 +30,8 @@
 //   auto gpt = script_file("gpt.py").module("GPT", {...});
 //   dist::FullyShardedDataParallel fsdp(gpt, {}, {.units = {"transformer.h.0", "transformer.h.1"}});
 //   auto out = gpt->call({idx, targets});  // one unit's parameters at a time
-// A compiled step: CompiledTrainStep over module() with the shards' optimizer, gather() before each step.
+// A compiled step: CompiledTrainStep over module() with the shards' optimizer, gather() before each step; a
+// scripted module needs none: its compiled forward and backward graphs gather each unit as they read it.
 #include <memory>
 #include <string>
 #include <vector>

@@ -106,8 +106,9 @@ Run train(Model m, Mode mode, int steps, const dist::FsdpOptions& fsdp_options =
   } else {
     opt = std::make_unique<optim::AdamW>(groups, o);
   }
-  // compiled: the inner module's step, its optimizer the shards'; FSDP gathers before each step, and the
-  // compiled backward's gradients reach the same accumulators, whose hooks reduce them into the shards
+  // compiled: the inner module's step, its optimizer the shards'; FSDP gathers before each step (with units, the
+  // compiled graphs gather each unit as they read it), and the compiled backward's gradients reach the same
+  // accumulators, whose hooks reduce them into the shards
   std::optional<CompiledTrainStep> compiled;
   if (mode == Mode::WholeCompiled || mode == Mode::FullyShardCompiled || mode == Mode::ReduceInBackwardCompiled)
     compiled.emplace(*m.net, [&m](const std::vector<Tensor>& b) { return m.loss(b[0], b[1]); }, *opt);
@@ -115,7 +116,7 @@ Run train(Model m, Mode mode, int steps, const dist::FsdpOptions& fsdp_options =
   for (int s = 0; s < steps; ++s) {
     opt->set_lr(1e-3 * (1.0 - 0.02 * s));  // a schedule: the shards must follow the wrapper's lr
     if (compiled) {
-      if (fsdp) fsdp->gather();
+      if (fsdp && fsdp_options.units.empty()) fsdp->gather();  // units: the compiled graphs gather what they read
       Tensor l = (*compiled)({x, y});
       if (fsdp) CHECK_FALSE(fsdp->gathered());
       dist::all_reduce(l, dist::ReduceOp::Avg);
