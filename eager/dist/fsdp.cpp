@@ -71,12 +71,18 @@ struct FullyShardedDataParallel::State : OnDemandOwner {
     u.gathered = true;
   }
 
-  void release(Unit& u) {
-    for (Group& g : u.groups) {
-      for (const Tensor& p : g.params) p.set_grad(Tensor());
+  // The unit's full parameters alone: a graph's last read of them may come in the middle of a backward that
+  // is still bringing their gradients.
+  void free_parameters(Unit& u) {
+    for (Group& g : u.groups)
       if (g.full.defined()) free_memory(g.full);
-    }
     u.gathered = false;
+  }
+
+  void release(Unit& u) {
+    for (Group& g : u.groups)
+      for (const Tensor& p : g.params) p.set_grad(Tensor());
+    free_parameters(u);
     u.ready = 0;
   }
 
@@ -104,7 +110,7 @@ struct FullyShardedDataParallel::State : OnDemandOwner {
     if (u == 0) return;
     for (const Tensor& y : outputs)
       if (!y.is_leaf()) gather_on_backward(u, y);
-    if (last) release(units[u]);
+    if (last) free_parameters(units[u]);
   }
 
   // Registers (or, with a null owner, forgets) the units' buffers as filled on demand.
