@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backends/interp/interpreter_plan.h"
+#include "core/ir/op_aliasing.h"
 
 namespace kiln::interp {
 
@@ -34,11 +35,11 @@ bool block_output_may_alias(const ir::Block& b, size_t out) {
   return false;
 }
 
-// Whether n's output `out` may share memory with what n reads: ops say so by their kind (torch's views;
-// contiguous and casts may return their input); of the prims, only those that build new tensors do not.
+// Whether n's output `out` may share memory with what n reads; of the prims, only those that build new
+// tensors do not.
 bool may_alias(const Node& n, size_t out) {
   if (!holds_tensor(n.outputs().at(out)->type())) return false;
-  if (n.is_op()) return op_info(n.op()).kind == OpKind::View || n.op() == OpId::Contiguous || n.op() == OpId::Cast;
+  if (n.is_op()) return ir::op_may_return_input(n.op());
   switch (n.prim()) {
     case Prim::Constant:
     case Prim::Full:
