@@ -7,7 +7,7 @@
 
 namespace kiln::interp {
 
-DemandSchedule::DemandSchedule(const Plan& plan, const std::vector<IValue>& inputs) {
+DemandSchedule::DemandSchedule(const Plan& plan, const std::vector<IValue>& inputs, size_t caller_results) {
   if (!any_on_demand()) return;
   std::vector<std::vector<size_t>> inputs_of;  // per owner: the graph inputs on its storages
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -32,7 +32,7 @@ DemandSchedule::DemandSchedule(const Plan& plan, const std::vector<IValue>& inpu
     bool returned = false;
     for (size_t i : inputs_of[k]) {
       at.insert(at.end(), reads[i].steps.begin(), reads[i].steps.end());
-      returned = returned || reads[i].returned;
+      for (size_t r : reads[i].results) returned = returned || r < caller_results;
     }
     if (at.empty()) continue;
     std::sort(at.begin(), at.end());

@@ -13,8 +13,9 @@ namespace kiln::interp {
 
 class DemandSchedule {
  public:
-  // Empty (no look-ups) unless some storage is registered.
-  DemandSchedule(const Plan& plan, const std::vector<IValue>& inputs);
+  // Empty (no look-ups) unless some storage is registered. Results from `caller_results` on go only to
+  // other graph runs, which acquire what they read: memory they alone share with the caller is handed back.
+  DemandSchedule(const Plan& plan, const std::vector<IValue>& inputs, size_t caller_results);
   bool empty() const { return owners_.empty(); }
   void before(size_t step);
   void after(size_t step, const std::vector<Tensor>& outputs);

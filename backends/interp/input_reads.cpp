@@ -55,6 +55,32 @@ bool may_alias(const Node& n, size_t out) {
   }
 }
 
+// A step that makes a view, moves a value into or out of a container or asks for its shape or dtype reads no
+// element: memory it shares may be absent while it runs. (reshape copies where strides demand it, so it reads.)
+bool reads_elements(const Node& n) {
+  if (n.is_op()) return op_info(n.op()).kind != OpKind::View || n.op() == OpId::Reshape;
+  switch (n.prim()) {
+    case Prim::Transpose:
+    case Prim::Slice:
+    case Prim::Detach:
+    case Prim::TupleConstruct:
+    case Prim::ListConstruct:
+    case Prim::TupleUnpack:
+    case Prim::ListUnpack:
+    case Prim::TupleIndex:
+    case Prim::ListIndex:
+    case Prim::Unwrap:
+    case Prim::Shape:
+    case Prim::Size:
+    case Prim::Len:
+    case Prim::DTypeOf:
+    case Prim::IsBool:
+    case Prim::IsCuda:
+    case Prim::IsNone: return false;
+    default: return true;
+  }
+}
+
 }  // namespace
 
 std::vector<InputReads> input_reads(const Plan& plan) {
@@ -70,12 +96,13 @@ std::vector<InputReads> input_reads(const Plan& plan) {
     if (read.empty()) continue;
     std::sort(read.begin(), read.end());
     read.erase(std::unique(read.begin(), read.end()), read.end());
-    for (size_t i : read) reads[i].steps.push_back(k);
+    if (reads_elements(*s.node))
+      for (size_t i : read) reads[i].steps.push_back(k);
     for (size_t o = 0; o < s.out.size(); ++o)
       if (may_alias(*s.node, o)) shares[size_t(s.out[o])] = read;
   }
-  for (int r : top.results)
-    for (size_t i : shares[size_t(r)]) reads[i].returned = true;
+  for (size_t r = 0; r < top.results.size(); ++r)
+    for (size_t i : shares[size_t(top.results[r])]) reads[i].results.push_back(r);
   return reads;
 }
 

@@ -602,11 +602,11 @@ class Frame {
 
 }  // namespace
 
-std::vector<IValue> run(const Plan& plan, const std::vector<IValue>& inputs, NodeRunner* runner) {
-  return run(plan, std::vector<IValue>(inputs), runner);
+std::vector<IValue> run(const Plan& plan, const std::vector<IValue>& inputs, NodeRunner* runner, size_t caller_results) {
+  return run(plan, std::vector<IValue>(inputs), runner, caller_results);
 }
 
-std::vector<IValue> run(const Plan& plan, std::vector<IValue>&& inputs, NodeRunner* runner) {
+std::vector<IValue> run(const Plan& plan, std::vector<IValue>&& inputs, NodeRunner* runner, size_t caller_results) {
   const ir::Graph& g = plan.graph();
   if (inputs.size() != g.inputs().size())
     fail("interp: the graph takes {} inputs, got {}", g.inputs().size(), inputs.size());
@@ -622,7 +622,7 @@ std::vector<IValue> run(const Plan& plan, std::vector<IValue>&& inputs, NodeRunn
   for (const IValue& v : inputs)
     if (device = device_of(v); !device.is_cpu()) break;
   // the owners of memory filled on demand are called in program order, so the top level runs sequentially
-  DemandSchedule demands(plan, inputs);
+  DemandSchedule demands(plan, inputs, caller_results);
   Frame f(plan, runner, interop, device, demands.empty() ? nullptr : &demands);
   return f.block(*g.block(), std::move(inputs));
 }

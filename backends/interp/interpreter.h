@@ -2,6 +2,7 @@
 // The reference executor: runs any graph, control flow included, one node at a time on the eager
 // dispatcher (so autograd records as it would in eager code). Every other backend is tested
 // against it.
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -50,9 +51,13 @@ class Plan {
   mutable std::unique_ptr<std::vector<InputReads>> reads_;
 };
 
-std::vector<IValue> run(const Plan& plan, const std::vector<IValue>& inputs, NodeRunner* runner = nullptr);
+// caller_results: the results from this index on go only to other graph runs (a training forward's values
+// saved for its backward graph), which acquire the memory filled on demand that they read (demand_schedule.h).
+std::vector<IValue> run(const Plan& plan, const std::vector<IValue>& inputs, NodeRunner* runner = nullptr,
+                        size_t caller_results = SIZE_MAX);
 // Takes the inputs over: with a plan that frees dead values, an input is released after its last use.
-std::vector<IValue> run(const Plan& plan, std::vector<IValue>&& inputs, NodeRunner* runner = nullptr);
+std::vector<IValue> run(const Plan& plan, std::vector<IValue>&& inputs, NodeRunner* runner = nullptr,
+                        size_t caller_results = SIZE_MAX);
 
 // Independent steps of a block run concurrently on the inter-op scheduler (interop_scheduler.h) unless
 // this thread traces, profiles, records autograd for a call whose inputs require grad, is itself
