@@ -21,6 +21,7 @@ struct Recorder : OnDemandOwner {
 };
 
 const char* kLinear = R"(graph(%x : f32[2,3], %w : f32[4,3], %b : f32[4]):
+  %shape : List[int] = prim::shape(%w)
   %wt : f32[3,4] = permute[dims=[1, 0]](%w)
   %y : f32[2,4] = matmul(%x, %wt)
   %z : f32[2,4] = relu(%y)
@@ -48,7 +49,8 @@ std::vector<std::string> run_recorded(const std::string& returns, size_t caller_
 }  // namespace
 
 TEST_CASE("on demand: an input is acquired before the first step reading it (or its view) and handed back after the last") {
-  // w is read through its permuted view by the matmul (making the view reads no element); b by the add alone
+  // w is read through its permuted view by the matmul (asking its shape and making the view read no element);
+  // b by the add alone
   CHECK(run_recorded("") == std::vector<std::string>{"acquire 1", "last 1 (1 outputs)", "acquire 2", "last 2 (1 outputs)"});
   // a graph returning a view of w never hands w back: the caller may read it
   CHECK(run_recorded(", %wt") == std::vector<std::string>{"acquire 1", "used 1 (1 outputs)", "acquire 2", "last 2 (1 outputs)"});
