@@ -1,17 +1,18 @@
 // Memory per rank with the optimizer state sharded (ZeroRedundancyOptimizer, eager/dist/zero.h), or everything
 // (FullyShardedDataParallel, eager/dist/fsdp.h), the figure in docs/dist.md:
-//   mpirun -np 2 build/bench/bench_zero [--shard-gradients | --fsdp | --pipeline gpipe|1f1b | --tensor-parallel]
+//   mpirun -np 2 build/bench/bench_zero [--shard-gradients | --fsdp | --fsdp-units | --pipeline gpipe|1f1b | --tensor-parallel]
 //   (and -np 1 for one process)
 // The GPT of samples/gpt.py at nanoGPT's CPU settings (4 layers, 4 heads, width 128, context 64, batch 12,
 // vocab 65), AdamW with weight decay on matrices; each rank trains on its 12 / world rows under
 // DistributedDataParallel (--shard-gradients: without it, each rank keeping only its own parameters' gradients;
-// --fsdp: parameters, gradients and state sharded, gathered for the step; --pipeline: no data parallelism, the
+// --fsdp: parameters, gradients and state sharded, gathered for the step; --fsdp-units: the same with each block
+// a unit, which the scripted forward's graph gathers before its first read and frees after its last; --pipeline: no data parallelism, the
 // forward traced and cut into one stage per rank by jit::GraphPipeline, the batch in 4 micro-batches of 3 rows,
 // each rank holding its stage's parameters and their state once the model and its trace are dropped;
 // --tensor-parallel: no data parallelism, the traced step split by jit::TensorParallelModule's plan over every
 // block's c_attn, attn.c_proj, c_fc and mlp.c_proj, each rank on the whole batch with its part of those Linears).
 // Reported per rank after 3 steps: parameters, gradients and optimizer state as the allocator's categories count
-// them, and the step's peak.
+// them, and the step's peak (and the parameters' bytes then).
 #include <kiln/kiln.h>
 
 #include <cstdio>
@@ -41,12 +42,15 @@ void report(const std::string& scheme, int64_t peak) {
   const int rank = dist::get_rank(), world = dist::get_world_size();
   MemoryStats m = memory_stats();
   auto mib = [&](MemoryCategory c) { return double(m.category_bytes[size_t(c)]) / (1 << 20); };
+  double peak_params = double(m.category_peak_bytes[size_t(MemoryCategory::Parameter)]) / (1 << 20);
   for (int r = 0; r < world; ++r) {
     if (r == rank)
       std::printf("rank %d of %d%s: parameters %.2f MiB, gradients %.2f MiB, temporary (DDP's gradient buckets "
-                  "among them) %.2f MiB, optimizer state %.2f MiB, step peak above the step's start %.2f MiB\n",
+                  "among them) %.2f MiB, optimizer state %.2f MiB, step peak above the step's start %.2f MiB (parameters "
+                  "then %.2f MiB)\n",
                   rank, world, scheme.c_str(), mib(MemoryCategory::Parameter), mib(MemoryCategory::Gradient),
-                  mib(MemoryCategory::Temporary), mib(MemoryCategory::OptimizerState), double(peak) / (1 << 20));
+                  mib(MemoryCategory::Temporary), mib(MemoryCategory::OptimizerState), double(peak) / (1 << 20),
+                  peak_params);
     std::fflush(stdout);
     dist::barrier();
   }
@@ -118,12 +122,13 @@ int tensor_parallel_run(std::shared_ptr<ScriptedModule> net) {
 int main(int argc, char** argv) {
   try {
     std::string samples = "samples";
-    bool shard_gradients = false, fully = false, tensor_parallel = false;
+    bool shard_gradients = false, fully = false, units = false, tensor_parallel = false;
     std::string pipeline;  // "gpipe" or "1f1b"
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
       if (a == "--shard-gradients") shard_gradients = true;
       else if (a == "--fsdp") fully = true;
+      else if (a == "--fsdp-units") fully = units = true;
       else if (a == "--tensor-parallel") tensor_parallel = true;
       else if (a == "--pipeline" && i + 1 < argc) pipeline = argv[++i];
       else samples = a;
@@ -143,7 +148,9 @@ int main(int argc, char** argv) {
     std::shared_ptr<dist::FullyShardedDataParallel> fsdp;
     std::unique_ptr<optim::Optimizer> opt;
     if (fully) {
-      fsdp = std::make_shared<dist::FullyShardedDataParallel>(net, groups);
+      dist::FsdpOptions o;
+      for (int i = 0; units && i < 4; ++i) o.units.push_back("transformer.h." + std::to_string(i));
+      fsdp = std::make_shared<dist::FullyShardedDataParallel>(net, groups, o);
       opt = std::make_unique<optim::AdamW>(fsdp->shard_groups(), adamw);
     } else {
       opt = dist::zero_redundancy_optimizer<optim::AdamW>(groups, adamw, {shard_gradients});
@@ -151,10 +158,10 @@ int main(int argc, char** argv) {
     int64_t rows = 12 / world;
     Tensor x = randint(0, 65, {rows, 64}), y = randint(0, 65, {rows, 64});
     int64_t peak = three_steps(*opt, [&] {
-      if (fsdp) fsdp->gather();
+      if (fsdp && !units) fsdp->gather();
       net->call({x, y}).at(0).elements().at(1).to_tensor().backward();
     });
-    report(fully ? ", fully sharded" : shard_gradients ? ", gradients sharded" : "", peak);
+    report(units ? ", fully sharded, a unit per block" : fully ? ", fully sharded" : shard_gradients ? ", gradients sharded" : "", peak);
     dist::destroy_process_group();
     return 0;
   } catch (const std::exception& e) {

@@ -289,7 +289,9 @@ class CompiledFunction final : public Function::Executor {
     auto e = std::make_shared<TrainEntry>();
     e->sig = sig;
     Choice c = choose(sig);
-    e->forward = compile_graph(part.forward, name_ + "_fwd", c.pipeline, c.device, c.compile, group_stats_);
+    auto forward = compile_graph(part.forward, name_ + "_fwd", c.pipeline, c.device, c.compile, group_stats_);
+    forward->caller_results = joint.num_forward_outputs;
+    e->forward = forward;
     e->backward = compile_graph(part.backward, name_ + "_bwd", c.pipeline, c.device, c.compile, group_stats_);
     stats_.backend = c.name;
     e->tangent_of = joint.tangent_of;

@@ -127,13 +127,13 @@ std::unique_ptr<ir::Graph> group_graph(const ir::Node& group) {
 std::vector<IValue> CompiledGraph::run(const std::vector<IValue>& inputs) const {
   ProfileScope scope(name);
   GroupRunner runner(*this, parameters(*this, inputs));
-  return interp::run(*plan, inputs, &runner);
+  return interp::run(*plan, inputs, &runner, caller_results);
 }
 
 std::vector<IValue> CompiledGraph::run(std::vector<IValue>&& inputs) const {
   ProfileScope scope(name);
   GroupRunner runner(*this, parameters(*this, inputs));
-  return interp::run(*plan, std::move(inputs), &runner);
+  return interp::run(*plan, std::move(inputs), &runner, caller_results);
 }
 
 std::shared_ptr<CompiledGraph> compile_graph(std::shared_ptr<ir::Graph> g, const std::string& name,

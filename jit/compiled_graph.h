@@ -45,6 +45,9 @@ struct CompiledGraph {
   std::unordered_map<const ir::Node*, std::shared_ptr<GroupKernel>> kernels;
   std::unique_ptr<interp::Plan> plan;
   std::unique_ptr<ParamCastCache> param_casts;
+  // A training forward: its results from this index on are the values saved for the backward graph, whose
+  // run acquires the memory filled on demand it reads (eager/on_demand.h), so this run may hand that back.
+  size_t caller_results = SIZE_MAX;
   std::vector<IValue> run(const std::vector<IValue>& inputs) const;
   std::vector<IValue> run(std::vector<IValue>&& inputs) const;  // inputs released after their last use
 };

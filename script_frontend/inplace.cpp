@@ -13,6 +13,7 @@
 
 #include <algorithm>
 
+#include "core/ir/op_aliasing.h"
 #include "core/ir/op_schema.h"
 #include "core/op.h"
 #include "eager/composites_math_ops.h"
@@ -47,7 +48,7 @@ const Type kIntT = Type::scalar(TypeKind::Int);
 // An op or prim whose output may share its input's memory (torch's views, contiguous of a
 // contiguous tensor, .float() / .to() of a tensor already of that dtype, an element of a list or tuple).
 bool aliases_input(const Node& n) {
-  if (n.is_op()) return op_info(n.op()).kind == OpKind::View || n.op() == OpId::Contiguous || n.op() == OpId::Cast;
+  if (n.is_op()) return ir::op_may_return_input(n.op());
   switch (n.prim()) {
     case Prim::Reshape:
     case Prim::Transpose:

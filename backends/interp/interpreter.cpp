@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/interp/demand_schedule.h"
 #include "backends/interp/interop_scheduler.h"
 #include "backends/interp/interpreter_plan.h"
 #include "backends/interp/kernel_flops.h"
@@ -88,8 +89,8 @@ bool small_op(OpId op, const std::vector<Tensor>& in, const Attrs& attrs) {
 
 class Frame {
  public:
-  Frame(const Plan& plan, NodeRunner* runner, bool interop, Device device)
-      : plan_(plan), g_(plan.graph()), runner_(runner), interop_(interop), device_(device),
+  Frame(const Plan& plan, NodeRunner* runner, bool interop, Device device, DemandSchedule* demands = nullptr)
+      : plan_(plan), g_(plan.graph()), runner_(runner), interop_(interop), device_(device), demands_(demands),
         env_(size_t(plan.num_slots())) {}
 
   // Runs b with its arguments bound to args and returns its results.
@@ -97,11 +98,15 @@ class Frame {
     const Plan::BlockPlan& bp = plan_.block_plan(b);
     for (size_t i = 0; i < args.size(); ++i) env_[size_t(bp.args[i])] = std::move(args[i]);
     const Plan::Step* saved = t_step;  // a nested block runs inside its owner's step
-    if (interop_ && bp.concurrent && !in_interop_worker()) {
+    bool demands = demands_ && &b == g_.block();
+    if (!demands && interop_ && bp.concurrent && !in_interop_worker()) {
       concurrent(bp);
     } else {
-      for (const Plan::Step& s : bp.steps) {
+      for (size_t k = 0; k < bp.steps.size(); ++k) {
+        const Plan::Step& s = bp.steps[k];
+        if (demands) demands_->before(k);
         step(s);
+        if (demands) demands_->after(k, tensors_of(s.out));
         for (int d : s.dead) env_[size_t(d)] = IValue();
       }
     }
@@ -179,6 +184,19 @@ class Frame {
     if (!printed_) printed_ = std::make_unique<ir::PrintedGraph>(ir::print_graph(g_));
     auto it = printed_->lines.find(&n);
     return it == printed_->lines.end() ? 0 : it->second;
+  }
+
+  std::vector<Tensor> tensors_of(const std::vector<int>& slots) const {
+    std::vector<Tensor> ts;
+    std::function<void(const IValue&)> add = [&](const IValue& v) {
+      if (v.is_tensor()) {
+        if (v.to_tensor().defined()) ts.push_back(v.to_tensor());
+      } else if (v.is_tuple() || v.is_list()) {
+        for (const IValue& e : v.elements()) add(e);
+      }
+    };
+    for (int o : slots) add(env_[size_t(o)]);
+    return ts;
   }
 
   void out(size_t i, IValue x) { env_[size_t(t_step->out[i])] = std::move(x); }
@@ -576,6 +594,7 @@ class Frame {
   NodeRunner* runner_;
   bool interop_;
   Device device_;  // where the graph's factories (torch.zeros, torch.arange) make their tensors
+  DemandSchedule* demands_;  // null: no input's memory is filled on demand
   std::vector<IValue> env_;
   std::mutex printed_mu_;
   std::unique_ptr<ir::PrintedGraph> printed_;
@@ -583,11 +602,11 @@ class Frame {
 
 }  // namespace
 
-std::vector<IValue> run(const Plan& plan, const std::vector<IValue>& inputs, NodeRunner* runner) {
-  return run(plan, std::vector<IValue>(inputs), runner);
+std::vector<IValue> run(const Plan& plan, const std::vector<IValue>& inputs, NodeRunner* runner, size_t caller_results) {
+  return run(plan, std::vector<IValue>(inputs), runner, caller_results);
 }
 
-std::vector<IValue> run(const Plan& plan, std::vector<IValue>&& inputs, NodeRunner* runner) {
+std::vector<IValue> run(const Plan& plan, std::vector<IValue>&& inputs, NodeRunner* runner, size_t caller_results) {
   const ir::Graph& g = plan.graph();
   if (inputs.size() != g.inputs().size())
     fail("interp: the graph takes {} inputs, got {}", g.inputs().size(), inputs.size());
@@ -602,7 +621,9 @@ std::vector<IValue> run(const Plan& plan, std::vector<IValue>&& inputs, NodeRunn
   Device device = Device::cpu();
   for (const IValue& v : inputs)
     if (device = device_of(v); !device.is_cpu()) break;
-  Frame f(plan, runner, interop, device);
+  // the owners of memory filled on demand are called in program order, so the top level runs sequentially
+  DemandSchedule demands(plan, inputs, caller_results);
+  Frame f(plan, runner, interop, device, demands.empty() ? nullptr : &demands);
   return f.block(*g.block(), std::move(inputs));
 }
 

@@ -2,7 +2,9 @@
 // The reference executor: runs any graph, control flow included, one node at a time on the eager
 // dispatcher (so autograd records as it would in eager code). Every other backend is tested
 // against it.
+#include <cstdint>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -20,6 +22,8 @@ class NodeRunner {
   virtual bool run(const ir::Node& n, const std::vector<IValue>& inputs, std::vector<IValue>& outputs) = 0;
 };
 
+struct InputReads;
+
 // A graph prepared for repeated runs: its values numbered into slots, each block's nodes listed
 // with the slots they read and write, and (optionally) where each top-level value dies.
 class Plan {
@@ -35,17 +39,25 @@ class Plan {
   const BlockPlan& block_plan(const ir::Block& b) const;
   // False when a constant tensor requires grad or lives off the CPU: calls then run sequentially.
   bool constants_allow_interop() const { return constants_allow_interop_; }
+  // Which top-level steps read each graph input (input_reads.h), worked out on first use.
+  const std::vector<InputReads>& input_reads() const;
 
  private:
   const ir::Graph& graph_;
   int num_slots_ = 0;
   bool constants_allow_interop_ = true;
   std::unordered_map<const ir::Block*, std::unique_ptr<BlockPlan>> blocks_;
+  mutable std::once_flag reads_once_;
+  mutable std::unique_ptr<std::vector<InputReads>> reads_;
 };
 
-std::vector<IValue> run(const Plan& plan, const std::vector<IValue>& inputs, NodeRunner* runner = nullptr);
+// caller_results: the results from this index on go only to other graph runs (a training forward's values
+// saved for its backward graph), which acquire the memory filled on demand that they read (demand_schedule.h).
+std::vector<IValue> run(const Plan& plan, const std::vector<IValue>& inputs, NodeRunner* runner = nullptr,
+                        size_t caller_results = SIZE_MAX);
 // Takes the inputs over: with a plan that frees dead values, an input is released after its last use.
-std::vector<IValue> run(const Plan& plan, std::vector<IValue>&& inputs, NodeRunner* runner = nullptr);
+std::vector<IValue> run(const Plan& plan, std::vector<IValue>&& inputs, NodeRunner* runner = nullptr,
+                        size_t caller_results = SIZE_MAX);
 
 // Independent steps of a block run concurrently on the inter-op scheduler (interop_scheduler.h) unless
 // this thread traces, profiles, records autograd for a call whose inputs require grad, is itself

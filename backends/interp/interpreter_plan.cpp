@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "backends/interp/input_reads.h"
 #include "backends/interp/interpreter_plan.h"
 #include "backends/interp/takeover.h"
 
@@ -177,5 +178,10 @@ Plan::Plan(const ir::Graph& g, bool free_dead_values) : graph_(g) {
 Plan::~Plan() = default;
 
 const Plan::BlockPlan& Plan::block_plan(const ir::Block& b) const { return *blocks_.at(&b); }
+
+const std::vector<InputReads>& Plan::input_reads() const {
+  std::call_once(reads_once_, [&] { reads_ = std::make_unique<std::vector<InputReads>>(interp::input_reads(*this)); });
+  return *reads_;
+}
 
 }  // namespace kiln::interp

@@ -9,6 +9,7 @@
 #include "core/storage.h"
 #include "eager/autograd/engine.h"
 #include "eager/autograd/graph.h"
+#include "eager/on_demand.h"
 #include "eager/ops.h"
 
 namespace kiln::dist {
@@ -19,7 +20,9 @@ constexpr const char* kWho = "FullyShardedDataParallel";
 
 }  // namespace
 
-struct FullyShardedDataParallel::State {
+// A unit's memory is filled on demand (eager/on_demand.h): graph executors acquire it before the first
+// step reading it and release it after the last, as the hooks below do around a submodule's forward.
+struct FullyShardedDataParallel::State : OnDemandOwner {
   struct Group {
     std::vector<Tensor> params;   // the unit's, in order; offsets[i] into the flat buffer
     std::vector<int64_t> offsets;
@@ -40,6 +43,7 @@ struct FullyShardedDataParallel::State {
   int world = 1, me = 0;
   bool in_backward = false;
   int64_t reductions = 0;
+  std::weak_ptr<State> self;
 
   static void free_memory(const Tensor& t) {
     Storage& s = *t.storage();
@@ -67,12 +71,18 @@ struct FullyShardedDataParallel::State {
     u.gathered = true;
   }
 
-  void release(Unit& u) {
-    for (Group& g : u.groups) {
-      for (const Tensor& p : g.params) p.set_grad(Tensor());
+  // The unit's full parameters alone: a graph's last read of them may come in the middle of a backward that
+  // is still bringing their gradients.
+  void free_parameters(Unit& u) {
+    for (Group& g : u.groups)
       if (g.full.defined()) free_memory(g.full);
-    }
     u.gathered = false;
+  }
+
+  void release(Unit& u) {
+    for (Group& g : u.groups)
+      for (const Tensor& p : g.params) p.set_grad(Tensor());
+    free_parameters(u);
     u.ready = 0;
   }
 
@@ -83,6 +93,31 @@ struct FullyShardedDataParallel::State {
 
   void release_all() {
     for (Unit& u : units) release(u);
+  }
+
+  // Backward reaches unit u through y: gather the unit again before y's gradient goes on.
+  void gather_on_backward(size_t u, const Tensor& y) {
+    if (!y.defined() || !y.requires_grad() || !GradMode::enabled()) return;
+    y.register_hook([weak = self, u](const Tensor&) {
+      if (auto s = weak.lock()) s->gather(s->units[u]);
+      return Tensor();
+    });
+  }
+
+  // The root is gathered for the whole step (as forward() gathers it): a graph frees only the units.
+  void acquire(size_t u) override { gather(units[u]); }
+  void used(size_t u, const std::vector<Tensor>& outputs, bool last) override {
+    if (u == 0) return;
+    for (const Tensor& y : outputs)
+      if (!y.is_leaf()) gather_on_backward(u, y);
+    if (last) free_parameters(units[u]);
+  }
+
+  // Registers (or, with a null owner, forgets) the units' buffers as filled on demand.
+  void set_units_on_demand(const std::weak_ptr<OnDemandOwner>& owner) {
+    for (size_t u = 0; u < units.size(); ++u)
+      for (const Group& g : units[u].groups)
+        if (g.full.defined()) set_on_demand(g.full.storage().get(), owner, u);
   }
 
   // Each rank keeps the mean over the ranks of its shard of the unit's gradients (added to what the shard
@@ -282,19 +317,16 @@ FullyShardedDataParallel::FullyShardedDataParallel(std::shared_ptr<nn::Module> m
       auto s = weak.lock();
       if (!s) return Tensor();
       s->release(s->units[u]);
-      // backward reaches the unit through its output: gather it again first
-      if (y.defined() && y.requires_grad() && GradMode::enabled())
-        y.register_hook([weak, u](const Tensor&) {
-          if (auto s2 = weak.lock()) s2->gather(s2->units[u]);
-          return Tensor();
-        });
+      s->gather_on_backward(u, y);
       return Tensor();
     });
   }
+  st.self = state_;
+  st.set_units_on_demand(std::weak_ptr<OnDemandOwner>(std::static_pointer_cast<OnDemandOwner>(state_)));
   st.release_all();
 }
 
-FullyShardedDataParallel::~FullyShardedDataParallel() = default;
+FullyShardedDataParallel::~FullyShardedDataParallel() { state_->set_units_on_demand({}); }
 
 Tensor FullyShardedDataParallel::forward(const Tensor& x) {
   state_->in_backward = false;

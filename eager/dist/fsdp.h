@@ -12,7 +12,8 @@
 //   optim::AdamW opt(fsdp->shard_groups(), {1e-3});        // state for this rank's shard only
 //   loss = cross_entropy((*fsdp)(x_local), y_local); opt.zero_grad(); loss.backward(); opt.step();
 //
-// A module called another way (a scripted module's call(...)) is gathered by calling gather() first.
+// A scripted module's call(...) runs one graph: the interpreter gathers each unit (and the root) just before
+// the first step reading its parameters, as they are the graph's inputs (eager/on_demand.h).
 // Reading a parameter of the module between steps raises (its storage is released); full_state_dict()
 // gathers a copy of the whole state_dict on every rank (torch's FULL_STATE_DICT).
 //
@@ -22,10 +23,15 @@
 // reduce-scattered into its shards and the unit is freed. So a rank holds one unit's full parameters (and
 // gradients) at a time, beside the root's (the parameters no unit holds, gathered for the whole step).
 // A saved-for-backward view of a parameter shares its storage, whose memory is what is freed and filled
-// again. Units need the submodules called through nn::Module's operator() (the C++ nn API); a scripted
-// module's forward is one graph: call gather() first, which gathers every unit (units then only free
-// memory during backward).
-// A compiled step: CompiledTrainStep over module() with the shards' optimizer, gather() before each step.
+// again. A graph (a scripted module's forward, a compiled step) does the same without module hooks: its
+// executor gathers a unit before the first step reading the unit's parameters (or a view of them) and
+// frees it after the last, and a hook on each such step's outputs gathers it again in backward:
+//
+//   auto gpt = script_file("gpt.py").module("GPT", {...});
+//   dist::FullyShardedDataParallel fsdp(gpt, {}, {.units = {"transformer.h.0", "transformer.h.1"}});
+//   auto out = gpt->call({idx, targets});  // one unit's parameters at a time
+// A compiled step: CompiledTrainStep over module() with the shards' optimizer, gather() before each step; a
+// scripted module needs none: its compiled forward and backward graphs gather each unit as they read it.
 #include <memory>
 #include <string>
 #include <vector>

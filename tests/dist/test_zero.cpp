@@ -41,14 +41,16 @@ Model mlp() {
   return {net, [net](const Tensor& a, const Tensor& b) { return cross_entropy((*net)(a), b); }, x, y};
 }
 
-Model gpt() {
+Model gpt_layers(int n_layer, int n_embd) {
   manual_seed(7);
   ScriptFile file = script_file(KILN_SAMPLES_DIR "/gpt.py");
-  auto net = file.build("GPT", {file.value("GPTConfig(block_size=8, vocab_size=16, n_layer=1, n_head=2, n_embd=16, "
-                                           "dropout=0.0, bias=True)")});
+  auto net = file.build("GPT", {file.value(fmt::format("GPTConfig(block_size=8, vocab_size=16, n_layer={}, n_head=2, "
+                                                       "n_embd={}, dropout=0.0, bias=True)", n_layer, n_embd))});
   Tensor x = randint(0, 16, {4, 8}), y = randint(0, 16, {4, 8});
   return {net, [net](const Tensor& a, const Tensor& b) { return net->call({a, b}).at(0).elements().at(1).to_tensor(); }, x, y};
 }
+
+Model gpt() { return gpt_layers(1, 16); }
 
 struct Run {
   std::vector<Tensor> params;
@@ -58,7 +60,7 @@ struct Run {
 
 // steps AdamW steps, weight decay on matrices only; sharded: DDP over the ranks' rows and ZeRO's optimizer,
 // or FullyShardedDataParallel over them (its state is the shards', not compared)
-enum class Mode { Whole, ShardState, ShardGradients, FullyShard, FullyShardCompiled, ReduceInBackward, ReduceInBackwardCompiled };
+enum class Mode { Whole, WholeCompiled, ShardState, ShardGradients, FullyShard, FullyShardCompiled, ReduceInBackward, ReduceInBackwardCompiled };
 
 // A stack of Linear layers whose parameters outweigh the activations, for FSDP's units.
 Model deep_mlp() {
@@ -76,7 +78,7 @@ Model deep_mlp() {
 }
 
 Run train(Model m, Mode mode, int steps, const dist::FsdpOptions& fsdp_options = {}) {
-  bool sharded = mode != Mode::Whole;
+  bool sharded = mode != Mode::Whole && mode != Mode::WholeCompiled;
   auto names = m.net->named_parameters();
   std::shared_ptr<dist::FullyShardedDataParallel> fsdp;
   std::vector<optim::ParamGroup> groups(2);
@@ -104,16 +106,17 @@ Run train(Model m, Mode mode, int steps, const dist::FsdpOptions& fsdp_options =
   } else {
     opt = std::make_unique<optim::AdamW>(groups, o);
   }
-  // compiled: the inner module's step, its optimizer the shards'; FSDP gathers before each step, and the
-  // compiled backward's gradients reach the same accumulators, whose hooks reduce them into the shards
+  // compiled: the inner module's step, its optimizer the shards'; FSDP gathers before each step (with units, the
+  // compiled graphs gather each unit as they read it), and the compiled backward's gradients reach the same
+  // accumulators, whose hooks reduce them into the shards
   std::optional<CompiledTrainStep> compiled;
-  if (mode == Mode::FullyShardCompiled || mode == Mode::ReduceInBackwardCompiled)
+  if (mode == Mode::WholeCompiled || mode == Mode::FullyShardCompiled || mode == Mode::ReduceInBackwardCompiled)
     compiled.emplace(*m.net, [&m](const std::vector<Tensor>& b) { return m.loss(b[0], b[1]); }, *opt);
   Run r;
   for (int s = 0; s < steps; ++s) {
     opt->set_lr(1e-3 * (1.0 - 0.02 * s));  // a schedule: the shards must follow the wrapper's lr
     if (compiled) {
-      if (fsdp) fsdp->gather();
+      if (fsdp && fsdp_options.units.empty()) fsdp->gather();  // units: the compiled graphs gather what they read
       Tensor l = (*compiled)({x, y});
       if (fsdp) CHECK_FALSE(fsdp->gathered());
       dist::all_reduce(l, dist::ReduceOp::Avg);
@@ -187,7 +190,7 @@ TEST_CASE("zero: 20 AdamW steps with the state (and the gradients) sharded equal
       double params = max_abs_diff(got.params, ref.params);
       bool fsdp = mode == Mode::FullyShard || mode == Mode::FullyShardCompiled;
       double state = fsdp ? 0.0 : state_diff(got.state, ref.state);
-      const char* what[] = {"", "state sharded", "state and gradients sharded", "fully sharded (FSDP)",
+      const char* what[] = {"", "", "state sharded", "state and gradients sharded", "fully sharded (FSDP)",
                             "fully sharded, compiled step", "gradients reduced in backward, bucket by bucket",
                             "gradients reduced in the compiled backward"};
       if (rank() == 0)
@@ -251,6 +254,72 @@ TEST_CASE("fsdp: units gathered one at a time train as one process does, in a fr
   CHECK(gathered_units <= 2 * layer);
   CHECK(gathered_whole >= 5 * layer);
   CHECK(per_unit < whole / 2);
+}
+
+TEST_CASE("fsdp: a scripted GPT's graph gathers its blocks one at a time, and trains as one process does") {
+  // the units are submodules of the scripted module; its forward is one graph, which gathers a block just
+  // before the first step reading its parameters and frees it after the last (eager/on_demand.h)
+  dist::FsdpOptions units;
+  for (int i = 0; i < 4; ++i) units.units.push_back(fmt::format("transformer.h.{}", i));
+  auto gpt4 = [] { return gpt_layers(4, 16); };
+  for (Mode mode : {Mode::FullyShard, Mode::FullyShardCompiled}) {
+    CAPTURE(int(mode));
+    // against one process running the same code: eager, or compiled (its kernels round otherwise)
+    Run ref = train(gpt4(), mode == Mode::FullyShard ? Mode::Whole : Mode::WholeCompiled, 20);
+    Run got = train(gpt4(), mode, 20, units);
+    double loss = 0;
+    for (size_t s = 0; s < ref.losses.size(); ++s) loss = std::max(loss, std::abs(got.losses[s] - ref.losses[s]));
+    double params = max_abs_diff(got.params, ref.params);
+    if (rank() == 0)
+      MESSAGE("scripted GPT, 4 units" << std::string(mode == Mode::FullyShardCompiled ? ", compiled step" : "")
+                                      << " vs one process, 20 AdamW steps: losses within " << loss << ", parameters " << params);
+    CHECK(loss <= 1e-5);
+    CHECK(params <= 1e-5);
+  }
+
+  // the forward's peak: parameter bytes (the shards aside) when the rank's bytes peaked, for a model whose
+  // parameters outweigh its activations
+  int64_t unit = 0, total = 0;
+  auto forward_peak = [&](const dist::FsdpOptions& o) {
+    Model m = gpt4();
+    unit = 0;
+    total = 0;
+    for (auto& [n, p] : m.net->named_parameters()) {
+      total += p.numel();
+      if (n.rfind("transformer.h.0.", 0) == 0) unit += p.numel();
+    }
+    auto pad = [](int64_t n) { return (n + world() - 1) / world() * world() * 4; };
+    unit = pad(unit);
+    total = pad(total);
+    auto fsdp = std::make_shared<dist::FullyShardedDataParallel>(m.net, std::vector<optim::ParamGroup>{}, o);
+    int64_t part = m.x.size(0) / world();
+    Tensor x = m.x.slice(0, rank() * part, (rank() + 1) * part), y = m.y.slice(0, rank() * part, (rank() + 1) * part);
+    int64_t shards = memory_stats().category_bytes[size_t(MemoryCategory::Parameter)];
+    if (o.units.empty()) fsdp->gather();  // one unit: gathered whole, as before graphs gathered units
+    reset_peak_memory_stats();
+    Tensor loss = m.loss(x, y);
+    int64_t peak = memory_stats().category_peak_bytes[size_t(MemoryCategory::Parameter)] - shards;
+    CHECK(fsdp->gathered_bytes() == (o.units.empty() ? total : total - 4 * unit));  // the root stays for backward
+    loss.backward();
+    CHECK(fsdp->gathered_bytes() == 0);
+    CHECK(fsdp->reductions() == 1);
+    return peak;
+  };
+  int64_t whole = forward_peak({});
+  int64_t per_unit = forward_peak(units);
+  int64_t root = total - 4 * unit;
+  if (rank() == 0)
+    MESSAGE("scripted GPT forward, parameter bytes gathered at the peak: all " << whole << ", 4 units " << per_unit
+                                                                              << " (a block " << unit << ", the root " << root << ")");
+  // the allocator rounds each buffer up a little: one block and the root, never two blocks
+  CHECK(whole >= total);
+  CHECK(per_unit >= root + unit);
+  CHECK(per_unit < root + 2 * unit);
+  CHECK(per_unit < whole / 2);
+
+  Model m = gpt4();
+  check_error([&] { dist::FullyShardedDataParallel(m.net, {}, {{"transformer.h.0", "transformer.h.4"}}); },
+              "FullyShardedDataParallel: unit 'transformer.h.4' is not a submodule of the module (its submodules: lm_head, transformer,");
 }
 
 TEST_CASE("zero: gradients reduced bucket by bucket during backward lower the step's peak, and the misuses raise") {
