@@ -134,7 +134,7 @@ int main(int argc, char** argv) {
       else samples = a;
     }
     dist::init_process_group();
-    int rank = dist::get_rank(), world = dist::get_world_size();
+    const int world = dist::get_world_size();
     manual_seed(1337);
     ScriptFile file = script_file(samples + "/gpt.py");
     auto net = file.build("GPT", {file.value("GPTConfig(block_size=64, vocab_size=65, n_layer=4, n_head=4, n_embd=128, "
