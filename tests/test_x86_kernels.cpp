@@ -27,6 +27,16 @@ bool skip_without_avx2() {
 
 const char* dt_str(DType dt) { return dt == DType::Float64 ? "f64" : "f32"; }
 
+// fn(dt, T) on every ISA to test, for float32 and float64 (T: the dtype's IR spelling)
+template <class F>
+void each_isa_and_float(F&& fn) {
+  for (x86::Isa isa : isas_to_test()) {
+    IsaCap cap(isa);
+    CAPTURE(x86::isa_name(isa));
+    for (DType dt : {DType::Float32, DType::Float64}) fn(dt, std::string(dt_str(dt)));
+  }
+}
+
 // Random values in [-lo, hi] plus the special values, n in total (n not a multiple of the vector width).
 Tensor special_values(int64_t n, DType dt, uint32_t seed, double scale = 4.0) {
   std::mt19937 rng(seed);
@@ -142,87 +152,72 @@ TEST_CASE("x86: per-channel operands over short rows ([N, C, 2, 2], batch norm's
   // The per-channel operands are expanded over [C, H, W] so the rows are long; the per-sample one is
   // as large as the group and stays as it is. Values as eager's, and a full sum of the same chain.
   if (skip_without_avx2()) return;
-  for (x86::Isa isa : isas_to_test()) {
-    IsaCap cap(isa);
-    CAPTURE(x86::isa_name(isa));
-    for (DType dt : {DType::Float32, DType::Float64}) {
-      const std::string T = dt_str(dt);
-      Tensor x = test::seq({5, 7, 2, 2}, 0.37, 0.2, dt), m = test::seq({1, 7, 1, 1}, 0.11, 0.5, dt);
-      Tensor w = test::seq({7, 1, 1}, 0.23, 0.3, dt), s = test::seq({5, 1, 1, 1}, 0.19, 0.4, dt);
-      std::string text = "graph(%x : " + T + "[5,7,2,2], %m : " + T + "[1,7,1,1], %w : " + T + "[7,1,1], %s : " + T +
-                         "[5,1,1,1]):\n  %0 : " + T + "[5,7,2,2] = sub(%x, %m)\n  %1 : " + T +
-                         "[5,7,2,2] = mul(%0, %w)\n  %2 : " + T + "[5,7,2,2] = add(%1, %s)\n  %3 : " + T +
-                         "[5,7,2,2] = relu(%2)\n  %4 : " + T + "[] = sum[keepdim=false](%3)\n  return (%3, %4)\n";
-      Tensor want = dispatch1(OpId::Relu, {dispatch1(OpId::Add, {dispatch1(OpId::Mul, {dispatch1(OpId::Sub, {x, m}), w}), s})});
-      Tensors got = run_ir(text, {x, m, w, s});
-      check_close(got[0], want, 1e-6, 1e-6);
-      check_close(got[1], dispatch1(OpId::Sum, {want}, Attrs().set("dims", Shape{}).set("keepdim", false)), 1e-5, 1e-6);
-    }
-  }
+  each_isa_and_float([&](DType dt, const std::string& T) {
+    Tensor x = test::seq({5, 7, 2, 2}, 0.37, 0.2, dt), m = test::seq({1, 7, 1, 1}, 0.11, 0.5, dt);
+    Tensor w = test::seq({7, 1, 1}, 0.23, 0.3, dt), s = test::seq({5, 1, 1, 1}, 0.19, 0.4, dt);
+    std::string text = "graph(%x : " + T + "[5,7,2,2], %m : " + T + "[1,7,1,1], %w : " + T + "[7,1,1], %s : " + T +
+                       "[5,1,1,1]):\n  %0 : " + T + "[5,7,2,2] = sub(%x, %m)\n  %1 : " + T +
+                       "[5,7,2,2] = mul(%0, %w)\n  %2 : " + T + "[5,7,2,2] = add(%1, %s)\n  %3 : " + T +
+                       "[5,7,2,2] = relu(%2)\n  %4 : " + T + "[] = sum[keepdim=false](%3)\n  return (%3, %4)\n";
+    Tensor want = dispatch1(OpId::Relu, {dispatch1(OpId::Add, {dispatch1(OpId::Mul, {dispatch1(OpId::Sub, {x, m}), w}), s})});
+    Tensors got = run_ir(text, {x, m, w, s});
+    check_close(got[0], want, 1e-6, 1e-6);
+    check_close(got[1], dispatch1(OpId::Sum, {want}, Attrs().set("dims", Shape{}).set("keepdim", false)), 1e-5, 1e-6);
+  });
 }
 
 TEST_CASE("x86: pow with constant exponents, constants, where, bool inputs and outputs") {
   if (skip_without_avx2()) return;
-  for (x86::Isa isa : isas_to_test()) {
-    IsaCap cap(isa);
-    CAPTURE(x86::isa_name(isa));
-    for (DType dt : {DType::Float32, DType::Float64}) {
-      const std::string T = dt_str(dt);
-      Tensor x = special_values(517, dt, 21);
-      for (double c : {2.0, 3.0, -1.0, -2.0, 0.0, 1.0, 0.5, 2.5, 16.0}) {
-        CAPTURE(c);
-        std::string text = "graph(%x : " + T + "[N]):\n  %c : " + T + "[] = prim::Constant[value=[" +
-                           std::to_string(c) + "]]()\n  %0 : " + T + "[N] = pow(%x, %c)\n  return (%0)\n";
-        Tensor ct = tensor({c}, {}, DType::Float64).to(dt);
-        check_close(run_ir(text, {x})[0], dispatch1(OpId::Pow, {x, ct}), dt == DType::Float64 ? 1e-13 : 1e-5,
-                    1e-6);
-      }
-      Tensor y = special_values(517, dt, 22);
-      Tensor cond = dispatch1(OpId::Gt, {y, tensor({0.0}, {}, DType::Float64).to(dt)});
-      // where with a bool input, computed comparisons and a bool output
-      std::string text = "graph(%c : bool[N], %x : " + T + "[N], %y : " + T + "[N]):\n  %0 : " + T +
-                         "[N] = where(%c, %x, %y)\n  %1 : bool[N] = lt(%x, %y)\n  %2 : " + T +
-                         "[N] = where(%1, %x, %0)\n  %3 : bool[N] = logical_not(%c)\n  return (%2, %3, %1)\n";
-      Tensors got = run_ir(text, {cond, x, y});
-      Tensor w0 = dispatch1(OpId::Where, {cond, x, y});
-      Tensor w1 = dispatch1(OpId::Lt, {x, y});
-      check_close(got[0], dispatch1(OpId::Where, {w1, x, w0}), 0, 0);
-      check_close(got[1], dispatch1(OpId::LogicalNot, {cond}), 0, 0);
-      check_close(got[2], w1, 0, 0);
-      // broadcast bool input (inner stride 0) and a 0-d input
-      Tensor c2 = cond.narrow(0, 0, 7).reshape({7, 1});
-      Tensor s = tensor({1.25}, {}, DType::Float64).to(dt);
-      Tensor x2 = x.narrow(0, 0, 7 * 61).reshape({7, 61});
-      std::string t2 = "graph(%c : bool[7,1], %x : " + T + "[7,61], %s : " + T + "[]):\n  %0 : " + T +
-                       "[7,61] = where(%c, %x, %s)\n  return (%0)\n";
-      check_close(run_ir(t2, {c2, x2, s})[0], dispatch1(OpId::Where, {c2, x2, s}), 0, 0);
+  each_isa_and_float([&](DType dt, const std::string& T) {
+    Tensor x = special_values(517, dt, 21);
+    for (double c : {2.0, 3.0, -1.0, -2.0, 0.0, 1.0, 0.5, 2.5, 16.0}) {
+      CAPTURE(c);
+      std::string text = "graph(%x : " + T + "[N]):\n  %c : " + T + "[] = prim::Constant[value=[" +
+                         std::to_string(c) + "]]()\n  %0 : " + T + "[N] = pow(%x, %c)\n  return (%0)\n";
+      Tensor ct = tensor({c}, {}, DType::Float64).to(dt);
+      check_close(run_ir(text, {x})[0], dispatch1(OpId::Pow, {x, ct}), dt == DType::Float64 ? 1e-13 : 1e-5,
+                  1e-6);
     }
-  }
+    Tensor y = special_values(517, dt, 22);
+    Tensor cond = dispatch1(OpId::Gt, {y, tensor({0.0}, {}, DType::Float64).to(dt)});
+    // where with a bool input, computed comparisons and a bool output
+    std::string text = "graph(%c : bool[N], %x : " + T + "[N], %y : " + T + "[N]):\n  %0 : " + T +
+                       "[N] = where(%c, %x, %y)\n  %1 : bool[N] = lt(%x, %y)\n  %2 : " + T +
+                       "[N] = where(%1, %x, %0)\n  %3 : bool[N] = logical_not(%c)\n  return (%2, %3, %1)\n";
+    Tensors got = run_ir(text, {cond, x, y});
+    Tensor w0 = dispatch1(OpId::Where, {cond, x, y});
+    Tensor w1 = dispatch1(OpId::Lt, {x, y});
+    check_close(got[0], dispatch1(OpId::Where, {w1, x, w0}), 0, 0);
+    check_close(got[1], dispatch1(OpId::LogicalNot, {cond}), 0, 0);
+    check_close(got[2], w1, 0, 0);
+    // broadcast bool input (inner stride 0) and a 0-d input
+    Tensor c2 = cond.narrow(0, 0, 7).reshape({7, 1});
+    Tensor s = tensor({1.25}, {}, DType::Float64).to(dt);
+    Tensor x2 = x.narrow(0, 0, 7 * 61).reshape({7, 61});
+    std::string t2 = "graph(%c : bool[7,1], %x : " + T + "[7,61], %s : " + T + "[]):\n  %0 : " + T +
+                     "[7,61] = where(%c, %x, %s)\n  return (%0)\n";
+    check_close(run_ir(t2, {c2, x2, s})[0], dispatch1(OpId::Where, {c2, x2, s}), 0, 0);
+  });
 }
 
 TEST_CASE("x86: nodes of broadcast operands alone are computed once per run, before the loop, as eager") {
   // sqrt, pow with a variable exponent (the scalar fallback, called before the loop), a where on a broadcast
   // bool and a division by the result: a layer norm's rstd shape, bits equal to eager's
   if (skip_without_avx2()) return;
-  for (x86::Isa isa : isas_to_test()) {
-    IsaCap cap(isa);
-    CAPTURE(x86::isa_name(isa));
-    for (DType dt : {DType::Float32, DType::Float64}) {
-      const std::string T = dt_str(dt);
-      Tensor x = special_values(6 * 37, dt, 31).reshape({6, 37});
-      Tensor s = dispatch1(OpId::Abs, {test::seq({6, 1}, 0.41, 0.3, dt)});
-      Tensor e = tensor({1.5}, {}, DType::Float64).to(dt);
-      Tensor c = dispatch1(OpId::Gt, {test::seq({6, 1}, 0.7, -0.5, dt), tensor({0.0}, {}, DType::Float64).to(dt)});
-      std::string text = "graph(%x : " + T + "[6,37], %s : " + T + "[6,1], %e : " + T + "[], %c : bool[6,1]):\n" +
-                         "  %0 : " + T + "[6,1] = sqrt(%s)\n  %1 : " + T + "[6,1] = pow(%s, %e)\n" +
-                         "  %2 : " + T + "[6,1] = where(%c, %0, %1)\n  %3 : " + T + "[6,37] = div(%x, %2)\n" +
-                         "  %4 : " + T + "[6,37] = mul(%3, %0)\n  return (%4)\n";
-      Tensor sq = dispatch1(OpId::Sqrt, {s});
-      Tensor den = dispatch1(OpId::Where, {c, sq, dispatch1(OpId::Pow, {s, e})});
-      Tensor want = dispatch1(OpId::Mul, {dispatch1(OpId::Div, {x, den}), sq});
-      check_close(run_ir(text, {x, s, e, c})[0], want, dt == DType::Float64 ? 1e-13 : 1e-6, 0);
-    }
-  }
+  each_isa_and_float([&](DType dt, const std::string& T) {
+    Tensor x = special_values(6 * 37, dt, 31).reshape({6, 37});
+    Tensor s = dispatch1(OpId::Abs, {test::seq({6, 1}, 0.41, 0.3, dt)});
+    Tensor e = tensor({1.5}, {}, DType::Float64).to(dt);
+    Tensor c = dispatch1(OpId::Gt, {test::seq({6, 1}, 0.7, -0.5, dt), tensor({0.0}, {}, DType::Float64).to(dt)});
+    std::string text = "graph(%x : " + T + "[6,37], %s : " + T + "[6,1], %e : " + T + "[], %c : bool[6,1]):\n" +
+                       "  %0 : " + T + "[6,1] = sqrt(%s)\n  %1 : " + T + "[6,1] = pow(%s, %e)\n" +
+                       "  %2 : " + T + "[6,1] = where(%c, %0, %1)\n  %3 : " + T + "[6,37] = div(%x, %2)\n" +
+                       "  %4 : " + T + "[6,37] = mul(%3, %0)\n  return (%4)\n";
+    Tensor sq = dispatch1(OpId::Sqrt, {s});
+    Tensor den = dispatch1(OpId::Where, {c, sq, dispatch1(OpId::Pow, {s, e})});
+    Tensor want = dispatch1(OpId::Mul, {dispatch1(OpId::Div, {x, den}), sq});
+    check_close(run_ir(text, {x, s, e, c})[0], want, dt == DType::Float64 ? 1e-13 : 1e-6, 0);
+  });
 }
 
 TEST_CASE("x86: reductions over all dims and the last dim, fused") {
