@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "eager/cpu/bf16_convert.h"
+#include "eager/cpu/conv_one_pixel.h"
 #include "eager/cpu/conv_onednn.h"
 #include "eager/cpu/onednn_switch.h"
 #include "support.h"
@@ -89,6 +90,38 @@ TEST_CASE("conv bf16: gradients agree with float32's, eager and in one call") {
     check_close(r->input, x32.grad(), 2e-2, 2e-2);
     check_close(r->weight, w32.grad(), 2e-2, 5e-2);
     check_close(r->bias, b32.grad(), 2e-2, 5e-2);
+  }
+}
+
+TEST_CASE("conv bf16: gradients of small output planes are float32's rounded once, a one-pixel plane's too") {
+  // 6x6 and 1x1 planes (under 128 outputs): where oneDNN has a bf16 kernel, the gradients are float32's on the
+  // same values, rounded to bf16 (its AMX kernels ran these at half float32's speed); a 12x12 plane keeps bf16's.
+  struct Case {
+    Shape x, w;
+    int64_t pad;
+  };
+  for (const Case& c : {Case{{2, 64, 6, 6}, {32, 64, 3, 3}, 1}, Case{{4, 64, 1, 1}, {32, 64, 3, 3}, 1},
+                        Case{{2, 64, 12, 12}, {32, 64, 3, 3}, 1}}) {
+    CAPTURE(shape_str(c.x));
+    Tensor x = bf16(c.x, 0.37, 0.1), w = bf16(c.w, 0.61, 0.5);
+    Attrs a = conv_attrs(1, c.pad);
+    const Shape out{c.x[0], c.w[0], c.x[2], c.x[3]};
+    Tensor g = bf16(out, 0.29, 0.7);
+    std::optional<cpu::ConvGrads> r =
+        cpu::onednn_conv2d_backward(g, x, w, x.sizes(), w.sizes(), a, true, true, true);
+    if (!onednn_takes_bf16(x.sizes(), w.sizes(), a)) continue;
+    REQUIRE(r.has_value());
+    // float32's own order: a one-pixel conv's GEMMs, else oneDNN's float32 primitives
+    std::optional<cpu::ConvGrads> f =
+        cpu::one_pixel_conv2d_backward(f32(g), f32(x), f32(w), x.sizes(), w.sizes(), a, true, true, true);
+    if (!f) f = cpu::onednn_conv2d_backward(f32(g), f32(x), f32(w), x.sizes(), w.sizes(), a, true, true, true);
+    REQUIRE(f.has_value());
+    const bool small = c.x[2] * c.x[3] < 128;
+    for (auto [got, want] : {std::pair{r->input, f->input}, {r->weight, f->weight}, {r->bias, f->bias}}) {
+      CHECK(got.dtype() == bf);
+      if (small) check_close(got, want.to(bf), 0, 0);
+      else check_close(got, want, 2e-2, 5e-2);
+    }
   }
 }
 

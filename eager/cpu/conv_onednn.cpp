@@ -21,6 +21,8 @@
 
 #include <dnnl.hpp>
 
+#include "eager/cpu/conv_one_pixel.h"
+#include "eager/cpu/copy.h"
 #include "eager/cpu/derived_copy.h"
 #include "eager/cpu/onednn_scratchpad.h"
 #endif
@@ -54,6 +56,16 @@ std::optional<dt> dnnl_type(DType t) {
   if (t == DType::BFloat16) return dt::bf16;
   return std::nullopt;
 }
+
+// The gradients of bf16 convolutions with small output planes (a ResNet on 32x32 images: 8x8 down to 1x1) ran
+// at about half float32's speed in oneDNN's AMX kernels on an Intel Xeon (per-shape means under ONEDNN_VERBOSE,
+// bench/RESULTS.md stop 50), and a one-pixel plane's never reached the float32 GEMM that float32 takes: where
+// oneDNN has a bf16 kernel, those compute in float32 on the bf16 values and round once. The forward stays in bf16
+// (in float32 the casts cost more than they saved there, eval at 2 threads 11.5 -> 16.5 ms); so do larger planes.
+constexpr int64_t kBf16MinPlane = 128;  // output pixels
+bool small_bf16_plane(dt t, int64_t oh, int64_t ow) { return t == dt::bf16 && oh * ow < kBf16MinPlane; }
+Tensor as_f32(const Tensor& t) { return t.defined() ? cast_to(t, DType::Float32) : t; }
+Tensor as_bf16(const Tensor& t) { return t.defined() ? cast_to(t, DType::BFloat16) : t; }
 
 // The primitives for one conv geometry and set of wanted gradients, and the layouts they read and write;
 // neither primitive where oneDNN declines them or has only its reference kernel.
@@ -347,6 +359,15 @@ std::optional<ConvGrads> onednn_conv2d_backward(const Tensor& grad, const Tensor
     }
   });
   if (!p->data && !p->weights) return std::nullopt;  // declined, or reference kernels only
+  if (small_bf16_plane(*t, dst[2], dst[3])) {
+    const Tensor g32 = as_f32(grad), x32 = as_f32(x), w32 = as_f32(w);
+    std::optional<ConvGrads> f =
+        one_pixel_conv2d_backward(g32, x32, w32, input_shape, weight_shape, attrs, need_input, need_weight, need_bias);
+    if (!f)
+      f = onednn_conv2d_backward(g32, x32, w32, input_shape, weight_shape, attrs, need_input, need_weight, need_bias);
+    if (!f) return std::nullopt;
+    return ConvGrads{as_bf16(f->input), as_bf16(f->weight), as_bf16(f->bias)};
+  }
   auto plain = [&](const dims& d, tag tg) { return dnnl::memory::desc(d, *t, tg); };
   dnnl::memory::desc src_plain = plain(src, tag::nchw), dst_plain = plain(dst, tag::nchw),
                      wei_plain = plain(wei, tag::oihw);
