@@ -21,16 +21,16 @@ bool may_alias(const Node& n, size_t out);
 
 // Whether the block's output `out` may share memory with one of the block's inputs.
 bool block_output_may_alias(const ir::Block& b, size_t out) {
-  std::vector<const ir::Value*> todo{b.outputs().at(out)};
-  while (!todo.empty()) {
-    const ir::Value* v = todo.back();
-    todo.pop_back();
+  std::vector<const ir::Value*> pending{b.outputs().at(out)};
+  while (!pending.empty()) {
+    const ir::Value* v = pending.back();
+    pending.pop_back();
     if (v->node() == b.param_node()) return true;
     const Node& n = *v->node();
     size_t k = size_t(std::find(n.outputs().begin(), n.outputs().end(), v) - n.outputs().begin());
     if (!n.blocks().empty()) return true;
     if (!may_alias(n, k)) continue;
-    for (const ir::Value* in : n.inputs()) todo.push_back(in);
+    for (const ir::Value* in : n.inputs()) pending.push_back(in);
   }
   return false;
 }
