@@ -4,6 +4,7 @@
 // GPT code rewritten by the fuse_attention pass, compiled == eager; the outputs a recording from shapes gives
 // without running the kernels equal theirs. tests/test_attention.cpp compares
 // F.scaled_dot_product_attention, which runs the row, with PyTorch 1.13's values of the written-out maths.
+#include <array>
 #include <cmath>
 
 #include "core/allocator.h"
@@ -11,6 +12,8 @@
 #include "eager/autograd/engine.h"
 #include "eager/autograd/graph.h"
 #include "eager/cpu/attention_shapes.h"
+#include "eager/cpu/attention_amx.h"
+#include "eager/cpu/isa_kernels.h"
 #include "eager/dispatch.h"
 #include "eager/ops.h"
 #include "jit/compiled_function.h"
@@ -156,17 +159,31 @@ TEST_CASE("flash_attention: a shapes-only recording's outputs are the kernels' o
   CHECK(error_of([&] { cpu::flash_attention_outputs(OpId::FlashAttentionBackward, wrong); }) == kernel);
 }
 
-TEST_CASE("flash_attention: bf16 operands are widened a head at a time: the float kernel's values rounded, no float copy of a tensor") {
+TEST_CASE("flash_attention: bf16 heads run on AMX or widened a head at a time, near the float kernel's values, no float copy of a tensor") {
   manual_seed(11);
   const DType bf = DType::BFloat16, f32 = DType::Float32;
-  // L = S = 37: two query tiles and a tail; k and v strided heads of one [B, T, H, E] buffer (row stride 3 * 16)
-  Tensor q = randn({2, 3, 37, 16}).to(bf);
-  Tensor k = randn({2, 37, 3, 16}).to(bf).permute({0, 2, 1, 3}), v = (randn({2, 37, 3, 16}) * 2.0).to(bf).permute({0, 2, 1, 3});
-  Tensor scale = full({}, 0.25), g = randn({2, 3, 37, 16}).to(bf);
-  auto bits_equal = [](const Tensor& got, const Tensor& want) {
-    REQUIRE(got.dtype() == want.dtype());
-    check_close(got, want, 0, 0);
+  // where the CPU has AMX and the AVX-512 kernels run, the tile products take bf16 (probabilities and score
+  // gradients rounded to bf16, as torch's CPU flash attention): within two bf16 ulps of the float kernel's
+  // rounded result, or 1/128 of the tensor's largest value; elsewhere (and with KILN_CPU_AMX=0) q, k, v are
+  // widened and the results are the float kernel's rounded once, bit for bit
+  const bool pairs = cpu::amx_bf16::available() && cpu::isa_kernels().name == "avx512";
+  Tensor scale = full({}, 0.25);
+  auto near = [&](const Tensor& got, const Tensor& want_f32) {
+    REQUIRE(got.dtype() == bf);
+    if (!pairs) return check_close(got, want_f32.to(bf), 0, 0);
+    const double top = max(abs(want_f32)).item_double();
+    check_close(got.to(f32), want_f32, 1.0 / 64, top / 128);
+    // and not the widened kernel's result by accident: some element differs (the rounded probabilities)
+    CHECK(max(abs(got.to(f32) - want_f32.to(bf).to(f32))).item_double() > 0);
   };
+  // L = S = 37: two query tiles, an odd tail of queries and of causal keys; k and v strided heads of one
+  // [B, T, H, E] buffer (row stride 3 * 16), v wider than q and k. L = 70, S = 90, E = 64: two key tiles,
+  // q.k over two AMX steps
+  for (auto [L, S, E, Ev] : {std::array<int64_t, 4>{37, 37, 16, 32}, std::array<int64_t, 4>{70, 90, 64, 32}}) {
+  CAPTURE(S);
+  Tensor q = randn({2, 3, L, E}).to(bf);
+  Tensor k = randn({2, S, 3, E}).to(bf).permute({0, 2, 1, 3}), v = (randn({2, S, 3, Ev}) * 2.0).to(bf).permute({0, 2, 1, 3});
+  Tensor g = randn({2, 3, L, Ev}).to(bf);
   for (bool causal : {false, true}) {
     CAPTURE(causal);
     const Attrs attrs = Attrs().set("causal", causal);
@@ -175,10 +192,11 @@ TEST_CASE("flash_attention: bf16 operands are widened a head at a time: the floa
     Tensors fwd = dispatch(OpId::FlashAttention, {q, k, v, scale}, attrs);
     const int64_t grown = memory_stats().peak_bytes - before;
     Tensors want = dispatch(OpId::FlashAttention, {q.to(f32), k.to(f32), v.to(f32), scale}, attrs);
-    bits_equal(fwd[0], want[0].to(bf));
-    bits_equal(fwd[1], want[1]);
-    // the results alone (bf16 out, float lse), where widening q, k and v and the result took 3.5x more
-    CHECK(grown <= fwd[0].numel() * 2 + fwd[1].numel() * 4 + 1024);
+    near(fwd[0], want[0]);
+    check_close(fwd[1], want[1], pairs ? 1e-5 : 0, pairs ? 1e-5 : 0);
+    // the results alone (bf16 out, float lse; the allocator's size classes add up to a quarter), where widening
+    // q, k and v and the result took 3.5x more
+    CHECK(grown <= (fwd[0].numel() * 2 + fwd[1].numel() * 4) * 5 / 4 + 1024);
 
     Tensors in{g, Tensor::empty({0}), fwd[0], fwd[1], q, k, v, scale};
     reset_peak_memory_stats();
@@ -190,10 +208,11 @@ TEST_CASE("flash_attention: bf16 operands are widened a head at a time: the floa
     int64_t result_bytes = 0;
     for (int i = 0; i < 3; ++i) {
       CAPTURE(i);
-      bits_equal(grads[size_t(i)], want_g[size_t(i)].to(bf));
+      near(grads[size_t(i)], want_g[size_t(i)]);
       result_bytes += grads[size_t(i)].numel() * 2;
     }
-    CHECK(grown_b <= result_bytes + 1024);
+    CHECK(grown_b <= result_bytes * 5 / 4 + 1024);
+  }
   }
 }
 

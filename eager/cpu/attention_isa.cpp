@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "eager/cpu/attention.h"
+#include "eager/cpu/attention_amx.h"
 #include "eager/cpu/bf16_convert.h"
 #include "eager/cpu/isa_kernels.h"
 #include "eager/cpu/simd_math.h"
@@ -212,6 +213,37 @@ Vec<T> lane_numbers() {
   return v;
 }
 
+bool even_rows(const void* base, const int64_t* off, int64_t row, int64_t batch) {
+  if (row % 2 || reinterpret_cast<uintptr_t>(base) % 4) return false;
+  for (int64_t b = 0; b < batch; ++b)
+    if (off[b] % 2) return false;
+  return true;
+}
+
+// bf16 heads whose rows split into pairs (4-byte aligned, rows 16 wide) take their products on AMX
+// (attention_amx.h) where the CPU has it, in the AVX-512 build (whose tiles are 16 lanes wide); elsewhere they
+// are widened to float a head at a time.
+bool bf16_pairs(const AttentionProblem& p, const AttentionGrads* g) {
+  // q.k and v.grad sum over a row's pairs read in place: one AMX step of at most 16 or whole steps of 16
+  auto fits = [](int64_t w) { return w % 16 == 0 && (w <= 32 || w % 32 == 0); };
+  if (kLanes<float> != 16 || !p.bf16 || !fits(p.E) || !fits(p.Ev) || !amx_bf16::available()) return false;
+  return even_rows(p.q, p.q_off, p.q_row, p.batch) && even_rows(p.k, p.k_off, p.k_row, p.batch) &&
+         even_rows(p.v, p.v_off, p.v_row, p.batch) && (!g || even_rows(g->grad, g->grad_rows.off, g->grad_rows.row, p.batch));
+}
+
+// The pairs an AMX product sums over (amx_bf16::tile), packed operands padded with zero pairs to it
+inline int64_t amx_pairs(int64_t k2) { return k2 <= 16 ? k2 : (k2 + 15) / 16 * 16; }
+
+// rows [from, to) of n pairs, zeroed
+inline void zero_pairs(uint32_t* x, int64_t from, int64_t to, int64_t n) {
+  if (to > from) std::fill(x + from * n, x + to * n, 0u);
+}
+
+// bf16 rows from element offset off viewed as rows of pairs
+inline const uint32_t* pairs_at(const void* base, int64_t off) {
+  return reinterpret_cast<const uint32_t*>(static_cast<const uint16_t*>(base) + off);
+}
+
 // A tile of queries against each tile of keys it sees: one register-blocked product for the transposed
 // scores, the online softmax lane-wise down the key rows, then one product of the values and the weights
 // into the transposed accumulator.
@@ -219,12 +251,18 @@ template <typename T>
 void forward(const AttentionProblem& p) {
   constexpr int64_t W = kLanes<T>;
   const int64_t qtiles = (p.L + kQ - 1) / kQ;
+  const bool bf16 = std::is_same_v<T, float> && p.bf16, pairs = std::is_same_v<T, float> && bf16_pairs(p, nullptr);
+  const bool widen = bf16 && !pairs;
 #pragma omp parallel if (p.batch * p.L > kQ)
   {
-    std::vector<T> qt(size_t(p.E * kQ)), st(kK * kQ), acc(size_t(p.Ev * kQ)), mx(kQ), sum(kQ);
-    const bool bf16 = std::is_same_v<T, float> && p.bf16;
-    std::vector<T> qw(bf16 ? size_t(kQ * p.E) : 0), kw(bf16 ? size_t(p.S * p.E) : 0), vw(bf16 ? size_t(p.S * p.Ev) : 0),
+    std::vector<T> qt(pairs ? 0 : size_t(p.E * kQ)), st(kK * kQ), acc(size_t(p.Ev * kQ)), mx(kQ), sum(kQ);
+    std::vector<T> qw(widen ? size_t(kQ * p.E) : 0), kw(widen ? size_t(p.S * p.E) : 0), vw(widen ? size_t(p.S * p.Ev) : 0),
         ow(bf16 ? size_t(kQ * p.Ev) : 0);
+    // pairs: the tile's queries as feature pairs by lane, the values as key pairs (vp) and transposed (vt, a
+    // row per feature), a tile's weights as key pairs by lane
+    const int64_t vt_ld = amx_pairs((p.S + 1) / 2);
+    std::vector<uint32_t> qp(pairs ? size_t(p.E / 2 * kQ) : 0), vp(pairs ? size_t(vt_ld * p.Ev) : 0),
+        vt(pairs ? size_t(vt_ld * p.Ev) : 0), pp(pairs ? size_t(kK / 2 * kQ) : 0);
     const Vec<T> lanes = lane_numbers<T>();
     const T scale = T(p.scale);
 #pragma omp for schedule(dynamic)
@@ -240,18 +278,28 @@ void forward(const AttentionProblem& p) {
         k = static_cast<const T*>(p.k) + p.k_off[b];
         v = static_cast<const T*>(p.v) + p.v_off[b];
         q_row = p.q_row, k_row = p.k_row, v_row = p.v_row;
+      } else if (pairs) {
+        transpose_tile(pairs_at(p.q, p.q_off[b]), p.q_row / 2, p.E / 2, i0, i1, qp.data(), kQ, i0 + width);
+        amx_bf16::pair_rows(static_cast<const uint16_t*>(p.v) + p.v_off[b], p.v_row, kend, p.Ev, vp.data(), p.Ev);
+        transpose_plane(vp.data(), p.Ev, vt.data(), vt_ld, p.Ev, (kend + 1) / 2);
+        for (int64_t c = 0; c < p.Ev; ++c) zero_pairs(vt.data() + c * vt_ld, (kend + 1) / 2, vt_ld, 1);
       } else if constexpr (std::is_same_v<T, float>) {
         widen_rows(p.q, p.q_off[b], p.q_row, p.E, i0, i1, qw.data());
         widen_rows(p.k, p.k_off[b], p.k_row, p.E, 0, kend, kw.data());
         widen_rows(p.v, p.v_off[b], p.v_row, p.Ev, 0, kend, vw.data());
       }
-      transpose_tile(qi, q_row, p.E, 0, nr, qt.data(), kQ, width);
+      if (!pairs) transpose_tile(qi, q_row, p.E, 0, nr, qt.data(), kQ, width);
       std::fill(acc.begin(), acc.end(), T(0));
       std::fill(mx.begin(), mx.end(), kNegInf<T>);
       std::fill(sum.begin(), sum.end(), T(0));
       for (int64_t j0 = 0; j0 < kend; j0 += kK) {
         const int64_t nk = std::min(kend, j0 + kK) - j0;
-        tile_gemm(nk, width, p.E, k + j0 * k_row, k_row, int64_t(1), qt.data(), kQ, st.data(), kQ, false);
+        if constexpr (std::is_same_v<T, float>) {
+          if (pairs)
+            amx_bf16::tile(nk, width, p.E / 2, pairs_at(p.k, p.k_off[b] + j0 * p.k_row), p.k_row / 2, qp.data(), kQ,
+                           st.data(), kQ, false);
+        }
+        if (!pairs) tile_gemm(nk, width, p.E, k + j0 * k_row, k_row, int64_t(1), qt.data(), kQ, st.data(), kQ, false);
         for (int64_t c0 = 0; c0 < width; c0 += W) {
           const Vec<T> rows = lanes + T(i0 + c0);
           const Vec<T> old = load(mx.data() + c0);
@@ -276,7 +324,15 @@ void forward(const AttentionProblem& p) {
           store(mx.data() + c0, m);
           for (int64_t c = 0; c < p.Ev; ++c) store(acc.data() + c * kQ + c0, load(acc.data() + c * kQ + c0) * alpha);
         }
-        tile_gemm(p.Ev, width, nk, v + j0 * v_row, int64_t(1), v_row, st.data(), kQ, acc.data(), kQ, true);
+        if constexpr (std::is_same_v<T, float>) {
+          if (pairs) {
+            const int64_t kpairs = amx_pairs((nk + 1) / 2);
+            amx_bf16::pair_rows(st.data(), kQ, nk, width, pp.data(), kQ);
+            zero_pairs(pp.data(), (nk + 1) / 2, kpairs, kQ);
+            amx_bf16::tile(p.Ev, width, kpairs, vt.data() + j0 / 2, vt_ld, pp.data(), kQ, acc.data(), kQ, true);
+          }
+        }
+        if (!pairs) tile_gemm(p.Ev, width, nk, v + j0 * v_row, int64_t(1), v_row, st.data(), kQ, acc.data(), kQ, true);
       }
       // a query that attends nowhere divides 0 by 0: NaN, as the softmax of all -inf
       const int64_t o_off = p.out_rows.off[b] + i0 * p.out_rows.row, o_row = bf16 ? p.Ev : p.out_rows.row;
@@ -292,6 +348,7 @@ void forward(const AttentionProblem& p) {
           for (int64_t r = 0; r < nr; ++r) narrow_rows(ow.data() + r * p.Ev, p.out, o_off + r * p.out_rows.row, p.Ev);
       }
     }
+    if (pairs) amx_bf16::release();
   }
 }
 
@@ -300,15 +357,27 @@ void forward(const AttentionProblem& p) {
 template <typename T>
 void backward(const AttentionProblem& p, const AttentionGrads& gr) {
   constexpr int64_t W = kLanes<T>;
+  const bool bf16 = std::is_same_v<T, float> && p.bf16, pairs = std::is_same_v<T, float> && bf16_pairs(p, &gr);
 #pragma omp parallel if (p.batch * p.L > kQ)
   {
-    std::vector<T> qt(size_t(p.E * kQ)), gt(size_t(p.Ev * kQ)), st(kK * kQ), dst(kK * kQ), delta(size_t(p.L)), lt(kQ),
-        dt(kQ);
-    // bf16: the head's operands widened and its gradients summed in float, rounded once at the end
-    const bool bf16 = std::is_same_v<T, float> && p.bf16;
-    auto buf = [&](int64_t rows, int64_t n) { return std::vector<T>(bf16 ? size_t(rows * n) : 0); };
-    std::vector<T> qw = buf(p.L, p.E), kw = buf(p.S, p.E), vw = buf(p.S, p.Ev), gw = buf(p.L, p.Ev), ow = buf(p.L, p.Ev),
-                   dqw = buf(p.L, p.E), dkw = buf(p.S, p.E), dvw = buf(p.S, p.Ev);
+    std::vector<T> qt(pairs ? 0 : size_t(p.E * kQ)), gt(pairs ? 0 : size_t(p.Ev * kQ)), st(kK * kQ), dst(kK * kQ),
+        delta(size_t(p.L)), lt(kQ), dt(kQ);
+    // bf16: the head's gradients summed in float and rounded once at the end; its operands widened, or read as
+    // pairs (grad and out widened for delta alone)
+    auto buf = [&](bool use, int64_t rows, int64_t n) { return std::vector<T>(use ? size_t(rows * n) : 0); };
+    const bool widen = bf16 && !pairs;
+    std::vector<T> qw = buf(widen, p.L, p.E), kw = buf(widen, p.S, p.E), vw = buf(widen, p.S, p.Ev), gw = buf(bf16, p.L, p.Ev),
+                   ow = buf(bf16, p.L, p.Ev), dqw = buf(bf16, p.L, p.E), dkw = buf(bf16, p.S, p.E), dvw = buf(bf16, p.S, p.Ev);
+    // pairs: the query tile's q and grad as feature pairs by lane (qp, gp) and as query pairs (qq, gq), the
+    // keys as key pairs (kp), a tile's score gradients as key pairs (sp), its weights and score gradients as
+    // query pairs (pq, sq)
+    auto pbuf = [&](int64_t rows, int64_t n) { return std::vector<uint32_t>(pairs ? size_t(rows * n) : 0); };
+    std::vector<uint32_t> qp = pbuf(p.E / 2, kQ), gp = pbuf(p.Ev / 2, kQ), qq = pbuf(kQ / 2, p.E), gq = pbuf(kQ / 2, p.Ev),
+                          kp = pbuf((p.S + 1) / 2, p.E), sp = pbuf(kK / 2, kQ), pq = pbuf(kK, kQ / 2), sq = pbuf(kK, kQ / 2);
+    // and the keys transposed (a row per feature), the query tile's dq transposed (a row per feature)
+    const int64_t kt_ld = amx_pairs((p.S + 1) / 2);
+    std::vector<uint32_t> kt = pbuf(p.E, kt_ld);
+    std::vector<float> dqt(pairs ? size_t(p.E * kQ) : 0);
     const Vec<T> lanes = lane_numbers<T>();
     const T scale = T(p.scale);
 #pragma omp for schedule(dynamic)
@@ -330,9 +399,14 @@ void backward(const AttentionProblem& p, const AttentionGrads& gr) {
         q_row = p.q_row, k_row = p.k_row, v_row = p.v_row, g_row = gr.grad_rows.row, o_row = gr.out_rows.row;
         dq_row = gr.dq_rows.row, dk_row = gr.dk_rows.row, dv_row = gr.dv_rows.row;
       } else if constexpr (std::is_same_v<T, float>) {
-        widen_rows(p.q, p.q_off[b], p.q_row, p.E, 0, p.L, qw.data());
-        widen_rows(p.k, p.k_off[b], p.k_row, p.E, 0, p.S, kw.data());
-        widen_rows(p.v, p.v_off[b], p.v_row, p.Ev, 0, p.S, vw.data());
+        if (pairs) {
+          amx_bf16::pair_rows(static_cast<const uint16_t*>(p.k) + p.k_off[b], p.k_row, p.S, p.E, kp.data(), p.E);
+          transpose_plane(kp.data(), p.E, kt.data(), kt_ld, p.E, (p.S + 1) / 2);  // the padding stays zero
+        } else {
+          widen_rows(p.q, p.q_off[b], p.q_row, p.E, 0, p.L, qw.data());
+          widen_rows(p.k, p.k_off[b], p.k_row, p.E, 0, p.S, kw.data());
+          widen_rows(p.v, p.v_off[b], p.v_row, p.Ev, 0, p.S, vw.data());
+        }
         widen_rows(gr.grad, gr.grad_rows.off[b], gr.grad_rows.row, p.Ev, 0, p.L, gw.data());
         widen_rows(gr.out, gr.out_rows.off[b], gr.out_rows.row, p.Ev, 0, p.L, ow.data());
       }
@@ -348,8 +422,18 @@ void backward(const AttentionProblem& p, const AttentionGrads& gr) {
       for (int64_t i0 = 0; i0 < p.L; i0 += kQ) {
         const int64_t i1 = std::min(p.L, i0 + kQ), nr = i1 - i0, width = (nr + W - 1) / W * W;
         const int64_t kend = p.causal ? std::min(p.S, i1) : p.S;
-        transpose_tile(q, q_row, p.E, i0, i1, qt.data(), kQ, i0 + width);
-        transpose_tile(g, g_row, p.Ev, i0, i1, gt.data(), kQ, i0 + width);
+        if (pairs) {
+          const uint16_t* q16 = static_cast<const uint16_t*>(p.q) + p.q_off[b] + i0 * p.q_row;
+          const uint16_t* g16 = static_cast<const uint16_t*>(gr.grad) + gr.grad_rows.off[b] + i0 * gr.grad_rows.row;
+          transpose_tile(pairs_at(p.q, p.q_off[b]), p.q_row / 2, p.E / 2, i0, i1, qp.data(), kQ, i0 + width);
+          transpose_tile(pairs_at(gr.grad, gr.grad_rows.off[b]), gr.grad_rows.row / 2, p.Ev / 2, i0, i1, gp.data(), kQ, i0 + width);
+          amx_bf16::pair_rows(q16, p.q_row, nr, p.E, qq.data(), p.E);
+          amx_bf16::pair_rows(g16, gr.grad_rows.row, nr, p.Ev, gq.data(), p.Ev);
+          std::fill(dqt.begin(), dqt.end(), 0.0f);
+        } else {
+          transpose_tile(q, q_row, p.E, i0, i1, qt.data(), kQ, i0 + width);
+          transpose_tile(g, g_row, p.Ev, i0, i1, gt.data(), kQ, i0 + width);
+        }
         // padding lanes: lse +inf makes their weights 0
         std::copy(lse + i0, lse + i1, lt.begin());
         std::fill(lt.begin() + nr, lt.end(), std::numeric_limits<T>::infinity());
@@ -357,8 +441,18 @@ void backward(const AttentionProblem& p, const AttentionGrads& gr) {
         std::fill(dt.begin() + nr, dt.end(), T(0));
         for (int64_t j0 = 0; j0 < kend; j0 += kK) {
           const int64_t nk = std::min(kend, j0 + kK) - j0;
-          tile_gemm(nk, width, p.E, k + j0 * k_row, k_row, int64_t(1), qt.data(), kQ, st.data(), kQ, false);
-          tile_gemm(nk, width, p.Ev, v + j0 * v_row, v_row, int64_t(1), gt.data(), kQ, dst.data(), kQ, false);
+          if constexpr (std::is_same_v<T, float>) {
+            if (pairs) {
+              amx_bf16::tile(nk, width, p.E / 2, pairs_at(p.k, p.k_off[b] + j0 * p.k_row), p.k_row / 2, qp.data(), kQ,
+                             st.data(), kQ, false);
+              amx_bf16::tile(nk, width, p.Ev / 2, pairs_at(p.v, p.v_off[b] + j0 * p.v_row), p.v_row / 2, gp.data(), kQ,
+                             dst.data(), kQ, false);
+            }
+          }
+          if (!pairs) {
+            tile_gemm(nk, width, p.E, k + j0 * k_row, k_row, int64_t(1), qt.data(), kQ, st.data(), kQ, false);
+            tile_gemm(nk, width, p.Ev, v + j0 * v_row, v_row, int64_t(1), gt.data(), kQ, dst.data(), kQ, false);
+          }
           for (int64_t c0 = 0; c0 < width; c0 += W) {
             const Vec<T> rows = lanes + T(i0 + c0), l = load(lt.data() + c0), di = load(dt.data() + c0);
             for (int64_t j = 0; j < nk; ++j) {
@@ -369,9 +463,29 @@ void backward(const AttentionProblem& p, const AttentionGrads& gr) {
               store(dj, pv * (load(dj) - di) * scale);  // d(loss)/d(q.k)
             }
           }
-          tile_gemm(nr, p.E, nk, dst.data(), int64_t(1), kQ, k + j0 * k_row, k_row, dq + i0 * dq_row, dq_row, true);
-          tile_gemm(nk, p.Ev, nr, st.data(), kQ, int64_t(1), g + i0 * g_row, g_row, dv + j0 * dv_row, dv_row, true);
-          tile_gemm(nk, p.E, nr, dst.data(), kQ, int64_t(1), q + i0 * q_row, q_row, dk + j0 * dk_row, dk_row, true);
+          if constexpr (std::is_same_v<T, float>) {
+            if (pairs) {
+              const int64_t kpairs = amx_pairs((nk + 1) / 2), qpairs = (nr + 1) / 2;
+              amx_bf16::pair_rows(dst.data(), kQ, nk, width, sp.data(), kQ);
+              zero_pairs(sp.data(), (nk + 1) / 2, kpairs, kQ);
+              amx_bf16::tile(p.E, width, kpairs, kt.data() + j0 / 2, kt_ld, sp.data(), kQ, dqt.data(), kQ, true);
+              f32_to_bf16(st.data(), reinterpret_cast<uint16_t*>(pq.data()), nk * kQ);
+              amx_bf16::tile(nk, p.Ev, qpairs, pq.data(), kQ / 2, gq.data(), p.Ev, dv + j0 * dv_row, dv_row, true);
+              f32_to_bf16(dst.data(), reinterpret_cast<uint16_t*>(sq.data()), nk * kQ);
+              amx_bf16::tile(nk, p.E, qpairs, sq.data(), kQ / 2, qq.data(), p.E, dk + j0 * dk_row, dk_row, true);
+            }
+          }
+          if (!pairs) {
+            tile_gemm(nr, p.E, nk, dst.data(), int64_t(1), kQ, k + j0 * k_row, k_row, dq + i0 * dq_row, dq_row, true);
+            tile_gemm(nk, p.Ev, nr, st.data(), kQ, int64_t(1), g + i0 * g_row, g_row, dv + j0 * dv_row, dv_row, true);
+            tile_gemm(nk, p.E, nr, dst.data(), kQ, int64_t(1), q + i0 * q_row, q_row, dk + j0 * dk_row, dk_row, true);
+          }
+        }
+        // the tile's dq, summed transposed, into its rows (no other tile writes them)
+        if constexpr (std::is_same_v<T, float>) {
+          if (pairs)
+            transpose_plane(reinterpret_cast<const uint32_t*>(dqt.data()), kQ, reinterpret_cast<uint32_t*>(dq + i0 * dq_row),
+                            dq_row, nr, p.E);
         }
       }
       if constexpr (std::is_same_v<T, float>) {
@@ -385,6 +499,7 @@ void backward(const AttentionProblem& p, const AttentionGrads& gr) {
         }
       }
     }
+    if (pairs) amx_bf16::release();
   }
 }
 
