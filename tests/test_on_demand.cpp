@@ -57,3 +57,37 @@ TEST_CASE("on demand: an input is acquired before the first step reading it (or 
   // unless that result goes only to another graph run (a training forward's saved values), which acquires it
   CHECK(run_recorded(", %wt", 1) == std::vector<std::string>{"acquire 1", "last 1 (1 outputs)", "acquire 2", "last 2 (1 outputs)"});
 }
+
+TEST_CASE("on demand: a compiled backward recomputes what it reads of such memory just before its first reader") {
+  // two layers, a unit each: x * w + b recomputed for the matmul's weight gradient (its inputs are free to
+  // keep). Recomputed at the backward's top, both units were acquired there and the first held to the end.
+  Function f = trace([](const Tensors& in) {
+    Tensor y1 = matmul(in[0] * in[1] + in[2], in[3]);
+    return Tensors{sum(matmul(y1 * in[4] + in[5], in[6]))};
+  }, {randn({4, 8}), randn({8}), randn({8}), randn({8, 8}), randn({8}), randn({8}), randn({8, 8})});
+  Function c = compile(f);
+  manual_seed(3);
+  Tensors in{randn({4, 8})};
+  for (int i = 0; i < 2; ++i)
+    for (Shape s : {Shape{8}, Shape{8}, Shape{8, 8}}) in.push_back(randn(s).requires_grad_(true));
+  c(in).at(0).backward();  // an entry for memory of its own
+  auto owner = std::make_shared<Recorder>();
+  for (size_t i = 1; i < in.size(); ++i) set_on_demand(in[i].storage().get(), owner, i < 4 ? 1 : 2);
+  Tensor loss = c(in).at(0);
+  CHECK(compile_stats(c).last_miss_reason == "input 1 now has memory filled on demand");
+  owner->events.clear();
+  loss.backward();
+  std::vector<std::string> backward = owner->events;
+  for (size_t i = 1; i < in.size(); ++i) set_on_demand(in[i].storage().get(), {}, 0);
+  auto at = [&](const std::string& e) { return std::find(backward.begin(), backward.end(), e) - backward.begin(); };
+  auto last = [&](int key) {
+    return std::find_if(backward.begin(), backward.end(), [&](const std::string& e) { return e.rfind(fmt::format("last {}", key), 0) == 0; }) - backward.begin();
+  };
+  std::string seen;
+  for (const std::string& e : backward) seen += e + "; ";
+  CAPTURE(seen);
+  // the second layer's gradients come first: its unit is done with before the first's is acquired
+  CHECK(at("acquire 2") == 0);
+  CHECK(last(2) < at("acquire 1"));
+  CHECK(last(1) < std::ptrdiff_t(backward.size()));
+}
