@@ -1,7 +1,8 @@
 #pragma once
 // The key of a compiled function's cache: per input its kind and, for a tensor, dtype, sizes,
-// contiguity, device, requires_grad and whether its memory is filled on demand; and grad mode. A dim made symbolic (kSymbolicDim) matches
-// every size. A miss says which of these changed, in words the log and CacheStats carry.
+// contiguity, device, requires_grad and whether its memory is filled on demand; and grad mode. A dim
+// made symbolic (kSymbolicDim) matches every size. A miss says which of these changed, in words the
+// log and CacheStats carry.
 #include <cstdint>
 #include <memory>
 #include <set>

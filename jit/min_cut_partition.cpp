@@ -155,7 +155,6 @@ void erase_inputs(ir::Graph& g, size_t first, size_t last) {
   for (size_t i = last; i-- > first;) g.block()->erase_input(i);
 }
 
-
 // The backward as autograd's engine runs it: a node no tangent reaches (a recomputation, or arithmetic on
 // saved values alone) runs just before the first node that reads it, not at the top where the copy of the
 // joint graph leaves it (torch's partitioner reorders its backward the same way). At the top, every
@@ -193,6 +192,7 @@ void run_recomputations_late(ir::Graph& g, size_t num_tangents) {
     if (waiting.erase(n)) place(n);
   for (ir::Node* n : order) n->move_before(b.return_node());
 }
+
 }  // namespace
 
 Partition partition_min_cut(const JointGraph& j, bool recompute_late) {

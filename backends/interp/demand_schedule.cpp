@@ -43,7 +43,7 @@ DemandSchedule::DemandSchedule(const Plan& plan, const std::vector<IValue>& inpu
 // Before every step reading it, not only the first: a run nested in this one (a step that runs another graph
 // over the same memory) hands it back after its own last read, and acquiring what is held costs nothing.
 void DemandSchedule::before(size_t step) {
-  for (auto [k, last] : used_[step]) owners_[k].owner->acquire(owners_[k].key);
+  for (const auto& read : used_[step]) owners_[read.first].owner->acquire(owners_[read.first].key);
 }
 
 void DemandSchedule::after(size_t step, const std::vector<Tensor>& outputs) {
