@@ -1,6 +1,7 @@
 // Memory per rank with the optimizer state sharded (ZeroRedundancyOptimizer, eager/dist/zero.h), or everything
 // (FullyShardedDataParallel, eager/dist/fsdp.h), the figure in docs/dist.md:
 //   mpirun -np 2 build/bench/bench_zero [--shard-gradients | --fsdp | --fsdp-units | --pipeline gpipe|1f1b | --tensor-parallel]
+//   [--compiled] (with --fsdp or --fsdp-units: each step a CompiledTrainStep, its forward and backward compiled graphs)
 //   (and -np 1 for one process)
 // The GPT of samples/gpt.py at nanoGPT's CPU settings (4 layers, 4 heads, width 128, context 64, batch 12,
 // vocab 65), AdamW with weight decay on matrices; each rank trains on its 12 / world rows under
@@ -56,18 +57,25 @@ void report(const std::string& scheme, int64_t peak) {
   }
 }
 
-// Three steps of forward and backward, then the optimizer; the last step's peak above its start.
-int64_t three_steps(optim::Optimizer& opt, const std::function<void()>& forward_backward) {
+// Three steps; the last one's peak above its start.
+int64_t three_steps(const std::function<void()>& step) {
   int64_t peak = 0;
   for (int s = 0; s < 3; ++s) {
-    opt.zero_grad();
     int64_t before = memory_stats().current_bytes;
     reset_peak_memory_stats();
-    forward_backward();
-    opt.step();
+    step();
     peak = memory_stats().peak_bytes - before;
   }
   return peak;
+}
+
+// Three steps of forward and backward, then the optimizer.
+int64_t three_steps(optim::Optimizer& opt, const std::function<void()>& forward_backward) {
+  return three_steps([&] {
+    opt.zero_grad();
+    forward_backward();
+    opt.step();
+  });
 }
 
 // The GPT cut into one stage per rank from its traced forward (the logits of every position), trained on the
@@ -122,7 +130,7 @@ int tensor_parallel_run(std::shared_ptr<ScriptedModule> net) {
 int main(int argc, char** argv) {
   try {
     std::string samples = "samples";
-    bool shard_gradients = false, fully = false, units = false, tensor_parallel = false;
+    bool shard_gradients = false, fully = false, units = false, tensor_parallel = false, compiled = false;
     std::string pipeline;  // "gpipe" or "1f1b"
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
@@ -130,6 +138,7 @@ int main(int argc, char** argv) {
       else if (a == "--fsdp") fully = true;
       else if (a == "--fsdp-units") fully = units = true;
       else if (a == "--tensor-parallel") tensor_parallel = true;
+      else if (a == "--compiled") compiled = true;
       else if (a == "--pipeline" && i + 1 < argc) pipeline = argv[++i];
       else samples = a;
     }
@@ -157,11 +166,23 @@ int main(int argc, char** argv) {
     }
     int64_t rows = 12 / world;
     Tensor x = randint(0, 65, {rows, 64}), y = randint(0, 65, {rows, 64});
-    int64_t peak = three_steps(*opt, [&] {
-      if (fsdp && !units) fsdp->gather();
-      net->call({x, y}).at(0).elements().at(1).to_tensor().backward();
-    });
-    report(units ? ", fully sharded, a unit per block" : fully ? ", fully sharded" : shard_gradients ? ", gradients sharded" : "", peak);
+    auto loss = [&](const Tensor& a, const Tensor& b) { return net->call({a, b}).at(0).elements().at(1).to_tensor(); };
+    int64_t peak = 0;
+    if (compiled) {
+      if (!fsdp) fail("bench_zero: --compiled goes with --fsdp or --fsdp-units");
+      CompiledTrainStep step(*net, [&](const std::vector<Tensor>& b) { return loss(b[0], b[1]); }, *opt);
+      peak = three_steps([&] {
+        if (!units) fsdp->gather();  // units: the compiled graphs gather what they read
+        step({x, y});
+      });
+    } else {
+      peak = three_steps(*opt, [&] {
+        if (fsdp && !units) fsdp->gather();
+        loss(x, y).backward();
+      });
+    }
+    std::string scheme = units ? ", fully sharded, a unit per block" : fully ? ", fully sharded" : shard_gradients ? ", gradients sharded" : "";
+    report(scheme + (compiled ? ", compiled step" : ""), peak);
     dist::destroy_process_group();
     return 0;
   } catch (const std::exception& e) {

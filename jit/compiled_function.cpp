@@ -285,7 +285,8 @@ class CompiledFunction final : public Function::Executor {
  private:
   std::shared_ptr<TrainEntry> add_train_entry_locked(Signature sig, const JointGraph& joint,
                                                      std::chrono::steady_clock::time_point t0) {
-    Partition part = partition_min_cut(joint);
+    bool on_demand = std::any_of(sig.inputs.begin(), sig.inputs.end(), [](const InputSig& in) { return in.on_demand; });
+    Partition part = partition_min_cut(joint, on_demand);
     auto e = std::make_shared<TrainEntry>();
     e->sig = sig;
     Choice c = choose(sig);

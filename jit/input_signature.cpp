@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "eager/on_demand.h"
 #include "jit/ir_utils.h"
 
 namespace kiln::jit {
@@ -27,6 +28,9 @@ std::string_view kind_name(InputKind k) {
   return "?";
 }
 
+// Registered storages only exist where some are (no look-up, no lock, otherwise).
+bool is_on_demand(const Tensor& t, bool any) { return any && on_demand(t.storage().get()).has_value(); }
+
 std::string sig_str(const InputSig& s) {
   if (s.kind != InputKind::Tensor) return std::string(kind_name(s.kind));
   std::string d;
@@ -35,8 +39,8 @@ std::string sig_str(const InputSig& s) {
     if (i) d += ',';
     d += s.dims[i] == kSymbolicDim ? std::string("?") : std::to_string(s.dims[i]);
   }
-  return fmt::format("{}[{}]{}{}", ir::dtype_short_name(s.dtype), d, s.contiguous ? "" : " strided",
-                     s.requires_grad ? " requires_grad" : "");
+  return fmt::format("{}[{}]{}{}{}", ir::dtype_short_name(s.dtype), d, s.contiguous ? "" : " strided",
+                     s.requires_grad ? " requires_grad" : "", s.on_demand ? " on demand" : "");
 }
 
 }  // namespace
@@ -45,6 +49,7 @@ Signature signature_of(const std::vector<IValue>& inputs, bool grad_mode, const 
   Signature s;
   s.grad_mode = grad_mode;
   s.inputs.reserve(inputs.size());
+  const bool any = any_on_demand();
   for (size_t i = 0; i < inputs.size(); ++i) {
     const IValue& v = inputs[i];
     InputSig in;
@@ -56,6 +61,7 @@ Signature signature_of(const std::vector<IValue>& inputs, bool grad_mode, const 
       in.contiguous = t.is_contiguous();
       in.device = t.device();
       in.requires_grad = t.requires_grad();
+      in.on_demand = is_on_demand(t, any);
       if (symbolic)
         for (size_t d = 0; d < in.dims.size(); ++d)
           if (symbolic->count({int(i), int(d)})) in.dims[d] = kSymbolicDim;
@@ -67,6 +73,7 @@ Signature signature_of(const std::vector<IValue>& inputs, bool grad_mode, const 
 
 bool matches(const Signature& s, const std::vector<IValue>& inputs, bool grad_mode) {
   if (s.grad_mode != grad_mode || s.inputs.size() != inputs.size()) return false;
+  const bool any = any_on_demand();
   for (size_t i = 0; i < inputs.size(); ++i) {
     const InputSig& want = s.inputs[i];
     const IValue& v = inputs[i];
@@ -82,6 +89,7 @@ bool matches(const Signature& s, const std::vector<IValue>& inputs, bool grad_mo
     for (size_t d = 0; d < want.dims.size(); ++d)
       if (want.dims[d] != kSymbolicDim && want.dims[d] != impl->sizes[d]) return false;
     if (t.is_contiguous() != want.contiguous || !(t.device() == want.device)) return false;
+    if (is_on_demand(t, any) != want.on_demand) return false;
   }
   return true;
 }
@@ -103,6 +111,7 @@ std::string miss_reason(const Signature& before, const Signature& now, std::pair
       }
     if (a.contiguous != b.contiguous) return fmt::format("input {} contiguity changed", i);
     if (!(a.device == b.device)) return fmt::format("input {} device changed {} -> {}", i, a.device.str(), b.device.str());
+    if (a.on_demand != b.on_demand) return fmt::format("input {} {} memory filled on demand", i, b.on_demand ? "now has" : "no longer has");
     return fmt::format("input {} requires_grad changed", i);
   }
   return "signature changed";

@@ -1,7 +1,8 @@
 #pragma once
 // The key of a compiled function's cache: per input its kind and, for a tensor, dtype, sizes,
-// contiguity, device and requires_grad; and grad mode. A dim made symbolic (kSymbolicDim) matches
-// every size. A miss says which of these changed, in words the log and CacheStats carry.
+// contiguity, device, requires_grad and whether its memory is filled on demand; and grad mode. A dim
+// made symbolic (kSymbolicDim) matches every size. A miss says which of these changed, in words the
+// log and CacheStats carry.
 #include <cstdint>
 #include <memory>
 #include <set>
@@ -25,6 +26,9 @@ struct InputSig {
   bool contiguous = true;
   Device device;
   bool requires_grad = false;
+  // Its storage's memory is filled on demand (eager/on_demand.h: FSDP's units): the training entry's
+  // backward then recomputes forward values as late as it can (jit/min_cut_partition.h).
+  bool on_demand = false;
   bool operator==(const InputSig&) const = default;
 };
 

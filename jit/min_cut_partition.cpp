@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <functional>
 #include <limits>
 #include <unordered_map>
 #include <unordered_set>
@@ -154,9 +155,47 @@ void erase_inputs(ir::Graph& g, size_t first, size_t last) {
   for (size_t i = last; i-- > first;) g.block()->erase_input(i);
 }
 
+// The backward as autograd's engine runs it: a node no tangent reaches (a recomputation, or arithmetic on
+// saved values alone) runs just before the first node that reads it, not at the top where the copy of the
+// joint graph leaves it (torch's partitioner reorders its backward the same way). At the top, every
+// recomputed value and every forward input it reads is held from the backward's start: a GPT's layer
+// norms for every block at once, and with them every FSDP unit (gathered at a graph's first read).
+void run_recomputations_late(ir::Graph& g, size_t num_tangents) {
+  ir::Block& b = *g.block();
+  std::unordered_set<const ir::Value*> reached;
+  for (size_t i = g.inputs().size() - num_tangents; i < g.inputs().size(); ++i) reached.insert(g.inputs()[i]);
+  std::vector<ir::Node*> nodes;
+  for (ir::Node* n : b.nodes()) nodes.push_back(n);
+  std::unordered_set<const ir::Node*> waiting;  // nodes that go just before their first reader
+  for (ir::Node* n : nodes) {
+    bool tangent = false;
+    for (const ir::Value* in : n->inputs()) tangent |= reached.count(in) > 0;
+    if (tangent) {
+      for (const ir::Value* o : n->outputs()) reached.insert(o);
+    } else if (n->blocks().empty() && is_pure(*n)) {
+      waiting.insert(n);
+    }
+  }
+  std::vector<ir::Node*> order;
+  std::function<void(ir::Node*)> place = [&](ir::Node* n) {
+    std::vector<ir::Value*> reads(n->inputs().begin(), n->inputs().end());
+    for (ir::Block* inner : n->blocks())
+      for_each_node(*inner, [&](ir::Node* m) { reads.insert(reads.end(), m->inputs().begin(), m->inputs().end()); });
+    for (ir::Value* in : reads)
+      if (waiting.erase(in->node())) place(in->node());
+    order.push_back(n);
+  };
+  std::unordered_set<const ir::Node*> sinks(waiting.begin(), waiting.end());
+  for (ir::Node* n : nodes)
+    if (!sinks.count(n)) place(n);
+  for (ir::Node* n : nodes)  // what only the graph's outputs read
+    if (waiting.erase(n)) place(n);
+  for (ir::Node* n : order) n->move_before(b.return_node());
+}
+
 }  // namespace
 
-Partition partition_min_cut(const JointGraph& j) {
+Partition partition_min_cut(const JointGraph& j, bool recompute_late) {
   const ir::Graph& jg = *j.graph;
   const size_t np = j.num_primals, nt = jg.inputs().size() - np;
   // Which values depend on a tangent (backward) and which on a primal that requires grad.
@@ -290,6 +329,7 @@ Partition partition_min_cut(const JointGraph& j) {
   for (size_t s = 0; s < saved.size(); ++s) b.env.at(saved[s])->replace_all_uses_with(saved_in[s]);
   drop_unread_draws(*b.g);
   erase_inputs(*b.g, 0, np + nt);
+  if (recompute_late) run_recomputations_late(*b.g, nt);
   p.backward = b.g;
   return p;
 }

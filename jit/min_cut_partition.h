@@ -25,6 +25,10 @@ struct Partition {
   int64_t recomputed_nodes = 0;         // forward ops the backward runs again
 };
 
-Partition partition_min_cut(const JointGraph& j);
+// recompute_late: the backward runs each recomputation just before its first reader, not at its start
+// (for a forward input whose memory is filled on demand, eager/on_demand.h: the backward's run gathers an
+// FSDP unit at its first read of it, which would otherwise be the start for every unit whose layer norm
+// it recomputes). Off, the recomputations stay together at the top, where fusion merges them into fewer kernels.
+Partition partition_min_cut(const JointGraph& j, bool recompute_late = false);
 
 }  // namespace kiln::jit

@@ -25,7 +25,6 @@ DemandSchedule::DemandSchedule(const Plan& plan, const std::vector<IValue>& inpu
   if (owners_.empty()) return;
   const std::vector<InputReads>& reads = plan.input_reads();
   size_t steps = plan.block_plan(*plan.graph().block()).steps.size();
-  acquire_.resize(steps);
   used_.resize(steps);
   for (size_t k = 0; k < owners_.size(); ++k) {
     std::vector<size_t> at;
@@ -37,13 +36,14 @@ DemandSchedule::DemandSchedule(const Plan& plan, const std::vector<IValue>& inpu
     if (at.empty()) continue;
     std::sort(at.begin(), at.end());
     at.erase(std::unique(at.begin(), at.end()), at.end());
-    acquire_[at.front()].push_back(k);
     for (size_t s : at) used_[s].emplace_back(k, s == at.back() && !returned);
   }
 }
 
+// Before every step reading it, not only the first: a run nested in this one (a step that runs another graph
+// over the same memory) hands it back after its own last read, and acquiring what is held costs nothing.
 void DemandSchedule::before(size_t step) {
-  for (size_t k : acquire_[step]) owners_[k].owner->acquire(owners_[k].key);
+  for (const auto& read : used_[step]) owners_[read.first].owner->acquire(owners_[read.first].key);
 }
 
 void DemandSchedule::after(size_t step, const std::vector<Tensor>& outputs) {

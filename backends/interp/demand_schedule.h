@@ -1,7 +1,8 @@
 #pragma once
 // A run's inputs whose memory an owner fills on demand (eager/on_demand.h): the owners are asked to
-// acquire each before the first top-level step reading it (input_reads.h) and told after each step that
-// read it, the last one marked, so a graph holds such memory only between its first and last read.
+// acquire each before every top-level step reading it (input_reads.h) and told after each such step, the
+// last one marked, so a graph holds such memory only between its first and last read, and a nested run
+// that handed it back early costs the outer run a second acquire, not a read of released memory.
 #include <cstddef>
 #include <utility>
 #include <vector>
@@ -22,8 +23,7 @@ class DemandSchedule {
 
  private:
   std::vector<OnDemand> owners_;  // one per (owner, key) read by the run
-  std::vector<std::vector<size_t>> acquire_;              // per step: owners_ to acquire
-  std::vector<std::vector<std::pair<size_t, bool>>> used_;  // per step: owners_ to tell, and whether last
+  std::vector<std::vector<std::pair<size_t, bool>>> used_;  // per step: owners_ it reads, and whether last
 };
 
 }  // namespace kiln::interp

@@ -9,6 +9,7 @@
 #include "eager/dist/ddp.h"
 #include "eager/dist/fsdp.h"
 #include "eager/dist/zero.h"
+#include "eager/on_demand.h"
 #include "jit/train_step.h"
 #include "samples/digits_models.h"
 #include "script_frontend/script.h"
@@ -76,6 +77,29 @@ Model deep_mlp() {
   auto net = std::make_shared<nn::Sequential>(layers);
   return {net, [net](const Tensor& a, const Tensor& b) { return cross_entropy((*net)(a), b); }, x, y};
 }
+
+// A GPT block's parameter bytes and the whole model's, as FSDP pads them to a multiple of the ranks.
+std::pair<int64_t, int64_t> block_and_total_bytes(const Model& m) {
+  int64_t unit = 0, total = 0;
+  for (auto& [n, p] : m.net->named_parameters()) {
+    total += p.numel();
+    if (n.rfind("transformer.h.0.", 0) == 0) unit += p.numel();
+  }
+  auto pad = [](int64_t n) { return (n + world() - 1) / world() * world() * 4; };
+  return {pad(unit), pad(total)};
+}
+
+// Forwards to FSDP's own owner of a unit's memory (eager/on_demand.h) and notes what the rank holds
+// gathered after each acquire: the most a graph's run holds at once.
+struct WatchGathers : OnDemandOwner {
+  std::shared_ptr<OnDemandOwner> fsdp_owner;
+  std::function<void()> acquired;
+  void acquire(size_t key) override {
+    fsdp_owner->acquire(key);
+    acquired();
+  }
+  void used(size_t key, const std::vector<Tensor>& outputs, bool last) override { fsdp_owner->used(key, outputs, last); }
+};
 
 Run train(Model m, Mode mode, int steps, const dist::FsdpOptions& fsdp_options = {}) {
   bool sharded = mode != Mode::Whole && mode != Mode::WholeCompiled;
@@ -282,15 +306,7 @@ TEST_CASE("fsdp: a scripted GPT's graph gathers its blocks one at a time, and tr
   int64_t unit = 0, total = 0;
   auto forward_peak = [&](const dist::FsdpOptions& o) {
     Model m = gpt4();
-    unit = 0;
-    total = 0;
-    for (auto& [n, p] : m.net->named_parameters()) {
-      total += p.numel();
-      if (n.rfind("transformer.h.0.", 0) == 0) unit += p.numel();
-    }
-    auto pad = [](int64_t n) { return (n + world() - 1) / world() * world() * 4; };
-    unit = pad(unit);
-    total = pad(total);
+    std::tie(unit, total) = block_and_total_bytes(m);
     auto fsdp = std::make_shared<dist::FullyShardedDataParallel>(m.net, std::vector<optim::ParamGroup>{}, o);
     int64_t part = m.x.size(0) / world();
     Tensor x = m.x.slice(0, rank() * part, (rank() + 1) * part), y = m.y.slice(0, rank() * part, (rank() + 1) * part);
@@ -320,6 +336,58 @@ TEST_CASE("fsdp: a scripted GPT's graph gathers its blocks one at a time, and tr
   Model m = gpt4();
   check_error([&] { dist::FullyShardedDataParallel(m.net, {}, {{"transformer.h.0", "transformer.h.4"}}); },
               "FullyShardedDataParallel: unit 'transformer.h.4' is not a submodule of the module (its submodules: lm_head, transformer,");
+}
+
+TEST_CASE("fsdp: a scripted GPT's compiled backward gathers its blocks one at a time, as its forward does") {
+  // the backward graph recomputes each block's layer norms from their saved statistics; run at its top, as
+  // they were, those reads gathered every block at the backward's start (min_cut_partition.h's recompute_late)
+  dist::FsdpOptions units;
+  for (int i = 0; i < 4; ++i) units.units.push_back(fmt::format("transformer.h.{}", i));
+  Model m = gpt_layers(4, 16);
+  auto [unit, total] = block_and_total_bytes(m);
+  int64_t root = total - 4 * unit;
+  auto fsdp = std::make_shared<dist::FullyShardedDataParallel>(m.net, std::vector<optim::ParamGroup>{}, units);
+  optim::AdamW opt(fsdp->shard_groups(), optim::AdamOptions{});
+  auto watch = std::make_shared<WatchGathers>();
+  int64_t most = 0;
+  watch->acquired = [&] { most = std::max(most, fsdp->gathered_bytes()); };
+  std::vector<std::pair<const Storage*, size_t>> watched;
+  for (const Tensor& p : m.net->parameters()) {
+    std::optional<OnDemand> d = on_demand(p.storage().get());
+    REQUIRE(d);
+    if (d->owner == watch) continue;  // a unit's parameters share its buffer's storage
+    watch->fsdp_owner = d->owner;
+    set_on_demand(p.storage().get(), watch, d->key);
+    watched.emplace_back(p.storage().get(), d->key);
+  }
+  int64_t part = m.x.size(0) / world();
+  Tensor x = m.x.slice(0, rank() * part, (rank() + 1) * part), y = m.y.slice(0, rank() * part, (rank() + 1) * part);
+  CompiledTrainStep step(*m.net, [&m](const std::vector<Tensor>& b) { return m.loss(b[0], b[1]); }, opt);
+  step({x, y});  // records and compiles the step
+  // then its compiled forward, and its compiled backward measured alone
+  int64_t shards = memory_stats().category_bytes[size_t(MemoryCategory::Parameter)];
+  most = 0;
+  Tensor loss = step.function()({x, y}).at(0);
+  int64_t most_forward = most;
+  opt.zero_grad();
+  most = 0;
+  reset_peak_memory_stats();
+  loss.backward();
+  int64_t at_peak = memory_stats().category_peak_bytes[size_t(MemoryCategory::Parameter)] - shards;
+  CHECK(fsdp->gathered_bytes() == 0);
+  CHECK(fsdp->reductions() == 2);
+  opt.step();
+  if (rank() == 0)
+    MESSAGE("scripted GPT's compiled step, 4 units: parameter bytes gathered at most in its forward " << most_forward << ", in its backward "
+            << most << " (at the backward's peak " << at_peak << "); a block " << unit << ", the root " << root << ", all " << total);
+  for (int64_t seen : {most_forward, most}) {
+    CHECK(seen >= root + unit);
+    CHECK(seen < root + 2 * unit);  // the allocator rounds each buffer up a little: one block and the root
+    CHECK(seen < total / 2);
+  }
+  CHECK(at_peak <= root + 2 * unit);
+  CHECK(at_peak < total / 2);
+  for (auto [s, key] : watched) set_on_demand(s, watch->fsdp_owner, key);
 }
 
 TEST_CASE("zero: gradients reduced bucket by bucket during backward lower the step's peak, and the misuses raise") {
