@@ -38,6 +38,7 @@ const std::vector<Pass>& all_passes() {
       {"fuse_horizontal", "independent groups over one iteration space into one kernel",
        [](ir::Graph& g) { return fuse_horizontal(g); },
        [](ir::Graph& g, const PipelineOptions& o) { return fuse_horizontal(g, o.backend); }},
+      {"gelu_shares_erf", "gelu(x) in a group that saves its derivative reuses the derivative's erf", gelu_shares_erf},
       {"memory_report", "reports the peak with liveness-based buffer reuse (the executor frees dead values)", report_memory},
   };
   return passes;

@@ -51,6 +51,26 @@ bool independent(ir::Node* a, ir::Node* b) {
   return true;
 }
 
+// b may move up to just after a: everything it reads is defined before a (so nothing of a's either).
+bool hoistable(ir::Node* a, ir::Node* b) {
+  for (ir::Value* v : b->inputs()) {
+    ir::Node* d = v->node();
+    if (d->owning_block() == a->owning_block() && d->prim() != ir::Prim::Param && !d->is_before(a)) return false;
+  }
+  return true;
+}
+
+bool share_input(const ir::Node& a, const ir::Node& b) {
+  for (const ir::Value* v : a.inputs())
+    for (const ir::Value* w : b.inputs())
+      if (v == w && !tensor_constant(v)) return true;
+  return false;
+}
+
+std::vector<ir::Node*> members_of(ir::Node* n) {
+  return n->prim() == ir::Prim::FusionGroup ? inline_group(n) : std::vector<ir::Node*>{n};
+}
+
 int64_t merge_block(ir::Graph& g, ir::Block& blk, const Backend* backend) {
   int64_t merged = 0;
   for (bool again = true; again;) {
@@ -58,22 +78,39 @@ int64_t merge_block(ir::Graph& g, ir::Block& blk, const Backend* backend) {
     std::vector<ir::Node*> cands;
     for (ir::Node* n : blk.nodes())
       if (candidate(*n, backend)) cands.push_back(n);
-    for (size_t i = 0; i < cands.size() && !again; ++i)
-      for (size_t j = i + 1; j < cands.size() && !again; ++j) {
-        ir::Node *a = cands[i], *b = cands[j];
-        auto sa = space_of(*a), sb = space_of(*b);
-        if (!sa || !sb || !(*sa == *sb) || !independent(a, b)) continue;
-        bool lone = a->prim() != ir::Prim::FusionGroup && b->prim() != ir::Prim::FusionGroup;
-        if (lone) continue;  // two single ops: vertical fusion's business, not worth a kernel
-        // a's nodes move to just before b, then both become one group in b's place
-        std::vector<ir::Node*> members = a->prim() == ir::Prim::FusionGroup ? inline_group(a) : std::vector<ir::Node*>{a};
-        for (ir::Node* m : members) m->move_before(b);
-        std::vector<ir::Node*> rest = b->prim() == ir::Prim::FusionGroup ? inline_group(b) : std::vector<ir::Node*>{b};
-        members.insert(members.end(), rest.begin(), rest.end());
-        make_group(g, members);
-        ++merged;
-        again = true;
-      }
+    // pairs reading a common input first (a training forward's gelu and the derivative it saves share x and
+    // its erf: gelu_shares_erf), then any pair
+    for (int round = 0; round < 2 && !again; ++round)
+      for (size_t i = 0; i < cands.size() && !again; ++i)
+        for (size_t j = i + 1; j < cands.size() && !again; ++j) {
+          ir::Node *a = cands[i], *b = cands[j];
+          if (round == 0 && !share_input(*a, *b)) continue;
+          auto sa = space_of(*a), sb = space_of(*b);
+          if (!sa || !sb || !(*sa == *sb)) continue;
+          const bool down = independent(a, b), up = !down && hoistable(a, b);
+          if (!down && !up) continue;
+          bool lone = a->prim() != ir::Prim::FusionGroup && b->prim() != ir::Prim::FusionGroup;
+          if (lone) continue;  // two single ops: vertical fusion's business, not worth a kernel
+          std::vector<ir::Node*> members;
+          if (down) {  // a's nodes move to just before b, then both become one group in b's place
+            members = members_of(a);
+            for (ir::Node* m : members) m->move_before(b);
+            std::vector<ir::Node*> rest = members_of(b);
+            members.insert(members.end(), rest.begin(), rest.end());
+          } else {  // b's nodes move to just after a's (a's results are read before b): the group in a's place
+            std::vector<ir::Node*> rest = members_of(b);
+            members = members_of(a);
+            ir::Node* after = members.back();
+            for (ir::Node* m : rest) {
+              m->move_after(after);
+              after = m;
+            }
+            members.insert(members.end(), rest.begin(), rest.end());
+          }
+          make_group(g, members);
+          ++merged;
+          again = true;
+        }
   }
   if (merged > 0) drop_unused_constants(blk);
   return merged;

@@ -25,6 +25,7 @@ PassResult fuse_scatter_zeros(ir::Graph& g);     // fuse_scatter_zeros.cpp
 // The fusion passes build groups `backend` can compile (Backend::can_fuse); null: backends::default_fusion_rules().
 PassResult fuse_vertical(ir::Graph& g, const Backend* backend = nullptr);    // fuse_vertical.cpp
 PassResult fuse_horizontal(ir::Graph& g, const Backend* backend = nullptr);  // fuse_horizontal.cpp
+PassResult gelu_shares_erf(ir::Graph& g);        // gelu_shares_erf.cpp
 PassResult report_memory(ir::Graph& g);            // memory_report.cpp
 
 }  // namespace kiln::jit
