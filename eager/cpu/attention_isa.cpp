@@ -188,6 +188,39 @@ template <typename T>
   }
 }
 
+// log of a query's sum of weights, a vector at a time (a scalar logf per query was a tenth of the forward):
+// the sum is 0 (every key masked: -inf), at least 1 (its largest weight is e^0), inf or NaN. Exponent and
+// mantissa apart, Cephes' logf polynomial on [sqrt(1/2), sqrt(2)), within 1 ulp; double rows keep std::log.
+template <typename T>
+[[gnu::always_inline]] inline Vec<T> sum_log(Vec<T> x) {
+  if constexpr (sizeof(T) == 4) {
+    typedef int32_t Bits __attribute__((vector_size(kVecBytes)));
+    const Bits bits = (Bits)x;
+    Bits e = ((bits >> 23) & 0xff) - 126;
+    Vec<T> m = (Vec<T>)((bits & 0x007fffff) | 0x3f000000);  // x = m * 2^e, m in [0.5, 1)
+    const Bits small = m < 0.707106781186547524f;
+    e += small;  // -1 where the mantissa doubles
+    m = (small ? m + m : m) - 1.0f;
+    const Vec<T> z = m * m;
+    Vec<T> y = m * 7.0376836292e-2f - 1.1514610310e-1f;
+    y = y * m + 1.1676998740e-1f;
+    y = y * m - 1.2420140846e-1f;
+    y = y * m + 1.4249322787e-1f;
+    y = y * m - 1.6668057665e-1f;
+    y = y * m + 2.0000714765e-1f;
+    y = y * m - 2.4999993993e-1f;
+    y = y * m + 3.3333331174e-1f;
+    const Vec<T> fe = __builtin_convertvector(e, Vec<T>);
+    y = y * m * z + fe * -2.12194440e-4f - 0.5f * z;
+    const Vec<T> r = m + y + fe * 0.693359375f;
+    const Vec<T> ninf = Vec<T>{} + kNegInf<T>;
+    return x == 0 ? ninf : (x - x != 0 ? x + x : r);  // inf and NaN through x + x
+  } else {
+    for (int64_t l = 0; l < kLanes<T>; ++l) x[l] = std::log(x[l]);
+    return x;
+  }
+}
+
 // Key jg's scaled scores for the lanes' queries r0, r0 + 1, ... (rows: the same as numbers), masked: causal
 // above the diagonal, a bool mask's false and a float mask's values read per lane (lanes at or past
 // `end`, a tile's padding, read nothing).
@@ -255,7 +288,7 @@ void forward(const AttentionProblem& p) {
   const bool widen = bf16 && !pairs;
 #pragma omp parallel if (p.batch * p.L > kQ)
   {
-    std::vector<T> qt(pairs ? 0 : size_t(p.E * kQ)), st(kK * kQ), acc(size_t(p.Ev * kQ)), mx(kQ), sum(kQ);
+    std::vector<T> qt(pairs ? 0 : size_t(p.E * kQ)), st(kK * kQ), acc(size_t(p.Ev * kQ)), mx(kQ), sum(kQ), lt(kQ);
     std::vector<T> qw(widen ? size_t(kQ * p.E) : 0), kw(widen ? size_t(p.S * p.E) : 0), vw(widen ? size_t(p.S * p.Ev) : 0),
         ow(bf16 ? size_t(kQ * p.Ev) : 0);
     // pairs: the tile's queries as feature pairs by lane, the values as key pairs (vp) and transposed (vt, a
@@ -338,11 +371,20 @@ void forward(const AttentionProblem& p) {
       const int64_t o_off = p.out_rows.off[b] + i0 * p.out_rows.row, o_row = bf16 ? p.Ev : p.out_rows.row;
       T* out = bf16 ? ow.data() : static_cast<T*>(p.out) + o_off;
       T* lse = static_cast<T*>(p.lse) + b * p.L + i0;
-      for (int64_t r = 0; r < nr; ++r) {
-        const T inv = T(1) / sum[size_t(r)];
-        for (int64_t c = 0; c < p.Ev; ++c) out[r * o_row + c] = acc[size_t(c * kQ + r)] * inv;
-        lse[r] = mx[size_t(r)] + std::log(sum[size_t(r)]);
+      if constexpr (sizeof(T) == 4) {  // the transposed sums into rows, then each row scaled
+        transpose_plane(reinterpret_cast<const uint32_t*>(acc.data()), kQ, reinterpret_cast<uint32_t*>(out), o_row, nr, p.Ev);
+        for (int64_t r = 0; r < nr; ++r) {
+          const T inv = T(1) / sum[size_t(r)];
+          for (int64_t c = 0; c < p.Ev; ++c) out[r * o_row + c] *= inv;
+        }
+      } else {
+        for (int64_t r = 0; r < nr; ++r) {
+          const T inv = T(1) / sum[size_t(r)];
+          for (int64_t c = 0; c < p.Ev; ++c) out[r * o_row + c] = acc[size_t(c * kQ + r)] * inv;
+        }
       }
+      for (int64_t c0 = 0; c0 < width; c0 += W) store(lt.data() + c0, load(mx.data() + c0) + sum_log<T>(load(sum.data() + c0)));
+      std::copy(lt.begin(), lt.begin() + nr, lse);
       if constexpr (std::is_same_v<T, float>) {
         if (bf16)
           for (int64_t r = 0; r < nr; ++r) narrow_rows(ow.data() + r * p.Ev, p.out, o_off + r * p.out_rows.row, p.Ev);
