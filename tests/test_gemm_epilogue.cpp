@@ -469,7 +469,7 @@ TEST_CASE("gemm epilogue: the kernel declines a block that is not matmul + epilo
   std::string why;
   CHECK(backends::compile_kind(Device::Type::CPU, jit::kGemmKind, *jit::group_graph(*only_gemm_group(*g)), "odd", {},
                               &why) == nullptr);
-  CHECK(why == "sigmoid is not an epilogue step (add, relu, gelu of the previous step)");
+  CHECK(why == "sigmoid is not an epilogue step (add, mul, relu, gelu of the previous step)");
   // it still runs, on the interpreter
   Tensor x = randn({3, 4}), w = randn({4, 5});
   Function c = compile(Function(std::shared_ptr<ir::Graph>(std::move(g)), "odd"));
@@ -510,7 +510,15 @@ TEST_CASE("gemm epilogue: cpu::gemm_epilogue declines what it cannot run") {
   std::optional<Tensor> z = cpu::gemm_epilogue(a, b, relu_add, {r});
   REQUIRE(z.has_value());
   check_close(*z, relu(matmul(a, b)) + r, 1e-5, 1e-6);
-  test::check_error([&] { cpu::gemm_epilogue(a, b, relu_add, {}); }, "gemm epilogue: 0 addends for 1 add steps");
+  test::check_error([&] { cpu::gemm_epilogue(a, b, relu_add, {}); }, "gemm epilogue: 0 operands for 1 add and mul steps");
+  // a factor of the result's shape (the gradient through an activation), and a row of factors
+  Tensor f = randn({3, 5}), row = randn({5});
+  std::optional<Tensor> m = cpu::gemm_epilogue(a, b, {cpu::GemmPostOp::Mul}, {f});
+  REQUIRE(m.has_value());
+  check_close(*m, matmul(a, b) * f, 1e-5, 1e-6);
+  std::optional<Tensor> mr = cpu::gemm_epilogue(a, b, {cpu::GemmPostOp::Mul, cpu::GemmPostOp::Add}, {row, f});
+  REQUIRE(mr.has_value());
+  check_close(*mr, matmul(a, b) * row + f, 1e-5, 1e-6);
 }
 
 // oneDNN's library scratchpad is one buffer for every primitive and ties a primitive to the thread that

@@ -39,16 +39,16 @@ std::optional<GemmLayout> read_layout(const ir::Graph& g, std::string* why) {
       continue;
     }
     if (n->outputs().size() != 1) return no(fmt::format("{} has {} outputs", n->kind_name(), n->outputs().size()));
-    if (n->is_op(OpId::Add) && n->inputs().size() == 2) {
+    if ((n->is_op(OpId::Add) || n->is_op(OpId::Mul)) && n->inputs().size() == 2) {
       const ir::Value* other = n->input(0) == cur ? n->input(1) : n->input(1) == cur ? n->input(0) : nullptr;
       auto i = other ? argument_index(g, other) : std::nullopt;
-      if (!i) return no("an add of the epilogue does not read the previous step and an argument");
-      l.ops.push_back(kiln::cpu::GemmPostOp::Add);
+      if (!i) return no(fmt::format("{} of the epilogue does not read the previous step and an argument", n->kind_name()));
+      l.ops.push_back(n->is_op(OpId::Add) ? kiln::cpu::GemmPostOp::Add : kiln::cpu::GemmPostOp::Mul);
       l.addends.push_back(*i);
     } else if ((n->is_op(OpId::Relu) || n->is_op(OpId::Gelu)) && n->input(0) == cur) {
       l.ops.push_back(n->is_op(OpId::Relu) ? kiln::cpu::GemmPostOp::Relu : kiln::cpu::GemmPostOp::Gelu);
     } else {
-      return no(fmt::format("{} is not an epilogue step (add, relu, gelu of the previous step)", n->kind_name()));
+      return no(fmt::format("{} is not an epilogue step (add, mul, relu, gelu of the previous step)", n->kind_name()));
     }
     cur = n->output();
   }

@@ -107,7 +107,7 @@ struct KeyHash {
 struct Primitive {
   dnnl::matmul prim;
   dnnl::memory::desc a, b, out, scratchpad;
-  std::vector<dnnl::memory::desc> addends;  // one per Add, in order
+  std::vector<dnnl::memory::desc> addends;  // one per Add or Mul, in order
 };
 
 // The engine and the primitives made on it. Never destroyed: primitives must not outlive their engine,
@@ -137,10 +137,12 @@ std::shared_ptr<const Primitive> create(int64_t M, int64_t K, int64_t N, const O
   dnnl::post_ops po;
   size_t k = 0;
   for (GemmPostOp op : ops) switch (op) {
-      case GemmPostOp::Add: {
+      case GemmPostOp::Add:
+      case GemmPostOp::Mul: {
         const Operand& x = adds[k++];
         p->addends.push_back(matrix_desc(x.t.sizes()[0], N, x.strides, out_dt));
-        po.append_binary(dnnl::algorithm::binary_add, p->addends.back());
+        po.append_binary(op == GemmPostOp::Add ? dnnl::algorithm::binary_add : dnnl::algorithm::binary_mul,
+                         p->addends.back());
         break;
       }
       case GemmPostOp::Relu: po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f); break;
@@ -171,8 +173,8 @@ std::optional<Tensor> gemm_epilogue(const Tensor& a, const Tensor& b, const std:
   int64_t M = a.sizes()[0], K = a.sizes()[1], N = b.sizes()[1];
   if (b.sizes()[0] != K || M == 0 || K == 0 || N == 0) return std::nullopt;
   size_t num_adds = 0;
-  for (GemmPostOp op : ops) num_adds += op == GemmPostOp::Add;
-  if (addends.size() != num_adds) fail("gemm epilogue: {} addends for {} add steps", addends.size(), num_adds);
+  for (GemmPostOp op : ops) num_adds += reads_operand(op);
+  if (addends.size() != num_adds) fail("gemm epilogue: {} operands for {} add and mul steps", addends.size(), num_adds);
   // float32 addends to a bf16 product (autocast's Linear plus the float32 residual stream) give a float32
   // result, as promotion does; the product is not rounded to bf16 first
   const DType out_dt = addends.empty() ? dt : addends[0].dtype();
@@ -195,7 +197,7 @@ std::optional<Tensor> gemm_epilogue(const Tensor& a, const Tensor& b, const std:
   size_t k = 0;
   for (GemmPostOp op : ops) {
     key.v[w++] = int64_t(op) + 1;
-    if (op == GemmPostOp::Add) {
+    if (reads_operand(op)) {
       const Operand& x = adds[k++];
       key.v[w++] = x.t.sizes()[0];
       key.v[w++] = x.strides[0];
@@ -224,7 +226,7 @@ std::optional<Tensor> gemm_epilogue(const Tensor& a, const Tensor& b, const std:
   args.emplace(DNNL_ARG_DST, dnnl::memory(p->out, eng, out.raw_data()));
   k = 0;
   for (size_t i = 0; i < ops.size(); ++i)
-    if (ops[i] == GemmPostOp::Add) {
+    if (reads_operand(ops[i])) {
       args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(int(i)) | DNNL_ARG_SRC_1,
                    dnnl::memory(p->addends[k], eng, adds[k].t.raw_data()));
       ++k;

@@ -18,10 +18,14 @@ enum class GemmPostOp : uint8_t {
   Add,   // + an addend: [N] or [1,N] (a bias, the same for every row) or [M,N] (a residual)
   Relu,
   Gelu,  // erf form, ops.def's gelu
+  Mul,   // * a factor of the result's shape (a backward's gradient times the saved derivative of an activation)
 };
 
+// The steps that read an operand (an addend or a factor), one each, in order.
+inline bool reads_operand(GemmPostOp op) { return op == GemmPostOp::Add || op == GemmPostOp::Mul; }
 
-// epilogue(a @ b) for a [M,K] and b [K,N] on the cpu, one addend per Add in `ops`. Any strides with
+
+// epilogue(a @ b) for a [M,K] and b [K,N] on the cpu, one addend per Add or Mul in `ops`. Any strides with
 // one of the two unit-stride: a transposed view of a weight is read in place, not copied (the
 // memory descriptor carries its strides); others are copied first. The primitive is created once per
 // (shapes, strides, post-op list, thread count) and cached. Returns nothing, so the caller falls

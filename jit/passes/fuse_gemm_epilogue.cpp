@@ -2,6 +2,8 @@
 // leading dims are more rows of one GEMM) whose result only feeds an elementwise epilogue — add of a
 // bias broadcast over rows ([N], [1,N], [1,1,N], ...), then relu or gelu (erf form), then add of a
 // residual of the result's shape, each step optional but at least one present — becomes a gemm group.
+// A float32 matmul whose result only feeds a multiply by a value of its shape (the backward's gradient
+// through gelu or relu: the incoming gradient's product times the saved derivative) takes that multiply alone.
 // A bf16 matmul (autocast's Linear) takes relu or gelu, then an add of a float32 residual of the result's
 // shape (the float32 residual stream around autocast's Linears), whose float32 sum ends the chain: under
 // autocast those steps are eager kernels converting to float32 and back, while oneDNN applies them to the
@@ -76,9 +78,9 @@ ir::Node* sole_user(const ir::Value* v) {
   return u->owning_block() == v->node()->owning_block() ? u : nullptr;
 }
 
-// The operand of a binary add other than `v`; null when n is not an add of v and another value.
-ir::Value* other_addend(const ir::Node* n, const ir::Value* v) {
-  if (!n->is_op(OpId::Add) || n->inputs().size() != 2) return nullptr;
+// The operand of a binary `op` other than `v`; null when n is not such an op of v and another value.
+ir::Value* other_operand(const ir::Node* n, OpId op, const ir::Value* v) {
+  if (!n->is_op(op) || n->inputs().size() != 2) return nullptr;
   ir::Value *x = n->input(0), *y = n->input(1);
   if (x == v && y != v) return y;
   if (y == v && x != v) return x;
@@ -101,8 +103,13 @@ std::vector<ir::Node*> epilogue_chain(ir::Node* mm) {
   while (next != Done) {
     ir::Node* u = sole_user(cur);
     if (!u || u->outputs().size() != 1) break;
-    ir::Value* x = other_addend(u, cur);
-    if (dt == DType::BFloat16 && x) {
+    ir::Value* x = other_operand(u, OpId::Add, cur);
+    ir::Value* f = other_operand(u, OpId::Mul, cur);
+    if (f) {
+      // float32 only: a bf16 product would be rounded once where eager rounds it before the multiply
+      if (dt != DType::Float32 || next != Bias || !same_type(f, out) || !same_type(u->output(), out)) break;
+      next = Done;
+    } else if (dt == DType::BFloat16 && x) {
       if (!same_type(x, out, DType::Float32) || !same_type(u->output(), out, DType::Float32)) break;
       next = Done;
     } else if (!same_type(u->output(), out)) {
