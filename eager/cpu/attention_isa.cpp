@@ -261,7 +261,9 @@ bool bf16_pairs(const AttentionProblem& p, const AttentionGrads* g) {
   auto fits = [](int64_t w) { return w % 16 == 0 && (w <= 32 || w % 32 == 0); };
   if (kLanes<float> != 16 || !p.bf16 || !fits(p.E) || !fits(p.Ev) || !amx_bf16::available()) return false;
   return even_rows(p.q, p.q_off, p.q_row, p.batch) && even_rows(p.k, p.k_off, p.k_row, p.batch) &&
-         even_rows(p.v, p.v_off, p.v_row, p.batch) && (!g || even_rows(g->grad, g->grad_rows.off, g->grad_rows.row, p.batch));
+         even_rows(p.v, p.v_off, p.v_row, p.batch) &&
+         (!g || (even_rows(g->grad, g->grad_rows.off, g->grad_rows.row, p.batch) &&
+                 even_rows(g->out, g->out_rows.off, g->out_rows.row, p.batch)));
 }
 
 // The pairs an AMX product sums over (amx_bf16::tile), packed operands padded with zero pairs to it
@@ -270,6 +272,23 @@ inline int64_t amx_pairs(int64_t k2) { return k2 <= 16 ? k2 : (k2 + 15) / 16 * 1
 // rows [from, to) of n pairs, zeroed
 inline void zero_pairs(uint32_t* x, int64_t from, int64_t to, int64_t n) {
   if (to > from) std::fill(x + from * n, x + to * n, 0u);
+}
+
+// d[l] = sum over n rows of a[r][l] . b[r][l] for lanes l < width, each a pair of bf16 (exact as floats): the
+// backward's delta by query from grad and out as feature pairs by lane
+inline void pair_dots(const uint32_t* a, const uint32_t* b, int64_t n, int64_t width, float* d) {
+  typedef uint32_t Bits __attribute__((vector_size(kVecBytes)));
+  constexpr int64_t W = kLanes<float>;
+  for (int64_t c0 = 0; c0 < width; c0 += W) {
+    Vec<float> acc{};
+    for (int64_t r = 0; r < n; ++r) {
+      Bits x, y;
+      __builtin_memcpy(&x, a + r * kQ + c0, sizeof x);
+      __builtin_memcpy(&y, b + r * kQ + c0, sizeof y);
+      acc += (Vec<float>)(x << 16) * (Vec<float>)(y << 16) + (Vec<float>)(x & 0xffff0000u) * (Vec<float>)(y & 0xffff0000u);
+    }
+    store(d + c0, acc);
+  }
 }
 
 // bf16 rows from element offset off viewed as rows of pairs
@@ -403,18 +422,18 @@ void backward(const AttentionProblem& p, const AttentionGrads& gr) {
 #pragma omp parallel if (p.batch * p.L > kQ)
   {
     std::vector<T> qt(pairs ? 0 : size_t(p.E * kQ)), gt(pairs ? 0 : size_t(p.Ev * kQ)), st(kK * kQ), dst(kK * kQ),
-        delta(size_t(p.L)), lt(kQ), dt(kQ);
+        delta(size_t(p.L + kQ)), lt(kQ), dt(kQ);
     // bf16: the head's gradients summed in float and rounded once at the end; its operands widened, or read as
-    // pairs (grad and out widened for delta alone)
+    // pairs
     auto buf = [&](bool use, int64_t rows, int64_t n) { return std::vector<T>(use ? size_t(rows * n) : 0); };
     const bool widen = bf16 && !pairs;
-    std::vector<T> qw = buf(widen, p.L, p.E), kw = buf(widen, p.S, p.E), vw = buf(widen, p.S, p.Ev), gw = buf(bf16, p.L, p.Ev),
-                   ow = buf(bf16, p.L, p.Ev), dqw = buf(bf16, p.L, p.E), dkw = buf(bf16, p.S, p.E), dvw = buf(bf16, p.S, p.Ev);
-    // pairs: the query tile's q and grad as feature pairs by lane (qp, gp) and as query pairs (qq, gq), the
-    // keys as key pairs (kp), a tile's score gradients as key pairs (sp), its weights and score gradients as
-    // query pairs (pq, sq)
+    std::vector<T> qw = buf(widen, p.L, p.E), kw = buf(widen, p.S, p.E), vw = buf(widen, p.S, p.Ev), gw = buf(widen, p.L, p.Ev),
+                   ow = buf(widen, p.L, p.Ev), dqw = buf(bf16, p.L, p.E), dkw = buf(bf16, p.S, p.E), dvw = buf(bf16, p.S, p.Ev);
+    // pairs: the query tile's q, grad and out as feature pairs by lane (qp, gp, op) and q and grad as query
+    // pairs (qq, gq), the keys as key pairs (kp), a tile's score gradients as key pairs (sp), its weights and
+    // score gradients as query pairs (pq, sq)
     auto pbuf = [&](int64_t rows, int64_t n) { return std::vector<uint32_t>(pairs ? size_t(rows * n) : 0); };
-    std::vector<uint32_t> qp = pbuf(p.E / 2, kQ), gp = pbuf(p.Ev / 2, kQ), qq = pbuf(kQ / 2, p.E), gq = pbuf(kQ / 2, p.Ev),
+    std::vector<uint32_t> qp = pbuf(p.E / 2, kQ), gp = pbuf(p.Ev / 2, kQ), op = pbuf(p.Ev / 2, kQ), qq = pbuf(kQ / 2, p.E), gq = pbuf(kQ / 2, p.Ev),
                           kp = pbuf((p.S + 1) / 2, p.E), sp = pbuf(kK / 2, kQ), pq = pbuf(kK, kQ / 2), sq = pbuf(kK, kQ / 2);
     // and the keys transposed (a row per feature), the query tile's dq transposed (a row per feature)
     const int64_t kt_ld = amx_pairs((p.S + 1) / 2);
@@ -448,15 +467,15 @@ void backward(const AttentionProblem& p, const AttentionGrads& gr) {
           widen_rows(p.q, p.q_off[b], p.q_row, p.E, 0, p.L, qw.data());
           widen_rows(p.k, p.k_off[b], p.k_row, p.E, 0, p.S, kw.data());
           widen_rows(p.v, p.v_off[b], p.v_row, p.Ev, 0, p.S, vw.data());
+          widen_rows(gr.grad, gr.grad_rows.off[b], gr.grad_rows.row, p.Ev, 0, p.L, gw.data());
+          widen_rows(gr.out, gr.out_rows.off[b], gr.out_rows.row, p.Ev, 0, p.L, ow.data());
         }
-        widen_rows(gr.grad, gr.grad_rows.off[b], gr.grad_rows.row, p.Ev, 0, p.L, gw.data());
-        widen_rows(gr.out, gr.out_rows.off[b], gr.out_rows.row, p.Ev, 0, p.L, ow.data());
       }
       for (int64_t i = 0; i < p.L; ++i) std::fill_n(dq + i * dq_row, p.E, T(0));
       for (int64_t j = 0; j < p.S; ++j) std::fill_n(dk + j * dk_row, p.E, T(0));
       for (int64_t j = 0; j < p.S; ++j) std::fill_n(dv + j * dv_row, p.Ev, T(0));
       // d(loss)/d(score ij) = P_ij (dP_ij - delta_i), delta_i = sum_c g_ic out_ic - d(loss)/d(lse_i)
-      for (int64_t i = 0; i < p.L; ++i) {
+      for (int64_t i = 0; i < p.L && !pairs; ++i) {  // pairs: by lane from the tiles, below
         T d = 0;
         for (int64_t c = 0; c < p.Ev; ++c) d += g[i * g_row + c] * o[i * o_row + c];
         delta[size_t(i)] = glse ? d - glse[i] : d;
@@ -472,6 +491,9 @@ void backward(const AttentionProblem& p, const AttentionGrads& gr) {
           amx_bf16::pair_rows(q16, p.q_row, nr, p.E, qq.data(), p.E);
           amx_bf16::pair_rows(g16, gr.grad_rows.row, nr, p.Ev, gq.data(), p.Ev);
           std::fill(dqt.begin(), dqt.end(), 0.0f);
+          transpose_tile(pairs_at(gr.out, gr.out_rows.off[b]), gr.out_rows.row / 2, p.Ev / 2, i0, i1, op.data(), kQ, i0 + width);
+          if constexpr (std::is_same_v<T, float>) pair_dots(gp.data(), op.data(), p.Ev / 2, width, delta.data() + i0);
+          for (int64_t r = 0; r < nr && glse; ++r) delta[size_t(i0 + r)] -= glse[i0 + r];
         } else {
           transpose_tile(q, q_row, p.E, i0, i1, qt.data(), kQ, i0 + width);
           transpose_tile(g, g_row, p.Ev, i0, i1, gt.data(), kQ, i0 + width);
