@@ -13,7 +13,7 @@
 
 namespace kiln::cpu {
 
-// conv2d(x, w[, b]) with conv2d's attrs; nothing unless float32 on the cpu, 4-D, groups 1, a 1x1 input
+// conv2d(x, w[, b]) with conv2d's attrs; nothing unless float32 or bf16 (all alike) on the cpu, 4-D, groups 1, a 1x1 input
 // and output whose pixel one tap of the kernel reads.
 std::optional<Tensor> one_pixel_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Attrs& attrs);
 
