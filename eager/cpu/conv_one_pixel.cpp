@@ -139,6 +139,10 @@ TapCache& tap_cache() {
 std::shared_ptr<const float> tap_slice(const Tensor& w, const Taps& t) {
   Tensor wc = w.contiguous();
   int64_t O = w.size(0), C = w.size(1), kk = w.size(2) * w.size(3), V = int64_t(t.off.size());
+  // Every tap, in order (one window over the whole input): a float32 weight is its own slice, and a copy of it
+  // kept per parameter would double a large conv's weight (a classifier written as a conv).
+  if (wc.dtype() == DType::Float32 && V == kk)
+    return std::shared_ptr<const float>(static_cast<const float*>(wc.raw_data()), [wc](const float*) {});
   const std::shared_ptr<Storage>& st = w.storage();
   if (!keeps_derived_copies(st) || !w.is_contiguous()) {
     Tensor s = Tensor::empty({O, C * V}, DType::Float32);
