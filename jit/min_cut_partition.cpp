@@ -233,6 +233,16 @@ Partition partition_min_cut(const JointGraph& j, bool recompute_late) {
       if (u.user->is_op(OpId::Matmul) && !bwd.count(u.user->output(0))) return true;
     return false;
   };
+  // A parameter narrowed by a cast that a forward GEMM or conv reads (autocast's bf16 weights) is kept too, as
+  // eager keeps it: run again, the backward repeats a pass over the float32 parameter for half its bytes
+  // saved (ResNet-18 under bf16 autocast: ~4 ms a training step, most of it layer4's 512-channel 3x3s).
+  auto gemm_read_cast = [&](const ir::Value* v) {
+    const ir::Node* n = v->node();
+    if (!n->is_op(OpId::Cast) || !is_primal(n->input()) || bytes_of(v) >= bytes_of(n->input())) return false;
+    for (const ir::Use& u : v->uses())
+      if ((u.user->is_op(OpId::Matmul) || u.user->is_op(OpId::Conv2d)) && !bwd.count(u.user->output(0))) return true;
+    return false;
+  };
   // Number the forward values that take part.
   std::unordered_map<const ir::Value*, int> id;
   std::vector<const ir::Value*> values;
@@ -250,7 +260,7 @@ Partition partition_min_cut(const JointGraph& j, bool recompute_late) {
   for (const ir::Value* v : values) {
     const ir::Node* n = v->node();
     net.add_edge(vin(v), vin(v) + 1, is_primal(v) ? 0 : bytes_of(v));
-    if (is_primal(v) || (fwd_needed.count(n) && (!recomputable(*n) || gemm_read_activation(v))) || compared_for_equality(v))
+    if (is_primal(v) || (fwd_needed.count(n) && (!recomputable(*n) || gemm_read_activation(v) || gemm_read_cast(v))) || compared_for_equality(v))
       net.add_edge(source, vin(v), kInf);
     if (!is_primal(v))
       for (const ir::Value* u : n->inputs())

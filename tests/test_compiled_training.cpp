@@ -137,6 +137,37 @@ TEST_CASE("compiled training: an activation a GEMM reads is kept for the backwar
   }
 }
 
+TEST_CASE("compiled training: a parameter's narrowing cast a GEMM or conv reads is kept for the backward, not cast again") {
+  // autocast's bf16 weights: the backward's input gradients read them
+  manual_seed(6);
+  const DType bf = DType::BFloat16;
+  Tensor x = randn({2, 8, 3, 3}), w1 = randn({8, 8, 3, 3}), w2 = randn({8 * 3 * 3, 4});
+  Function f = trace([bf](const Tensors& in) {
+    Tensor h = conv2d(in[0].to(bf), in[1].to(bf), Tensor(), {1, 1}, {1, 1});
+    return Tensors{sum(matmul(h.reshape({2, 8 * 3 * 3}), in[2].to(bf)).to(DType::Float32))};
+  }, {x, w1, w2});
+  Function c = compile(f);
+  auto grads = [&](const Function& fn) {
+    Tensor a = x.detach().clone().requires_grad_(true), b = w1.detach().clone().requires_grad_(true),
+           d = w2.detach().clone().requires_grad_(true);
+    fn({a, b, d})[0].backward();
+    return Tensors{a.grad(), b.grad(), d.grad()};
+  };
+  Tensors want = grads(f), got = grads(c);
+  for (size_t i = 0; i < want.size(); ++i) check_close(got[i], want[i], 3e-2, 3e-2);
+  std::vector<IValue> in{x.detach().clone().requires_grad_(true), w1.detach().clone().requires_grad_(true),
+                         w2.detach().clone().requires_grad_(true)};
+  std::shared_ptr<const ir::Graph> bwd = compiled_backward_graph(c, in);
+  CAPTURE(bwd->str());
+  // what it reads of the forward is the bf16 casts (recomputed, it would read the float32 parameters and x)
+  const auto& bin = bwd->inputs();
+  for (size_t i = 0; i + 1 < bin.size(); ++i) CHECK(bin[i]->type().dtype == std::optional<DType>(bf));
+  int narrowing = 0;  // the incoming gradient's only
+  for (const ir::Node* n : bwd->block()->nodes()) narrowing += n->is_op(OpId::Cast) && n->attrs().dtype("dtype") == bf;
+  CHECK(narrowing == 1);
+  CHECK(compile_stats(c).saved_bytes <= compile_stats(c).eager_saved_bytes);
+}
+
 TEST_CASE("compiled training: relu then max pool is pooled first; gradients equal eager's with negative windows and ties") {
   // Windows wholly negative (relu's gradient is zero there, whichever index pooling picks), windows with
   // a tie at the maximum, zeros, and ordinary ones.

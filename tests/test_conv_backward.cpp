@@ -248,12 +248,17 @@ TEST_CASE("conv backward: a parameter's blocked weights are reused until it chan
   check(true);
 }
 
-TEST_CASE("conv backward: one-pixel convs (one tap meets the input) as GEMMs equal direct loops") {
+TEST_CASE("conv backward: one-pixel convs (one tap meets each input pixel) as GEMMs equal direct loops") {
   const Case cases[] = {
       {{3, 16, 1, 1}, {8, 16, 3, 3}, {{1, 1}, {1, 1}, {1, 1}, 1}},  // ResNet's last stage
       {{2, 5, 1, 1}, {4, 5, 3, 3}, {{2, 2}, {1, 1}, {1, 1}, 1}},    // stride 2
       {{2, 5, 1, 1}, {4, 5, 3, 1}, {{1, 1}, {2, 0}, {2, 1}, 1}},    // dilation 2, padding 2
       {{2, 5, 1, 1}, {4, 5, 1, 1}, {{1, 1}, {0, 0}, {1, 1}, 1}},    // pointwise
+      // one output pixel from a larger input: each input pixel meets its own tap
+      {{3, 6, 2, 2}, {4, 6, 3, 3}, {{2, 2}, {1, 1}, {1, 1}, 1}},    // ResNet's stride-2 conv into its last stage
+      {{2, 5, 3, 2}, {4, 5, 3, 2}, {{1, 1}, {0, 0}, {1, 1}, 1}},    // every tap, no padding
+      {{2, 5, 2, 2}, {4, 5, 1, 1}, {{2, 2}, {0, 0}, {1, 1}, 1}},    // the 1x1 downsample: three pixels unread
+      {{2, 5, 3, 3}, {4, 5, 2, 2}, {{2, 2}, {0, 0}, {2, 2}, 1}},    // dilation 2: the middle row and column unread
   };
   for (const Case& c : cases) {
     CAPTURE(shape_str(c.w));

@@ -101,7 +101,7 @@ TEST_CASE("conv bf16: gradients of small output planes are float32's rounded onc
     int64_t pad;
   };
   for (const Case& c : {Case{{2, 64, 6, 6}, {32, 64, 3, 3}, 1}, Case{{4, 64, 1, 1}, {32, 64, 3, 3}, 1},
-                        Case{{2, 64, 12, 12}, {32, 64, 3, 3}, 1}}) {
+                        Case{{2, 64, 2, 2}, {32, 64, 3, 3}, 1}, Case{{2, 64, 12, 12}, {32, 64, 3, 3}, 1}}) {
     CAPTURE(shape_str(c.x));
     Tensor x = bf16(c.x, 0.37, 0.1), w = bf16(c.w, 0.61, 0.5);
     Attrs a = conv_attrs(1, c.pad);
@@ -111,10 +111,15 @@ TEST_CASE("conv bf16: gradients of small output planes are float32's rounded onc
         cpu::onednn_conv2d_backward(g, x, w, x.sizes(), w.sizes(), a, true, true, true);
     if (!onednn_takes_bf16(x.sizes(), w.sizes(), a)) continue;
     REQUIRE(r.has_value());
-    // float32's own order: a one-pixel conv's GEMMs, else oneDNN's float32 primitives
+    // float32's own order: a one-pixel conv's GEMMs, else oneDNN's float32 primitives, else (planes of 4
+    // pixels or fewer, where oneDNN declines float32) kiln's column GEMMs
     std::optional<cpu::ConvGrads> f =
         cpu::one_pixel_conv2d_backward(f32(g), f32(x), f32(w), x.sizes(), w.sizes(), a, true, true, true);
-    if (!f) f = cpu::onednn_conv2d_backward(f32(g), f32(x), f32(w), x.sizes(), w.sizes(), a, true, true, true);
+    if (!f) {
+      f = cpu::onednn_conv2d_backward(f32(g), f32(x), f32(w), x.sizes(), w.sizes(), a, true, true, true);
+      if (cpu::onednn_gemm_enabled()) CHECK(f.has_value() == (c.x[2] * c.x[3] > 4));
+    }
+    if (!f) f = cpu::conv2d_backward(f32(g), f32(x), f32(w), x.sizes(), w.sizes(), a, true, true, true);
     REQUIRE(f.has_value());
     const bool small = c.x[2] * c.x[3] < 128;
     for (auto [got, want] : {std::pair{r->input, f->input}, {r->weight, f->weight}, {r->bias, f->bias}}) {
@@ -122,6 +127,35 @@ TEST_CASE("conv bf16: gradients of small output planes are float32's rounded onc
       if (small) check_close(got, want.to(bf), 0, 0);
       else check_close(got, want, 2e-2, 5e-2);
     }
+  }
+}
+
+TEST_CASE("conv bf16: one-output-pixel convs are float32's GEMMs on the bf16 values, rounded once") {
+  // ResNet-18's layer4 under autocast: no cast of the whole weight, no oneDNN reorder, on any CPU.
+  struct Case {
+    Shape x, w;
+    int64_t stride;
+  };
+  for (const Case& c : {Case{{4, 64, 1, 1}, {32, 64, 3, 3}, 1}, Case{{4, 32, 2, 2}, {64, 32, 3, 3}, 2}}) {
+    CAPTURE(shape_str(c.x));
+    Tensor x = bf16(c.x, 0.37, 0.1), w = bf16(c.w, 0.61, 0.5), b = bf16({c.w[0]}, 0.3, 0.2);
+    Tensor g = bf16({c.x[0], c.w[0], 1, 1}, 0.29, 0.7);
+    Attrs a = conv_attrs(c.stride, 1);
+    std::optional<Tensor> y = cpu::one_pixel_conv2d(x, w, b, a);
+    std::optional<cpu::ConvGrads> r = cpu::one_pixel_conv2d_backward(g, x, w, x.sizes(), w.sizes(), a, true, true, true);
+    std::optional<Tensor> y32 = cpu::one_pixel_conv2d(f32(x), f32(w), f32(b), a);
+    std::optional<cpu::ConvGrads> r32 =
+        cpu::one_pixel_conv2d_backward(f32(g), f32(x), f32(w), x.sizes(), w.sizes(), a, true, true, true);
+    REQUIRE(y.has_value());
+    REQUIRE(r.has_value());
+    REQUIRE(y32.has_value());
+    REQUIRE(r32.has_value());
+    for (auto [got, want] : {std::pair{*y, *y32}, {r->input, r32->input}, {r->weight, r32->weight}, {r->bias, r32->bias}}) {
+      CHECK(got.dtype() == bf);
+      check_close(got, want.to(bf), 0, 0);
+    }
+    // and the op itself (the dispatcher's bf16 conv2d) takes it: float32's values rounded
+    check_close(conv2d(x, w, b, {c.stride, c.stride}, {1, 1}), y32->to(bf), 0, 0);
   }
 }
 

@@ -111,7 +111,9 @@ Tensors kernel_conv2d(OpId op, const Tensors& in, const Attrs& attrs) {
   if (all_half(in)) {
     // bf16 through oneDNN's bf16 conv where this CPU has one; the checks below then run in float32.
     if (in.size() >= 2) {
-      std::optional<Tensor> y = onednn_conv2d(in[0], in[1], in.size() == 3 ? in[2] : Tensor(), attrs);
+      const Tensor b = in.size() == 3 ? in[2] : Tensor();
+      std::optional<Tensor> y = one_pixel_conv2d(in[0], in[1], b, attrs);
+      if (!y) y = onednn_conv2d(in[0], in[1], b, attrs);
       if (y) return {*y};
     }
     return run_in_float32(kernel_conv2d, op, in, attrs);

@@ -64,6 +64,13 @@ std::optional<dt> dnnl_type(DType t) {
 // (in float32 the casts cost more than they saved there, eval at 2 threads 11.5 -> 16.5 ms); so do larger planes.
 constexpr int64_t kBf16MinPlane = 128;  // output pixels
 bool small_bf16_plane(dt t, int64_t oh, int64_t ow) { return t == dt::bf16 && oh * ow < kBf16MinPlane; }
+// At output planes of 4 pixels or fewer (ResNet-18's layer3 and layer4 on 32x32 images, 2x2 and 1x1) oneDNN's
+// direct backward kernels ran far slower than kiln's column GEMMs (conv2d_backward): per training step, 1 thread,
+// 3.8 against 3.5 ms a 256-channel 2x2 conv, 7.1 against 3.3 ms the 256 -> 512 stride-2 conv (its weight
+// gradient alone 9.7 ms in oneDNN, ONEDNN_VERBOSE), float32 and bf16 alike; planes of 16 pixels and more ran
+// faster in oneDNN (4x4 and 8x8: 1.9 against 3.0, 2.0 against 3.9 ms).
+constexpr int64_t kMaxColumnPlane = 4;  // output pixels
+bool column_plane(int64_t oh, int64_t ow) { return oh * ow <= kMaxColumnPlane; }
 Tensor as_f32(const Tensor& t) { return t.defined() ? cast_to(t, DType::Float32) : t; }
 Tensor as_bf16(const Tensor& t) { return t.defined() ? cast_to(t, DType::BFloat16) : t; }
 
@@ -346,6 +353,7 @@ std::optional<ConvGrads> onednn_conv2d_backward(const Tensor& grad, const Tensor
   dims src(input_shape.begin(), input_shape.end()), wei(weight_shape.begin(), weight_shape.end()),
       dst(grad.sizes().begin(), grad.sizes().end());
   dims strides{st[0], st[1]}, dilates{dl[0] - 1, dl[1] - 1}, pad{pd[0], pd[1]};
+  if (*t == dt::f32 && column_plane(dst[2], dst[3])) return std::nullopt;  // the caller's own kernels
   std::vector<int64_t> key{src[0], src[1], src[2], src[3], wei[0], wei[2], wei[3], st[0], st[1], dl[0], dl[1],
                            pd[0], pd[1], need_input, need_weight, need_bias, int64_t(*t), int64_t(omp_get_max_threads())};
   State& s = state();
@@ -360,11 +368,15 @@ std::optional<ConvGrads> onednn_conv2d_backward(const Tensor& grad, const Tensor
   });
   if (!p->data && !p->weights) return std::nullopt;  // declined, or reference kernels only
   if (small_bf16_plane(*t, dst[2], dst[3])) {
+    std::optional<ConvGrads> one =
+        one_pixel_conv2d_backward(grad, x, w, input_shape, weight_shape, attrs, need_input, need_weight, need_bias);
+    if (one) return one;
     const Tensor g32 = as_f32(grad), x32 = as_f32(x), w32 = as_f32(w);
     std::optional<ConvGrads> f =
-        one_pixel_conv2d_backward(g32, x32, w32, input_shape, weight_shape, attrs, need_input, need_weight, need_bias);
-    if (!f)
-      f = onednn_conv2d_backward(g32, x32, w32, input_shape, weight_shape, attrs, need_input, need_weight, need_bias);
+        column_plane(dst[2], dst[3])
+            ? conv2d_backward(g32, x32, w32, input_shape, weight_shape, attrs, need_input, need_weight, need_bias)
+            : onednn_conv2d_backward(g32, x32, w32, input_shape, weight_shape, attrs, need_input, need_weight,
+                                     need_bias);
     if (!f) return std::nullopt;
     return ConvGrads{as_bf16(f->input), as_bf16(f->weight), as_bf16(f->bias)};
   }
