@@ -2,6 +2,8 @@
 // shape and do not depend on each other become one kernel with both sets of outputs, so inputs they
 // share are read once and one loop runs instead of two. Groups ending in a reduction iterate over
 // their input, not their output, and stay apart.
+#include <algorithm>
+
 #include "jit/fusion_group.h"
 #include "jit/group_kinds.h"
 #include "jit/ir_utils.h"
@@ -51,11 +53,17 @@ bool independent(ir::Node* a, ir::Node* b) {
   return true;
 }
 
-// b may move up to just after a: everything it reads is defined before a (so nothing of a's either).
+// b may move up to just after a: everything it reads is defined before a (so nothing of a's either), and
+// it reads no graph input a does not (moving a read of a parameter earlier would hold it longer: an FSDP
+// unit's parameters are gathered just before their first reader).
 bool hoistable(ir::Node* a, ir::Node* b) {
   for (ir::Value* v : b->inputs()) {
     ir::Node* d = v->node();
-    if (d->owning_block() == a->owning_block() && d->prim() != ir::Prim::Param && !d->is_before(a)) return false;
+    if (d->prim() == ir::Prim::Param) {
+      if (std::find(a->inputs().begin(), a->inputs().end(), v) == a->inputs().end()) return false;
+      continue;
+    }
+    if (d->owning_block() == a->owning_block() && !d->is_before(a)) return false;
   }
   return true;
 }
