@@ -277,14 +277,11 @@ inline void zero_pairs(uint32_t* x, int64_t from, int64_t to, int64_t n) {
 // d[l] = sum over n rows of a[r][l] . b[r][l] for lanes l < width, each a pair of bf16 (exact as floats): the
 // backward's delta by query from grad and out as feature pairs by lane
 inline void pair_dots(const uint32_t* a, const uint32_t* b, int64_t n, int64_t width, float* d) {
-  typedef uint32_t Bits __attribute__((vector_size(kVecBytes)));
   constexpr int64_t W = kLanes<float>;
   for (int64_t c0 = 0; c0 < width; c0 += W) {
     Vec<float> acc{};
     for (int64_t r = 0; r < n; ++r) {
-      Bits x, y;
-      __builtin_memcpy(&x, a + r * kQ + c0, sizeof x);
-      __builtin_memcpy(&y, b + r * kQ + c0, sizeof y);
+      const Vec<uint32_t> x = load(a + r * kQ + c0), y = load(b + r * kQ + c0);
       acc += (Vec<float>)(x << 16) * (Vec<float>)(y << 16) + (Vec<float>)(x & 0xffff0000u) * (Vec<float>)(y & 0xffff0000u);
     }
     store(d + c0, acc);

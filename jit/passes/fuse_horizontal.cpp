@@ -99,22 +99,17 @@ int64_t merge_block(ir::Graph& g, ir::Block& blk, const Backend* backend) {
           if (!down && !up) continue;
           bool lone = a->prim() != ir::Prim::FusionGroup && b->prim() != ir::Prim::FusionGroup;
           if (lone) continue;  // two single ops: vertical fusion's business, not worth a kernel
-          std::vector<ir::Node*> members;
-          if (down) {  // a's nodes move to just before b, then both become one group in b's place
-            members = members_of(a);
-            for (ir::Node* m : members) m->move_before(b);
-            std::vector<ir::Node*> rest = members_of(b);
-            members.insert(members.end(), rest.begin(), rest.end());
+          std::vector<ir::Node*> members = members_of(a), rest = members_of(b);
+          if (down) {  // a's nodes move to just before b's, then both become one group in b's place
+            for (ir::Node* m : members) m->move_before(rest.front());
           } else {  // b's nodes move to just after a's (a's results are read before b): the group in a's place
-            std::vector<ir::Node*> rest = members_of(b);
-            members = members_of(a);
             ir::Node* after = members.back();
             for (ir::Node* m : rest) {
               m->move_after(after);
               after = m;
             }
-            members.insert(members.end(), rest.begin(), rest.end());
           }
+          members.insert(members.end(), rest.begin(), rest.end());
           make_group(g, members);
           ++merged;
           again = true;

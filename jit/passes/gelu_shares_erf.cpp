@@ -12,8 +12,8 @@ namespace kiln::jit {
 namespace {
 
 bool is_number(const ir::Value* v, double want) {
-  const Tensor* t = tensor_constant(v);
-  return t && t->dim() == 0 && std::abs(t->item_double() - want) <= 1e-15 * std::abs(want);
+  std::optional<double> c = scalar_constant(v);
+  return c && std::abs(*c - want) <= 1e-15 * std::abs(want);
 }
 
 // The node computing op(x, c) (either order) among x's users in `body`, c the number `want`.
